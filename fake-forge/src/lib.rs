@@ -1,0 +1,1 @@
+//! The recording fake forge (being written).

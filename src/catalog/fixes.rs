@@ -1,0 +1,121 @@
+//! Known mistakes of the embedded specs, corrected in one place.
+//!
+//! Each row says which operation of which flavor the spec gets wrong, what is really
+//! returned, and how we know (router and handler evidence in `shared/notes/spec-analysis.md`
+//! §2 and §4). The generator applies a row by replacing the response kind it would have
+//! inferred from `produces` and the declared responses.
+
+use super::{Flavor, ResponseKind};
+
+/// One correction.
+#[derive(Debug, Clone, Copy)]
+pub struct SpecFix {
+    pub flavor: Flavor,
+    pub operation: &'static str,
+    pub response: ResponseKind,
+    pub why: &'static str,
+    /// Appended to the tool description, so the model knows where to look.
+    pub note: &'static str,
+}
+
+/// The table.
+pub const FIXES: &[SpecFix] = &[
+    SpecFix {
+        flavor: Flavor::Gitea,
+        operation: "repoGetArchive",
+        response: ResponseKind::Binary,
+        why: "declares application/json and a 200 without schema, but streams a zip, tar.gz or bundle",
+        note: "Returns the archive as binary data.",
+    },
+    SpecFix {
+        flavor: Flavor::Gitea,
+        operation: "downloadActionsRunJobLogs",
+        response: ResponseKind::Text,
+        why: "declares JSON, but its 200 is the job's log as plain text",
+        note: "Returns the log as text.",
+    },
+    SpecFix {
+        flavor: Flavor::Gitea,
+        operation: "downloadArtifact",
+        response: ResponseKind::Redirect,
+        why: "answers 302 to a signed blob URL; the zip itself is served by that URL",
+        note: "Answers with a redirect: data.location is the download URL.",
+    },
+    // Gitea's RegistrationToken response declares the token as a response *header*; the
+    // handler (routers/api/v1/shared/runners.go) writes a JSON body {"token": "..."}.
+    SpecFix {
+        flavor: Flavor::Gitea,
+        operation: "adminCreateRunnerRegistrationToken",
+        response: ResponseKind::Json,
+        why: "the registration token comes back as a JSON body {\"token\"}, not as a header",
+        note: "Returns the new registration token as data.token.",
+    },
+    SpecFix {
+        flavor: Flavor::Gitea,
+        operation: "orgCreateRunnerRegistrationToken",
+        response: ResponseKind::Json,
+        why: "the registration token comes back as a JSON body {\"token\"}, not as a header",
+        note: "Returns the new registration token as data.token.",
+    },
+    SpecFix {
+        flavor: Flavor::Gitea,
+        operation: "repoCreateRunnerRegistrationToken",
+        response: ResponseKind::Json,
+        why: "the registration token comes back as a JSON body {\"token\"}, not as a header",
+        note: "Returns the new registration token as data.token.",
+    },
+    SpecFix {
+        flavor: Flavor::Gitea,
+        operation: "userCreateRunnerRegistrationToken",
+        response: ResponseKind::Json,
+        why: "the registration token comes back as a JSON body {\"token\"}, not as a header",
+        note: "Returns the new registration token as data.token.",
+    },
+    SpecFix {
+        flavor: Flavor::Gitea,
+        operation: "repoGetEditorConfig",
+        response: ResponseKind::Json,
+        why: "declares a 200 without schema; the handler returns the editorconfig definition as JSON",
+        note: "",
+    },
+];
+
+/// The rows for one flavor.
+pub fn for_flavor(flavor: Flavor) -> Vec<SpecFix> {
+    FIXES.iter().copied().filter(|f| f.flavor == flavor).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    #[test]
+    fn every_fix_names_an_operation_of_its_spec_and_is_applied() {
+        for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+            let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
+            for fix in for_flavor(flavor) {
+                let tool = c.get(fix.operation).unwrap_or_else(|| panic!("{} not in spec", fix.operation));
+                assert_eq!(tool.operation().unwrap().response, fix.response, "{}", fix.operation);
+            }
+        }
+    }
+
+    #[test]
+    fn archive_is_binary_and_job_logs_are_text_and_artifact_download_redirects() {
+        let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        assert_eq!(c.get("repoGetArchive").unwrap().operation().unwrap().response, ResponseKind::Binary);
+        assert_eq!(c.get("downloadActionsRunJobLogs").unwrap().operation().unwrap().response, ResponseKind::Text);
+        assert_eq!(c.get("downloadArtifact").unwrap().operation().unwrap().response, ResponseKind::Redirect);
+        assert_eq!(c.get("repoCreateRunnerRegistrationToken").unwrap().operation().unwrap().response, ResponseKind::Json);
+        assert!(c.get("repoCreateRunnerRegistrationToken").unwrap().description.contains("data.token"));
+    }
+
+    #[test]
+    fn without_the_fix_the_spec_would_say_json_for_the_archive() {
+        // Guards the fix against silently becoming a no-op: the Gitea spec really declares JSON.
+        let spec = crate::catalog::spec::Spec::parse(Flavor::Gitea.embedded_spec()).unwrap();
+        let op = spec.operations.iter().find(|o| o.id == "repoGetArchive").unwrap();
+        assert_eq!(op.produces, ["application/json"]);
+    }
+}

@@ -1,0 +1,201 @@
+//! The catalog: every tool this server offers, built once at start-up from a spec.
+//!
+//! Plain data, shared read-only: `tools/list`, the `tools` command and the call pipeline
+//! all read the same `Catalog`. Nothing here talks to the network; the flavor and version
+//! (which decide the spec and the wildcard routes) are given by the caller.
+
+pub mod fixes;
+pub mod operation;
+pub mod raw_tool;
+pub mod schema;
+pub mod spec;
+pub mod wildcard;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use operation::{
+    CollectionFormat, Location, Method, Operation, Paging, Param, PathTemplate, Piece, ResponseKind,
+    ToolDef,
+};
+
+/// Which forge software the spec describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    Gitea,
+    Forgejo,
+}
+
+impl Flavor {
+    /// Lower-case name, as used in flags and in `wildcard-params.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flavor::Gitea => "gitea",
+            Flavor::Forgejo => "forgejo",
+        }
+    }
+
+    /// The product name, as shown to people.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Flavor::Gitea => "Gitea",
+            Flavor::Forgejo => "Forgejo",
+        }
+    }
+
+    /// The spec embedded in the binary for this flavor.
+    pub fn embedded_spec(self) -> &'static [u8] {
+        match self {
+            Flavor::Gitea => include_bytes!("../../specs/gitea-1.27.0.swagger.json"),
+            Flavor::Forgejo => include_bytes!("../../specs/forgejo-16.0.1.swagger.json"),
+        }
+    }
+}
+
+/// A forge version such as `1.27.0` or `16.0.1+gitea-1.22.0`, compared on its numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    pub text: String,
+    /// major, minor, patch of the product itself (for Forgejo: the Forgejo numbers).
+    pub numbers: (u64, u64, u64),
+}
+
+impl Version {
+    /// Parse the leading `major.minor.patch` of a version string; missing parts are 0.
+    pub fn parse(text: &str) -> Option<Version> {
+        let core = text.trim().trim_start_matches('v');
+        let core = core.split(['+', '-', ' ']).next().unwrap_or("");
+        let mut it = core.split('.').map(|p| p.parse::<u64>());
+        let major = it.next()?.ok()?;
+        let minor = it.next().unwrap_or(Ok(0)).ok()?;
+        let patch = it.next().unwrap_or(Ok(0)).unwrap_or(0);
+        Some(Version { text: text.trim().to_owned(), numbers: (major, minor, patch) })
+    }
+
+    /// The flavor a `/api/v1/version` answer reveals: Forgejo reports `X+gitea-Y`.
+    pub fn flavor(&self) -> Flavor {
+        if self.text.contains("+gitea-") { Flavor::Forgejo } else { Flavor::Gitea }
+    }
+}
+
+/// Why a spec could not be turned into tools.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("the spec is not valid JSON: {0}")]
+    Json(String),
+    #[error("the spec is not a Swagger 2.0 document: {0}")]
+    Shape(String),
+    #[error("operation {op}: {msg}")]
+    Operation { op: String, msg: String },
+}
+
+/// Every tool, by name, in spec order, plus the raw tool.
+#[derive(Debug)]
+pub struct Catalog {
+    pub flavor: Flavor,
+    /// The version the wildcard routes were chosen for (detected, or the spec's own).
+    pub version: Version,
+    /// `info.version` of the spec the tools were generated from.
+    pub spec_version: String,
+    tools: Vec<Arc<ToolDef>>,
+    by_name: HashMap<String, usize>,
+    raw: Arc<ToolDef>,
+}
+
+impl Catalog {
+    /// Build the catalog from spec bytes. `version` is the forge's version when known;
+    /// otherwise the spec's own `info.version` is assumed.
+    pub fn build(spec_bytes: &[u8], flavor: Flavor, version: Option<Version>) -> Result<Catalog, CatalogError> {
+        let spec = spec::Spec::parse(spec_bytes)?;
+        let version = version
+            .or_else(|| Version::parse(&spec.info_version))
+            .unwrap_or(Version { text: spec.info_version.clone(), numbers: (0, 0, 0) });
+        let wildcards = wildcard::WildcardTable::embedded();
+        let fixes = fixes::for_flavor(flavor);
+        let mut tools = Vec::with_capacity(spec.operations.len());
+        let mut by_name = HashMap::with_capacity(spec.operations.len());
+        for raw in &spec.operations {
+            let op = operation::Operation::from_spec(raw, &spec, flavor, &version, &wildcards, &fixes)?;
+            let tool = ToolDef::new(op, &spec)?;
+            if by_name.insert(tool.name().to_owned(), tools.len()).is_some() {
+                return Err(CatalogError::Operation {
+                    op: tool.name().to_owned(),
+                    msg: "the operationId is used twice".into(),
+                });
+            }
+            tools.push(Arc::new(tool));
+        }
+        let raw = Arc::new(raw_tool::definition(flavor));
+        Ok(Catalog { flavor, version, spec_version: spec.info_version, tools, by_name, raw })
+    }
+
+    /// The tools generated from the spec, in spec order (without the raw tool).
+    pub fn operations(&self) -> impl Iterator<Item = &Arc<ToolDef>> {
+        self.tools.iter()
+    }
+
+    /// Every tool a client sees: the generated ones, then the raw tool.
+    pub fn all_tools(&self) -> impl Iterator<Item = &Arc<ToolDef>> {
+        self.tools.iter().chain(std::iter::once(&self.raw))
+    }
+
+    /// Look a tool up by name (the raw tool included).
+    pub fn get(&self, name: &str) -> Option<&Arc<ToolDef>> {
+        if name == raw_tool::NAME {
+            return Some(&self.raw);
+        }
+        self.by_name.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The spec operation a method and a literal path (relative to `/api/v1`, `/`-separated,
+    /// not encoded) would reach, if any. Used by the raw tool to know about paging and
+    /// response kinds.
+    pub fn match_path(&self, method: Method, path: &str) -> Option<&Arc<ToolDef>> {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        // Prefer the most specific route, as the forge's router does: more literal pieces first.
+        self.tools
+            .iter()
+            .filter(|t| {
+                t.operation()
+                    .is_some_and(|op| op.method == method && op.template.matches(&segments, &op.params))
+            })
+            .max_by_key(|t| t.operation().map(|op| op.template.literal_weight()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_and_reveal_the_flavor() {
+        let g = Version::parse("1.27.0").unwrap();
+        assert_eq!((g.numbers, g.flavor()), ((1, 27, 0), Flavor::Gitea));
+        let f = Version::parse("16.0.1+gitea-1.22.0").unwrap();
+        assert_eq!((f.numbers, f.flavor()), ((16, 0, 1), Flavor::Forgejo));
+        let dev = Version::parse("1.26.0+dev-45-g1234abc").unwrap();
+        assert_eq!((dev.numbers, dev.flavor()), ((1, 26, 0), Flavor::Gitea));
+        assert!(Version::parse("garbage").is_none());
+    }
+
+    #[test]
+    fn embedded_specs_give_the_documented_tool_counts() {
+        let g = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        assert_eq!(g.operations().count(), 482);
+        assert_eq!(g.spec_version, "1.27.0");
+        let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
+        assert_eq!(f.operations().count(), 506);
+        assert_eq!(f.all_tools().count(), 507);
+    }
+
+    #[test]
+    fn raw_paths_match_the_most_specific_route() {
+        let g = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        let name = |m, p| g.match_path(m, p).map(|t| t.name().to_owned());
+        assert_eq!(name(Method::Get, "/repos/o/r/issues/comments/5").as_deref(), Some("issueGetComment"));
+        assert_eq!(name(Method::Get, "/repos/o/r/issues/5").as_deref(), Some("issueGetIssue"));
+        assert_eq!(name(Method::Get, "/repos/o/r/contents/a/b/c.md").as_deref(), Some("repoGetContents"));
+        assert_eq!(name(Method::Get, "/repos/o/r/issues").as_deref(), Some("issueListIssues"));
+        assert_eq!(name(Method::Get, "/nope"), None);
+    }
+}

@@ -1,0 +1,255 @@
+//! Input JSON Schemas for tools, built from Swagger parameters.
+//!
+//! Path and query parameters are top-level properties, the JSON body is `body`, a file
+//! upload is `{content_base64, filename, content_type}`. Every `$ref` the operation reaches
+//! is inlined (clients differ in how well they follow references; inlining leaves nothing to
+//! follow and nothing unreachable), and Swagger-only keywords (`x-go-name`, `example`,
+//! `readOnly`, `discriminator`, …) are dropped. The result is valid both as draft 4 and as
+//! 2020-12, the MCP default; we validate with 2020-12 and the linear-time `regex` engine.
+
+use serde_json::{Map, Value, json};
+
+use super::operation::{Location, Operation};
+use super::spec::{RawOperation, Spec};
+
+/// Keywords kept from Swagger schemas. Everything else is noise to a JSON Schema client.
+const KEPT: &[&str] = &[
+    "type",
+    "format",
+    "enum",
+    "default",
+    "minimum",
+    "maximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "description",
+];
+
+/// The input schema of one operation.
+pub fn input_schema(raw: &RawOperation, op: &Operation, spec: &Spec) -> Map<String, Value> {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for p in &raw.parameters {
+        let name = match p.get("in").and_then(Value::as_str) {
+            Some("body") => "body",
+            Some("path" | "query" | "formData") => p.get("name").and_then(Value::as_str).unwrap_or(""),
+            _ => continue,
+        };
+        let Some(param) = op.param(name) else { continue };
+        let mut prop = match param.location {
+            Location::Body => {
+                let mut s = clean(p.get("schema").unwrap_or(&Value::Bool(true)), spec, &mut Vec::new());
+                if let (Some(d), Value::Object(m)) = (p.get("description").and_then(Value::as_str), &mut s) {
+                    m.entry("description").or_insert_with(|| d.into());
+                }
+                s
+            }
+            Location::FormFile => file_schema(p.get("description").and_then(Value::as_str)),
+            _ => simple_param(p),
+        };
+        if param.location == Location::Path {
+            if let Value::Object(m) = &mut prop {
+                if m.get("type").and_then(Value::as_str) == Some("string") {
+                    m.entry("minLength").or_insert(json!(1));
+                }
+                if param.wildcard {
+                    let d = m.get("description").and_then(Value::as_str).unwrap_or("").trim_end_matches('.');
+                    let d = if d.is_empty() { "May contain '/'.".to_owned() } else { format!("{d}. May contain '/'.") };
+                    m.insert("description".into(), d.into());
+                }
+            }
+        }
+        if param.required {
+            required.push(Value::String(name.to_owned()));
+        }
+        properties.insert(name.to_owned(), prop);
+    }
+    let mut schema = Map::new();
+    schema.insert("type".into(), "object".into());
+    schema.insert("properties".into(), Value::Object(properties));
+    if !required.is_empty() {
+        schema.insert("required".into(), Value::Array(required));
+    }
+    schema.insert("additionalProperties".into(), false.into());
+    schema
+}
+
+/// The schema of an uploaded file argument.
+pub fn file_schema(description: Option<&str>) -> Value {
+    let mut s = json!({
+        "type": "object",
+        "properties": {
+            "content_base64": {"type": "string", "description": "The file's bytes, base64-encoded."},
+            "filename": {"type": "string", "description": "File name sent to the forge."},
+            "content_type": {"type": "string", "description": "Media type, default application/octet-stream."}
+        },
+        "required": ["content_base64"],
+        "additionalProperties": false
+    });
+    if let Some(d) = description {
+        s["description"] = d.into();
+    }
+    s
+}
+
+/// A non-body parameter: its own keywords, and `items` for arrays.
+fn simple_param(p: &Map<String, Value>) -> Value {
+    let mut out = Map::new();
+    for (k, v) in p {
+        match k.as_str() {
+            "items" => {
+                if let Value::Object(items) = v {
+                    out.insert("items".into(), simple_param(items));
+                }
+            }
+            "exclusiveMinimum" | "exclusiveMaximum" => {} // folded below
+            k if KEPT.contains(&k) => {
+                out.insert(k.to_owned(), v.clone());
+            }
+            _ => {}
+        }
+    }
+    fold_exclusive_bounds(p, &mut out);
+    Value::Object(out)
+}
+
+/// Swagger/draft-4 boolean `exclusiveMinimum` becomes the 2020-12 number form.
+fn fold_exclusive_bounds(src: &Map<String, Value>, out: &mut Map<String, Value>) {
+    for (flag, bound) in [("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")] {
+        if src.get(flag).and_then(Value::as_bool) == Some(true) {
+            if let Some(b) = out.remove(bound) {
+                out.insert(flag.to_owned(), b);
+            }
+        }
+    }
+}
+
+/// Clean a body schema: inline `$ref`s (a reference back into a definition being inlined
+/// becomes an open object), keep only JSON Schema keywords, recurse into subschemas.
+fn clean(schema: &Value, spec: &Spec, stack: &mut Vec<String>) -> Value {
+    let Value::Object(src) = schema else { return schema.clone() };
+    if let Some(name) = src.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/definitions/")) {
+        if stack.iter().any(|s| s == name) {
+            return json!({"type": "object", "description": format!("A {name} (recursive; any object is accepted).")});
+        }
+        let Some(target) = spec.definitions.get(name) else {
+            return json!({});
+        };
+        stack.push(name.to_owned());
+        let mut inlined = clean(target, spec, stack);
+        stack.pop();
+        if let (Some(d), Value::Object(m)) = (src.get("description"), &mut inlined) {
+            m.entry("description").or_insert_with(|| d.clone());
+        }
+        return inlined;
+    }
+    let mut out = Map::new();
+    for (k, v) in src {
+        match k.as_str() {
+            "properties" => {
+                if let Value::Object(props) = v {
+                    let cleaned = props.iter().map(|(n, s)| (n.clone(), clean(s, spec, stack))).collect();
+                    out.insert(k.clone(), Value::Object(cleaned));
+                }
+            }
+            "items" | "additionalProperties" => {
+                out.insert(k.clone(), if v.is_object() { clean(v, spec, stack) } else { v.clone() });
+            }
+            "allOf" | "anyOf" | "oneOf" => {
+                if let Value::Array(list) = v {
+                    out.insert(k.clone(), Value::Array(list.iter().map(|s| clean(s, spec, stack)).collect()));
+                }
+            }
+            "required" => {
+                if v.as_array().is_some_and(|a| !a.is_empty()) {
+                    out.insert(k.clone(), v.clone());
+                }
+            }
+            "type" if v == "file" => {
+                out.insert(k.clone(), "string".into());
+            }
+            k if KEPT.contains(&k) => {
+                out.insert(k.to_owned(), v.clone());
+            }
+            _ => {}
+        }
+    }
+    fold_exclusive_bounds(src, &mut out);
+    Value::Object(out)
+}
+
+/// Compile a validator: 2020-12 semantics, no remote references, linear-time regexes.
+pub fn compile(schema: &Map<String, Value>) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .build(&Value::Object(schema.clone()))
+        .map_err(|e| format!("its input schema does not compile: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::catalog::{Catalog, Flavor};
+    use serde_json::Value;
+
+    fn walk<'a>(v: &'a Value, out: &mut Vec<(String, &'a Value)>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    out.push((k.clone(), x));
+                    walk(x, out);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn no_reference_or_swagger_noise_survives_in_any_schema() {
+        for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+            let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
+            for t in c.all_tools() {
+                let mut keys = Vec::new();
+                let schema = Value::Object((*t.input_schema).clone());
+                walk(&schema, &mut keys);
+                for (k, _) in keys {
+                    // Property names can be anything; the keywords we check never name properties
+                    // in these specs, so a hit is a leak of a keyword.
+                    assert!(
+                        !(k == "$ref" || k.starts_with("x-go") || k == "example" || k == "discriminator"),
+                        "{}: {k}",
+                        t.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn create_issue_schema_has_path_params_and_an_inlined_body() {
+        let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        let s = &c.get("issueCreateIssue").unwrap().input_schema;
+        assert_eq!(s["required"], serde_json::json!(["owner", "repo", "body"]));
+        assert_eq!(s["additionalProperties"], false);
+        assert_eq!(s["properties"]["owner"]["type"], "string");
+        assert_eq!(s["properties"]["body"]["properties"]["title"]["type"], "string");
+        assert!(s["properties"]["body"]["required"].as_array().unwrap().contains(&"title".into()));
+    }
+
+    #[test]
+    fn upload_field_is_a_base64_object_and_wildcards_say_so() {
+        let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        let s = &c.get("issueCreateIssueAttachment").unwrap().input_schema;
+        assert_eq!(s["properties"]["attachment"]["required"], serde_json::json!(["content_base64"]));
+        let f = &c.get("repoGetContents").unwrap().input_schema;
+        assert!(f["properties"]["filepath"]["description"].as_str().unwrap().contains("May contain '/'"));
+    }
+}

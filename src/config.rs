@@ -1,0 +1,331 @@
+//! Flags and environment → resolved `Settings`. The only place that reads the environment.
+//!
+//! `Cli` is the raw form clap fills in; `Settings` is what the rest of the program uses,
+//! built once by `Settings::resolve` after every check (URL shape, token file, numbers).
+//! Secrets are `SecretString` from the moment they are read: `Debug` prints `[REDACTED]`
+//! and clap never shows their environment values in `--help` (`hide_env_values`).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use secrecy::{ExposeSecret, SecretString};
+use url::Url;
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "aegis-gitea-mcp",
+    version,
+    about = "MCP server for the whole REST API of a Gitea or Forgejo instance",
+    long_about = "MCP server for the whole REST API of a Gitea or Forgejo instance.\n\n\
+        Every operation of the forge's OpenAPI spec is a tool named by its operationId, with a JSON \
+        Schema checked before anything is sent. Results come back in one envelope that marks forge \
+        data as untrusted.\n\nFlags beat environment variables. Secrets are never printed."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve MCP (the default when no command is given).
+    Serve,
+    /// Print the tools that `serve` would offer with the same settings.
+    ///
+    /// Works offline when --flavor is gitea or forgejo.
+    Tools {
+        /// Print the full tool definitions as JSON (the `tools` array of tools/list).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one tool once and print its result: the same JSON text an MCP client gets.
+    ///
+    /// Exits 1 when the result is an error result, 2 when the tool does not exist.
+    Call {
+        /// The tool name (an operationId such as repoGet, or gitea_api_request).
+        tool: String,
+        /// The arguments as a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+    },
+    /// Check the URL, detect the forge and its version, resolve the identity, and report
+    /// problems in plain words. Exits 1 when something needs fixing.
+    Doctor,
+}
+
+/// Which forge the spec is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlavorChoice {
+    /// Ask GET /api/v1/version at start-up.
+    Auto,
+    Gitea,
+    Forgejo,
+}
+
+/// Which MCP transport `serve` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportChoice {
+    /// JSON-RPC over standard input and output, for one person.
+    Stdio,
+    /// Streamable HTTP at /mcp.
+    Http,
+    /// Legacy HTTP+SSE at /sse and /message.
+    Sse,
+}
+
+/// Settings shared by every command.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Base URL of the Gitea or Forgejo instance (also read: GITEA_HOST, FORGEJO_URL).
+    #[arg(long, env = "GITEA_URL", global = true)]
+    pub url: Option<String>,
+    /// The server's own access token (also read: GITEA_ACCESS_TOKEN, FORGEJO_ACCESS_TOKEN).
+    /// Prefer the environment or --token-file: a flag is visible to other local users.
+    #[arg(long, env = "GITEA_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<SecretString>,
+    /// Read the global token from this file (surrounding white space is ignored).
+    #[arg(long, env = "GITEA_TOKEN_FILE", global = true)]
+    pub token_file: Option<PathBuf>,
+    /// Which forge the tools are generated for.
+    #[arg(long, env = "GITEA_FLAVOR", value_enum, default_value = "auto", global = true)]
+    pub flavor: FlavorChoice,
+    /// A Swagger 2.0 file to generate the tools from instead of the embedded spec.
+    #[arg(long, env = "GITEA_SPEC", global = true)]
+    pub spec: Option<PathBuf>,
+    /// MCP transport for `serve`.
+    #[arg(long, env = "MCP_TRANSPORT", value_enum, default_value = "stdio", global = true)]
+    pub transport: TransportChoice,
+    /// Address for the http and sse transports.
+    #[arg(long, env = "MCP_LISTEN", default_value = "127.0.0.1:8080", global = true)]
+    pub listen: String,
+    /// Shared secret HTTP clients present as `Authorization: Bearer …` to act as the
+    /// server's global identity.
+    #[arg(long, env = "MCP_BEARER_TOKEN", hide_env_values = true, global = true)]
+    pub mcp_bearer_token: Option<SecretString>,
+    /// Largest binary body returned as base64, and largest base64 upload, in bytes.
+    #[arg(long, env = "MAX_BINARY_BYTES", default_value_t = 1_048_576, global = true)]
+    pub max_binary_bytes: u64,
+    /// Largest JSON or text body read from the forge, in bytes; larger answers fail with
+    /// payload_too_large instead of filling memory.
+    #[arg(long, env = "MAX_RESPONSE_BYTES", default_value_t = 16 * 1_048_576, global = true)]
+    pub max_response_bytes: u64,
+    /// Comma-separated tool names that are neither offered nor callable.
+    #[arg(long, env = "DISABLED_TOOLS", value_delimiter = ',', global = true)]
+    pub disabled_tools: Vec<String>,
+    /// Seconds to wait for a TCP/TLS connection to the forge.
+    #[arg(long, env = "GITEA_CONNECT_TIMEOUT", default_value_t = 10.0, global = true)]
+    pub connect_timeout: f64,
+    /// Seconds one forge request may take in total, body included.
+    #[arg(long, env = "GITEA_TIMEOUT", default_value_t = 60.0, global = true)]
+    pub timeout: f64,
+    /// Log filter (tracing syntax, e.g. `info`, `aegis_gitea_mcp=debug`). Logs go to stderr.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
+    pub log_level: String,
+}
+
+/// Resolved settings: checked, typed, secrets wrapped.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Base URL of the forge with a trailing `/`, without `/api/v1`.
+    pub url: Url,
+    pub token: Option<SecretString>,
+    pub flavor: FlavorChoice,
+    pub spec: Option<PathBuf>,
+    pub transport: TransportChoice,
+    pub listen: String,
+    pub mcp_bearer_token: Option<SecretString>,
+    pub max_binary_bytes: u64,
+    pub max_response_bytes: u64,
+    pub disabled_tools: BTreeSet<String>,
+    pub connect_timeout: Duration,
+    pub timeout: Duration,
+    pub log_level: String,
+}
+
+/// A setting that cannot be used, with the words to fix it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// Where the alternative environment names are read from; a function so tests can inject.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+impl Settings {
+    /// Resolve the raw arguments, reading the alternative environment names through `env`.
+    pub fn resolve(args: CommonArgs, env: EnvLookup<'_>) -> Result<Settings, ConfigError> {
+        let url_text = args
+            .url
+            .or_else(|| non_empty(env("GITEA_HOST")))
+            .or_else(|| non_empty(env("FORGEJO_URL")))
+            .ok_or_else(|| {
+                ConfigError(
+                    "no forge URL: pass --url https://gitea.example.com or set GITEA_URL".into(),
+                )
+            })?;
+        let url = parse_base_url(&url_text)?;
+
+        let token = match (args.token, &args.token_file) {
+            (Some(t), _) if !t.expose_secret().trim().is_empty() => {
+                Some(SecretString::from(t.expose_secret().trim().to_owned()))
+            }
+            (_, Some(path)) => Some(read_token_file(path)?),
+            _ => non_empty(env("GITEA_ACCESS_TOKEN"))
+                .or_else(|| non_empty(env("FORGEJO_ACCESS_TOKEN")))
+                .map(|t| SecretString::from(t.trim().to_owned())),
+        };
+
+        let seconds = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(ConfigError(format!("{name} must be a number of seconds between 0 and 86400")))
+            }
+        };
+        if args.max_binary_bytes == 0 {
+            return Err(ConfigError("MAX_BINARY_BYTES must be at least 1".into()));
+        }
+        if args.max_response_bytes == 0 {
+            return Err(ConfigError("MAX_RESPONSE_BYTES must be at least 1".into()));
+        }
+        Ok(Settings {
+            url,
+            token,
+            flavor: args.flavor,
+            spec: args.spec,
+            transport: args.transport,
+            listen: args.listen,
+            mcp_bearer_token: args
+                .mcp_bearer_token
+                .filter(|t| !t.expose_secret().trim().is_empty()),
+            max_binary_bytes: args.max_binary_bytes,
+            max_response_bytes: args.max_response_bytes,
+            disabled_tools: args
+                .disabled_tools
+                .iter()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
+            timeout: seconds("--timeout", args.timeout)?,
+            log_level: args.log_level,
+        })
+    }
+}
+
+fn non_empty(v: Option<String>) -> Option<String> {
+    v.filter(|s| !s.trim().is_empty())
+}
+
+/// Accepts `https://host`, `https://host/sub/`, and forgives a trailing `/api/v1`.
+/// Refuses credentials in the URL: they would end up in logs and error messages.
+pub fn parse_base_url(text: &str) -> Result<Url, ConfigError> {
+    let mut url = Url::parse(text.trim()).map_err(|e| {
+        ConfigError(format!("the forge URL is not a valid URL ({e}); expected e.g. https://gitea.example.com"))
+    })?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(ConfigError("the forge URL must start with http:// or https://".into()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ConfigError(
+            "the forge URL must not contain a user name or password; pass the token with GITEA_TOKEN or --token-file".into(),
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(ConfigError("the forge URL must not have a query string or fragment".into()));
+    }
+    let mut path = url.path().trim_end_matches('/').to_owned();
+    if let Some(stripped) = path.strip_suffix("/api/v1") {
+        path = stripped.to_owned();
+    }
+    url.set_path(&format!("{path}/"));
+    Ok(url)
+}
+
+fn read_token_file(path: &std::path::Path) -> Result<SecretString, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError(format!("cannot read the token file {}: {}", path.display(), e.kind()))
+    })?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(ConfigError(format!("the token file {} is empty", path.display())));
+    }
+    Ok(SecretString::from(token.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> CommonArgs {
+        let mut v = vec!["aegis-gitea-mcp"];
+        v.extend_from_slice(extra);
+        Cli::try_parse_from(v).unwrap().common
+    }
+
+    #[test]
+    fn base_url_gets_a_trailing_slash_and_loses_api_v1() {
+        assert_eq!(parse_base_url("https://g.example").unwrap().as_str(), "https://g.example/");
+        assert_eq!(parse_base_url("https://g.example/sub").unwrap().as_str(), "https://g.example/sub/");
+        assert_eq!(parse_base_url("https://g.example/sub/api/v1/").unwrap().as_str(), "https://g.example/sub/");
+    }
+
+    #[test]
+    fn base_url_with_credentials_is_refused_without_echoing_them() {
+        let e = parse_base_url("https://bob:hunter22@g.example").unwrap_err();
+        assert!(!e.to_string().contains("hunter22"));
+        assert!(parse_base_url("ftp://g.example").is_err());
+    }
+
+    #[test]
+    fn alternative_environment_names_are_read() {
+        let env = |k: &str| match k {
+            "FORGEJO_URL" => Some("https://f.example".to_owned()),
+            "FORGEJO_ACCESS_TOKEN" => Some(" abc \n".to_owned()),
+            _ => None,
+        };
+        let s = Settings::resolve(args(&[]), &env).unwrap();
+        assert_eq!(s.url.as_str(), "https://f.example/");
+        assert_eq!(s.token.unwrap().expose_secret(), "abc");
+    }
+
+    #[test]
+    fn flag_beats_environment_fallbacks_and_token_file_is_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t");
+        std::fs::write(&f, "  filetoken\n").unwrap();
+        let env = |_: &str| Some("https://ignored.example".to_owned());
+        let a = args(&["--url", "https://flag.example", "--token-file", f.to_str().unwrap()]);
+        let s = Settings::resolve(a, &env).unwrap();
+        assert_eq!(s.url.as_str(), "https://flag.example/");
+        assert_eq!(s.token.unwrap().expose_secret(), "filetoken");
+    }
+
+    #[test]
+    fn missing_url_says_how_to_set_it() {
+        let e = Settings::resolve(args(&[]), &|_| None).unwrap_err();
+        assert!(e.to_string().contains("GITEA_URL"));
+    }
+
+    #[test]
+    fn debug_of_settings_hides_the_token() {
+        let s = Settings::resolve(args(&["--url", "https://g.example", "--token", "s3cr3t-value"]), &|_| None)
+            .unwrap();
+        assert!(!format!("{s:?}").contains("s3cr3t-value"));
+    }
+
+    #[test]
+    fn disabled_tools_are_split_and_trimmed() {
+        let s = Settings::resolve(
+            args(&["--url", "https://g.example", "--disabled-tools", "repoDelete, adminCreateUser,"]),
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(s.disabled_tools.into_iter().collect::<Vec<_>>(), ["adminCreateUser", "repoDelete"]);
+    }
+}

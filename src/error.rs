@@ -1,0 +1,148 @@
+//! `CallError`: every way a tool call can fail, as a value with a kind.
+//!
+//! Each stage has its own small failure cases; they all end up here so that one place
+//! decides how a failure reaches the client: an MCP tool result with `isError: true`
+//! (almost everything) or a JSON-RPC error (only an unknown tool name). The kinds map
+//! one-to-one to the table in INTERFACE.md. Messages say what to do next and never contain
+//! a secret: they are built from our own words plus forge text that went through the guard.
+
+use std::fmt;
+
+/// The `kind` of an error result, exactly as INTERFACE.md names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    PayloadTooLarge,
+    ValidationFailed,
+    Locked,
+    RateLimited,
+    UpstreamError,
+    UnexpectedStatus,
+    InvalidArguments,
+    SecretBlocked,
+    Timeout,
+    ConnectionFailed,
+    IdentityFailed,
+    Denied,
+}
+
+impl ErrorKind {
+    /// Every kind, for tests that loop over the table.
+    pub const ALL: [ErrorKind; 18] = [
+        ErrorKind::BadRequest,
+        ErrorKind::Unauthorized,
+        ErrorKind::Forbidden,
+        ErrorKind::NotFound,
+        ErrorKind::MethodNotAllowed,
+        ErrorKind::Conflict,
+        ErrorKind::PayloadTooLarge,
+        ErrorKind::ValidationFailed,
+        ErrorKind::Locked,
+        ErrorKind::RateLimited,
+        ErrorKind::UpstreamError,
+        ErrorKind::UnexpectedStatus,
+        ErrorKind::InvalidArguments,
+        ErrorKind::SecretBlocked,
+        ErrorKind::Timeout,
+        ErrorKind::ConnectionFailed,
+        ErrorKind::IdentityFailed,
+        ErrorKind::Denied,
+    ];
+
+    /// The wire name of the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::BadRequest => "bad_request",
+            ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::Forbidden => "forbidden",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::MethodNotAllowed => "method_not_allowed",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::PayloadTooLarge => "payload_too_large",
+            ErrorKind::ValidationFailed => "validation_failed",
+            ErrorKind::Locked => "locked",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::UpstreamError => "upstream_error",
+            ErrorKind::UnexpectedStatus => "unexpected_status",
+            ErrorKind::InvalidArguments => "invalid_arguments",
+            ErrorKind::SecretBlocked => "secret_blocked",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::ConnectionFailed => "connection_failed",
+            ErrorKind::IdentityFailed => "identity_failed",
+            ErrorKind::Denied => "denied",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed call. `UnknownTool` is the only variant that becomes a JSON-RPC error
+/// (`-32602`); every other one becomes a tool result with `isError: true`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallError {
+    /// The client named a tool that this server does not offer.
+    UnknownTool(String),
+    /// A failure the model should see as an error result.
+    Result(ToolFailure),
+}
+
+/// The body of an error result: `{"error": {"status", "kind", "message"[, "path"]}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolFailure {
+    /// The forge's HTTP status, or `None` when the forge was not reached.
+    pub status: Option<u16>,
+    pub kind: ErrorKind,
+    pub message: String,
+    /// For `invalid_arguments`: a JSON Pointer into the arguments.
+    pub path: Option<String>,
+}
+
+impl CallError {
+    /// A failure that happened before anything reached the forge.
+    pub fn local(kind: ErrorKind, message: impl Into<String>) -> Self {
+        CallError::Result(ToolFailure { status: None, kind, message: message.into(), path: None })
+    }
+
+    /// An argument that failed validation, pointing at it with a JSON Pointer.
+    pub fn invalid_argument(path: impl Into<String>, message: impl Into<String>) -> Self {
+        CallError::Result(ToolFailure {
+            status: None,
+            kind: ErrorKind::InvalidArguments,
+            message: message.into(),
+            path: Some(path.into()),
+        })
+    }
+
+    /// A failure the forge answered with.
+    pub fn from_forge(status: u16, kind: ErrorKind, message: impl Into<String>) -> Self {
+        CallError::Result(ToolFailure { status: Some(status), kind, message: message.into(), path: None })
+    }
+
+    /// The kind, when this is a tool result.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            CallError::UnknownTool(_) => None,
+            CallError::Result(f) => Some(f.kind),
+        }
+    }
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::UnknownTool(name) => write!(f, "unknown tool {name:?}"),
+            CallError::Result(r) => write!(f, "{}: {}", r.kind, r.message),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}

@@ -1,0 +1,3 @@
+pub mod catalog;
+pub mod config;
+pub mod error;
