@@ -109,7 +109,12 @@ pub struct ToolFailure {
 impl CallError {
     /// A failure that happened before anything reached the forge.
     pub fn local(kind: ErrorKind, message: impl Into<String>) -> Self {
-        CallError::Result(ToolFailure { status: None, kind, message: message.into(), path: None })
+        CallError::Result(ToolFailure {
+            status: None,
+            kind,
+            message: message.into(),
+            path: None,
+        })
     }
 
     /// An argument that failed validation, pointing at it with a JSON Pointer.
@@ -124,7 +129,12 @@ impl CallError {
 
     /// A failure the forge answered with.
     pub fn from_forge(status: u16, kind: ErrorKind, message: impl Into<String>) -> Self {
-        CallError::Result(ToolFailure { status: Some(status), kind, message: message.into(), path: None })
+        CallError::Result(ToolFailure {
+            status: Some(status),
+            kind,
+            message: message.into(),
+            path: None,
+        })
     }
 
     /// The kind, when this is a tool result.
@@ -146,3 +156,35 @@ impl fmt::Display for CallError {
 }
 
 impl std::error::Error for CallError {}
+
+/// How a finished call reaches the client. Decided here, once, for every transport and
+/// for the `call` command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A success result: its text.
+    Success(String),
+    /// An error result (`isError: true`): its text.
+    Error(String),
+    /// Not a result at all: a JSON-RPC `-32602` error with this message.
+    UnknownTool(String),
+}
+
+impl Outcome {
+    /// Classify a call's result. Every message goes through `redact` once more on the way
+    /// out, so no path can carry a known secret into an error.
+    pub fn from_result(
+        result: Result<String, CallError>,
+        redact: impl Fn(&str) -> String,
+    ) -> Outcome {
+        match result {
+            Ok(text) => Outcome::Success(text),
+            Err(CallError::UnknownTool(name)) => {
+                Outcome::UnknownTool(format!("unknown tool: {}", redact(&name)))
+            }
+            Err(CallError::Result(mut f)) => {
+                f.message = redact(&f.message);
+                Outcome::Error(crate::envelope::error_text(&f))
+            }
+        }
+    }
+}

@@ -1,3 +1,19 @@
+//! aegis-gitea-mcp: the whole REST API of a Gitea or Forgejo instance as MCP tools.
+//!
+//! The library holds the pipeline of one call; `main.rs` is a thin command dispatcher.
+//! Read `call.rs` first: it calls every stage below in order, top to bottom.
+
+pub mod args;
+pub mod call;
 pub mod catalog;
 pub mod config;
+pub mod decode;
+pub mod doctor;
+pub mod envelope;
 pub mod error;
+pub mod executor;
+pub mod guard;
+pub mod identity;
+pub mod mcp;
+pub mod server;
+pub mod transport;

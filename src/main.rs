@@ -1,1 +1,116 @@
-fn main() {}
+//! `aegis-gitea-mcp`: serve | tools | call | doctor. Exit codes: 0 ok, 1 an error result or
+//! a problem found by `doctor`, 2 bad settings or usage. Nothing else lives here.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+
+use aegis_gitea_mcp::config::{Cli, Command, Settings, TransportChoice};
+use aegis_gitea_mcp::error::Outcome;
+use aegis_gitea_mcp::mcp::McpHandler;
+use aegis_gitea_mcp::server::Server;
+use aegis_gitea_mcp::{call, doctor, transport};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.common.log_level);
+    let settings = match Settings::resolve(cli.common, &|k| std::env::var(k).ok()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("aegis-gitea-mcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(run(cli.command.unwrap_or(Command::Serve), settings))
+}
+
+async fn run(command: Command, settings: Settings) -> ExitCode {
+    if let Command::Doctor = command {
+        return doctor::run(settings).await;
+    }
+    let server = match Server::start(settings).await {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("aegis-gitea-mcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match command {
+        Command::Serve => match server.settings.transport {
+            TransportChoice::Stdio => {
+                match transport::stdio::serve(McpHandler::new(server)).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("aegis-gitea-mcp: {e}");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+            other => {
+                eprintln!(
+                    "aegis-gitea-mcp: transport {other:?} is not available in this build yet; use --transport stdio"
+                );
+                ExitCode::from(2)
+            }
+        },
+        Command::Tools { json } => {
+            let handler = McpHandler::new(server);
+            if json {
+                println!("{}", handler.tools_json_pretty());
+            } else {
+                for (name, summary) in handler.tool_summaries() {
+                    println!("{name:<45} {summary}");
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Call { tool, args } => {
+            let args = match serde_json::from_str::<serde_json::Value>(&args) {
+                Ok(serde_json::Value::Object(m)) => m,
+                Ok(_) => {
+                    eprintln!(
+                        "aegis-gitea-mcp: --args must be a JSON object, e.g. '{{\"owner\":\"alice\",\"repo\":\"demo\"}}'"
+                    );
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("aegis-gitea-mcp: --args is not valid JSON: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let result = call::run(&server, call::Caller::Global, &tool, Some(args)).await;
+            match Outcome::from_result(result, |m| server.redactor.redact_str(m)) {
+                Outcome::Success(text) => {
+                    println!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Outcome::Error(text) => {
+                    println!("{text}");
+                    ExitCode::FAILURE
+                }
+                Outcome::UnknownTool(message) => {
+                    eprintln!(
+                        "aegis-gitea-mcp: {message}; `aegis-gitea-mcp tools` lists the tools"
+                    );
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Doctor => unreachable!("handled above"),
+    }
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

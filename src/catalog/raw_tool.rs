@@ -39,7 +39,9 @@ pub fn definition(flavor: Flavor) -> ToolDef {
         "required": ["method", "path"],
         "additionalProperties": false
     });
-    let serde_json::Value::Object(schema) = schema else { unreachable!("literal object") };
+    let serde_json::Value::Object(schema) = schema else {
+        unreachable!("literal object")
+    };
     let validator = super::schema::compile(&schema).expect("the raw tool schema compiles");
     let name = flavor.display_name();
     ToolDef {
@@ -51,7 +53,11 @@ pub fn definition(flavor: Flavor) -> ToolDef {
              values such as a tag 'rel/1.0' that this raw path cannot express."
         ),
         input_schema: Arc::new(schema),
-        annotations: Annotations { read_only: false, destructive: true, idempotent: false },
+        annotations: Annotations {
+            read_only: false,
+            destructive: true,
+            idempotent: false,
+        },
         validator,
         target: Target::Raw,
     }

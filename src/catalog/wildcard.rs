@@ -35,13 +35,21 @@ pub struct WildcardTable {
 impl WildcardTable {
     /// The table embedded in the binary.
     pub fn embedded() -> WildcardTable {
-        let entries: Vec<Entry> = serde_json::from_slice(include_bytes!("../../specs/wildcard-params.json"))
-            .expect("specs/wildcard-params.json is valid (checked by a test)");
+        let entries: Vec<Entry> =
+            serde_json::from_slice(include_bytes!("../../specs/wildcard-params.json"))
+                .expect("specs/wildcard-params.json is valid (checked by a test)");
         WildcardTable { entries }
     }
 
     /// Whether `param` of `method path` is served through a catch-all route by this forge.
-    pub fn is_wildcard(&self, flavor: Flavor, version: &Version, method: &str, path: &str, param: &str) -> bool {
+    pub fn is_wildcard(
+        &self,
+        flavor: Flavor,
+        version: &Version,
+        method: &str,
+        path: &str,
+        param: &str,
+    ) -> bool {
         self.entries.iter().any(|e| {
             e.path == path
                 && e.param == param
@@ -66,7 +74,9 @@ impl WildcardTable {
 /// `"GET/DELETE <=1.20, PATCH 1.23, PUT 1.26"`. Only a leading version is a gate; prose that
 /// starts otherwise describes when individual methods appeared and is no gate.
 fn version_reached(since: Option<&Since>, version: &Version) -> bool {
-    let Some(text) = since.and_then(|s| s.gitea.as_deref()) else { return true };
+    let Some(text) = since.and_then(|s| s.gitea.as_deref()) else {
+        return true;
+    };
     if !text.starts_with(|c: char| c.is_ascii_digit()) {
         return true;
     }
@@ -93,10 +103,34 @@ mod tests {
     fn decision_is_keyed_on_route_not_parameter_name() {
         let t = WildcardTable::embedded();
         let g = v("1.27.0");
-        assert!(t.is_wildcard(Flavor::Gitea, &g, "GET", "/repos/{owner}/{repo}/tags/{tag}", "tag"));
-        assert!(!t.is_wildcard(Flavor::Gitea, &g, "GET", "/repos/{owner}/{repo}/releases/tags/{tag}", "tag"));
-        assert!(t.is_wildcard(Flavor::Gitea, &g, "GET", "/repos/{owner}/{repo}/pulls/{base}/{head}", "head"));
-        assert!(!t.is_wildcard(Flavor::Gitea, &g, "GET", "/repos/{owner}/{repo}/pulls/{base}/{head}", "base"));
+        assert!(t.is_wildcard(
+            Flavor::Gitea,
+            &g,
+            "GET",
+            "/repos/{owner}/{repo}/tags/{tag}",
+            "tag"
+        ));
+        assert!(!t.is_wildcard(
+            Flavor::Gitea,
+            &g,
+            "GET",
+            "/repos/{owner}/{repo}/releases/tags/{tag}",
+            "tag"
+        ));
+        assert!(t.is_wildcard(
+            Flavor::Gitea,
+            &g,
+            "GET",
+            "/repos/{owner}/{repo}/pulls/{base}/{head}",
+            "head"
+        ));
+        assert!(!t.is_wildcard(
+            Flavor::Gitea,
+            &g,
+            "GET",
+            "/repos/{owner}/{repo}/pulls/{base}/{head}",
+            "base"
+        ));
     }
 
     #[test]
@@ -119,7 +153,19 @@ mod tests {
         for m in ["GET", "POST", "PUT", "DELETE"] {
             assert!(t.is_wildcard(Flavor::Gitea, &g, m, c, "filepath"), "{m}");
         }
-        assert!(t.is_wildcard(Flavor::Gitea, &g, "GET", "/repos/{owner}/{repo}/git/refs/{ref}", "ref"));
-        assert!(!t.is_wildcard(Flavor::Gitea, &g, "DELETE", "/repos/{owner}/{repo}/git/refs/{ref}", "ref"));
+        assert!(t.is_wildcard(
+            Flavor::Gitea,
+            &g,
+            "GET",
+            "/repos/{owner}/{repo}/git/refs/{ref}",
+            "ref"
+        ));
+        assert!(!t.is_wildcard(
+            Flavor::Gitea,
+            &g,
+            "DELETE",
+            "/repos/{owner}/{repo}/git/refs/{ref}",
+            "ref"
+        ));
     }
 }

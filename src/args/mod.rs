@@ -1,0 +1,12 @@
+//! Arguments: from the JSON a client sent to a `CallPlan` the executor can send.
+//!
+//! Raw and resolved are different types: `validate` checks the JSON arguments against the
+//! tool's schema, and only then can `plan` build a `CallPlan` (encoded path, query pairs,
+//! body or multipart parts). Nothing in a `CallPlan` needs checking again.
+
+pub mod plan;
+pub mod raw;
+pub mod upload;
+pub mod validate;
+
+pub use plan::{CallPlan, PageRequest, PlanBody};

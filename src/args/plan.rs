@@ -1,0 +1,207 @@
+//! `CallPlan`: a request ready to send, built from validated arguments.
+
+use serde_json::{Map, Value};
+
+use super::upload::{self, FilePart};
+use crate::catalog::{Location, Method, Operation, ResponseKind};
+use crate::error::CallError;
+use crate::executor::path;
+
+/// The request body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanBody {
+    None,
+    Json(Value),
+    Multipart {
+        fields: Vec<(String, String)>,
+        files: Vec<(String, FilePart)>,
+    },
+}
+
+/// The page a paged call asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRequest {
+    pub page: u64,
+    pub limit: Option<u64>,
+}
+
+/// Everything the executor needs, and what the envelope reports about the request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallPlan {
+    pub method: Method,
+    /// Encoded path relative to `/api/v1`, starting with `/`.
+    pub path: String,
+    /// Query pairs, unencoded, in order; repeated keys allowed.
+    pub query: Vec<(String, String)>,
+    pub body: PlanBody,
+    /// What a successful answer is expected to carry.
+    pub expect: ResponseKind,
+    /// Set for paged operations.
+    pub page: Option<PageRequest>,
+    /// The spec operation this call reaches, when known.
+    pub operation_id: Option<String>,
+}
+
+/// Build the plan of a spec operation. `args` passed `validate` already.
+pub fn for_operation(
+    op: &Operation,
+    args: &Map<String, Value>,
+    max_upload: u64,
+) -> Result<CallPlan, CallError> {
+    let texts: Vec<(&str, String)> = op
+        .params
+        .iter()
+        .filter(|p| p.location == Location::Path)
+        .filter_map(|p| args.get(&p.name).map(|v| (p.name.as_str(), scalar(v))))
+        .collect();
+    let path = path::render(&op.template, &op.params, |name| {
+        texts
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    })
+    .map_err(|e| {
+        CallError::invalid_argument(
+            format!("/{}", e.param),
+            format!("`{}` {}", e.param, e.message),
+        )
+    })?;
+
+    let mut query = Vec::new();
+    let mut fields = Vec::new();
+    let mut files = Vec::new();
+    let mut json_body = None;
+    for p in &op.params {
+        let Some(v) = args.get(&p.name) else { continue };
+        match p.location {
+            Location::Path => {}
+            Location::Query => push_query(
+                &mut query,
+                &p.name,
+                v,
+                p.collection.and_then(|c| c.separator()),
+            ),
+            Location::Body => json_body = Some(v.clone()),
+            Location::FormField => fields.push((p.name.clone(), scalar(v))),
+            Location::FormFile => {
+                let obj = v.as_object().cloned().unwrap_or_default();
+                files.push((p.name.clone(), upload::decode(&p.name, &obj, max_upload)?));
+            }
+        }
+    }
+    let body = if !files.is_empty() || !fields.is_empty() {
+        PlanBody::Multipart { fields, files }
+    } else {
+        json_body.map(PlanBody::Json).unwrap_or(PlanBody::None)
+    };
+    let page = op.paging.as_ref().map(|pg| PageRequest {
+        page: args
+            .get(&pg.page_param)
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1),
+        limit: pg
+            .limit_param
+            .as_ref()
+            .and_then(|l| args.get(l))
+            .and_then(Value::as_u64),
+    });
+    Ok(CallPlan {
+        method: op.method,
+        path,
+        query,
+        body,
+        expect: op.response,
+        page,
+        operation_id: Some(op.id.clone()),
+    })
+}
+
+/// Add a query value: arrays are joined by the collection separator, or repeated (`multi`).
+pub fn push_query(
+    query: &mut Vec<(String, String)>,
+    name: &str,
+    v: &Value,
+    separator: Option<&str>,
+) {
+    match v {
+        Value::Array(items) => match separator {
+            Some(sep) => query.push((
+                name.to_owned(),
+                items.iter().map(scalar).collect::<Vec<_>>().join(sep),
+            )),
+            None => query.extend(items.iter().map(|i| (name.to_owned(), scalar(i)))),
+        },
+        Value::Null => {}
+        other => query.push((name.to_owned(), scalar(other))),
+    }
+}
+
+/// The string form of a scalar argument (strings unquoted; anything else as JSON).
+pub fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Catalog, Flavor};
+    use serde_json::json;
+
+    fn plan(tool: &str, args: Value) -> Result<CallPlan, CallError> {
+        let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        let op = c.get(tool).unwrap().operation().unwrap().clone();
+        for_operation(&op, args.as_object().unwrap(), 1 << 20)
+    }
+
+    #[test]
+    fn integers_and_booleans_become_query_text_and_multi_arrays_repeat() {
+        let p = plan(
+            "issueSearchIssues",
+            json!({"state": "open", "labels": "bug", "page": 2, "limit": 5, "assigned": true}),
+        )
+        .unwrap();
+        assert!(p.query.contains(&("page".into(), "2".into())));
+        assert!(p.query.contains(&("assigned".into(), "true".into())));
+        assert_eq!(
+            p.page,
+            Some(PageRequest {
+                page: 2,
+                limit: Some(5)
+            })
+        );
+        let a = plan(
+            "repoGetArchive",
+            json!({"owner": "o", "repo": "r", "archive": "main.zip", "path": ["a", "b c"]}),
+        )
+        .unwrap();
+        assert_eq!(
+            a.query,
+            [
+                ("path".to_owned(), "a".to_owned()),
+                ("path".to_owned(), "b c".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn integer_path_values_are_rendered() {
+        let p = plan(
+            "issueGetIssue",
+            json!({"owner": "o", "repo": "r", "index": 7}),
+        )
+        .unwrap();
+        assert_eq!(p.path, "/repos/o/r/issues/7");
+        assert_eq!(p.page, None);
+    }
+
+    #[test]
+    fn a_bad_path_value_names_the_argument() {
+        let e = plan("repoGet", json!({"owner": "..", "repo": "r"})).unwrap_err();
+        let CallError::Result(f) = e else { panic!() };
+        assert_eq!(f.path.as_deref(), Some("/owner"));
+    }
+}

@@ -1,0 +1,162 @@
+//! The raw tool's arguments → `CallPlan`.
+//!
+//! The path is literal text: we refuse what could change its meaning (`%`, `?`, `#`, dot
+//! and empty segments) and encode each segment ourselves. The route it reaches is looked up
+//! in the catalog, so a raw call still gets paging and response-kind handling.
+
+use serde_json::{Map, Value};
+
+use super::plan::{CallPlan, PageRequest, PlanBody, push_query};
+use crate::catalog::{Catalog, Method, ResponseKind};
+use crate::error::CallError;
+use crate::executor::path::encode_segment;
+
+/// Build the plan of a raw call. `args` passed the raw tool's schema already.
+pub fn plan(catalog: &Catalog, args: &Map<String, Value>) -> Result<CallPlan, CallError> {
+    let method = args
+        .get("method")
+        .and_then(Value::as_str)
+        .and_then(Method::parse)
+        .ok_or_else(|| {
+            CallError::invalid_argument(
+                "/method",
+                "`method` must be GET, POST, PUT, PATCH or DELETE",
+            )
+        })?;
+    let raw_path = args.get("path").and_then(Value::as_str).unwrap_or("");
+    check_path(raw_path).map_err(|m| CallError::invalid_argument("/path", m))?;
+    let path: String = raw_path
+        .split('/')
+        .skip(1)
+        .map(|s| format!("/{}", encode_segment(s)))
+        .collect();
+
+    let mut query = Vec::new();
+    if let Some(q) = args.get("query").and_then(Value::as_object) {
+        for (k, v) in q {
+            push_query(&mut query, k, v, None);
+        }
+    }
+    let body = match args.get("body") {
+        None | Some(Value::Null) => PlanBody::None,
+        Some(_) if method == Method::Get => {
+            return Err(CallError::invalid_argument(
+                "/body",
+                "a GET request cannot carry a body; use `query`",
+            ));
+        }
+        Some(v) => PlanBody::Json(v.clone()),
+    };
+    let op = catalog
+        .match_path(method, raw_path)
+        .and_then(|t| t.operation());
+    let page = op.and_then(|op| op.paging.as_ref()).map(|pg| {
+        let num = |name: &str| {
+            query
+                .iter()
+                .find(|(k, _)| k == name)
+                .and_then(|(_, v)| v.parse::<u64>().ok())
+        };
+        PageRequest {
+            page: num(&pg.page_param).unwrap_or(1).max(1),
+            limit: pg.limit_param.as_deref().and_then(num),
+        }
+    });
+    Ok(CallPlan {
+        method,
+        path,
+        query,
+        body,
+        expect: op.map(|o| o.response).unwrap_or(ResponseKind::Json),
+        page,
+        operation_id: op.map(|o| o.id.clone()),
+    })
+}
+
+/// The rules of ADR 0005 for raw paths, each with a message a person can act on.
+fn check_path(p: &str) -> Result<(), String> {
+    if !p.starts_with('/') {
+        return Err(format!(
+            "`path` must start with '/', relative to /api/v1, e.g. /repos/alice/demo (got {p:?})"
+        ));
+    }
+    if p.contains('%') {
+        return Err("`path` must not contain '%': write it unencoded; for values with '/' inside one segment (a tag like rel/1.0) use the operation's own tool, which encodes it".into());
+    }
+    if p.contains('?') || p.contains('#') {
+        return Err("`path` must not contain '?' or '#': pass query parameters in `query`".into());
+    }
+    if p == "/api/v1" || p.starts_with("/api/v1/") {
+        return Err("`path` is relative to /api/v1: drop the /api/v1 prefix".into());
+    }
+    if p.chars().any(char::is_control) {
+        return Err("`path` must not contain control characters".into());
+    }
+    for seg in p.split('/').skip(1) {
+        match seg {
+            "" => {
+                return Err(
+                    "`path` must not have empty segments (leading '//', trailing '/' or '//')"
+                        .into(),
+                );
+            }
+            "." | ".." => return Err("`path` must not contain '.' or '..' segments".into()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Flavor;
+    use serde_json::json;
+
+    fn raw(args: Value) -> Result<CallPlan, String> {
+        let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        plan(&c, args.as_object().unwrap()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn refuses_percent_dotdot_query_and_fragment() {
+        for bad in [
+            "/repos/o/r/releases/tags/rel%2F1.0",
+            "/repos/o/../admin/users",
+            "/repos?x=1",
+            "/repos#x",
+            "repos/o",
+            "/repos//o",
+            "/api/v1/repos/o/r",
+        ] {
+            let e = raw(json!({"method": "GET", "path": bad})).unwrap_err();
+            assert!(e.contains("invalid_arguments"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn encodes_segments_and_learns_paging_from_the_route() {
+        let p = raw(json!({"method": "GET", "path": "/repos/o/r/issues", "query": {"page": 3, "limit": 10, "labels": ["a", "b"]}})).unwrap();
+        assert_eq!(p.path, "/repos/o/r/issues");
+        assert_eq!(
+            p.page,
+            Some(PageRequest {
+                page: 3,
+                limit: Some(10)
+            })
+        );
+        assert_eq!(p.operation_id.as_deref(), Some("issueListIssues"));
+        assert_eq!(p.query.iter().filter(|(k, _)| k == "labels").count(), 2);
+        let f = raw(json!({"method": "GET", "path": "/repos/o/r/contents/docs/a b.md"})).unwrap();
+        assert_eq!(f.path, "/repos/o/r/contents/docs/a%20b.md");
+    }
+
+    #[test]
+    fn get_with_a_body_is_refused() {
+        assert!(raw(json!({"method": "GET", "path": "/user", "body": {}})).is_err());
+        assert!(
+            raw(json!({"method": "DELETE", "path": "/repos/o/r/contents/x", "body": {"sha": "1"}}))
+                .is_ok()
+        );
+    }
+}

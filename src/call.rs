@@ -1,0 +1,210 @@
+//! One tool call, end to end. Each stage is one function of its module, called in order;
+//! data moves one way. Read this file to follow a call.
+
+use serde_json::{Map, Value, json};
+
+use crate::args::{self, CallPlan};
+use crate::catalog::{Target, ToolDef};
+use crate::decode::{body, pagination, status};
+use crate::envelope::{self, RequestInfo, Success};
+use crate::error::{CallError, ErrorKind};
+use crate::executor::flavor::simple_get;
+use crate::executor::{Forge, Received};
+use crate::guard::Redactor;
+use crate::identity::{Credential, Identity, Mode};
+use crate::server::Server;
+use secrecy::ExposeSecret;
+
+/// Who a call runs as. Over stdio always the server's global identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    Global,
+}
+
+/// Run tool `name` with `args` as `caller`; the text of a success result, or why not.
+pub async fn run(
+    server: &Server,
+    caller: Caller,
+    name: &str,
+    args: Option<Map<String, Value>>,
+) -> Result<String, CallError> {
+    // 1. which tool: unknown names are a protocol error, disabled ones a policy refusal.
+    let tool = server
+        .catalog
+        .get(name)
+        .ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
+    if !server.enabled(name) {
+        return Err(CallError::local(
+            ErrorKind::Denied,
+            format!("the tool {name} is disabled on this server (DISABLED_TOOLS)"),
+        ));
+    }
+    // 2. valid? against the tool's JSON Schema, before anything is sent.
+    let args = args.unwrap_or_default();
+    args::validate::validate(tool, &args)?;
+    // 3. plan: encoded path, query, body or multipart.
+    let plan = plan(server, tool, &args)?;
+    // 4. who: the credential and the identity the envelope reports.
+    let (credential, identity) = identify(server, caller).await;
+    let redactor = server.redactor.clone();
+    // 5. send, within timeouts and size limits.
+    let received = server.forge.send(&plan, &credential).await?;
+    // 6. decode: status → error kind, body → data, headers → pagination.
+    let (status, data, paging) = decode(server, &plan, received, &redactor)?;
+    // 7. guard: known secrets never leave.
+    let mut data = data;
+    redactor.redact_value(&mut data);
+    // 8. envelope.
+    Ok(Success {
+        identity,
+        request: RequestInfo {
+            method: plan.method.as_str(),
+            path: plan.path,
+        },
+        status,
+        pagination: paging,
+        untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
+        data,
+    }
+    .to_text())
+}
+
+fn plan(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> Result<CallPlan, CallError> {
+    match &tool.target {
+        Target::Operation(op) => {
+            args::plan::for_operation(op, args, server.settings.max_binary_bytes)
+        }
+        Target::Raw => args::raw::plan(&server.catalog, args),
+    }
+}
+
+/// The credential and identity of a caller. The global login is resolved once with
+/// `GET /api/v1/user` and cached; when that fails (a token scoped without `read:user`, a
+/// forge hiccup) the call still runs under the same credential, with `login: null`.
+pub async fn identify(server: &Server, caller: Caller) -> (Credential, Identity) {
+    match caller {
+        Caller::Global => {
+            let credential = server.global.credential.clone();
+            let mode = credential.mode();
+            let login = if mode == Mode::Anonymous {
+                None
+            } else {
+                global_login(server).await
+            };
+            (
+                credential,
+                Identity {
+                    login,
+                    mode,
+                    sudo: None,
+                },
+            )
+        }
+    }
+}
+
+async fn global_login(server: &Server) -> Option<String> {
+    if let Some(l) = server.global.cached_login() {
+        return Some(l.to_owned());
+    }
+    match fetch_login(server, &server.global.credential).await {
+        Ok(login) => {
+            server.global.remember(login.clone());
+            Some(login)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not resolve the login of the global token; reporting login null");
+            None
+        }
+    }
+}
+
+/// `GET /api/v1/user` → `login`.
+pub async fn fetch_login(server: &Server, credential: &Credential) -> Result<String, CallError> {
+    fetch_login_with(&server.forge, credential).await
+}
+
+/// `GET /api/v1/user` → `login`, with any forge client (used by `doctor` before a server exists).
+pub async fn fetch_login_with(forge: &Forge, credential: &Credential) -> Result<String, CallError> {
+    let got = forge.send(&simple_get("/user"), credential).await?;
+    if let Some(kind) = status::kind_for(got.status) {
+        let redactor = credential
+            .secret()
+            .map(|s| Redactor::new([s.expose_secret()]))
+            .unwrap_or_else(|| Redactor::new(Vec::<String>::new()));
+        return Err(forge_error(got.status, kind, &got.body, &redactor));
+    }
+    serde_json::from_slice::<Value>(&got.body)
+        .ok()
+        .and_then(|v| v.get("login").and_then(Value::as_str).map(str::to_owned))
+        .ok_or_else(|| {
+            CallError::from_forge(
+                got.status,
+                ErrorKind::UnexpectedStatus,
+                "GET /api/v1/user returned no login",
+            )
+        })
+}
+
+type Decoded = (u16, Value, Option<pagination::Pagination>);
+
+fn decode(
+    server: &Server,
+    plan: &CallPlan,
+    got: Received,
+    redactor: &Redactor,
+) -> Result<Decoded, CallError> {
+    let st = got.status;
+    if let Some(kind) = status::kind_for(st) {
+        return Err(forge_error(st, kind, &got.body, redactor));
+    }
+    if (300..400).contains(&st) {
+        // Not followed: the target is the result (a signed download URL, "see the public members").
+        let location = got.header("location").map(str::to_owned);
+        return Ok((st, json!({"location": location}), None));
+    }
+    let content_type = got.header("content-type").map(str::to_owned);
+    let total = got
+        .header("x-total-count")
+        .or_else(|| got.header("x-total"))
+        .map(str::to_owned);
+    let link = got.header("link").map(str::to_owned);
+    let decoded = body::decode(plan.expect, content_type.as_deref(), got.body);
+    if let body::Decoded::Binary { bytes, .. } = &decoded {
+        let max = server.settings.max_binary_bytes;
+        if bytes.len() as u64 > max {
+            return Err(CallError::from_forge(
+                st,
+                ErrorKind::PayloadTooLarge,
+                format!(
+                    "the forge returned {} bytes of binary data, over MAX_BINARY_BYTES ({max}); ask for a smaller file or raise MAX_BINARY_BYTES",
+                    bytes.len()
+                ),
+            ));
+        }
+    }
+    let data = decoded.into_data();
+    let paging = plan
+        .page
+        .map(|req| pagination::paginate(req, total.as_deref(), link.as_deref(), &data));
+    Ok((st, data, paging))
+}
+
+/// An error the forge answered with: its message, sanitized and truncated, plus a hint.
+fn forge_error(status: u16, kind: ErrorKind, body: &[u8], redactor: &Redactor) -> CallError {
+    let said = redactor.sanitize_message(&status::forge_message(body));
+    let said = if said.is_empty() {
+        "(no message)".to_owned()
+    } else {
+        said
+    };
+    CallError::from_forge(
+        status,
+        kind,
+        format!(
+            "{} answered {status}: {said}{}",
+            "the forge",
+            status::hint(kind)
+        ),
+    )
+}

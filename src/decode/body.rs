@@ -1,0 +1,296 @@
+//! Bodies → `data`: JSON, text, or `{content_base64, content_type, size}`.
+//!
+//! The media type the forge sends decides first; the kind the spec (with its fixes)
+//! expects decides when the media type is missing or generic. Nothing is lost: JSON that
+//! does not parse, or is nested deeper than `MAX_JSON_DEPTH`, comes back as text; text that
+//! is not UTF-8 comes back as binary. No step recurses on the input, so no input can
+//! overflow the stack.
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::catalog::ResponseKind;
+
+/// JSON nested deeper than this is returned as text (ADR 0005 hardening).
+pub const MAX_JSON_DEPTH: usize = 100;
+
+/// Size limits for bodies.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// `MAX_BINARY_BYTES`: largest binary body returned as base64.
+    pub max_binary: u64,
+    /// Largest JSON or text body read at all.
+    pub max_response: u64,
+}
+
+/// The media type class of a `Content-Type` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Media {
+    Json,
+    Text,
+    Other,
+    Missing,
+}
+
+/// Classify a `Content-Type` header value.
+pub fn media(content_type: Option<&str>) -> Media {
+    let Some(ct) = content_type else {
+        return Media::Missing;
+    };
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if essence.is_empty() {
+        Media::Missing
+    } else if essence == "application/json" || essence.ends_with("+json") {
+        Media::Json
+    } else if essence.starts_with("text/") {
+        Media::Text
+    } else {
+        Media::Other
+    }
+}
+
+/// How many bytes of a body may be read before the answer is refused as too large.
+pub fn read_limit(expect: ResponseKind, content_type: Option<&str>, limits: Limits) -> u64 {
+    match (media(content_type), expect) {
+        (Media::Json | Media::Text, _) => limits.max_response,
+        (Media::Other, ResponseKind::Text) => limits.max_response,
+        (Media::Other, _) => limits.max_binary,
+        (Media::Missing, ResponseKind::Binary) => limits.max_binary,
+        (Media::Missing, _) => limits.max_response,
+    }
+}
+
+/// The decoded body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoded {
+    /// No body.
+    Empty,
+    Json(Value),
+    Text(String),
+    Binary {
+        bytes: Vec<u8>,
+        content_type: String,
+    },
+}
+
+impl Decoded {
+    /// The `data` member of the envelope.
+    pub fn into_data(self) -> Value {
+        match self {
+            Decoded::Empty => Value::Null,
+            Decoded::Json(v) => v,
+            Decoded::Text(s) => Value::String(s),
+            Decoded::Binary {
+                bytes,
+                content_type,
+            } => json!({
+                "content_base64": base64::engine::general_purpose::STANDARD.encode(&bytes),
+                "content_type": content_type,
+                "size": bytes.len(),
+            }),
+        }
+    }
+}
+
+/// Decode a body.
+pub fn decode(expect: ResponseKind, content_type: Option<&str>, bytes: Vec<u8>) -> Decoded {
+    if bytes.is_empty() {
+        return Decoded::Empty;
+    }
+    let m = media(content_type);
+    let binary_type = || match m {
+        Media::Other => content_type
+            .unwrap_or("application/octet-stream")
+            .to_owned(),
+        _ => "application/octet-stream".to_owned(),
+    };
+    let try_json = m == Media::Json || (m == Media::Missing && expect != ResponseKind::Binary);
+    if try_json && !too_deep(&bytes, MAX_JSON_DEPTH) {
+        if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+            return Decoded::Json(v);
+        }
+    }
+    let text_wanted = matches!(m, Media::Json | Media::Text)
+        || (m == Media::Missing && expect != ResponseKind::Binary)
+        || (m == Media::Other && expect == ResponseKind::Text);
+    if text_wanted {
+        return match String::from_utf8(bytes) {
+            Ok(s) => Decoded::Text(s),
+            Err(e) => Decoded::Binary {
+                bytes: e.into_bytes(),
+                content_type: binary_type(),
+            },
+        };
+    }
+    Decoded::Binary {
+        bytes,
+        content_type: binary_type(),
+    }
+}
+
+/// Whether JSON text nests arrays/objects deeper than `max`. One pass, no recursion;
+/// brackets inside strings do not count.
+pub fn too_deep(bytes: &[u8], max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(depth: usize) -> Vec<u8> {
+        let mut s = "[".repeat(depth);
+        s.push_str(&"]".repeat(depth));
+        s.into_bytes()
+    }
+
+    #[test]
+    fn depth_100_is_json_and_101_is_text() {
+        assert!(matches!(
+            decode(ResponseKind::Json, Some("application/json"), nested(100)),
+            Decoded::Json(_)
+        ));
+        match decode(ResponseKind::Json, Some("application/json"), nested(101)) {
+            Decoded::Text(t) => assert_eq!(t.len(), 202),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_million_levels_do_not_overflow_the_stack() {
+        let d = decode(
+            ResponseKind::Json,
+            Some("application/json"),
+            nested(1_000_000),
+        );
+        assert!(matches!(d, Decoded::Text(_)));
+        let objects = "{\"a\":".repeat(200_000).into_bytes();
+        assert!(matches!(
+            decode(ResponseKind::Json, None, objects),
+            Decoded::Text(_)
+        ));
+    }
+
+    #[test]
+    fn brackets_inside_strings_do_not_count() {
+        let s = format!("{{\"a\":\"{}\\\"{}\"}}", "[".repeat(500), "{".repeat(500));
+        assert!(!too_deep(s.as_bytes(), 2));
+        assert!(matches!(
+            decode(ResponseKind::Json, Some("application/json"), s.into_bytes()),
+            Decoded::Json(_)
+        ));
+    }
+
+    #[test]
+    fn media_type_decides_then_the_expected_kind() {
+        assert_eq!(
+            decode(
+                ResponseKind::Binary,
+                Some("text/plain; charset=utf-8"),
+                b"# hi".to_vec()
+            ),
+            Decoded::Text("# hi".into())
+        );
+        assert!(matches!(
+            decode(
+                ResponseKind::Json,
+                Some("application/zip"),
+                b"PK\x03\x04".to_vec()
+            ),
+            Decoded::Binary { .. }
+        ));
+        assert_eq!(
+            decode(
+                ResponseKind::Text,
+                Some("application/octet-stream"),
+                b"log line".to_vec()
+            ),
+            Decoded::Text("log line".into())
+        );
+        assert!(matches!(
+            decode(ResponseKind::Binary, None, b"{}".to_vec()),
+            Decoded::Binary { .. }
+        ));
+        assert_eq!(
+            decode(ResponseKind::Json, None, b"{\"a\":1}".to_vec()),
+            Decoded::Json(serde_json::json!({"a": 1}))
+        );
+        assert_eq!(
+            decode(ResponseKind::Json, Some("application/json"), Vec::new()),
+            Decoded::Empty
+        );
+    }
+
+    #[test]
+    fn malformed_json_is_kept_as_text_and_invalid_utf8_as_binary() {
+        assert_eq!(
+            decode(
+                ResponseKind::Json,
+                Some("application/json"),
+                b"{oops".to_vec()
+            ),
+            Decoded::Text("{oops".into())
+        );
+        let d = decode(
+            ResponseKind::Json,
+            Some("application/json"),
+            vec![0xff, 0xfe, 0x00],
+        );
+        let data = d.into_data();
+        assert_eq!(data["size"], 3);
+        assert_eq!(data["content_base64"], "//4A");
+    }
+
+    #[test]
+    fn read_limits_follow_the_kind() {
+        let l = Limits {
+            max_binary: 10,
+            max_response: 1000,
+        };
+        assert_eq!(
+            read_limit(ResponseKind::Binary, Some("application/octet-stream"), l),
+            10
+        );
+        assert_eq!(
+            read_limit(ResponseKind::Binary, Some("text/plain"), l),
+            1000
+        );
+        assert_eq!(
+            read_limit(ResponseKind::Text, Some("application/octet-stream"), l),
+            1000
+        );
+        assert_eq!(read_limit(ResponseKind::Binary, None, l), 10);
+        assert_eq!(read_limit(ResponseKind::Json, None, l), 1000);
+    }
+}

@@ -1,0 +1,172 @@
+//! `doctor`: check the settings against the real forge and say what is wrong in plain
+//! words. Each check prints one line: `ok`, `warn` or `FAIL`, and what to do.
+
+use std::process::ExitCode;
+
+use secrecy::ExposeSecret;
+
+use crate::catalog::{Catalog, Flavor, Version};
+use crate::config::{FlavorChoice, Settings};
+use crate::decode::body::Limits;
+use crate::executor::{Forge, flavor};
+use crate::identity::Credential;
+
+struct Report {
+    failed: bool,
+}
+
+impl Report {
+    fn ok(&self, what: &str) {
+        println!("ok    {what}");
+    }
+    fn warn(&self, what: &str) {
+        println!("warn  {what}");
+    }
+    fn fail(&mut self, what: &str) {
+        self.failed = true;
+        println!("FAIL  {what}");
+    }
+}
+
+/// Run every check; exit 1 when one failed.
+pub async fn run(settings: Settings) -> ExitCode {
+    let mut r = Report { failed: false };
+    r.ok(&format!("forge URL {}", settings.url));
+    let limits = Limits {
+        max_binary: settings.max_binary_bytes,
+        max_response: settings.max_response_bytes,
+    };
+    let forge = match Forge::new(
+        settings.url.clone(),
+        limits,
+        settings.connect_timeout,
+        settings.timeout,
+    ) {
+        Ok(f) => f,
+        Err(e) => {
+            r.fail(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    let credential = match &settings.token {
+        None => {
+            r.warn(
+                "no token (GITEA_TOKEN, --token or --token-file): only public data is reachable",
+            );
+            Credential::anonymous()
+        }
+        Some(t) => match Credential::token(t) {
+            Ok(c) => c,
+            Err(e) => {
+                r.fail(&format!("token: {e}"));
+                Credential::anonymous()
+            }
+        },
+    };
+
+    let detected: Option<Version> = match flavor::detect(&forge, &credential).await {
+        Ok(v) => {
+            r.ok(&format!(
+                "{} {} answers at {}",
+                v.flavor().display_name(),
+                v.text,
+                settings.url
+            ));
+            Some(v)
+        }
+        Err(e) => {
+            r.fail(&format!("GET /api/v1/version: {e}"));
+            None
+        }
+    };
+    let flavor = match (settings.flavor, &detected) {
+        (FlavorChoice::Gitea, Some(v)) if v.flavor() != Flavor::Gitea => {
+            r.fail("--flavor gitea, but the forge is Forgejo: use --flavor forgejo or auto");
+            Flavor::Gitea
+        }
+        (FlavorChoice::Forgejo, Some(v)) if v.flavor() != Flavor::Forgejo => {
+            r.fail("--flavor forgejo, but the forge is Gitea: use --flavor gitea or auto");
+            Flavor::Forgejo
+        }
+        (FlavorChoice::Gitea, _) => Flavor::Gitea,
+        (FlavorChoice::Forgejo, _) => Flavor::Forgejo,
+        (FlavorChoice::Auto, Some(v)) => v.flavor(),
+        (FlavorChoice::Auto, None) => Flavor::Gitea,
+    };
+
+    if settings.token.is_some() {
+        match crate::call::fetch_login_with(&forge, &credential).await {
+            Ok(login) => r.ok(&format!("the token belongs to {login}")),
+            Err(e) => match e.kind() {
+                Some(crate::error::ErrorKind::Forbidden) => r.warn(
+                    "GET /api/v1/user is forbidden: the token lacks the read:user scope; calls work, results report login null",
+                ),
+                Some(crate::error::ErrorKind::Unauthorized) => {
+                    r.fail("the forge refused the token (401): create a new access token and set GITEA_TOKEN")
+                }
+                _ => r.fail(&format!("GET /api/v1/user: {e}")),
+            },
+        }
+    }
+
+    let spec: Vec<u8> = match &settings.spec {
+        Some(p) => match std::fs::read(p) {
+            Ok(b) => b,
+            Err(e) => {
+                r.fail(&format!(
+                    "cannot read the spec {}: {}",
+                    p.display(),
+                    e.kind()
+                ));
+                Vec::new()
+            }
+        },
+        None => flavor.embedded_spec().to_vec(),
+    };
+    if !spec.is_empty() {
+        match Catalog::build(&spec, flavor, detected.clone()) {
+            Ok(c) => {
+                r.ok(&format!(
+                    "{} tools from the {} {} spec",
+                    c.all_tools().count(),
+                    flavor.display_name(),
+                    c.spec_version
+                ));
+                let unknown: Vec<&String> = settings
+                    .disabled_tools
+                    .iter()
+                    .filter(|n| c.get(n).is_none())
+                    .collect();
+                if !unknown.is_empty() {
+                    r.warn(&format!(
+                        "DISABLED_TOOLS names tools this forge does not have: {unknown:?}"
+                    ));
+                }
+                if let Some(v) = &detected {
+                    if v.flavor() == flavor
+                        && settings.spec.is_none()
+                        && v.numbers.0
+                            != Version::parse(&c.spec_version)
+                                .map(|s| s.numbers.0)
+                                .unwrap_or(0)
+                    {
+                        r.warn(&format!("the forge runs {} while the tools come from the {} spec: some tools may not exist there", v.text, c.spec_version));
+                    }
+                }
+            }
+            Err(e) => r.fail(&format!("the spec does not generate tools: {e}")),
+        }
+    }
+    if settings
+        .mcp_bearer_token
+        .as_ref()
+        .is_some_and(|t| t.expose_secret().len() < 16)
+    {
+        r.warn("MCP_BEARER_TOKEN is shorter than 16 characters: use a long random value");
+    }
+    if r.failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

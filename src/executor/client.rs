@@ -1,0 +1,259 @@
+//! The one HTTP client to the forge.
+//!
+//! Nothing else builds an HTTP client. Credentials are attached here, per request, as a
+//! sensitive header, and only ever to URLs under the configured base URL. Redirects are
+//! not followed (a 3xx is a result). Bodies are read in chunks and never beyond their
+//! limit plus one byte; a `Content-Length` over the limit is refused without reading.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, USER_AGENT};
+use url::Url;
+
+use crate::args::{CallPlan, PlanBody};
+use crate::decode::body::{Limits, read_limit};
+use crate::error::{CallError, ErrorKind};
+use crate::identity::Credential;
+
+/// A forge answer as received: status, headers, and the body or why it was not read.
+#[derive(Debug)]
+pub struct Received {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    /// A header as text, if present and readable.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// The forge: its base URL and the shared client.
+#[derive(Debug, Clone)]
+pub struct Forge {
+    client: reqwest::Client,
+    /// `<base>/api/v1` without a trailing slash.
+    api: String,
+    base: Url,
+    limits: Limits,
+    timeout: Duration,
+}
+
+impl Forge {
+    /// Build the client for `base` (with a trailing `/`).
+    pub fn new(
+        base: Url,
+        limits: Limits,
+        connect_timeout: Duration,
+        timeout: Duration,
+    ) -> Result<Forge, String> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(connect_timeout)
+            .timeout(timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let api = format!("{}api/v1", base.as_str());
+        Ok(Forge {
+            client,
+            api,
+            base,
+            limits,
+            timeout,
+        })
+    }
+
+    /// The base URL of the forge.
+    pub fn base(&self) -> &Url {
+        &self.base
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The full URL of a plan (for direct comparisons in benchmarks and tests).
+    pub fn url_of(&self, plan: &CallPlan) -> Result<Url, CallError> {
+        let mut url = Url::parse(&format!("{}{}", self.api, plan.path)).map_err(|e| {
+            CallError::local(
+                ErrorKind::InvalidArguments,
+                format!("the request path does not form a URL: {e}"),
+            )
+        })?;
+        if !plan.query.is_empty() {
+            url.query_pairs_mut()
+                .extend_pairs(plan.query.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
+        // The path is ours (encoded segments appended to the API base), but check anyway that
+        // nothing moved the request off the forge before a credential is attached.
+        if url.origin() != self.base.origin() || !url.path().starts_with(self.base.path()) {
+            return Err(CallError::local(
+                ErrorKind::Denied,
+                "the request would leave the configured forge",
+            ));
+        }
+        Ok(url)
+    }
+
+    /// Send a plan with a credential and read the answer within the limits.
+    pub async fn send(
+        &self,
+        plan: &CallPlan,
+        credential: &Credential,
+    ) -> Result<Received, CallError> {
+        let url = self.url_of(plan)?;
+        let method =
+            reqwest::Method::from_bytes(plan.method.as_str().as_bytes()).expect("standard method");
+        let mut req = self
+            .client
+            .request(method, url)
+            .header(ACCEPT, "application/json, text/plain;q=0.9, */*;q=0.8")
+            .header(
+                USER_AGENT,
+                concat!("aegis-gitea-mcp/", env!("CARGO_PKG_VERSION")),
+            );
+        if let Some(h) = credential.header() {
+            req = req.header(AUTHORIZATION, h.clone());
+        }
+        req = match &plan.body {
+            PlanBody::None => req,
+            PlanBody::Json(v) => req
+                .header(CONTENT_TYPE, "application/json")
+                .body(serde_json::to_vec(v).expect("a JSON value serializes")),
+            PlanBody::Multipart { fields, files } => {
+                let mut form = reqwest::multipart::Form::new();
+                for (k, v) in fields {
+                    form = form.text(k.clone(), v.clone());
+                }
+                for (k, f) in files {
+                    let part = reqwest::multipart::Part::bytes(f.bytes.clone())
+                        .file_name(f.filename.clone())
+                        .mime_str(&f.content_type)
+                        .map_err(|_| {
+                            CallError::invalid_argument(
+                                format!("/{k}/content_type"),
+                                "`content_type` is not a valid media type",
+                            )
+                        })?;
+                    form = form.part(k.clone(), part);
+                }
+                req.multipart(form)
+            }
+        };
+        let mut resp = req.send().await.map_err(|e| self.transport_error(&e))?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        let limit = read_limit(plan.expect, content_type, self.limits);
+        let declared = headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(len) = declared.filter(|&len| len > limit) {
+            return Err(too_large(status, limit, Some(len), content_type));
+        }
+        let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(limit) as usize);
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    if body.len() as u64 + chunk.len() as u64 > limit {
+                        return Err(too_large(status, limit, None, content_type));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) if e.is_timeout() => {
+                    return Err(CallError::from_forge(
+                        status,
+                        ErrorKind::Timeout,
+                        format!(
+                            "the forge started answering but the body did not arrive within {}s; try again, or raise GITEA_TIMEOUT",
+                            self.timeout.as_secs_f64()
+                        ),
+                    ));
+                }
+                Err(_) => {
+                    return Err(CallError::from_forge(
+                        status,
+                        ErrorKind::ConnectionFailed,
+                        "the connection to the forge broke before the whole answer arrived; try again",
+                    ));
+                }
+            }
+        }
+        Ok(Received {
+            status,
+            headers,
+            body: body.to_vec(),
+        })
+    }
+
+    /// A request that did not get an answer: timeout or connection failure, in plain words.
+    fn transport_error(&self, e: &reqwest::Error) -> CallError {
+        let host = self.base.host_str().unwrap_or("the forge");
+        if e.is_timeout() {
+            return CallError::local(
+                ErrorKind::Timeout,
+                format!(
+                    "{host} did not answer within {}s; it may be overloaded or unreachable — try again, or raise GITEA_TIMEOUT",
+                    self.timeout.as_secs_f64()
+                ),
+            );
+        }
+        let cause = root_cause(e);
+        let what = if e.is_connect() {
+            "could not connect to"
+        } else {
+            "lost the connection to"
+        };
+        CallError::local(
+            ErrorKind::ConnectionFailed,
+            format!(
+                "{what} {} ({cause}); check GITEA_URL and that the forge is running",
+                self.base
+            ),
+        )
+    }
+}
+
+fn too_large(
+    status: u16,
+    limit: u64,
+    declared: Option<u64>,
+    content_type: Option<&str>,
+) -> CallError {
+    let size = declared
+        .map(|n| format!("{n} bytes"))
+        .unwrap_or_else(|| "more than that".into());
+    let binary = !matches!(
+        crate::decode::body::media(content_type),
+        crate::decode::body::Media::Json | crate::decode::body::Media::Text
+    );
+    let setting = if binary {
+        "MAX_BINARY_BYTES"
+    } else {
+        "MAX_RESPONSE_BYTES"
+    };
+    CallError::from_forge(
+        status,
+        ErrorKind::PayloadTooLarge,
+        format!(
+            "the forge's answer is {size}, over the limit of {limit} bytes ({setting}); ask for less (a smaller page, a narrower path, a single file) or raise {setting}"
+        ),
+    )
+}
+
+/// The innermost cause of a transport error: the part that tells a person what happened
+/// ("Connection refused", "failed to lookup address"). It holds no credential: those
+/// travel only in a sensitive header, which errors do not print.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur: &(dyn std::error::Error + 'static) = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}

@@ -1,0 +1,173 @@
+//! Exact redaction of known secrets: one multi-pattern automaton, one pass per string.
+
+use std::sync::{Arc, LazyLock};
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::MAX_MESSAGE_CHARS;
+
+/// The replacement for every known secret.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Secrets shorter than this are not redacted: they would match everywhere.
+const MIN_SECRET_LEN: usize = 4;
+
+/// Replaces every occurrence of known secret values, in strings and object keys.
+#[derive(Clone, Debug)]
+pub struct Redactor {
+    secrets: Arc<Vec<String>>,
+    automaton: Option<Arc<AhoCorasick>>,
+}
+
+impl Redactor {
+    /// A redactor for these literals (empty and very short ones are ignored).
+    pub fn new<I, S>(secrets: I) -> Redactor
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut list: Vec<String> = secrets
+            .into_iter()
+            .map(|s| s.as_ref().to_owned())
+            .filter(|s| s.len() >= MIN_SECRET_LEN)
+            .collect();
+        list.sort();
+        list.dedup();
+        let automaton = (!list.is_empty()).then(|| {
+            Arc::new(
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(&list)
+                    .expect("literal patterns always build"),
+            )
+        });
+        Redactor {
+            secrets: Arc::new(list),
+            automaton,
+        }
+    }
+
+    /// This redactor plus more literals (e.g. a caller's own token or body secrets).
+    pub fn with<I, S>(&self, more: I) -> Redactor
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut more = more.into_iter().map(|s| s.as_ref().to_owned()).peekable();
+        if more.peek().is_none() {
+            return self.clone();
+        }
+        Redactor::new(self.secrets.iter().cloned().chain(more))
+    }
+
+    /// Redact one string.
+    pub fn redact_str(&self, s: &str) -> String {
+        match &self.automaton {
+            Some(ac) if ac.is_match(s) => ac.replace_all(s, &vec![REDACTED; ac.patterns_len()]),
+            _ => s.to_owned(),
+        }
+    }
+
+    /// Redact every string and object key of a JSON value, in place.
+    pub fn redact_value(&self, v: &mut Value) {
+        let Some(ac) = &self.automaton else { return };
+        let mut stack = vec![v];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::String(s) => {
+                    if ac.is_match(s.as_str()) {
+                        *s = self.redact_str(s);
+                    }
+                }
+                Value::Array(a) => stack.extend(a.iter_mut()),
+                Value::Object(m) => {
+                    if m.keys().any(|k| ac.is_match(k.as_str())) {
+                        let old = std::mem::take(m);
+                        *m = old
+                            .into_iter()
+                            .map(|(k, v)| (self.redact_str(&k), v))
+                            .collect::<Map<_, _>>();
+                    }
+                    stack.extend(m.values_mut());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A forge error message made safe: known secrets, Authorization text and token-looking
+    /// values removed, then cut to `MAX_MESSAGE_CHARS`.
+    pub fn sanitize_message(&self, msg: &str) -> String {
+        static AUTH_LINE: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r#"(?i)\b(proxy-)?authorization\b\s*["']?\s*[:=]\s*["']?[^\r\n"',;]*"#)
+                .expect("valid regex")
+        });
+        static SCHEME_VALUE: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"(?i)\b(token|bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}")
+                .expect("valid regex")
+        });
+        static QUERY_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"(?i)([?&](?:access_token|token|sudo_token|private_token)=)[^&\s]+")
+                .expect("valid regex")
+        });
+        let s = self.redact_str(msg);
+        let s = AUTH_LINE.replace_all(&s, "Authorization: [REDACTED]");
+        let s = SCHEME_VALUE.replace_all(&s, "${1}${2}[REDACTED]");
+        let s = QUERY_TOKEN.replace_all(&s, "${1}[REDACTED]");
+        truncate_chars(&s, MAX_MESSAGE_CHARS)
+    }
+}
+
+/// Cut to at most `max` characters, saying so.
+pub fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_owned(),
+        Some((i, _)) => format!("{}… (truncated)", &s[..i]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn redacts_in_values_keys_and_inside_longer_strings() {
+        let r = Redactor::new(["s3cr3t-token", "abc"]);
+        let mut v = json!({"a": "x s3cr3t-token y", "s3cr3t-token": [1, "s3cr3t-tokens3cr3t-token"], "abc": "abc"});
+        r.redact_value(&mut v);
+        assert_eq!(
+            v,
+            json!({"a": "x [REDACTED] y", "[REDACTED]": [1, "[REDACTED][REDACTED]"], "abc": "abc"})
+        );
+    }
+
+    #[test]
+    fn longest_secret_wins() {
+        let r = Redactor::new(["secret", "secret-longer"]);
+        assert_eq!(r.redact_str("a secret-longer b"), "a [REDACTED] b");
+    }
+
+    #[test]
+    fn messages_lose_authorization_text_and_token_values() {
+        let r = Redactor::new(["known-token-123"]);
+        let m = r.sanitize_message(
+            "bad header Authorization: token 0123456789abcdef0123456789abcdef01234567 and known-token-123, see ?access_token=zzz&x=1, Bearer eyJhbGciOi.abc.def",
+        );
+        assert!(!m.contains("0123456789abcdef"), "{m}");
+        assert!(!m.contains("known-token-123"), "{m}");
+        assert!(!m.contains("zzz"), "{m}");
+        assert!(!m.contains("eyJhbGciOi"), "{m}");
+        assert!(m.contains("[REDACTED]"));
+    }
+
+    #[test]
+    fn long_messages_are_truncated_on_a_char_boundary() {
+        let r = Redactor::new(Vec::<String>::new());
+        let m = r.sanitize_message(&"é".repeat(600));
+        assert!(m.ends_with("… (truncated)"));
+        assert_eq!(m.chars().filter(|c| *c == 'é').count(), MAX_MESSAGE_CHARS);
+    }
+}

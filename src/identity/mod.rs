@@ -1,0 +1,156 @@
+//! Who is calling: the identity a call runs under, and the credential that proves it.
+//!
+//! An `Identity` cannot exist without its mode; a `Credential` cannot be printed (its
+//! header value is marked sensitive and its `Debug` says nothing). Over stdio every call
+//! runs as the global identity: the configured token, or anonymous without one.
+
+use std::sync::Arc;
+
+use reqwest::header::HeaderValue;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Serialize;
+use tokio::sync::OnceCell;
+
+/// How the caller authenticates (INTERFACE.md `identity.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Token,
+    #[serde(rename = "oauth")]
+    OAuth,
+    Basic,
+    Anonymous,
+}
+
+/// The envelope's `identity` member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Identity {
+    pub login: Option<String>,
+    pub mode: Mode,
+    pub sudo: Option<String>,
+}
+
+/// The `Authorization` header of an identity, attached to outbound requests only by the
+/// executor, only for the configured forge.
+#[derive(Clone)]
+pub struct Credential {
+    header: Option<HeaderValue>,
+    secret: Option<SecretString>,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.header.is_some() {
+            "Credential(token)"
+        } else {
+            "Credential(none)"
+        })
+    }
+}
+
+impl Credential {
+    /// No credential: anonymous access.
+    pub fn anonymous() -> Credential {
+        Credential {
+            header: None,
+            secret: None,
+        }
+    }
+
+    /// A forge access token, sent as `Authorization: token <t>`. Fails only for a token
+    /// that cannot be an HTTP header value (control characters), with no value in the error.
+    pub fn token(token: &SecretString) -> Result<Credential, InvalidToken> {
+        let mut hv = HeaderValue::from_str(&format!("token {}", token.expose_secret()))
+            .map_err(|_| InvalidToken)?;
+        hv.set_sensitive(true);
+        Ok(Credential {
+            header: Some(hv),
+            secret: Some(token.clone()),
+        })
+    }
+
+    /// The header value to send, if any.
+    pub fn header(&self) -> Option<&HeaderValue> {
+        self.header.as_ref()
+    }
+
+    /// The raw secret, for exact redaction of results.
+    pub fn secret(&self) -> Option<&SecretString> {
+        self.secret.as_ref()
+    }
+
+    pub fn mode(&self) -> Mode {
+        if self.header.is_some() {
+            Mode::Token
+        } else {
+            Mode::Anonymous
+        }
+    }
+}
+
+/// A token that cannot be sent in a header.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the token contains characters that cannot be sent in an HTTP header (check for a stray newline or quote)"
+)]
+pub struct InvalidToken;
+
+/// The server's own identity (stdio, and HTTP callers without a token of their own):
+/// the credential plus its login, resolved with `GET /api/v1/user` once and cached.
+#[derive(Debug, Clone)]
+pub struct GlobalIdentity {
+    pub credential: Credential,
+    login: Arc<OnceCell<String>>,
+}
+
+impl GlobalIdentity {
+    pub fn new(credential: Credential) -> GlobalIdentity {
+        GlobalIdentity {
+            credential,
+            login: Arc::new(OnceCell::new()),
+        }
+    }
+
+    /// The cached login, if resolved.
+    pub fn cached_login(&self) -> Option<&str> {
+        self.login.get().map(String::as_str)
+    }
+
+    /// Remember the login (first resolution wins).
+    pub fn remember(&self, login: String) {
+        let _ = self.login.set(login);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_debug_and_header_debug_hide_the_token() {
+        let c = Credential::token(&SecretString::from("tok-very-secret")).unwrap();
+        assert!(!format!("{c:?}").contains("tok-very-secret"));
+        assert!(!format!("{:?}", c.header().unwrap()).contains("tok-very-secret"));
+        assert!(c.header().unwrap().is_sensitive());
+        assert_eq!(c.mode(), Mode::Token);
+    }
+
+    #[test]
+    fn a_token_with_a_newline_is_refused_without_echoing_it() {
+        let e = Credential::token(&SecretString::from("abc\ndef")).unwrap_err();
+        assert!(!e.to_string().contains("abc"));
+    }
+
+    #[test]
+    fn identity_serializes_as_the_interface_says() {
+        let i = Identity {
+            login: None,
+            mode: Mode::OAuth,
+            sudo: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&i).unwrap(),
+            serde_json::json!({"login": null, "mode": "oauth", "sudo": null})
+        );
+    }
+}

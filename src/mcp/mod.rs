@@ -1,0 +1,7 @@
+//! The MCP layer: the only place (with `transport/`) that knows rmcp's types. It turns
+//! catalog entries into rmcp `Tool`s and `tools/call` requests into `call::run`.
+
+pub mod handler;
+pub mod tool_list;
+
+pub use handler::McpHandler;

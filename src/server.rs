@@ -1,0 +1,98 @@
+//! The running server's shared, read-only state: settings, catalog, forge client, the
+//! global identity and the redactor. Built once by `Server::start`; every call borrows it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use secrecy::ExposeSecret;
+
+use crate::catalog::{Catalog, Flavor, Version};
+use crate::config::{FlavorChoice, Settings};
+use crate::decode::body::Limits;
+use crate::executor::{Forge, flavor};
+use crate::guard::Redactor;
+use crate::identity::{Credential, GlobalIdentity};
+
+/// Everything a call needs besides its arguments.
+#[derive(Debug)]
+pub struct Server {
+    pub settings: Settings,
+    pub catalog: Arc<Catalog>,
+    pub forge: Forge,
+    pub global: GlobalIdentity,
+    /// Exact redaction of the secrets the server was configured with.
+    pub redactor: Redactor,
+    /// How long building the catalog took (spec parse, schemas, validators).
+    pub catalog_build: std::time::Duration,
+}
+
+/// Why the server could not start, in words a person can act on.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartError(pub String);
+
+impl Server {
+    /// Build the server: HTTP client, credential, flavor (asking the forge when `auto`),
+    /// spec, catalog. The only network access is the version probe of `--flavor auto`.
+    pub async fn start(settings: Settings) -> Result<Server, StartError> {
+        let limits = Limits {
+            max_binary: settings.max_binary_bytes,
+            max_response: settings.max_response_bytes,
+        };
+        let forge = Forge::new(
+            settings.url.clone(),
+            limits,
+            settings.connect_timeout,
+            settings.timeout,
+        )
+        .map_err(StartError)?;
+        let credential = match &settings.token {
+            Some(t) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}")))?,
+            None => Credential::anonymous(),
+        };
+        let (flavor, version) = match settings.flavor {
+            FlavorChoice::Gitea => (Flavor::Gitea, None),
+            FlavorChoice::Forgejo => (Flavor::Forgejo, None),
+            FlavorChoice::Auto => {
+                let v: Version = flavor::detect(&forge, &credential)
+                    .await
+                    .map_err(|e| StartError(format!("cannot detect the forge: {e}")))?;
+                (v.flavor(), Some(v))
+            }
+        };
+        let spec_bytes: std::borrow::Cow<'static, [u8]> = match &settings.spec {
+            Some(path) => std::fs::read(path)
+                .map_err(|e| {
+                    StartError(format!(
+                        "cannot read the spec {}: {}",
+                        path.display(),
+                        e.kind()
+                    ))
+                })?
+                .into(),
+            None => flavor.embedded_spec().into(),
+        };
+        let started = Instant::now();
+        let catalog = Catalog::build(&spec_bytes, flavor, version)
+            .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
+        let catalog_build = started.elapsed();
+        let secrets: Vec<String> = [&settings.token, &settings.mcp_bearer_token]
+            .into_iter()
+            .flatten()
+            .map(|s| s.expose_secret().to_owned())
+            .collect();
+        Ok(Server {
+            redactor: Redactor::new(secrets),
+            global: GlobalIdentity::new(credential),
+            catalog: Arc::new(catalog),
+            forge,
+            settings,
+            catalog_build,
+        })
+    }
+
+    /// Whether a tool is offered and callable under the current settings.
+    pub fn enabled(&self, name: &str) -> bool {
+        !self.settings.disabled_tools.contains(name)
+    }
+}
