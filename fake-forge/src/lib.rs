@@ -1,1 +1,237 @@
-//! The recording fake forge (being written).
+//! A recording fake Gitea/Forgejo `/api/v1` server for tests and benchmarks.
+//!
+//! The fake exists to test an API client against something that routes, authenticates and
+//! paginates like a real forge, while recording every request byte for byte. The parts:
+//!
+//! * the router: routes the *raw* (still percent-encoded) path against the operations of the
+//!   flavor's Swagger spec, with chi's rules (`{param}` is one segment, wildcard parameters
+//!   capture the rest of the path, static beats param beats catch-all). Tests use it to prove how
+//!   a client encodes paths.
+//! * a small in-memory model (repositories, contents, branches, tags, releases, issues and
+//!   attachments) answering with Gitea's status codes and JSON shapes, and a spec-driven fallback
+//!   for every other operation.
+//! * [`Script`]s: canned responses (slow, chunked, endless, lying about their length, hanging)
+//!   that take precedence over everything else.
+//!
+//! Out-of-process users (the binary) can read the recording as JSON at `GET /_fake/requests`
+//! and clear it with `DELETE /_fake/requests`; those control requests are not recorded.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use fake_forge::{FakeForge, Options};
+//! let forge = FakeForge::start(Options::default()).await;
+//! let api = format!("{}/api/v1", forge.base_url());
+//! // ... point the client under test at `api`, then inspect what it sent:
+//! for r in forge.requests() {
+//!     println!("{} {} -> {:?}", r.method, r.raw_path, r.operation_id);
+//! }
+//! # }
+//! ```
+
+// `json!` of a full Repository object nests deeper than the default limit of 128.
+#![recursion_limit = "256"]
+
+mod auth;
+mod fallback;
+mod model;
+mod multipart;
+mod paging;
+mod recorded;
+mod reply;
+mod router;
+mod script;
+mod server;
+mod spec;
+mod util;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use recorded::Recorded;
+pub use script::{Script, ScriptBody, ScriptedResponse};
+
+/// Which server the fake imitates; selects the Swagger spec and the wildcard table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// Gitea 1.27.0.
+    Gitea,
+    /// Forgejo 16.0.1.
+    Forgejo,
+}
+
+impl Flavor {
+    /// The lower-case name used in `wildcard-params.json` and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Gitea => "gitea",
+            Flavor::Forgejo => "forgejo",
+        }
+    }
+
+    /// The version string a real server of this flavor answers on `GET /api/v1/version`.
+    pub fn default_version(self) -> &'static str {
+        match self {
+            Flavor::Gitea => "1.27.0",
+            Flavor::Forgejo => "16.0.1+gitea-1.22.0",
+        }
+    }
+}
+
+/// How to start a [`FakeForge`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The server flavor to imitate.
+    pub flavor: Flavor,
+    /// String answered by `GET /api/v1/version`; `None` means [`Flavor::default_version`].
+    pub version: Option<String>,
+    /// `ROOT_URL` used to build `Link` headers, `html_url`, `browser_download_url` and the like.
+    /// Deliberately not the address the fake listens on, like a real forge behind a proxy.
+    /// A missing trailing `/` is added.
+    pub root_url: String,
+    /// Token value -> login. `Authorization: token X` or `Bearer X` (scheme case-insensitive)
+    /// with a known `X` acts as that user.
+    pub users: Vec<(String, String)>,
+    /// Logins that are site admins (`is_admin: true`, may see private repositories).
+    pub admins: Vec<String>,
+}
+
+/// The default `ROOT_URL`: a host nothing listens on, so a client that follows it blindly fails.
+pub const DEFAULT_ROOT_URL: &str = "https://forge.example.invalid/";
+
+impl Default for Options {
+    /// Gitea, with one user: token `tok-alice-0123456789` -> `alice`.
+    fn default() -> Self {
+        Options {
+            flavor: Flavor::Gitea,
+            version: None,
+            root_url: DEFAULT_ROOT_URL.to_string(),
+            users: vec![("tok-alice-0123456789".to_string(), "alice".to_string())],
+            admins: Vec::new(),
+        }
+    }
+}
+
+/// A running fake forge. Cloning shares the same server; when the last clone is dropped, or on
+/// [`FakeForge::shutdown`], the server stops and all its open connections are closed.
+#[derive(Clone)]
+pub struct FakeForge {
+    shared: Arc<server::Shared>,
+    addr: SocketAddr,
+    task: Arc<server::ServerTask>,
+}
+
+impl FakeForge {
+    /// Starts a fake on `127.0.0.1:0` (a free port). Panics if no port can be bound.
+    pub async fn start(opts: Options) -> FakeForge {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        match Self::start_on(opts, addr).await {
+            Ok(forge) => forge,
+            Err(e) => panic!("fake-forge: cannot bind {addr}: {e}"),
+        }
+    }
+
+    /// Starts a fake on the given address (the binary's `--port`).
+    pub async fn start_on(opts: Options, addr: SocketAddr) -> std::io::Result<FakeForge> {
+        let shared = Arc::new(server::Shared::new(opts));
+        let (addr, task) = server::spawn(shared.clone(), addr).await?;
+        Ok(FakeForge {
+            shared,
+            addr,
+            task: Arc::new(task),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`, without a trailing slash and without `/api/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The socket address the fake listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The `ROOT_URL` in use, always ending with `/`.
+    pub fn root_url(&self) -> String {
+        self.shared.root_url.clone()
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.recorded.lock().unwrap().clone()
+    }
+
+    /// Turns recording on (the default) or off; off keeps memory flat during load runs.
+    pub fn set_recording(&self, on: bool) {
+        self.shared
+            .recording
+            .store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Forgets the recorded requests.
+    pub fn clear_requests(&self) {
+        self.shared.recorded.lock().unwrap().clear();
+    }
+
+    /// Queues a scripted response. Scripts are consulted before anything else; the newest
+    /// matching one answers.
+    pub fn script(&self, s: Script) {
+        self.shared.scripts.lock().unwrap().push(s);
+    }
+
+    /// Drops every queued script.
+    pub fn clear_scripts(&self) {
+        self.shared.scripts.lock().unwrap().clear();
+    }
+
+    /// Creates a repository `owner/name` with a branch `main` holding one empty commit.
+    /// Does nothing if it exists.
+    pub fn seed_repo(&self, owner: &str, name: &str) {
+        self.shared.model.lock().unwrap().seed_repo(owner, name);
+    }
+
+    /// Creates `n` open issues titled `issue 1` .. `issue n` (numbered after any existing ones),
+    /// posted by the repository owner. Creates the repository first if needed.
+    pub fn seed_issues(&self, owner: &str, repo: &str, n: usize) {
+        self.shared
+            .model
+            .lock()
+            .unwrap()
+            .seed_issues(owner, repo, n);
+    }
+
+    /// How many scripted responses are still in progress: streaming bodies
+    /// ([`ScriptBody::Chunked`], [`ScriptBody::Endless`], [`ScriptBody::LyingLength`]) being
+    /// sent and [`ScriptBody::Hang`] requests still waiting. Each one ends when its client goes
+    /// away, so tests can check that a client really gave up or disconnected.
+    pub fn open_streams(&self) -> usize {
+        self.shared
+            .streams
+            .open
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Total bytes handed to the connection by streaming scripted bodies so far. Lets tests
+    /// check that an endless body is not produced faster than the client reads it.
+    pub fn streamed_bytes(&self) -> u64 {
+        self.shared
+            .streams
+            .bytes
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Stops accepting connections and closes every open one (also done when the last clone
+    /// is dropped). Returns at once; the socket is released shortly after.
+    pub fn shutdown(&self) {
+        self.task.stop();
+    }
+}
+
+impl std::fmt::Debug for FakeForge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeForge")
+            .field("addr", &self.addr)
+            .field("flavor", &self.shared.opts.flavor)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,256 @@
+//! The HTTP server: accept loop, connection handling and the request pipeline.
+//!
+//! Hyper is used directly (not a framework router) because the fake must see the path exactly as
+//! sent and must own its connections: shutting down aborts every connection task, including
+//! ones stuck in a hanging or endless scripted response.
+//!
+//! Pipeline of one request: read it whole; route it; record it; then answer with, in order, a
+//! matching script, the attachment download, 404/405 from the router, authentication errors,
+//! the model, or the spec-driven fallback.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::Options;
+use crate::auth::{Caller, caller};
+use crate::model::{Ctx, Model, serve_attachment};
+use crate::paging::RequestUri;
+use crate::recorded::Recorded;
+use crate::reply::{Body, Reply};
+use crate::router::RouteMatch;
+use crate::script::{Script, StreamCounters, play, take_match};
+use crate::spec::{Api, api};
+
+/// State shared by the handle and every connection.
+pub(crate) struct Shared {
+    pub opts: Options,
+    pub root_url: String,
+    pub version: String,
+    pub api: &'static Api,
+    pub recorded: Mutex<Vec<Recorded>>,
+    pub scripts: Mutex<Vec<Script>>,
+    pub model: Mutex<Model>,
+    pub streams: Arc<StreamCounters>,
+    /// Whether requests are recorded (off for long load runs).
+    pub recording: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn new(opts: Options) -> Shared {
+        let mut root_url = opts.root_url.clone();
+        if !root_url.ends_with('/') {
+            root_url.push('/');
+        }
+        let version = opts
+            .version
+            .clone()
+            .unwrap_or_else(|| opts.flavor.default_version().to_string());
+        let model = Model::new(opts.users.iter().map(|(_, login)| login.clone()));
+        Shared {
+            api: api(opts.flavor),
+            opts,
+            root_url,
+            version,
+            recorded: Mutex::new(Vec::new()),
+            scripts: Mutex::new(Vec::new()),
+            model: Mutex::new(model),
+            streams: Arc::default(),
+            recording: AtomicBool::new(true),
+        }
+    }
+}
+
+/// The accept-loop task; aborting it drops every connection task with it.
+pub(crate) struct ServerTask(JoinHandle<()>);
+
+impl ServerTask {
+    pub(crate) fn stop(&self) {
+        self.0.abort();
+    }
+}
+
+impl Drop for ServerTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Binds `addr` and serves in a background task.
+pub(crate) async fn spawn(
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+) -> std::io::Result<(SocketAddr, ServerTask)> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let task = tokio::spawn(accept_loop(listener, shared));
+    Ok((local, ServerTask(task)))
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    // Dropped (and so aborted) with this task.
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else {
+                    // Out of file descriptors or similar: back off instead of spinning.
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let shared = shared.clone();
+                connections.spawn(async move {
+                    let service = service_fn(move |req| handle(shared.clone(), req));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    req: http::Request<Incoming>,
+) -> Result<http::Response<Body>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => return Ok(Reply::empty(400).into_response()),
+    };
+    let raw_path = parts.uri.path();
+    if let Some(what) = raw_path.strip_prefix(CONTROL_PREFIX) {
+        return Ok(control(&shared, parts.method.as_str(), what).into_response());
+    }
+    let routed = match raw_path.strip_prefix("/api/v1") {
+        Some(rest) => shared.api.router.route(parts.method.as_str(), rest),
+        None => RouteMatch::NotFound,
+    };
+    let rec = record(&shared, &parts, body, &routed);
+
+    let script = take_match(
+        &mut shared.scripts.lock().unwrap(),
+        &rec.method,
+        &rec.raw_path,
+    );
+    if let Some(response) = script {
+        return Ok(play(response, shared.streams.clone()).await);
+    }
+    Ok(answer(&shared, &rec, routed).into_response())
+}
+
+/// Builds the [`Recorded`] of a request and logs it (when recording is on).
+fn record(
+    shared: &Shared,
+    parts: &http::request::Parts,
+    body: Bytes,
+    routed: &RouteMatch,
+) -> Recorded {
+    let (operation_id, path_params) = match routed {
+        RouteMatch::Found { op, params } => (Some(shared.api.ops[*op].id.clone()), params.clone()),
+        _ => (None, Vec::new()),
+    };
+    let headers = parts
+        .headers
+        .iter()
+        .map(|(n, v)| {
+            let value = String::from_utf8_lossy(v.as_bytes()).into_owned();
+            (n.as_str().to_string(), value)
+        })
+        .collect();
+    let rec = Recorded {
+        method: parts.method.as_str().to_string(),
+        raw_path: parts.uri.path().to_string(),
+        raw_query: parts.uri.query().map(str::to_string),
+        headers,
+        body: body.to_vec(),
+        operation_id,
+        path_params,
+    };
+    if shared.recording.load(Ordering::SeqCst) {
+        shared.recorded.lock().unwrap().push(rec.clone());
+    }
+    rec
+}
+
+/// Everything but scripts: attachment downloads, router errors, authentication, then the model
+/// or the fallback.
+fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
+    let root = shared.root_url.as_str();
+    let method = rec.method.as_str();
+    if let Some(uuid) = rec.raw_path.strip_prefix("/attachments/")
+        && method == "GET"
+    {
+        return serve_attachment(&shared.model.lock().unwrap(), root, uuid);
+    }
+    let (op, params) = match routed {
+        RouteMatch::Found { op, params } => (&shared.api.ops[op], params),
+        RouteMatch::MethodNotAllowed => return Reply::empty(405),
+        RouteMatch::NotFound => {
+            let url = format!("{root}api/swagger");
+            return Reply::json(
+                404,
+                &json!({"errors": null, "message": "not found", "url": url}),
+            );
+        }
+    };
+    let login = match caller(rec.header("authorization"), &shared.opts.users) {
+        Caller::Invalid => return Reply::error(401, root, "user does not exist [uid: 0, name: ]"),
+        Caller::Anonymous if method != "GET" && method != "HEAD" => {
+            return Reply::error(401, root, "token is required");
+        }
+        Caller::Anonymous => None,
+        Caller::User(login) => Some(login),
+    };
+    let cx = Ctx {
+        root_url: root,
+        flavor: shared.opts.flavor,
+        version: &shared.version,
+        caller: login.as_deref(),
+        admins: &shared.opts.admins,
+        op_id: &op.id,
+        params: &params,
+        query: rec.query_pairs(),
+        uri: RequestUri {
+            raw_path: &rec.raw_path,
+            raw_query: rec.raw_query.as_deref(),
+        },
+        content_type: rec.header("content-type"),
+        body: &rec.body,
+    };
+    let reply = shared.model.lock().unwrap().handle(&cx);
+    reply.unwrap_or_else(|| op.fallback.reply(op.paginated))
+}
+
+/// Paths under this prefix control the fake itself and are never recorded.
+pub(crate) const CONTROL_PREFIX: &str = "/_fake/";
+
+/// `GET /_fake/requests` lists the recorded requests as JSON (for out-of-process tests);
+/// `DELETE /_fake/requests` clears them.
+fn control(shared: &Shared, method: &str, what: &str) -> Reply {
+    match (method, what) {
+        ("GET", "requests") => {
+            let recorded = shared.recorded.lock().unwrap();
+            let list: Vec<serde_json::Value> = recorded.iter().map(Recorded::to_json).collect();
+            Reply::json(200, &serde_json::Value::Array(list))
+        }
+        ("DELETE", "requests") => {
+            shared.recorded.lock().unwrap().clear();
+            Reply::empty(204)
+        }
+        _ => Reply::empty(404),
+    }
+}

@@ -1,0 +1,96 @@
+//! The `fake-forge` binary: prints its URL, serves, exposes the recording.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+
+use common::send;
+
+/// Kills the child on drop so a failing test leaves no process behind.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn binary_serves_and_records() {
+    let child = Command::new(env!("CARGO_BIN_EXE_fake-forge"))
+        .args([
+            "--flavor",
+            "forgejo",
+            "--user",
+            "t1=bob",
+            "--root-url",
+            "https://f.invalid",
+        ])
+        .args([
+            "--seed-repo",
+            "bob/demo",
+            "--seed-issues",
+            "3",
+            "--version",
+            "9.9.9",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn fake-forge");
+    let mut running = Running(child);
+    let stdout = running.0.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let url = line.trim_end();
+    assert!(url.starts_with("http://127.0.0.1:"), "{line:?}");
+    let addr: SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+
+    let v = send(addr, "GET", "/api/v1/version", &[], b"").await.json();
+    assert_eq!(v["version"], "9.9.9");
+    let issues = send(
+        addr,
+        "GET",
+        "/api/v1/repos/bob/demo/issues?limit=2",
+        &[("Authorization", "Bearer t1")],
+        b"",
+    )
+    .await;
+    assert_eq!(issues.header("x-total-count"), Some("3"));
+    assert!(
+        issues
+            .header("link")
+            .unwrap()
+            .starts_with("<https://f.invalid/api/v1/")
+    );
+
+    let recorded = send(addr, "GET", "/_fake/requests", &[], b"").await.json();
+    assert_eq!(recorded.as_array().unwrap().len(), 2);
+    assert_eq!(recorded[1]["operation_id"], "issueListIssues");
+    assert_eq!(recorded[1]["raw_query"], "limit=2");
+    assert_eq!(
+        send(addr, "DELETE", "/_fake/requests", &[], b"")
+            .await
+            .status,
+        204
+    );
+    let recorded = send(addr, "GET", "/_fake/requests", &[], b"").await.json();
+    assert_eq!(recorded, serde_json::json!([]));
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let status = Command::new(env!("CARGO_BIN_EXE_fake-forge"))
+        .args(["--flavor", "gitlab"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+}

@@ -1,0 +1,571 @@
+//! The stateful model, authentication, pagination and the spec-driven fallback.
+
+mod common;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use common::{TOKEN, get, json, send};
+use fake_forge::{FakeForge, Flavor, Options};
+use serde_json::json;
+
+const ROOT: &str = "https://forge.example.invalid/";
+
+#[tokio::test]
+async fn auth_rules() {
+    let forge = FakeForge::start(Options::default()).await;
+    let a = forge.addr();
+    assert_eq!(
+        send(a, "GET", "/api/v1/version", &[], b"").await.json(),
+        json!({"version": "1.27.0"})
+    );
+    assert_eq!(
+        send(a, "GET", "/api/v1/repos/x/y/labels", &[], b"")
+            .await
+            .status,
+        200
+    );
+
+    let anon_post = send(a, "POST", "/api/v1/user/repos", &[], b"{}").await;
+    assert_eq!(anon_post.status, 401);
+    assert_eq!(anon_post.json()["message"], "token is required");
+    assert_eq!(send(a, "GET", "/api/v1/user", &[], b"").await.status, 401);
+
+    let bad = send(
+        a,
+        "GET",
+        "/api/v1/user",
+        &[("Authorization", "token nope")],
+        b"",
+    )
+    .await;
+    assert_eq!(bad.status, 401);
+    assert!(
+        bad.header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert_eq!(bad.json()["url"], format!("{ROOT}api/swagger"));
+
+    for auth in [
+        format!("Bearer {TOKEN}"),
+        format!("token {TOKEN}"),
+        format!("TOKEN {TOKEN}"),
+    ] {
+        let me = send(a, "GET", "/api/v1/user", &[("Authorization", &auth)], b"").await;
+        assert_eq!(me.status, 200, "{auth}");
+        let me = me.json();
+        assert_eq!(me["login"], "alice");
+        assert_eq!(me["is_admin"], false);
+        assert!(me["id"].as_i64().unwrap() > 0);
+    }
+}
+
+#[tokio::test]
+async fn forgejo_version_and_admins() {
+    let forge = FakeForge::start(Options {
+        flavor: Flavor::Forgejo,
+        users: vec![("t-root".into(), "root".into())],
+        admins: vec!["root".into()],
+        ..Options::default()
+    })
+    .await;
+    let v = send(forge.addr(), "GET", "/api/v1/version", &[], b"")
+        .await
+        .json();
+    assert_eq!(v["version"], "16.0.1+gitea-1.22.0");
+    let me = send(
+        forge.addr(),
+        "GET",
+        "/api/v1/user",
+        &[("Authorization", "token t-root")],
+        b"",
+    )
+    .await;
+    assert_eq!(me.json()["is_admin"], true);
+}
+
+fn link_of(resp: &common::Response) -> String {
+    resp.header("link").unwrap_or("").to_string()
+}
+
+#[tokio::test]
+async fn issue_pagination_like_gitea() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_issues("alice", "demo", 45);
+    let a = forge.addr();
+
+    let p1 = get(a, "/api/v1/repos/alice/demo/issues?state=open&limit=20").await;
+    assert_eq!(p1.status, 200);
+    assert_eq!(p1.header("x-total-count"), Some("45"));
+    assert_eq!(
+        p1.header("access-control-expose-headers"),
+        Some("X-Total-Count, Link")
+    );
+    assert_eq!(p1.json().as_array().unwrap().len(), 20);
+    let base = format!("{ROOT}api/v1/repos/alice/demo/issues");
+    assert_eq!(
+        link_of(&p1),
+        format!(
+            "<{base}?limit=20&page=2&state=open>; rel=\"next\",<{base}?limit=20&page=3&state=open>; rel=\"last\""
+        )
+    );
+
+    let p3 = get(
+        a,
+        "/api/v1/repos/alice/demo/issues?state=open&limit=20&page=3",
+    )
+    .await;
+    let items = p3.json();
+    assert_eq!(items.as_array().unwrap().len(), 5);
+    assert_eq!(items[4]["title"], "issue 1", "newest first");
+    let link = link_of(&p3);
+    assert!(
+        link.contains("rel=\"first\"") && link.contains("rel=\"prev\""),
+        "{link}"
+    );
+    assert!(
+        !link.contains("rel=\"next\"") && !link.contains("rel=\"last\""),
+        "{link}"
+    );
+    assert!(
+        link.contains(&format!(
+            "<{base}?limit=20&page=2&state=open>; rel=\"prev\""
+        )),
+        "{link}"
+    );
+
+    // Defaults: limit 30, capped at 50.
+    let d = get(a, "/api/v1/repos/alice/demo/issues").await;
+    assert_eq!(d.json().as_array().unwrap().len(), 30);
+    let capped = get(a, "/api/v1/repos/alice/demo/issues?limit=500").await;
+    assert_eq!(capped.json().as_array().unwrap().len(), 45);
+    assert_eq!(capped.header("link"), None);
+    assert_eq!(
+        capped.header("access-control-expose-headers"),
+        Some("X-Total-Count")
+    );
+
+    let closed = get(a, "/api/v1/repos/alice/demo/issues?state=closed").await;
+    assert_eq!(closed.header("x-total-count"), Some("0"));
+}
+
+#[tokio::test]
+async fn repos_contents_branches() {
+    let forge = FakeForge::start(Options::default()).await;
+    let a = forge.addr();
+    let created = json(
+        a,
+        "POST",
+        "/api/v1/user/repos",
+        json!({"name": "demo", "auto_init": true}),
+    )
+    .await;
+    assert_eq!(created.status, 201);
+    let repo = created.json();
+    assert_eq!(repo["full_name"], "alice/demo");
+    assert_eq!(repo["owner"]["login"], "alice");
+    assert_eq!(repo["default_branch"], "main");
+    assert_eq!(repo["html_url"], format!("{ROOT}alice/demo"));
+    let dup = json(a, "POST", "/api/v1/user/repos", json!({"name": "demo"})).await;
+    assert_eq!(dup.status, 409);
+    assert_eq!(
+        dup.json()["message"],
+        "The repository with the same name already exists."
+    );
+    assert_eq!(get(a, "/api/v1/repos/alice/demo").await.status, 200);
+    assert_eq!(get(a, "/api/v1/repos/alice/absent").await.status, 404);
+
+    // Create, read, update, delete a file with a space in a nested path.
+    let url = "/api/v1/repos/alice/demo/contents/docs/sub/a%20b.md";
+    let content = STANDARD.encode("hello\n");
+    let c = json(
+        a,
+        "POST",
+        url,
+        json!({"content": content, "message": "add"}),
+    )
+    .await;
+    assert_eq!(c.status, 201);
+    let c = c.json();
+    assert_eq!(c["content"]["path"], "docs/sub/a b.md");
+    assert_eq!(c["content"]["name"], "a b.md");
+    assert_eq!(c["content"]["type"], "file");
+    assert_eq!(c["content"]["encoding"], "base64");
+    let sha = c["content"]["sha"].as_str().unwrap().to_string();
+    assert_eq!(c["commit"]["sha"].as_str().unwrap().len(), 40);
+    assert_eq!(
+        json(a, "POST", url, json!({"content": content}))
+            .await
+            .status,
+        422
+    );
+
+    let g = get(a, url).await.json();
+    assert_eq!(
+        STANDARD.decode(g["content"].as_str().unwrap()).unwrap(),
+        b"hello\n"
+    );
+    let dir = get(a, "/api/v1/repos/alice/demo/contents/docs")
+        .await
+        .json();
+    assert_eq!(dir[0]["type"], "dir");
+    assert_eq!(dir[0]["path"], "docs/sub");
+    let root = get(a, "/api/v1/repos/alice/demo/contents").await.json();
+    let names: Vec<&str> = root
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["README.md", "docs"]);
+
+    let raw = get(a, "/api/v1/repos/alice/demo/raw/docs/sub/a%20b.md").await;
+    assert_eq!(raw.body, b"hello\n");
+    assert_eq!(
+        raw.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+
+    let stale = json(
+        a,
+        "PUT",
+        url,
+        json!({"content": STANDARD.encode("x"), "sha": "0000"}),
+    )
+    .await;
+    assert_eq!(stale.status, 422);
+    let u = json(
+        a,
+        "PUT",
+        url,
+        json!({"content": STANDARD.encode("v2"), "sha": sha}),
+    )
+    .await;
+    assert_eq!(u.status, 200);
+    let new_sha = u.json()["content"]["sha"].as_str().unwrap().to_string();
+    assert_ne!(new_sha, sha);
+
+    // Branches: a slash in the name travels as a literal '/'.
+    let b = json(
+        a,
+        "POST",
+        "/api/v1/repos/alice/demo/branches",
+        json!({"new_branch_name": "feature/x", "old_ref_name": "main"}),
+    )
+    .await;
+    assert_eq!(b.status, 201);
+    assert_eq!(b.json()["name"], "feature/x");
+    assert!(b.json()["commit"]["id"].is_string());
+    assert_eq!(
+        json(
+            a,
+            "POST",
+            "/api/v1/repos/alice/demo/branches",
+            json!({"new_branch_name": "feature/x"})
+        )
+        .await
+        .status,
+        409
+    );
+    assert_eq!(
+        get(a, "/api/v1/repos/alice/demo/branches/feature/x")
+            .await
+            .json()["name"],
+        "feature/x"
+    );
+    let list = get(a, "/api/v1/repos/alice/demo/branches").await;
+    assert_eq!(list.header("x-total-count"), Some("2"));
+    // The file written on main is visible on the branch, and `ref` selects the branch.
+    let on_branch = get(
+        a,
+        "/api/v1/repos/alice/demo/contents/docs/sub/a%20b.md?ref=feature/x",
+    )
+    .await;
+    assert_eq!(on_branch.status, 200);
+    let w = json(
+        a,
+        "POST",
+        "/api/v1/repos/alice/demo/contents/only.txt",
+        json!({"content": STANDARD.encode("b"), "branch": "feature/x"}),
+    )
+    .await;
+    assert_eq!(w.status, 201);
+    assert_eq!(
+        get(a, "/api/v1/repos/alice/demo/contents/only.txt")
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        get(
+            a,
+            "/api/v1/repos/alice/demo/contents/only.txt?ref=feature%2Fx"
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        get(a, "/api/v1/repos/alice/demo/raw/feature/x/only.txt")
+            .await
+            .body,
+        b"b"
+    );
+
+    let auth = format!("token {TOKEN}");
+    let h = [("Authorization", auth.as_str())];
+    assert_eq!(
+        send(
+            a,
+            "DELETE",
+            "/api/v1/repos/alice/demo/branches/feature/x",
+            &h,
+            b""
+        )
+        .await
+        .status,
+        204
+    );
+    assert_eq!(
+        get(a, "/api/v1/repos/alice/demo/branches/feature/x")
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        send(
+            a,
+            "DELETE",
+            "/api/v1/repos/alice/demo/branches/main",
+            &h,
+            b""
+        )
+        .await
+        .status,
+        403
+    );
+
+    let d = json(a, "DELETE", url, json!({"sha": new_sha})).await;
+    assert_eq!(d.status, 200);
+    assert!(d.json()["content"].is_null());
+    assert_eq!(get(a, url).await.status, 404);
+
+    assert_eq!(
+        send(a, "DELETE", "/api/v1/repos/alice/demo", &h, b"")
+            .await
+            .status,
+        204
+    );
+    assert_eq!(get(a, "/api/v1/repos/alice/demo").await.status, 404);
+}
+
+#[tokio::test]
+async fn put_without_sha_differs_by_flavor() {
+    for (flavor, expected) in [(Flavor::Gitea, 201), (Flavor::Forgejo, 422)] {
+        let forge = FakeForge::start(Options {
+            flavor,
+            ..Options::default()
+        })
+        .await;
+        forge.seed_repo("alice", "demo");
+        let r = json(
+            forge.addr(),
+            "PUT",
+            "/api/v1/repos/alice/demo/contents/new.txt",
+            json!({"content": "aGk="}),
+        )
+        .await;
+        assert_eq!(r.status, expected, "{flavor:?}");
+    }
+}
+
+#[tokio::test]
+async fn releases_and_tags() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let a = forge.addr();
+    let r = json(
+        a,
+        "POST",
+        "/api/v1/repos/alice/demo/releases",
+        json!({"tag_name": "rel/1.0", "name": "One"}),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    let id = r.json()["id"].as_i64().unwrap();
+    assert_eq!(
+        json(
+            a,
+            "POST",
+            "/api/v1/repos/alice/demo/releases",
+            json!({"tag_name": "rel/1.0"})
+        )
+        .await
+        .status,
+        409
+    );
+
+    let by_tag = get(a, "/api/v1/repos/alice/demo/releases/tags/rel%2F1.0").await;
+    assert_eq!(by_tag.status, 200);
+    assert_eq!(by_tag.json()["id"], id);
+    assert_eq!(
+        get(a, "/api/v1/repos/alice/demo/releases/tags/rel/1.0")
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        get(a, &format!("/api/v1/repos/alice/demo/releases/{id}"))
+            .await
+            .json()["name"],
+        "One"
+    );
+
+    let tag = get(a, "/api/v1/repos/alice/demo/tags/rel/1.0").await;
+    assert_eq!(tag.status, 200);
+    assert_eq!(tag.json()["name"], "rel/1.0");
+    let tags = get(a, "/api/v1/repos/alice/demo/tags").await;
+    assert_eq!(tags.header("x-total-count"), Some("1"));
+    assert_eq!(tags.header("link"), None);
+    assert_eq!(
+        get(a, "/api/v1/repos/alice/demo/releases").await.json()[0]["tag_name"],
+        "rel/1.0"
+    );
+}
+
+#[tokio::test]
+async fn issues_and_attachments() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let a = forge.addr();
+    let i = json(
+        a,
+        "POST",
+        "/api/v1/repos/alice/demo/issues",
+        json!({"title": "Bug", "body": "it broke"}),
+    )
+    .await;
+    assert_eq!(i.status, 201);
+    let i = i.json();
+    assert_eq!(
+        (
+            i["number"].clone(),
+            i["state"].clone(),
+            i["user"]["login"].clone()
+        ),
+        (json!(1), json!("open"), json!("alice"))
+    );
+    assert_eq!(i["html_url"], format!("{ROOT}alice/demo/issues/1"));
+    assert_eq!(
+        get(a, "/api/v1/repos/alice/demo/issues/1").await.json()["title"],
+        "Bug"
+    );
+    assert_eq!(
+        get(a, "/api/v1/repos/alice/demo/issues/2").await.status,
+        404
+    );
+
+    let body =
+        b"--BOUND\r\nContent-Disposition: form-data; name=\"attachment\"; filename=\"log.txt\"\r\n\
+Content-Type: text/plain\r\n\r\nline one\r\n--BOUND--\r\n";
+    let auth = format!("token {TOKEN}");
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "multipart/form-data; boundary=BOUND"),
+    ];
+    let up = send(
+        a,
+        "POST",
+        "/api/v1/repos/alice/demo/issues/1/assets?name=renamed.txt",
+        &headers,
+        body,
+    )
+    .await;
+    assert_eq!(up.status, 201);
+    let att = up.json();
+    assert_eq!(att["name"], "renamed.txt");
+    assert_eq!(att["size"], 8);
+    let uuid = att["uuid"].as_str().unwrap();
+    assert_eq!(
+        att["browser_download_url"],
+        format!("{ROOT}attachments/{uuid}")
+    );
+    assert_eq!(forge.requests().last().unwrap().body, body.to_vec());
+
+    let list = get(a, "/api/v1/repos/alice/demo/issues/1/assets")
+        .await
+        .json();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let one = get(
+        a,
+        &format!("/api/v1/repos/alice/demo/issues/1/assets/{}", att["id"]),
+    )
+    .await;
+    assert_eq!(one.json()["uuid"], uuid);
+    let download = send(a, "GET", &format!("/attachments/{uuid}"), &[], b"").await;
+    assert_eq!(download.status, 200);
+    assert_eq!(download.body, b"line one");
+    assert_eq!(download.header("content-type"), Some("text/plain"));
+
+    let no_file = send(
+        a,
+        "POST",
+        "/api/v1/repos/alice/demo/issues/1/assets",
+        &headers,
+        b"--BOUND--\r\n",
+    )
+    .await;
+    assert_eq!(no_file.status, 400);
+}
+
+#[tokio::test]
+async fn fallback_follows_the_spec() {
+    let forge = FakeForge::start(Options::default()).await;
+    let a = forge.addr();
+    let list = get(a, "/api/v1/repos/o/r/labels").await;
+    assert_eq!((list.status, list.text()), (200, "[]".to_string()));
+    assert_eq!(list.header("x-total-count"), Some("0"));
+    assert_eq!(
+        list.header("content-type"),
+        Some("application/json;charset=utf-8")
+    );
+
+    let obj = get(a, "/api/v1/repos/o/r/labels/1").await;
+    assert_eq!((obj.status, obj.text()), (200, "{}".to_string()));
+    assert_eq!(obj.header("x-total-count"), None);
+
+    let created = json(
+        a,
+        "POST",
+        "/api/v1/repos/o/r/labels",
+        json!({"name": "x", "color": "fff"}),
+    )
+    .await;
+    assert_eq!(created.status, 201);
+
+    let auth = format!("token {TOKEN}");
+    let deleted = send(
+        a,
+        "DELETE",
+        "/api/v1/repos/o/r/labels/1",
+        &[("Authorization", &auth)],
+        b"",
+    )
+    .await;
+    assert_eq!(deleted.status, 204);
+    assert!(deleted.body.is_empty());
+    assert_eq!(deleted.header("content-type"), None);
+
+    let media = get(a, "/api/v1/repos/o/r/media/a/b.bin").await;
+    assert_eq!(media.body, b"\x00\x01\x02\x03");
+    assert_eq!(
+        media.header("content-type"),
+        Some("application/octet-stream")
+    );
+
+    let key = get(a, "/api/v1/signing-key.gpg").await;
+    assert_eq!(
+        (key.text(), key.header("content-type")),
+        ("ok".to_string(), Some("text/plain; charset=utf-8"))
+    );
+}

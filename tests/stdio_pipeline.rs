@@ -1,0 +1,770 @@
+//! The pipeline over stdio with a real MCP client (rmcp) against the recording fake forge:
+//! one test per requirement of issue 2 / ADR 0005, named after it.
+
+mod support;
+
+use fake_forge::{Flavor, Options, Script, ScriptBody, ScriptedResponse};
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::{ALICE_TOKEN, Harness, Setup, assert_envelope};
+
+fn respond(status: u16, headers: &[(&str, &str)], body: &[u8]) -> ScriptedResponse {
+    ScriptedResponse {
+        status,
+        headers: headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        body: ScriptBody::Bytes(body.to_vec()),
+        delay: Duration::ZERO,
+    }
+}
+
+fn script(path: &str, response: ScriptedResponse) -> Script {
+    Script {
+        method: None,
+        path: path.into(),
+        times: usize::MAX,
+        response,
+    }
+}
+
+#[tokio::test]
+async fn tools_list_offers_one_tool_per_operation_plus_the_raw_tool() {
+    for (setup, expected) in [(Setup::gitea(), 483), (Setup::forgejo(), 507)] {
+        let h = Harness::start(setup).await;
+        let tools = h.tools().await;
+        assert_eq!(tools.len(), expected);
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), expected, "names are unique");
+        let get = tools.iter().find(|t| t.name == "repoGet").unwrap();
+        assert_eq!(get.annotations.as_ref().unwrap().read_only_hint, Some(true));
+        let del = tools.iter().find(|t| t.name == "repoDelete").unwrap();
+        assert_eq!(
+            del.annotations.as_ref().unwrap().destructive_hint,
+            Some(true)
+        );
+        assert!(
+            get.description
+                .as_deref()
+                .unwrap()
+                .contains("GET /repos/{owner}/{repo}")
+        );
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn flavor_auto_asks_the_version_and_picks_the_spec() {
+    let h = Harness::start(Setup::forgejo().auto()).await;
+    assert_eq!(h.tools().await.len(), 507);
+    assert!(
+        h.forge
+            .requests()
+            .iter()
+            .any(|r| r.raw_path == "/api/v1/version")
+    );
+    h.stop().await;
+    let h = Harness::start(Setup::gitea().auto()).await;
+    assert_eq!(h.tools().await.len(), 483);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn identity_login_is_resolved_once_and_the_token_is_sent_as_a_token_header() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.seed_repo("alice", "demo");
+    for _ in 0..3 {
+        let c = h
+            .call("repoGet", json!({"owner": "alice", "repo": "demo"}))
+            .await;
+        assert_envelope(&c);
+        assert_eq!(
+            c.json["identity"],
+            json!({"login": "alice", "mode": "token", "sudo": null})
+        );
+        assert_eq!(
+            c.json["request"],
+            json!({"method": "GET", "path": "/repos/alice/demo"})
+        );
+        assert_eq!(c.json["status"], 200);
+        assert_eq!(c.json["pagination"], Value::Null);
+        assert_eq!(c.data()["full_name"], "alice/demo");
+    }
+    let user_lookups = h
+        .forge
+        .requests()
+        .iter()
+        .filter(|r| r.raw_path == "/api/v1/user")
+        .count();
+    assert_eq!(user_lookups, 1, "GET /user once, then cached");
+    assert_eq!(
+        h.last().header("authorization"),
+        Some(format!("token {ALICE_TOKEN}").as_str())
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_token_calls_are_anonymous_and_carry_no_credential() {
+    let h = Harness::start(Setup::gitea().no_token()).await;
+    h.forge.seed_repo("alice", "demo");
+    let c = h
+        .call("repoGet", json!({"owner": "alice", "repo": "demo"}))
+        .await;
+    assert_envelope(&c);
+    assert_eq!(
+        c.json["identity"],
+        json!({"login": null, "mode": "anonymous", "sudo": null})
+    );
+    assert!(
+        h.forge
+            .requests()
+            .iter()
+            .all(|r| r.header("authorization").is_none())
+    );
+    assert!(
+        !h.forge
+            .requests()
+            .iter()
+            .any(|r| r.raw_path == "/api/v1/user")
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_tool_is_a_json_rpc_invalid_params_error() {
+    let h = Harness::start(Setup::gitea()).await;
+    match h.call_raw("noSuchTool", json!({})).await {
+        Err(rmcp::ServiceError::McpError(e)) => {
+            assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+            assert!(e.message.contains("noSuchTool"));
+        }
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
+    // The server keeps serving.
+    assert_eq!(
+        h.call(
+            "gitea_api_request",
+            json!({"method": "GET", "path": "/version"})
+        )
+        .await
+        .is_error,
+        false
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_arguments_are_refused_before_anything_is_sent() {
+    let h = Harness::start(Setup::gitea()).await;
+    let before = h.tool_requests().len();
+    let c = h
+        .call(
+            "issueListIssues",
+            json!({"owner": "o", "repo": "r", "state": "bogus"}),
+        )
+        .await;
+    assert!(c.is_error);
+    assert_eq!(c.json["error"]["kind"], "invalid_arguments");
+    assert_eq!(c.json["error"]["path"], "/state");
+    assert_eq!(c.json["error"]["status"], Value::Null);
+    let c = h
+        .call("repoGet", json!({"owner": "o", "repo": "r", "extra": 1}))
+        .await;
+    assert_eq!(
+        (c.kind(), c.json["error"]["path"].as_str()),
+        ("invalid_arguments", Some("/extra"))
+    );
+    let c = h
+        .call(
+            "issueCreateIssue",
+            json!({"owner": "o", "repo": "r", "body": {}}),
+        )
+        .await;
+    assert_eq!(
+        (c.kind(), c.json["error"]["path"].as_str()),
+        ("invalid_arguments", Some("/body/title"))
+    );
+    assert_eq!(h.tool_requests().len(), before, "nothing reached the forge");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn json_bodies_and_query_arrays_are_sent_as_the_spec_says() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.seed_repo("alice", "demo");
+    let c = h
+        .call(
+            "issueCreateIssue",
+            json!({"owner": "alice", "repo": "demo", "body": {"title": "Bug", "body": "ä text"}}),
+        )
+        .await;
+    assert_envelope(&c);
+    assert_eq!(c.json["status"], 201);
+    let r = h.last();
+    assert_eq!(r.method, "POST");
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert_eq!(
+        r.json_body().unwrap(),
+        json!({"title": "Bug", "body": "ä text"})
+    );
+    h.call(
+        "repoGetArchive",
+        json!({"owner": "alice", "repo": "demo", "archive": "main.zip", "path": ["a b", "c"]}),
+    )
+    .await;
+    let r = h.last();
+    assert_eq!(
+        r.query_pairs(),
+        [
+            ("path".to_owned(), "a b".to_owned()),
+            ("path".to_owned(), "c".to_owned())
+        ]
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn attachment_upload_is_multipart_from_base64_and_download_returns_the_bytes() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.seed_repo("alice", "demo");
+    h.call(
+        "issueCreateIssue",
+        json!({"owner": "alice", "repo": "demo", "body": {"title": "t"}}),
+    )
+    .await;
+    let c = h
+        .call(
+            "issueCreateIssueAttachment",
+            json!({"owner": "alice", "repo": "demo", "index": 1,
+                   "attachment": {"content_base64": "AAEC/w==", "filename": "bin.dat", "content_type": "application/octet-stream"}}),
+        )
+        .await;
+    assert_envelope(&c);
+    assert_eq!(c.json["status"], 201);
+    let r = h.last();
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("multipart/form-data; boundary=")
+    );
+    let body = &r.body;
+    assert!(
+        body.windows(4).any(|w| w == [0x00, 0x01, 0x02, 0xff]),
+        "raw bytes in the multipart body"
+    );
+    assert!(String::from_utf8_lossy(body).contains("filename=\"bin.dat\""));
+    assert_eq!(c.data()["size"], 4);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn upload_over_the_binary_limit_is_refused_before_decoding_or_sending() {
+    let h = Harness::start(Setup::gitea().env("MAX_BINARY_BYTES", "4")).await;
+    let before = h.tool_requests().len();
+    let c = h
+        .call("issueCreateIssueAttachment", json!({"owner": "o", "repo": "r", "index": 1, "attachment": {"content_base64": "AAECAwQ="}}))
+        .await;
+    assert_eq!(
+        c.json["error"],
+        json!({"status": null, "kind": "payload_too_large", "message": c.json["error"]["message"]})
+    );
+    assert!(
+        c.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MAX_BINARY_BYTES")
+    );
+    assert_eq!(h.tool_requests().len(), before);
+    let ok = h.call("issueCreateIssueAttachment", json!({"owner": "o", "repo": "r", "index": 1, "attachment": {"content_base64": "AAECAw=="}})).await;
+    assert_ne!(
+        ok.kind(),
+        "payload_too_large",
+        "4 bytes is within the limit: {}",
+        ok.text
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn every_forge_status_maps_to_its_error_kind_with_the_forge_message() {
+    let h = Harness::start(Setup::gitea()).await;
+    let table = [
+        (400, "bad_request"),
+        (401, "unauthorized"),
+        (403, "forbidden"),
+        (404, "not_found"),
+        (405, "method_not_allowed"),
+        (409, "conflict"),
+        (413, "payload_too_large"),
+        (422, "validation_failed"),
+        (423, "locked"),
+        (429, "rate_limited"),
+        (500, "upstream_error"),
+        (502, "upstream_error"),
+        (503, "upstream_error"),
+        (418, "unexpected_status"),
+    ];
+    for (i, (status, kind)) in table.iter().enumerate() {
+        let path = format!("/api/v1/repos/o/r{i}");
+        let body =
+            format!("{{\"message\":\"forge says {status}\",\"url\":\"https://x/api/swagger\"}}");
+        h.forge.script(script(
+            &path,
+            respond(
+                *status,
+                &[("content-type", "application/json")],
+                body.as_bytes(),
+            ),
+        ));
+        let c = h
+            .call("repoGet", json!({"owner": "o", "repo": format!("r{i}")}))
+            .await;
+        assert!(c.is_error, "{status}");
+        assert_eq!(c.json["error"]["status"], *status);
+        assert_eq!(c.json["error"]["kind"], *kind);
+        assert!(
+            c.json["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("forge says {status}")),
+            "{}",
+            c.text
+        );
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn forge_error_messages_lose_tokens_and_authorization_text_and_are_truncated() {
+    let h = Harness::start(Setup::gitea()).await;
+    let msg = format!(
+        "{{\"message\":\"bad request; Authorization: token {ALICE_TOKEN} echoed; also Bearer abcdefghijklmnop; {}\"}}",
+        "x".repeat(2000)
+    );
+    h.forge.script(script(
+        "/api/v1/repos/o/r",
+        respond(500, &[("content-type", "application/json")], msg.as_bytes()),
+    ));
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "r"})).await;
+    assert_eq!(c.kind(), "upstream_error");
+    assert!(!c.text.contains(ALICE_TOKEN), "{}", c.text);
+    assert!(!c.text.contains("abcdefghijklmnop"), "{}", c.text);
+    assert!(c.text.len() < 1200, "truncated: {}", c.text.len());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn timeouts_and_refused_connections_have_their_own_kinds() {
+    let h = Harness::start(Setup::gitea().env("GITEA_TIMEOUT", "1")).await;
+    h.forge.script(script(
+        "/api/v1/repos/o/slow",
+        ScriptedResponse {
+            body: ScriptBody::Hang,
+            ..respond(200, &[], b"")
+        },
+    ));
+    let c = h
+        .call("repoGet", json!({"owner": "o", "repo": "slow"}))
+        .await;
+    assert_eq!(
+        (c.kind(), &c.json["error"]["status"]),
+        ("timeout", &Value::Null)
+    );
+    assert!(
+        c.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("GITEA_TIMEOUT")
+    );
+    // Still serving.
+    h.forge.seed_repo("o", "fast");
+    assert!(
+        !h.call("repoGet", json!({"owner": "o", "repo": "fast"}))
+            .await
+            .is_error
+    );
+    h.stop().await;
+
+    // A forge that is gone: connection_failed, with the URL to check.
+    let forge = fake_forge::FakeForge::start(Options {
+        flavor: Flavor::Gitea,
+        ..Options::default()
+    })
+    .await;
+    let url = forge.base_url();
+    drop(forge);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let out = tokio::process::Command::new(support::bin())
+        .args([
+            "call",
+            "repoGet",
+            "--flavor",
+            "gitea",
+            "--url",
+            &url,
+            "--args",
+            r#"{"owner":"o","repo":"r"}"#,
+        ])
+        .env_clear()
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "connection_failed");
+    assert_eq!(v["error"]["status"], Value::Null);
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed_and_come_back_with_their_location() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.script(script(
+        "/api/v1/repos/o/r/actions/artifacts/7/zip",
+        respond(
+            302,
+            &[("location", "https://blobs.example/signed?sig=abc")],
+            b"",
+        ),
+    ));
+    let c = h
+        .call(
+            "downloadArtifact",
+            json!({"owner": "o", "repo": "r", "artifact_id": "7"}),
+        )
+        .await;
+    assert_envelope(&c);
+    assert_eq!(c.json["status"], 302);
+    assert_eq!(c.data()["location"], "https://blobs.example/signed?sig=abc");
+    assert_eq!(
+        h.forge
+            .requests()
+            .iter()
+            .filter(|r| r.raw_path.contains("signed"))
+            .count(),
+        0
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn json_deeper_than_100_levels_is_returned_as_text() {
+    let h = Harness::start(Setup::gitea()).await;
+    let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    h.forge.script(script(
+        "/api/v1/repos/o/d100",
+        respond(
+            200,
+            &[("content-type", "application/json")],
+            deep(100).as_bytes(),
+        ),
+    ));
+    h.forge.script(script(
+        "/api/v1/repos/o/d101",
+        respond(
+            200,
+            &[("content-type", "application/json")],
+            deep(101).as_bytes(),
+        ),
+    ));
+    h.forge.script(script(
+        "/api/v1/repos/o/dmax",
+        respond(
+            200,
+            &[("content-type", "application/json")],
+            deep(500_000).as_bytes(),
+        ),
+    ));
+    let c = h
+        .call("repoGet", json!({"owner": "o", "repo": "d100"}))
+        .await;
+    assert!(c.data().is_array());
+    let c = h
+        .call("repoGet", json!({"owner": "o", "repo": "d101"}))
+        .await;
+    assert_eq!(c.data().as_str().unwrap(), deep(101));
+    let c = h
+        .call("repoGet", json!({"owner": "o", "repo": "dmax"}))
+        .await;
+    assert!(c.data().is_string());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn binary_bodies_come_back_as_base64_up_to_the_limit_and_fail_above_it() {
+    let h = Harness::start(Setup::gitea().env("MAX_BINARY_BYTES", "1000")).await;
+    let octet = [("content-type", "application/octet-stream")];
+    let raw = |p: &str| json!({"owner": "o", "repo": "r", "filepath": p});
+    h.forge.script(script(
+        "/api/v1/repos/o/r/raw/ok.bin",
+        respond(200, &octet, &[7u8; 1000]),
+    ));
+    h.forge.script(script(
+        "/api/v1/repos/o/r/raw/big.bin",
+        respond(200, &octet, &[7u8; 1001]),
+    ));
+    h.forge.script(script(
+        "/api/v1/repos/o/r/raw/chunked.bin",
+        ScriptedResponse {
+            body: ScriptBody::Chunked {
+                chunks: vec![vec![1u8; 600], vec![2u8; 600]],
+                delay_between: Duration::ZERO,
+            },
+            ..respond(200, &octet, b"")
+        },
+    ));
+    h.forge.script(script(
+        "/api/v1/repos/o/r/raw/endless.bin",
+        ScriptedResponse {
+            body: ScriptBody::Endless {
+                chunk: vec![9u8; 4096],
+            },
+            ..respond(200, &octet, b"")
+        },
+    ));
+    let c = h.call("repoGetRawFile", raw("ok.bin")).await;
+    assert_envelope(&c);
+    assert_eq!(c.data()["size"], 1000);
+    assert_eq!(c.data()["content_type"], "application/octet-stream");
+    assert_eq!(c.data()["content_base64"].as_str().unwrap().len(), 1336);
+    for p in ["big.bin", "chunked.bin", "endless.bin"] {
+        let c = h.call("repoGetRawFile", raw(p)).await;
+        assert_eq!(c.kind(), "payload_too_large", "{p}: {}", c.text);
+        assert_eq!(c.json["error"]["status"], 200);
+        assert!(
+            c.json["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("MAX_BINARY_BYTES"),
+            "{}",
+            c.text
+        );
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn hostile_answers_become_clear_errors_and_the_server_keeps_serving() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.script(script(
+        "/api/v1/repos/o/liar",
+        ScriptedResponse {
+            body: ScriptBody::LyingLength {
+                declared: 5000,
+                actual: b"{\"a\":".to_vec(),
+            },
+            ..respond(200, &[("content-type", "application/json")], b"")
+        },
+    ));
+    h.forge.script(script(
+        "/api/v1/repos/o/garbage",
+        respond(200, &[("content-type", "application/json")], b"{not json"),
+    ));
+    h.forge.script(script(
+        "/api/v1/repos/o/bytes",
+        respond(
+            200,
+            &[("content-type", "application/json")],
+            &[0xff, 0xfe, 0xfd],
+        ),
+    ));
+    let c = h
+        .call("repoGet", json!({"owner": "o", "repo": "liar"}))
+        .await;
+    assert_eq!(c.kind(), "connection_failed", "{}", c.text);
+    let c = h
+        .call("repoGet", json!({"owner": "o", "repo": "garbage"}))
+        .await;
+    assert_eq!(c.data(), "{not json");
+    let c = h
+        .call("repoGet", json!({"owner": "o", "repo": "bytes"}))
+        .await;
+    assert_eq!(c.data()["content_base64"], "//79");
+    h.forge.seed_repo("o", "fine");
+    assert!(
+        !h.call("repoGet", json!({"owner": "o", "repo": "fine"}))
+            .await
+            .is_error
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn pagination_comes_from_link_and_total_count_never_from_the_link_host() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.seed_repo("alice", "demo");
+    h.forge.seed_issues("alice", "demo", 45);
+    let c = h
+        .call(
+            "issueListIssues",
+            json!({"owner": "alice", "repo": "demo", "limit": 20}),
+        )
+        .await;
+    assert_envelope(&c);
+    assert_eq!(
+        c.json["pagination"],
+        json!({"page": 1, "limit": 20, "total_count": 45, "next_page": 2, "last_page": 3})
+    );
+    assert_eq!(c.data().as_array().unwrap().len(), 20);
+    let c = h
+        .call(
+            "issueListIssues",
+            json!({"owner": "alice", "repo": "demo", "limit": 20, "page": 3}),
+        )
+        .await;
+    assert_eq!(
+        c.json["pagination"],
+        json!({"page": 3, "limit": 20, "total_count": 45, "next_page": null, "last_page": 3})
+    );
+    // Without a Link header: computed from the total and the limit.
+    h.forge.script(script(
+        "/api/v1/repos/o/r/tags",
+        respond(
+            200,
+            &[("content-type", "application/json"), ("x-total-count", "7")],
+            b"[]",
+        ),
+    ));
+    let c = h
+        .call(
+            "repoListTags",
+            json!({"owner": "o", "repo": "r", "page": 1, "limit": 5}),
+        )
+        .await;
+    assert_eq!(
+        c.json["pagination"],
+        json!({"page": 1, "limit": 5, "total_count": 7, "next_page": 2, "last_page": 2})
+    );
+    // Nothing said: nulls, never 0.
+    h.forge.script(script(
+        "/api/v1/repos/o/r/branches",
+        respond(200, &[("content-type", "application/json")], b"[]"),
+    ));
+    let c = h
+        .call("repoListBranches", json!({"owner": "o", "repo": "r"}))
+        .await;
+    assert_eq!(
+        c.json["pagination"],
+        json!({"page": 1, "limit": null, "total_count": null, "next_page": null, "last_page": null})
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_raw_tool_uses_the_same_pipeline_and_refuses_unsafe_paths() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.seed_repo("alice", "demo");
+    h.forge.seed_issues("alice", "demo", 3);
+    let c = h
+        .call(
+            "gitea_api_request",
+            json!({"method": "GET", "path": "/repos/alice/demo/issues", "query": {"limit": 2}}),
+        )
+        .await;
+    assert_envelope(&c);
+    assert_eq!(c.json["pagination"]["total_count"], 3);
+    assert_eq!(c.json["pagination"]["next_page"], 2);
+    assert_eq!(
+        h.last().header("authorization"),
+        Some(format!("token {ALICE_TOKEN}").as_str())
+    );
+    let before = h.tool_requests().len();
+    for bad in [
+        "/repos/alice/demo/releases/tags/rel%2F1.0",
+        "/repos/alice/../admin",
+        "/repos/alice/demo?x=1",
+        "/repos/alice/demo#f",
+        "repos/alice",
+    ] {
+        let c = h
+            .call("gitea_api_request", json!({"method": "GET", "path": bad}))
+            .await;
+        assert_eq!(
+            (c.kind(), c.json["error"]["path"].as_str()),
+            ("invalid_arguments", Some("/path")),
+            "{bad}"
+        );
+    }
+    assert_eq!(h.tool_requests().len(), before);
+    let c = h
+        .call(
+            "gitea_api_request",
+            json!({"method": "POST", "path": "/repos/alice/demo/issues", "body": {"title": "raw"}}),
+        )
+        .await;
+    assert_eq!(c.json["status"], 201);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn disabled_tools_are_neither_listed_nor_callable() {
+    let h =
+        Harness::start(Setup::gitea().env("DISABLED_TOOLS", "repoDelete,gitea_api_request")).await;
+    let tools = h.tools().await;
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.name == "repoDelete" || t.name == "gitea_api_request")
+    );
+    assert_eq!(tools.len(), 481);
+    let c = h
+        .call("repoDelete", json!({"owner": "o", "repo": "r"}))
+        .await;
+    assert_eq!(c.kind(), "denied");
+    assert!(h.tool_requests().is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn spec_fixes_runner_token_body_archive_binary_job_logs_text() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.script(script(
+        "/api/v1/repos/o/r/actions/runners/registration-token",
+        respond(
+            200,
+            &[("content-type", "application/json")],
+            br#"{"token":"RUNNER-REG-TOKEN-1"}"#,
+        ),
+    ));
+    h.forge.script(script(
+        "/api/v1/repos/o/r/archive/main.zip",
+        respond(200, &[], b"PK\x03\x04zip"),
+    ));
+    h.forge.script(script(
+        "/api/v1/repos/o/r/actions/jobs/5/logs",
+        respond(
+            200,
+            &[("content-type", "application/octet-stream")],
+            b"step 1\nok\n",
+        ),
+    ));
+    let c = h
+        .call(
+            "repoCreateRunnerRegistrationToken",
+            json!({"owner": "o", "repo": "r"}),
+        )
+        .await;
+    assert_eq!(c.data()["token"], "RUNNER-REG-TOKEN-1");
+    let c = h
+        .call(
+            "repoGetArchive",
+            json!({"owner": "o", "repo": "r", "archive": "main.zip"}),
+        )
+        .await;
+    assert_eq!(c.data()["size"], 7);
+    let c = h
+        .call(
+            "downloadActionsRunJobLogs",
+            json!({"owner": "o", "repo": "r", "job_id": 5}),
+        )
+        .await;
+    assert_eq!(c.data(), "step 1\nok\n");
+    h.stop().await;
+}

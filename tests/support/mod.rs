@@ -1,0 +1,213 @@
+//! Test harness: the built binary over stdio, driven by rmcp's client, against the
+//! recording fake forge. Tests read like the spec: start, call, then check what the forge
+//! received and what the client got.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use fake_forge::{FakeForge, Flavor, Options, Recorded};
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::service::{RunningService, ServiceExt};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+
+/// The token of the default fake forge user `alice`.
+pub const ALICE_TOKEN: &str = "tok-alice-0123456789";
+
+/// The server binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
+}
+
+/// What a tool call returned.
+#[derive(Debug, Clone)]
+pub struct Called {
+    pub is_error: bool,
+    /// The JSON of the single text content item.
+    pub json: Value,
+    pub text: String,
+}
+
+impl Called {
+    /// `error.kind` of an error result.
+    pub fn kind(&self) -> &str {
+        self.json["error"]["kind"].as_str().unwrap_or("")
+    }
+    /// `data` of a success result.
+    pub fn data(&self) -> &Value {
+        &self.json["data"]
+    }
+}
+
+/// How to start the server.
+pub struct Setup {
+    pub flavor: Flavor,
+    pub forge_options: Option<Options>,
+    /// `--flavor` value; `auto` makes the server ask the fake forge.
+    pub flavor_arg: &'static str,
+    pub token: Option<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Setup {
+    pub fn gitea() -> Setup {
+        Setup {
+            flavor: Flavor::Gitea,
+            forge_options: None,
+            flavor_arg: "gitea",
+            token: Some(ALICE_TOKEN.into()),
+            env: Vec::new(),
+        }
+    }
+    pub fn forgejo() -> Setup {
+        Setup {
+            flavor: Flavor::Forgejo,
+            flavor_arg: "forgejo",
+            ..Setup::gitea()
+        }
+    }
+    pub fn env(mut self, k: &str, v: &str) -> Setup {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+    pub fn no_token(mut self) -> Setup {
+        self.token = None;
+        self
+    }
+    pub fn auto(mut self) -> Setup {
+        self.flavor_arg = "auto";
+        self
+    }
+}
+
+/// A running server and its fake forge.
+pub struct Harness {
+    pub forge: FakeForge,
+    pub client: RunningService<RoleClient, ()>,
+    pub stderr_path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    pub async fn start(setup: Setup) -> Harness {
+        let opts = setup.forge_options.unwrap_or_else(|| Options {
+            flavor: setup.flavor,
+            ..Options::default()
+        });
+        let forge = FakeForge::start(opts).await;
+        Harness::start_against(forge, setup.flavor_arg, setup.token, setup.env).await
+    }
+
+    /// Start the binary against an already running forge (or any URL).
+    pub async fn start_against(
+        forge: FakeForge,
+        flavor_arg: &str,
+        token: Option<String>,
+        env: Vec<(String, String)>,
+    ) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let stderr_path = dir.path().join("stderr.log");
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut cmd = tokio::process::Command::new(bin());
+        cmd.args(["serve", "--url", &forge.base_url(), "--flavor", flavor_arg]);
+        cmd.env_clear();
+        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        if let Some(t) = token {
+            cmd.env("GITEA_TOKEN", t);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .unwrap();
+        let client = ().serve(transport).await.expect("MCP handshake with the server");
+        Harness {
+            forge,
+            client,
+            stderr_path,
+            _dir: dir,
+        }
+    }
+
+    pub async fn tools(&self) -> Vec<Tool> {
+        self.client.list_all_tools().await.unwrap()
+    }
+
+    /// Call a tool; panics on a JSON-RPC error (use `call_raw` to see those).
+    pub async fn call(&self, tool: &str, args: Value) -> Called {
+        self.call_raw(tool, args)
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
+    }
+
+    pub async fn call_raw(&self, tool: &str, args: Value) -> Result<Called, rmcp::ServiceError> {
+        let mut p = CallToolRequestParams::new(tool.to_owned());
+        if let Value::Object(m) = args {
+            p = p.with_arguments(m);
+        }
+        let r = self.client.call_tool(p).await?;
+        assert_eq!(r.content.len(), 1, "exactly one content item");
+        let text = r.content[0].as_text().expect("a text item").text.clone();
+        let json = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
+        Ok(Called {
+            is_error: r.is_error == Some(true),
+            json,
+            text,
+        })
+    }
+
+    /// The requests the forge received, without the server's own `/version` and `/user`.
+    pub fn tool_requests(&self) -> Vec<Recorded> {
+        self.forge
+            .requests()
+            .into_iter()
+            .filter(|r| r.raw_path != "/api/v1/version" && r.raw_path != "/api/v1/user")
+            .collect()
+    }
+
+    /// The last request a tool sent.
+    pub fn last(&self) -> Recorded {
+        self.tool_requests()
+            .pop()
+            .expect("the forge received a request")
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    pub async fn stop(self) {
+        let _ = self.client.cancel().await;
+    }
+}
+
+/// Assert a success envelope with the usual shape and return its data.
+pub fn assert_envelope(c: &Called) -> &Value {
+    assert!(!c.is_error, "expected success, got {}", c.text);
+    let keys: Vec<&str> = c
+        .json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "identity",
+            "request",
+            "status",
+            "pagination",
+            "untrusted_content",
+            "data"
+        ],
+        "{}",
+        c.text
+    );
+    c.data()
+}
