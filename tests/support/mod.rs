@@ -82,6 +82,76 @@ impl Setup {
     }
 }
 
+/// The server binary over stdio with an rmcp client, pointed at any forge URL (the fake
+/// forge, or a real one in the end-to-end tests).
+pub struct Server {
+    pub client: RunningService<RoleClient, ()>,
+    pub stderr_path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub async fn spawn(
+        url: &str,
+        flavor_arg: &str,
+        token: Option<String>,
+        env: Vec<(String, String)>,
+    ) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let stderr_path = dir.path().join("stderr.log");
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut cmd = tokio::process::Command::new(bin());
+        cmd.args(["serve", "--url", url, "--flavor", flavor_arg]);
+        cmd.env_clear();
+        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        if let Some(t) = token {
+            cmd.env("GITEA_TOKEN", t);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .unwrap();
+        let client = ().serve(transport).await.expect("MCP handshake with the server");
+        Server {
+            client,
+            stderr_path,
+            _dir: dir,
+        }
+    }
+
+    /// Call a tool; panics on a JSON-RPC error.
+    pub async fn call(&self, tool: &str, args: Value) -> Called {
+        call_on(&self.client, tool, args)
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
+    }
+}
+
+/// One `tools/call` through an rmcp client.
+pub async fn call_on(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> Result<Called, rmcp::ServiceError> {
+    let mut p = CallToolRequestParams::new(tool.to_owned());
+    if let Value::Object(m) = args {
+        p = p.with_arguments(m);
+    }
+    let r = client.call_tool(p).await?;
+    assert_eq!(r.content.len(), 1, "exactly one content item");
+    let text = r.content[0].as_text().expect("a text item").text.clone();
+    let json =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
+    Ok(Called {
+        is_error: r.is_error == Some(true),
+        json,
+        text,
+    })
+}
+
 /// A running server and its fake forge.
 pub struct Harness {
     pub forge: FakeForge,
@@ -100,36 +170,19 @@ impl Harness {
         Harness::start_against(forge, setup.flavor_arg, setup.token, setup.env).await
     }
 
-    /// Start the binary against an already running forge (or any URL).
+    /// Start the binary against an already running fake forge.
     pub async fn start_against(
         forge: FakeForge,
         flavor_arg: &str,
         token: Option<String>,
         env: Vec<(String, String)>,
     ) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let stderr_path = dir.path().join("stderr.log");
-        let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut cmd = tokio::process::Command::new(bin());
-        cmd.args(["serve", "--url", &forge.base_url(), "--flavor", flavor_arg]);
-        cmd.env_clear();
-        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
-        if let Some(t) = token {
-            cmd.env("GITEA_TOKEN", t);
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let (transport, _) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::from(stderr))
-            .spawn()
-            .unwrap();
-        let client = ().serve(transport).await.expect("MCP handshake with the server");
+        let server = Server::spawn(&forge.base_url(), flavor_arg, token, env).await;
         Harness {
             forge,
-            client,
-            stderr_path,
-            _dir: dir,
+            client: server.client,
+            stderr_path: server.stderr_path,
+            _dir: server._dir,
         }
     }
 
