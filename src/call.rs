@@ -29,10 +29,7 @@ pub async fn run(
     args: Option<Map<String, Value>>,
 ) -> Result<String, CallError> {
     // 1. which tool: unknown names are a protocol error, disabled ones a policy refusal.
-    let tool = server
-        .catalog
-        .get(name)
-        .ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
+    let tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
     if !server.enabled(name) {
         return Err(CallError::local(
             ErrorKind::Denied,
@@ -57,10 +54,7 @@ pub async fn run(
     // 8. envelope.
     Ok(Success {
         identity,
-        request: RequestInfo {
-            method: plan.method.as_str(),
-            path: plan.path,
-        },
+        request: RequestInfo { method: plan.method.as_str(), path: plan.path },
         status,
         pagination: paging,
         untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
@@ -71,9 +65,7 @@ pub async fn run(
 
 fn plan(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> Result<CallPlan, CallError> {
     match &tool.target {
-        Target::Operation(op) => {
-            args::plan::for_operation(op, args, server.settings.max_binary_bytes)
-        }
+        Target::Operation(op) => args::plan::for_operation(op, args, server.settings.max_binary_bytes),
         Target::Raw => args::raw::plan(&server.catalog, args),
     }
 }
@@ -86,19 +78,8 @@ pub async fn identify(server: &Server, caller: Caller) -> (Credential, Identity)
         Caller::Global => {
             let credential = server.global.credential.clone();
             let mode = credential.mode();
-            let login = if mode == Mode::Anonymous {
-                None
-            } else {
-                global_login(server).await
-            };
-            (
-                credential,
-                Identity {
-                    login,
-                    mode,
-                    sudo: None,
-                },
-            )
+            let login = if mode == Mode::Anonymous { None } else { global_login(server).await };
+            (credential, Identity { login, mode, sudo: None })
         }
     }
 }
@@ -164,10 +145,7 @@ fn decode(
         return Ok((st, json!({"location": location}), None));
     }
     let content_type = got.header("content-type").map(str::to_owned);
-    let total = got
-        .header("x-total-count")
-        .or_else(|| got.header("x-total"))
-        .map(str::to_owned);
+    let total = got.header("x-total-count").or_else(|| got.header("x-total")).map(str::to_owned);
     let link = got.header("link").map(str::to_owned);
     let decoded = body::decode(plan.expect, content_type.as_deref(), got.body);
     if let body::Decoded::Binary { bytes, .. } = &decoded {
@@ -184,27 +162,17 @@ fn decode(
         }
     }
     let data = decoded.into_data();
-    let paging = plan
-        .page
-        .map(|req| pagination::paginate(req, total.as_deref(), link.as_deref(), &data));
+    let paging = plan.page.map(|req| pagination::paginate(req, total.as_deref(), link.as_deref(), &data));
     Ok((st, data, paging))
 }
 
 /// An error the forge answered with: its message, sanitized and truncated, plus a hint.
 fn forge_error(status: u16, kind: ErrorKind, body: &[u8], redactor: &Redactor) -> CallError {
     let said = redactor.sanitize_message(&status::forge_message(body));
-    let said = if said.is_empty() {
-        "(no message)".to_owned()
-    } else {
-        said
-    };
+    let said = if said.is_empty() { "(no message)".to_owned() } else { said };
     CallError::from_forge(
         status,
         kind,
-        format!(
-            "{} answered {status}: {said}{}",
-            "the forge",
-            status::hint(kind)
-        ),
+        format!("{} answered {status}: {said}{}", "the forge", status::hint(kind)),
     )
 }

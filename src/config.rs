@@ -93,45 +93,23 @@ pub struct CommonArgs {
     #[arg(long, env = "GITEA_TOKEN_FILE", global = true)]
     pub token_file: Option<PathBuf>,
     /// Which forge the tools are generated for.
-    #[arg(
-        long,
-        env = "GITEA_FLAVOR",
-        value_enum,
-        default_value = "auto",
-        global = true
-    )]
+    #[arg(long, env = "GITEA_FLAVOR", value_enum, default_value = "auto", global = true)]
     pub flavor: FlavorChoice,
     /// A Swagger 2.0 file to generate the tools from instead of the embedded spec.
     #[arg(long, env = "GITEA_SPEC", global = true)]
     pub spec: Option<PathBuf>,
     /// MCP transport for `serve`.
-    #[arg(
-        long,
-        env = "MCP_TRANSPORT",
-        value_enum,
-        default_value = "stdio",
-        global = true
-    )]
+    #[arg(long, env = "MCP_TRANSPORT", value_enum, default_value = "stdio", global = true)]
     pub transport: TransportChoice,
     /// Address for the http and sse transports.
-    #[arg(
-        long,
-        env = "MCP_LISTEN",
-        default_value = "127.0.0.1:8080",
-        global = true
-    )]
+    #[arg(long, env = "MCP_LISTEN", default_value = "127.0.0.1:8080", global = true)]
     pub listen: String,
     /// Shared secret HTTP clients present as `Authorization: Bearer …` to act as the
     /// server's global identity.
     #[arg(long, env = "MCP_BEARER_TOKEN", hide_env_values = true, global = true)]
     pub mcp_bearer_token: Option<SecretString>,
     /// Largest binary body returned as base64, and largest base64 upload, in bytes.
-    #[arg(
-        long,
-        env = "MAX_BINARY_BYTES",
-        default_value_t = 1_048_576,
-        global = true
-    )]
+    #[arg(long, env = "MAX_BINARY_BYTES", default_value_t = 1_048_576, global = true)]
     pub max_binary_bytes: u64,
     /// Largest JSON or text body read from the forge, in bytes; larger answers fail with
     /// payload_too_large instead of filling memory.
@@ -141,12 +119,7 @@ pub struct CommonArgs {
     #[arg(long, env = "DISABLED_TOOLS", value_delimiter = ',', global = true)]
     pub disabled_tools: Vec<String>,
     /// Seconds to wait for a TCP/TLS connection to the forge.
-    #[arg(
-        long,
-        env = "GITEA_CONNECT_TIMEOUT",
-        default_value_t = 10.0,
-        global = true
-    )]
+    #[arg(long, env = "GITEA_CONNECT_TIMEOUT", default_value_t = 10.0, global = true)]
     pub connect_timeout: f64,
     /// Seconds one forge request may take in total, body included.
     #[arg(long, env = "GITEA_TIMEOUT", default_value_t = 60.0, global = true)]
@@ -191,9 +164,7 @@ impl Settings {
             .or_else(|| non_empty(env("GITEA_HOST")))
             .or_else(|| non_empty(env("FORGEJO_URL")))
             .ok_or_else(|| {
-                ConfigError(
-                    "no forge URL: pass --url https://gitea.example.com or set GITEA_URL".into(),
-                )
+                ConfigError("no forge URL: pass --url https://gitea.example.com or set GITEA_URL".into())
             })?;
         let url = parse_base_url(&url_text)?;
 
@@ -211,9 +182,7 @@ impl Settings {
             if v.is_finite() && v > 0.0 && v <= 86_400.0 {
                 Ok(Duration::from_secs_f64(v))
             } else {
-                Err(ConfigError(format!(
-                    "{name} must be a number of seconds between 0 and 86400"
-                )))
+                Err(ConfigError(format!("{name} must be a number of seconds between 0 and 86400")))
             }
         };
         if args.max_binary_bytes == 0 {
@@ -229,9 +198,7 @@ impl Settings {
             spec: args.spec,
             transport: args.transport,
             listen: args.listen,
-            mcp_bearer_token: args
-                .mcp_bearer_token
-                .filter(|t| !t.expose_secret().trim().is_empty()),
+            mcp_bearer_token: args.mcp_bearer_token.filter(|t| !t.expose_secret().trim().is_empty()),
             max_binary_bytes: args.max_binary_bytes,
             max_response_bytes: args.max_response_bytes,
             disabled_tools: args
@@ -260,9 +227,7 @@ pub fn parse_base_url(text: &str) -> Result<Url, ConfigError> {
         ))
     })?;
     if url.scheme() != "http" && url.scheme() != "https" {
-        return Err(ConfigError(
-            "the forge URL must start with http:// or https://".into(),
-        ));
+        return Err(ConfigError("the forge URL must start with http:// or https://".into()));
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(ConfigError(
@@ -270,9 +235,7 @@ pub fn parse_base_url(text: &str) -> Result<Url, ConfigError> {
         ));
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(ConfigError(
-            "the forge URL must not have a query string or fragment".into(),
-        ));
+        return Err(ConfigError("the forge URL must not have a query string or fragment".into()));
     }
     let mut path = url.path().trim_end_matches('/').to_owned();
     if let Some(stripped) = path.strip_suffix("/api/v1") {
@@ -283,19 +246,11 @@ pub fn parse_base_url(text: &str) -> Result<Url, ConfigError> {
 }
 
 fn read_token_file(path: &std::path::Path) -> Result<SecretString, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigError(format!(
-            "cannot read the token file {}: {}",
-            path.display(),
-            e.kind()
-        ))
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read the token file {}: {}", path.display(), e.kind())))?;
     let token = text.trim();
     if token.is_empty() {
-        return Err(ConfigError(format!(
-            "the token file {} is empty",
-            path.display()
-        )));
+        return Err(ConfigError(format!("the token file {} is empty", path.display())));
     }
     Ok(SecretString::from(token.to_owned()))
 }
@@ -312,18 +267,10 @@ mod tests {
 
     #[test]
     fn base_url_gets_a_trailing_slash_and_loses_api_v1() {
+        assert_eq!(parse_base_url("https://g.example").unwrap().as_str(), "https://g.example/");
+        assert_eq!(parse_base_url("https://g.example/sub").unwrap().as_str(), "https://g.example/sub/");
         assert_eq!(
-            parse_base_url("https://g.example").unwrap().as_str(),
-            "https://g.example/"
-        );
-        assert_eq!(
-            parse_base_url("https://g.example/sub").unwrap().as_str(),
-            "https://g.example/sub/"
-        );
-        assert_eq!(
-            parse_base_url("https://g.example/sub/api/v1/")
-                .unwrap()
-                .as_str(),
+            parse_base_url("https://g.example/sub/api/v1/").unwrap().as_str(),
             "https://g.example/sub/"
         );
     }
@@ -353,12 +300,7 @@ mod tests {
         let f = dir.path().join("t");
         std::fs::write(&f, "  filetoken\n").unwrap();
         let env = |_: &str| Some("https://ignored.example".to_owned());
-        let a = args(&[
-            "--url",
-            "https://flag.example",
-            "--token-file",
-            f.to_str().unwrap(),
-        ]);
+        let a = args(&["--url", "https://flag.example", "--token-file", f.to_str().unwrap()]);
         let s = Settings::resolve(a, &env).unwrap();
         assert_eq!(s.url.as_str(), "https://flag.example/");
         assert_eq!(s.token.unwrap().expose_secret(), "filetoken");
@@ -372,29 +314,19 @@ mod tests {
 
     #[test]
     fn debug_of_settings_hides_the_token() {
-        let s = Settings::resolve(
-            args(&["--url", "https://g.example", "--token", "s3cr3t-value"]),
-            &|_| None,
-        )
-        .unwrap();
+        let s =
+            Settings::resolve(args(&["--url", "https://g.example", "--token", "s3cr3t-value"]), &|_| None)
+                .unwrap();
         assert!(!format!("{s:?}").contains("s3cr3t-value"));
     }
 
     #[test]
     fn disabled_tools_are_split_and_trimmed() {
         let s = Settings::resolve(
-            args(&[
-                "--url",
-                "https://g.example",
-                "--disabled-tools",
-                "repoDelete, adminCreateUser,",
-            ]),
+            args(&["--url", "https://g.example", "--disabled-tools", "repoDelete, adminCreateUser,"]),
             &|_| None,
         )
         .unwrap();
-        assert_eq!(
-            s.disabled_tools.into_iter().collect::<Vec<_>>(),
-            ["adminCreateUser", "repoDelete"]
-        );
+        assert_eq!(s.disabled_tools.into_iter().collect::<Vec<_>>(), ["adminCreateUser", "repoDelete"]);
     }
 }

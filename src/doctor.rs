@@ -32,16 +32,8 @@ impl Report {
 pub async fn run(settings: Settings) -> ExitCode {
     let mut r = Report { failed: false };
     r.ok(&format!("forge URL {}", settings.url));
-    let limits = Limits {
-        max_binary: settings.max_binary_bytes,
-        max_response: settings.max_response_bytes,
-    };
-    let forge = match Forge::new(
-        settings.url.clone(),
-        limits,
-        settings.connect_timeout,
-        settings.timeout,
-    ) {
+    let limits = Limits { max_binary: settings.max_binary_bytes, max_response: settings.max_response_bytes };
+    let forge = match Forge::new(settings.url.clone(), limits, settings.connect_timeout, settings.timeout) {
         Ok(f) => f,
         Err(e) => {
             r.fail(&e);
@@ -50,9 +42,7 @@ pub async fn run(settings: Settings) -> ExitCode {
     };
     let credential = match &settings.token {
         None => {
-            r.warn(
-                "no token (GITEA_TOKEN, --token or --token-file): only public data is reachable",
-            );
+            r.warn("no token (GITEA_TOKEN, --token or --token-file): only public data is reachable");
             Credential::anonymous()
         }
         Some(t) => match Credential::token(t) {
@@ -66,12 +56,7 @@ pub async fn run(settings: Settings) -> ExitCode {
 
     let detected: Option<Version> = match flavor::detect(&forge, &credential).await {
         Ok(v) => {
-            r.ok(&format!(
-                "{} {} answers at {}",
-                v.flavor().display_name(),
-                v.text,
-                settings.url
-            ));
+            r.ok(&format!("{} {} answers at {}", v.flavor().display_name(), v.text, settings.url));
             Some(v)
         }
         Err(e) => {
@@ -113,11 +98,7 @@ pub async fn run(settings: Settings) -> ExitCode {
         Some(p) => match std::fs::read(p) {
             Ok(b) => b,
             Err(e) => {
-                r.fail(&format!(
-                    "cannot read the spec {}: {}",
-                    p.display(),
-                    e.kind()
-                ));
+                r.fail(&format!("cannot read the spec {}: {}", p.display(), e.kind()));
                 Vec::new()
             }
         },
@@ -132,23 +113,15 @@ pub async fn run(settings: Settings) -> ExitCode {
                     flavor.display_name(),
                     c.spec_version
                 ));
-                let unknown: Vec<&String> = settings
-                    .disabled_tools
-                    .iter()
-                    .filter(|n| c.get(n).is_none())
-                    .collect();
+                let unknown: Vec<&String> =
+                    settings.disabled_tools.iter().filter(|n| c.get(n).is_none()).collect();
                 if !unknown.is_empty() {
-                    r.warn(&format!(
-                        "DISABLED_TOOLS names tools this forge does not have: {unknown:?}"
-                    ));
+                    r.warn(&format!("DISABLED_TOOLS names tools this forge does not have: {unknown:?}"));
                 }
                 if let Some(v) = &detected {
                     if v.flavor() == flavor
                         && settings.spec.is_none()
-                        && v.numbers.0
-                            != Version::parse(&c.spec_version)
-                                .map(|s| s.numbers.0)
-                                .unwrap_or(0)
+                        && v.numbers.0 != Version::parse(&c.spec_version).map(|s| s.numbers.0).unwrap_or(0)
                     {
                         r.warn(&format!("the forge runs {} while the tools come from the {} spec: some tools may not exist there", v.text, c.spec_version));
                     }
@@ -157,16 +130,8 @@ pub async fn run(settings: Settings) -> ExitCode {
             Err(e) => r.fail(&format!("the spec does not generate tools: {e}")),
         }
     }
-    if settings
-        .mcp_bearer_token
-        .as_ref()
-        .is_some_and(|t| t.expose_secret().len() < 16)
-    {
+    if settings.mcp_bearer_token.as_ref().is_some_and(|t| t.expose_secret().len() < 16) {
         r.warn("MCP_BEARER_TOKEN is shorter than 16 characters: use a long random value");
     }
-    if r.failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    if r.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

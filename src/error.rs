@@ -109,12 +109,7 @@ pub struct ToolFailure {
 impl CallError {
     /// A failure that happened before anything reached the forge.
     pub fn local(kind: ErrorKind, message: impl Into<String>) -> Self {
-        CallError::Result(ToolFailure {
-            status: None,
-            kind,
-            message: message.into(),
-            path: None,
-        })
+        CallError::Result(ToolFailure { status: None, kind, message: message.into(), path: None })
     }
 
     /// An argument that failed validation, pointing at it with a JSON Pointer.
@@ -129,12 +124,7 @@ impl CallError {
 
     /// A failure the forge answered with.
     pub fn from_forge(status: u16, kind: ErrorKind, message: impl Into<String>) -> Self {
-        CallError::Result(ToolFailure {
-            status: Some(status),
-            kind,
-            message: message.into(),
-            path: None,
-        })
+        CallError::Result(ToolFailure { status: Some(status), kind, message: message.into(), path: None })
     }
 
     /// The kind, when this is a tool result.
@@ -172,10 +162,7 @@ pub enum Outcome {
 impl Outcome {
     /// Classify a call's result. Every message goes through `redact` once more on the way
     /// out, so no path can carry a known secret into an error.
-    pub fn from_result(
-        result: Result<String, CallError>,
-        redact: impl Fn(&str) -> String,
-    ) -> Outcome {
+    pub fn from_result(result: Result<String, CallError>, redact: impl Fn(&str) -> String) -> Outcome {
         match result {
             Ok(text) => Outcome::Success(text),
             Err(CallError::UnknownTool(name)) => {

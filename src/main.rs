@@ -22,10 +22,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     runtime.block_on(run(cli.command.unwrap_or(Command::Serve), settings))
 }
 
@@ -42,15 +39,13 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
     };
     match command {
         Command::Serve => match server.settings.transport {
-            TransportChoice::Stdio => {
-                match transport::stdio::serve(McpHandler::new(server)).await {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) => {
-                        eprintln!("aegis-gitea-mcp: {e}");
-                        ExitCode::FAILURE
-                    }
+            TransportChoice::Stdio => match transport::stdio::serve(McpHandler::new(server)).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("aegis-gitea-mcp: {e}");
+                    ExitCode::FAILURE
                 }
-            }
+            },
             other => {
                 eprintln!(
                     "aegis-gitea-mcp: transport {other:?} is not available in this build yet; use --transport stdio"
@@ -94,9 +89,7 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                     ExitCode::FAILURE
                 }
                 Outcome::UnknownTool(message) => {
-                    eprintln!(
-                        "aegis-gitea-mcp: {message}; `aegis-gitea-mcp tools` lists the tools"
-                    );
+                    eprintln!("aegis-gitea-mcp: {message}; `aegis-gitea-mcp tools` lists the tools");
                     ExitCode::from(2)
                 }
             }
@@ -108,9 +101,5 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
 }

@@ -35,17 +35,10 @@ impl Server {
     /// Build the server: HTTP client, credential, flavor (asking the forge when `auto`),
     /// spec, catalog. The only network access is the version probe of `--flavor auto`.
     pub async fn start(settings: Settings) -> Result<Server, StartError> {
-        let limits = Limits {
-            max_binary: settings.max_binary_bytes,
-            max_response: settings.max_response_bytes,
-        };
-        let forge = Forge::new(
-            settings.url.clone(),
-            limits,
-            settings.connect_timeout,
-            settings.timeout,
-        )
-        .map_err(StartError)?;
+        let limits =
+            Limits { max_binary: settings.max_binary_bytes, max_response: settings.max_response_bytes };
+        let forge = Forge::new(settings.url.clone(), limits, settings.connect_timeout, settings.timeout)
+            .map_err(StartError)?;
         let credential = match &settings.token {
             Some(t) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}")))?,
             None => Credential::anonymous(),
@@ -56,19 +49,17 @@ impl Server {
             FlavorChoice::Auto => {
                 let v: Version = flavor::detect(&forge, &credential)
                     .await
-                    .map_err(|e| StartError(format!("cannot detect the forge: {e}")))?;
+                    .map_err(|e| {
+                        StartError(format!(
+                            "cannot detect the forge ({e}); fix the URL, or pass --flavor gitea|forgejo to start without asking"
+                        ))
+                    })?;
                 (v.flavor(), Some(v))
             }
         };
         let spec_bytes: std::borrow::Cow<'static, [u8]> = match &settings.spec {
             Some(path) => std::fs::read(path)
-                .map_err(|e| {
-                    StartError(format!(
-                        "cannot read the spec {}: {}",
-                        path.display(),
-                        e.kind()
-                    ))
-                })?
+                .map_err(|e| StartError(format!("cannot read the spec {}: {}", path.display(), e.kind())))?
                 .into(),
             None => flavor.embedded_spec().into(),
         };

@@ -10,47 +10,28 @@ use support::{Harness, Setup};
 
 /// Minimal valid arguments for a schema: required members only, simple values.
 fn minimal(schema: &Value, name: &str) -> Value {
-    if let Some(first) = schema
-        .get("enum")
-        .and_then(Value::as_array)
-        .and_then(|e| e.first())
-    {
+    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
         return first.clone();
     }
     if name == "content_base64" {
         return json!("aGk=");
     }
     match schema.get("type").and_then(Value::as_str) {
-        Some("integer") | Some("number") => json!(
-            schema
-                .get("minimum")
-                .and_then(Value::as_i64)
-                .unwrap_or(1)
-                .max(1)
-        ),
+        Some("integer") | Some("number") => {
+            json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(1).max(1))
+        }
         Some("boolean") => json!(true),
         Some("array") => {
             let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-            let item = minimal(
-                schema.get("items").unwrap_or(&json!({"type": "string"})),
-                "",
-            );
+            let item = minimal(schema.get("items").unwrap_or(&json!({"type": "string"})), "");
             Value::Array((0..min).map(|_| item.clone()).collect())
         }
         Some("object") => {
             let mut out = Map::new();
             let props = schema.get("properties").and_then(Value::as_object);
-            for r in schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+            for r in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
                 let r = r.as_str().unwrap();
-                let sub = props
-                    .and_then(|p| p.get(r))
-                    .cloned()
-                    .unwrap_or(json!({"type": "string"}));
+                let sub = props.and_then(|p| p.get(r)).cloned().unwrap_or(json!({"type": "string"}));
                 out.insert(r.to_owned(), minimal(&sub, r));
             }
             Value::Object(out)
@@ -97,64 +78,33 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
             jsonschema::options()
                 .with_draft(draft)
                 .build(&schema)
-                .unwrap_or_else(|e| {
-                    panic!("{}: schema does not compile as {draft:?}: {e}", tool.name)
-                });
+                .unwrap_or_else(|e| panic!("{}: schema does not compile as {draft:?}: {e}", tool.name));
         }
-        assert!(
-            !tool.description.as_deref().unwrap_or("").is_empty(),
-            "{} has a description",
-            tool.name
-        );
+        assert!(!tool.description.as_deref().unwrap_or("").is_empty(), "{} has a description", tool.name);
         if tool.name == "gitea_api_request" {
             continue;
         }
-        let (method, path) = routes
-            .get(tool.name.as_ref())
-            .unwrap_or_else(|| panic!("{} not in spec", tool.name));
+        let (method, path) =
+            routes.get(tool.name.as_ref()).unwrap_or_else(|| panic!("{} not in spec", tool.name));
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
-        assert_eq!(
-            read_only,
-            method == "GET",
-            "{}: read-only hint follows the method",
-            tool.name
-        );
+        assert_eq!(read_only, method == "GET", "{}: read-only hint follows the method", tool.name);
 
         let args = minimal(&schema, "");
         h.forge.clear_requests();
         let c = h.call(&tool.name, args.clone()).await;
         if c.is_error {
             let kind = c.kind();
-            assert!(
-                KINDS.contains(&kind),
-                "{}: unexpected error kind {kind}: {}",
-                tool.name,
-                c.text
-            );
-            assert!(
-                c.json["error"]["message"]
-                    .as_str()
-                    .is_some_and(|m| !m.is_empty())
-            );
+            assert!(KINDS.contains(&kind), "{}: unexpected error kind {kind}: {}", tool.name, c.text);
+            assert!(c.json["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
         } else {
             support::assert_envelope(&c);
             assert_eq!(c.json["request"]["method"], method.as_str());
         }
         let sent = h.forge.requests();
-        assert_eq!(
-            sent.len(),
-            1,
-            "{}: exactly one request reached the forge ({args})",
-            tool.name
-        );
+        assert_eq!(sent.len(), 1, "{}: exactly one request reached the forge ({args})", tool.name);
         let r = &sent[0];
         assert_eq!(&r.method, method, "{}", tool.name);
-        assert!(
-            !r.raw_path.contains('{') && !r.raw_path.contains('}'),
-            "{}: {}",
-            tool.name,
-            r.raw_path
-        );
+        assert!(!r.raw_path.contains('{') && !r.raw_path.contains('}'), "{}: {}", tool.name, r.raw_path);
         assert_eq!(
             r.operation_id.as_deref(),
             Some(tool.name.as_ref()),
@@ -171,20 +121,10 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
 
 #[tokio::test]
 async fn every_gitea_operation() {
-    sweep(
-        Setup::gitea(),
-        include_bytes!("../specs/gitea-1.27.0.swagger.json"),
-        482,
-    )
-    .await;
+    sweep(Setup::gitea(), include_bytes!("../specs/gitea-1.27.0.swagger.json"), 482).await;
 }
 
 #[tokio::test]
 async fn every_forgejo_operation() {
-    sweep(
-        Setup::forgejo(),
-        include_bytes!("../specs/forgejo-16.0.1.swagger.json"),
-        506,
-    )
-    .await;
+    sweep(Setup::forgejo(), include_bytes!("../specs/forgejo-16.0.1.swagger.json"), 506).await;
 }

@@ -18,19 +18,9 @@ async fn sends(h: &Harness, tool: &str, args: Value, raw_path: &str) {
     assert_ne!(c.kind(), "invalid_arguments", "{tool}: {}", c.text);
     let r = h.last();
     assert_eq!(r.raw_path, raw_path, "{tool} {args}");
-    assert_eq!(
-        r.operation_id.as_deref(),
-        Some(tool),
-        "{tool}: the forge routed {} elsewhere",
-        r.raw_path
-    );
+    assert_eq!(r.operation_id.as_deref(), Some(tool), "{tool}: the forge routed {} elsewhere", r.raw_path);
     if !c.is_error {
-        assert_eq!(
-            c.json["request"]["path"],
-            raw_path.trim_start_matches("/api/v1"),
-            "{}",
-            c.text
-        );
+        assert_eq!(c.json["request"]["path"], raw_path.trim_start_matches("/api/v1"), "{}", c.text);
     }
 }
 
@@ -101,31 +91,13 @@ async fn branches_keep_slashes_for_every_method() {
     let p = "/api/v1/repos/o/r/branches/feature/x";
     sends(&h, "repoGetBranch", json!({"branch": "feature/x"}), p).await;
     sends(&h, "repoDeleteBranch", json!({"branch": "feature/x"}), p).await;
-    sends(
-        &h,
-        "repoRenameBranch",
-        json!({"branch": "feature/x", "body": {"name": "feature/y"}}),
-        p,
-    )
-    .await;
-    sends(
-        &h,
-        "repoUpdateBranch",
-        json!({"branch": "feature/x", "body": {"new_commit_id": "abc"}}),
-        p,
-    )
-    .await;
+    sends(&h, "repoRenameBranch", json!({"branch": "feature/x", "body": {"name": "feature/y"}}), p).await;
+    sends(&h, "repoUpdateBranch", json!({"branch": "feature/x", "body": {"new_commit_id": "abc"}}), p).await;
     h.stop().await;
     let h = Harness::start(Setup::forgejo()).await;
     sends(&h, "repoGetBranch", json!({"branch": "feature/x"}), p).await;
     sends(&h, "repoDeleteBranch", json!({"branch": "feature/x"}), p).await;
-    sends(
-        &h,
-        "repoUpdateBranch",
-        json!({"branch": "feature/x", "body": {"name": "feature/y"}}),
-        p,
-    )
-    .await;
+    sends(&h, "repoUpdateBranch", json!({"branch": "feature/x", "body": {"name": "feature/y"}}), p).await;
     h.stop().await;
 }
 
@@ -133,20 +105,8 @@ async fn branches_keep_slashes_for_every_method() {
 async fn tags_keep_slashes() {
     for setup in [Setup::gitea(), Setup::forgejo()] {
         let h = Harness::start(setup).await;
-        sends(
-            &h,
-            "repoGetTag",
-            json!({"tag": "v1/rc 1"}),
-            "/api/v1/repos/o/r/tags/v1/rc%201",
-        )
-        .await;
-        sends(
-            &h,
-            "repoDeleteTag",
-            json!({"tag": "v1/rc"}),
-            "/api/v1/repos/o/r/tags/v1/rc",
-        )
-        .await;
+        sends(&h, "repoGetTag", json!({"tag": "v1/rc 1"}), "/api/v1/repos/o/r/tags/v1/rc%201").await;
+        sends(&h, "repoDeleteTag", json!({"tag": "v1/rc"}), "/api/v1/repos/o/r/tags/v1/rc").await;
         h.stop().await;
     }
 }
@@ -187,20 +147,8 @@ async fn contents_keep_slashes_for_every_method() {
         let h = Harness::start(setup).await;
         let p = "/api/v1/repos/o/r/contents/docs/a%20b.md";
         sends(&h, "repoGetContents", json!({"filepath": "docs/a b.md"}), p).await;
-        sends(
-            &h,
-            "repoCreateFile",
-            json!({"filepath": "docs/a b.md", "body": body_file()}),
-            p,
-        )
-        .await;
-        sends(
-            &h,
-            "repoUpdateFile",
-            json!({"filepath": "docs/a b.md", "body": body_file()}),
-            p,
-        )
-        .await;
+        sends(&h, "repoCreateFile", json!({"filepath": "docs/a b.md", "body": body_file()}), p).await;
+        sends(&h, "repoUpdateFile", json!({"filepath": "docs/a b.md", "body": body_file()}), p).await;
         sends(&h, "repoDeleteFile", json!({"filepath": "docs/a b.md", "body": {"sha": "0000000000000000000000000000000000000000", "message": "m"}}), p).await;
         h.stop().await;
     }
@@ -341,27 +289,10 @@ async fn editorconfig_filepath_is_one_segment() {
 async fn sha_parameters_are_one_segment() {
     for setup in [Setup::gitea(), Setup::forgejo()] {
         let h = Harness::start(setup).await;
-        sends(
-            &h,
-            "repoGetCommitPullRequest",
-            json!({"sha": "a/b"}),
-            "/api/v1/repos/o/r/commits/a%2Fb/pull",
-        )
-        .await;
-        sends(
-            &h,
-            "repoListStatuses",
-            json!({"sha": "a/b"}),
-            "/api/v1/repos/o/r/statuses/a%2Fb",
-        )
-        .await;
-        sends(
-            &h,
-            "GetTree",
-            json!({"sha": "main/x"}),
-            "/api/v1/repos/o/r/git/trees/main%2Fx",
-        )
-        .await;
+        sends(&h, "repoGetCommitPullRequest", json!({"sha": "a/b"}), "/api/v1/repos/o/r/commits/a%2Fb/pull")
+            .await;
+        sends(&h, "repoListStatuses", json!({"sha": "a/b"}), "/api/v1/repos/o/r/statuses/a%2Fb").await;
+        sends(&h, "GetTree", json!({"sha": "main/x"}), "/api/v1/repos/o/r/git/trees/main%2Fx").await;
         h.stop().await;
     }
 }
@@ -416,21 +347,9 @@ async fn package_names_with_a_scope_are_one_segment() {
 async fn values_that_would_change_the_route_are_refused() {
     let h = Harness::start(Setup::gitea()).await;
     for (tool, args, pointer) in [
-        (
-            "repoGetContents",
-            json!({"owner": "o", "repo": "r", "filepath": "docs//a.md"}),
-            "/filepath",
-        ),
-        (
-            "repoGetContents",
-            json!({"owner": "o", "repo": "r", "filepath": "/docs/a.md"}),
-            "/filepath",
-        ),
-        (
-            "repoGetContents",
-            json!({"owner": "o", "repo": "r", "filepath": "docs/../../admin"}),
-            "/filepath",
-        ),
+        ("repoGetContents", json!({"owner": "o", "repo": "r", "filepath": "docs//a.md"}), "/filepath"),
+        ("repoGetContents", json!({"owner": "o", "repo": "r", "filepath": "/docs/a.md"}), "/filepath"),
+        ("repoGetContents", json!({"owner": "o", "repo": "r", "filepath": "docs/../../admin"}), "/filepath"),
         ("repoGet", json!({"owner": "..", "repo": "r"}), "/owner"),
         ("repoGet", json!({"owner": "o", "repo": ""}), "/repo"),
     ] {

@@ -11,22 +11,14 @@ use support::{ALICE_TOKEN, Harness, Setup, assert_envelope};
 fn respond(status: u16, headers: &[(&str, &str)], body: &[u8]) -> ScriptedResponse {
     ScriptedResponse {
         status,
-        headers: headers
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         body: ScriptBody::Bytes(body.to_vec()),
         delay: Duration::ZERO,
     }
 }
 
 fn script(path: &str, response: ScriptedResponse) -> Script {
-    Script {
-        method: None,
-        path: path.into(),
-        times: usize::MAX,
-        response,
-    }
+    Script { method: None, path: path.into(), times: usize::MAX, response }
 }
 
 #[tokio::test]
@@ -42,16 +34,8 @@ async fn tools_list_offers_one_tool_per_operation_plus_the_raw_tool() {
         let get = tools.iter().find(|t| t.name == "repoGet").unwrap();
         assert_eq!(get.annotations.as_ref().unwrap().read_only_hint, Some(true));
         let del = tools.iter().find(|t| t.name == "repoDelete").unwrap();
-        assert_eq!(
-            del.annotations.as_ref().unwrap().destructive_hint,
-            Some(true)
-        );
-        assert!(
-            get.description
-                .as_deref()
-                .unwrap()
-                .contains("GET /repos/{owner}/{repo}")
-        );
+        assert_eq!(del.annotations.as_ref().unwrap().destructive_hint, Some(true));
+        assert!(get.description.as_deref().unwrap().contains("GET /repos/{owner}/{repo}"));
         h.stop().await;
     }
 }
@@ -60,12 +44,7 @@ async fn tools_list_offers_one_tool_per_operation_plus_the_raw_tool() {
 async fn flavor_auto_asks_the_version_and_picks_the_spec() {
     let h = Harness::start(Setup::forgejo().auto()).await;
     assert_eq!(h.tools().await.len(), 507);
-    assert!(
-        h.forge
-            .requests()
-            .iter()
-            .any(|r| r.raw_path == "/api/v1/version")
-    );
+    assert!(h.forge.requests().iter().any(|r| r.raw_path == "/api/v1/version"));
     h.stop().await;
     let h = Harness::start(Setup::gitea().auto()).await;
     assert_eq!(h.tools().await.len(), 483);
@@ -77,33 +56,17 @@ async fn identity_login_is_resolved_once_and_the_token_is_sent_as_a_token_header
     let h = Harness::start(Setup::gitea()).await;
     h.forge.seed_repo("alice", "demo");
     for _ in 0..3 {
-        let c = h
-            .call("repoGet", json!({"owner": "alice", "repo": "demo"}))
-            .await;
+        let c = h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
         assert_envelope(&c);
-        assert_eq!(
-            c.json["identity"],
-            json!({"login": "alice", "mode": "token", "sudo": null})
-        );
-        assert_eq!(
-            c.json["request"],
-            json!({"method": "GET", "path": "/repos/alice/demo"})
-        );
+        assert_eq!(c.json["identity"], json!({"login": "alice", "mode": "token", "sudo": null}));
+        assert_eq!(c.json["request"], json!({"method": "GET", "path": "/repos/alice/demo"}));
         assert_eq!(c.json["status"], 200);
         assert_eq!(c.json["pagination"], Value::Null);
         assert_eq!(c.data()["full_name"], "alice/demo");
     }
-    let user_lookups = h
-        .forge
-        .requests()
-        .iter()
-        .filter(|r| r.raw_path == "/api/v1/user")
-        .count();
+    let user_lookups = h.forge.requests().iter().filter(|r| r.raw_path == "/api/v1/user").count();
     assert_eq!(user_lookups, 1, "GET /user once, then cached");
-    assert_eq!(
-        h.last().header("authorization"),
-        Some(format!("token {ALICE_TOKEN}").as_str())
-    );
+    assert_eq!(h.last().header("authorization"), Some(format!("token {ALICE_TOKEN}").as_str()));
     h.stop().await;
 }
 
@@ -111,26 +74,11 @@ async fn identity_login_is_resolved_once_and_the_token_is_sent_as_a_token_header
 async fn without_a_token_calls_are_anonymous_and_carry_no_credential() {
     let h = Harness::start(Setup::gitea().no_token()).await;
     h.forge.seed_repo("alice", "demo");
-    let c = h
-        .call("repoGet", json!({"owner": "alice", "repo": "demo"}))
-        .await;
+    let c = h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
     assert_envelope(&c);
-    assert_eq!(
-        c.json["identity"],
-        json!({"login": null, "mode": "anonymous", "sudo": null})
-    );
-    assert!(
-        h.forge
-            .requests()
-            .iter()
-            .all(|r| r.header("authorization").is_none())
-    );
-    assert!(
-        !h.forge
-            .requests()
-            .iter()
-            .any(|r| r.raw_path == "/api/v1/user")
-    );
+    assert_eq!(c.json["identity"], json!({"login": null, "mode": "anonymous", "sudo": null}));
+    assert!(h.forge.requests().iter().all(|r| r.header("authorization").is_none()));
+    assert!(!h.forge.requests().iter().any(|r| r.raw_path == "/api/v1/user"));
     h.stop().await;
 }
 
@@ -145,15 +93,7 @@ async fn unknown_tool_is_a_json_rpc_invalid_params_error() {
         other => panic!("expected a JSON-RPC error, got {other:?}"),
     }
     // The server keeps serving.
-    assert_eq!(
-        h.call(
-            "gitea_api_request",
-            json!({"method": "GET", "path": "/version"})
-        )
-        .await
-        .is_error,
-        false
-    );
+    assert!(!h.call("gitea_api_request", json!({"method": "GET", "path": "/version"})).await.is_error);
     h.stop().await;
 }
 
@@ -161,33 +101,15 @@ async fn unknown_tool_is_a_json_rpc_invalid_params_error() {
 async fn invalid_arguments_are_refused_before_anything_is_sent() {
     let h = Harness::start(Setup::gitea()).await;
     let before = h.tool_requests().len();
-    let c = h
-        .call(
-            "issueListIssues",
-            json!({"owner": "o", "repo": "r", "state": "bogus"}),
-        )
-        .await;
+    let c = h.call("issueListIssues", json!({"owner": "o", "repo": "r", "state": "bogus"})).await;
     assert!(c.is_error);
     assert_eq!(c.json["error"]["kind"], "invalid_arguments");
     assert_eq!(c.json["error"]["path"], "/state");
     assert_eq!(c.json["error"]["status"], Value::Null);
-    let c = h
-        .call("repoGet", json!({"owner": "o", "repo": "r", "extra": 1}))
-        .await;
-    assert_eq!(
-        (c.kind(), c.json["error"]["path"].as_str()),
-        ("invalid_arguments", Some("/extra"))
-    );
-    let c = h
-        .call(
-            "issueCreateIssue",
-            json!({"owner": "o", "repo": "r", "body": {}}),
-        )
-        .await;
-    assert_eq!(
-        (c.kind(), c.json["error"]["path"].as_str()),
-        ("invalid_arguments", Some("/body/title"))
-    );
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "r", "extra": 1})).await;
+    assert_eq!((c.kind(), c.json["error"]["path"].as_str()), ("invalid_arguments", Some("/extra")));
+    let c = h.call("issueCreateIssue", json!({"owner": "o", "repo": "r", "body": {}})).await;
+    assert_eq!((c.kind(), c.json["error"]["path"].as_str()), ("invalid_arguments", Some("/body/title")));
     assert_eq!(h.tool_requests().len(), before, "nothing reached the forge");
     h.stop().await;
 }
@@ -206,28 +128,15 @@ async fn json_bodies_and_query_arrays_are_sent_as_the_spec_says() {
     assert_eq!(c.json["status"], 201);
     let r = h.last();
     assert_eq!(r.method, "POST");
-    assert!(
-        r.header("content-type")
-            .unwrap()
-            .starts_with("application/json")
-    );
-    assert_eq!(
-        r.json_body().unwrap(),
-        json!({"title": "Bug", "body": "ä text"})
-    );
+    assert!(r.header("content-type").unwrap().starts_with("application/json"));
+    assert_eq!(r.json_body().unwrap(), json!({"title": "Bug", "body": "ä text"}));
     h.call(
         "repoGetArchive",
         json!({"owner": "alice", "repo": "demo", "archive": "main.zip", "path": ["a b", "c"]}),
     )
     .await;
     let r = h.last();
-    assert_eq!(
-        r.query_pairs(),
-        [
-            ("path".to_owned(), "a b".to_owned()),
-            ("path".to_owned(), "c".to_owned())
-        ]
-    );
+    assert_eq!(r.query_pairs(), [("path".to_owned(), "a b".to_owned()), ("path".to_owned(), "c".to_owned())]);
     h.stop().await;
 }
 
@@ -235,11 +144,7 @@ async fn json_bodies_and_query_arrays_are_sent_as_the_spec_says() {
 async fn attachment_upload_is_multipart_from_base64_and_download_returns_the_bytes() {
     let h = Harness::start(Setup::gitea()).await;
     h.forge.seed_repo("alice", "demo");
-    h.call(
-        "issueCreateIssue",
-        json!({"owner": "alice", "repo": "demo", "body": {"title": "t"}}),
-    )
-    .await;
+    h.call("issueCreateIssue", json!({"owner": "alice", "repo": "demo", "body": {"title": "t"}})).await;
     let c = h
         .call(
             "issueCreateIssueAttachment",
@@ -250,16 +155,9 @@ async fn attachment_upload_is_multipart_from_base64_and_download_returns_the_byt
     assert_envelope(&c);
     assert_eq!(c.json["status"], 201);
     let r = h.last();
-    assert!(
-        r.header("content-type")
-            .unwrap()
-            .starts_with("multipart/form-data; boundary=")
-    );
+    assert!(r.header("content-type").unwrap().starts_with("multipart/form-data; boundary="));
     let body = &r.body;
-    assert!(
-        body.windows(4).any(|w| w == [0x00, 0x01, 0x02, 0xff]),
-        "raw bytes in the multipart body"
-    );
+    assert!(body.windows(4).any(|w| w == [0x00, 0x01, 0x02, 0xff]), "raw bytes in the multipart body");
     assert!(String::from_utf8_lossy(body).contains("filename=\"bin.dat\""));
     assert_eq!(c.data()["size"], 4);
     h.stop().await;
@@ -270,26 +168,24 @@ async fn upload_over_the_binary_limit_is_refused_before_decoding_or_sending() {
     let h = Harness::start(Setup::gitea().env("MAX_BINARY_BYTES", "4")).await;
     let before = h.tool_requests().len();
     let c = h
-        .call("issueCreateIssueAttachment", json!({"owner": "o", "repo": "r", "index": 1, "attachment": {"content_base64": "AAECAwQ="}}))
+        .call(
+            "issueCreateIssueAttachment",
+            json!({"owner": "o", "repo": "r", "index": 1, "attachment": {"content_base64": "AAECAwQ="}}),
+        )
         .await;
     assert_eq!(
         c.json["error"],
         json!({"status": null, "kind": "payload_too_large", "message": c.json["error"]["message"]})
     );
-    assert!(
-        c.json["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("MAX_BINARY_BYTES")
-    );
+    assert!(c.json["error"]["message"].as_str().unwrap().contains("MAX_BINARY_BYTES"));
     assert_eq!(h.tool_requests().len(), before);
-    let ok = h.call("issueCreateIssueAttachment", json!({"owner": "o", "repo": "r", "index": 1, "attachment": {"content_base64": "AAECAw=="}})).await;
-    assert_ne!(
-        ok.kind(),
-        "payload_too_large",
-        "4 bytes is within the limit: {}",
-        ok.text
-    );
+    let ok = h
+        .call(
+            "issueCreateIssueAttachment",
+            json!({"owner": "o", "repo": "r", "index": 1, "attachment": {"content_base64": "AAECAw=="}}),
+        )
+        .await;
+    assert_ne!(ok.kind(), "payload_too_large", "4 bytes is within the limit: {}", ok.text);
     h.stop().await;
 }
 
@@ -314,27 +210,17 @@ async fn every_forge_status_maps_to_its_error_kind_with_the_forge_message() {
     ];
     for (i, (status, kind)) in table.iter().enumerate() {
         let path = format!("/api/v1/repos/o/r{i}");
-        let body =
-            format!("{{\"message\":\"forge says {status}\",\"url\":\"https://x/api/swagger\"}}");
+        let body = format!("{{\"message\":\"forge says {status}\",\"url\":\"https://x/api/swagger\"}}");
         h.forge.script(script(
             &path,
-            respond(
-                *status,
-                &[("content-type", "application/json")],
-                body.as_bytes(),
-            ),
+            respond(*status, &[("content-type", "application/json")], body.as_bytes()),
         ));
-        let c = h
-            .call("repoGet", json!({"owner": "o", "repo": format!("r{i}")}))
-            .await;
+        let c = h.call("repoGet", json!({"owner": "o", "repo": format!("r{i}")})).await;
         assert!(c.is_error, "{status}");
         assert_eq!(c.json["error"]["status"], *status);
         assert_eq!(c.json["error"]["kind"], *kind);
         assert!(
-            c.json["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains(&format!("forge says {status}")),
+            c.json["error"]["message"].as_str().unwrap().contains(&format!("forge says {status}")),
             "{}",
             c.text
         );
@@ -366,39 +252,18 @@ async fn timeouts_and_refused_connections_have_their_own_kinds() {
     let h = Harness::start(Setup::gitea().env("GITEA_TIMEOUT", "1")).await;
     h.forge.script(script(
         "/api/v1/repos/o/slow",
-        ScriptedResponse {
-            body: ScriptBody::Hang,
-            ..respond(200, &[], b"")
-        },
+        ScriptedResponse { body: ScriptBody::Hang, ..respond(200, &[], b"") },
     ));
-    let c = h
-        .call("repoGet", json!({"owner": "o", "repo": "slow"}))
-        .await;
-    assert_eq!(
-        (c.kind(), &c.json["error"]["status"]),
-        ("timeout", &Value::Null)
-    );
-    assert!(
-        c.json["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("GITEA_TIMEOUT")
-    );
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "slow"})).await;
+    assert_eq!((c.kind(), &c.json["error"]["status"]), ("timeout", &Value::Null));
+    assert!(c.json["error"]["message"].as_str().unwrap().contains("GITEA_TIMEOUT"));
     // Still serving.
     h.forge.seed_repo("o", "fast");
-    assert!(
-        !h.call("repoGet", json!({"owner": "o", "repo": "fast"}))
-            .await
-            .is_error
-    );
+    assert!(!h.call("repoGet", json!({"owner": "o", "repo": "fast"})).await.is_error);
     h.stop().await;
 
     // A forge that is gone: connection_failed, with the URL to check.
-    let forge = fake_forge::FakeForge::start(Options {
-        flavor: Flavor::Gitea,
-        ..Options::default()
-    })
-    .await;
+    let forge = fake_forge::FakeForge::start(Options { flavor: Flavor::Gitea, ..Options::default() }).await;
     let url = forge.base_url();
     drop(forge);
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -428,29 +293,13 @@ async fn redirects_are_not_followed_and_come_back_with_their_location() {
     let h = Harness::start(Setup::gitea()).await;
     h.forge.script(script(
         "/api/v1/repos/o/r/actions/artifacts/7/zip",
-        respond(
-            302,
-            &[("location", "https://blobs.example/signed?sig=abc")],
-            b"",
-        ),
+        respond(302, &[("location", "https://blobs.example/signed?sig=abc")], b""),
     ));
-    let c = h
-        .call(
-            "downloadArtifact",
-            json!({"owner": "o", "repo": "r", "artifact_id": "7"}),
-        )
-        .await;
+    let c = h.call("downloadArtifact", json!({"owner": "o", "repo": "r", "artifact_id": "7"})).await;
     assert_envelope(&c);
     assert_eq!(c.json["status"], 302);
     assert_eq!(c.data()["location"], "https://blobs.example/signed?sig=abc");
-    assert_eq!(
-        h.forge
-            .requests()
-            .iter()
-            .filter(|r| r.raw_path.contains("signed"))
-            .count(),
-        0
-    );
+    assert_eq!(h.forge.requests().iter().filter(|r| r.raw_path.contains("signed")).count(), 0);
     h.stop().await;
 }
 
@@ -460,39 +309,21 @@ async fn json_deeper_than_100_levels_is_returned_as_text() {
     let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
     h.forge.script(script(
         "/api/v1/repos/o/d100",
-        respond(
-            200,
-            &[("content-type", "application/json")],
-            deep(100).as_bytes(),
-        ),
+        respond(200, &[("content-type", "application/json")], deep(100).as_bytes()),
     ));
     h.forge.script(script(
         "/api/v1/repos/o/d101",
-        respond(
-            200,
-            &[("content-type", "application/json")],
-            deep(101).as_bytes(),
-        ),
+        respond(200, &[("content-type", "application/json")], deep(101).as_bytes()),
     ));
     h.forge.script(script(
         "/api/v1/repos/o/dmax",
-        respond(
-            200,
-            &[("content-type", "application/json")],
-            deep(500_000).as_bytes(),
-        ),
+        respond(200, &[("content-type", "application/json")], deep(500_000).as_bytes()),
     ));
-    let c = h
-        .call("repoGet", json!({"owner": "o", "repo": "d100"}))
-        .await;
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "d100"})).await;
     assert!(c.data().is_array());
-    let c = h
-        .call("repoGet", json!({"owner": "o", "repo": "d101"}))
-        .await;
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "d101"})).await;
     assert_eq!(c.data().as_str().unwrap(), deep(101));
-    let c = h
-        .call("repoGet", json!({"owner": "o", "repo": "dmax"}))
-        .await;
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "dmax"})).await;
     assert!(c.data().is_string());
     h.stop().await;
 }
@@ -502,14 +333,8 @@ async fn binary_bodies_come_back_as_base64_up_to_the_limit_and_fail_above_it() {
     let h = Harness::start(Setup::gitea().env("MAX_BINARY_BYTES", "1000")).await;
     let octet = [("content-type", "application/octet-stream")];
     let raw = |p: &str| json!({"owner": "o", "repo": "r", "filepath": p});
-    h.forge.script(script(
-        "/api/v1/repos/o/r/raw/ok.bin",
-        respond(200, &octet, &[7u8; 1000]),
-    ));
-    h.forge.script(script(
-        "/api/v1/repos/o/r/raw/big.bin",
-        respond(200, &octet, &[7u8; 1001]),
-    ));
+    h.forge.script(script("/api/v1/repos/o/r/raw/ok.bin", respond(200, &octet, &[7u8; 1000])));
+    h.forge.script(script("/api/v1/repos/o/r/raw/big.bin", respond(200, &octet, &[7u8; 1001])));
     h.forge.script(script(
         "/api/v1/repos/o/r/raw/chunked.bin",
         ScriptedResponse {
@@ -523,9 +348,7 @@ async fn binary_bodies_come_back_as_base64_up_to_the_limit_and_fail_above_it() {
     h.forge.script(script(
         "/api/v1/repos/o/r/raw/endless.bin",
         ScriptedResponse {
-            body: ScriptBody::Endless {
-                chunk: vec![9u8; 4096],
-            },
+            body: ScriptBody::Endless { chunk: vec![9u8; 4096] },
             ..respond(200, &octet, b"")
         },
     ));
@@ -538,14 +361,7 @@ async fn binary_bodies_come_back_as_base64_up_to_the_limit_and_fail_above_it() {
         let c = h.call("repoGetRawFile", raw(p)).await;
         assert_eq!(c.kind(), "payload_too_large", "{p}: {}", c.text);
         assert_eq!(c.json["error"]["status"], 200);
-        assert!(
-            c.json["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("MAX_BINARY_BYTES"),
-            "{}",
-            c.text
-        );
+        assert!(c.json["error"]["message"].as_str().unwrap().contains("MAX_BINARY_BYTES"), "{}", c.text);
     }
     h.stop().await;
 }
@@ -556,10 +372,7 @@ async fn hostile_answers_become_clear_errors_and_the_server_keeps_serving() {
     h.forge.script(script(
         "/api/v1/repos/o/liar",
         ScriptedResponse {
-            body: ScriptBody::LyingLength {
-                declared: 5000,
-                actual: b"{\"a\":".to_vec(),
-            },
+            body: ScriptBody::LyingLength { declared: 5000, actual: b"{\"a\":".to_vec() },
             ..respond(200, &[("content-type", "application/json")], b"")
         },
     ));
@@ -569,30 +382,16 @@ async fn hostile_answers_become_clear_errors_and_the_server_keeps_serving() {
     ));
     h.forge.script(script(
         "/api/v1/repos/o/bytes",
-        respond(
-            200,
-            &[("content-type", "application/json")],
-            &[0xff, 0xfe, 0xfd],
-        ),
+        respond(200, &[("content-type", "application/json")], &[0xff, 0xfe, 0xfd]),
     ));
-    let c = h
-        .call("repoGet", json!({"owner": "o", "repo": "liar"}))
-        .await;
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "liar"})).await;
     assert_eq!(c.kind(), "connection_failed", "{}", c.text);
-    let c = h
-        .call("repoGet", json!({"owner": "o", "repo": "garbage"}))
-        .await;
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "garbage"})).await;
     assert_eq!(c.data(), "{not json");
-    let c = h
-        .call("repoGet", json!({"owner": "o", "repo": "bytes"}))
-        .await;
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "bytes"})).await;
     assert_eq!(c.data()["content_base64"], "//79");
     h.forge.seed_repo("o", "fine");
-    assert!(
-        !h.call("repoGet", json!({"owner": "o", "repo": "fine"}))
-            .await
-            .is_error
-    );
+    assert!(!h.call("repoGet", json!({"owner": "o", "repo": "fine"})).await.is_error);
     h.stop().await;
 }
 
@@ -601,24 +400,15 @@ async fn pagination_comes_from_link_and_total_count_never_from_the_link_host() {
     let h = Harness::start(Setup::gitea()).await;
     h.forge.seed_repo("alice", "demo");
     h.forge.seed_issues("alice", "demo", 45);
-    let c = h
-        .call(
-            "issueListIssues",
-            json!({"owner": "alice", "repo": "demo", "limit": 20}),
-        )
-        .await;
+    let c = h.call("issueListIssues", json!({"owner": "alice", "repo": "demo", "limit": 20})).await;
     assert_envelope(&c);
     assert_eq!(
         c.json["pagination"],
         json!({"page": 1, "limit": 20, "total_count": 45, "next_page": 2, "last_page": 3})
     );
     assert_eq!(c.data().as_array().unwrap().len(), 20);
-    let c = h
-        .call(
-            "issueListIssues",
-            json!({"owner": "alice", "repo": "demo", "limit": 20, "page": 3}),
-        )
-        .await;
+    let c =
+        h.call("issueListIssues", json!({"owner": "alice", "repo": "demo", "limit": 20, "page": 3})).await;
     assert_eq!(
         c.json["pagination"],
         json!({"page": 3, "limit": 20, "total_count": 45, "next_page": null, "last_page": 3})
@@ -626,18 +416,9 @@ async fn pagination_comes_from_link_and_total_count_never_from_the_link_host() {
     // Without a Link header: computed from the total and the limit.
     h.forge.script(script(
         "/api/v1/repos/o/r/tags",
-        respond(
-            200,
-            &[("content-type", "application/json"), ("x-total-count", "7")],
-            b"[]",
-        ),
+        respond(200, &[("content-type", "application/json"), ("x-total-count", "7")], b"[]"),
     ));
-    let c = h
-        .call(
-            "repoListTags",
-            json!({"owner": "o", "repo": "r", "page": 1, "limit": 5}),
-        )
-        .await;
+    let c = h.call("repoListTags", json!({"owner": "o", "repo": "r", "page": 1, "limit": 5})).await;
     assert_eq!(
         c.json["pagination"],
         json!({"page": 1, "limit": 5, "total_count": 7, "next_page": 2, "last_page": 2})
@@ -647,9 +428,7 @@ async fn pagination_comes_from_link_and_total_count_never_from_the_link_host() {
         "/api/v1/repos/o/r/branches",
         respond(200, &[("content-type", "application/json")], b"[]"),
     ));
-    let c = h
-        .call("repoListBranches", json!({"owner": "o", "repo": "r"}))
-        .await;
+    let c = h.call("repoListBranches", json!({"owner": "o", "repo": "r"})).await;
     assert_eq!(
         c.json["pagination"],
         json!({"page": 1, "limit": null, "total_count": null, "next_page": null, "last_page": null})
@@ -671,10 +450,7 @@ async fn the_raw_tool_uses_the_same_pipeline_and_refuses_unsafe_paths() {
     assert_envelope(&c);
     assert_eq!(c.json["pagination"]["total_count"], 3);
     assert_eq!(c.json["pagination"]["next_page"], 2);
-    assert_eq!(
-        h.last().header("authorization"),
-        Some(format!("token {ALICE_TOKEN}").as_str())
-    );
+    assert_eq!(h.last().header("authorization"), Some(format!("token {ALICE_TOKEN}").as_str()));
     let before = h.tool_requests().len();
     for bad in [
         "/repos/alice/demo/releases/tags/rel%2F1.0",
@@ -683,9 +459,7 @@ async fn the_raw_tool_uses_the_same_pipeline_and_refuses_unsafe_paths() {
         "/repos/alice/demo#f",
         "repos/alice",
     ] {
-        let c = h
-            .call("gitea_api_request", json!({"method": "GET", "path": bad}))
-            .await;
+        let c = h.call("gitea_api_request", json!({"method": "GET", "path": bad})).await;
         assert_eq!(
             (c.kind(), c.json["error"]["path"].as_str()),
             ("invalid_arguments", Some("/path")),
@@ -705,18 +479,11 @@ async fn the_raw_tool_uses_the_same_pipeline_and_refuses_unsafe_paths() {
 
 #[tokio::test]
 async fn disabled_tools_are_neither_listed_nor_callable() {
-    let h =
-        Harness::start(Setup::gitea().env("DISABLED_TOOLS", "repoDelete,gitea_api_request")).await;
+    let h = Harness::start(Setup::gitea().env("DISABLED_TOOLS", "repoDelete,gitea_api_request")).await;
     let tools = h.tools().await;
-    assert!(
-        !tools
-            .iter()
-            .any(|t| t.name == "repoDelete" || t.name == "gitea_api_request")
-    );
+    assert!(!tools.iter().any(|t| t.name == "repoDelete" || t.name == "gitea_api_request"));
     assert_eq!(tools.len(), 481);
-    let c = h
-        .call("repoDelete", json!({"owner": "o", "repo": "r"}))
-        .await;
+    let c = h.call("repoDelete", json!({"owner": "o", "repo": "r"})).await;
     assert_eq!(c.kind(), "denied");
     assert!(h.tool_requests().is_empty());
     h.stop().await;
@@ -727,44 +494,18 @@ async fn spec_fixes_runner_token_body_archive_binary_job_logs_text() {
     let h = Harness::start(Setup::gitea()).await;
     h.forge.script(script(
         "/api/v1/repos/o/r/actions/runners/registration-token",
-        respond(
-            200,
-            &[("content-type", "application/json")],
-            br#"{"token":"RUNNER-REG-TOKEN-1"}"#,
-        ),
+        respond(200, &[("content-type", "application/json")], br#"{"token":"RUNNER-REG-TOKEN-1"}"#),
     ));
-    h.forge.script(script(
-        "/api/v1/repos/o/r/archive/main.zip",
-        respond(200, &[], b"PK\x03\x04zip"),
-    ));
+    h.forge.script(script("/api/v1/repos/o/r/archive/main.zip", respond(200, &[], b"PK\x03\x04zip")));
     h.forge.script(script(
         "/api/v1/repos/o/r/actions/jobs/5/logs",
-        respond(
-            200,
-            &[("content-type", "application/octet-stream")],
-            b"step 1\nok\n",
-        ),
+        respond(200, &[("content-type", "application/octet-stream")], b"step 1\nok\n"),
     ));
-    let c = h
-        .call(
-            "repoCreateRunnerRegistrationToken",
-            json!({"owner": "o", "repo": "r"}),
-        )
-        .await;
+    let c = h.call("repoCreateRunnerRegistrationToken", json!({"owner": "o", "repo": "r"})).await;
     assert_eq!(c.data()["token"], "RUNNER-REG-TOKEN-1");
-    let c = h
-        .call(
-            "repoGetArchive",
-            json!({"owner": "o", "repo": "r", "archive": "main.zip"}),
-        )
-        .await;
+    let c = h.call("repoGetArchive", json!({"owner": "o", "repo": "r", "archive": "main.zip"})).await;
     assert_eq!(c.data()["size"], 7);
-    let c = h
-        .call(
-            "downloadActionsRunJobLogs",
-            json!({"owner": "o", "repo": "r", "job_id": 5}),
-        )
-        .await;
+    let c = h.call("downloadActionsRunJobLogs", json!({"owner": "o", "repo": "r", "job_id": 5})).await;
     assert_eq!(c.data(), "step 1\nok\n");
     h.stop().await;
 }

@@ -26,10 +26,7 @@ pub(crate) fn caller(authorization: Option<&str>, users: &[(String, String)]) ->
     if !(scheme.eq_ignore_ascii_case("token") || scheme.eq_ignore_ascii_case("bearer")) {
         return Caller::Invalid;
     }
-    users
-        .iter()
-        .find(|(t, _)| t == token)
-        .map_or(Caller::Invalid, |(_, login)| Caller::User(login.clone()))
+    users.iter().find(|(t, _)| t == token).map_or(Caller::Invalid, |(_, login)| Caller::User(login.clone()))
 }
 
 #[cfg(test)]

@@ -40,14 +40,9 @@ impl Fallback {
             (200..300).contains(&code).then_some((code, r))
         });
         let Some((status, response)) = success else {
-            return Fallback {
-                status: 200,
-                body: FallbackBody::Empty,
-            };
+            return Fallback { status: 200, body: FallbackBody::Empty };
         };
-        let schema = resolve(spec, response)
-            .get("schema")
-            .map(|s| resolve(spec, s));
+        let schema = resolve(spec, response).get("schema").map(|s| resolve(spec, s));
         let body = match schema {
             _ if status == 204 => FallbackBody::Empty,
             None if is_binary_only(produces) => FallbackBody::Binary,
@@ -62,17 +57,13 @@ impl Fallback {
         let reply = match &self.body {
             FallbackBody::Empty => Reply::empty(self.status),
             FallbackBody::Json(v, ct) => Reply::bytes(self.status, ct, v.to_string()),
-            FallbackBody::Binary => Reply::bytes(
-                self.status,
-                "application/octet-stream",
-                &b"\x00\x01\x02\x03"[..],
-            ),
+            FallbackBody::Binary => {
+                Reply::bytes(self.status, "application/octet-stream", &b"\x00\x01\x02\x03"[..])
+            }
             FallbackBody::Text => Reply::bytes(self.status, "text/plain; charset=utf-8", "ok"),
         };
         if paginated {
-            reply
-                .header("x-total-count", "0")
-                .header("access-control-expose-headers", "X-Total-Count")
+            reply.header("x-total-count", "0").header("access-control-expose-headers", "X-Total-Count")
         } else {
             reply
         }
@@ -88,11 +79,8 @@ fn body_for(schema: &Value, produces: &[String]) -> FallbackBody {
     let Some(json_type) = json_type else {
         return FallbackBody::Text;
     };
-    let content_type = if json_type == "application/json" {
-        crate::reply::JSON.to_string()
-    } else {
-        json_type.clone()
-    };
+    let content_type =
+        if json_type == "application/json" { crate::reply::JSON.to_string() } else { json_type.clone() };
     let value = match ty {
         Some("array") => Value::Array(Vec::new()),
         Some("boolean") => Value::Bool(false),
@@ -109,10 +97,7 @@ fn is_json(content_type: &str) -> bool {
 
 /// True when every produced type is neither JSON nor text.
 fn is_binary_only(produces: &[String]) -> bool {
-    !produces.is_empty()
-        && produces
-            .iter()
-            .all(|p| !is_json(p) && !p.starts_with("text/"))
+    !produces.is_empty() && produces.iter().all(|p| !is_json(p) && !p.starts_with("text/"))
 }
 
 #[cfg(test)]
@@ -132,46 +117,20 @@ mod tests {
     #[test]
     fn shapes() {
         let j = &["application/json"];
-        let list = fb(
-            json!({"responses": {"200": {"$ref": "#/responses/List"}}}),
-            j,
-        );
-        assert_eq!(
-            list.body,
-            FallbackBody::Json(json!([]), crate::reply::JSON.into())
-        );
-        let obj = fb(
-            json!({"responses": {"201": {"schema": {"$ref": "#/definitions/Thing"}}}}),
-            j,
-        );
-        assert_eq!(
-            (obj.status, obj.body),
-            (
-                201,
-                FallbackBody::Json(json!({}), crate::reply::JSON.into())
-            )
-        );
-        let none = fb(
-            json!({"responses": {"204": {"$ref": "#/responses/Empty"}, "404": {}}}),
-            j,
-        );
+        let list = fb(json!({"responses": {"200": {"$ref": "#/responses/List"}}}), j);
+        assert_eq!(list.body, FallbackBody::Json(json!([]), crate::reply::JSON.into()));
+        let obj = fb(json!({"responses": {"201": {"schema": {"$ref": "#/definitions/Thing"}}}}), j);
+        assert_eq!((obj.status, obj.body), (201, FallbackBody::Json(json!({}), crate::reply::JSON.into())));
+        let none = fb(json!({"responses": {"204": {"$ref": "#/responses/Empty"}, "404": {}}}), j);
         assert_eq!((none.status, none.body), (204, FallbackBody::Empty));
         let redirect = fb(json!({"responses": {"302": {}}}), j);
         assert_eq!((redirect.status, redirect.body), (200, FallbackBody::Empty));
-        let file = fb(
-            json!({"responses": {"200": {"schema": {"type": "file"}}}}),
-            &["application/octet-stream"],
-        );
+        let file =
+            fb(json!({"responses": {"200": {"schema": {"type": "file"}}}}), &["application/octet-stream"]);
         assert_eq!(file.body, FallbackBody::Binary);
-        let zip = fb(
-            json!({"responses": {"200": {"description": "x"}}}),
-            &["application/zip"],
-        );
+        let zip = fb(json!({"responses": {"200": {"description": "x"}}}), &["application/zip"]);
         assert_eq!(zip.body, FallbackBody::Binary);
-        let text = fb(
-            json!({"responses": {"200": {"schema": {"type": "string"}}}}),
-            &["text/html"],
-        );
+        let text = fb(json!({"responses": {"200": {"schema": {"type": "string"}}}}), &["text/html"]);
         assert_eq!(text.body, FallbackBody::Text);
     }
 }

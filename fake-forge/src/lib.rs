@@ -134,11 +134,7 @@ impl FakeForge {
     pub async fn start_on(opts: Options, addr: SocketAddr) -> std::io::Result<FakeForge> {
         let shared = Arc::new(server::Shared::new(opts));
         let (addr, task) = server::spawn(shared.clone(), addr).await?;
-        Ok(FakeForge {
-            shared,
-            addr,
-            task: Arc::new(task),
-        })
+        Ok(FakeForge { shared, addr, task: Arc::new(task) })
     }
 
     /// `http://127.0.0.1:PORT`, without a trailing slash and without `/api/v1`.
@@ -163,9 +159,7 @@ impl FakeForge {
 
     /// Turns recording on (the default) or off; off keeps memory flat during load runs.
     pub fn set_recording(&self, on: bool) {
-        self.shared
-            .recording
-            .store(on, std::sync::atomic::Ordering::SeqCst);
+        self.shared.recording.store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Forgets the recorded requests.
@@ -193,11 +187,7 @@ impl FakeForge {
     /// Creates `n` open issues titled `issue 1` .. `issue n` (numbered after any existing ones),
     /// posted by the repository owner. Creates the repository first if needed.
     pub fn seed_issues(&self, owner: &str, repo: &str, n: usize) {
-        self.shared
-            .model
-            .lock()
-            .unwrap()
-            .seed_issues(owner, repo, n);
+        self.shared.model.lock().unwrap().seed_issues(owner, repo, n);
     }
 
     /// How many scripted responses are still in progress: streaming bodies
@@ -205,19 +195,13 @@ impl FakeForge {
     /// sent and [`ScriptBody::Hang`] requests still waiting. Each one ends when its client goes
     /// away, so tests can check that a client really gave up or disconnected.
     pub fn open_streams(&self) -> usize {
-        self.shared
-            .streams
-            .open
-            .load(std::sync::atomic::Ordering::SeqCst)
+        self.shared.streams.open.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Total bytes handed to the connection by streaming scripted bodies so far. Lets tests
     /// check that an endless body is not produced faster than the client reads it.
     pub fn streamed_bytes(&self) -> u64 {
-        self.shared
-            .streams
-            .bytes
-            .load(std::sync::atomic::Ordering::SeqCst)
+        self.shared.streams.bytes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Stops accepting connections and closes every open one (also done when the last clone

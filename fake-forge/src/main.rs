@@ -32,13 +32,8 @@ struct Args {
 }
 
 fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut args = Args {
-        opts: Options::default(),
-        port: 0,
-        seed_repos: Vec::new(),
-        seed_issues: 0,
-        record: true,
-    };
+    let mut args =
+        Args { opts: Options::default(), port: 0, seed_repos: Vec::new(), seed_issues: 0, record: true };
     let mut users = Vec::new();
     while let Some(flag) = argv.next() {
         if flag == "--help" || flag == "-h" {
@@ -118,10 +113,7 @@ async fn main() -> ExitCode {
         forge.seed_issues(owner, name, args.seed_issues);
     }
     let mut out = std::io::stdout().lock();
-    if writeln!(out, "{}", forge.base_url())
-        .and_then(|_| out.flush())
-        .is_err()
-    {
+    if writeln!(out, "{}", forge.base_url()).and_then(|_| out.flush()).is_err() {
         return ExitCode::FAILURE;
     }
     drop(out);

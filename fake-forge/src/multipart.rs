@@ -50,12 +50,7 @@ pub(crate) fn parse(body: &[u8], boundary: &str) -> Option<Vec<Part>> {
 }
 
 fn part(headers: &str, data: Vec<u8>) -> Part {
-    let mut part = Part {
-        name: String::new(),
-        filename: None,
-        content_type: None,
-        data,
-    };
+    let mut part = Part { name: String::new(), filename: None, content_type: None, data };
     for line in headers.split("\r\n") {
         let Some((name, value)) = line.split_once(':') else {
             continue;

@@ -27,20 +27,13 @@ impl Page {
     /// Reads `page` and `limit` from decoded query pairs.
     pub(crate) fn from_query(query: &[(String, String)]) -> Page {
         let int = |name: &str| {
-            query
-                .iter()
-                .find(|(k, _)| k == name)
-                .and_then(|(_, v)| v.trim().parse::<i64>().ok())
-                .unwrap_or(0)
+            query.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.trim().parse::<i64>().ok()).unwrap_or(0)
         };
         let limit = match int("limit") {
             l if l <= 0 => DEFAULT_LIMIT,
             l => (l as usize).min(MAX_LIMIT),
         };
-        Page {
-            page: int("page").max(1) as usize,
-            limit,
-        }
+        Page { page: int("page").max(1) as usize, limit }
     }
 
     /// The items of this page.
@@ -68,36 +61,23 @@ pub(crate) fn paginate(
     link: bool,
 ) -> Reply {
     let reply = reply.header("x-total-count", total.to_string());
-    let links = if link {
-        links(root_url, uri, total, page)
-    } else {
-        Vec::new()
-    };
+    let links = if link { links(root_url, uri, total, page) } else { Vec::new() };
     if links.is_empty() {
         reply.header("access-control-expose-headers", "X-Total-Count")
     } else {
-        reply
-            .header("link", links.join(","))
-            .header("access-control-expose-headers", "X-Total-Count, Link")
+        reply.header("link", links.join(",")).header("access-control-expose-headers", "X-Total-Count, Link")
     }
 }
 
 /// The `Link` entries in Gitea's order: next, last, first, prev.
 fn links(root_url: &str, uri: RequestUri<'_>, total: usize, page: Page) -> Vec<String> {
     let per_page = page.limit.max(1);
-    let total_pages = if total == 0 {
-        1
-    } else {
-        total.div_ceil(per_page)
-    };
+    let total_pages = if total == 0 { 1 } else { total.div_ceil(per_page) };
     let current = page.page.min(total_pages);
     let has_next = total > current * per_page;
     let mut out = Vec::new();
     let mut add = |target: usize, rel: &str| {
-        out.push(format!(
-            "<{}>; rel=\"{rel}\"",
-            page_url(root_url, uri, target)
-        ));
+        out.push(format!("<{}>; rel=\"{rel}\"", page_url(root_url, uri, target)));
     };
     if has_next {
         add(current + 1, "next");
@@ -112,20 +92,13 @@ fn links(root_url: &str, uri: RequestUri<'_>, total: usize, page: Page) -> Vec<S
 }
 
 fn page_url(root_url: &str, uri: RequestUri<'_>, page: usize) -> String {
-    let mut pairs: Vec<(String, String)> = uri
-        .raw_query
-        .map(parse_query)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|(k, _)| k != "page")
-        .collect();
+    let mut pairs: Vec<(String, String)> =
+        uri.raw_query.map(parse_query).unwrap_or_default().into_iter().filter(|(k, _)| k != "page").collect();
     pairs.push(("page".into(), page.to_string()));
     // Go's Values.Encode: keys sorted, the values of one key in their original order.
     pairs.sort_by(|a, b| a.0.cmp(&b.0));
-    let query: Vec<String> = pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", query_escape(k), query_escape(v)))
-        .collect();
+    let query: Vec<String> =
+        pairs.iter().map(|(k, v)| format!("{}={}", query_escape(k), query_escape(v))).collect();
     let path = uri.raw_path.strip_prefix('/').unwrap_or(uri.raw_path);
     format!("{root_url}{path}?{}", query.join("&"))
 }
@@ -135,9 +108,7 @@ fn query_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
             b' ' => out.push('+'),
             _ => out.push_str(&format!("%{b:02X}")),
         }
@@ -156,14 +127,8 @@ mod tests {
     #[test]
     fn defaults_and_caps() {
         assert_eq!(Page::from_query(&q("")), Page { page: 1, limit: 30 });
-        assert_eq!(
-            Page::from_query(&q("page=0&limit=500")),
-            Page { page: 1, limit: 50 }
-        );
-        assert_eq!(
-            Page::from_query(&q("page=3&limit=-1")),
-            Page { page: 3, limit: 30 }
-        );
+        assert_eq!(Page::from_query(&q("page=0&limit=500")), Page { page: 1, limit: 50 });
+        assert_eq!(Page::from_query(&q("page=3&limit=-1")), Page { page: 3, limit: 30 });
     }
 
     #[test]
@@ -189,18 +154,8 @@ mod tests {
 
     #[test]
     fn single_page_has_no_link() {
-        let uri = RequestUri {
-            raw_path: "/x",
-            raw_query: None,
-        };
-        let r = paginate(
-            Reply::empty(200),
-            "https://h/",
-            uri,
-            3,
-            Page { page: 1, limit: 30 },
-            true,
-        );
+        let uri = RequestUri { raw_path: "/x", raw_query: None };
+        let r = paginate(Reply::empty(200), "https://h/", uri, 3, Page { page: 1, limit: 30 }, true);
         assert!(r.headers.iter().all(|(n, _)| n != "link"));
         assert!(r.headers.contains(&("x-total-count".into(), "3".into())));
     }

@@ -29,10 +29,7 @@ pub struct Recorded {
 impl Recorded {
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     /// The body parsed as JSON, if it is JSON.
@@ -42,10 +39,7 @@ impl Recorded {
 
     /// The query decoded like a form (`+` is a space), order and repeated keys kept.
     pub fn query_pairs(&self) -> Vec<(String, String)> {
-        self.raw_query
-            .as_deref()
-            .map(parse_query)
-            .unwrap_or_default()
+        self.raw_query.as_deref().map(parse_query).unwrap_or_default()
     }
 
     /// A JSON view for out-of-process tests (`GET /_fake/requests`): the fields above, with
@@ -70,10 +64,7 @@ impl Recorded {
 
     /// The value of path parameter `name`, decoded.
     pub fn path_param(&self, name: &str) -> Option<&str> {
-        self.path_params
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.path_params.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 }
 
@@ -90,9 +81,7 @@ pub(crate) fn parse_query(raw: &str) -> Vec<(String, String)> {
 
 fn form_decode(s: &str) -> String {
     let plus_as_space = s.replace('+', " ");
-    percent_decode(plus_as_space.as_bytes())
-        .decode_utf8_lossy()
-        .into_owned()
+    percent_decode(plus_as_space.as_bytes()).decode_utf8_lossy().into_owned()
 }
 
 #[cfg(test)]

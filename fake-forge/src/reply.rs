@@ -35,28 +35,17 @@ impl Reply {
 
     /// A body with an explicit content type.
     pub(crate) fn bytes(status: u16, content_type: &str, body: impl Into<Bytes>) -> Reply {
-        Reply {
-            status,
-            headers: vec![("content-type".into(), content_type.into())],
-            body: body.into(),
-        }
+        Reply { status, headers: vec![("content-type".into(), content_type.into())], body: body.into() }
     }
 
     /// No body and no content type (204, 405).
     pub(crate) fn empty(status: u16) -> Reply {
-        Reply {
-            status,
-            headers: Vec::new(),
-            body: Bytes::new(),
-        }
+        Reply { status, headers: Vec::new(), body: Bytes::new() }
     }
 
     /// Gitea's `APIError` shape: `{"message", "url"}`.
     pub(crate) fn error(status: u16, root_url: &str, message: &str) -> Reply {
-        Reply::json(
-            status,
-            &json!({"message": message, "url": format!("{root_url}api/swagger")}),
-        )
+        Reply::json(status, &json!({"message": message, "url": format!("{root_url}api/swagger")}))
     }
 
     /// Gitea's `APIErrorNotFound` shape.
@@ -79,22 +68,19 @@ impl Reply {
 
     /// Converts to a hyper response.
     pub(crate) fn into_response(self) -> http::Response<Body> {
-        let body = Full::new(self.body)
-            .map_err(|never| match never {})
-            .boxed_unsync();
+        let body = Full::new(self.body).map_err(|never| match never {}).boxed_unsync();
         build(self.status, &self.headers, body)
     }
 }
 
 /// A response with `status`, `headers` (invalid ones skipped) and `body`.
 pub(crate) fn build(status: u16, headers: &[(String, String)], body: Body) -> http::Response<Body> {
-    let mut builder = http::Response::builder()
-        .status(http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK));
+    let mut builder =
+        http::Response::builder().status(http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK));
     for (name, value) in headers {
-        if let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(name.as_bytes()),
-            http::HeaderValue::from_str(value),
-        ) {
+        if let (Ok(n), Ok(v)) =
+            (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(value))
+        {
             builder = builder.header(n, v);
         }
     }

@@ -25,10 +25,7 @@ use percent_encoding::percent_decode_str;
 #[derive(Debug, Clone)]
 enum Piece {
     Lit(String),
-    Param {
-        name: String,
-        allowed: Option<Vec<String>>,
-    },
+    Param { name: String, allowed: Option<Vec<String>> },
 }
 
 /// One `/`-separated segment of a path template.
@@ -66,11 +63,8 @@ impl Template {
         catch_all: Option<&str>,
         enums: &HashMap<String, Vec<String>>,
     ) -> Template {
-        let segs = path
-            .trim_start_matches('/')
-            .split('/')
-            .map(|s| parse_segment(s, catch_all, enums))
-            .collect();
+        let segs =
+            path.trim_start_matches('/').split('/').map(|s| parse_segment(s, catch_all, enums)).collect();
         Template { segs }
     }
 
@@ -200,10 +194,7 @@ struct Route {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum RouteMatch {
     /// The operation at this index, with its percent-decoded path parameters.
-    Found {
-        op: usize,
-        params: Vec<(String, String)>,
-    },
+    Found { op: usize, params: Vec<(String, String)> },
     /// The path matches a template, but not for this method.
     MethodNotAllowed,
     /// Nothing matches.
@@ -219,11 +210,7 @@ pub(crate) struct Router {
 impl Router {
     /// Adds the route of operation `op`.
     pub(crate) fn add(&mut self, method: &str, template: Template, op: usize) {
-        self.routes.push(Route {
-            method: method.to_ascii_uppercase(),
-            template,
-            op,
-        });
+        self.routes.push(Route { method: method.to_ascii_uppercase(), template, op });
     }
 
     /// Routes `path`, the raw request path after `/api/v1` (it starts with `/`).
@@ -270,35 +257,16 @@ mod tests {
 
     fn router() -> Router {
         let mut enums = HashMap::new();
-        enums.insert(
-            "diffType".to_string(),
-            vec!["diff".to_string(), "patch".to_string()],
-        );
+        enums.insert("diffType".to_string(), vec!["diff".to_string(), "patch".to_string()]);
         let mut r = Router::default();
         let t = |p: &str, c: Option<&str>| Template::parse(p, c, &enums);
         r.add("GET", t("/repos/{owner}/{repo}/issues/{index}", None), 0);
         r.add("GET", t("/repos/{owner}/{repo}/issues/comments", None), 1);
-        r.add(
-            "GET",
-            t("/repos/{owner}/{repo}/pulls/{base}/{head}", Some("head")),
-            2,
-        );
-        r.add(
-            "GET",
-            t("/repos/{owner}/{repo}/pulls/{index}/files", None),
-            3,
-        );
-        r.add(
-            "GET",
-            t("/repos/{owner}/{repo}/pulls/{index}.{diffType}", None),
-            4,
-        );
+        r.add("GET", t("/repos/{owner}/{repo}/pulls/{base}/{head}", Some("head")), 2);
+        r.add("GET", t("/repos/{owner}/{repo}/pulls/{index}/files", None), 3);
+        r.add("GET", t("/repos/{owner}/{repo}/pulls/{index}.{diffType}", None), 4);
         r.add("GET", t("/repos/{owner}/{repo}/pulls/{index}", None), 5);
-        r.add(
-            "GET",
-            t("/repos/{owner}/{repo}/commits/{ref}/status", Some("ref")),
-            6,
-        );
+        r.add("GET", t("/repos/{owner}/{repo}/commits/{ref}/status", Some("ref")), 6);
         r
     }
 
@@ -326,13 +294,7 @@ mod tests {
         assert_eq!(found(r.route("GET", "/repos/o/r/pulls/1/files")).0, 3);
         let (op, p) = found(r.route("GET", "/repos/o/r/pulls/1.diff"));
         assert_eq!(op, 4);
-        assert_eq!(
-            p[2..],
-            [
-                ("index".into(), "1".into()),
-                ("diffType".into(), "diff".into())
-            ]
-        );
+        assert_eq!(p[2..], [("index".into(), "1".into()), ("diffType".into(), "diff".into())]);
         assert_eq!(found(r.route("GET", "/repos/o/r/pulls/1.txt")).0, 5);
         let (op, p) = found(r.route("GET", "/repos/o/r/commits/a/b%2Fc/status"));
         assert_eq!(op, 6);
@@ -344,10 +306,7 @@ mod tests {
         let r = router();
         assert_eq!(r.route("GET", "/repos/o/r/issues/7/"), RouteMatch::NotFound);
         assert_eq!(r.route("GET", "/repos//r/issues/7"), RouteMatch::NotFound);
-        assert_eq!(
-            r.route("POST", "/repos/o/r/issues/7"),
-            RouteMatch::MethodNotAllowed
-        );
+        assert_eq!(r.route("POST", "/repos/o/r/issues/7"), RouteMatch::MethodNotAllowed);
         assert_eq!(r.route("GET", "/nothing"), RouteMatch::NotFound);
     }
 }

@@ -32,27 +32,16 @@ pub struct Script {
 impl Script {
     /// Answers the next matching request once.
     pub fn once(method: Option<&str>, path: &str, response: ScriptedResponse) -> Script {
-        Script {
-            method: method.map(str::to_string),
-            path: path.to_string(),
-            times: 1,
-            response,
-        }
+        Script { method: method.map(str::to_string), path: path.to_string(), times: 1, response }
     }
 
     /// Answers every matching request.
     pub fn always(method: Option<&str>, path: &str, response: ScriptedResponse) -> Script {
-        Script {
-            times: usize::MAX,
-            ..Script::once(method, path, response)
-        }
+        Script { times: usize::MAX, ..Script::once(method, path, response) }
     }
 
     fn matches(&self, method: &str, raw_path: &str) -> bool {
-        let method_ok = self
-            .method
-            .as_deref()
-            .is_none_or(|m| m.eq_ignore_ascii_case(method));
+        let method_ok = self.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method));
         let path_ok = match self.path.strip_suffix('*') {
             Some(prefix) => raw_path.starts_with(prefix),
             None => raw_path == self.path,
@@ -192,17 +181,13 @@ impl Drop for OpenGuard {
 
 /// Plays a scripted response: waits, then builds the body. For [`ScriptBody::Hang`] this never
 /// returns (the connection task is dropped when the client disconnects).
-pub(crate) async fn play(
-    response: ScriptedResponse,
-    counters: Arc<StreamCounters>,
-) -> http::Response<Body> {
+pub(crate) async fn play(response: ScriptedResponse, counters: Arc<StreamCounters>) -> http::Response<Body> {
     tokio::time::sleep(response.delay).await;
     let mut headers: Vec<(String, String)> = response
         .headers
         .into_iter()
         .filter(|(n, _)| {
-            !n.eq_ignore_ascii_case("content-length")
-                && !n.eq_ignore_ascii_case("transfer-encoding")
+            !n.eq_ignore_ascii_case("content-length") && !n.eq_ignore_ascii_case("transfer-encoding")
         })
         .collect();
     let body = match response.body {
@@ -211,13 +196,10 @@ pub(crate) async fn play(
             let _open = OpenGuard::new(counters);
             std::future::pending().await
         }
-        ScriptBody::Bytes(b) => Full::new(Bytes::from(b))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-        ScriptBody::Chunked {
-            chunks,
-            delay_between,
-        } => chunked(chunks, delay_between, OpenGuard::new(counters)),
+        ScriptBody::Bytes(b) => Full::new(Bytes::from(b)).map_err(|never| match never {}).boxed_unsync(),
+        ScriptBody::Chunked { chunks, delay_between } => {
+            chunked(chunks, delay_between, OpenGuard::new(counters))
+        }
         ScriptBody::Endless { chunk } => endless(chunk, OpenGuard::new(counters)),
         ScriptBody::LyingLength { declared, actual } => {
             headers.push(("content-length".into(), declared.to_string()));
@@ -228,13 +210,12 @@ pub(crate) async fn play(
 }
 
 fn chunked(chunks: Vec<Vec<u8>>, delay: Duration, guard: OpenGuard) -> Body {
-    let stream =
-        futures::stream::iter(chunks.into_iter().enumerate()).then(move |(i, c)| async move {
-            if i > 0 {
-                tokio::time::sleep(delay).await;
-            }
-            Bytes::from(c)
-        });
+    let stream = futures::stream::iter(chunks.into_iter().enumerate()).then(move |(i, c)| async move {
+        if i > 0 {
+            tokio::time::sleep(delay).await;
+        }
+        Bytes::from(c)
+    });
     frames(stream, guard)
 }
 
@@ -243,17 +224,13 @@ fn chunked(chunks: Vec<Vec<u8>>, delay: Duration, guard: OpenGuard) -> Body {
 /// hyper abort the connection instead of completing the response.
 fn lying(actual: Vec<u8>, guard: OpenGuard) -> Body {
     let data = futures::stream::iter([Bytes::from(actual)]);
-    let pause = futures::stream::once(tokio::time::sleep(Duration::from_millis(50)))
-        .filter_map(|()| async { None });
+    let pause =
+        futures::stream::once(tokio::time::sleep(Duration::from_millis(50))).filter_map(|()| async { None });
     frames(data.chain(pause), guard)
 }
 
 fn endless(chunk: Vec<u8>, guard: OpenGuard) -> Body {
-    let chunk = if chunk.is_empty() {
-        Bytes::from(vec![b'x'; 16 * 1024])
-    } else {
-        Bytes::from(chunk)
-    };
+    let chunk = if chunk.is_empty() { Bytes::from(vec![b'x'; 16 * 1024]) } else { Bytes::from(chunk) };
     frames(futures::stream::repeat(chunk), guard)
 }
 
@@ -273,25 +250,12 @@ mod tests {
     fn newest_match_wins_and_times_count_down() {
         let mut scripts = vec![
             Script::always(None, "/api/v1/*", ScriptedResponse::status(500)),
-            Script::once(
-                Some("get"),
-                "/api/v1/version",
-                ScriptedResponse::status(418),
-            ),
+            Script::once(Some("get"), "/api/v1/version", ScriptedResponse::status(418)),
         ];
         let status = |s: Option<ScriptedResponse>| s.map(|r| r.status);
-        assert_eq!(
-            status(take_match(&mut scripts, "GET", "/api/v1/version")),
-            Some(418)
-        );
-        assert_eq!(
-            status(take_match(&mut scripts, "GET", "/api/v1/version")),
-            Some(500)
-        );
-        assert_eq!(
-            status(take_match(&mut scripts, "POST", "/api/v1/x")),
-            Some(500)
-        );
+        assert_eq!(status(take_match(&mut scripts, "GET", "/api/v1/version")), Some(418));
+        assert_eq!(status(take_match(&mut scripts, "GET", "/api/v1/version")), Some(500));
+        assert_eq!(status(take_match(&mut scripts, "POST", "/api/v1/x")), Some(500));
         assert_eq!(status(take_match(&mut scripts, "GET", "/other")), None);
         assert_eq!(scripts.len(), 1);
     }

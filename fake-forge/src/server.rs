@@ -52,10 +52,7 @@ impl Shared {
         if !root_url.ends_with('/') {
             root_url.push('/');
         }
-        let version = opts
-            .version
-            .clone()
-            .unwrap_or_else(|| opts.flavor.default_version().to_string());
+        let version = opts.version.clone().unwrap_or_else(|| opts.flavor.default_version().to_string());
         let model = Model::new(opts.users.iter().map(|(_, login)| login.clone()));
         Shared {
             api: api(opts.flavor),
@@ -141,11 +138,7 @@ async fn handle(
     };
     let rec = record(&shared, &parts, body, &routed);
 
-    let script = take_match(
-        &mut shared.scripts.lock().unwrap(),
-        &rec.method,
-        &rec.raw_path,
-    );
+    let script = take_match(&mut shared.scripts.lock().unwrap(), &rec.method, &rec.raw_path);
     if let Some(response) = script {
         return Ok(play(response, shared.streams.clone()).await);
     }
@@ -153,12 +146,7 @@ async fn handle(
 }
 
 /// Builds the [`Recorded`] of a request and logs it (when recording is on).
-fn record(
-    shared: &Shared,
-    parts: &http::request::Parts,
-    body: Bytes,
-    routed: &RouteMatch,
-) -> Recorded {
+fn record(shared: &Shared, parts: &http::request::Parts, body: Bytes, routed: &RouteMatch) -> Recorded {
     let (operation_id, path_params) = match routed {
         RouteMatch::Found { op, params } => (Some(shared.api.ops[*op].id.clone()), params.clone()),
         _ => (None, Vec::new()),
@@ -201,10 +189,7 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
         RouteMatch::MethodNotAllowed => return Reply::empty(405),
         RouteMatch::NotFound => {
             let url = format!("{root}api/swagger");
-            return Reply::json(
-                404,
-                &json!({"errors": null, "message": "not found", "url": url}),
-            );
+            return Reply::json(404, &json!({"errors": null, "message": "not found", "url": url}));
         }
     };
     let login = match caller(rec.header("authorization"), &shared.opts.users) {
@@ -224,10 +209,7 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
         op_id: &op.id,
         params: &params,
         query: rec.query_pairs(),
-        uri: RequestUri {
-            raw_path: &rec.raw_path,
-            raw_query: rec.raw_query.as_deref(),
-        },
+        uri: RequestUri { raw_path: &rec.raw_path, raw_query: rec.raw_query.as_deref() },
         content_type: rec.header("content-type"),
         body: &rec.body,
     };

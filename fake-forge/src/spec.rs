@@ -66,11 +66,7 @@ impl Api {
                         (!values.is_empty()).then_some((name, values))
                     })
                     .collect();
-                let has_query = |name: &str| {
-                    params
-                        .iter()
-                        .any(|p| p["in"] == "query" && p["name"] == name)
-                };
+                let has_query = |name: &str| params.iter().any(|p| p["in"] == "query" && p["name"] == name);
                 let catch_all = wildcard_param(&wildcards, flavor, path, &method);
                 let index = ops.len();
                 router.add(&method, Template::parse(path, catch_all, &enums), index);
@@ -121,41 +117,22 @@ fn parameters<'a>(
     item: &'a serde_json::Map<String, Value>,
     op: &'a Value,
 ) -> Vec<&'a Value> {
-    let level = |v: Option<&'a Value>| {
-        v.and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|p| resolve(spec, p))
-    };
-    level(item.get("parameters"))
-        .chain(level(op.get("parameters")))
-        .collect()
+    let level =
+        |v: Option<&'a Value>| v.and_then(Value::as_array).into_iter().flatten().map(|p| resolve(spec, p));
+    level(item.get("parameters")).chain(level(op.get("parameters"))).collect()
 }
 
 fn string_list(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(str::to_string))
-        .collect()
+    v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect()
 }
 
 /// The catch-all parameter of (`path`, `method`) for `flavor`, per `wildcard-params.json`
 /// (`since` gates are ignored: the specs are the newest versions).
-fn wildcard_param<'a>(
-    table: &'a Value,
-    flavor: Flavor,
-    path: &str,
-    method: &str,
-) -> Option<&'a str> {
+fn wildcard_param<'a>(table: &'a Value, flavor: Flavor, path: &str, method: &str) -> Option<&'a str> {
     table.as_array()?.iter().find_map(|e| {
         let applies = e["path"] == path
-            && e["servers"]
-                .as_array()
-                .is_some_and(|s| s.iter().any(|s| s == flavor.name()))
-            && e["method"]
-                .as_str()
-                .is_some_and(|m| m == "*" || m.eq_ignore_ascii_case(method));
+            && e["servers"].as_array().is_some_and(|s| s.iter().any(|s| s == flavor.name()))
+            && e["method"].as_str().is_some_and(|m| m == "*" || m.eq_ignore_ascii_case(method));
         if applies { e["param"].as_str() } else { None }
     })
 }

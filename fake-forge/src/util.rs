@@ -13,10 +13,7 @@ static COUNTER: AtomicU64 = AtomicU64::new(1);
 
 /// The current time as `2024-05-01T12:34:56Z`.
 pub(crate) fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     rfc3339(secs)
 }
 
@@ -25,12 +22,7 @@ pub(crate) fn rfc3339(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, (rem / 60) % 60, rem % 60)
 }
 
 /// Howard Hinnant's days-to-civil algorithm.
@@ -57,11 +49,7 @@ fn hash64(seed: &impl Hash, salt: u64) -> u64 {
 /// A fresh 40-hex-digit SHA-like string, unique in this process.
 pub(crate) fn fake_sha(seed: &impl Hash) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let words = [
-        hash64(seed, n),
-        hash64(seed, n ^ 0xa5a5),
-        hash64(seed, n ^ 0x5a5a),
-    ];
+    let words = [hash64(seed, n), hash64(seed, n ^ 0xa5a5), hash64(seed, n ^ 0x5a5a)];
     let hex = format!("{:016x}{:016x}{:016x}", words[0], words[1], words[2]);
     hex[..40].to_string()
 }

@@ -21,22 +21,8 @@ impl Drop for Running {
 #[tokio::test]
 async fn binary_serves_and_records() {
     let child = Command::new(env!("CARGO_BIN_EXE_fake-forge"))
-        .args([
-            "--flavor",
-            "forgejo",
-            "--user",
-            "t1=bob",
-            "--root-url",
-            "https://f.invalid",
-        ])
-        .args([
-            "--seed-repo",
-            "bob/demo",
-            "--seed-issues",
-            "3",
-            "--version",
-            "9.9.9",
-        ])
+        .args(["--flavor", "forgejo", "--user", "t1=bob", "--root-url", "https://f.invalid"])
+        .args(["--seed-repo", "bob/demo", "--seed-issues", "3", "--version", "9.9.9"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn fake-forge");
@@ -55,32 +41,17 @@ async fn binary_serves_and_records() {
 
     let v = send(addr, "GET", "/api/v1/version", &[], b"").await.json();
     assert_eq!(v["version"], "9.9.9");
-    let issues = send(
-        addr,
-        "GET",
-        "/api/v1/repos/bob/demo/issues?limit=2",
-        &[("Authorization", "Bearer t1")],
-        b"",
-    )
-    .await;
+    let issues =
+        send(addr, "GET", "/api/v1/repos/bob/demo/issues?limit=2", &[("Authorization", "Bearer t1")], b"")
+            .await;
     assert_eq!(issues.header("x-total-count"), Some("3"));
-    assert!(
-        issues
-            .header("link")
-            .unwrap()
-            .starts_with("<https://f.invalid/api/v1/")
-    );
+    assert!(issues.header("link").unwrap().starts_with("<https://f.invalid/api/v1/"));
 
     let recorded = send(addr, "GET", "/_fake/requests", &[], b"").await.json();
     assert_eq!(recorded.as_array().unwrap().len(), 2);
     assert_eq!(recorded[1]["operation_id"], "issueListIssues");
     assert_eq!(recorded[1]["raw_query"], "limit=2");
-    assert_eq!(
-        send(addr, "DELETE", "/_fake/requests", &[], b"")
-            .await
-            .status,
-        204
-    );
+    assert_eq!(send(addr, "DELETE", "/_fake/requests", &[], b"").await.status, 204);
     let recorded = send(addr, "GET", "/_fake/requests", &[], b"").await.json();
     assert_eq!(recorded, serde_json::json!([]));
 }

@@ -14,43 +14,20 @@ const ROOT: &str = "https://forge.example.invalid/";
 async fn auth_rules() {
     let forge = FakeForge::start(Options::default()).await;
     let a = forge.addr();
-    assert_eq!(
-        send(a, "GET", "/api/v1/version", &[], b"").await.json(),
-        json!({"version": "1.27.0"})
-    );
-    assert_eq!(
-        send(a, "GET", "/api/v1/repos/x/y/labels", &[], b"")
-            .await
-            .status,
-        200
-    );
+    assert_eq!(send(a, "GET", "/api/v1/version", &[], b"").await.json(), json!({"version": "1.27.0"}));
+    assert_eq!(send(a, "GET", "/api/v1/repos/x/y/labels", &[], b"").await.status, 200);
 
     let anon_post = send(a, "POST", "/api/v1/user/repos", &[], b"{}").await;
     assert_eq!(anon_post.status, 401);
     assert_eq!(anon_post.json()["message"], "token is required");
     assert_eq!(send(a, "GET", "/api/v1/user", &[], b"").await.status, 401);
 
-    let bad = send(
-        a,
-        "GET",
-        "/api/v1/user",
-        &[("Authorization", "token nope")],
-        b"",
-    )
-    .await;
+    let bad = send(a, "GET", "/api/v1/user", &[("Authorization", "token nope")], b"").await;
     assert_eq!(bad.status, 401);
-    assert!(
-        bad.header("content-type")
-            .unwrap()
-            .starts_with("application/json")
-    );
+    assert!(bad.header("content-type").unwrap().starts_with("application/json"));
     assert_eq!(bad.json()["url"], format!("{ROOT}api/swagger"));
 
-    for auth in [
-        format!("Bearer {TOKEN}"),
-        format!("token {TOKEN}"),
-        format!("TOKEN {TOKEN}"),
-    ] {
+    for auth in [format!("Bearer {TOKEN}"), format!("token {TOKEN}"), format!("TOKEN {TOKEN}")] {
         let me = send(a, "GET", "/api/v1/user", &[("Authorization", &auth)], b"").await;
         assert_eq!(me.status, 200, "{auth}");
         let me = me.json();
@@ -69,18 +46,9 @@ async fn forgejo_version_and_admins() {
         ..Options::default()
     })
     .await;
-    let v = send(forge.addr(), "GET", "/api/v1/version", &[], b"")
-        .await
-        .json();
+    let v = send(forge.addr(), "GET", "/api/v1/version", &[], b"").await.json();
     assert_eq!(v["version"], "16.0.1+gitea-1.22.0");
-    let me = send(
-        forge.addr(),
-        "GET",
-        "/api/v1/user",
-        &[("Authorization", "token t-root")],
-        b"",
-    )
-    .await;
+    let me = send(forge.addr(), "GET", "/api/v1/user", &[("Authorization", "token t-root")], b"").await;
     assert_eq!(me.json()["is_admin"], true);
 }
 
@@ -97,10 +65,7 @@ async fn issue_pagination_like_gitea() {
     let p1 = get(a, "/api/v1/repos/alice/demo/issues?state=open&limit=20").await;
     assert_eq!(p1.status, 200);
     assert_eq!(p1.header("x-total-count"), Some("45"));
-    assert_eq!(
-        p1.header("access-control-expose-headers"),
-        Some("X-Total-Count, Link")
-    );
+    assert_eq!(p1.header("access-control-expose-headers"), Some("X-Total-Count, Link"));
     assert_eq!(p1.json().as_array().unwrap().len(), 20);
     let base = format!("{ROOT}api/v1/repos/alice/demo/issues");
     assert_eq!(
@@ -110,29 +75,14 @@ async fn issue_pagination_like_gitea() {
         )
     );
 
-    let p3 = get(
-        a,
-        "/api/v1/repos/alice/demo/issues?state=open&limit=20&page=3",
-    )
-    .await;
+    let p3 = get(a, "/api/v1/repos/alice/demo/issues?state=open&limit=20&page=3").await;
     let items = p3.json();
     assert_eq!(items.as_array().unwrap().len(), 5);
     assert_eq!(items[4]["title"], "issue 1", "newest first");
     let link = link_of(&p3);
-    assert!(
-        link.contains("rel=\"first\"") && link.contains("rel=\"prev\""),
-        "{link}"
-    );
-    assert!(
-        !link.contains("rel=\"next\"") && !link.contains("rel=\"last\""),
-        "{link}"
-    );
-    assert!(
-        link.contains(&format!(
-            "<{base}?limit=20&page=2&state=open>; rel=\"prev\""
-        )),
-        "{link}"
-    );
+    assert!(link.contains("rel=\"first\"") && link.contains("rel=\"prev\""), "{link}");
+    assert!(!link.contains("rel=\"next\"") && !link.contains("rel=\"last\""), "{link}");
+    assert!(link.contains(&format!("<{base}?limit=20&page=2&state=open>; rel=\"prev\"")), "{link}");
 
     // Defaults: limit 30, capped at 50.
     let d = get(a, "/api/v1/repos/alice/demo/issues").await;
@@ -140,10 +90,7 @@ async fn issue_pagination_like_gitea() {
     let capped = get(a, "/api/v1/repos/alice/demo/issues?limit=500").await;
     assert_eq!(capped.json().as_array().unwrap().len(), 45);
     assert_eq!(capped.header("link"), None);
-    assert_eq!(
-        capped.header("access-control-expose-headers"),
-        Some("X-Total-Count")
-    );
+    assert_eq!(capped.header("access-control-expose-headers"), Some("X-Total-Count"));
 
     let closed = get(a, "/api/v1/repos/alice/demo/issues?state=closed").await;
     assert_eq!(closed.header("x-total-count"), Some("0"));
@@ -153,13 +100,7 @@ async fn issue_pagination_like_gitea() {
 async fn repos_contents_branches() {
     let forge = FakeForge::start(Options::default()).await;
     let a = forge.addr();
-    let created = json(
-        a,
-        "POST",
-        "/api/v1/user/repos",
-        json!({"name": "demo", "auto_init": true}),
-    )
-    .await;
+    let created = json(a, "POST", "/api/v1/user/repos", json!({"name": "demo", "auto_init": true})).await;
     assert_eq!(created.status, 201);
     let repo = created.json();
     assert_eq!(repo["full_name"], "alice/demo");
@@ -168,23 +109,14 @@ async fn repos_contents_branches() {
     assert_eq!(repo["html_url"], format!("{ROOT}alice/demo"));
     let dup = json(a, "POST", "/api/v1/user/repos", json!({"name": "demo"})).await;
     assert_eq!(dup.status, 409);
-    assert_eq!(
-        dup.json()["message"],
-        "The repository with the same name already exists."
-    );
+    assert_eq!(dup.json()["message"], "The repository with the same name already exists.");
     assert_eq!(get(a, "/api/v1/repos/alice/demo").await.status, 200);
     assert_eq!(get(a, "/api/v1/repos/alice/absent").await.status, 404);
 
     // Create, read, update, delete a file with a space in a nested path.
     let url = "/api/v1/repos/alice/demo/contents/docs/sub/a%20b.md";
     let content = STANDARD.encode("hello\n");
-    let c = json(
-        a,
-        "POST",
-        url,
-        json!({"content": content, "message": "add"}),
-    )
-    .await;
+    let c = json(a, "POST", url, json!({"content": content, "message": "add"})).await;
     assert_eq!(c.status, 201);
     let c = c.json();
     assert_eq!(c["content"]["path"], "docs/sub/a b.md");
@@ -193,54 +125,24 @@ async fn repos_contents_branches() {
     assert_eq!(c["content"]["encoding"], "base64");
     let sha = c["content"]["sha"].as_str().unwrap().to_string();
     assert_eq!(c["commit"]["sha"].as_str().unwrap().len(), 40);
-    assert_eq!(
-        json(a, "POST", url, json!({"content": content}))
-            .await
-            .status,
-        422
-    );
+    assert_eq!(json(a, "POST", url, json!({"content": content})).await.status, 422);
 
     let g = get(a, url).await.json();
-    assert_eq!(
-        STANDARD.decode(g["content"].as_str().unwrap()).unwrap(),
-        b"hello\n"
-    );
-    let dir = get(a, "/api/v1/repos/alice/demo/contents/docs")
-        .await
-        .json();
+    assert_eq!(STANDARD.decode(g["content"].as_str().unwrap()).unwrap(), b"hello\n");
+    let dir = get(a, "/api/v1/repos/alice/demo/contents/docs").await.json();
     assert_eq!(dir[0]["type"], "dir");
     assert_eq!(dir[0]["path"], "docs/sub");
     let root = get(a, "/api/v1/repos/alice/demo/contents").await.json();
-    let names: Vec<&str> = root
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = root.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["README.md", "docs"]);
 
     let raw = get(a, "/api/v1/repos/alice/demo/raw/docs/sub/a%20b.md").await;
     assert_eq!(raw.body, b"hello\n");
-    assert_eq!(
-        raw.header("content-type"),
-        Some("text/plain; charset=utf-8")
-    );
+    assert_eq!(raw.header("content-type"), Some("text/plain; charset=utf-8"));
 
-    let stale = json(
-        a,
-        "PUT",
-        url,
-        json!({"content": STANDARD.encode("x"), "sha": "0000"}),
-    )
-    .await;
+    let stale = json(a, "PUT", url, json!({"content": STANDARD.encode("x"), "sha": "0000"})).await;
     assert_eq!(stale.status, 422);
-    let u = json(
-        a,
-        "PUT",
-        url,
-        json!({"content": STANDARD.encode("v2"), "sha": sha}),
-    )
-    .await;
+    let u = json(a, "PUT", url, json!({"content": STANDARD.encode("v2"), "sha": sha})).await;
     assert_eq!(u.status, 200);
     let new_sha = u.json()["content"]["sha"].as_str().unwrap().to_string();
     assert_ne!(new_sha, sha);
@@ -257,30 +159,16 @@ async fn repos_contents_branches() {
     assert_eq!(b.json()["name"], "feature/x");
     assert!(b.json()["commit"]["id"].is_string());
     assert_eq!(
-        json(
-            a,
-            "POST",
-            "/api/v1/repos/alice/demo/branches",
-            json!({"new_branch_name": "feature/x"})
-        )
-        .await
-        .status,
+        json(a, "POST", "/api/v1/repos/alice/demo/branches", json!({"new_branch_name": "feature/x"}))
+            .await
+            .status,
         409
     );
-    assert_eq!(
-        get(a, "/api/v1/repos/alice/demo/branches/feature/x")
-            .await
-            .json()["name"],
-        "feature/x"
-    );
+    assert_eq!(get(a, "/api/v1/repos/alice/demo/branches/feature/x").await.json()["name"], "feature/x");
     let list = get(a, "/api/v1/repos/alice/demo/branches").await;
     assert_eq!(list.header("x-total-count"), Some("2"));
     // The file written on main is visible on the branch, and `ref` selects the branch.
-    let on_branch = get(
-        a,
-        "/api/v1/repos/alice/demo/contents/docs/sub/a%20b.md?ref=feature/x",
-    )
-    .await;
+    let on_branch = get(a, "/api/v1/repos/alice/demo/contents/docs/sub/a%20b.md?ref=feature/x").await;
     assert_eq!(on_branch.status, 200);
     let w = json(
         a,
@@ -290,83 +178,29 @@ async fn repos_contents_branches() {
     )
     .await;
     assert_eq!(w.status, 201);
-    assert_eq!(
-        get(a, "/api/v1/repos/alice/demo/contents/only.txt")
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        get(
-            a,
-            "/api/v1/repos/alice/demo/contents/only.txt?ref=feature%2Fx"
-        )
-        .await
-        .status,
-        200
-    );
-    assert_eq!(
-        get(a, "/api/v1/repos/alice/demo/raw/feature/x/only.txt")
-            .await
-            .body,
-        b"b"
-    );
+    assert_eq!(get(a, "/api/v1/repos/alice/demo/contents/only.txt").await.status, 404);
+    assert_eq!(get(a, "/api/v1/repos/alice/demo/contents/only.txt?ref=feature%2Fx").await.status, 200);
+    assert_eq!(get(a, "/api/v1/repos/alice/demo/raw/feature/x/only.txt").await.body, b"b");
 
     let auth = format!("token {TOKEN}");
     let h = [("Authorization", auth.as_str())];
-    assert_eq!(
-        send(
-            a,
-            "DELETE",
-            "/api/v1/repos/alice/demo/branches/feature/x",
-            &h,
-            b""
-        )
-        .await
-        .status,
-        204
-    );
-    assert_eq!(
-        get(a, "/api/v1/repos/alice/demo/branches/feature/x")
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        send(
-            a,
-            "DELETE",
-            "/api/v1/repos/alice/demo/branches/main",
-            &h,
-            b""
-        )
-        .await
-        .status,
-        403
-    );
+    assert_eq!(send(a, "DELETE", "/api/v1/repos/alice/demo/branches/feature/x", &h, b"").await.status, 204);
+    assert_eq!(get(a, "/api/v1/repos/alice/demo/branches/feature/x").await.status, 404);
+    assert_eq!(send(a, "DELETE", "/api/v1/repos/alice/demo/branches/main", &h, b"").await.status, 403);
 
     let d = json(a, "DELETE", url, json!({"sha": new_sha})).await;
     assert_eq!(d.status, 200);
     assert!(d.json()["content"].is_null());
     assert_eq!(get(a, url).await.status, 404);
 
-    assert_eq!(
-        send(a, "DELETE", "/api/v1/repos/alice/demo", &h, b"")
-            .await
-            .status,
-        204
-    );
+    assert_eq!(send(a, "DELETE", "/api/v1/repos/alice/demo", &h, b"").await.status, 204);
     assert_eq!(get(a, "/api/v1/repos/alice/demo").await.status, 404);
 }
 
 #[tokio::test]
 async fn put_without_sha_differs_by_flavor() {
     for (flavor, expected) in [(Flavor::Gitea, 201), (Flavor::Forgejo, 422)] {
-        let forge = FakeForge::start(Options {
-            flavor,
-            ..Options::default()
-        })
-        .await;
+        let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
         forge.seed_repo("alice", "demo");
         let r = json(
             forge.addr(),
@@ -384,42 +218,21 @@ async fn releases_and_tags() {
     let forge = FakeForge::start(Options::default()).await;
     forge.seed_repo("alice", "demo");
     let a = forge.addr();
-    let r = json(
-        a,
-        "POST",
-        "/api/v1/repos/alice/demo/releases",
-        json!({"tag_name": "rel/1.0", "name": "One"}),
-    )
-    .await;
+    let r =
+        json(a, "POST", "/api/v1/repos/alice/demo/releases", json!({"tag_name": "rel/1.0", "name": "One"}))
+            .await;
     assert_eq!(r.status, 201);
     let id = r.json()["id"].as_i64().unwrap();
     assert_eq!(
-        json(
-            a,
-            "POST",
-            "/api/v1/repos/alice/demo/releases",
-            json!({"tag_name": "rel/1.0"})
-        )
-        .await
-        .status,
+        json(a, "POST", "/api/v1/repos/alice/demo/releases", json!({"tag_name": "rel/1.0"})).await.status,
         409
     );
 
     let by_tag = get(a, "/api/v1/repos/alice/demo/releases/tags/rel%2F1.0").await;
     assert_eq!(by_tag.status, 200);
     assert_eq!(by_tag.json()["id"], id);
-    assert_eq!(
-        get(a, "/api/v1/repos/alice/demo/releases/tags/rel/1.0")
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        get(a, &format!("/api/v1/repos/alice/demo/releases/{id}"))
-            .await
-            .json()["name"],
-        "One"
-    );
+    assert_eq!(get(a, "/api/v1/repos/alice/demo/releases/tags/rel/1.0").await.status, 404);
+    assert_eq!(get(a, &format!("/api/v1/repos/alice/demo/releases/{id}")).await.json()["name"], "One");
 
     let tag = get(a, "/api/v1/repos/alice/demo/tags/rel/1.0").await;
     assert_eq!(tag.status, 200);
@@ -427,10 +240,7 @@ async fn releases_and_tags() {
     let tags = get(a, "/api/v1/repos/alice/demo/tags").await;
     assert_eq!(tags.header("x-total-count"), Some("1"));
     assert_eq!(tags.header("link"), None);
-    assert_eq!(
-        get(a, "/api/v1/repos/alice/demo/releases").await.json()[0]["tag_name"],
-        "rel/1.0"
-    );
+    assert_eq!(get(a, "/api/v1/repos/alice/demo/releases").await.json()[0]["tag_name"], "rel/1.0");
 }
 
 #[tokio::test]
@@ -438,83 +248,43 @@ async fn issues_and_attachments() {
     let forge = FakeForge::start(Options::default()).await;
     forge.seed_repo("alice", "demo");
     let a = forge.addr();
-    let i = json(
-        a,
-        "POST",
-        "/api/v1/repos/alice/demo/issues",
-        json!({"title": "Bug", "body": "it broke"}),
-    )
-    .await;
+    let i =
+        json(a, "POST", "/api/v1/repos/alice/demo/issues", json!({"title": "Bug", "body": "it broke"})).await;
     assert_eq!(i.status, 201);
     let i = i.json();
     assert_eq!(
-        (
-            i["number"].clone(),
-            i["state"].clone(),
-            i["user"]["login"].clone()
-        ),
+        (i["number"].clone(), i["state"].clone(), i["user"]["login"].clone()),
         (json!(1), json!("open"), json!("alice"))
     );
     assert_eq!(i["html_url"], format!("{ROOT}alice/demo/issues/1"));
-    assert_eq!(
-        get(a, "/api/v1/repos/alice/demo/issues/1").await.json()["title"],
-        "Bug"
-    );
-    assert_eq!(
-        get(a, "/api/v1/repos/alice/demo/issues/2").await.status,
-        404
-    );
+    assert_eq!(get(a, "/api/v1/repos/alice/demo/issues/1").await.json()["title"], "Bug");
+    assert_eq!(get(a, "/api/v1/repos/alice/demo/issues/2").await.status, 404);
 
-    let body =
-        b"--BOUND\r\nContent-Disposition: form-data; name=\"attachment\"; filename=\"log.txt\"\r\n\
+    let body = b"--BOUND\r\nContent-Disposition: form-data; name=\"attachment\"; filename=\"log.txt\"\r\n\
 Content-Type: text/plain\r\n\r\nline one\r\n--BOUND--\r\n";
     let auth = format!("token {TOKEN}");
-    let headers = [
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "multipart/form-data; boundary=BOUND"),
-    ];
-    let up = send(
-        a,
-        "POST",
-        "/api/v1/repos/alice/demo/issues/1/assets?name=renamed.txt",
-        &headers,
-        body,
-    )
-    .await;
+    let headers = [("Authorization", auth.as_str()), ("Content-Type", "multipart/form-data; boundary=BOUND")];
+    let up =
+        send(a, "POST", "/api/v1/repos/alice/demo/issues/1/assets?name=renamed.txt", &headers, body).await;
     assert_eq!(up.status, 201);
     let att = up.json();
     assert_eq!(att["name"], "renamed.txt");
     assert_eq!(att["size"], 8);
     let uuid = att["uuid"].as_str().unwrap();
-    assert_eq!(
-        att["browser_download_url"],
-        format!("{ROOT}attachments/{uuid}")
-    );
+    assert_eq!(att["browser_download_url"], format!("{ROOT}attachments/{uuid}"));
     assert_eq!(forge.requests().last().unwrap().body, body.to_vec());
 
-    let list = get(a, "/api/v1/repos/alice/demo/issues/1/assets")
-        .await
-        .json();
+    let list = get(a, "/api/v1/repos/alice/demo/issues/1/assets").await.json();
     assert_eq!(list.as_array().unwrap().len(), 1);
-    let one = get(
-        a,
-        &format!("/api/v1/repos/alice/demo/issues/1/assets/{}", att["id"]),
-    )
-    .await;
+    let one = get(a, &format!("/api/v1/repos/alice/demo/issues/1/assets/{}", att["id"])).await;
     assert_eq!(one.json()["uuid"], uuid);
     let download = send(a, "GET", &format!("/attachments/{uuid}"), &[], b"").await;
     assert_eq!(download.status, 200);
     assert_eq!(download.body, b"line one");
     assert_eq!(download.header("content-type"), Some("text/plain"));
 
-    let no_file = send(
-        a,
-        "POST",
-        "/api/v1/repos/alice/demo/issues/1/assets",
-        &headers,
-        b"--BOUND--\r\n",
-    )
-    .await;
+    let no_file =
+        send(a, "POST", "/api/v1/repos/alice/demo/issues/1/assets", &headers, b"--BOUND--\r\n").await;
     assert_eq!(no_file.status, 400);
 }
 
@@ -525,43 +295,24 @@ async fn fallback_follows_the_spec() {
     let list = get(a, "/api/v1/repos/o/r/labels").await;
     assert_eq!((list.status, list.text()), (200, "[]".to_string()));
     assert_eq!(list.header("x-total-count"), Some("0"));
-    assert_eq!(
-        list.header("content-type"),
-        Some("application/json;charset=utf-8")
-    );
+    assert_eq!(list.header("content-type"), Some("application/json;charset=utf-8"));
 
     let obj = get(a, "/api/v1/repos/o/r/labels/1").await;
     assert_eq!((obj.status, obj.text()), (200, "{}".to_string()));
     assert_eq!(obj.header("x-total-count"), None);
 
-    let created = json(
-        a,
-        "POST",
-        "/api/v1/repos/o/r/labels",
-        json!({"name": "x", "color": "fff"}),
-    )
-    .await;
+    let created = json(a, "POST", "/api/v1/repos/o/r/labels", json!({"name": "x", "color": "fff"})).await;
     assert_eq!(created.status, 201);
 
     let auth = format!("token {TOKEN}");
-    let deleted = send(
-        a,
-        "DELETE",
-        "/api/v1/repos/o/r/labels/1",
-        &[("Authorization", &auth)],
-        b"",
-    )
-    .await;
+    let deleted = send(a, "DELETE", "/api/v1/repos/o/r/labels/1", &[("Authorization", &auth)], b"").await;
     assert_eq!(deleted.status, 204);
     assert!(deleted.body.is_empty());
     assert_eq!(deleted.header("content-type"), None);
 
     let media = get(a, "/api/v1/repos/o/r/media/a/b.bin").await;
     assert_eq!(media.body, b"\x00\x01\x02\x03");
-    assert_eq!(
-        media.header("content-type"),
-        Some("application/octet-stream")
-    );
+    assert_eq!(media.header("content-type"), Some("application/octet-stream"));
 
     let key = get(a, "/api/v1/signing-key.gpg").await;
     assert_eq!(

@@ -22,11 +22,7 @@ fn sample(param: &Value) -> String {
 
 async fn sweep(flavor: Flavor, spec: &[u8]) {
     let spec: Value = serde_json::from_slice(spec).unwrap();
-    let forge = FakeForge::start(Options {
-        flavor,
-        ..Options::default()
-    })
-    .await;
+    let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
     let auth = format!("token {TOKEN}");
     let mut expected = Vec::new();
     for (path, item) in spec["paths"].as_object().unwrap() {
@@ -38,24 +34,14 @@ async fn sweep(flavor: Flavor, spec: &[u8]) {
                     concrete = concrete.replace(&format!("{{{name}}}"), &sample(p));
                 }
             }
-            assert!(
-                !concrete.contains('{'),
-                "unsubstituted parameter in {concrete}"
-            );
+            assert!(!concrete.contains('{'), "unsubstituted parameter in {concrete}");
             let method = method.to_ascii_uppercase();
             let target = format!("/api/v1{concrete}");
             let body: &[u8] = if method == "GET" { b"" } else { b"{}" };
-            let headers = [
-                ("Authorization", auth.as_str()),
-                ("Content-Type", "application/json"),
-            ];
+            let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
             let resp = send(forge.addr(), &method, &target, &headers, body).await;
             assert_ne!(resp.status, 405, "{method} {target}");
-            expected.push((
-                method,
-                target,
-                op["operationId"].as_str().unwrap().to_string(),
-            ));
+            expected.push((method, target, op["operationId"].as_str().unwrap().to_string()));
         }
     }
     let recorded = forge.requests();
@@ -64,18 +50,10 @@ async fn sweep(flavor: Flavor, spec: &[u8]) {
     for (r, (method, target, id)) in recorded.iter().zip(&expected) {
         assert_eq!((&r.method, &r.raw_path), (method, target));
         if r.operation_id.as_deref() != Some(id.as_str()) {
-            wrong.push(format!(
-                "{method} {target}: expected {id}, routed to {:?}",
-                r.operation_id
-            ));
+            wrong.push(format!("{method} {target}: expected {id}, routed to {:?}", r.operation_id));
         }
     }
-    assert!(
-        wrong.is_empty(),
-        "{} misrouted:\n{}",
-        wrong.len(),
-        wrong.join("\n")
-    );
+    assert!(wrong.is_empty(), "{} misrouted:\n{}", wrong.len(), wrong.join("\n"));
     assert!(expected.len() > 450, "only {} operations", expected.len());
 }
 
@@ -98,11 +76,7 @@ async fn routed(forge: &FakeForge, path: &str) -> (u16, Option<String>, Vec<(Str
 }
 
 fn param<'a>(params: &'a [(String, String)], name: &str) -> &'a str {
-    params
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("<missing>")
+    params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or("<missing>")
 }
 
 #[tokio::test]
@@ -128,10 +102,7 @@ async fn encoded_slashes_and_wildcards() {
 
     let (_, op, p) = routed(&forge, "/api/v1/repos/o/r/pulls/main/feature/x").await;
     assert_eq!(op.as_deref(), Some("repoGetPullRequestByBaseHead"));
-    assert_eq!(
-        (param(&p, "base"), param(&p, "head")),
-        ("main", "feature/x")
-    );
+    assert_eq!((param(&p, "base"), param(&p, "head")), ("main", "feature/x"));
 
     let (_, op, p) = routed(&forge, "/api/v1/repos/o/r/git/commits/abc.diff").await;
     assert_eq!(op.as_deref(), Some("repoDownloadCommitDiffOrPatch"));
@@ -155,11 +126,7 @@ async fn encoded_slashes_and_wildcards() {
 
 #[tokio::test]
 async fn forgejo_single_segment_where_gitea_has_wildcards() {
-    let forge = FakeForge::start(Options {
-        flavor: Flavor::Forgejo,
-        ..Options::default()
-    })
-    .await;
+    let forge = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
     let (status, op, _) = routed(&forge, "/api/v1/repos/o/r/commits/release/v1/status").await;
     assert_eq!((status, op), (404, None));
     let (_, op, p) = routed(&forge, "/api/v1/repos/o/r/commits/release%2Fv1/status").await;
@@ -187,14 +154,7 @@ async fn empty_segments_unknown_paths_and_methods() {
         assert_eq!(forge.requests().last().unwrap().operation_id, None);
     }
     let auth = format!("token {TOKEN}");
-    let resp = send(
-        forge.addr(),
-        "PATCH",
-        "/api/v1/version",
-        &[("Authorization", &auth)],
-        b"",
-    )
-    .await;
+    let resp = send(forge.addr(), "PATCH", "/api/v1/version", &[("Authorization", &auth)], b"").await;
     assert_eq!(resp.status, 405);
     assert!(resp.body.is_empty());
 }
@@ -204,24 +164,13 @@ async fn recorded_request_is_exact() {
     let forge = FakeForge::start(Options::default()).await;
     let auth = format!("token {TOKEN}");
     let headers = [("Authorization", auth.as_str()), ("X-Custom", "é")];
-    send(
-        forge.addr(),
-        "POST",
-        "/api/v1/markdown?a=1&b=x+y&a=%2F",
-        &headers,
-        b"{\"text\":\"hi\"}",
-    )
-    .await;
+    send(forge.addr(), "POST", "/api/v1/markdown?a=1&b=x+y&a=%2F", &headers, b"{\"text\":\"hi\"}").await;
     let r = forge.requests().pop().unwrap();
     assert_eq!(r.method, "POST");
     assert_eq!(r.raw_query.as_deref(), Some("a=1&b=x+y&a=%2F"));
     assert_eq!(
         r.query_pairs(),
-        vec![
-            ("a".into(), "1".into()),
-            ("b".into(), "x y".into()),
-            ("a".into(), "/".into())
-        ]
+        vec![("a".into(), "1".into()), ("b".into(), "x y".into()), ("a".into(), "/".into())]
     );
     assert_eq!(r.header("authorization"), Some(auth.as_str()));
     assert_eq!(r.header("x-custom"), Some("é"));

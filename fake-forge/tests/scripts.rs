@@ -11,9 +11,7 @@ use tokio::net::TcpStream;
 
 async fn open(forge: &FakeForge, path: &str) -> TcpStream {
     let mut s = TcpStream::connect(forge.addr()).await.unwrap();
-    s.write_all(&request_bytes("GET", path, &[], b""))
-        .await
-        .unwrap();
+    s.write_all(&request_bytes("GET", path, &[], b"")).await.unwrap();
     s
 }
 
@@ -46,10 +44,7 @@ async fn bytes_with_delay_and_headers() {
     assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(r.header("content-length"), Some("18"));
     assert_eq!(r.json()["message"], "busy");
-    assert_eq!(
-        forge.requests()[0].operation_id.as_deref(),
-        Some("getVersion")
-    );
+    assert_eq!(forge.requests()[0].operation_id.as_deref(), Some("getVersion"));
     // Used up: the next request gets the real answer.
     assert_eq!(get(forge.addr(), "/api/v1/version").await.status, 200);
 }
@@ -57,27 +52,13 @@ async fn bytes_with_delay_and_headers() {
 #[tokio::test]
 async fn prefix_scripts_and_newest_wins() {
     let forge = FakeForge::start(Options::default()).await;
-    forge.script(Script::always(
-        None,
-        "/api/v1/repos/*",
-        ScriptedResponse::status(500),
-    ));
-    forge.script(Script::once(
-        Some("GET"),
-        "/api/v1/repos/o/r",
-        ScriptedResponse::status(502),
-    ));
+    forge.script(Script::always(None, "/api/v1/repos/*", ScriptedResponse::status(500)));
+    forge.script(Script::once(Some("GET"), "/api/v1/repos/o/r", ScriptedResponse::status(502)));
     assert_eq!(get(forge.addr(), "/api/v1/repos/o/r").await.status, 502);
     assert_eq!(get(forge.addr(), "/api/v1/repos/o/r").await.status, 500);
-    assert_eq!(
-        get(forge.addr(), "/api/v1/repos/o/r/issues").await.status,
-        500
-    );
+    assert_eq!(get(forge.addr(), "/api/v1/repos/o/r/issues").await.status, 500);
     forge.clear_scripts();
-    assert_eq!(
-        get(forge.addr(), "/api/v1/repos/o/r/issues").await.status,
-        404
-    );
+    assert_eq!(get(forge.addr(), "/api/v1/repos/o/r/issues").await.status, 404);
 }
 
 #[tokio::test]
@@ -87,11 +68,7 @@ async fn chunked_body() {
         chunks: vec![b"ab".to_vec(), b"cd".to_vec(), b"ef".to_vec()],
         delay_between: Duration::from_millis(100),
     };
-    forge.script(Script::once(
-        None,
-        "/slow",
-        ScriptedResponse::status(200).with_body(body),
-    ));
+    forge.script(Script::once(None, "/slow", ScriptedResponse::status(200).with_body(body)));
     let start = Instant::now();
     let r = send(forge.addr(), "GET", "/slow", &[], b"").await;
     assert!(start.elapsed() >= Duration::from_millis(200));
@@ -104,15 +81,8 @@ async fn chunked_body() {
 #[tokio::test]
 async fn lying_length_closes_early() {
     let forge = FakeForge::start(Options::default()).await;
-    let body = ScriptBody::LyingLength {
-        declared: 100,
-        actual: b"short".to_vec(),
-    };
-    forge.script(Script::once(
-        None,
-        "/lie",
-        ScriptedResponse::status(200).with_body(body),
-    ));
+    let body = ScriptBody::LyingLength { declared: 100, actual: b"short".to_vec() };
+    forge.script(Script::once(None, "/lie", ScriptedResponse::status(200).with_body(body)));
     let mut s = open(&forge, "/lie").await;
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut raw))
@@ -128,14 +98,8 @@ async fn lying_length_closes_early() {
 #[tokio::test]
 async fn endless_body_follows_the_reader_and_stops_on_disconnect() {
     let forge = FakeForge::start(Options::default()).await;
-    let body = ScriptBody::Endless {
-        chunk: vec![b'z'; 8192],
-    };
-    forge.script(Script::always(
-        None,
-        "/endless",
-        ScriptedResponse::status(200).with_body(body),
-    ));
+    let body = ScriptBody::Endless { chunk: vec![b'z'; 8192] };
+    forge.script(Script::always(None, "/endless", ScriptedResponse::status(200).with_body(body)));
     let mut s = open(&forge, "/endless").await;
     let (head, mut got) = read_head(&mut s).await;
     assert!(head.contains("transfer-encoding: chunked"), "{head}");
@@ -151,23 +115,14 @@ async fn endless_body_follows_the_reader_and_stops_on_disconnect() {
     let stalled = forge.streamed_bytes();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let later = forge.streamed_bytes();
-    assert!(
-        later - stalled < 1024 * 1024,
-        "kept producing: {stalled} -> {later}"
-    );
-    assert!(
-        later < got.len() as u64 + 64 * 1024 * 1024,
-        "buffered {later} bytes"
-    );
+    assert!(later - stalled < 1024 * 1024, "kept producing: {stalled} -> {later}");
+    assert!(later < got.len() as u64 + 64 * 1024 * 1024, "buffered {later} bytes");
     assert_eq!(forge.open_streams(), 1);
 
     drop(s);
     let deadline = Instant::now() + Duration::from_secs(5);
     while forge.open_streams() > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the endless body outlived its client"
-        );
+        assert!(Instant::now() < deadline, "the endless body outlived its client");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(get(forge.addr(), "/api/v1/version").await.status, 200);
@@ -176,11 +131,7 @@ async fn endless_body_follows_the_reader_and_stops_on_disconnect() {
 #[tokio::test]
 async fn hang_never_answers_and_shutdown_closes_it() {
     let forge = FakeForge::start(Options::default()).await;
-    forge.script(Script::always(
-        None,
-        "/hang",
-        ScriptedResponse::status(200).with_body(ScriptBody::Hang),
-    ));
+    forge.script(Script::always(None, "/hang", ScriptedResponse::status(200).with_body(ScriptBody::Hang)));
     let mut first = open(&forge, "/hang").await;
     let mut buf = [0u8; 16];
     let waited = tokio::time::timeout(Duration::from_millis(300), first.read(&mut buf)).await;
@@ -189,18 +140,11 @@ async fn hang_never_answers_and_shutdown_closes_it() {
     drop(first);
     let deadline = Instant::now() + Duration::from_secs(5);
     while forge.open_streams() > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the hanging request outlived its client"
-        );
+        assert!(Instant::now() < deadline, "the hanging request outlived its client");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(get(forge.addr(), "/api/v1/version").await.status, 200);
-    assert_eq!(
-        forge.requests().len(),
-        2,
-        "the hanging request is recorded too"
-    );
+    assert_eq!(forge.requests().len(), 2, "the hanging request is recorded too");
 
     let mut second = open(&forge, "/hang").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -223,11 +167,7 @@ async fn dropping_the_last_handle_stops_the_server() {
     let clone = forge.clone();
     let addr = forge.addr();
     drop(forge);
-    assert_eq!(
-        get(addr, "/api/v1/version").await.status,
-        200,
-        "a clone keeps it alive"
-    );
+    assert_eq!(get(addr, "/api/v1/version").await.status, 200, "a clone keeps it alive");
     drop(clone);
     let deadline = Instant::now() + Duration::from_secs(5);
     while TcpStream::connect(addr).await.is_ok() {

@@ -12,10 +12,7 @@ use crate::executor::path;
 pub enum PlanBody {
     None,
     Json(Value),
-    Multipart {
-        fields: Vec<(String, String)>,
-        files: Vec<(String, FilePart)>,
-    },
+    Multipart { fields: Vec<(String, String)>, files: Vec<(String, FilePart)> },
 }
 
 /// The page a paged call asked for.
@@ -55,16 +52,10 @@ pub fn for_operation(
         .filter_map(|p| args.get(&p.name).map(|v| (p.name.as_str(), scalar(v))))
         .collect();
     let path = path::render(&op.template, &op.params, |name| {
-        texts
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_str())
+        texts.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     })
     .map_err(|e| {
-        CallError::invalid_argument(
-            format!("/{}", e.param),
-            format!("`{}` {}", e.param, e.message),
-        )
+        CallError::invalid_argument(format!("/{}", e.param), format!("`{}` {}", e.param, e.message))
     })?;
 
     let mut query = Vec::new();
@@ -75,12 +66,7 @@ pub fn for_operation(
         let Some(v) = args.get(&p.name) else { continue };
         match p.location {
             Location::Path => {}
-            Location::Query => push_query(
-                &mut query,
-                &p.name,
-                v,
-                p.collection.and_then(|c| c.separator()),
-            ),
+            Location::Query => push_query(&mut query, &p.name, v, p.collection.and_then(|c| c.separator())),
             Location::Body => json_body = Some(v.clone()),
             Location::FormField => fields.push((p.name.clone(), scalar(v))),
             Location::FormFile => {
@@ -95,16 +81,8 @@ pub fn for_operation(
         json_body.map(PlanBody::Json).unwrap_or(PlanBody::None)
     };
     let page = op.paging.as_ref().map(|pg| PageRequest {
-        page: args
-            .get(&pg.page_param)
-            .and_then(Value::as_u64)
-            .unwrap_or(1)
-            .max(1),
-        limit: pg
-            .limit_param
-            .as_ref()
-            .and_then(|l| args.get(l))
-            .and_then(Value::as_u64),
+        page: args.get(&pg.page_param).and_then(Value::as_u64).unwrap_or(1).max(1),
+        limit: pg.limit_param.as_ref().and_then(|l| args.get(l)).and_then(Value::as_u64),
     });
     Ok(CallPlan {
         method: op.method,
@@ -118,18 +96,12 @@ pub fn for_operation(
 }
 
 /// Add a query value: arrays are joined by the collection separator, or repeated (`multi`).
-pub fn push_query(
-    query: &mut Vec<(String, String)>,
-    name: &str,
-    v: &Value,
-    separator: Option<&str>,
-) {
+pub fn push_query(query: &mut Vec<(String, String)>, name: &str, v: &Value, separator: Option<&str>) {
     match v {
         Value::Array(items) => match separator {
-            Some(sep) => query.push((
-                name.to_owned(),
-                items.iter().map(scalar).collect::<Vec<_>>().join(sep),
-            )),
+            Some(sep) => {
+                query.push((name.to_owned(), items.iter().map(scalar).collect::<Vec<_>>().join(sep)))
+            }
             None => query.extend(items.iter().map(|i| (name.to_owned(), scalar(i)))),
         },
         Value::Null => {}
@@ -166,34 +138,18 @@ mod tests {
         .unwrap();
         assert!(p.query.contains(&("page".into(), "2".into())));
         assert!(p.query.contains(&("assigned".into(), "true".into())));
-        assert_eq!(
-            p.page,
-            Some(PageRequest {
-                page: 2,
-                limit: Some(5)
-            })
-        );
+        assert_eq!(p.page, Some(PageRequest { page: 2, limit: Some(5) }));
         let a = plan(
             "repoGetArchive",
             json!({"owner": "o", "repo": "r", "archive": "main.zip", "path": ["a", "b c"]}),
         )
         .unwrap();
-        assert_eq!(
-            a.query,
-            [
-                ("path".to_owned(), "a".to_owned()),
-                ("path".to_owned(), "b c".to_owned())
-            ]
-        );
+        assert_eq!(a.query, [("path".to_owned(), "a".to_owned()), ("path".to_owned(), "b c".to_owned())]);
     }
 
     #[test]
     fn integer_path_values_are_rendered() {
-        let p = plan(
-            "issueGetIssue",
-            json!({"owner": "o", "repo": "r", "index": 7}),
-        )
-        .unwrap();
+        let p = plan("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 7})).unwrap();
         assert_eq!(p.path, "/repos/o/r/issues/7");
         assert_eq!(p.page, None);
     }

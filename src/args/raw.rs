@@ -13,23 +13,12 @@ use crate::executor::path::encode_segment;
 
 /// Build the plan of a raw call. `args` passed the raw tool's schema already.
 pub fn plan(catalog: &Catalog, args: &Map<String, Value>) -> Result<CallPlan, CallError> {
-    let method = args
-        .get("method")
-        .and_then(Value::as_str)
-        .and_then(Method::parse)
-        .ok_or_else(|| {
-            CallError::invalid_argument(
-                "/method",
-                "`method` must be GET, POST, PUT, PATCH or DELETE",
-            )
-        })?;
+    let method = args.get("method").and_then(Value::as_str).and_then(Method::parse).ok_or_else(|| {
+        CallError::invalid_argument("/method", "`method` must be GET, POST, PUT, PATCH or DELETE")
+    })?;
     let raw_path = args.get("path").and_then(Value::as_str).unwrap_or("");
     check_path(raw_path).map_err(|m| CallError::invalid_argument("/path", m))?;
-    let path: String = raw_path
-        .split('/')
-        .skip(1)
-        .map(|s| format!("/{}", encode_segment(s)))
-        .collect();
+    let path: String = raw_path.split('/').skip(1).map(|s| format!("/{}", encode_segment(s))).collect();
 
     let mut query = Vec::new();
     if let Some(q) = args.get("query").and_then(Value::as_object) {
@@ -47,16 +36,9 @@ pub fn plan(catalog: &Catalog, args: &Map<String, Value>) -> Result<CallPlan, Ca
         }
         Some(v) => PlanBody::Json(v.clone()),
     };
-    let op = catalog
-        .match_path(method, raw_path)
-        .and_then(|t| t.operation());
+    let op = catalog.match_path(method, raw_path).and_then(|t| t.operation());
     let page = op.and_then(|op| op.paging.as_ref()).map(|pg| {
-        let num = |name: &str| {
-            query
-                .iter()
-                .find(|(k, _)| k == name)
-                .and_then(|(_, v)| v.parse::<u64>().ok())
-        };
+        let num = |name: &str| query.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.parse::<u64>().ok());
         PageRequest {
             page: num(&pg.page_param).unwrap_or(1).max(1),
             limit: pg.limit_param.as_deref().and_then(num),
@@ -95,10 +77,7 @@ fn check_path(p: &str) -> Result<(), String> {
     for seg in p.split('/').skip(1) {
         match seg {
             "" => {
-                return Err(
-                    "`path` must not have empty segments (leading '//', trailing '/' or '//')"
-                        .into(),
-                );
+                return Err("`path` must not have empty segments (leading '//', trailing '/' or '//')".into());
             }
             "." | ".." => return Err("`path` must not contain '.' or '..' segments".into()),
             _ => {}
@@ -138,13 +117,7 @@ mod tests {
     fn encodes_segments_and_learns_paging_from_the_route() {
         let p = raw(json!({"method": "GET", "path": "/repos/o/r/issues", "query": {"page": 3, "limit": 10, "labels": ["a", "b"]}})).unwrap();
         assert_eq!(p.path, "/repos/o/r/issues");
-        assert_eq!(
-            p.page,
-            Some(PageRequest {
-                page: 3,
-                limit: Some(10)
-            })
-        );
+        assert_eq!(p.page, Some(PageRequest { page: 3, limit: Some(10) }));
         assert_eq!(p.operation_id.as_deref(), Some("issueListIssues"));
         assert_eq!(p.query.iter().filter(|(k, _)| k == "labels").count(), 2);
         let f = raw(json!({"method": "GET", "path": "/repos/o/r/contents/docs/a b.md"})).unwrap();
@@ -155,8 +128,7 @@ mod tests {
     fn get_with_a_body_is_refused() {
         assert!(raw(json!({"method": "GET", "path": "/user", "body": {}})).is_err());
         assert!(
-            raw(json!({"method": "DELETE", "path": "/repos/o/r/contents/x", "body": {"sha": "1"}}))
-                .is_ok()
+            raw(json!({"method": "DELETE", "path": "/repos/o/r/contents/x", "body": {"sha": "1"}})).is_ok()
         );
     }
 }

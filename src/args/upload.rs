@@ -30,17 +30,9 @@ pub fn decoded_len(len: usize, padding: usize) -> u64 {
 
 /// Decode the file argument `name` (already schema-checked), refusing it above `max_bytes`.
 pub fn decode(name: &str, arg: &Map<String, Value>, max_bytes: u64) -> Result<FilePart, CallError> {
-    let text = arg
-        .get("content_base64")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let text = arg.get("content_base64").and_then(Value::as_str).unwrap_or("");
     let significant = text.bytes().filter(|b| !b.is_ascii_whitespace()).count();
-    let padding = text
-        .bytes()
-        .rev()
-        .filter(|b| !b.is_ascii_whitespace())
-        .take_while(|&b| b == b'=')
-        .count();
+    let padding = text.bytes().rev().filter(|b| !b.is_ascii_whitespace()).take_while(|&b| b == b'=').count();
     let size = decoded_len(significant, padding);
     if size > max_bytes {
         return Err(CallError::local(
@@ -57,18 +49,11 @@ pub fn decode(name: &str, arg: &Map<String, Value>, max_bytes: u64) -> Result<Fi
             format!("`{name}.content_base64` is not valid base64 ({e})"),
         )
     })?;
-    let text_of = |k: &str| {
-        arg.get(k)
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    };
+    let text_of = |k: &str| arg.get(k).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
     Ok(FilePart {
         bytes,
         filename: text_of("filename").unwrap_or("upload.bin").to_owned(),
-        content_type: text_of("content_type")
-            .unwrap_or("application/octet-stream")
-            .to_owned(),
+        content_type: text_of("content_type").unwrap_or("application/octet-stream").to_owned(),
     })
 }
 
@@ -83,12 +68,7 @@ mod tests {
 
     #[test]
     fn decodes_with_defaults_and_tolerates_wrapping_and_missing_padding() {
-        let p = decode(
-            "attachment",
-            &arg(json!({"content_base64": "aGVs\nbG8"})),
-            100,
-        )
-        .unwrap();
+        let p = decode("attachment", &arg(json!({"content_base64": "aGVs\nbG8"})), 100).unwrap();
         assert_eq!(p.bytes, b"hello");
         assert_eq!(
             (p.filename.as_str(), p.content_type.as_str()),

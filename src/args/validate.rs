@@ -22,10 +22,7 @@ pub fn validate(tool: &ToolDef, args: &Map<String, Value>) -> Result<(), CallErr
         ValidationErrorKind::Required { property } => {
             let name = property.as_str().unwrap_or_default();
             let what = if base.is_empty() { "argument" } else { "field" };
-            (
-                child(&base, name),
-                format!("missing required {what} `{name}`"),
-            )
+            (child(&base, name), format!("missing required {what} `{name}`"))
         }
         ValidationErrorKind::AdditionalProperties { unexpected } => {
             let name = unexpected.first().map(String::as_str).unwrap_or_default();
@@ -41,25 +38,15 @@ pub fn validate(tool: &ToolDef, args: &Map<String, Value>) -> Result<(), CallErr
                 String::new()
             };
             let what = if base.is_empty() { "argument" } else { "field" };
-            (
-                child(&base, name),
-                format!("unknown {what} `{name}`{known}"),
-            )
+            (child(&base, name), format!("unknown {what} `{name}`{known}"))
         }
         _ => {
-            let at = if base.is_empty() {
-                "the arguments".to_owned()
-            } else {
-                format!("`{base}`")
-            };
+            let at = if base.is_empty() { "the arguments".to_owned() } else { format!("`{base}`") };
             (base.clone(), format!("{at}: {}", first.masked()))
         }
     };
     if more > 0 {
-        message.push_str(&format!(
-            " (and {more} more problem{})",
-            if more == 1 { "" } else { "s" }
-        ));
+        message.push_str(&format!(" (and {more} more problem{})", if more == 1 { "" } else { "s" }));
     }
     Err(CallError::invalid_argument(pointer, message))
 }
@@ -88,20 +75,13 @@ mod tests {
     #[test]
     fn missing_argument_points_at_it() {
         let f = check("repoGet", json!({"owner": "o"})).unwrap_err();
-        assert_eq!(
-            (f.kind, f.path.as_deref()),
-            (ErrorKind::InvalidArguments, Some("/repo"))
-        );
+        assert_eq!((f.kind, f.path.as_deref()), (ErrorKind::InvalidArguments, Some("/repo")));
         assert!(f.message.contains("`repo`"));
     }
 
     #[test]
     fn unknown_top_level_argument_is_refused_and_the_known_ones_listed() {
-        let f = check(
-            "repoGet",
-            json!({"owner": "o", "repo": "r", "repository": "x"}),
-        )
-        .unwrap_err();
+        let f = check("repoGet", json!({"owner": "o", "repo": "r", "repository": "x"})).unwrap_err();
         assert_eq!(f.path.as_deref(), Some("/repository"));
         assert!(f.message.contains("owner, repo"), "{}", f.message);
     }
@@ -119,24 +99,12 @@ mod tests {
 
     #[test]
     fn enum_and_integer_checks_apply_to_query_parameters() {
-        let f = check(
-            "issueListIssues",
-            json!({"owner": "o", "repo": "r", "state": "weird"}),
-        )
-        .unwrap_err();
+        let f = check("issueListIssues", json!({"owner": "o", "repo": "r", "state": "weird"})).unwrap_err();
         assert_eq!(f.path.as_deref(), Some("/state"));
-        let f = check(
-            "issueListIssues",
-            json!({"owner": "o", "repo": "r", "page": "two"}),
-        )
-        .unwrap_err();
+        let f = check("issueListIssues", json!({"owner": "o", "repo": "r", "page": "two"})).unwrap_err();
         assert_eq!(f.path.as_deref(), Some("/page"));
         assert!(
-            check(
-                "issueListIssues",
-                json!({"owner": "o", "repo": "r", "page": 2, "state": "all"})
-            )
-            .is_ok()
+            check("issueListIssues", json!({"owner": "o", "repo": "r", "page": 2, "state": "all"})).is_ok()
         );
     }
 

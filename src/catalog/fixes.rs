@@ -82,11 +82,7 @@ pub const FIXES: &[SpecFix] = &[
 
 /// The rows for one flavor.
 pub fn for_flavor(flavor: Flavor) -> Vec<SpecFix> {
-    FIXES
-        .iter()
-        .copied()
-        .filter(|f| f.flavor == flavor)
-        .collect()
+    FIXES.iter().copied().filter(|f| f.flavor == flavor).collect()
 }
 
 #[cfg(test)]
@@ -99,15 +95,8 @@ mod tests {
         for flavor in [Flavor::Gitea, Flavor::Forgejo] {
             let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
             for fix in for_flavor(flavor) {
-                let tool = c
-                    .get(fix.operation)
-                    .unwrap_or_else(|| panic!("{} not in spec", fix.operation));
-                assert_eq!(
-                    tool.operation().unwrap().response,
-                    fix.response,
-                    "{}",
-                    fix.operation
-                );
+                let tool = c.get(fix.operation).unwrap_or_else(|| panic!("{} not in spec", fix.operation));
+                assert_eq!(tool.operation().unwrap().response, fix.response, "{}", fix.operation);
             }
         }
     }
@@ -115,55 +104,24 @@ mod tests {
     #[test]
     fn archive_is_binary_and_job_logs_are_text_and_artifact_download_redirects() {
         let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        assert_eq!(c.get("repoGetArchive").unwrap().operation().unwrap().response, ResponseKind::Binary);
         assert_eq!(
-            c.get("repoGetArchive")
-                .unwrap()
-                .operation()
-                .unwrap()
-                .response,
-            ResponseKind::Binary
-        );
-        assert_eq!(
-            c.get("downloadActionsRunJobLogs")
-                .unwrap()
-                .operation()
-                .unwrap()
-                .response,
+            c.get("downloadActionsRunJobLogs").unwrap().operation().unwrap().response,
             ResponseKind::Text
         );
+        assert_eq!(c.get("downloadArtifact").unwrap().operation().unwrap().response, ResponseKind::Redirect);
         assert_eq!(
-            c.get("downloadArtifact")
-                .unwrap()
-                .operation()
-                .unwrap()
-                .response,
-            ResponseKind::Redirect
-        );
-        assert_eq!(
-            c.get("repoCreateRunnerRegistrationToken")
-                .unwrap()
-                .operation()
-                .unwrap()
-                .response,
+            c.get("repoCreateRunnerRegistrationToken").unwrap().operation().unwrap().response,
             ResponseKind::Json
         );
-        assert!(
-            c.get("repoCreateRunnerRegistrationToken")
-                .unwrap()
-                .description
-                .contains("data.token")
-        );
+        assert!(c.get("repoCreateRunnerRegistrationToken").unwrap().description.contains("data.token"));
     }
 
     #[test]
     fn without_the_fix_the_spec_would_say_json_for_the_archive() {
         // Guards the fix against silently becoming a no-op: the Gitea spec really declares JSON.
         let spec = crate::catalog::spec::Spec::parse(Flavor::Gitea.embedded_spec()).unwrap();
-        let op = spec
-            .operations
-            .iter()
-            .find(|o| o.id == "repoGetArchive")
-            .unwrap();
+        let op = spec.operations.iter().find(|o| o.id == "repoGetArchive").unwrap();
         assert_eq!(op.produces, ["application/json"]);
     }
 }

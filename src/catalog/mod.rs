@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use operation::{
-    CollectionFormat, Location, Method, Operation, Paging, Param, PathTemplate, Piece,
-    ResponseKind, Target, ToolDef,
+    CollectionFormat, Location, Method, Operation, Paging, Param, PathTemplate, Piece, ResponseKind, Target,
+    ToolDef,
 };
 
 /// Which forge software the spec describes.
@@ -69,19 +69,12 @@ impl Version {
         let major = it.next()?.ok()?;
         let minor = it.next().unwrap_or(Ok(0)).ok()?;
         let patch = it.next().unwrap_or(Ok(0)).unwrap_or(0);
-        Some(Version {
-            text: text.trim().to_owned(),
-            numbers: (major, minor, patch),
-        })
+        Some(Version { text: text.trim().to_owned(), numbers: (major, minor, patch) })
     }
 
     /// The flavor a `/api/v1/version` answer reveals: Forgejo reports `X+gitea-Y`.
     pub fn flavor(&self) -> Flavor {
-        if self.text.contains("+gitea-") {
-            Flavor::Forgejo
-        } else {
-            Flavor::Gitea
-        }
+        if self.text.contains("+gitea-") { Flavor::Forgejo } else { Flavor::Gitea }
     }
 }
 
@@ -120,22 +113,15 @@ impl Catalog {
         let spec = spec::Spec::parse(spec_bytes)?;
         let version = version
             .or_else(|| Version::parse(&spec.info_version))
-            .unwrap_or(Version {
-                text: spec.info_version.clone(),
-                numbers: (0, 0, 0),
-            });
+            .unwrap_or(Version { text: spec.info_version.clone(), numbers: (0, 0, 0) });
         let wildcards = wildcard::WildcardTable::embedded();
         let fixes = fixes::for_flavor(flavor);
         let mut tools = Vec::with_capacity(spec.operations.len());
         let mut by_name = HashMap::with_capacity(spec.operations.len());
         for raw in &spec.operations {
-            let op =
-                operation::Operation::from_spec(raw, &spec, flavor, &version, &wildcards, &fixes)?;
+            let op = operation::Operation::from_spec(raw, &spec, flavor, &version, &wildcards, &fixes)?;
             let tool = ToolDef::new(op, &spec)?;
-            if by_name
-                .insert(tool.name().to_owned(), tools.len())
-                .is_some()
-            {
+            if by_name.insert(tool.name().to_owned(), tools.len()).is_some() {
                 return Err(CatalogError::Operation {
                     op: tool.name().to_owned(),
                     msg: "the operationId is used twice".into(),
@@ -144,14 +130,7 @@ impl Catalog {
             tools.push(Arc::new(tool));
         }
         let raw = Arc::new(raw_tool::definition(flavor));
-        Ok(Catalog {
-            flavor,
-            version,
-            spec_version: spec.info_version,
-            tools,
-            by_name,
-            raw,
-        })
+        Ok(Catalog { flavor, version, spec_version: spec.info_version, tools, by_name, raw })
     }
 
     /// The tools generated from the spec, in spec order (without the raw tool).
@@ -181,9 +160,8 @@ impl Catalog {
         self.tools
             .iter()
             .filter(|t| {
-                t.operation().is_some_and(|op| {
-                    op.method == method && op.template.matches(&segments, &op.params)
-                })
+                t.operation()
+                    .is_some_and(|op| op.method == method && op.template.matches(&segments, &op.params))
             })
             .max_by_key(|t| t.operation().map(|op| op.template.literal_weight()))
     }
@@ -218,22 +196,10 @@ mod tests {
     fn raw_paths_match_the_most_specific_route() {
         let g = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
         let name = |m, p| g.match_path(m, p).map(|t| t.name().to_owned());
-        assert_eq!(
-            name(Method::Get, "/repos/o/r/issues/comments/5").as_deref(),
-            Some("issueGetComment")
-        );
-        assert_eq!(
-            name(Method::Get, "/repos/o/r/issues/5").as_deref(),
-            Some("issueGetIssue")
-        );
-        assert_eq!(
-            name(Method::Get, "/repos/o/r/contents/a/b/c.md").as_deref(),
-            Some("repoGetContents")
-        );
-        assert_eq!(
-            name(Method::Get, "/repos/o/r/issues").as_deref(),
-            Some("issueListIssues")
-        );
+        assert_eq!(name(Method::Get, "/repos/o/r/issues/comments/5").as_deref(), Some("issueGetComment"));
+        assert_eq!(name(Method::Get, "/repos/o/r/issues/5").as_deref(), Some("issueGetIssue"));
+        assert_eq!(name(Method::Get, "/repos/o/r/contents/a/b/c.md").as_deref(), Some("repoGetContents"));
+        assert_eq!(name(Method::Get, "/repos/o/r/issues").as_deref(), Some("issueListIssues"));
         assert_eq!(name(Method::Get, "/nope"), None);
     }
 }

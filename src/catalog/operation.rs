@@ -21,13 +21,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 5] = [
-        Method::Get,
-        Method::Post,
-        Method::Put,
-        Method::Patch,
-        Method::Delete,
-    ];
+    pub const ALL: [Method; 5] = [Method::Get, Method::Post, Method::Put, Method::Patch, Method::Delete];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -41,9 +35,7 @@ impl Method {
 
     /// Parse an upper- or lower-case method name.
     pub fn parse(s: &str) -> Option<Method> {
-        Method::ALL
-            .into_iter()
-            .find(|m| m.as_str().eq_ignore_ascii_case(s))
+        Method::ALL.into_iter().find(|m| m.as_str().eq_ignore_ascii_case(s))
     }
 }
 
@@ -151,10 +143,7 @@ impl PathTemplate {
                     if open > 0 {
                         pieces.push(Piece::Lit(rest[..open].to_owned()));
                     }
-                    let close = rest[open..]
-                        .find('}')
-                        .map(|c| open + c)
-                        .unwrap_or(rest.len() - 1);
+                    let close = rest[open..].find('}').map(|c| open + c).unwrap_or(rest.len() - 1);
                     pieces.push(Piece::Param(rest[open + 1..close].to_owned()));
                     rest = &rest[(close + 1).min(rest.len())..];
                 }
@@ -179,13 +168,7 @@ impl PathTemplate {
     pub fn literal_weight(&self) -> Vec<u8> {
         self.segments
             .iter()
-            .map(|s| {
-                if s.iter().all(|p| matches!(p, Piece::Lit(_))) {
-                    2
-                } else {
-                    1
-                }
-            })
+            .map(|s| if s.iter().all(|p| matches!(p, Piece::Lit(_))) { 2 } else { 1 })
             .collect()
     }
 
@@ -203,8 +186,7 @@ impl PathTemplate {
                             let rest = &t[1..];
                             // Leave at least one segment for every remaining template segment.
                             return (1..=s.len().saturating_sub(rest.len())).any(|take| {
-                                !s[..take].iter().any(|x| x.is_empty())
-                                    && go(rest, &s[take..], is_wild)
+                                !s[..take].iter().any(|x| x.is_empty()) && go(rest, &s[take..], is_wild)
                             });
                         }
                     }
@@ -222,16 +204,12 @@ fn segment_matches(pieces: &[Piece], seg: &str) -> bool {
     fn go(pieces: &[Piece], seg: &str) -> bool {
         match pieces.first() {
             None => seg.is_empty(),
-            Some(Piece::Lit(l)) => seg
-                .strip_prefix(l.as_str())
-                .is_some_and(|rest| go(&pieces[1..], rest)),
+            Some(Piece::Lit(l)) => seg.strip_prefix(l.as_str()).is_some_and(|rest| go(&pieces[1..], rest)),
             Some(Piece::Param(_)) => {
                 if pieces.len() == 1 {
                     return !seg.is_empty();
                 }
-                (1..=seg.len())
-                    .filter(|&i| seg.is_char_boundary(i))
-                    .any(|i| go(&pieces[1..], &seg[i..]))
+                (1..=seg.len()).filter(|&i| seg.is_char_boundary(i)).any(|i| go(&pieces[1..], &seg[i..]))
             }
         }
     }
@@ -265,23 +243,14 @@ impl Operation {
         wildcards: &WildcardTable,
         fixes: &[SpecFix],
     ) -> Result<Operation, CatalogError> {
-        let err = |msg: String| CatalogError::Operation {
-            op: raw.id.clone(),
-            msg,
-        };
-        let method = Method::parse(&raw.method)
-            .ok_or_else(|| err(format!("unsupported method {}", raw.method)))?;
+        let err = |msg: String| CatalogError::Operation { op: raw.id.clone(), msg };
+        let method =
+            Method::parse(&raw.method).ok_or_else(|| err(format!("unsupported method {}", raw.method)))?;
         let mut params: Vec<Param> = Vec::new();
         for p in &raw.parameters {
-            let name = p
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            let location = match (
-                p.get("in").and_then(Value::as_str),
-                p.get("type").and_then(Value::as_str),
-            ) {
+            let name = p.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+            let location = match (p.get("in").and_then(Value::as_str), p.get("type").and_then(Value::as_str))
+            {
                 (Some("path"), _) => Location::Path,
                 (Some("query"), _) => Location::Query,
                 (Some("body"), _) => Location::Body,
@@ -290,11 +259,7 @@ impl Operation {
                 // Header parameters (none in the embedded specs) are not offered as arguments.
                 _ => continue,
             };
-            let name = if location == Location::Body {
-                "body".to_owned()
-            } else {
-                name
-            };
+            let name = if location == Location::Body { "body".to_owned() } else { name };
             if name.is_empty() {
                 return Err(err("a parameter has no name".into()));
             }
@@ -311,28 +276,16 @@ impl Operation {
                         .and_then(|s| s.get("required"))
                         .and_then(Value::as_array)
                         .is_some_and(|r| !r.is_empty()));
-            let collection = (p.get("type").and_then(Value::as_str) == Some("array")).then(|| {
-                CollectionFormat::parse(p.get("collectionFormat").and_then(Value::as_str))
-            });
+            let collection = (p.get("type").and_then(Value::as_str) == Some("array"))
+                .then(|| CollectionFormat::parse(p.get("collectionFormat").and_then(Value::as_str)));
             let wildcard = location == Location::Path
                 && wildcards.is_wildcard(flavor, version, method.as_str(), &raw.path, &name);
-            params.push(Param {
-                name,
-                location,
-                required,
-                collection,
-                wildcard,
-            });
+            params.push(Param { name, location, required, collection, wildcard });
         }
         let template = PathTemplate::parse(&raw.path);
         for name in template.params() {
-            if !params
-                .iter()
-                .any(|p| p.location == Location::Path && p.name == name)
-            {
-                return Err(err(format!(
-                    "the path names {{{name}}} but no path parameter declares it"
-                )));
+            if !params.iter().any(|p| p.location == Location::Path && p.name == name) {
+                return Err(err(format!("the path names {{{name}}} but no path parameter declares it")));
             }
         }
         let response = fixes
@@ -340,17 +293,10 @@ impl Operation {
             .find(|f| f.operation == raw.id)
             .map(|f| f.response)
             .unwrap_or_else(|| infer_response(raw, spec));
-        let query_named = |n: &str| {
-            params
-                .iter()
-                .any(|p| p.location == Location::Query && p.name == n)
-        };
+        let query_named = |n: &str| params.iter().any(|p| p.location == Location::Query && p.name == n);
         let paging = query_named("page").then(|| Paging {
             page_param: "page".into(),
-            limit_param: ["limit", "per_page"]
-                .into_iter()
-                .find(|n| query_named(n))
-                .map(str::to_owned),
+            limit_param: ["limit", "per_page"].into_iter().find(|n| query_named(n)).map(str::to_owned),
         });
         Ok(Operation {
             id: raw.id.clone(),
@@ -385,23 +331,13 @@ fn infer_response(raw: &RawOperation, spec: &Spec) -> ResponseKind {
     if success.is_empty() && raw.responses.keys().any(|c| c.starts_with('3')) {
         return ResponseKind::Redirect;
     }
-    let file_schema = success.iter().any(|r| {
-        r.get("schema")
-            .and_then(|s| s.get("type"))
-            .and_then(Value::as_str)
-            == Some("file")
-    });
-    let produces = if raw.produces.is_empty() {
-        &spec.produces
-    } else {
-        &raw.produces
-    };
+    let file_schema = success
+        .iter()
+        .any(|r| r.get("schema").and_then(|s| s.get("type")).and_then(Value::as_str) == Some("file"));
+    let produces = if raw.produces.is_empty() { &spec.produces } else { &raw.produces };
     let is_json = |m: &String| m == "application/json" || m.ends_with("+json");
     if file_schema
-        || (!produces.is_empty()
-            && produces
-                .iter()
-                .all(|m| !is_json(m) && !m.starts_with("text/")))
+        || (!produces.is_empty() && produces.iter().all(|m| !is_json(m) && !m.starts_with("text/")))
     {
         ResponseKind::Binary
     } else if !produces.is_empty() && produces.iter().all(|m| m.starts_with("text/")) {
@@ -453,16 +389,10 @@ pub struct ToolDef {
 impl ToolDef {
     /// The tool of a spec operation.
     pub fn new(op: Operation, spec: &Spec) -> Result<ToolDef, CatalogError> {
-        let raw = spec
-            .operations
-            .iter()
-            .find(|r| r.id == op.id)
-            .expect("operation comes from this spec");
+        let raw = spec.operations.iter().find(|r| r.id == op.id).expect("operation comes from this spec");
         let input_schema = schema::input_schema(raw, &op, spec);
-        let validator = schema::compile(&input_schema).map_err(|msg| CatalogError::Operation {
-            op: op.id.clone(),
-            msg,
-        })?;
+        let validator = schema::compile(&input_schema)
+            .map_err(|msg| CatalogError::Operation { op: op.id.clone(), msg })?;
         Ok(ToolDef {
             name: op.id.clone(),
             title: title_of(&op),
@@ -489,11 +419,7 @@ impl ToolDef {
 
 fn title_of(op: &Operation) -> String {
     let s = op.summary.trim_end_matches('.');
-    if s.is_empty() {
-        op.id.clone()
-    } else {
-        s.to_owned()
-    }
+    if s.is_empty() { op.id.clone() } else { s.to_owned() }
 }
 
 /// Summary, the longer description when it adds something, notes on the result, and the
@@ -513,11 +439,7 @@ fn describe(raw: &RawOperation, op: &Operation) -> String {
         d.push(' ');
         d.push_str(desc);
     }
-    let note = super::fixes::FIXES
-        .iter()
-        .find(|f| f.operation == op.id)
-        .map(|f| f.note)
-        .unwrap_or("");
+    let note = super::fixes::FIXES.iter().find(|f| f.operation == op.id).map(|f| f.note).unwrap_or("");
     let note = if !note.is_empty() {
         note
     } else {
@@ -550,11 +472,7 @@ mod tests {
         let t = PathTemplate::parse("/repos/{owner}/{repo}/git/commits/{sha}.{diffType}");
         assert_eq!(
             t.segments[5],
-            vec![
-                Piece::Param("sha".into()),
-                Piece::Lit(".".into()),
-                Piece::Param("diffType".into())
-            ]
+            vec![Piece::Param("sha".into()), Piece::Lit(".".into()), Piece::Param("diffType".into())]
         );
         assert!(segment_matches(&t.segments[5], "abc.diff"));
         assert!(!segment_matches(&t.segments[5], "abc"));
@@ -564,11 +482,7 @@ mod tests {
     fn method_annotations_follow_the_method() {
         assert_eq!(
             Annotations::for_method(Method::Get),
-            Annotations {
-                read_only: true,
-                destructive: false,
-                idempotent: true
-            }
+            Annotations { read_only: true, destructive: false, idempotent: true }
         );
         assert!(Annotations::for_method(Method::Delete).destructive);
         assert!(!Annotations::for_method(Method::Post).idempotent);

@@ -39,9 +39,7 @@ pub fn definition(flavor: Flavor) -> ToolDef {
         "required": ["method", "path"],
         "additionalProperties": false
     });
-    let serde_json::Value::Object(schema) = schema else {
-        unreachable!("literal object")
-    };
+    let serde_json::Value::Object(schema) = schema else { unreachable!("literal object") };
     let validator = super::schema::compile(&schema).expect("the raw tool schema compiles");
     let name = flavor.display_name();
     ToolDef {
@@ -53,11 +51,7 @@ pub fn definition(flavor: Flavor) -> ToolDef {
              values such as a tag 'rel/1.0' that this raw path cannot express."
         ),
         input_schema: Arc::new(schema),
-        annotations: Annotations {
-            read_only: false,
-            destructive: true,
-            idempotent: false,
-        },
+        annotations: Annotations { read_only: false, destructive: true, idempotent: false },
         validator,
         target: Target::Raw,
     }

@@ -39,9 +39,7 @@ pub fn input_schema(raw: &RawOperation, op: &Operation, spec: &Spec) -> Map<Stri
     for p in &raw.parameters {
         let name = match p.get("in").and_then(Value::as_str) {
             Some("body") => "body",
-            Some("path" | "query" | "formData") => {
-                p.get("name").and_then(Value::as_str).unwrap_or("")
-            }
+            Some("path" | "query" | "formData") => p.get("name").and_then(Value::as_str).unwrap_or(""),
             _ => continue,
         };
         let Some(param) = op.param(name) else {
@@ -49,14 +47,8 @@ pub fn input_schema(raw: &RawOperation, op: &Operation, spec: &Spec) -> Map<Stri
         };
         let mut prop = match param.location {
             Location::Body => {
-                let mut s = clean(
-                    p.get("schema").unwrap_or(&Value::Bool(true)),
-                    spec,
-                    &mut Vec::new(),
-                );
-                if let (Some(d), Value::Object(m)) =
-                    (p.get("description").and_then(Value::as_str), &mut s)
-                {
+                let mut s = clean(p.get("schema").unwrap_or(&Value::Bool(true)), spec, &mut Vec::new());
+                if let (Some(d), Value::Object(m)) = (p.get("description").and_then(Value::as_str), &mut s) {
                     m.entry("description").or_insert_with(|| d.into());
                 }
                 s
@@ -70,11 +62,7 @@ pub fn input_schema(raw: &RawOperation, op: &Operation, spec: &Spec) -> Map<Stri
                     m.entry("minLength").or_insert(json!(1));
                 }
                 if param.wildcard {
-                    let d = m
-                        .get("description")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .trim_end_matches('.');
+                    let d = m.get("description").and_then(Value::as_str).unwrap_or("").trim_end_matches('.');
                     let d = if d.is_empty() {
                         "May contain '/'.".to_owned()
                     } else {
@@ -140,10 +128,7 @@ fn simple_param(p: &Map<String, Value>) -> Value {
 
 /// Swagger/draft-4 boolean `exclusiveMinimum` becomes the 2020-12 number form.
 fn fold_exclusive_bounds(src: &Map<String, Value>, out: &mut Map<String, Value>) {
-    for (flag, bound) in [
-        ("exclusiveMinimum", "minimum"),
-        ("exclusiveMaximum", "maximum"),
-    ] {
+    for (flag, bound) in [("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")] {
         if src.get(flag).and_then(Value::as_bool) == Some(true) {
             if let Some(b) = out.remove(bound) {
                 out.insert(flag.to_owned(), b);
@@ -158,10 +143,7 @@ fn clean(schema: &Value, spec: &Spec, stack: &mut Vec<String>) -> Value {
     let Value::Object(src) = schema else {
         return schema.clone();
     };
-    if let Some(name) = src
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|r| r.strip_prefix("#/definitions/"))
+    if let Some(name) = src.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/definitions/"))
     {
         if stack.iter().any(|s| s == name) {
             return json!({"type": "object", "description": format!("A {name} (recursive; any object is accepted).")});
@@ -182,29 +164,16 @@ fn clean(schema: &Value, spec: &Spec, stack: &mut Vec<String>) -> Value {
         match k.as_str() {
             "properties" => {
                 if let Value::Object(props) = v {
-                    let cleaned = props
-                        .iter()
-                        .map(|(n, s)| (n.clone(), clean(s, spec, stack)))
-                        .collect();
+                    let cleaned = props.iter().map(|(n, s)| (n.clone(), clean(s, spec, stack))).collect();
                     out.insert(k.clone(), Value::Object(cleaned));
                 }
             }
             "items" | "additionalProperties" => {
-                out.insert(
-                    k.clone(),
-                    if v.is_object() {
-                        clean(v, spec, stack)
-                    } else {
-                        v.clone()
-                    },
-                );
+                out.insert(k.clone(), if v.is_object() { clean(v, spec, stack) } else { v.clone() });
             }
             "allOf" | "anyOf" | "oneOf" => {
                 if let Value::Array(list) = v {
-                    out.insert(
-                        k.clone(),
-                        Value::Array(list.iter().map(|s| clean(s, spec, stack)).collect()),
-                    );
+                    out.insert(k.clone(), Value::Array(list.iter().map(|s| clean(s, spec, stack)).collect()));
                 }
             }
             "required" => {
@@ -264,10 +233,7 @@ mod tests {
                     // Property names can be anything; the keywords we check never name properties
                     // in these specs, so a hit is a leak of a keyword.
                     assert!(
-                        !(k == "$ref"
-                            || k.starts_with("x-go")
-                            || k == "example"
-                            || k == "discriminator"),
+                        !(k == "$ref" || k.starts_with("x-go") || k == "example" || k == "discriminator"),
                         "{}: {k}",
                         t.name
                     );
@@ -283,32 +249,16 @@ mod tests {
         assert_eq!(s["required"], serde_json::json!(["owner", "repo", "body"]));
         assert_eq!(s["additionalProperties"], false);
         assert_eq!(s["properties"]["owner"]["type"], "string");
-        assert_eq!(
-            s["properties"]["body"]["properties"]["title"]["type"],
-            "string"
-        );
-        assert!(
-            s["properties"]["body"]["required"]
-                .as_array()
-                .unwrap()
-                .contains(&"title".into())
-        );
+        assert_eq!(s["properties"]["body"]["properties"]["title"]["type"], "string");
+        assert!(s["properties"]["body"]["required"].as_array().unwrap().contains(&"title".into()));
     }
 
     #[test]
     fn upload_field_is_a_base64_object_and_wildcards_say_so() {
         let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
         let s = &c.get("issueCreateIssueAttachment").unwrap().input_schema;
-        assert_eq!(
-            s["properties"]["attachment"]["required"],
-            serde_json::json!(["content_base64"])
-        );
+        assert_eq!(s["properties"]["attachment"]["required"], serde_json::json!(["content_base64"]));
         let f = &c.get("repoGetContents").unwrap().input_schema;
-        assert!(
-            f["properties"]["filepath"]["description"]
-                .as_str()
-                .unwrap()
-                .contains("May contain '/'")
-        );
+        assert!(f["properties"]["filepath"]["description"].as_str().unwrap().contains("May contain '/'"));
     }
 }

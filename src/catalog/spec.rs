@@ -38,22 +38,15 @@ const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 impl Spec {
     /// Parse and check the shape of a Swagger 2.0 document.
     pub fn parse(bytes: &[u8]) -> Result<Spec, CatalogError> {
-        let doc: Value =
-            serde_json::from_slice(bytes).map_err(|e| CatalogError::Json(e.to_string()))?;
+        let doc: Value = serde_json::from_slice(bytes).map_err(|e| CatalogError::Json(e.to_string()))?;
         let Value::Object(mut doc) = doc else {
-            return Err(CatalogError::Shape(
-                "the document is not a JSON object".into(),
-            ));
+            return Err(CatalogError::Shape("the document is not a JSON object".into()));
         };
         if doc.get("swagger").and_then(Value::as_str) != Some("2.0") {
             return Err(CatalogError::Shape("`swagger` must be \"2.0\"".into()));
         }
-        let info_version = doc
-            .get("info")
-            .and_then(|i| i.get("version"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
+        let info_version =
+            doc.get("info").and_then(|i| i.get("version")).and_then(Value::as_str).unwrap_or("").to_owned();
         let produces = strings(doc.get("produces"));
         let take_map = |doc: &mut Map<String, Value>, key: &str| match doc.remove(key) {
             Some(Value::Object(m)) => m,
@@ -82,11 +75,7 @@ impl Spec {
                     })?
                     .to_owned();
                 let text = |op: &Map<String, Value>, k: &str| {
-                    op.get(k)
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .trim()
-                        .to_owned()
+                    op.get(k).and_then(Value::as_str).unwrap_or("").trim().to_owned()
                 };
                 let parameters = match op.remove("parameters") {
                     Some(Value::Array(ps)) => ps
@@ -107,10 +96,7 @@ impl Spec {
                         Some(Value::Object(m)) => m,
                         _ => Map::new(),
                     },
-                    deprecated: op
-                        .get("deprecated")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
+                    deprecated: op.get("deprecated").and_then(Value::as_bool).unwrap_or(false),
                     parameters,
                     id,
                     method: method.to_uppercase(),
@@ -118,22 +104,12 @@ impl Spec {
                 });
             }
         }
-        Ok(Spec {
-            info_version,
-            produces,
-            operations,
-            definitions,
-            responses,
-        })
+        Ok(Spec { info_version, produces, operations, definitions, responses })
     }
 
     /// Follow a `#/responses/X` reference (one level, as the specs use them).
     pub fn response<'a>(&'a self, r: &'a Value) -> &'a Value {
-        match r
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|s| s.strip_prefix("#/responses/"))
-        {
+        match r.get("$ref").and_then(Value::as_str).and_then(|s| s.strip_prefix("#/responses/")) {
             Some(name) => self.responses.get(name).unwrap_or(r),
             None => r,
         }
@@ -141,11 +117,7 @@ impl Spec {
 
     /// Follow a `#/definitions/X` reference, if `schema` is one.
     pub fn definition<'a>(&'a self, schema: &'a Value) -> &'a Value {
-        match schema
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|s| s.strip_prefix("#/definitions/"))
-        {
+        match schema.get("$ref").and_then(Value::as_str).and_then(|s| s.strip_prefix("#/definitions/")) {
             Some(name) => self.definitions.get(name).unwrap_or(schema),
             None => schema,
         }
@@ -154,12 +126,7 @@ impl Spec {
 
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
         .unwrap_or_default()
 }
 
@@ -170,10 +137,7 @@ mod tests {
     #[test]
     fn a_document_that_is_not_swagger_2_is_refused_with_a_reason() {
         assert!(matches!(Spec::parse(b"[]"), Err(CatalogError::Shape(_))));
-        assert!(matches!(
-            Spec::parse(br#"{"openapi":"3.0.0","paths":{}}"#),
-            Err(CatalogError::Shape(_))
-        ));
+        assert!(matches!(Spec::parse(br#"{"openapi":"3.0.0","paths":{}}"#), Err(CatalogError::Shape(_))));
         assert!(matches!(Spec::parse(b"{nope"), Err(CatalogError::Json(_))));
     }
 

@@ -35,9 +35,8 @@ pub struct WildcardTable {
 impl WildcardTable {
     /// The table embedded in the binary.
     pub fn embedded() -> WildcardTable {
-        let entries: Vec<Entry> =
-            serde_json::from_slice(include_bytes!("../../specs/wildcard-params.json"))
-                .expect("specs/wildcard-params.json is valid (checked by a test)");
+        let entries: Vec<Entry> = serde_json::from_slice(include_bytes!("../../specs/wildcard-params.json"))
+            .expect("specs/wildcard-params.json is valid (checked by a test)");
         WildcardTable { entries }
     }
 
@@ -103,27 +102,9 @@ mod tests {
     fn decision_is_keyed_on_route_not_parameter_name() {
         let t = WildcardTable::embedded();
         let g = v("1.27.0");
-        assert!(t.is_wildcard(
-            Flavor::Gitea,
-            &g,
-            "GET",
-            "/repos/{owner}/{repo}/tags/{tag}",
-            "tag"
-        ));
-        assert!(!t.is_wildcard(
-            Flavor::Gitea,
-            &g,
-            "GET",
-            "/repos/{owner}/{repo}/releases/tags/{tag}",
-            "tag"
-        ));
-        assert!(t.is_wildcard(
-            Flavor::Gitea,
-            &g,
-            "GET",
-            "/repos/{owner}/{repo}/pulls/{base}/{head}",
-            "head"
-        ));
+        assert!(t.is_wildcard(Flavor::Gitea, &g, "GET", "/repos/{owner}/{repo}/tags/{tag}", "tag"));
+        assert!(!t.is_wildcard(Flavor::Gitea, &g, "GET", "/repos/{owner}/{repo}/releases/tags/{tag}", "tag"));
+        assert!(t.is_wildcard(Flavor::Gitea, &g, "GET", "/repos/{owner}/{repo}/pulls/{base}/{head}", "head"));
         assert!(!t.is_wildcard(
             Flavor::Gitea,
             &g,
@@ -153,19 +134,7 @@ mod tests {
         for m in ["GET", "POST", "PUT", "DELETE"] {
             assert!(t.is_wildcard(Flavor::Gitea, &g, m, c, "filepath"), "{m}");
         }
-        assert!(t.is_wildcard(
-            Flavor::Gitea,
-            &g,
-            "GET",
-            "/repos/{owner}/{repo}/git/refs/{ref}",
-            "ref"
-        ));
-        assert!(!t.is_wildcard(
-            Flavor::Gitea,
-            &g,
-            "DELETE",
-            "/repos/{owner}/{repo}/git/refs/{ref}",
-            "ref"
-        ));
+        assert!(t.is_wildcard(Flavor::Gitea, &g, "GET", "/repos/{owner}/{repo}/git/refs/{ref}", "ref"));
+        assert!(!t.is_wildcard(Flavor::Gitea, &g, "DELETE", "/repos/{owner}/{repo}/git/refs/{ref}", "ref"));
     }
 }

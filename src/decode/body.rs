@@ -37,12 +37,7 @@ pub fn media(content_type: Option<&str>) -> Media {
     let Some(ct) = content_type else {
         return Media::Missing;
     };
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if essence.is_empty() {
         Media::Missing
     } else if essence == "application/json" || essence.ends_with("+json") {
@@ -85,10 +80,7 @@ impl Decoded {
             Decoded::Empty => Value::Null,
             Decoded::Json(v) => v,
             Decoded::Text(s) => Value::String(s),
-            Decoded::Binary {
-                bytes,
-                content_type,
-            } => json!({
+            Decoded::Binary { bytes, content_type } => json!({
                 "content_base64": base64::engine::general_purpose::STANDARD.encode(&bytes),
                 "content_type": content_type,
                 "size": bytes.len(),
@@ -104,9 +96,7 @@ pub fn decode(expect: ResponseKind, content_type: Option<&str>, bytes: Vec<u8>) 
     }
     let m = media(content_type);
     let binary_type = || match m {
-        Media::Other => content_type
-            .unwrap_or("application/octet-stream")
-            .to_owned(),
+        Media::Other => content_type.unwrap_or("application/octet-stream").to_owned(),
         _ => "application/octet-stream".to_owned(),
     };
     let try_json = m == Media::Json || (m == Media::Missing && expect != ResponseKind::Binary);
@@ -121,16 +111,10 @@ pub fn decode(expect: ResponseKind, content_type: Option<&str>, bytes: Vec<u8>) 
     if text_wanted {
         return match String::from_utf8(bytes) {
             Ok(s) => Decoded::Text(s),
-            Err(e) => Decoded::Binary {
-                bytes: e.into_bytes(),
-                content_type: binary_type(),
-            },
+            Err(e) => Decoded::Binary { bytes: e.into_bytes(), content_type: binary_type() },
         };
     }
-    Decoded::Binary {
-        bytes,
-        content_type: binary_type(),
-    }
+    Decoded::Binary { bytes, content_type: binary_type() }
 }
 
 /// Whether JSON text nests arrays/objects deeper than `max`. One pass, no recursion;
@@ -189,17 +173,10 @@ mod tests {
 
     #[test]
     fn a_million_levels_do_not_overflow_the_stack() {
-        let d = decode(
-            ResponseKind::Json,
-            Some("application/json"),
-            nested(1_000_000),
-        );
+        let d = decode(ResponseKind::Json, Some("application/json"), nested(1_000_000));
         assert!(matches!(d, Decoded::Text(_)));
         let objects = "{\"a\":".repeat(200_000).into_bytes();
-        assert!(matches!(
-            decode(ResponseKind::Json, None, objects),
-            Decoded::Text(_)
-        ));
+        assert!(matches!(decode(ResponseKind::Json, None, objects), Decoded::Text(_)));
     }
 
     #[test]
@@ -215,58 +192,32 @@ mod tests {
     #[test]
     fn media_type_decides_then_the_expected_kind() {
         assert_eq!(
-            decode(
-                ResponseKind::Binary,
-                Some("text/plain; charset=utf-8"),
-                b"# hi".to_vec()
-            ),
+            decode(ResponseKind::Binary, Some("text/plain; charset=utf-8"), b"# hi".to_vec()),
             Decoded::Text("# hi".into())
         );
         assert!(matches!(
-            decode(
-                ResponseKind::Json,
-                Some("application/zip"),
-                b"PK\x03\x04".to_vec()
-            ),
+            decode(ResponseKind::Json, Some("application/zip"), b"PK\x03\x04".to_vec()),
             Decoded::Binary { .. }
         ));
         assert_eq!(
-            decode(
-                ResponseKind::Text,
-                Some("application/octet-stream"),
-                b"log line".to_vec()
-            ),
+            decode(ResponseKind::Text, Some("application/octet-stream"), b"log line".to_vec()),
             Decoded::Text("log line".into())
         );
-        assert!(matches!(
-            decode(ResponseKind::Binary, None, b"{}".to_vec()),
-            Decoded::Binary { .. }
-        ));
+        assert!(matches!(decode(ResponseKind::Binary, None, b"{}".to_vec()), Decoded::Binary { .. }));
         assert_eq!(
             decode(ResponseKind::Json, None, b"{\"a\":1}".to_vec()),
             Decoded::Json(serde_json::json!({"a": 1}))
         );
-        assert_eq!(
-            decode(ResponseKind::Json, Some("application/json"), Vec::new()),
-            Decoded::Empty
-        );
+        assert_eq!(decode(ResponseKind::Json, Some("application/json"), Vec::new()), Decoded::Empty);
     }
 
     #[test]
     fn malformed_json_is_kept_as_text_and_invalid_utf8_as_binary() {
         assert_eq!(
-            decode(
-                ResponseKind::Json,
-                Some("application/json"),
-                b"{oops".to_vec()
-            ),
+            decode(ResponseKind::Json, Some("application/json"), b"{oops".to_vec()),
             Decoded::Text("{oops".into())
         );
-        let d = decode(
-            ResponseKind::Json,
-            Some("application/json"),
-            vec![0xff, 0xfe, 0x00],
-        );
+        let d = decode(ResponseKind::Json, Some("application/json"), vec![0xff, 0xfe, 0x00]);
         let data = d.into_data();
         assert_eq!(data["size"], 3);
         assert_eq!(data["content_base64"], "//4A");
@@ -274,22 +225,10 @@ mod tests {
 
     #[test]
     fn read_limits_follow_the_kind() {
-        let l = Limits {
-            max_binary: 10,
-            max_response: 1000,
-        };
-        assert_eq!(
-            read_limit(ResponseKind::Binary, Some("application/octet-stream"), l),
-            10
-        );
-        assert_eq!(
-            read_limit(ResponseKind::Binary, Some("text/plain"), l),
-            1000
-        );
-        assert_eq!(
-            read_limit(ResponseKind::Text, Some("application/octet-stream"), l),
-            1000
-        );
+        let l = Limits { max_binary: 10, max_response: 1000 };
+        assert_eq!(read_limit(ResponseKind::Binary, Some("application/octet-stream"), l), 10);
+        assert_eq!(read_limit(ResponseKind::Binary, Some("text/plain"), l), 1000);
+        assert_eq!(read_limit(ResponseKind::Text, Some("application/octet-stream"), l), 1000);
         assert_eq!(read_limit(ResponseKind::Binary, None, l), 10);
         assert_eq!(read_limit(ResponseKind::Json, None, l), 1000);
     }

@@ -44,13 +44,7 @@ pub fn paginate(
     let last_page = rel("last")
         .or(computed_last)
         .or_else(|| (!links.is_empty() && rel("next").is_none()).then_some(req.page));
-    Pagination {
-        page: req.page,
-        limit: req.limit,
-        total_count: total,
-        next_page,
-        last_page,
-    }
+    Pagination { page: req.page, limit: req.limit, total_count: total, next_page, last_page }
 }
 
 /// `<url>; rel="next", <url>; rel="last"` → `[("next", 2), ("last", 5)]`. Entries without
@@ -64,8 +58,7 @@ pub fn parse_link(header: &str) -> Vec<(String, u64)> {
         let target = target.trim().trim_start_matches('<').trim_end_matches('>');
         let rel = params.split(';').find_map(|p| {
             let (k, v) = p.trim().split_once('=')?;
-            (k.trim().eq_ignore_ascii_case("rel"))
-                .then(|| v.trim().trim_matches('"').to_ascii_lowercase())
+            (k.trim().eq_ignore_ascii_case("rel")).then(|| v.trim().trim_matches('"').to_ascii_lowercase())
         });
         let page = target.split_once('?').and_then(|(_, q)| {
             url::form_urlencoded::parse(q.as_bytes())
@@ -90,15 +83,7 @@ mod tests {
 
     #[test]
     fn link_gives_next_and_last() {
-        let p = paginate(
-            PageRequest {
-                page: 1,
-                limit: Some(20),
-            },
-            Some("45"),
-            Some(LINK),
-            &json!([]),
-        );
+        let p = paginate(PageRequest { page: 1, limit: Some(20) }, Some("45"), Some(LINK), &json!([]));
         assert_eq!(
             p,
             Pagination {
@@ -113,104 +98,45 @@ mod tests {
 
     #[test]
     fn without_link_the_total_and_limit_decide() {
-        let p = paginate(
-            PageRequest {
-                page: 2,
-                limit: Some(20),
-            },
-            Some("45"),
-            None,
-            &json!([]),
-        );
+        let p = paginate(PageRequest { page: 2, limit: Some(20) }, Some("45"), None, &json!([]));
         assert_eq!((p.next_page, p.last_page), (Some(3), Some(3)));
-        let p = paginate(
-            PageRequest {
-                page: 3,
-                limit: Some(20),
-            },
-            Some("45"),
-            None,
-            &json!([]),
-        );
+        let p = paginate(PageRequest { page: 3, limit: Some(20) }, Some("45"), None, &json!([]));
         assert_eq!((p.next_page, p.last_page), (None, Some(3)));
     }
 
     #[test]
     fn unknown_stays_null_never_zero() {
-        let p = paginate(
-            PageRequest {
-                page: 1,
-                limit: None,
-            },
-            None,
-            None,
-            &json!([]),
-        );
+        let p = paginate(PageRequest { page: 1, limit: None }, None, None, &json!([]));
         assert_eq!(
             p,
-            Pagination {
-                page: 1,
-                limit: None,
-                total_count: None,
-                next_page: None,
-                last_page: None
-            }
+            Pagination { page: 1, limit: None, total_count: None, next_page: None, last_page: None }
         );
-        let p = paginate(
-            PageRequest {
-                page: 1,
-                limit: None,
-            },
-            Some("45"),
-            None,
-            &json!([]),
-        );
-        assert_eq!(
-            (p.total_count, p.next_page, p.last_page),
-            (Some(45), None, None)
-        );
+        let p = paginate(PageRequest { page: 1, limit: None }, Some("45"), None, &json!([]));
+        assert_eq!((p.total_count, p.next_page, p.last_page), (Some(45), None, None));
     }
 
     #[test]
     fn last_page_link_with_only_prev_means_this_is_the_last() {
-        let link =
-            r#"<https://x/api/v1/r?page=1>; rel="first",<https://x/api/v1/r?page=2>; rel="prev""#;
-        let p = paginate(
-            PageRequest {
-                page: 3,
-                limit: None,
-            },
-            None,
-            Some(link),
-            &json!([]),
-        );
+        let link = r#"<https://x/api/v1/r?page=1>; rel="first",<https://x/api/v1/r?page=2>; rel="prev""#;
+        let p = paginate(PageRequest { page: 3, limit: None }, None, Some(link), &json!([]));
         assert_eq!((p.next_page, p.last_page), (None, Some(3)));
     }
 
     #[test]
     fn body_total_count_is_used_when_the_header_is_absent() {
         let p = paginate(
-            PageRequest {
-                page: 1,
-                limit: Some(10),
-            },
+            PageRequest { page: 1, limit: Some(10) },
             None,
             None,
             &json!({"total_count": 25, "workflow_runs": []}),
         );
-        assert_eq!(
-            (p.total_count, p.next_page, p.last_page),
-            (Some(25), Some(2), Some(3))
-        );
+        assert_eq!((p.total_count, p.next_page, p.last_page), (Some(25), Some(2), Some(3)));
     }
 
     #[test]
     fn garbage_headers_are_ignored() {
         let p = paginate(
-            PageRequest {
-                page: 1,
-                limit: Some(10),
-            },
+            PageRequest { page: 1, limit: Some(10) },
             Some("many"),
             Some("nonsense, <>; rel=next"),
             &json!(null),

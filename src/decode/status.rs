@@ -24,17 +24,9 @@ pub fn kind_for(status: u16) -> Option<ErrorKind> {
     if (200..400).contains(&status) {
         return None;
     }
-    Some(
-        TABLE
-            .iter()
-            .find(|(s, _)| *s == status)
-            .map(|(_, k)| *k)
-            .unwrap_or(if (500..600).contains(&status) {
-                ErrorKind::UpstreamError
-            } else {
-                ErrorKind::UnexpectedStatus
-            }),
-    )
+    Some(TABLE.iter().find(|(s, _)| *s == status).map(|(_, k)| *k).unwrap_or(
+        if (500..600).contains(&status) { ErrorKind::UpstreamError } else { ErrorKind::UnexpectedStatus },
+    ))
 }
 
 /// A hint that helps the model or the operator act on an error kind.
@@ -54,12 +46,7 @@ pub fn hint(kind: ErrorKind) -> &'static str {
 /// What the forge said about an error: Gitea's `{"message", "errors"}` JSON, else the text.
 pub fn forge_message(body: &[u8]) -> String {
     if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(body) {
-        let mut msg = m
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .trim()
-            .to_owned();
+        let mut msg = m.get("message").and_then(Value::as_str).unwrap_or("").trim().to_owned();
         if let Some(errs) = m.get("errors").and_then(Value::as_array) {
             let list: Vec<String> = errs
                 .iter()
@@ -103,10 +90,7 @@ mod tests {
 
     #[test]
     fn gitea_error_bodies_give_their_message_and_errors() {
-        assert_eq!(
-            forge_message(br#"{"message":"not found","url":"https://g/api/swagger"}"#),
-            "not found"
-        );
+        assert_eq!(forge_message(br#"{"message":"not found","url":"https://g/api/swagger"}"#), "not found");
         assert_eq!(
             forge_message(br#"{"message":"invalid","errors":["title is required"]}"#),
             "invalid: title is required"

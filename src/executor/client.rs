@@ -58,13 +58,7 @@ impl Forge {
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let api = format!("{}api/v1", base.as_str());
-        Ok(Forge {
-            client,
-            api,
-            base,
-            limits,
-            timeout,
-        })
+        Ok(Forge { client, api, base, limits, timeout })
     }
 
     /// The base URL of the forge.
@@ -85,37 +79,25 @@ impl Forge {
             )
         })?;
         if !plan.query.is_empty() {
-            url.query_pairs_mut()
-                .extend_pairs(plan.query.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            url.query_pairs_mut().extend_pairs(plan.query.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         }
         // The path is ours (encoded segments appended to the API base), but check anyway that
         // nothing moved the request off the forge before a credential is attached.
         if url.origin() != self.base.origin() || !url.path().starts_with(self.base.path()) {
-            return Err(CallError::local(
-                ErrorKind::Denied,
-                "the request would leave the configured forge",
-            ));
+            return Err(CallError::local(ErrorKind::Denied, "the request would leave the configured forge"));
         }
         Ok(url)
     }
 
     /// Send a plan with a credential and read the answer within the limits.
-    pub async fn send(
-        &self,
-        plan: &CallPlan,
-        credential: &Credential,
-    ) -> Result<Received, CallError> {
+    pub async fn send(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
         let url = self.url_of(plan)?;
-        let method =
-            reqwest::Method::from_bytes(plan.method.as_str().as_bytes()).expect("standard method");
+        let method = reqwest::Method::from_bytes(plan.method.as_str().as_bytes()).expect("standard method");
         let mut req = self
             .client
             .request(method, url)
             .header(ACCEPT, "application/json, text/plain;q=0.9, */*;q=0.8")
-            .header(
-                USER_AGENT,
-                concat!("aegis-gitea-mcp/", env!("CARGO_PKG_VERSION")),
-            );
+            .header(USER_AGENT, concat!("aegis-gitea-mcp/", env!("CARGO_PKG_VERSION")));
         if let Some(h) = credential.header() {
             req = req.header(AUTHORIZATION, h.clone());
         }
@@ -149,10 +131,8 @@ impl Forge {
         let headers = resp.headers().clone();
         let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
         let limit = read_limit(plan.expect, content_type, self.limits);
-        let declared = headers
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
+        let declared =
+            headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
         if let Some(len) = declared.filter(|&len| len > limit) {
             return Err(too_large(status, limit, Some(len), content_type));
         }
@@ -185,11 +165,7 @@ impl Forge {
                 }
             }
         }
-        Ok(Received {
-            status,
-            headers,
-            body: body.to_vec(),
-        })
+        Ok(Received { status, headers, body: body.to_vec() })
     }
 
     /// A request that did not get an answer: timeout or connection failure, in plain words.
@@ -205,39 +181,21 @@ impl Forge {
             );
         }
         let cause = root_cause(e);
-        let what = if e.is_connect() {
-            "could not connect to"
-        } else {
-            "lost the connection to"
-        };
+        let what = if e.is_connect() { "could not connect to" } else { "lost the connection to" };
         CallError::local(
             ErrorKind::ConnectionFailed,
-            format!(
-                "{what} {} ({cause}); check GITEA_URL and that the forge is running",
-                self.base
-            ),
+            format!("{what} {} ({cause}); check GITEA_URL and that the forge is running", self.base),
         )
     }
 }
 
-fn too_large(
-    status: u16,
-    limit: u64,
-    declared: Option<u64>,
-    content_type: Option<&str>,
-) -> CallError {
-    let size = declared
-        .map(|n| format!("{n} bytes"))
-        .unwrap_or_else(|| "more than that".into());
+fn too_large(status: u16, limit: u64, declared: Option<u64>, content_type: Option<&str>) -> CallError {
+    let size = declared.map(|n| format!("{n} bytes")).unwrap_or_else(|| "more than that".into());
     let binary = !matches!(
         crate::decode::body::media(content_type),
         crate::decode::body::Media::Json | crate::decode::body::Media::Text
     );
-    let setting = if binary {
-        "MAX_BINARY_BYTES"
-    } else {
-        "MAX_RESPONSE_BYTES"
-    };
+    let setting = if binary { "MAX_BINARY_BYTES" } else { "MAX_RESPONSE_BYTES" };
     CallError::from_forge(
         status,
         ErrorKind::PayloadTooLarge,

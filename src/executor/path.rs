@@ -15,11 +15,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use crate::catalog::{Param, PathTemplate, Piece};
 
 /// Everything but RFC 3986 unreserved characters is encoded.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 /// Why a value cannot be put in a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,10 +42,7 @@ pub fn render<'a>(
             match piece {
                 Piece::Lit(l) => out.push_str(l),
                 Piece::Param(name) => {
-                    let err = |message: &str| PathError {
-                        param: name.clone(),
-                        message: message.to_owned(),
-                    };
+                    let err = |message: &str| PathError { param: name.clone(), message: message.to_owned() };
                     let value = value_of(name).ok_or_else(|| err("is required"))?;
                     let wildcard = params.iter().any(|p| &p.name == name && p.wildcard);
                     if wildcard {
@@ -86,9 +79,7 @@ pub fn encode_wildcard(value: &str) -> Result<String, String> {
 fn check_segment(seg: &str) -> Result<(), String> {
     match seg {
         "" => Err("must not be empty".into()),
-        "." | ".." => Err(format!(
-            "must not be {seg:?}: it would point the request at another route"
-        )),
+        "." | ".." => Err(format!("must not be {seg:?}: it would point the request at another route")),
         _ => Ok(()),
     }
 }
@@ -114,9 +105,7 @@ mod tests {
     fn render_with(path: &str, wild: &[&str], vals: &[(&str, &str)]) -> Result<String, PathError> {
         let t = PathTemplate::parse(path);
         let names: Vec<&str> = t.params().collect();
-        render(&t, &params(wild, &names), |n| {
-            vals.iter().find(|(k, _)| *k == n).map(|(_, v)| *v)
-        })
+        render(&t, &params(wild, &names), |n| vals.iter().find(|(k, _)| *k == n).map(|(_, v)| *v))
     }
 
     #[test]
@@ -155,12 +144,7 @@ mod tests {
             );
             assert_eq!(e.unwrap_err().param, "filepath", "{bad}");
         }
-        let e = render_with(
-            "/repos/{owner}/{repo}",
-            &[],
-            &[("owner", ".."), ("repo", "r")],
-        )
-        .unwrap_err();
+        let e = render_with("/repos/{owner}/{repo}", &[], &[("owner", ".."), ("repo", "r")]).unwrap_err();
         assert_eq!(e.param, "owner");
         // A single-segment value may contain '/' and dots inside: it is one encoded segment.
         let ok = render_with(
@@ -176,12 +160,7 @@ mod tests {
         let p = render_with(
             "/repos/{owner}/{repo}/git/commits/{sha}.{diffType}",
             &[],
-            &[
-                ("owner", "o"),
-                ("repo", "r"),
-                ("sha", "abc"),
-                ("diffType", "diff"),
-            ],
+            &[("owner", "o"), ("repo", "r"), ("sha", "abc"), ("diffType", "diff")],
         );
         assert_eq!(p.unwrap(), "/repos/o/r/git/commits/abc.diff");
     }

@@ -43,10 +43,7 @@ impl Redactor {
                     .expect("literal patterns always build"),
             )
         });
-        Redactor {
-            secrets: Arc::new(list),
-            automaton,
-        }
+        Redactor { secrets: Arc::new(list), automaton }
     }
 
     /// This redactor plus more literals (e.g. a caller's own token or body secrets).
@@ -85,10 +82,7 @@ impl Redactor {
                 Value::Object(m) => {
                     if m.keys().any(|k| ac.is_match(k.as_str())) {
                         let old = std::mem::take(m);
-                        *m = old
-                            .into_iter()
-                            .map(|(k, v)| (self.redact_str(&k), v))
-                            .collect::<Map<_, _>>();
+                        *m = old.into_iter().map(|(k, v)| (self.redact_str(&k), v)).collect::<Map<_, _>>();
                     }
                     stack.extend(m.values_mut());
                 }
@@ -105,8 +99,7 @@ impl Redactor {
                 .expect("valid regex")
         });
         static SCHEME_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-            Regex::new(r"(?i)\b(token|bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}")
-                .expect("valid regex")
+            Regex::new(r"(?i)\b(token|bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}").expect("valid regex")
         });
         static QUERY_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
             Regex::new(r"(?i)([?&](?:access_token|token|sudo_token|private_token)=)[^&\s]+")
@@ -136,7 +129,8 @@ mod tests {
     #[test]
     fn redacts_in_values_keys_and_inside_longer_strings() {
         let r = Redactor::new(["s3cr3t-token", "abc"]);
-        let mut v = json!({"a": "x s3cr3t-token y", "s3cr3t-token": [1, "s3cr3t-tokens3cr3t-token"], "abc": "abc"});
+        let mut v =
+            json!({"a": "x s3cr3t-token y", "s3cr3t-token": [1, "s3cr3t-tokens3cr3t-token"], "abc": "abc"});
         r.redact_value(&mut v);
         assert_eq!(
             v,

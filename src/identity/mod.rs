@@ -40,33 +40,23 @@ pub struct Credential {
 
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.header.is_some() {
-            "Credential(token)"
-        } else {
-            "Credential(none)"
-        })
+        f.write_str(if self.header.is_some() { "Credential(token)" } else { "Credential(none)" })
     }
 }
 
 impl Credential {
     /// No credential: anonymous access.
     pub fn anonymous() -> Credential {
-        Credential {
-            header: None,
-            secret: None,
-        }
+        Credential { header: None, secret: None }
     }
 
     /// A forge access token, sent as `Authorization: token <t>`. Fails only for a token
     /// that cannot be an HTTP header value (control characters), with no value in the error.
     pub fn token(token: &SecretString) -> Result<Credential, InvalidToken> {
-        let mut hv = HeaderValue::from_str(&format!("token {}", token.expose_secret()))
-            .map_err(|_| InvalidToken)?;
+        let mut hv =
+            HeaderValue::from_str(&format!("token {}", token.expose_secret())).map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
-        Ok(Credential {
-            header: Some(hv),
-            secret: Some(token.clone()),
-        })
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()) })
     }
 
     /// The header value to send, if any.
@@ -80,11 +70,7 @@ impl Credential {
     }
 
     pub fn mode(&self) -> Mode {
-        if self.header.is_some() {
-            Mode::Token
-        } else {
-            Mode::Anonymous
-        }
+        if self.header.is_some() { Mode::Token } else { Mode::Anonymous }
     }
 }
 
@@ -105,10 +91,7 @@ pub struct GlobalIdentity {
 
 impl GlobalIdentity {
     pub fn new(credential: Credential) -> GlobalIdentity {
-        GlobalIdentity {
-            credential,
-            login: Arc::new(OnceCell::new()),
-        }
+        GlobalIdentity { credential, login: Arc::new(OnceCell::new()) }
     }
 
     /// The cached login, if resolved.
@@ -143,11 +126,7 @@ mod tests {
 
     #[test]
     fn identity_serializes_as_the_interface_says() {
-        let i = Identity {
-            login: None,
-            mode: Mode::OAuth,
-            sudo: None,
-        };
+        let i = Identity { login: None, mode: Mode::OAuth, sudo: None };
         assert_eq!(
             serde_json::to_value(&i).unwrap(),
             serde_json::json!({"login": null, "mode": "oauth", "sudo": null})

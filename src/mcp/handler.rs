@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -33,11 +33,9 @@ impl McpHandler {
 
     /// The size in bytes of the whole `tools/list` result, as sent.
     pub fn tools_list_bytes(&self) -> usize {
-        serde_json::to_vec(&ListToolsResult::with_all_items(
-            self.tools.as_ref().clone(),
-        ))
-        .map(|v| v.len())
-        .unwrap_or(0)
+        serde_json::to_vec(&ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+            .map(|v| v.len())
+            .unwrap_or(0)
     }
 
     /// Name and first description line of each offered tool.
@@ -45,14 +43,7 @@ impl McpHandler {
         self.tools
             .iter()
             .map(|t| {
-                let first = t
-                    .description
-                    .as_deref()
-                    .unwrap_or("")
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_owned();
+                let first = t.description.as_deref().unwrap_or("").lines().next().unwrap_or("").to_owned();
                 (t.name.to_string(), first)
             })
             .collect()
@@ -68,10 +59,7 @@ gitea_api_request reaches any route when no tool fits.";
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "aegis-gitea-mcp",
-                env!("CARGO_PKG_VERSION"),
-            ))
+            .with_server_info(Implementation::new("aegis-gitea-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
 
@@ -93,13 +81,7 @@ impl ServerHandler for McpHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = std::time::Instant::now();
-        let result = call::run(
-            &self.server,
-            Caller::Global,
-            &request.name,
-            request.arguments,
-        )
-        .await;
+        let result = call::run(&self.server, Caller::Global, &request.name, request.arguments).await;
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) => e.kind().map(|k| k.as_str()).unwrap_or("unknown_tool"),

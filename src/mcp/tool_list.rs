@@ -15,22 +15,13 @@ pub fn to_rmcp(t: &ToolDef) -> Tool {
         (!a.read_only).then_some(a.idempotent),
         None,
     );
-    let mut tool = Tool::new(
-        t.name.clone(),
-        t.description.clone(),
-        t.input_schema.clone(),
-    )
-    .with_annotations(annotations);
+    let mut tool = Tool::new(t.name.clone(), t.description.clone(), t.input_schema.clone())
+        .with_annotations(annotations);
     tool.title = Some(t.title.clone());
     tool
 }
 
 /// Every tool the server offers under its settings, in catalog order.
 pub fn offered(server: &Server) -> Vec<Tool> {
-    server
-        .catalog
-        .all_tools()
-        .filter(|t| server.enabled(&t.name))
-        .map(|t| to_rmcp(t))
-        .collect()
+    server.catalog.all_tools().filter(|t| server.enabled(&t.name)).map(|t| to_rmcp(t)).collect()
 }

@@ -62,11 +62,7 @@ impl Setup {
         }
     }
     pub fn forgejo() -> Setup {
-        Setup {
-            flavor: Flavor::Forgejo,
-            flavor_arg: "forgejo",
-            ..Setup::gitea()
-        }
+        Setup { flavor: Flavor::Forgejo, flavor_arg: "forgejo", ..Setup::gitea() }
     }
     pub fn env(mut self, k: &str, v: &str) -> Setup {
         self.env.push((k.into(), v.into()));
@@ -110,23 +106,14 @@ impl Server {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let (transport, _) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::from(stderr))
-            .spawn()
-            .unwrap();
+        let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::from(stderr)).spawn().unwrap();
         let client = ().serve(transport).await.expect("MCP handshake with the server");
-        Server {
-            client,
-            stderr_path,
-            _dir: dir,
-        }
+        Server { client, stderr_path, _dir: dir }
     }
 
     /// Call a tool; panics on a JSON-RPC error.
     pub async fn call(&self, tool: &str, args: Value) -> Called {
-        call_on(&self.client, tool, args)
-            .await
-            .unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
+        call_on(&self.client, tool, args).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
     }
 }
 
@@ -143,13 +130,8 @@ pub async fn call_on(
     let r = client.call_tool(p).await?;
     assert_eq!(r.content.len(), 1, "exactly one content item");
     let text = r.content[0].as_text().expect("a text item").text.clone();
-    let json =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
-    Ok(Called {
-        is_error: r.is_error == Some(true),
-        json,
-        text,
-    })
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
+    Ok(Called { is_error: r.is_error == Some(true), json, text })
 }
 
 /// A running server and its fake forge.
@@ -162,10 +144,8 @@ pub struct Harness {
 
 impl Harness {
     pub async fn start(setup: Setup) -> Harness {
-        let opts = setup.forge_options.unwrap_or_else(|| Options {
-            flavor: setup.flavor,
-            ..Options::default()
-        });
+        let opts =
+            setup.forge_options.unwrap_or_else(|| Options { flavor: setup.flavor, ..Options::default() });
         let forge = FakeForge::start(opts).await;
         Harness::start_against(forge, setup.flavor_arg, setup.token, setup.env).await
     }
@@ -178,12 +158,7 @@ impl Harness {
         env: Vec<(String, String)>,
     ) -> Harness {
         let server = Server::spawn(&forge.base_url(), flavor_arg, token, env).await;
-        Harness {
-            forge,
-            client: server.client,
-            stderr_path: server.stderr_path,
-            _dir: server._dir,
-        }
+        Harness { forge, client: server.client, stderr_path: server.stderr_path, _dir: server._dir }
     }
 
     pub async fn tools(&self) -> Vec<Tool> {
@@ -192,9 +167,7 @@ impl Harness {
 
     /// Call a tool; panics on a JSON-RPC error (use `call_raw` to see those).
     pub async fn call(&self, tool: &str, args: Value) -> Called {
-        self.call_raw(tool, args)
-            .await
-            .unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
+        self.call_raw(tool, args).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
     }
 
     pub async fn call_raw(&self, tool: &str, args: Value) -> Result<Called, rmcp::ServiceError> {
@@ -205,13 +178,8 @@ impl Harness {
         let r = self.client.call_tool(p).await?;
         assert_eq!(r.content.len(), 1, "exactly one content item");
         let text = r.content[0].as_text().expect("a text item").text.clone();
-        let json = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
-        Ok(Called {
-            is_error: r.is_error == Some(true),
-            json,
-            text,
-        })
+        let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
+        Ok(Called { is_error: r.is_error == Some(true), json, text })
     }
 
     /// The requests the forge received, without the server's own `/version` and `/user`.
@@ -225,9 +193,7 @@ impl Harness {
 
     /// The last request a tool sent.
     pub fn last(&self) -> Recorded {
-        self.tool_requests()
-            .pop()
-            .expect("the forge received a request")
+        self.tool_requests().pop().expect("the forge received a request")
     }
 
     pub fn stderr(&self) -> String {
@@ -242,23 +208,10 @@ impl Harness {
 /// Assert a success envelope with the usual shape and return its data.
 pub fn assert_envelope(c: &Called) -> &Value {
     assert!(!c.is_error, "expected success, got {}", c.text);
-    let keys: Vec<&str> = c
-        .json
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = c.json.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         keys,
-        [
-            "identity",
-            "request",
-            "status",
-            "pagination",
-            "untrusted_content",
-            "data"
-        ],
+        ["identity", "request", "status", "pagination", "untrusted_content", "data"],
         "{}",
         c.text
     );

@@ -44,11 +44,7 @@ pub(super) fn get(m: &mut Model, cx: &Ctx) -> Reply {
 
 /// The entries directly under `dir` ("" = root), `None` if there is no such directory.
 fn list_dir(root: &str, repo: &Repo, git_ref: &str, b: &Branch, dir: &str) -> Option<Vec<Value>> {
-    let prefix = if dir.is_empty() {
-        String::new()
-    } else {
-        format!("{dir}/")
-    };
+    let prefix = if dir.is_empty() { String::new() } else { format!("{dir}/") };
     let mut dirs = BTreeSet::new();
     let mut entries = Vec::new();
     let mut found = dir.is_empty();
@@ -61,10 +57,9 @@ fn list_dir(root: &str, repo: &Repo, git_ref: &str, b: &Branch, dir: &str) -> Op
             Some((sub, _)) => {
                 dirs.insert(format!("{prefix}{sub}"));
             }
-            None => entries.push((
-                path.clone(),
-                json::contents(root, repo, git_ref, path, Some(file), false),
-            )),
+            None => {
+                entries.push((path.clone(), json::contents(root, repo, git_ref, path, Some(file), false)))
+            }
         }
     }
     for d in dirs {
@@ -79,19 +74,13 @@ fn list_dir(root: &str, repo: &Repo, git_ref: &str, b: &Branch, dir: &str) -> Op
 fn content(cx: &Ctx, body: &Value) -> Result<Vec<u8>, Reply> {
     let text = body["content"].as_str().unwrap_or("");
     let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    STANDARD
-        .decode(compact)
-        .map_err(|e| cx.error(422, &format!("illegal base64 data: {e}")))
+    STANDARD.decode(compact).map_err(|e| cx.error(422, &format!("illegal base64 data: {e}")))
 }
 
 /// Resolves `branch`/`new_branch` of a write to the branch to commit on, creating it when
 /// needed (a first commit into an empty repository creates the default branch).
 fn target_branch(repo: &mut Repo, cx: &Ctx, body: &Value) -> Result<String, Reply> {
-    let base = body["branch"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .unwrap_or(&repo.default_branch)
-        .to_string();
+    let base = body["branch"].as_str().filter(|s| !s.is_empty()).unwrap_or(&repo.default_branch).to_string();
     if repo.branches.is_empty() && base == repo.default_branch {
         let head = Commit::new("Initial commit", cx.caller.unwrap_or(&repo.owner));
         let files = Default::default();
@@ -117,10 +106,7 @@ fn check_sha(cx: &Ctx, given: &str, file: &File, status: u16) -> Result<(), Repl
     if given == file.sha {
         return Ok(());
     }
-    let msg = format!(
-        "sha does not match [given: {given}, expected: {}]",
-        file.sha
-    );
+    let msg = format!("sha does not match [given: {given}, expected: {}]", file.sha);
     Err(cx.error(status, &msg))
 }
 
@@ -143,14 +129,7 @@ fn commit(
     (head, parent)
 }
 
-fn file_response(
-    cx: &Ctx,
-    repo: &Repo,
-    branch: &str,
-    path: &str,
-    c: &Commit,
-    parent: Option<&str>,
-) -> Value {
+fn file_response(cx: &Ctx, repo: &Repo, branch: &str, path: &str, c: &Commit, parent: Option<&str>) -> Value {
     let file = repo.branches.get(branch).and_then(|b| b.files.get(path));
     let content = match file {
         Some(f) => json::contents(cx.root_url, repo, branch, path, Some(f), true),
@@ -164,11 +143,7 @@ fn file_response(
 }
 
 fn new_file(data: Vec<u8>, commit_sha: &str) -> File {
-    File {
-        sha: fake_sha(&data),
-        content: data,
-        last_commit: commit_sha.to_string(),
-    }
+    File { sha: fake_sha(&data), content: data, last_commit: commit_sha.to_string() }
 }
 
 /// `POST /repos/{owner}/{repo}/contents/{filepath}`.
@@ -179,19 +154,13 @@ pub(super) fn create(m: &mut Model, cx: &Ctx) -> Reply {
     let data = tri!(content(cx, &body));
     let branch = tri!(target_branch(repo, cx, &body));
     if repo.branches[&branch].files.contains_key(&path) {
-        return cx.error(
-            422,
-            &format!("repository file already exists [path: {path}]"),
-        );
+        return cx.error(422, &format!("repository file already exists [path: {path}]"));
     }
     let message = message_or(&body, format!("Add {path}"));
     let (c, parent) = commit(repo, cx, &branch, message, |b, sha| {
         b.files.insert(path.clone(), new_file(data, sha));
     });
-    Reply::json(
-        201,
-        &file_response(cx, repo, &branch, &path, &c, parent.as_deref()),
-    )
+    Reply::json(201, &file_response(cx, repo, &branch, &path, &c, parent.as_deref()))
 }
 
 /// `PUT /repos/{owner}/{repo}/contents/{filepath}`: update (200), or create (201, Gitea only,
@@ -201,11 +170,8 @@ pub(super) fn update(m: &mut Model, cx: &Ctx) -> Reply {
     let repo = tri!(m.repo_mut(cx));
     let body = cx.json();
     let path = clean(cx.param("filepath"));
-    let from = body["from_path"]
-        .as_str()
-        .map(clean)
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| path.clone());
+    let from =
+        body["from_path"].as_str().map(clean).filter(|p| !p.is_empty()).unwrap_or_else(|| path.clone());
     let sha = body["sha"].as_str().filter(|s| !s.is_empty());
     if sha.is_none() && flavor == Flavor::Forgejo {
         return cx.error(422, "[SHA]: Required");
@@ -221,10 +187,7 @@ pub(super) fn update(m: &mut Model, cx: &Ctx) -> Reply {
         }
         (Some(_), None) => return cx.not_found(),
         (None, Some(_)) => {
-            return cx.error(
-                422,
-                &format!("repository file already exists [path: {from}]"),
-            );
+            return cx.error(422, &format!("repository file already exists [path: {from}]"));
         }
         (None, None) => true,
     };
@@ -235,10 +198,7 @@ pub(super) fn update(m: &mut Model, cx: &Ctx) -> Reply {
         b.files.insert(path.clone(), new_file(data, sha));
     });
     let status = if created { 201 } else { 200 };
-    Reply::json(
-        status,
-        &file_response(cx, repo, &branch, &path, &c, parent.as_deref()),
-    )
+    Reply::json(status, &file_response(cx, repo, &branch, &path, &c, parent.as_deref()))
 }
 
 /// `DELETE /repos/{owner}/{repo}/contents/{filepath}`.
@@ -260,10 +220,7 @@ pub(super) fn delete(m: &mut Model, cx: &Ctx) -> Reply {
     let (c, parent) = commit(repo, cx, &branch, message, |b, _| {
         b.files.remove(&path);
     });
-    Reply::json(
-        200,
-        &file_response(cx, repo, &branch, &path, &c, parent.as_deref()),
-    )
+    Reply::json(200, &file_response(cx, repo, &branch, &path, &c, parent.as_deref()))
 }
 
 /// `GET /repos/{owner}/{repo}/raw/{filepath}`: `?ref=`, or a branch prefix in the path.
@@ -272,19 +229,15 @@ pub(super) fn raw(m: &mut Model, cx: &Ctx) -> Reply {
     let path = clean(cx.param("filepath"));
     let file = match cx.query("ref") {
         Some(r) => repo.branches.get(r).and_then(|b| b.files.get(&path)),
-        None => repo
-            .branches
-            .get(&repo.default_branch)
-            .and_then(|b| b.files.get(&path))
-            .or_else(|| {
-                // `{ref}/{path}`: the longest branch name that prefixes the path.
-                let mut names: Vec<&String> = repo.branches.keys().collect();
-                names.sort_by_key(|n| std::cmp::Reverse(n.len()));
-                names.into_iter().find_map(|n| {
-                    let rest = path.strip_prefix(n.as_str())?.strip_prefix('/')?;
-                    repo.branches[n].files.get(rest)
-                })
-            }),
+        None => repo.branches.get(&repo.default_branch).and_then(|b| b.files.get(&path)).or_else(|| {
+            // `{ref}/{path}`: the longest branch name that prefixes the path.
+            let mut names: Vec<&String> = repo.branches.keys().collect();
+            names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+            names.into_iter().find_map(|n| {
+                let rest = path.strip_prefix(n.as_str())?.strip_prefix('/')?;
+                repo.branches[n].files.get(rest)
+            })
+        }),
     };
     match file {
         Some(f) => Reply::bytes(200, content_type(&path), f.content.clone()),

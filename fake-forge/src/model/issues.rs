@@ -20,29 +20,14 @@ pub(super) fn list(m: &mut Model, cx: &Ctx) -> Reply {
         .iter()
         .rev()
         .filter(|i| state == "all" || i.state == state)
-        .filter(|i| {
-            q.as_ref()
-                .is_none_or(|q| i.title.to_lowercase().contains(q))
-        })
+        .filter(|i| q.as_ref().is_none_or(|q| i.title.to_lowercase().contains(q)))
         .map(|i| {
-            json::issue(
-                cx.root_url,
-                repo,
-                i,
-                assets(m, cx, &repo_key(&repo.owner, &repo.name), i.number),
-            )
+            json::issue(cx.root_url, repo, i, assets(m, cx, &repo_key(&repo.owner, &repo.name), i.number))
         })
         .collect();
     let page = Page::from_query(&cx.query);
     let body = Value::Array(page.slice(&items).to_vec());
-    paginate(
-        Reply::json(200, &body),
-        cx.root_url,
-        cx.uri,
-        items.len(),
-        page,
-        true,
-    )
+    paginate(Reply::json(200, &body), cx.root_url, cx.uri, items.len(), page, true)
 }
 
 fn assets(m: &Model, cx: &Ctx, key: &str, number: i64) -> Vec<Value> {
@@ -90,10 +75,7 @@ fn issue<'m>(m: &'m Model, cx: &Ctx) -> Result<(&'m super::Repo, &'m Issue), Rep
 pub(super) fn get(m: &mut Model, cx: &Ctx) -> Reply {
     let (repo, i) = tri!(issue(m, cx));
     let key = repo_key(&repo.owner, &repo.name);
-    Reply::json(
-        200,
-        &json::issue(cx.root_url, repo, i, assets(m, cx, &key, i.number)),
-    )
+    Reply::json(200, &json::issue(cx.root_url, repo, i, assets(m, cx, &key, i.number)))
 }
 
 /// `POST /repos/{owner}/{repo}/issues/{index}/assets`: multipart, file field `attachment`,
@@ -109,20 +91,14 @@ pub(super) fn create_attachment(m: &mut Model, cx: &Ctx) -> Reply {
     let Some(file) = file else {
         return cx.error(400, "http: no such file");
     };
-    let name = cx
-        .query("name")
-        .map(str::to_string)
-        .or(file.filename)
-        .unwrap_or_else(|| "attachment".into());
+    let name = cx.query("name").map(str::to_string).or(file.filename).unwrap_or_else(|| "attachment".into());
     let attachment = Attachment {
         id: m.next_id(),
         uuid: fake_uuid(),
         repo_key: key,
         issue: number,
         name,
-        content_type: file
-            .content_type
-            .unwrap_or_else(|| "application/octet-stream".into()),
+        content_type: file.content_type.unwrap_or_else(|| "application/octet-stream".into()),
         data: file.data,
         created: now_rfc3339(),
     };
@@ -146,19 +122,14 @@ pub(super) fn get_attachment(m: &mut Model, cx: &Ctx) -> Reply {
     m.attachments
         .iter()
         .find(|a| a.id == id && a.repo_key == key && a.issue == i.number)
-        .map_or_else(
-            || cx.not_found(),
-            |a| Reply::json(200, &json::attachment(cx.root_url, a)),
-        )
+        .map_or_else(|| cx.not_found(), |a| Reply::json(200, &json::attachment(cx.root_url, a)))
 }
 
 /// `GET /attachments/{uuid}`: the uploaded bytes.
 pub(crate) fn serve_attachment(m: &Model, root_url: &str, uuid: &str) -> Reply {
     match m.attachments.iter().find(|a| a.uuid == uuid) {
-        Some(a) => Reply::bytes(200, &a.content_type, a.data.clone()).header(
-            "content-disposition",
-            format!("attachment; filename=\"{}\"", a.name.replace('"', "")),
-        ),
+        Some(a) => Reply::bytes(200, &a.content_type, a.data.clone())
+            .header("content-disposition", format!("attachment; filename=\"{}\"", a.name.replace('"', ""))),
         None => Reply::json(
             404,
             &json!({"errors": null, "message": "not found", "url": format!("{root_url}api/swagger")}),

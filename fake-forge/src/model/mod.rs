@@ -43,18 +43,12 @@ pub(crate) struct Ctx<'a> {
 impl Ctx<'_> {
     /// A decoded path parameter ("" if absent).
     pub(crate) fn param(&self, name: &str) -> &str {
-        self.params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map_or("", |(_, v)| v.as_str())
+        self.params.iter().find(|(k, _)| k == name).map_or("", |(_, v)| v.as_str())
     }
 
     /// A decoded query parameter, if present and non-empty.
     pub(crate) fn query(&self, name: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, v)| k == name && !v.is_empty())
-            .map(|(_, v)| v.as_str())
+        self.query.iter().find(|(k, v)| k == name && !v.is_empty()).map(|(_, v)| v.as_str())
     }
 
     /// The body as JSON (`Null` when it is not JSON).
@@ -207,11 +201,7 @@ impl Model {
 
     /// The id of `login`, registering it on first sight.
     pub(crate) fn user_id(&mut self, login: &str) -> i64 {
-        let pos = match self
-            .users
-            .iter()
-            .position(|u| u.eq_ignore_ascii_case(login))
-        {
+        let pos = match self.users.iter().position(|u| u.eq_ignore_ascii_case(login)) {
             Some(p) => p,
             None => {
                 self.users.push(login.to_string());
@@ -222,10 +212,7 @@ impl Model {
     }
 
     fn known_user_id(&self, login: &str) -> i64 {
-        self.users
-            .iter()
-            .position(|u| u.eq_ignore_ascii_case(login))
-            .map_or(0, |p| p as i64 + 1)
+        self.users.iter().position(|u| u.eq_ignore_ascii_case(login)).map_or(0, |p| p as i64 + 1)
     }
 
     /// A fresh id, shared by every kind of object (ids only need to be unique).
@@ -264,10 +251,7 @@ impl Model {
         if self.repos.contains_key(&repo_key(owner, name)) {
             return;
         }
-        let branch = Branch {
-            head: Commit::new("Initial commit", owner),
-            files: BTreeMap::new(),
-        };
+        let branch = Branch { head: Commit::new("Initial commit", owner), files: BTreeMap::new() };
         self.create_repo(owner, name, "main", Some(branch));
     }
 
@@ -296,26 +280,16 @@ impl Model {
 
     /// The repository of the request's `{owner}/{repo}`, if the caller may see it.
     fn repo(&self, cx: &Ctx) -> Result<&Repo, Reply> {
-        let repo = self
-            .repos
-            .get(&repo_key(cx.param("owner"), cx.param("repo")))
-            .ok_or_else(|| cx.not_found())?;
-        let visible = !repo.private
-            || cx
-                .caller
-                .is_some_and(|c| c.eq_ignore_ascii_case(&repo.owner) || cx.is_admin(c));
-        if visible {
-            Ok(repo)
-        } else {
-            Err(cx.not_found())
-        }
+        let repo =
+            self.repos.get(&repo_key(cx.param("owner"), cx.param("repo"))).ok_or_else(|| cx.not_found())?;
+        let visible =
+            !repo.private || cx.caller.is_some_and(|c| c.eq_ignore_ascii_case(&repo.owner) || cx.is_admin(c));
+        if visible { Ok(repo) } else { Err(cx.not_found()) }
     }
 
     fn repo_mut(&mut self, cx: &Ctx) -> Result<&mut Repo, Reply> {
         self.repo(cx)?;
-        self.repos
-            .get_mut(&repo_key(cx.param("owner"), cx.param("repo")))
-            .ok_or_else(|| cx.not_found())
+        self.repos.get_mut(&repo_key(cx.param("owner"), cx.param("repo"))).ok_or_else(|| cx.not_found())
     }
 
     /// Answers a modelled operation, or `None` to let the fallback answer.

@@ -16,24 +16,13 @@ fn page_reply(cx: &Ctx, items: Vec<Value>, link: bool) -> Reply {
     let page = Page::from_query(&cx.query);
     let total = items.len();
     let body = Value::Array(page.slice(&items).to_vec());
-    paginate(
-        Reply::json(200, &body),
-        cx.root_url,
-        cx.uri,
-        total,
-        page,
-        link,
-    )
+    paginate(Reply::json(200, &body), cx.root_url, cx.uri, total, page, link)
 }
 
 /// `GET /repos/{owner}/{repo}/branches` (paged, with `Link`).
 pub(super) fn list_branches(m: &mut Model, cx: &Ctx) -> Reply {
     let repo = tri!(m.repo(cx));
-    let items = repo
-        .branches
-        .iter()
-        .map(|(name, b)| json::branch(cx.root_url, repo, name, b))
-        .collect();
+    let items = repo.branches.iter().map(|(name, b)| json::branch(cx.root_url, repo, name, b)).collect();
     page_reply(cx, items, true)
 }
 
@@ -57,10 +46,7 @@ pub(super) fn create_branch(m: &mut Model, cx: &Ctx) -> Reply {
         None => return cx.error(404, "The old branch does not exist"),
     };
     repo.branches.insert(name.to_string(), source);
-    Reply::json(
-        201,
-        &json::branch(cx.root_url, repo, name, &repo.branches[name]),
-    )
+    Reply::json(201, &json::branch(cx.root_url, repo, name, &repo.branches[name]))
 }
 
 /// `GET /repos/{owner}/{repo}/branches/{branch}`.
@@ -89,11 +75,7 @@ pub(super) fn delete_branch(m: &mut Model, cx: &Ctx) -> Reply {
 /// `GET /repos/{owner}/{repo}/tags` (paged, `X-Total-Count` only, like Gitea).
 pub(super) fn list_tags(m: &mut Model, cx: &Ctx) -> Reply {
     let repo = tri!(m.repo(cx));
-    let items = repo
-        .tags
-        .iter()
-        .map(|(name, t)| json::tag(cx.root_url, repo, name, t))
-        .collect();
+    let items = repo.tags.iter().map(|(name, t)| json::tag(cx.root_url, repo, name, t)).collect();
     page_reply(cx, items, false)
 }
 
@@ -110,12 +92,7 @@ pub(super) fn get_tag(m: &mut Model, cx: &Ctx) -> Reply {
 /// `GET /repos/{owner}/{repo}/releases` (newest first, paged, with `Link`).
 pub(super) fn list_releases(m: &mut Model, cx: &Ctx) -> Reply {
     let repo = tri!(m.repo(cx));
-    let items = repo
-        .releases
-        .iter()
-        .rev()
-        .map(|r| json::release(cx.root_url, repo, r))
-        .collect();
+    let items = repo.releases.iter().rev().map(|r| json::release(cx.root_url, repo, r)).collect();
     page_reply(cx, items, true)
 }
 
@@ -130,10 +107,7 @@ pub(super) fn create_release(m: &mut Model, cx: &Ctx) -> Reply {
         return cx.error(422, "[TagName]: Required");
     };
     if repo.releases.iter().any(|r| r.tag_name == tag_name) {
-        return cx.error(
-            409,
-            &format!("release tag already exist [tag_name: {tag_name}]"),
-        );
+        return cx.error(409, &format!("release tag already exist [tag_name: {tag_name}]"));
     }
     let target = body["target_commitish"]
         .as_str()

@@ -30,23 +30,13 @@ pub(super) fn create(m: &mut Model, cx: &Ctx) -> Reply {
     if m.repos.contains_key(&repo_key(owner, name)) {
         return cx.error(409, "The repository with the same name already exists.");
     }
-    let default_branch = body["default_branch"]
-        .as_str()
-        .filter(|b| !b.is_empty())
-        .unwrap_or("main");
+    let default_branch = body["default_branch"].as_str().filter(|b| !b.is_empty()).unwrap_or("main");
     let description = body["description"].as_str().unwrap_or("");
     let init = body["auto_init"].as_bool().unwrap_or(false).then(|| {
         let head = Commit::new("Initial commit", owner);
         let readme = format!("# {name}\n\n{description}").into_bytes();
-        let file = File {
-            sha: fake_sha(&readme),
-            content: readme,
-            last_commit: head.sha.clone(),
-        };
-        Branch {
-            head,
-            files: BTreeMap::from([("README.md".to_string(), file)]),
-        }
+        let file = File { sha: fake_sha(&readme), content: readme, last_commit: head.sha.clone() };
+        Branch { head, files: BTreeMap::from([("README.md".to_string(), file)]) }
     });
     m.create_repo(owner, name, default_branch, init);
     let Some(repo) = m.repos.get_mut(&repo_key(owner, name)) else {
@@ -60,18 +50,14 @@ pub(super) fn create(m: &mut Model, cx: &Ctx) -> Reply {
 /// `GET /repos/{owner}/{repo}`.
 pub(super) fn get(m: &mut Model, cx: &Ctx) -> Reply {
     let repo = tri!(m.repo(cx));
-    let admin = cx
-        .caller
-        .is_some_and(|c| c.eq_ignore_ascii_case(&repo.owner) || cx.is_admin(c));
+    let admin = cx.caller.is_some_and(|c| c.eq_ignore_ascii_case(&repo.owner) || cx.is_admin(c));
     Reply::json(200, &json::repo(cx.root_url, repo, admin))
 }
 
 /// `DELETE /repos/{owner}/{repo}`: owner or admin only.
 pub(super) fn delete(m: &mut Model, cx: &Ctx) -> Reply {
     let repo = tri!(m.repo(cx));
-    let allowed = cx
-        .caller
-        .is_some_and(|c| c.eq_ignore_ascii_case(&repo.owner) || cx.is_admin(c));
+    let allowed = cx.caller.is_some_and(|c| c.eq_ignore_ascii_case(&repo.owner) || cx.is_admin(c));
     if !allowed {
         return cx.error(403, "Given user is not owner of organization.");
     }
@@ -83,8 +69,5 @@ pub(super) fn delete(m: &mut Model, cx: &Ctx) -> Reply {
 
 /// The message of a commit request body, or a Gitea-like default.
 pub(super) fn message_or(body: &Value, default: String) -> String {
-    body["message"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .map_or(default, str::to_string)
+    body["message"].as_str().filter(|s| !s.is_empty()).map_or(default, str::to_string)
 }

@@ -24,10 +24,7 @@ pub struct Response {
 
 impl Response {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     pub fn json(&self) -> serde_json::Value {
@@ -64,10 +61,7 @@ pub async fn send(
     body: &[u8],
 ) -> Response {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    stream
-        .write_all(&request_bytes(method, target, headers, body))
-        .await
-        .expect("write");
+    stream.write_all(&request_bytes(method, target, headers, body)).await.expect("write");
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut raw))
         .await
@@ -83,17 +77,9 @@ pub async fn get(addr: SocketAddr, target: &str) -> Response {
 }
 
 /// A JSON request with the default token.
-pub async fn json(
-    addr: SocketAddr,
-    method: &str,
-    target: &str,
-    body: serde_json::Value,
-) -> Response {
+pub async fn json(addr: SocketAddr, method: &str, target: &str, body: serde_json::Value) -> Response {
     let auth = format!("token {TOKEN}");
-    let headers = [
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "application/json"),
-    ];
+    let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
     send(addr, method, target, &headers, body.to_string().as_bytes()).await
 }
 
@@ -103,29 +89,15 @@ pub fn parse(raw: &[u8]) -> Response {
     let head = String::from_utf8_lossy(&raw[..end]).into_owned();
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or_default();
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
+    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
         .collect();
     let rest = &raw[end + 4..];
-    let chunked = headers
-        .iter()
-        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_vec()
-    };
-    Response {
-        status,
-        headers,
-        body,
-    }
+    let chunked = headers.iter().any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked { dechunk(rest) } else { rest.to_vec() };
+    Response { status, headers, body }
 }
 
 /// Decodes a chunked body.
@@ -136,8 +108,7 @@ pub fn dechunk(mut raw: &[u8]) -> Vec<u8> {
             return out;
         };
         let size_hex = String::from_utf8_lossy(&raw[..line_end]);
-        let size =
-            usize::from_str_radix(size_hex.split(';').next().unwrap_or("").trim(), 16).unwrap_or(0);
+        let size = usize::from_str_radix(size_hex.split(';').next().unwrap_or("").trim(), 16).unwrap_or(0);
         if size == 0 {
             return out;
         }

@@ -1,0 +1,128 @@
+//! The commands besides `serve`: `tools`, `call`, `doctor`, and `--help`.
+
+mod support;
+
+use fake_forge::{FakeForge, Flavor, Options};
+use serde_json::Value;
+use std::process::Output;
+use support::{ALICE_TOKEN, bin};
+
+async fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().await.unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn help_documents_settings_but_never_prints_secret_values() {
+    let secret = "sekrit-token-value-123";
+    let o = run(
+        &["--help"],
+        &[("GITEA_TOKEN", secret), ("MCP_BEARER_TOKEN", secret), ("GITEA_URL", "https://g.example")],
+    )
+    .await;
+    let text = stdout(&o);
+    assert!(o.status.success());
+    assert!(text.contains("GITEA_TOKEN") && text.contains("MCP_BEARER_TOKEN"));
+    assert!(!text.contains(secret), "{text}");
+    for sub in ["tools", "call", "doctor", "serve"] {
+        let o = run(&[sub, "--help"], &[("GITEA_TOKEN", secret)]).await;
+        assert!(o.status.success(), "{sub} --help");
+        assert!(!stdout(&o).contains(secret));
+    }
+}
+
+#[tokio::test]
+async fn tools_works_offline_with_a_flavor_and_prints_json_definitions() {
+    let o = run(&["tools", "--flavor", "forgejo", "--url", "http://127.0.0.1:9", "--json"], &[]).await;
+    assert!(o.status.success());
+    let tools: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(tools.as_array().unwrap().len(), 507);
+    assert!(tools[0]["inputSchema"].is_object());
+    let o =
+        run(&["tools", "--flavor", "gitea", "--url", "http://127.0.0.1:9"], &[("DISABLED_TOOLS", "repoGet")])
+            .await;
+    let text = stdout(&o);
+    assert_eq!(text.lines().count(), 482);
+    assert!(!text.lines().any(|l| l.starts_with("repoGet ")));
+}
+
+#[tokio::test]
+async fn call_prints_the_result_and_exits_by_outcome() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let url = forge.base_url();
+    let env = [("GITEA_TOKEN", ALICE_TOKEN)];
+    let o =
+        run(&["call", "repoGet", "--url", &url, "--args", r#"{"owner":"alice","repo":"demo"}"#], &env).await;
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["identity"]["login"], "alice");
+    assert_eq!(v["data"]["name"], "demo");
+    let o =
+        run(&["call", "repoGet", "--url", &url, "--args", r#"{"owner":"alice","repo":"none"}"#], &env).await;
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap()["error"]["kind"], "not_found");
+    let o = run(&["call", "nope", "--url", &url], &env).await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown tool"));
+    let o = run(&["call", "repoGet", "--url", &url, "--args", "[1]"], &env).await;
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn settings_errors_exit_2_with_a_fix() {
+    let o = run(&["call", "repoGet"], &[]).await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("GITEA_URL"));
+    let o = run(&["tools", "--url", "https://bob:pw-secret@g.example", "--flavor", "gitea"], &[]).await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("pw-secret"));
+}
+
+#[tokio::test]
+async fn doctor_reports_flavor_version_and_identity() {
+    let forge = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    let url = forge.base_url();
+    let o = run(&["doctor", "--url", &url], &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("Forgejo 16.0.1+gitea-1.22.0"), "{text}");
+    assert!(text.contains("belongs to alice"), "{text}");
+    assert!(text.contains("507 tools"), "{text}");
+    assert!(!text.contains(ALICE_TOKEN));
+
+    let o = run(&["doctor", "--url", &url], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("FAIL") && text.contains("refused the token"), "{text}");
+    assert!(!text.contains("wrong-token-xyz"));
+
+    let o = run(&["doctor", "--url", &url, "--flavor", "gitea"], &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("but the forge is Forgejo"));
+
+    drop(forge);
+    let o = run(&["doctor", "--url", "http://127.0.0.1:9"], &[]).await;
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("connection_failed") || stdout(&o).contains("could not connect"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[tokio::test]
+async fn serve_with_auto_flavor_and_no_forge_fails_fast_with_a_hint() {
+    let o = run(&["serve", "--url", "http://127.0.0.1:9", "--connect-timeout", "2"], &[]).await;
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--flavor"), "{err}");
+}
