@@ -37,6 +37,13 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    tracing::info!(
+        flavor = server.catalog.flavor.as_str(),
+        version = %server.catalog.version.text,
+        tools = server.catalog.all_tools().count(),
+        catalog_ms = server.catalog_build.as_secs_f64() * 1000.0,
+        "catalog ready"
+    );
     match command {
         Command::Serve => match server.settings.transport {
             TransportChoice::Stdio => match transport::stdio::serve(McpHandler::new(server)).await {

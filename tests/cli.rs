@@ -126,3 +126,34 @@ async fn serve_with_auto_flavor_and_no_forge_fails_fast_with_a_hint() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--flavor"), "{err}");
 }
+
+#[tokio::test]
+async fn spec_file_replaces_the_embedded_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("mini.json");
+    std::fs::write(
+        &spec,
+        r#"{"swagger":"2.0","info":{"version":"9.9.9"},"basePath":"/api/v1","paths":{
+            "/version":{"get":{"operationId":"getVersion","summary":"Version","responses":{"200":{"description":"ok"}}}},
+            "/repos/{owner}/{repo}":{"get":{"operationId":"repoGet","summary":"Get a repo","parameters":[
+                {"name":"owner","in":"path","required":true,"type":"string"},
+                {"name":"repo","in":"path","required":true,"type":"string"}],"responses":{"200":{"description":"ok"}}}}}}"#,
+    )
+    .unwrap();
+    let o = run(
+        &["tools", "--flavor", "gitea", "--url", "http://127.0.0.1:9", "--spec", spec.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    let names: Vec<String> =
+        stdout(&o).lines().map(|l| l.split_whitespace().next().unwrap().to_owned()).collect();
+    assert_eq!(names, ["getVersion", "repoGet", "gitea_api_request"]);
+    std::fs::write(&spec, "{not json").unwrap();
+    let o = run(
+        &["tools", "--flavor", "gitea", "--url", "http://127.0.0.1:9", "--spec", spec.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not valid JSON"));
+}

@@ -11,8 +11,8 @@ pub fn to_rmcp(t: &ToolDef) -> Tool {
     let annotations = ToolAnnotations::from_raw(
         Some(t.title.clone()),
         Some(a.read_only),
-        (!a.read_only).then_some(a.destructive),
-        (!a.read_only).then_some(a.idempotent),
+        Some(a.destructive),
+        Some(a.idempotent),
         None,
     );
     let mut tool = Tool::new(t.name.clone(), t.description.clone(), t.input_schema.clone())
