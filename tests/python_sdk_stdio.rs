@@ -1,0 +1,292 @@
+//! The server over stdio driven by the official MCP Python SDK (`mcp` 2.3.0, high-level
+//! `Client`), against the in-process recording fake forge. This proves interoperability with a
+//! second, independent client implementation besides rmcp: the handshake (`legacy`, and `auto`,
+//! which probes `server/discover` first), `tools/list`, tool results and JSON-RPC errors.
+//!
+//! The driver is `tests/python/mcp_stdio_client.py`, run with the interpreter of the
+//! project venv `.venv` (created by `scripts/setup-test-env` from
+//! `tests/python/requirements.txt`). A missing venv fails the test, it is never skipped.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fake_forge::{FakeForge, Flavor, Options, Recorded};
+use serde_json::{Value, json};
+
+const ALICE_TOKEN: &str = "tok-alice-0123456789";
+const TIMEOUT: Duration = Duration::from_secs(60);
+const ENVELOPE_KEYS: [&str; 6] = ["identity", "request", "status", "pagination", "untrusted_content", "data"];
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The venv interpreter; panics with the fix when the venv or the driver is missing.
+fn python() -> PathBuf {
+    let root = repo_root();
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: the Python SDK tests need the project venv. \
+         Run `scripts/setup-test-env` (creates .venv from tests/python/requirements.txt) \
+         and re-run the tests.",
+        python.display()
+    );
+    python
+}
+
+/// What the driver printed, plus the server/driver stderr for failure messages.
+struct Run {
+    doc: Value,
+    stderr: String,
+    elapsed: Duration,
+}
+
+impl Run {
+    /// The record of the `i`-th call.
+    fn call(&self, i: usize) -> &Value {
+        &self.doc["calls"][i]
+    }
+
+    /// The parsed text of the `i`-th call, asserting it is a tool result with the wanted
+    /// `isError` and exactly one content item.
+    fn result(&self, i: usize, want_error: bool) -> Value {
+        let c = self.call(i);
+        assert_eq!(
+            c["is_error"],
+            json!(want_error),
+            "call {i} ({}): {c}\n--- stderr ---\n{}",
+            c["tool"],
+            self.stderr
+        );
+        assert_eq!(c["content_items"], 1, "call {i}: {c}");
+        let text = c["text"].as_str().unwrap_or_else(|| panic!("no text: {c}"));
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("call {i} text is not JSON ({e}): {text}"))
+    }
+}
+
+/// Runs the Python driver with `calls` against the server pointed at `forge`.
+async fn run_driver(mode: &str, forge: &FakeForge, calls: &Value) -> Run {
+    let python = python();
+    let root = repo_root();
+    let driver = root.join("tests/python/mcp_stdio_client.py");
+    assert!(driver.is_file(), "{} is missing", driver.display());
+    let dir = tempfile::tempdir().unwrap();
+    let calls_file = dir.path().join("calls.json");
+    std::fs::write(&calls_file, serde_json::to_vec(calls).unwrap()).unwrap();
+
+    let mut cmd = Command::new(&python);
+    cmd.current_dir(&root)
+        .arg(&driver)
+        .arg("--mode")
+        .arg(mode)
+        .arg("--calls")
+        .arg(&calls_file)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
+        .args(["serve", "--url", &forge.base_url(), "--flavor", "gitea"])
+        .env("GITEA_TOKEN", ALICE_TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Settings the developer's shell might carry that would change what the server offers.
+    for var in [
+        "GITEA_URL",
+        "GITEA_FLAVOR",
+        "GITEA_SPEC",
+        "GITEA_TOKEN_FILE",
+        "MCP_TRANSPORT",
+        "DISABLED_TOOLS",
+        "SECRET_DETECTION_MODE",
+        "MAX_TOOL_RESPONSE_ITEMS",
+        "MAX_TOOL_RESPONSE_CHARS",
+    ] {
+        cmd.env_remove(var);
+    }
+
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    // Drain both pipes on threads so a large answer cannot block the child; the runtime stays
+    // free to serve the fake forge, which lives on this test's tokio runtime.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let elapsed = started.elapsed();
+    let stdout = out.join().unwrap();
+    let stderr = err.join().unwrap();
+    let Some(status) = status else {
+        panic!(
+            "the Python driver (mode {mode}) did not finish within {TIMEOUT:?}\n\
+             --- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+        );
+    };
+    assert!(
+        status.success(),
+        "the Python driver (mode {mode}) failed with {status}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+    );
+    let doc: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("driver output is not JSON ({e}):\n{stdout}\n--- stderr ---\n{stderr}"));
+    eprintln!("python sdk mode {mode}: protocol {} in {elapsed:?}", doc["protocol_version"]);
+    Run { doc, stderr, elapsed }
+}
+
+async fn start_forge() -> FakeForge {
+    let forge = FakeForge::start(Options { flavor: Flavor::Gitea, ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    forge.seed_issues("alice", "demo", 25);
+    forge
+}
+
+fn assert_envelope(v: &Value) {
+    let keys: Vec<&str> =
+        v.as_object().unwrap_or_else(|| panic!("not an object: {v}")).keys().map(String::as_str).collect();
+    assert_eq!(keys, ENVELOPE_KEYS, "{v}");
+    assert_eq!(v["identity"], json!({"login": "alice", "mode": "token", "sudo": null}), "{v}");
+}
+
+fn received<'a>(requests: &'a [Recorded], method: &str, raw_path: &str) -> Option<&'a Recorded> {
+    requests.iter().find(|r| r.method == method && r.raw_path == raw_path)
+}
+
+fn describe(requests: &[Recorded]) -> String {
+    requests.iter().map(|r| format!("{} {}", r.method, r.raw_path)).collect::<Vec<_>>().join("\n")
+}
+
+fn assert_tools(run: &Run) {
+    assert_eq!(run.doc["tool_count"], 483, "{}", run.doc);
+    assert_eq!(run.doc["server_name"], "aegis-gitea-mcp", "{}", run.doc);
+    let sample = run.doc["tool_names_sample"].as_array().unwrap();
+    assert_eq!(sample.len(), 5, "{}", run.doc);
+}
+
+#[tokio::test]
+async fn python_sdk_legacy_mode_lists_calls_and_reports_errors() {
+    let forge = start_forge().await;
+    // "hello from python\n"
+    let content = "aGVsbG8gZnJvbSBweXRob24K";
+    let calls = json!([
+        {"tool": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}},
+        {"tool": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo", "limit": 10}},
+        {"tool": "repoCreateFile", "arguments": {"owner": "alice", "repo": "demo",
+            "filepath": "docs/a b.md", "body": {"content": content, "message": "m"}}},
+        {"tool": "repoGetContents", "arguments": {"owner": "alice", "repo": "demo",
+            "filepath": "docs/a b.md"}},
+        {"tool": "repoGetReleaseByTag", "arguments": {"owner": "alice", "repo": "demo",
+            "tag": "rel/1.0"}},
+        {"tool": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo",
+            "state": "bogus"}},
+        {"tool": "noSuchTool", "arguments": {}},
+    ]);
+    let run = run_driver("legacy", &forge, &calls).await;
+    let requests = forge.requests();
+
+    assert_eq!(run.doc["protocol_version"], "2025-11-25", "{}", run.doc);
+    assert_tools(&run);
+    assert_eq!(run.doc["calls"].as_array().unwrap().len(), 7);
+
+    // repoGet: the full envelope.
+    let repo = run.result(0, false);
+    assert_envelope(&repo);
+    assert_eq!(repo["request"], json!({"method": "GET", "path": "/repos/alice/demo"}));
+    assert_eq!(repo["status"], 200);
+    assert_eq!(repo["pagination"], Value::Null);
+    assert_eq!(repo["data"]["full_name"], "alice/demo");
+
+    // issueListIssues: pagination from the forge's headers.
+    let issues = run.result(1, false);
+    assert_envelope(&issues);
+    assert_eq!(
+        issues["pagination"],
+        json!({"page": 1, "limit": 10, "total_count": 25, "next_page": 2, "last_page": 3})
+    );
+    assert_eq!(issues["data"].as_array().unwrap().len(), 10);
+
+    // A file path with a `/` (kept) and a space (encoded) in the wildcard parameter.
+    let created = run.result(2, false);
+    assert_envelope(&created);
+    assert_eq!(created["status"], 201, "{created}");
+    let path = "/api/v1/repos/alice/demo/contents/docs/a%20b.md";
+    let post = received(&requests, "POST", path)
+        .unwrap_or_else(|| panic!("no POST {path}; forge saw:\n{}", describe(&requests)));
+    assert_eq!(post.json_body().unwrap(), json!({"content": content, "message": "m"}));
+    let contents = run.result(3, false);
+    assert_envelope(&contents);
+    assert_eq!(contents["status"], 200);
+    assert_eq!(contents["data"]["path"], "docs/a b.md", "{contents}");
+    assert!(received(&requests, "GET", path).is_some(), "no GET {path}; forge saw:\n{}", describe(&requests));
+
+    // A `/` inside a single-segment parameter is encoded as %2F.
+    let release = run.result(4, true);
+    assert_eq!(release["error"]["kind"], "not_found", "{release}");
+    assert_eq!(release["error"]["status"], 404, "{release}");
+    let path = "/api/v1/repos/alice/demo/releases/tags/rel%2F1.0";
+    assert!(received(&requests, "GET", path).is_some(), "no GET {path}; forge saw:\n{}", describe(&requests));
+
+    // Schema validation fails before anything is sent.
+    let invalid = run.result(5, true);
+    assert_eq!(invalid["error"]["kind"], "invalid_arguments", "{invalid}");
+    assert_eq!(invalid["error"]["path"], "/state", "{invalid}");
+    assert_eq!(invalid["error"]["status"], Value::Null, "{invalid}");
+    assert!(
+        !requests.iter().any(|r| r.raw_query.as_deref().unwrap_or("").contains("bogus")),
+        "the invalid call reached the forge:\n{}",
+        describe(&requests)
+    );
+
+    // Unknown tool: a JSON-RPC error, not a tool result.
+    let unknown = run.call(6);
+    assert_eq!(unknown["tool"], "noSuchTool");
+    assert_eq!(unknown["jsonrpc_error"]["code"], -32602, "{unknown}\n--- stderr ---\n{}", run.stderr);
+    assert!(unknown.get("is_error").is_none(), "{unknown}");
+
+    assert!(run.elapsed < TIMEOUT);
+    forge.shutdown();
+}
+
+#[tokio::test]
+async fn python_sdk_auto_mode_discovers_or_falls_back_and_calls_work() {
+    let forge = start_forge().await;
+    let calls = json!([
+        {"tool": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}},
+        {"tool": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo", "limit": 10}},
+        {"tool": "noSuchTool", "arguments": {}},
+    ]);
+    let run = run_driver("auto", &forge, &calls).await;
+
+    // `auto` sends `server/discover` first; the server either answers it (2026-07-28) or
+    // rejects it and the SDK falls back to `initialize` (2025-11-25). Both are fine.
+    let version = run.doc["protocol_version"].as_str().unwrap_or("");
+    assert!(["2026-07-28", "2025-11-25"].contains(&version), "unexpected protocol version: {}", run.doc);
+    assert_tools(&run);
+
+    let repo = run.result(0, false);
+    assert_envelope(&repo);
+    assert_eq!(repo["status"], 200);
+    assert_eq!(repo["data"]["full_name"], "alice/demo");
+
+    let issues = run.result(1, false);
+    assert_envelope(&issues);
+    assert_eq!(issues["pagination"]["total_count"], 25, "{issues}");
+
+    assert_eq!(run.call(2)["jsonrpc_error"]["code"], -32602, "{}", run.doc);
+    forge.shutdown();
+}
