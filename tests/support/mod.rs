@@ -107,7 +107,13 @@ impl Server {
             cmd.env(k, v);
         }
         let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::from(stderr)).spawn().unwrap();
-        let client = ().serve(transport).await.expect("MCP handshake with the server");
+        let client = match ().serve(transport).await {
+            Ok(c) => c,
+            Err(e) => {
+                let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                panic!("MCP handshake with the server failed ({e}); its stderr:\n{log}");
+            }
+        };
         Server { client, stderr_path, _dir: dir }
     }
 
