@@ -67,6 +67,7 @@ fn plan(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> Result<Ca
     match &tool.target {
         Target::Operation(op) => args::plan::for_operation(op, args, server.settings.max_binary_bytes),
         Target::Raw => args::raw::plan(&server.catalog, args),
+        Target::AttachmentDownload => Ok(args::plan::attachment_download(args)),
     }
 }
 

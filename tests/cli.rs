@@ -44,13 +44,13 @@ async fn tools_works_offline_with_a_flavor_and_prints_json_definitions() {
     let o = run(&["tools", "--flavor", "forgejo", "--url", "http://127.0.0.1:9", "--json"], &[]).await;
     assert!(o.status.success());
     let tools: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(tools.as_array().unwrap().len(), 507);
+    assert_eq!(tools.as_array().unwrap().len(), 508);
     assert!(tools[0]["inputSchema"].is_object());
     let o =
         run(&["tools", "--flavor", "gitea", "--url", "http://127.0.0.1:9"], &[("DISABLED_TOOLS", "repoGet")])
             .await;
     let text = stdout(&o);
-    assert_eq!(text.lines().count(), 482);
+    assert_eq!(text.lines().count(), 483);
     assert!(!text.lines().any(|l| l.starts_with("repoGet ")));
 }
 
@@ -96,7 +96,7 @@ async fn doctor_reports_flavor_version_and_identity() {
     assert_eq!(o.status.code(), Some(0), "{text}");
     assert!(text.contains("Forgejo 16.0.1+gitea-1.22.0"), "{text}");
     assert!(text.contains("belongs to alice"), "{text}");
-    assert!(text.contains("507 tools"), "{text}");
+    assert!(text.contains("508 tools"), "{text}");
     assert!(!text.contains(ALICE_TOKEN));
 
     let o = run(&["doctor", "--url", &url], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
@@ -147,7 +147,7 @@ async fn spec_file_replaces_the_embedded_spec() {
     .await;
     let names: Vec<String> =
         stdout(&o).lines().map(|l| l.split_whitespace().next().unwrap().to_owned()).collect();
-    assert_eq!(names, ["getVersion", "repoGet", "gitea_api_request"]);
+    assert_eq!(names, ["getVersion", "repoGet", "gitea_api_request", "gitea_download_attachment"]);
     std::fs::write(&spec, "{not json").unwrap();
     let o = run(
         &["tools", "--flavor", "gitea", "--url", "http://127.0.0.1:9", "--spec", spec.to_str().unwrap()],

@@ -4,8 +4,8 @@
 //! token with write access to the token owner's repositories) are set; otherwise every test
 //! prints why it is skipped and passes. Optional settings:
 //!
-//! * `AEGIS_E2E_EXPECT_TOOLS`: the tool count to expect (for a custom spec); by default 483 for
-//!   Gitea 1.27 and 507 for Forgejo 16 (the embedded specs).
+//! * `AEGIS_E2E_EXPECT_TOOLS`: the tool count to expect (for a custom spec); by default 484 for
+//!   Gitea 1.27 and 508 for Forgejo 16 (the embedded specs).
 //! * `AEGIS_E2E_SPEC`: a Swagger file passed to the server as `GITEA_SPEC`.
 //!
 //! The server is always started with `--flavor auto`; the flavor is read back from the forge
@@ -31,8 +31,8 @@ const SKIP: &str =
     "skipped: set AEGIS_E2E_URL and AEGIS_E2E_TOKEN to run the end-to-end tests against a real Gitea/Forgejo";
 
 /// Tool counts of the embedded specs (operations + `gitea_api_request`).
-const GITEA_TOOLS: usize = 483;
-const FORGEJO_TOOLS: usize = 507;
+const GITEA_TOOLS: usize = 484;
+const FORGEJO_TOOLS: usize = 508;
 
 const FILE_PATH: &str = "docs/sub dir/hello world.md";
 const FILE_TEXT: &str = "hello e2e\n";
@@ -572,9 +572,16 @@ async fn attachment_roundtrip(r: &Repo<'_>, index: u64) {
     assert_eq!(data["id"], json!(id), "{}", c.text);
     assert_eq!(data["name"], filename, "{}", c.text);
     assert_eq!(data["size"], json!(bytes.len()), "{}", c.text);
-    // The download URL (browser_download_url) lies outside /api/v1, which no tool reaches;
-    // the stored size above is what the API can prove.
     assert!(data["browser_download_url"].as_str().is_some_and(|u| !u.is_empty()), "{}", c.text);
+
+    // The bytes live outside /api/v1, at /attachments/{uuid}: the download tool fetches them
+    // under the same token.
+    let uuid = data["uuid"].as_str().unwrap_or_else(|| panic!("attachment uuid: {}", c.text)).to_owned();
+    let c = r.s.call("gitea_download_attachment", json!({"uuid": uuid})).await;
+    let data = ok(&c, 200);
+    assert_eq!(c.json["request"]["path"], format!("/attachments/{uuid}"), "{}", c.text);
+    let got = b64_decode(data["content_base64"].as_str().unwrap_or(""), &c.text);
+    assert_eq!(got, bytes, "downloaded bytes: {}", c.text);
 }
 
 async fn raw_tool(r: &Repo<'_>) {

@@ -23,7 +23,7 @@ fn script(path: &str, response: ScriptedResponse) -> Script {
 
 #[tokio::test]
 async fn tools_list_offers_one_tool_per_operation_plus_the_raw_tool() {
-    for (setup, expected) in [(Setup::gitea(), 483), (Setup::forgejo(), 507)] {
+    for (setup, expected) in [(Setup::gitea(), 484), (Setup::forgejo(), 508)] {
         let h = Harness::start(setup).await;
         let tools = h.tools().await;
         assert_eq!(tools.len(), expected);
@@ -43,11 +43,11 @@ async fn tools_list_offers_one_tool_per_operation_plus_the_raw_tool() {
 #[tokio::test]
 async fn flavor_auto_asks_the_version_and_picks_the_spec() {
     let h = Harness::start(Setup::forgejo().auto()).await;
-    assert_eq!(h.tools().await.len(), 507);
+    assert_eq!(h.tools().await.len(), 508);
     assert!(h.forge.requests().iter().any(|r| r.raw_path == "/api/v1/version"));
     h.stop().await;
     let h = Harness::start(Setup::gitea().auto()).await;
-    assert_eq!(h.tools().await.len(), 483);
+    assert_eq!(h.tools().await.len(), 484);
     h.stop().await;
 }
 
@@ -160,6 +160,15 @@ async fn attachment_upload_is_multipart_from_base64_and_download_returns_the_byt
     assert!(body.windows(4).any(|w| w == [0x00, 0x01, 0x02, 0xff]), "raw bytes in the multipart body");
     assert!(String::from_utf8_lossy(body).contains("filename=\"bin.dat\""));
     assert_eq!(c.data()["size"], 4);
+    let uuid = c.data()["uuid"].as_str().unwrap().to_owned();
+    let d = h.call("gitea_download_attachment", json!({"uuid": uuid})).await;
+    assert_envelope(&d);
+    assert_eq!(d.data()["content_base64"], "AAEC/w==", "{}", d.text);
+    let r = h.last();
+    assert_eq!(r.raw_path, format!("/attachments/{uuid}"));
+    assert_eq!(r.header("authorization"), Some(format!("token {ALICE_TOKEN}").as_str()));
+    let bad = h.call("gitea_download_attachment", json!({"uuid": "../api/v1/admin/users"})).await;
+    assert_eq!(bad.kind(), "invalid_arguments");
     h.stop().await;
 }
 
@@ -482,7 +491,7 @@ async fn disabled_tools_are_neither_listed_nor_callable() {
     let h = Harness::start(Setup::gitea().env("DISABLED_TOOLS", "repoDelete,gitea_api_request")).await;
     let tools = h.tools().await;
     assert!(!tools.iter().any(|t| t.name == "repoDelete" || t.name == "gitea_api_request"));
-    assert_eq!(tools.len(), 481);
+    assert_eq!(tools.len(), 482);
     let c = h.call("repoDelete", json!({"owner": "o", "repo": "r"})).await;
     assert_eq!(c.kind(), "denied");
     assert!(h.tool_requests().is_empty());

@@ -9,4 +9,4 @@ pub mod raw;
 pub mod upload;
 pub mod validate;
 
-pub use plan::{CallPlan, PageRequest, PlanBody};
+pub use plan::{CallPlan, PageRequest, PlanBody, Root};

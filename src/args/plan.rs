@@ -22,12 +22,22 @@ pub struct PageRequest {
     pub limit: Option<u64>,
 }
 
+/// Where a plan's path is rooted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root {
+    /// Under `/api/v1` (every API operation).
+    Api,
+    /// Under the forge's base URL (attachment downloads).
+    Site,
+}
+
 /// Everything the executor needs, and what the envelope reports about the request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallPlan {
     pub method: Method,
-    /// Encoded path relative to `/api/v1`, starting with `/`.
+    /// Encoded path relative to `root`, starting with `/`.
     pub path: String,
+    pub root: Root,
     /// Query pairs, unencoded, in order; repeated keys allowed.
     pub query: Vec<(String, String)>,
     pub body: PlanBody,
@@ -87,12 +97,29 @@ pub fn for_operation(
     Ok(CallPlan {
         method: op.method,
         path,
+        root: Root::Api,
         query,
         body,
         expect: op.response,
         page,
         operation_id: Some(op.id.clone()),
     })
+}
+
+/// The plan of `gitea_download_attachment`: `GET /attachments/{uuid}` at the forge's root.
+/// The schema's pattern already limited the uuid to hex digits and dashes.
+pub fn attachment_download(args: &Map<String, Value>) -> CallPlan {
+    let uuid = args.get("uuid").and_then(Value::as_str).unwrap_or_default();
+    CallPlan {
+        method: Method::Get,
+        path: format!("/attachments/{}", path::encode_segment(uuid)),
+        root: Root::Site,
+        query: Vec::new(),
+        body: PlanBody::None,
+        expect: ResponseKind::Binary,
+        page: None,
+        operation_id: None,
+    }
 }
 
 /// Add a query value: arrays are joined by the collection separator, or repeated (`multi`).

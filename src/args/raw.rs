@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::plan::{CallPlan, PageRequest, PlanBody, push_query};
+use super::plan::{CallPlan, PageRequest, PlanBody, Root, push_query};
 use crate::catalog::{Catalog, Method, ResponseKind};
 use crate::error::CallError;
 use crate::executor::path::encode_segment;
@@ -47,6 +47,7 @@ pub fn plan(catalog: &Catalog, args: &Map<String, Value>) -> Result<CallPlan, Ca
     Ok(CallPlan {
         method,
         path,
+        root: Root::Api,
         query,
         body,
         expect: op.map(|o| o.response).unwrap_or(ResponseKind::Json),

@@ -4,6 +4,7 @@
 //! all read the same `Catalog`. Nothing here talks to the network; the flavor and version
 //! (which decide the spec and the wildcard routes) are given by the caller.
 
+pub mod attachment_tool;
 pub mod fixes;
 pub mod operation;
 pub mod raw_tool;
@@ -99,7 +100,8 @@ pub struct Catalog {
     pub spec_version: String,
     tools: Vec<Arc<ToolDef>>,
     by_name: HashMap<String, usize>,
-    raw: Arc<ToolDef>,
+    /// The built-in tools that are not spec operations (raw request, attachment download).
+    builtins: Vec<Arc<ToolDef>>,
 }
 
 impl Catalog {
@@ -129,8 +131,9 @@ impl Catalog {
             }
             tools.push(Arc::new(tool));
         }
-        let raw = Arc::new(raw_tool::definition(flavor));
-        Ok(Catalog { flavor, version, spec_version: spec.info_version, tools, by_name, raw })
+        let builtins =
+            vec![Arc::new(raw_tool::definition(flavor)), Arc::new(attachment_tool::definition(flavor))];
+        Ok(Catalog { flavor, version, spec_version: spec.info_version, tools, by_name, builtins })
     }
 
     /// The tools generated from the spec, in spec order (without the raw tool).
@@ -138,17 +141,17 @@ impl Catalog {
         self.tools.iter()
     }
 
-    /// Every tool a client sees: the generated ones, then the raw tool.
+    /// Every tool a client sees: the generated ones, then the built-in ones.
     pub fn all_tools(&self) -> impl Iterator<Item = &Arc<ToolDef>> {
-        self.tools.iter().chain(std::iter::once(&self.raw))
+        self.tools.iter().chain(self.builtins.iter())
     }
 
     /// Look a tool up by name (the raw tool included).
     pub fn get(&self, name: &str) -> Option<&Arc<ToolDef>> {
-        if name == raw_tool::NAME {
-            return Some(&self.raw);
+        match self.by_name.get(name) {
+            Some(&i) => Some(&self.tools[i]),
+            None => self.builtins.iter().find(|t| t.name == name),
         }
-        self.by_name.get(name).map(|&i| &self.tools[i])
     }
 
     /// The spec operation a method and a literal path (relative to `/api/v1`, `/`-separated,
@@ -189,7 +192,7 @@ mod tests {
         assert_eq!(g.spec_version, "1.27.0");
         let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
         assert_eq!(f.operations().count(), 506);
-        assert_eq!(f.all_tools().count(), 507);
+        assert_eq!(f.all_tools().count(), 508);
     }
 
     #[test]

@@ -372,6 +372,8 @@ pub enum Target {
     Operation(Operation),
     /// The raw tool `gitea_api_request`.
     Raw,
+    /// `gitea_download_attachment`: `/attachments/{uuid}` outside `/api/v1`.
+    AttachmentDownload,
 }
 
 /// A tool as offered to clients, with its compiled validator.
@@ -412,7 +414,7 @@ impl ToolDef {
     pub fn operation(&self) -> Option<&Operation> {
         match &self.target {
             Target::Operation(op) => Some(op),
-            Target::Raw => None,
+            Target::Raw | Target::AttachmentDownload => None,
         }
     }
 }

@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, USER_AGENT};
 use url::Url;
 
-use crate::args::{CallPlan, PlanBody};
+use crate::args::{CallPlan, PlanBody, Root};
 use crate::decode::body::{Limits, read_limit};
 use crate::error::{CallError, ErrorKind};
 use crate::identity::Credential;
@@ -72,7 +72,11 @@ impl Forge {
 
     /// The full URL of a plan (for direct comparisons in benchmarks and tests).
     pub fn url_of(&self, plan: &CallPlan) -> Result<Url, CallError> {
-        let mut url = Url::parse(&format!("{}{}", self.api, plan.path)).map_err(|e| {
+        let prefix = match plan.root {
+            Root::Api => self.api.as_str(),
+            Root::Site => self.base.as_str().trim_end_matches('/'),
+        };
+        let mut url = Url::parse(&format!("{prefix}{}", plan.path)).map_err(|e| {
             CallError::local(
                 ErrorKind::InvalidArguments,
                 format!("the request path does not form a URL: {e}"),

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::args::{CallPlan, PlanBody};
+use crate::args::{CallPlan, PlanBody, Root};
 use crate::catalog::{Method, ResponseKind, Version};
 use crate::decode::status;
 use crate::error::{CallError, ErrorKind};
@@ -44,6 +44,7 @@ pub fn simple_get(path: &str) -> CallPlan {
     CallPlan {
         method: Method::Get,
         path: path.to_owned(),
+        root: Root::Api,
         query: Vec::new(),
         body: PlanBody::None,
         expect: ResponseKind::Json,
