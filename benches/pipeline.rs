@@ -1,1 +1,422 @@
-fn main() {}
+//! End-to-end figures for docs/PERFORMANCE.md: catalog start-up, `tools/list` size, and the
+//! per-call overhead of the pipeline over a plain HTTP request to the same (fake) forge.
+//!
+//! Run with `cargo bench --bench pipeline`. Plain `fn main`, no harness: every figure is
+//! printed with its label. Everything runs in one process on one tokio runtime, the fake
+//! forge included, so "ours" and "direct" share the same machine load.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aegis_gitea_mcp::args::{plan as arg_plan, validate as arg_validate};
+use aegis_gitea_mcp::call::{self, Caller};
+use aegis_gitea_mcp::catalog::{Catalog, Flavor, Target};
+use aegis_gitea_mcp::config::{Cli, Settings};
+use aegis_gitea_mcp::decode::{body, pagination};
+use aegis_gitea_mcp::envelope::{self, RequestInfo, Success};
+use aegis_gitea_mcp::identity::{Identity, Mode};
+use aegis_gitea_mcp::mcp::McpHandler;
+use aegis_gitea_mcp::mcp::tool_list;
+use aegis_gitea_mcp::server::Server;
+use clap::Parser;
+use fake_forge::{FakeForge, Flavor as FFlavor, Options};
+use serde_json::{Map, Value, json};
+
+const TOKEN: &str = "tok-alice-0123456789";
+const BUILD_WARMUP: usize = 2;
+const BUILD_RUNS: usize = 20;
+const CALL_WARMUP: usize = 200;
+const CALLS: usize = 2000;
+const TASKS: usize = 16;
+const CONCURRENT_CALLS: usize = 8000;
+
+/// min / median / p99 of a set of samples.
+struct Stats {
+    min: Duration,
+    median: Duration,
+    p99: Duration,
+}
+
+fn stats(samples: &[Duration]) -> Stats {
+    let mut s = samples.to_vec();
+    s.sort_unstable();
+    let n = s.len();
+    Stats { min: s[0], median: s[n / 2], p99: s[((n * 99) / 100).min(n - 1)] }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    println!("aegis-gitea-mcp pipeline bench");
+    println!(
+        "  cores (available_parallelism): {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+
+    catalog_startup();
+    rt.block_on(async {
+        tools_list_sizes().await;
+        per_call().await;
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Start-up: Catalog::build (spec parse + schemas + validators).
+
+fn catalog_startup() {
+    println!(
+        "== 1. Start-up: Catalog::build (spec parse + input schemas + validators), {BUILD_RUNS} runs after {BUILD_WARMUP} warm-ups"
+    );
+    for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+        for _ in 0..BUILD_WARMUP {
+            std::hint::black_box(Catalog::build(flavor.embedded_spec(), flavor, None).unwrap());
+        }
+        let mut samples = Vec::with_capacity(BUILD_RUNS);
+        let mut tools = 0;
+        let mut ops = 0;
+        let mut spec_version = String::new();
+        for _ in 0..BUILD_RUNS {
+            let t = Instant::now();
+            let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
+            samples.push(t.elapsed());
+            tools = c.all_tools().count();
+            ops = c.operations().count();
+            spec_version = c.spec_version.clone();
+            drop(std::hint::black_box(c));
+        }
+        let s = stats(&samples);
+        println!(
+            "  {:<8} spec {:<22} spec bytes {:>8}  tools {:>4} ({} operations + raw)  build median {:>7.1} ms  min {:>7.1} ms",
+            flavor.as_str(),
+            spec_version,
+            flavor.embedded_spec().len(),
+            tools,
+            ops,
+            ms(s.median),
+            ms(s.min)
+        );
+    }
+    println!();
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Size of the tools/list answer.
+
+fn settings(flavor: &str, url: &str) -> Settings {
+    let cli = Cli::try_parse_from(["aegis-gitea-mcp", "--flavor", flavor, "--url", url, "--token", TOKEN])
+        .expect("cli parses");
+    Settings::resolve(cli.common, &|_| None).expect("settings resolve")
+}
+
+async fn tools_list_sizes() {
+    println!("== 2. Size of the full tools/list answer (all tools, no pagination)");
+    for (name, ff) in [("gitea", FFlavor::Gitea), ("forgejo", FFlavor::Forgejo)] {
+        let forge = FakeForge::start(Options { flavor: ff, ..Options::default() }).await;
+        let t = Instant::now();
+        let server = Arc::new(Server::start(settings(name, &forge.base_url())).await.expect("server starts"));
+        let start = t.elapsed();
+        let handler = McpHandler::new(server.clone());
+        let result_bytes = handler.tools_list_bytes();
+        // The same result wrapped as the JSON-RPC response a client receives (one line over
+        // stdio, plus its newline).
+        let result = rmcp::model::ListToolsResult::with_all_items(tool_list::offered(&server));
+        let message = json!({"jsonrpc": "2.0", "id": 1, "result": result});
+        let message_bytes = serde_json::to_vec(&message).unwrap().len();
+        println!(
+            "  {:<8} tools {:>4}  result {:>9} B = {:>7.1} KiB  JSON-RPC message {:>9} B (envelope +{} B)  Server::start {:.1} ms (catalog {:.1} ms)",
+            name,
+            server.catalog.all_tools().count(),
+            result_bytes,
+            result_bytes as f64 / 1024.0,
+            message_bytes,
+            message_bytes as i64 - result_bytes as i64,
+            ms(start),
+            ms(server.catalog_build)
+        );
+        forge.shutdown();
+    }
+    println!();
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Per-call overhead against a direct reqwest call to the same URL.
+
+struct Case {
+    tool: &'static str,
+    args: Map<String, Value>,
+    /// Full URL our call sent (taken from the fake's recording), used for the direct call.
+    url: String,
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    }
+}
+
+async fn direct(client: &reqwest::Client, url: &str) -> usize {
+    let resp = client
+        .get(url)
+        .header("Authorization", format!("token {TOKEN}"))
+        .send()
+        .await
+        .expect("direct request");
+    assert!(resp.status().is_success(), "direct status {}", resp.status());
+    resp.bytes().await.expect("direct body").len()
+}
+
+async fn ours(server: &Server, case: &Case) -> usize {
+    call::run(server, Caller::Global, case.tool, Some(case.args.clone()))
+        .await
+        .expect("tool call succeeds")
+        .len()
+}
+
+async fn per_call() {
+    let forge = FakeForge::start(Options { flavor: FFlavor::Gitea, ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    forge.seed_issues("alice", "demo", 50);
+    let server = Arc::new(Server::start(settings("gitea", &forge.base_url())).await.expect("server starts"));
+    let client = reqwest::Client::new();
+
+    let mut cases = vec![
+        Case { tool: "repoGet", args: obj(json!({"owner": "alice", "repo": "demo"})), url: String::new() },
+        Case {
+            tool: "issueListIssues",
+            args: obj(json!({"owner": "alice", "repo": "demo", "limit": 20})),
+            url: String::new(),
+        },
+    ];
+    // Resolve the global login once (cached afterwards), then record what each call sends so
+    // the direct request hits exactly the same path and query.
+    for case in &mut cases {
+        ours(&server, case).await;
+        forge.clear_requests();
+        ours(&server, case).await;
+        let reqs = forge.requests();
+        assert_eq!(reqs.len(), 1, "one forge request per warm call");
+        let r = &reqs[0];
+        case.url = match &r.raw_query {
+            Some(q) => format!("{}{}?{}", forge.base_url(), r.raw_path, q),
+            None => format!("{}{}", forge.base_url(), r.raw_path),
+        };
+    }
+    forge.set_recording(false);
+    forge.clear_requests();
+
+    println!(
+        "== 3a. Per-call latency, sequential: {CALLS} calls each after {CALL_WARMUP} warm-ups, ours and direct interleaved"
+    );
+    println!("       ours   = call::run (validate, plan, HTTP, decode, redact, envelope)");
+    println!("       direct = one shared reqwest::Client, GET same URL + Authorization, read full body");
+    for case in &cases {
+        for _ in 0..CALL_WARMUP {
+            direct(&client, &case.url).await;
+            ours(&server, case).await;
+        }
+        let mut d = Vec::with_capacity(CALLS);
+        let mut o = Vec::with_capacity(CALLS);
+        let (mut body_len, mut text_len) = (0, 0);
+        for _ in 0..CALLS {
+            let t = Instant::now();
+            body_len = direct(&client, &case.url).await;
+            d.push(t.elapsed());
+            let t = Instant::now();
+            text_len = ours(&server, case).await;
+            o.push(t.elapsed());
+        }
+        let (sd, so) = (stats(&d), stats(&o));
+        println!("  {} -> GET {}", case.tool, case.url.trim_start_matches(&forge.base_url()));
+        println!("    forge body {body_len} B, result text {text_len} B");
+        println!(
+            "    direct  min {:>7.1} us  median {:>7.1} us  p99 {:>7.1} us",
+            us(sd.min),
+            us(sd.median),
+            us(sd.p99)
+        );
+        println!(
+            "    ours    min {:>7.1} us  median {:>7.1} us  p99 {:>7.1} us",
+            us(so.min),
+            us(so.median),
+            us(so.p99)
+        );
+        println!(
+            "    overhead median {:>+7.1} us  p99 {:>+7.1} us   ratio ours/direct median {:.2}x  p99 {:.2}x",
+            us(so.median) - us(sd.median),
+            us(so.p99) - us(sd.p99),
+            so.median.as_secs_f64() / sd.median.as_secs_f64(),
+            so.p99.as_secs_f64() / sd.p99.as_secs_f64()
+        );
+    }
+    println!();
+
+    println!(
+        "== 3b. Throughput, concurrent: {TASKS} tasks, {CONCURRENT_CALLS} calls in total (after a warm-up round)"
+    );
+    let cases = Arc::new(cases);
+    for i in 0..cases.len() {
+        // Warm the connection pools to TASKS connections.
+        run_concurrent(&server, &client, &cases, i, false, TASKS * 20).await;
+        run_concurrent(&server, &client, &cases, i, true, TASKS * 20).await;
+        let td = run_concurrent(&server, &client, &cases, i, false, CONCURRENT_CALLS).await;
+        let to = run_concurrent(&server, &client, &cases, i, true, CONCURRENT_CALLS).await;
+        let (rd, ro) =
+            (CONCURRENT_CALLS as f64 / td.as_secs_f64(), CONCURRENT_CALLS as f64 / to.as_secs_f64());
+        println!(
+            "  {:<16} direct {:>8.0} calls/s ({:.2} s)   ours {:>8.0} calls/s ({:.2} s)   ours/direct {:.2}",
+            cases[i].tool,
+            rd,
+            td.as_secs_f64(),
+            ro,
+            to.as_secs_f64(),
+            ro / rd
+        );
+    }
+    println!();
+
+    println!("== 3c. CPU stages of one call, in isolation ({CALLS} runs each, median us; no I/O)");
+    for case in cases.iter() {
+        stage_breakdown(&server, &client, case).await;
+    }
+    forge.shutdown();
+}
+
+async fn run_concurrent(
+    server: &Arc<Server>,
+    client: &reqwest::Client,
+    cases: &Arc<Vec<Case>>,
+    which: usize,
+    use_ours: bool,
+    total: usize,
+) -> Duration {
+    let per_task = total / TASKS;
+    let t = Instant::now();
+    let mut handles = Vec::with_capacity(TASKS);
+    for _ in 0..TASKS {
+        let (server, client, cases) = (server.clone(), client.clone(), cases.clone());
+        handles.push(tokio::spawn(async move {
+            let case = &cases[which];
+            for _ in 0..per_task {
+                if use_ours {
+                    ours(&server, case).await;
+                } else {
+                    direct(&client, &case.url).await;
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.await.expect("task");
+    }
+    t.elapsed()
+}
+
+/// Time the CPU-only stages of `call::run` separately on the real forge body, to see which
+/// one dominates the overhead.
+async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case) {
+    let tool = server.catalog.get(case.tool).expect("tool exists");
+    let Target::Operation(op) = &tool.target else { unreachable!("spec tools only") };
+    let resp = client.get(&case.url).header("Authorization", format!("token {TOKEN}")).send().await.unwrap();
+    let header = |n: &str| resp.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let content_type = header("content-type");
+    let total = header("x-total-count");
+    let link = header("link");
+    let bytes = resp.bytes().await.unwrap().to_vec();
+    let max_binary = server.settings.max_binary_bytes;
+
+    let time = |f: &mut dyn FnMut()| {
+        for _ in 0..50 {
+            f();
+        }
+        let mut v = Vec::with_capacity(CALLS);
+        for _ in 0..CALLS {
+            let t = Instant::now();
+            f();
+            v.push(t.elapsed());
+        }
+        us(stats(&v).median)
+    };
+    let validate = time(&mut || {
+        arg_validate::validate(tool, std::hint::black_box(&case.args)).unwrap();
+    });
+    let plan = time(&mut || {
+        std::hint::black_box(arg_plan::for_operation(op, &case.args, max_binary).unwrap());
+    });
+    let the_plan = arg_plan::for_operation(op, &case.args, max_binary).unwrap();
+    let decode = time(&mut || {
+        std::hint::black_box(
+            body::decode(the_plan.expect, content_type.as_deref(), bytes.clone()).into_data(),
+        );
+    });
+    let data = body::decode(the_plan.expect, content_type.as_deref(), bytes.clone()).into_data();
+    // Split of the decode stage: depth pre-scan, serde_json parse (kept alive), drop.
+    let depth_scan = time(&mut || {
+        std::hint::black_box(body::too_deep(std::hint::black_box(&bytes), body::MAX_JSON_DEPTH));
+    });
+    let mut kept: Vec<Value> = Vec::with_capacity(CALLS + 50);
+    let parse_only = time(&mut || {
+        kept.push(serde_json::from_slice::<Value>(std::hint::black_box(&bytes)).unwrap());
+    });
+    let drop_only = {
+        let mut v = Vec::with_capacity(CALLS);
+        for value in kept.drain(..).take(CALLS) {
+            let t = Instant::now();
+            drop(std::hint::black_box(value));
+            v.push(t.elapsed());
+        }
+        us(stats(&v).median)
+    };
+    let paginate = time(&mut || {
+        std::hint::black_box(
+            the_plan.page.map(|r| pagination::paginate(r, total.as_deref(), link.as_deref(), &data)),
+        );
+    });
+    let redactor = server.redactor.clone();
+    let mut scratch = data.clone();
+    let redact = time(&mut || redactor.redact_value(std::hint::black_box(&mut scratch)));
+    let success = Success {
+        identity: Identity { login: Some("alice".into()), mode: Mode::Token, sudo: None },
+        request: RequestInfo { method: the_plan.method.as_str(), path: the_plan.path.clone() },
+        status: 200,
+        pagination: the_plan.page.map(|r| pagination::paginate(r, total.as_deref(), link.as_deref(), &data)),
+        untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
+        data: data.clone(),
+    };
+    let serialize = time(&mut || {
+        std::hint::black_box(success.to_text());
+    });
+    let copy_body = time(&mut || {
+        std::hint::black_box(bytes.clone());
+    });
+    let sum = validate + plan + decode + paginate + redact + serialize;
+    println!(
+        "  {:<16} validate {:>6.1}  plan {:>5.1}  decode(JSON parse) {:>6.1}  paginate {:>4.1}  redact {:>6.1}  envelope(serialize) {:>6.1}  = {:>6.1} us   (body {} B; body copy alone {:.1} us)",
+        case.tool,
+        validate,
+        plan,
+        decode,
+        paginate,
+        redact,
+        serialize,
+        sum,
+        bytes.len(),
+        copy_body
+    );
+    println!(
+        "  {:<16} decode split: depth pre-scan {:.1} us, serde_json::from_slice::<Value> {:.1} us ({:.0} MB/s), dropping the Value {:.1} us",
+        "",
+        depth_scan,
+        parse_only,
+        bytes.len() as f64 / parse_only,
+        drop_only
+    );
+}
