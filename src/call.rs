@@ -10,7 +10,7 @@ use crate::envelope::{self, RequestInfo, Success};
 use crate::error::{CallError, ErrorKind};
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
-use crate::guard::Redactor;
+use crate::guard::{CallGuard, Redactor, credential_ops, secrets};
 use crate::identity::{Credential, Identity, Mode};
 use crate::server::Server;
 use secrecy::ExposeSecret;
@@ -22,45 +22,72 @@ pub enum Caller {
 }
 
 /// Run tool `name` with `args` as `caller`; the text of a success result, or why not.
-pub async fn run(
-    server: &Server,
-    caller: Caller,
-    name: &str,
-    args: Option<Map<String, Value>>,
-) -> Result<String, CallError> {
+/// Every outcome, success or error, has passed the guard.
+pub async fn run(server: &Server, caller: Caller, name: &str, args: Option<Map<String, Value>>) -> Result<String, CallError> {
     // 1. which tool: unknown names are a protocol error, disabled ones a policy refusal.
     let tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
     if !server.enabled(name) {
-        return Err(CallError::local(
-            ErrorKind::Denied,
-            format!("the tool {name} is disabled on this server (DISABLED_TOOLS)"),
-        ));
+        return Err(CallError::local(ErrorKind::Denied, format!("the tool {name} is disabled on this server (DISABLED_TOOLS)")));
     }
-    // 2. valid? against the tool's JSON Schema, before anything is sent.
     let args = args.unwrap_or_default();
-    args::validate::validate(tool, &args)?;
-    // 3. plan: encoded path, query, body or multipart.
-    let plan = plan(server, tool, &args)?;
-    // 4. who: the credential and the identity the envelope reports.
+    // 2. who: the credential and the identity the envelope reports.
     let (credential, identity) = identify(server, caller).await;
-    let redactor = server.redactor.clone();
+    // The guard of this call knows the caller's token and the secrets its body carries.
+    let operation_id = operation_of(server, tool, &args);
+    let mut call_secrets = secrets::from_body(operation_id.as_deref(), args.get("body"));
+    call_secrets.extend(credential.secret().map(|s| s.expose_secret().to_owned()));
+    let guard = server.guard.for_call(call_secrets);
+    let issues_credentials = credential_ops::issues_credentials(operation_id.as_deref());
+    match execute(server, tool, &args, &credential, identity, &guard, issues_credentials).await {
+        Ok(text) => Ok(text),
+        Err(e) => Err(guard.error(e)),
+    }
+}
+
+async fn execute(
+    server: &Server,
+    tool: &ToolDef,
+    args: &Map<String, Value>,
+    credential: &Credential,
+    identity: Identity,
+    guard: &CallGuard,
+    issues_credentials: bool,
+) -> Result<String, CallError> {
+    // 3. valid? against the tool's JSON Schema, before anything is sent.
+    args::validate::validate(tool, args)?;
+    // 4. plan: encoded path, query, body or multipart.
+    let plan = plan(server, tool, args)?;
     // 5. send, within timeouts and size limits.
-    let received = server.forge.send(&plan, &credential).await?;
+    let received = server.forge.send(&plan, credential).await?;
     // 6. decode: status → error kind, body → data, headers → pagination.
-    let (status, data, paging) = decode(server, &plan, received, &redactor)?;
-    // 7. guard: known secrets never leave.
-    let mut data = data;
-    redactor.redact_value(&mut data);
-    // 8. envelope.
-    Ok(Success {
+    let (status, data, pagination) = decode(server, &plan, received, guard.redactor())?;
+    let mut success = Success {
         identity,
         request: RequestInfo { method: plan.method.as_str(), path: plan.path },
         status,
-        pagination: paging,
+        pagination,
         untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
         data,
+        truncated: None,
+    };
+    // 7. guard: exact redaction → pattern masking (or block) → bounds.
+    guard.success(&mut success, issues_credentials)?;
+    // 8. envelope.
+    Ok(success.to_text())
+}
+
+/// The spec operation a call reaches: the tool's own, or for the raw tool the route its
+/// path matches (so a raw call to a credential operation is treated like the tool).
+fn operation_of(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> Option<String> {
+    match &tool.target {
+        Target::Operation(op) => Some(op.id.clone()),
+        Target::Raw => {
+            let method = args.get("method").and_then(Value::as_str).and_then(crate::catalog::Method::parse)?;
+            let path = args.get("path").and_then(Value::as_str)?;
+            server.catalog.match_path(method, path).map(|t| t.name.clone())
+        }
+        Target::AttachmentDownload => None,
     }
-    .to_text())
 }
 
 fn plan(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> Result<CallPlan, CallError> {

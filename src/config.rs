@@ -79,6 +79,17 @@ pub enum TransportChoice {
     Sse,
 }
 
+/// `SECRET_DETECTION_MODE`: what pattern masking does with credential-looking strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DetectionMode {
+    /// No pattern masking (exact redaction of known secrets still applies).
+    Off,
+    /// Shorten each match to at most 4 leading characters and say it was masked.
+    Mask,
+    /// Withhold a result that contains a match, as an error of kind secret_blocked.
+    Block,
+}
+
 /// Settings shared by every command.
 #[derive(Debug, Args)]
 pub struct CommonArgs {
@@ -115,6 +126,27 @@ pub struct CommonArgs {
     /// payload_too_large instead of filling memory.
     #[arg(long, env = "MAX_RESPONSE_BYTES", default_value_t = 16 * 1_048_576, global = true)]
     pub max_response_bytes: u64,
+    /// What pattern masking does with credential-looking strings in results.
+    #[arg(long, env = "SECRET_DETECTION_MODE", value_enum, default_value = "mask", global = true)]
+    pub secret_detection_mode: DetectionMode,
+    /// Most list items in one result; longer lists are cut and the cut is reported.
+    #[arg(long, env = "MAX_TOOL_RESPONSE_ITEMS", default_value_t = 100, global = true)]
+    pub max_tool_response_items: usize,
+    /// Most characters in one result's text; longer results are cut and the cut is reported.
+    #[arg(long, env = "MAX_TOOL_RESPONSE_CHARS", default_value_t = 100_000, global = true)]
+    pub max_tool_response_chars: usize,
+    /// More literal values to redact from every result and log line (comma-separated).
+    #[arg(long, env = "EXTRA_SECRETS", hide_env_values = true, global = true)]
+    pub extra_secrets: Option<SecretString>,
+    /// A file of more literal values to redact, one per line.
+    #[arg(long, env = "EXTRA_SECRETS_FILE", global = true)]
+    pub extra_secrets_file: Option<PathBuf>,
+    /// Client id of the OAuth2 application registered on the forge (OAuth mode).
+    #[arg(long, env = "GITEA_OAUTH_CLIENT_ID", global = true)]
+    pub oauth_client_id: Option<String>,
+    /// Client secret of that OAuth2 application; redacted from every result.
+    #[arg(long, env = "GITEA_OAUTH_CLIENT_SECRET", hide_env_values = true, global = true)]
+    pub oauth_client_secret: Option<SecretString>,
     /// Comma-separated tool names that are neither offered nor callable.
     #[arg(long, env = "DISABLED_TOOLS", value_delimiter = ',', global = true)]
     pub disabled_tools: Vec<String>,
@@ -143,6 +175,13 @@ pub struct Settings {
     pub max_binary_bytes: u64,
     pub max_response_bytes: u64,
     pub disabled_tools: BTreeSet<String>,
+    pub secret_detection: DetectionMode,
+    pub max_tool_response_items: usize,
+    pub max_tool_response_chars: usize,
+    /// `EXTRA_SECRETS` and the lines of `EXTRA_SECRETS_FILE`.
+    pub extra_secrets: Vec<SecretString>,
+    pub oauth_client_id: Option<String>,
+    pub oauth_client_secret: Option<SecretString>,
     pub connect_timeout: Duration,
     pub timeout: Duration,
     pub log_level: String,
@@ -191,6 +230,25 @@ impl Settings {
         if args.max_response_bytes == 0 {
             return Err(ConfigError("MAX_RESPONSE_BYTES must be at least 1".into()));
         }
+        if args.max_tool_response_items == 0 {
+            return Err(ConfigError("MAX_TOOL_RESPONSE_ITEMS must be at least 1".into()));
+        }
+        if args.max_tool_response_chars < 2_000 {
+            return Err(ConfigError("MAX_TOOL_RESPONSE_CHARS must be at least 2000 (the envelope alone needs a few hundred)".into()));
+        }
+        let mut extra_secrets: Vec<SecretString> = args
+            .extra_secrets
+            .as_ref()
+            .map(|s| s.expose_secret().split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| SecretString::from(s.to_owned())).collect())
+            .unwrap_or_default();
+        if let Some(path) = &args.extra_secrets_file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                ConfigError(format!("cannot read EXTRA_SECRETS_FILE {}: {}", path.display(), e.kind()))
+            })?;
+            extra_secrets.extend(
+                text.lines().map(str::trim).filter(|l| !l.is_empty()).map(|l| SecretString::from(l.to_owned())),
+            );
+        }
         Ok(Settings {
             url,
             token,
@@ -207,6 +265,12 @@ impl Settings {
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
                 .collect(),
+            secret_detection: args.secret_detection_mode,
+            max_tool_response_items: args.max_tool_response_items,
+            max_tool_response_chars: args.max_tool_response_chars,
+            extra_secrets,
+            oauth_client_id: args.oauth_client_id.filter(|s| !s.trim().is_empty()),
+            oauth_client_secret: args.oauth_client_secret.filter(|t| !t.expose_secret().trim().is_empty()),
             connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
             timeout: seconds("--timeout", args.timeout)?,
             log_level: args.log_level,

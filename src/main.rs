@@ -14,7 +14,7 @@ use aegis_gitea_mcp::{call, doctor, transport};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.common.log_level);
+    let log_level = cli.common.log_level.clone();
     let settings = match Settings::resolve(cli.common, &|k| std::env::var(k).ok()) {
         Ok(s) => s,
         Err(e) => {
@@ -22,6 +22,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    init_logging(&log_level, &settings);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     runtime.block_on(run(cli.command.unwrap_or(Command::Serve), settings))
 }
@@ -86,7 +87,7 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                 }
             };
             let result = call::run(&server, call::Caller::Global, &tool, Some(args)).await;
-            match Outcome::from_result(result, |m| server.redactor.redact_str(m)) {
+            match Outcome::from_result(result, |m| server.guard.redactor().redact_str(m)) {
                 Outcome::Success(text) => {
                     println!("{text}");
                     ExitCode::SUCCESS
@@ -105,8 +106,17 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
     }
 }
 
-fn init_logging(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+/// Logs go to stderr (stdout is the protocol channel over stdio), through exact redaction
+/// and pattern masking, with third-party debug output capped (it prints raw messages).
+fn init_logging(filter: &str, settings: &Settings) {
+    use aegis_gitea_mcp::guard::{Masker, Redactor, configured_secrets, log};
+    use tracing_subscriber::prelude::*;
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let writer = log::RedactingStderr::new(Redactor::new(configured_secrets(settings)), Arc::new(Masker::new()));
+    let layer = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .with_target(false)
+        .with_filter(tracing_subscriber::filter::filter_fn(log::third_party_cap))
+        .with_filter(filter);
+    tracing_subscriber::registry().with(layer).init();
 }

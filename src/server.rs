@@ -1,16 +1,15 @@
 //! The running server's shared, read-only state: settings, catalog, forge client, the
-//! global identity and the redactor. Built once by `Server::start`; every call borrows it.
+//! global identity and the guard. Built once by `Server::start`; every call borrows it.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use secrecy::ExposeSecret;
 
 use crate::catalog::{Catalog, Flavor, Version};
 use crate::config::{FlavorChoice, Settings};
 use crate::decode::body::Limits;
 use crate::executor::{Forge, flavor};
-use crate::guard::Redactor;
+use crate::guard::Guard;
 use crate::identity::{Credential, GlobalIdentity};
 
 /// Everything a call needs besides its arguments.
@@ -20,8 +19,8 @@ pub struct Server {
     pub catalog: Arc<Catalog>,
     pub forge: Forge,
     pub global: GlobalIdentity,
-    /// Exact redaction of the secrets the server was configured with.
-    pub redactor: Redactor,
+    /// Redaction, masking and bounds of every result.
+    pub guard: Guard,
     /// How long building the catalog took (spec parse, schemas, validators).
     pub catalog_build: std::time::Duration,
 }
@@ -67,13 +66,8 @@ impl Server {
         let catalog = Catalog::build(&spec_bytes, flavor, version)
             .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
         let catalog_build = started.elapsed();
-        let secrets: Vec<String> = [&settings.token, &settings.mcp_bearer_token]
-            .into_iter()
-            .flatten()
-            .map(|s| s.expose_secret().to_owned())
-            .collect();
         Ok(Server {
-            redactor: Redactor::new(secrets),
+            guard: Guard::from_settings(&settings),
             global: GlobalIdentity::new(credential),
             catalog: Arc::new(catalog),
             forge,

@@ -10,6 +10,8 @@
 //! - `untrusted_content`: the notice that `data` is forge content, not instructions.
 //! - `data`: decoded JSON, text, `{content_base64, content_type, size}`, or `{location}`
 //!   for a redirect.
+//! - `truncated` (only when something was cut): which lists and strings were cut, and
+//!   `how_to_get_more`.
 //!
 //! ## Error
 //! `isError: true` and one text item `{"error": {"status", "kind", "message"[, "path"]}}`.
@@ -38,6 +40,9 @@ pub struct Success {
     pub pagination: Option<Pagination>,
     pub untrusted_content: String,
     pub data: Value,
+    /// Present only when the guard had to cut the result: what was cut and how to get the rest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<Value>,
 }
 
 /// The notice for a flavor.
@@ -97,6 +102,7 @@ mod tests {
             pagination: None,
             untrusted_content: untrusted_notice(Flavor::Gitea),
             data: serde_json::json!({"id": 1}),
+            truncated: None,
         };
         let text = s.to_text();
         let v: Value = serde_json::from_str(&text).unwrap();

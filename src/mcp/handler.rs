@@ -87,7 +87,7 @@ impl ServerHandler for McpHandler {
             Err(e) => e.kind().map(|k| k.as_str()).unwrap_or("unknown_tool"),
         };
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = started.elapsed().as_millis() as u64, "tools/call");
-        let redactor = &self.server.redactor;
+        let redactor = self.server.guard.redactor();
         to_rmcp(Outcome::from_result(result, |m| redactor.redact_str(m))).map(Into::into)
     }
 }
