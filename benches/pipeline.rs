@@ -66,6 +66,109 @@ fn main() {
         tools_list_sizes().await;
         per_call().await;
     });
+    guard_throughput();
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Guard throughput on a 1 MB JSON result.
+
+/// About 1 MB of issue-like objects; with `secrets`, every item carries credentials of
+/// several kinds, a configured secret and a secret field.
+fn one_megabyte(secrets: bool) -> Value {
+    let mut items = Vec::new();
+    let mut size = 0;
+    let mut i = 0;
+    while size < 1_000_000 {
+        let body = if secrets {
+            format!(
+                "deploy with ghp_0123456789abcdefghijklmnopqrstuvwxy{i:01} and AKIAIOSFODNN7EXAMPL{} then password=hunter2hunter2 and {GLOBAL} commit 0123456789abcdef0123456789abcdef01234567",
+                i % 10
+            )
+        } else {
+            format!(
+                "Steps to reproduce #{i}: open the settings page, change the avatar, commit 0123456789abcdef0123456789abcdef01234567 and see the error in the log."
+            )
+        };
+        let item = json!({
+            "id": i, "number": i, "title": format!("Issue number {i} about the login page"),
+            "body": body, "state": "open", "user": {"login": "alice", "id": 1, "avatar_url": "https://forge.example/avatars/1"},
+            "labels": [{"name": "bug", "color": "ee0701"}], "config": if secrets { json!({"secret": "hmac-value-xyz-123"}) } else { json!({}) },
+            "html_url": format!("https://forge.example/alice/demo/issues/{i}"), "created_at": "2026-11-30T05:00:00Z"
+        });
+        size += item.to_string().len();
+        items.push(item);
+        i += 1;
+    }
+    Value::Array(items)
+}
+
+const GLOBAL: &str = "Zq7GLOBALtok3n0xZq7GLOBALtok3n0x";
+
+fn guard_throughput() {
+    use aegis_gitea_mcp::config::DetectionMode;
+    use aegis_gitea_mcp::guard::{Bounds, Guard};
+    println!("== 4. Guard throughput on a ~1 MB JSON result (median of 15 runs after 3 warm-ups)");
+    println!("       exact redaction (4 configured secrets) -> pattern masking -> bounds");
+    for secrets in [false, true] {
+        let data = one_megabyte(secrets);
+        let bytes = data.to_string().len();
+        for (mode_name, mode) in
+            [("off", DetectionMode::Off), ("mask", DetectionMode::Mask), ("block", DetectionMode::Block)]
+        {
+            for (bounds_name, bounds) in [
+                ("no cut", Bounds { max_items: usize::MAX, max_chars: usize::MAX }),
+                ("defaults (100 items, 100000 chars)", Bounds { max_items: 100, max_chars: 100_000 }),
+            ] {
+                let guard = Guard::new(
+                    vec![
+                        GLOBAL.into(),
+                        "extra-one-secret".into(),
+                        "extra-two-secret".into(),
+                        "oauth-client-secret".into(),
+                    ],
+                    mode,
+                    bounds,
+                )
+                .for_call(vec!["tok-caller-abcdef0123".into()]);
+                let mut samples = Vec::new();
+                let mut outcome = "";
+                for run in 0..18 {
+                    let mut s = Success {
+                        identity: Identity { login: Some("alice".into()), mode: Mode::Token, sudo: None },
+                        request: RequestInfo { method: "GET", path: "/repos/alice/demo/issues".into() },
+                        status: 200,
+                        pagination: None,
+                        untrusted_content: envelope::untrusted_notice(Flavor::Gitea),
+                        data: data.clone(),
+                        truncated: None,
+                    };
+                    let t = Instant::now();
+                    let r = guard.success(std::hint::black_box(&mut s), false);
+                    let el = t.elapsed();
+                    outcome = if r.is_err() {
+                        "blocked"
+                    } else if s.truncated.is_some() {
+                        "cut"
+                    } else {
+                        "whole"
+                    };
+                    drop(std::hint::black_box(s));
+                    if run >= 3 {
+                        samples.push(el);
+                    }
+                }
+                let med = stats(&samples).median;
+                println!(
+                    "  {:<11} mode {:<5} bounds {:<36} {:>8.2} ms  {:>7.1} MB/s  ({outcome})",
+                    if secrets { "many secrets" } else { "no secrets" },
+                    mode_name,
+                    bounds_name,
+                    ms(med),
+                    bytes as f64 / 1e6 / med.as_secs_f64()
+                );
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -380,7 +483,7 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
             the_plan.page.map(|r| pagination::paginate(r, total.as_deref(), link.as_deref(), &data)),
         );
     });
-    let redactor = server.redactor.clone();
+    let redactor = server.guard.redactor().clone();
     let mut scratch = data.clone();
     let redact = time(&mut || redactor.redact_value(std::hint::black_box(&mut scratch)));
     let success = Success {
@@ -390,6 +493,7 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
         pagination: the_plan.page.map(|r| pagination::paginate(r, total.as_deref(), link.as_deref(), &data)),
         untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
         data: data.clone(),
+        truncated: None,
     };
     let serialize = time(&mut || {
         std::hint::black_box(success.to_text());

@@ -23,11 +23,19 @@ pub enum Caller {
 
 /// Run tool `name` with `args` as `caller`; the text of a success result, or why not.
 /// Every outcome, success or error, has passed the guard.
-pub async fn run(server: &Server, caller: Caller, name: &str, args: Option<Map<String, Value>>) -> Result<String, CallError> {
+pub async fn run(
+    server: &Server,
+    caller: Caller,
+    name: &str,
+    args: Option<Map<String, Value>>,
+) -> Result<String, CallError> {
     // 1. which tool: unknown names are a protocol error, disabled ones a policy refusal.
     let tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
     if !server.enabled(name) {
-        return Err(CallError::local(ErrorKind::Denied, format!("the tool {name} is disabled on this server (DISABLED_TOOLS)")));
+        return Err(CallError::local(
+            ErrorKind::Denied,
+            format!("the tool {name} is disabled on this server (DISABLED_TOOLS)"),
+        ));
     }
     let args = args.unwrap_or_default();
     // 2. who: the credential and the identity the envelope reports.
@@ -82,7 +90,8 @@ fn operation_of(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> O
     match &tool.target {
         Target::Operation(op) => Some(op.id.clone()),
         Target::Raw => {
-            let method = args.get("method").and_then(Value::as_str).and_then(crate::catalog::Method::parse)?;
+            let method =
+                args.get("method").and_then(Value::as_str).and_then(crate::catalog::Method::parse)?;
             let path = args.get("path").and_then(Value::as_str)?;
             server.catalog.match_path(method, path).map(|t| t.name.clone())
         }

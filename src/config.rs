@@ -234,19 +234,32 @@ impl Settings {
             return Err(ConfigError("MAX_TOOL_RESPONSE_ITEMS must be at least 1".into()));
         }
         if args.max_tool_response_chars < 2_000 {
-            return Err(ConfigError("MAX_TOOL_RESPONSE_CHARS must be at least 2000 (the envelope alone needs a few hundred)".into()));
+            return Err(ConfigError(
+                "MAX_TOOL_RESPONSE_CHARS must be at least 2000 (the envelope alone needs a few hundred)"
+                    .into(),
+            ));
         }
         let mut extra_secrets: Vec<SecretString> = args
             .extra_secrets
             .as_ref()
-            .map(|s| s.expose_secret().split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| SecretString::from(s.to_owned())).collect())
+            .map(|s| {
+                s.expose_secret()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| SecretString::from(s.to_owned()))
+                    .collect()
+            })
             .unwrap_or_default();
         if let Some(path) = &args.extra_secrets_file {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 ConfigError(format!("cannot read EXTRA_SECRETS_FILE {}: {}", path.display(), e.kind()))
             })?;
             extra_secrets.extend(
-                text.lines().map(str::trim).filter(|l| !l.is_empty()).map(|l| SecretString::from(l.to_owned())),
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(|l| SecretString::from(l.to_owned())),
             );
         }
         Ok(Settings {

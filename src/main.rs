@@ -111,10 +111,13 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
 fn init_logging(filter: &str, settings: &Settings) {
     use aegis_gitea_mcp::guard::{Masker, Redactor, configured_secrets, log};
     use tracing_subscriber::prelude::*;
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let writer = log::RedactingStderr::new(Redactor::new(configured_secrets(settings)), Arc::new(Masker::new()));
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let writer =
+        log::RedactingStderr::new(Redactor::new(configured_secrets(settings)), Arc::new(Masker::new()));
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(writer)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .with_filter(tracing_subscriber::filter::filter_fn(log::third_party_cap))
         .with_filter(filter);

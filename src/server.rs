@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-
 use crate::catalog::{Catalog, Flavor, Version};
 use crate::config::{FlavorChoice, Settings};
 use crate::decode::body::Limits;

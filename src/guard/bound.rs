@@ -47,7 +47,8 @@ pub fn fit(s: &mut Success, b: Bounds) -> Result<(), CallError> {
             ));
         }
         let over = n - b.max_chars + NOTE_RESERVE.min(b.max_chars / 4);
-        if !shorten_strings(&mut s.data, over, &mut strings) && !shrink_largest_list(&mut s.data, n, b.max_chars, &mut extra_cut)
+        if !shorten_strings(&mut s.data, over, &mut strings)
+            && !shrink_largest_list(&mut s.data, n, b.max_chars, &mut extra_cut)
         {
             // Nothing left to cut (a huge object of many keys): keep a prefix of its text.
             let text = serde_json::to_string(&s.data).unwrap_or_default();
@@ -192,7 +193,11 @@ fn shrink_largest_list(data: &mut Value, text_chars: usize, max: usize, note: &m
     let keep = ((before as f64) * (max as f64 / text_chars as f64) * 0.9).floor() as usize;
     let keep = keep.clamp(1, before - 1);
     list.truncate(keep);
-    let total = note.as_ref().filter(|n| n["path"] == path).and_then(|n| n["total"].as_u64()).unwrap_or(before as u64);
+    let total = note
+        .as_ref()
+        .filter(|n| n["path"] == path)
+        .and_then(|n| n["total"].as_u64())
+        .unwrap_or(before as u64);
     *note = Some(json!({"path": path, "returned": keep, "total": total}));
     true
 }
@@ -240,7 +245,10 @@ fn advice(s: &Success, items: &[Value], strings_cut: bool) -> String {
         parts.push("nested lists were cut: fetch the item on its own for the whole list".to_owned());
     }
     if strings_cut {
-        parts.push("long strings were shortened (marked …): fetch the single item or file to read it whole".to_owned());
+        parts.push(
+            "long strings were shortened (marked …): fetch the single item or file to read it whole"
+                .to_owned(),
+        );
     }
     parts.join("; ")
 }
@@ -282,7 +290,10 @@ mod tests {
         let mut s = success(json!((0..250).collect::<Vec<_>>()), true);
         fit(&mut s, Bounds { max_items: 100, max_chars: 100_000 }).unwrap();
         assert_eq!(s.data.as_array().unwrap().len(), 100);
-        assert_eq!(s.truncated.as_ref().unwrap()["items"][0], json!({"path": "/data", "returned": 100, "total": 250}));
+        assert_eq!(
+            s.truncated.as_ref().unwrap()["items"][0],
+            json!({"path": "/data", "returned": 100, "total": 250})
+        );
         assert!(s.truncated.as_ref().unwrap()["how_to_get_more"].as_str().unwrap().contains("limit=100"));
     }
 
@@ -309,7 +320,8 @@ mod tests {
 
     #[test]
     fn binary_is_never_cut() {
-        let mut s = success(json!({"content_base64": "A".repeat(5000), "content_type": "x", "size": 3750}), false);
+        let mut s =
+            success(json!({"content_base64": "A".repeat(5000), "content_type": "x", "size": 3750}), false);
         let e = fit(&mut s, Bounds { max_items: 100, max_chars: 1000 }).unwrap_err();
         assert_eq!(e.kind(), Some(ErrorKind::PayloadTooLarge));
         assert!(e.to_string().contains("MAX_TOOL_RESPONSE_CHARS"));

@@ -14,7 +14,8 @@ use tracing_subscriber::fmt::MakeWriter;
 use super::{Masker, Redactor};
 
 /// Targets whose debug/trace events may print raw protocol messages or headers.
-const CAPPED: &[&str] = &["rmcp", "hyper", "hyper_util", "h2", "reqwest", "rustls", "tower", "tower_http", "axum"];
+const CAPPED: &[&str] =
+    &["rmcp", "hyper", "hyper_util", "h2", "reqwest", "rustls", "tower", "tower_http", "axum"];
 
 /// Whether an event passes the cap on third-party debug output.
 pub fn third_party_cap(meta: &Metadata<'_>) -> bool {
@@ -65,6 +66,10 @@ impl Drop for EventWriter {
 impl<'a> MakeWriter<'a> for RedactingStderr {
     type Writer = EventWriter;
     fn make_writer(&'a self) -> EventWriter {
-        EventWriter { buf: Vec::with_capacity(256), redactor: self.redactor.clone(), masker: self.masker.clone() }
+        EventWriter {
+            buf: Vec::with_capacity(256),
+            redactor: self.redactor.clone(),
+            masker: self.masker.clone(),
+        }
     }
 }

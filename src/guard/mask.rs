@@ -10,7 +10,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::{Captures, Regex};
 use serde_json::{Map, Value};
 
-use super::rules::{RULES, Rule};
+use super::rules::{RULES, Rule, SECRET_FIELD_KEYS, SECRET_FIELD_MIN_LEN, SECRET_FIELD_RULE};
 
 /// The compiled rules.
 #[derive(Debug)]
@@ -105,6 +105,14 @@ impl Masker {
                 }
                 Value::Array(a) => stack.extend(a.iter_mut()),
                 Value::Object(m) => {
+                    for (k, x) in m.iter_mut() {
+                        if let Value::String(s) = x {
+                            if is_secret_field(k, s) {
+                                *s = masked_field(s);
+                                changed += 1;
+                            }
+                        }
+                    }
                     if m.keys().any(|k| !self.candidates(k).is_empty()) {
                         let old = std::mem::take(m);
                         *m = old
@@ -137,6 +145,9 @@ impl Masker {
                 Value::Object(m) => {
                     for (k, x) in m {
                         self.kinds_in(k, &mut found);
+                        if x.as_str().is_some_and(|s| is_secret_field(k, s)) {
+                            found.insert(SECRET_FIELD_RULE);
+                        }
                         stack.push(x);
                     }
                 }
@@ -145,6 +156,20 @@ impl Masker {
         }
         found
     }
+}
+
+/// Whether a JSON member holds a secret by its key.
+fn is_secret_field(key: &str, value: &str) -> bool {
+    value.chars().count() >= SECRET_FIELD_MIN_LEN
+        && !value.contains("…[masked:")
+        && value != super::redact::REDACTED
+        && SECRET_FIELD_KEYS.iter().any(|k| key.eq_ignore_ascii_case(k))
+}
+
+fn masked_field(value: &str) -> String {
+    let keep = (value.chars().count() / 4).min(4);
+    let prefix: String = value.chars().take(keep).collect();
+    format!("{prefix}…[masked:{SECRET_FIELD_RULE}]")
 }
 
 /// The replacement of one match: the text around the secret kept, the secret shortened to
@@ -186,8 +211,25 @@ mod tests {
     #[test]
     fn masking_is_idempotent() {
         let m = Masker::new();
-        let once = m.mask_str("key AKIAIOSFODNN7EXAMPLE and eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijklmn").unwrap();
+        let once = m
+            .mask_str("key AKIAIOSFODNN7EXAMPLE and eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijklmn")
+            .unwrap();
         assert_eq!(m.mask_str(&once), None, "{once}");
+    }
+
+    #[test]
+    fn secret_fields_are_masked_by_their_key_only() {
+        let m = Masker::new();
+        let mut v = json!({"config": {"secret": "webhook-hmac-key", "url": "https://x"}, "client_secret": "gto_abcdefghijkl",
+                           "token_last_eight": "abcdefgh", "sha1": "0123456789abcdef0123456789abcdef01234567", "password": "short"});
+        assert_eq!(m.mask_value(&mut v), 2);
+        assert_eq!(v["config"]["secret"], "webh…[masked:secret_field]");
+        assert_eq!(v["client_secret"], "gto_…[masked:secret_field]");
+        assert_eq!(v["token_last_eight"], "abcdefgh");
+        assert_eq!(v["password"], "short");
+        assert!(
+            m.kinds_in_value(&json!({"authorization_header": "Bearer abcdefgh"})).contains("secret_field")
+        );
     }
 
     #[test]
@@ -196,7 +238,8 @@ mod tests {
         let mut v = json!({"AKIAIOSFODNN7EXAMPLE": 1, "list": ["xoxb-1234567890-abcdefghij"]});
         assert_eq!(m.mask_value(&mut v), 2);
         assert!(v.get("AKIAIOSFODNN7EXAMPLE").is_none());
-        let kinds = m.kinds_in_value(&json!({"a": "AKIAIOSFODNN7EXAMPLE", "b": ["sk_live_0123456789abcdefghijABCD"]}));
+        let kinds = m
+            .kinds_in_value(&json!({"a": "AKIAIOSFODNN7EXAMPLE", "b": ["sk_live_0123456789abcdefghijABCD"]}));
         assert_eq!(kinds.into_iter().collect::<Vec<_>>(), ["aws_access_key_id", "stripe_key"]);
     }
 }

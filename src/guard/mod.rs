@@ -62,7 +62,10 @@ impl Guard {
         Guard::new(
             configured_secrets(settings),
             settings.secret_detection,
-            Bounds { max_items: settings.max_tool_response_items, max_chars: settings.max_tool_response_chars },
+            Bounds {
+                max_items: settings.max_tool_response_items,
+                max_chars: settings.max_tool_response_chars,
+            },
         )
     }
 
@@ -142,5 +145,149 @@ impl CallGuard {
     /// Exact redaction with this call's secrets.
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Flavor;
+    use crate::envelope::{RequestInfo, untrusted_notice};
+    use crate::identity::{Identity, Mode};
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    const SECRETS: [&str; 4] =
+        ["Zq7GLOBALtok3n0x", "Xc9EXTRAsecr3tVv", "Pw4BODYfield99Kk", "Ac2CALLERtokenQz"];
+
+    fn guard(mode: DetectionMode, max_items: usize, max_chars: usize) -> CallGuard {
+        Guard::new(vec![SECRETS[0].into(), SECRETS[1].into()], mode, Bounds { max_items, max_chars })
+            .for_call(vec![SECRETS[2].into(), SECRETS[3].into()])
+    }
+
+    fn success(data: Value) -> Success {
+        Success {
+            identity: Identity { login: Some("alice".into()), mode: Mode::Token, sudo: None },
+            request: RequestInfo { method: "GET", path: "/repos/o/r/issues".into() },
+            status: 200,
+            pagination: None,
+            untrusted_content: untrusted_notice(Flavor::Gitea),
+            data,
+            truncated: None,
+        }
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[a-zA-Z0-9 _./:-]{0,40}".prop_map(Value::String),
+            "[a-z]{0,3}".prop_map(|s| Value::String(s.repeat(400))),
+        ];
+        leaf.prop_recursive(6, 120, 12, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..12).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z_]{1,10}", inner, 0..8)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Put `secret` somewhere in `v`: as a value, as a key, or inside a longer string,
+    /// at the position chosen by `path` (a sequence of choices).
+    fn insert(v: &mut Value, secret: &str, how: u8, path: &[usize]) {
+        if let Some((&p, rest)) = path.split_first() {
+            match v {
+                Value::Array(a) if !a.is_empty() => {
+                    let n = a.len();
+                    return insert(&mut a[p % n], secret, how, rest);
+                }
+                Value::Object(m) if !m.is_empty() => {
+                    let n = m.len();
+                    let key = m.keys().nth(p % n).unwrap().clone();
+                    return insert(m.get_mut(&key).unwrap(), secret, how, rest);
+                }
+                _ => {}
+            }
+        }
+        match (v, how % 3) {
+            (Value::Object(m), 0) => {
+                m.insert(format!("k-{secret}-k"), json!(1));
+            }
+            (Value::Array(a), 0) => a.push(json!({ secret: "v" })),
+            (Value::String(s), 1) => s.push_str(&format!(" and {secret} inside")),
+            (slot, _) => *slot = json!(format!("x{secret}y")),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        #[test]
+        fn no_secret_survives_and_the_text_is_valid_json_within_bounds(
+            data in arb_json(),
+            which in 0usize..4,
+            how in any::<u8>(),
+            path in prop::collection::vec(any::<usize>(), 0..6),
+            max_items in 1usize..30,
+            max_chars in 2_000usize..30_000,
+            mode in prop_oneof![Just(DetectionMode::Off), Just(DetectionMode::Mask), Just(DetectionMode::Block)],
+        ) {
+            let mut data = data;
+            insert(&mut data, SECRETS[which], how, &path);
+            let g = guard(mode, max_items, max_chars);
+            let mut s = success(data);
+            let text = match g.success(&mut s, false) {
+                Ok(()) => s.to_text(),
+                Err(e) => match g.error(e) {
+                    CallError::Result(f) => crate::envelope::error_text(&f),
+                    other => panic!("{other}"),
+                },
+            };
+            for secret in SECRETS {
+                prop_assert!(!text.contains(secret), "{secret} in {text}");
+            }
+            let parsed: Value = serde_json::from_str(&text).unwrap();
+            prop_assert!(parsed.is_object());
+            prop_assert!(text.chars().count() <= max_chars, "{} > {max_chars}", text.chars().count());
+        }
+
+        #[test]
+        fn no_secret_survives_in_error_messages(which in 0usize..4, prefix in ".{0,600}", suffix in ".{0,600}") {
+            let g = guard(DetectionMode::Mask, 100, 100_000);
+            let f = ToolFailure { status: Some(500), kind: ErrorKind::UpstreamError, message: format!("{prefix}{}{suffix}", SECRETS[which]), path: None };
+            let text = crate::envelope::error_text(&g.failure(f));
+            for secret in SECRETS {
+                prop_assert!(!text.contains(secret));
+            }
+        }
+    }
+
+    #[test]
+    fn credential_results_skip_masking_and_blocking_but_not_redaction() {
+        for mode in [DetectionMode::Mask, DetectionMode::Block] {
+            let g = guard(mode, 100, 100_000);
+            let mut s = success(
+                json!({"client_secret": "gto_brandnewsecretvalue", "note": format!("by {}", SECRETS[3])}),
+            );
+            g.success(&mut s, true).unwrap();
+            assert_eq!(s.data["client_secret"], "gto_brandnewsecretvalue");
+            assert_eq!(s.data["note"], "by [REDACTED]");
+        }
+    }
+
+    #[test]
+    fn block_mode_names_kinds_not_values() {
+        let g = guard(DetectionMode::Block, 100, 100_000);
+        let mut s = success(
+            json!({"body": "key AKIAIOSFODNN7EXAMPLE", "sha": "0123456789abcdef0123456789abcdef01234567"}),
+        );
+        let e = g.success(&mut s, false).unwrap_err();
+        assert_eq!(e.kind(), Some(ErrorKind::SecretBlocked));
+        let msg = e.to_string();
+        assert!(msg.contains("aws_access_key_id") && !msg.contains("AKIAIOSFODNN7EXAMPLE"), "{msg}");
+        let mut clean = success(json!({"sha": "0123456789abcdef0123456789abcdef01234567"}));
+        g.success(&mut clean, false).unwrap();
     }
 }

@@ -11,9 +11,6 @@ use super::MAX_MESSAGE_CHARS;
 /// The replacement for every known secret.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Secrets shorter than this are not redacted: they would match everywhere.
-const MIN_SECRET_LEN: usize = 4;
-
 /// Replaces every occurrence of known secret values, in strings and object keys.
 #[derive(Clone, Debug)]
 pub struct Redactor {
@@ -22,17 +19,15 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    /// A redactor for these literals (empty and very short ones are ignored).
+    /// A redactor for these literals, at any length but empty. Callers decide which short
+    /// values are worth it (body fields need 4 characters; an Actions secret any).
     pub fn new<I, S>(secrets: I) -> Redactor
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let mut list: Vec<String> = secrets
-            .into_iter()
-            .map(|s| s.as_ref().to_owned())
-            .filter(|s| s.len() >= MIN_SECRET_LEN)
-            .collect();
+        let mut list: Vec<String> =
+            secrets.into_iter().map(|s| s.as_ref().to_owned()).filter(|s| !s.is_empty()).collect();
         list.sort();
         list.dedup();
         let automaton = (!list.is_empty()).then(|| {
@@ -128,7 +123,7 @@ mod tests {
 
     #[test]
     fn redacts_in_values_keys_and_inside_longer_strings() {
-        let r = Redactor::new(["s3cr3t-token", "abc"]);
+        let r = Redactor::new(["s3cr3t-token", ""]);
         let mut v =
             json!({"a": "x s3cr3t-token y", "s3cr3t-token": [1, "s3cr3t-tokens3cr3t-token"], "abc": "abc"});
         r.redact_value(&mut v);

@@ -20,6 +20,35 @@ pub struct Rule {
     pub must_not_match: &'static [&'static str],
 }
 
+/// JSON members whose key says the value is a secret: in structured data the key is the
+/// context that `generic_secret_assignment` finds in text. Exact keys (lower case), so that
+/// `token_last_eight` or a package file's `sha1` checksum are left alone.
+pub const SECRET_FIELD_KEYS: &[&str] = &[
+    "password",
+    "passwd",
+    "secret",
+    "client_secret",
+    "token",
+    "access_token",
+    "refresh_token",
+    "auth_token",
+    "api_key",
+    "apikey",
+    "private_key",
+    "authorization_header",
+    "remote_password",
+    "mirror_password",
+    "mirror_token",
+    "auth_password",
+    "aws_secret_access_key",
+];
+
+/// The rule name reported for a masked secret field.
+pub const SECRET_FIELD_RULE: &str = "secret_field";
+
+/// Values shorter than this in a secret field are left alone (placeholders, flags).
+pub const SECRET_FIELD_MIN_LEN: usize = 8;
+
 /// The table. Order matters only for overlapping rules: earlier rows win.
 pub const RULES: &[Rule] = &[
     Rule {
@@ -32,14 +61,20 @@ pub const RULES: &[Rule] = &[
             "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA (cut)",
             "-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF\n-----END PGP PRIVATE KEY BLOCK-----",
         ],
-        must_not_match: &["-----BEGIN PUBLIC KEY-----\nMIIBIj\n-----END PUBLIC KEY-----", "a private key is kept offline"],
+        must_not_match: &[
+            "-----BEGIN PUBLIC KEY-----\nMIIBIj\n-----END PUBLIC KEY-----",
+            "a private key is kept offline",
+        ],
     },
     Rule {
         name: "github_token",
         pattern: r"\b(?:(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b",
         group: 0,
         anchors: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
-        must_match: &["ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz"],
+        must_match: &[
+            "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB",
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        ],
         must_not_match: &["ghp_short", "the ghp_ prefix"],
     },
     Rule {
@@ -55,7 +90,10 @@ pub const RULES: &[Rule] = &[
         pattern: r"\bxox[abposr]-[A-Za-z0-9-]{10,}|https://hooks\.slack\.com/services/[A-Za-z0-9_/-]{20,}",
         group: 0,
         anchors: &["xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "hooks.slack.com/services/"],
-        must_match: &["xoxb-1234567890-abcdefghij", "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX"],
+        must_match: &[
+            "xoxb-1234567890-abcdefghij",
+            "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        ],
         must_not_match: &["xoxb-", "https://hooks.slack.com/"],
     },
     Rule {
@@ -70,8 +108,17 @@ pub const RULES: &[Rule] = &[
         name: "aws_secret_access_key",
         pattern: r#"(?i)aws_?secret_?access_?key["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})"#,
         group: 1,
-        anchors: &["aws_secret", "awssecret", "aws_secret_access_key", "secretaccesskey", "secret_access_key"],
-        must_match: &["aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "\"AWS_SECRET_ACCESS_KEY\": \"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\""],
+        anchors: &[
+            "aws_secret",
+            "awssecret",
+            "aws_secret_access_key",
+            "secretaccesskey",
+            "secret_access_key",
+        ],
+        must_match: &[
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "\"AWS_SECRET_ACCESS_KEY\": \"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\"",
+        ],
         must_not_match: &["aws_secret_access_key is required"],
     },
     Rule {
@@ -103,7 +150,10 @@ pub const RULES: &[Rule] = &[
         pattern: r"\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}|[A-Za-z0-9]{48})",
         group: 0,
         anchors: &["sk-"],
-        must_match: &["sk-proj-abcdefghijklmnopqrstuvwxyz012345", "sk-abcdefghijklmnopqrstT3BlbkFJabcdefghijklmnopqrst"],
+        must_match: &[
+            "sk-proj-abcdefghijklmnopqrstuvwxyz012345",
+            "sk-abcdefghijklmnopqrstT3BlbkFJabcdefghijklmnopqrst",
+        ],
         must_not_match: &["risk-assessment-document", "sk-learn"],
     },
     Rule {
@@ -127,7 +177,9 @@ pub const RULES: &[Rule] = &[
         pattern: r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}",
         group: 0,
         anchors: &["eyj"],
-        must_match: &["eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"],
+        must_match: &[
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        ],
         must_not_match: &["eyJhbGciOiJIUzI1NiJ9 alone"],
     },
     // Gitea/Forgejo access tokens are 40 hex characters, like commit ids: only the context of
@@ -150,16 +202,23 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "generic_secret_assignment",
-        pattern: r#"(?i)\b(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|client[_-]?secret|secret[_-]?key|secret|passwd|password|token)["']?\s*[:=]\s*["']?([^\s"',;&]{8,})"#,
+        pattern: r#"(?i)\b(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|client[_-]?secret|secret[_-]?key|secret|passwd|password|token)["']?\s*[:=]\s*["']?([^\s"',;&\[…]{8,})"#,
         group: 1,
         anchors: &["key", "token", "secret", "passw"],
-        must_match: &["password=hunter2hunter2", "\"api_key\": \"abcd1234efgh5678\"", "export SECRET=s3cr3t-v4lue", "token: abcdefgh12345678"],
+        must_match: &[
+            "password=hunter2hunter2",
+            "\"api_key\": \"abcd1234efgh5678\"",
+            "export SECRET=s3cr3t-v4lue",
+            "token: abcdefgh12345678",
+        ],
         must_not_match: &[
             "password is required",
             "the token field",
             "passwords: short",
             "secret_id: 12",
             "commit 0123456789abcdef0123456789abcdef01234567",
+            "token=[REDACTED]",
+            "password=hun…[masked:generic_secret_assignment]",
         ],
     },
 ];
@@ -176,9 +235,18 @@ mod tests {
             assert!(!rule.must_match.is_empty(), "{} has examples", rule.name);
             for s in rule.must_match {
                 let caps = re.captures(s).unwrap_or_else(|| panic!("{} must match {s:?}", rule.name));
-                assert!(caps.get(rule.group).is_some(), "{}: group {} captured in {s:?}", rule.name, rule.group);
+                assert!(
+                    caps.get(rule.group).is_some(),
+                    "{}: group {} captured in {s:?}",
+                    rule.name,
+                    rule.group
+                );
                 let lower = s.to_ascii_lowercase();
-                assert!(rule.anchors.iter().any(|a| lower.contains(a)), "{}: an anchor occurs in {s:?}", rule.name);
+                assert!(
+                    rule.anchors.iter().any(|a| lower.contains(a)),
+                    "{}: an anchor occurs in {s:?}",
+                    rule.name
+                );
             }
             for s in rule.must_not_match {
                 assert!(!re.is_match(s), "{} must not match {s:?}", rule.name);

@@ -1,0 +1,278 @@
+//! Issue 3 / ADR 0005 "Amendments": no secret leaves. Each test drives the binary over stdio
+//! with a real MCP client; the fake forge echoes secrets back the way Gitea does.
+
+mod support;
+
+use fake_forge::{Script, ScriptedResponse};
+use serde_json::{Value, json};
+use support::{ALICE_TOKEN, Harness, Setup, assert_envelope};
+
+const EXTRA: &str = "extra-secret-value-1";
+const EXTRA_2: &str = "second-extra-secret";
+const FILE_SECRET: &str = "secret-from-the-file";
+const BEARER: &str = "mcp-bearer-shared-secret";
+const OAUTH: &str = "oauth-client-secret-xyz";
+
+fn echo(path: &str, body: Value) -> Script {
+    Script::always(None, path, ScriptedResponse::json(200, &body))
+}
+
+fn secrets_setup(mode: &str) -> (Setup, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("extra.txt");
+    std::fs::write(&file, format!("{FILE_SECRET}\n\n")).unwrap();
+    let setup = Setup::gitea()
+        .env("SECRET_DETECTION_MODE", mode)
+        .env("EXTRA_SECRETS", &format!("{EXTRA}, {EXTRA_2}"))
+        .env("EXTRA_SECRETS_FILE", file.to_str().unwrap())
+        .env("MCP_BEARER_TOKEN", BEARER)
+        .env("GITEA_OAUTH_CLIENT_SECRET", OAUTH);
+    (setup, dir)
+}
+
+#[tokio::test]
+async fn exact_redaction_is_always_on_for_every_configured_secret_in_values_and_keys() {
+    for mode in ["off", "mask", "block"] {
+        let (setup, _dir) = secrets_setup(mode);
+        let h = Harness::start(setup).await;
+        let all = [ALICE_TOKEN, EXTRA, EXTRA_2, FILE_SECRET, BEARER, OAUTH];
+        let body = json!({
+            "description": format!("token={ALICE_TOKEN} and {EXTRA}{EXTRA_2}"),
+            FILE_SECRET: [BEARER, {"nested": format!("x{OAUTH}y")}],
+        });
+        h.forge.script(echo("/api/v1/repos/o/r", body));
+        let c = h.call("repoGet", json!({"owner": "o", "repo": "r"})).await;
+        assert_envelope(&c);
+        for s in all {
+            assert!(!c.text.contains(s), "{mode}: {s} leaked: {}", c.text);
+        }
+        assert!(c.data().get("[REDACTED]").is_some(), "{mode}: the key is redacted: {}", c.text);
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn body_secret_fields_echoed_by_the_forge_are_redacted_from_that_call() {
+    let h = Harness::start(Setup::gitea().env("SECRET_DETECTION_MODE", "off")).await;
+    // A created webhook returns its authorization_header, as Gitea does.
+    h.forge.script(echo(
+        "/api/v1/repos/o/r/hooks",
+        json!({"id": 1, "authorization_header": "Bearer hook-auth-value", "config": {"url": "https://ci"}}),
+    ));
+    let c = h
+        .call(
+            "repoCreateHook",
+            json!({"owner": "o", "repo": "r", "body": {"type": "gitea", "config": {"url": "https://ci", "content_type": "json"},
+                   "authorization_header": "Bearer hook-auth-value"}}),
+        )
+        .await;
+    assert_eq!(c.data()["authorization_header"], "[REDACTED]", "{}", c.text);
+
+    // Depth 8 is collected, depth 9 is not; 3 characters are too short to redact.
+    let nest = |depth: usize, v: &str| {
+        let mut x = json!({"password": v});
+        for _ in 1..depth {
+            x = json!({"n": x});
+        }
+        x
+    };
+    let body = json!({"a": nest(7, "depth-eight-pw"), "b": nest(8, "depth-nine-pw"), "password": "abc"});
+    h.forge.script(echo("/api/v1/admin/emails", json!({"echo": "depth-eight-pw depth-nine-pw :abc:"})));
+    let c =
+        h.call("gitea_api_request", json!({"method": "POST", "path": "/admin/emails", "body": body})).await;
+    let echoed = c.data()["echo"].as_str().unwrap();
+    assert_eq!(echoed, "[REDACTED] depth-nine-pw :abc:", "{}", c.text);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_action_secret_is_redacted_at_any_length() {
+    let h = Harness::start(Setup::gitea().env("SECRET_DETECTION_MODE", "off")).await;
+    h.forge.script(echo("/api/v1/repos/o/r/actions/secrets/S", json!({"name": "S", "echo": "value=Q;"})));
+    let c = h
+        .call(
+            "updateRepoSecret",
+            json!({"owner": "o", "repo": "r", "secretname": "S", "body": {"data": "Q"}}),
+        )
+        .await;
+    assert_eq!(c.data()["echo"], "value=[REDACTED];", "{}", c.text);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn mask_mode_shortens_credentials_and_keeps_commit_ids() {
+    let h = Harness::start(Setup::gitea()).await;
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    h.forge.script(echo(
+        "/api/v1/repos/o/r/issues/1",
+        json!({"body": "leaked ghp_0123456789abcdefghijklmnopqrstuvwxyzAB here", "sha": sha,
+               "config": {"secret": "webhook-hmac-value"}}),
+    ));
+    let c = h.call("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 1})).await;
+    assert_eq!(c.data()["body"], "leaked ghp_…[masked:github_token] here", "{}", c.text);
+    assert_eq!(c.data()["sha"], sha);
+    assert_eq!(c.data()["config"]["secret"], "webh…[masked:secret_field]");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn block_mode_withholds_the_result_and_names_the_kinds_only() {
+    let h = Harness::start(Setup::gitea().env("SECRET_DETECTION_MODE", "block")).await;
+    let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+    h.forge.script(echo(
+        "/api/v1/repos/o/r/issues/1",
+        json!({"body": format!("{jwt} and AKIAIOSFODNN7EXAMPLE")}),
+    ));
+    let c = h.call("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 1})).await;
+    assert!(c.is_error);
+    assert_eq!(c.kind(), "secret_blocked");
+    assert_eq!(c.json["error"]["status"], 200);
+    let msg = c.json["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("jwt") && msg.contains("aws_access_key_id"), "{msg}");
+    assert!(!c.text.contains(jwt) && !c.text.contains("AKIAIOSFODNN7EXAMPLE"));
+    h.forge.script(echo("/api/v1/repos/o/r/issues/2", json!({"body": "nothing secret"})));
+    assert!(!h.call("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 2})).await.is_error);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn off_mode_skips_pattern_masking() {
+    let h = Harness::start(Setup::gitea().env("SECRET_DETECTION_MODE", "off")).await;
+    h.forge.script(echo("/api/v1/repos/o/r/issues/1", json!({"body": "AKIAIOSFODNN7EXAMPLE"})));
+    let c = h.call("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 1})).await;
+    assert_eq!(c.data()["body"], "AKIAIOSFODNN7EXAMPLE");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn credential_operations_deliver_the_new_credential_but_never_the_callers_token() {
+    for mode in ["mask", "block"] {
+        let h = Harness::start(Setup::gitea().env("SECRET_DETECTION_MODE", mode)).await;
+        h.forge.script(echo(
+            "/api/v1/user/applications/oauth2",
+            json!({"id": 3, "client_id": "cid", "client_secret": "gto_freshlyminted0123456789",
+                   "note": format!("created with {ALICE_TOKEN}")}),
+        ));
+        let c = h
+            .call(
+                "userCreateOAuth2Application",
+                json!({"body": {"name": "app", "redirect_uris": ["https://app/cb"]}}),
+            )
+            .await;
+        assert_envelope(&c);
+        assert_eq!(c.data()["client_secret"], "gto_freshlyminted0123456789", "{mode}: {}", c.text);
+        assert_eq!(c.data()["note"], "created with [REDACTED]");
+        // The same result from an ordinary read is masked.
+        h.forge.script(echo(
+            "/api/v1/user/applications/oauth2/3",
+            json!({"client_secret": "gto_freshlyminted0123456789"}),
+        ));
+        let c = h.call("userGetOAuth2Application", json!({"id": 3})).await;
+        assert!(!c.text.contains("gto_freshlyminted0123456789"), "{mode}: {}", c.text);
+        // Errors of credential operations are masked like any other.
+        h.forge.script(Script::always(
+            None,
+            "/api/v1/repos/o/r/actions/runners/registration-token",
+            ScriptedResponse::json(
+                500,
+                &json!({"message": "failed for ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"}),
+            ),
+        ));
+        let c = h.call("repoCreateRunnerRegistrationToken", json!({"owner": "o", "repo": "r"})).await;
+        assert_eq!(c.kind(), "upstream_error");
+        assert!(!c.text.contains("ghp_0123456789abcdefghij"), "{}", c.text);
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn lists_and_text_are_bounded_and_the_cut_is_explained() {
+    let h = Harness::start(
+        Setup::gitea().env("MAX_TOOL_RESPONSE_ITEMS", "5").env("MAX_TOOL_RESPONSE_CHARS", "4000"),
+    )
+    .await;
+    h.forge.seed_repo("alice", "demo");
+    h.forge.seed_issues("alice", "demo", 20);
+    let c = h.call("issueListIssues", json!({"owner": "alice", "repo": "demo", "limit": 20})).await;
+    assert_envelope_with_truncated(&c);
+    assert!(c.data().as_array().unwrap().len() <= 5);
+    assert!(c.text.chars().count() <= 4000);
+    let t = &c.json["truncated"];
+    assert_eq!(t["items"][0]["path"], "/data");
+    assert_eq!(t["items"][0]["total"], 20);
+    assert!(t["how_to_get_more"].as_str().unwrap().contains("limit="), "{}", c.text);
+
+    h.forge.script(echo("/api/v1/repos/o/r/issues/1", json!({"title": "big", "body": "x".repeat(50_000)})));
+    let c = h.call("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 1})).await;
+    assert_envelope_with_truncated(&c);
+    assert!(c.text.chars().count() <= 4000);
+    assert_eq!(c.data()["title"], "big");
+    assert_eq!(c.json["truncated"]["strings"][0]["path"], "/data/body");
+
+    h.forge.script(Script::always(
+        None,
+        "/api/v1/repos/o/r/raw/big.bin",
+        ScriptedResponse::status(200)
+            .with_header("content-type", "application/octet-stream")
+            .with_body(fake_forge::ScriptBody::Bytes(vec![0u8; 5000])),
+    ));
+    let c = h.call("repoGetRawFile", json!({"owner": "o", "repo": "r", "filepath": "big.bin"})).await;
+    assert_eq!(c.kind(), "payload_too_large", "{}", c.text);
+    assert!(c.json["error"]["message"].as_str().unwrap().contains("MAX_TOOL_RESPONSE_CHARS"));
+    h.stop().await;
+}
+
+fn assert_envelope_with_truncated(c: &support::Called) {
+    assert!(!c.is_error, "{}", c.text);
+    let keys: Vec<&str> = c.json.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        ["identity", "request", "status", "pagination", "untrusted_content", "data", "truncated"]
+    );
+}
+
+#[tokio::test]
+async fn logs_at_the_most_verbose_level_contain_no_secret() {
+    let (setup, _dir) = secrets_setup("mask");
+    let h = Harness::start(setup.env("LOG_LEVEL", "trace").env("RUST_LOG", "trace")).await;
+    h.forge.seed_repo("alice", "demo");
+    h.forge.script(echo(
+        "/api/v1/repos/alice/demo/hooks",
+        json!({"id": 1, "authorization_header": "Bearer hook-log-secret"}),
+    ));
+    h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
+    h.call(
+        "repoCreateHook",
+        json!({"owner": "alice", "repo": "demo", "body": {"type": "gitea", "config": {"url": "https://ci", "content_type": "json", "secret": "hmac-log-secret"},
+               "authorization_header": "Bearer hook-log-secret"}}),
+    )
+    .await;
+    h.call(
+        "updateRepoSecret",
+        json!({"owner": "alice", "repo": "demo", "secretname": "S", "body": {"data": "action-log-secret"}}),
+    )
+    .await;
+    h.call(
+        "adminCreateUser",
+        json!({"body": {"username": "u", "email": "u@x", "password": "user-log-password"}}),
+    )
+    .await;
+    h.call("repoGet", json!({"owner": "alice", "repo": "nope"})).await;
+    let log = h.stderr();
+    assert!(log.lines().count() > 5, "trace logging produced output:\n{log}");
+    for s in [
+        ALICE_TOKEN,
+        EXTRA,
+        EXTRA_2,
+        FILE_SECRET,
+        BEARER,
+        OAUTH,
+        "hook-log-secret",
+        "hmac-log-secret",
+        "action-log-secret",
+        "user-log-password",
+    ] {
+        assert!(!log.contains(s), "{s} in the log:\n{log}");
+    }
+    h.stop().await;
+}
