@@ -78,10 +78,8 @@ async fn execute(
         data,
         truncated: None,
     };
-    // 7. guard: exact redaction → pattern masking (or block) → bounds.
-    guard.success(&mut success, issues_credentials)?;
-    // 8. envelope.
-    Ok(success.to_text())
+    // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
+    guard.success(&mut success, issues_credentials)
 }
 
 /// The spec operation a call reaches: the tool's own, or for the raw tool the route its

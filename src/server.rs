@@ -65,8 +65,11 @@ impl Server {
         let catalog = Catalog::build(&spec_bytes, flavor, version)
             .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
         let catalog_build = started.elapsed();
-        if settings.extra_secrets.iter().any(|s| secrecy::ExposeSecret::expose_secret(s).chars().count() < 4) {
-            tracing::warn!("an EXTRA_SECRETS value is shorter than 4 characters: every occurrence in every result will be redacted");
+        if settings.extra_secrets.iter().any(|s| secrecy::ExposeSecret::expose_secret(s).chars().count() < 4)
+        {
+            tracing::warn!(
+                "an EXTRA_SECRETS value is shorter than 4 characters: every occurrence in every result will be redacted"
+            );
         }
         Ok(Server {
             guard: Guard::from_settings(&settings),

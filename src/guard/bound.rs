@@ -24,17 +24,26 @@ const NOTE_RESERVE: usize = 1200;
 /// Most cut places listed in the note.
 const MAX_LISTED: usize = 10;
 
-/// Fit a success into the bounds, in place.
-pub fn fit(s: &mut Success, b: Bounds) -> Result<(), CallError> {
+/// Fit a success into the bounds and return its text. `text` is the success as already
+/// serialized by the caller (the common case — nothing to cut — serializes only once).
+pub fn fit(s: &mut Success, b: Bounds, text: String) -> Result<String, CallError> {
     let mut lists: Vec<Value> = Vec::new();
-    cut_lists(&mut s.data, b.max_items, &mut lists);
+    let mut text = text;
+    if longest_list(&s.data) > b.max_items {
+        cut_lists(&mut s.data, b.max_items, &mut lists);
+        note(s, &lists, &[], None);
+        text = s.to_text();
+    }
+    // Bytes bound characters from above: most results need no count at all.
+    if text.len() <= b.max_chars || chars(&text) <= b.max_chars {
+        return Ok(text);
+    }
     let mut strings: Vec<Value> = Vec::new();
     let mut extra_cut: Option<Value> = None;
-    note(s, &lists, &strings, extra_cut.as_ref());
     for _ in 0..12 {
-        let n = chars(&s.to_text());
+        let n = chars(&text);
         if n <= b.max_chars {
-            return Ok(());
+            return Ok(text);
         }
         if is_binary(&s.data) {
             return Err(CallError::from_forge(
@@ -51,19 +60,20 @@ pub fn fit(s: &mut Success, b: Bounds) -> Result<(), CallError> {
             && !shrink_largest_list(&mut s.data, n, b.max_chars, &mut extra_cut)
         {
             // Nothing left to cut (a huge object of many keys): keep a prefix of its text.
-            let text = serde_json::to_string(&s.data).unwrap_or_default();
-            let keep = b.max_chars.saturating_sub(NOTE_RESERVE * 2).min(text.len());
-            let prefix: String = text.chars().take(keep).collect();
+            let data_text = serde_json::to_string(&s.data).unwrap_or_default();
+            let keep = b.max_chars.saturating_sub(NOTE_RESERVE * 2).min(data_text.len());
+            let prefix: String = data_text.chars().take(keep).collect();
             s.data = Value::String(prefix);
             s.truncated = Some(json!({
-                "data_as_text": {"original_chars": chars(&text), "kept_chars": keep},
+                "data_as_text": {"original_chars": chars(&data_text), "kept_chars": keep},
                 "how_to_get_more": "the data was too large to keep as JSON: ask for less (a smaller page, a narrower path, one item)"
             }));
-            return Ok(());
+            return Ok(s.to_text());
         }
         note(s, &lists, &strings, extra_cut.as_ref());
+        text = s.to_text();
     }
-    Ok(())
+    Ok(text)
 }
 
 fn chars(s: &str) -> usize {
@@ -74,29 +84,65 @@ fn is_binary(v: &Value) -> bool {
     v.as_object().is_some_and(|m| m.contains_key("content_base64") && m.contains_key("size") && m.len() == 3)
 }
 
-/// Cut every list longer than `max` (depth-first, recording JSON Pointers).
+/// The length of the longest list anywhere in `v` (no allocation per node).
+fn longest_list(v: &Value) -> usize {
+    let mut longest = 0;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(a) => {
+                longest = longest.max(a.len());
+                stack.extend(a.iter().filter(|x| x.is_array() || x.is_object()));
+            }
+            Value::Object(m) => stack.extend(m.values().filter(|x| x.is_array() || x.is_object())),
+            _ => {}
+        }
+    }
+    longest
+}
+
+/// A JSON Pointer segment.
+fn segment(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Cut every list longer than `max`, recording JSON Pointers (built only where a list is cut).
 fn cut_lists(data: &mut Value, max: usize, out: &mut Vec<Value>) {
-    let mut stack: Vec<(&mut Value, String)> = vec![(data, "/data".to_owned())];
-    while let Some((v, path)) = stack.pop() {
+    fn go(v: &mut Value, path: &mut Vec<String>, max: usize, out: &mut Vec<Value>) {
         match v {
             Value::Array(a) => {
                 if a.len() > max {
-                    out.push(json!({"path": path, "returned": max, "total": a.len()}));
+                    out.push(
+                        json!({"path": format!("/data{}", pointer(path)), "returned": max, "total": a.len()}),
+                    );
                     a.truncate(max);
                 }
                 for (i, x) in a.iter_mut().enumerate() {
-                    stack.push((x, format!("{path}/{i}")));
+                    if x.is_array() || x.is_object() {
+                        path.push(i.to_string());
+                        go(x, path, max, out);
+                        path.pop();
+                    }
                 }
             }
             Value::Object(m) => {
                 for (k, x) in m.iter_mut() {
-                    let key = k.replace('~', "~0").replace('/', "~1");
-                    stack.push((x, format!("{path}/{key}")));
+                    if x.is_array() || x.is_object() {
+                        path.push(segment(k));
+                        go(x, path, max, out);
+                        path.pop();
+                    }
                 }
             }
             _ => {}
         }
     }
+    // Depth is bounded: decoded JSON is at most 100 levels deep (decode::body).
+    go(data, &mut Vec::new(), max, out);
+}
+
+fn pointer(path: &[String]) -> String {
+    path.iter().map(|p| format!("/{p}")).collect()
 }
 
 /// Shorten the longest strings by at least `need` characters in total, each to a common
@@ -143,8 +189,7 @@ fn shorten_strings(data: &mut Value, need: usize, out: &mut Vec<Value>) -> bool 
             }
             Value::Object(m) => {
                 for (k, x) in m.iter_mut() {
-                    let key = k.replace('~', "~0").replace('/', "~1");
-                    stack.push((x, format!("{path}/{key}")));
+                    stack.push((x, format!("{path}/{}", segment(k))));
                 }
             }
             _ => {}
@@ -288,7 +333,8 @@ mod tests {
     #[test]
     fn lists_are_cut_to_max_items_and_said_so() {
         let mut s = success(json!((0..250).collect::<Vec<_>>()), true);
-        fit(&mut s, Bounds { max_items: 100, max_chars: 100_000 }).unwrap();
+        let t = s.to_text();
+        fit(&mut s, Bounds { max_items: 100, max_chars: 100_000 }, t).unwrap();
         assert_eq!(s.data.as_array().unwrap().len(), 100);
         assert_eq!(
             s.truncated.as_ref().unwrap()["items"][0],
@@ -300,7 +346,8 @@ mod tests {
     #[test]
     fn long_strings_are_shortened_and_short_ones_kept() {
         let mut s = success(json!({"name": "readme", "content": "x".repeat(500_000)}), false);
-        fit(&mut s, Bounds { max_items: 100, max_chars: 10_000 }).unwrap();
+        let t = s.to_text();
+        fit(&mut s, Bounds { max_items: 100, max_chars: 10_000 }, t).unwrap();
         fits(&s, 10_000);
         assert_eq!(s.data["name"], "readme");
         assert_eq!(s.truncated.as_ref().unwrap()["strings"][0]["path"], "/data/content");
@@ -311,7 +358,8 @@ mod tests {
     fn many_small_items_lose_items_from_the_end() {
         let items: Vec<Value> = (0..100).map(|i| json!({"id": i, "title": format!("issue {i}")})).collect();
         let mut s = success(Value::Array(items), true);
-        fit(&mut s, Bounds { max_items: 100, max_chars: 2_000 }).unwrap();
+        let t = s.to_text();
+        fit(&mut s, Bounds { max_items: 100, max_chars: 2_000 }, t).unwrap();
         fits(&s, 2_000);
         let n = s.data.as_array().unwrap().len();
         assert!(n > 0 && n < 100);
@@ -322,7 +370,8 @@ mod tests {
     fn binary_is_never_cut() {
         let mut s =
             success(json!({"content_base64": "A".repeat(5000), "content_type": "x", "size": 3750}), false);
-        let e = fit(&mut s, Bounds { max_items: 100, max_chars: 1000 }).unwrap_err();
+        let t = s.to_text();
+        let e = fit(&mut s, Bounds { max_items: 100, max_chars: 1000 }, t).unwrap_err();
         assert_eq!(e.kind(), Some(ErrorKind::PayloadTooLarge));
         assert!(e.to_string().contains("MAX_TOOL_RESPONSE_CHARS"));
     }
@@ -330,7 +379,8 @@ mod tests {
     #[test]
     fn unicode_counts_characters_not_bytes() {
         let mut s = success(json!({"t": "é".repeat(3000)}), false);
-        fit(&mut s, Bounds { max_items: 100, max_chars: 4_000 }).unwrap();
+        let t = s.to_text();
+        fit(&mut s, Bounds { max_items: 100, max_chars: 4_000 }, t).unwrap();
         assert!(s.truncated.is_none(), "3000 é plus the envelope fit in 4000 characters");
     }
 }

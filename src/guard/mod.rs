@@ -20,6 +20,8 @@ pub mod secrets;
 
 use std::sync::Arc;
 
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind};
+
 use secrecy::ExposeSecret;
 
 pub use bound::Bounds;
@@ -51,11 +53,48 @@ pub struct Guard {
     mode: DetectionMode,
     masker: Arc<Masker>,
     bounds: Bounds,
+    /// One case-insensitive pass over a result's text that finds everything the walks
+    /// below could act on: the configured secrets (also as JSON escapes them), the rules'
+    /// anchors and the secret field names. No hit — the common case — means no walk.
+    scan: Option<Arc<AhoCorasick>>,
+}
+
+/// The literals whose presence in a result's JSON text means the guard must look closer.
+fn scan_patterns(secrets: &[String], mode: DetectionMode) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in secrets {
+        out.push(s.clone());
+        // Inside JSON text a secret with `"`, `\` or control characters appears escaped.
+        let escaped = serde_json::to_string(s).unwrap_or_default();
+        let escaped = escaped.trim_matches('"');
+        if escaped != s {
+            out.push(escaped.to_owned());
+        }
+    }
+    if mode != DetectionMode::Off {
+        out.extend(rules::RULES.iter().flat_map(|r| r.anchors.iter().map(|a| a.to_string())));
+        out.extend(rules::SECRET_FIELD_KEYS.iter().map(|k| k.to_string()));
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+fn scanner(patterns: &[String], kind: Option<AhoCorasickKind>) -> Option<Arc<AhoCorasick>> {
+    (!patterns.is_empty()).then(|| {
+        Arc::new(
+            AhoCorasickBuilder::new()
+                .ascii_case_insensitive(true)
+                .kind(kind)
+                .build(patterns)
+                .expect("literal patterns always build"),
+        )
+    })
 }
 
 impl Guard {
     pub fn new(secrets: Vec<String>, mode: DetectionMode, bounds: Bounds) -> Guard {
-        Guard { redactor: Redactor::new(secrets), mode, masker: Arc::new(Masker::new()), bounds }
+        let scan = scanner(&scan_patterns(&secrets, mode), None);
+        Guard { redactor: Redactor::new(secrets), mode, masker: Arc::new(Masker::new()), bounds, scan }
     }
 
     pub fn from_settings(settings: &Settings) -> Guard {
@@ -80,7 +119,13 @@ impl Guard {
 
     /// The guard of one call: the configured secrets plus this call's own.
     pub fn for_call(&self, call_secrets: Vec<String>) -> CallGuard {
-        CallGuard { redactor: self.redactor.with(call_secrets), guard: self.clone() }
+        let new: Vec<String> = call_secrets
+            .into_iter()
+            .filter(|s| !s.is_empty() && !self.redactor.secrets().contains(s))
+            .collect();
+        let extra_scan =
+            scanner(&scan_patterns(&new, DetectionMode::Off), Some(AhoCorasickKind::NoncontiguousNFA));
+        CallGuard { redactor: self.redactor.with(new), guard: self.clone(), extra_scan }
     }
 }
 
@@ -89,36 +134,46 @@ impl Guard {
 pub struct CallGuard {
     redactor: Redactor,
     guard: Guard,
+    extra_scan: Option<Arc<AhoCorasick>>,
 }
 
 impl CallGuard {
-    /// Redact, mask (or block), bound a success. `issues_credentials`: the operation exists to
-    /// hand out a credential, so masking and blocking are skipped.
-    pub fn success(&self, s: &mut Success, issues_credentials: bool) -> Result<(), CallError> {
-        self.redactor.redact_value(&mut s.data);
-        if !issues_credentials {
-            match self.guard.mode {
-                DetectionMode::Off => {}
-                DetectionMode::Mask => {
-                    self.guard.masker.mask_value(&mut s.data);
-                }
-                DetectionMode::Block => {
-                    let kinds = self.guard.masker.kinds_in_value(&s.data);
-                    if !kinds.is_empty() {
-                        let kinds: Vec<&str> = kinds.into_iter().collect();
-                        return Err(CallError::from_forge(
-                            s.status,
-                            ErrorKind::SecretBlocked,
-                            format!(
-                                "the result was withheld because it contains what looks like a secret ({}); SECRET_DETECTION_MODE=block",
-                                kinds.join(", ")
-                            ),
-                        ));
+    /// Redact, mask (or block), bound a success, and return its text. `issues_credentials`:
+    /// the operation exists to hand out a credential, so masking and blocking are skipped.
+    pub fn success(&self, s: &mut Success, issues_credentials: bool) -> Result<String, CallError> {
+        let mut text = s.to_text();
+        let hit = |t: &str| {
+            self.guard.scan.as_ref().is_some_and(|a| a.is_match(t))
+                || self.extra_scan.as_ref().is_some_and(|a| a.is_match(t))
+        };
+        if hit(&text) {
+            self.redactor.redact_value(&mut s.data);
+            s.request.path = self.redactor.redact_str(&s.request.path);
+            if !issues_credentials {
+                match self.guard.mode {
+                    DetectionMode::Off => {}
+                    DetectionMode::Mask => {
+                        self.guard.masker.mask_value(&mut s.data);
+                    }
+                    DetectionMode::Block => {
+                        let kinds = self.guard.masker.kinds_in_value(&s.data);
+                        if !kinds.is_empty() {
+                            let kinds: Vec<&str> = kinds.into_iter().collect();
+                            return Err(CallError::from_forge(
+                                s.status,
+                                ErrorKind::SecretBlocked,
+                                format!(
+                                    "the result was withheld because it contains what looks like a secret ({}); SECRET_DETECTION_MODE=block",
+                                    kinds.join(", ")
+                                ),
+                            ));
+                        }
                     }
                 }
             }
+            text = s.to_text();
         }
-        bound::fit(s, self.guard.bounds)
+        bound::fit(s, self.guard.bounds, text)
     }
 
     /// Redact and mask an error's message (errors are masked, never blocked: the status and
@@ -239,7 +294,7 @@ mod tests {
             let g = guard(mode, max_items, max_chars);
             let mut s = success(data);
             let text = match g.success(&mut s, false) {
-                Ok(()) => s.to_text(),
+                Ok(text) => text,
                 Err(e) => match g.error(e) {
                     CallError::Result(f) => crate::envelope::error_text(&f),
                     other => panic!("{other}"),
@@ -271,10 +326,25 @@ mod tests {
             let mut s = success(
                 json!({"client_secret": "gto_brandnewsecretvalue", "note": format!("by {}", SECRETS[3])}),
             );
-            g.success(&mut s, true).unwrap();
+            let text = g.success(&mut s, true).unwrap();
+            assert!(text.contains("gto_brandnewsecretvalue"));
             assert_eq!(s.data["client_secret"], "gto_brandnewsecretvalue");
             assert_eq!(s.data["note"], "by [REDACTED]");
         }
+    }
+
+    #[test]
+    fn secrets_that_json_escapes_are_still_found_by_the_fast_scan() {
+        let tricky = "quo\"te\\back\nslash-secret";
+        let g = Guard::new(
+            vec![tricky.into()],
+            DetectionMode::Off,
+            Bounds { max_items: 100, max_chars: 100_000 },
+        )
+        .for_call(vec!["call\"secret\\x".into()]);
+        let mut s = success(json!({"a": format!("x{tricky}y"), "b": "call\"secret\\x"}));
+        let text = g.success(&mut s, false).unwrap();
+        assert_eq!(s.data, json!({"a": "x[REDACTED]y", "b": "[REDACTED]"}), "{text}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::Regex;
 use serde_json::{Map, Value};
 
@@ -26,14 +26,18 @@ impl Redactor {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let mut list: Vec<String> =
-            secrets.into_iter().map(|s| s.as_ref().to_owned()).filter(|s| !s.is_empty()).collect();
+        Redactor::build(secrets.into_iter().map(|s| s.as_ref().to_owned()).collect(), None)
+    }
+
+    fn build(mut list: Vec<String>, kind: Option<AhoCorasickKind>) -> Redactor {
+        list.retain(|s| !s.is_empty());
         list.sort();
         list.dedup();
         let automaton = (!list.is_empty()).then(|| {
             Arc::new(
                 AhoCorasick::builder()
                     .match_kind(MatchKind::LeftmostLongest)
+                    .kind(kind)
                     .build(&list)
                     .expect("literal patterns always build"),
             )
@@ -41,17 +45,31 @@ impl Redactor {
         Redactor { secrets: Arc::new(list), automaton }
     }
 
-    /// This redactor plus more literals (e.g. a caller's own token or body secrets).
+    /// This redactor plus more literals (e.g. a caller's own token or body secrets). Values
+    /// already known are skipped, so the common case (nothing new) builds nothing; otherwise
+    /// the merged automaton is a cheap-to-build NFA, since it serves one call.
     pub fn with<I, S>(&self, more: I) -> Redactor
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let mut more = more.into_iter().map(|s| s.as_ref().to_owned()).peekable();
-        if more.peek().is_none() {
+        let new: Vec<String> = more
+            .into_iter()
+            .map(|s| s.as_ref().to_owned())
+            .filter(|s| !s.is_empty() && !self.secrets.contains(s))
+            .collect();
+        if new.is_empty() {
             return self.clone();
         }
-        Redactor::new(self.secrets.iter().cloned().chain(more))
+        Redactor::build(
+            self.secrets.iter().cloned().chain(new).collect(),
+            Some(AhoCorasickKind::ContiguousNFA),
+        )
+    }
+
+    /// The literals this redactor replaces.
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
     }
 
     /// Redact one string.
