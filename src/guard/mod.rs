@@ -141,14 +141,19 @@ impl CallGuard {
     /// Redact, mask (or block), bound a success, and return its text. `issues_credentials`:
     /// the operation exists to hand out a credential, so masking and blocking are skipped.
     pub fn success(&self, s: &mut Success, issues_credentials: bool) -> Result<String, CallError> {
+        // The path as sent can hold argument values; it is ours to redact, never to mask.
+        s.request.path = self.redactor.redact_str(&s.request.path);
         let mut text = s.to_text();
+        // Only `data` (and `truncated`) come from the forge: scan from the `data` member on,
+        // so the envelope's own words (`"mode":"token"`) do not count as hits. A raw `,"data":`
+        // cannot occur inside an earlier string, where quotes are escaped.
+        let from = text.find(",\"data\":").unwrap_or(0);
         let hit = |t: &str| {
             self.guard.scan.as_ref().is_some_and(|a| a.is_match(t))
                 || self.extra_scan.as_ref().is_some_and(|a| a.is_match(t))
         };
-        if hit(&text) {
+        if hit(&text[from..]) {
             self.redactor.redact_value(&mut s.data);
-            s.request.path = self.redactor.redact_str(&s.request.path);
             if !issues_credentials {
                 match self.guard.mode {
                     DetectionMode::Off => {}
@@ -345,6 +350,16 @@ mod tests {
         let mut s = success(json!({"a": format!("x{tricky}y"), "b": "call\"secret\\x"}));
         let text = g.success(&mut s, false).unwrap();
         assert_eq!(s.data, json!({"a": "x[REDACTED]y", "b": "[REDACTED]"}), "{text}");
+    }
+
+    #[test]
+    fn the_envelope_itself_does_not_trigger_the_walk() {
+        let g = guard(DetectionMode::Mask, 100, 100_000);
+        let s = success(json!([{"title": "plain words"}]));
+        let text = s.to_text();
+        let from = text.find(",\"data\":").unwrap();
+        assert!(text[..from].contains("\"mode\":\"token\""));
+        assert!(!g.guard.scan.as_ref().unwrap().is_match(&text[from..]));
     }
 
     #[test]
