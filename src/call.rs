@@ -13,12 +13,23 @@ use crate::executor::{Forge, Received};
 use crate::guard::{CallGuard, Redactor, credential_ops, secrets};
 use crate::identity::{Credential, Identity, Mode};
 use crate::server::Server;
-use secrecy::ExposeSecret;
+use secrecy::{ExposeSecret, SecretString};
 
-/// Who a call runs as. Over stdio always the server's global identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who a call runs as: the server's global identity (stdio, and HTTP requests that use
+/// `MCP_BEARER_TOKEN` or no header), or the caller's own forge token (HTTP).
+#[derive(Clone)]
 pub enum Caller {
     Global,
+    Token(SecretString),
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Caller::Global => "Caller::Global",
+            Caller::Token(_) => "Caller::Token(..)",
+        })
+    }
 }
 
 /// Run tool `name` with `args` as `caller`; the text of a success result, or why not.
@@ -38,8 +49,9 @@ pub async fn run(
         ));
     }
     let args = args.unwrap_or_default();
-    // 2. who: the credential and the identity the envelope reports.
-    let (credential, identity) = identify(server, caller).await;
+    // 2. who: the credential and the identity the envelope reports. A per-request identity
+    //    that cannot be established fails the call; it never falls back to the global one.
+    let (credential, identity) = identify(server, caller).await?;
     // The guard of this call knows the caller's token and the secrets its body carries.
     let operation_id = operation_of(server, tool, &args);
     let mut call_secrets = secrets::from_body(operation_id.as_deref(), args.get("body"));
@@ -105,17 +117,67 @@ fn plan(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> Result<Ca
     }
 }
 
-/// The credential and identity of a caller. The global login is resolved once with
-/// `GET /api/v1/user` and cached; when that fails (a token scoped without `read:user`, a
-/// forge hiccup) the call still runs under the same credential, with `login: null`.
-pub async fn identify(server: &Server, caller: Caller) -> (Credential, Identity) {
+/// The credential and identity of a caller.
+///
+/// The global login is resolved once with `GET /api/v1/user` and cached; when that fails (a
+/// token scoped without `read:user`, a forge hiccup) the call still runs under the same
+/// credential, with `login: null`. A per-request token's login is resolved before the call
+/// (cached by a hash of the token for a short time); if that fails the call fails with
+/// `identity_failed` (or `unauthorized` for a refused token) and is not made at all.
+pub async fn identify(server: &Server, caller: Caller) -> Result<(Credential, Identity), CallError> {
     match caller {
         Caller::Global => {
             let credential = server.global.credential.clone();
             let mode = credential.mode();
             let login = if mode == Mode::Anonymous { None } else { global_login(server).await };
-            (credential, Identity { login, mode, sudo: None })
+            Ok((credential, Identity { login, mode, sudo: None }))
         }
+        Caller::Token(token) => {
+            let credential = Credential::request_token(&token).map_err(|e| {
+                CallError::local(
+                    ErrorKind::IdentityFailed,
+                    format!("the Authorization header's token is unusable: {e}"),
+                )
+            })?;
+            let mode = credential.mode();
+            let login = match server.logins.get(&token) {
+                Some(l) => l,
+                None => {
+                    let login =
+                        fetch_login(server, &credential).await.map_err(|e| identity_error(e, &credential))?;
+                    server.logins.put(&token, login.clone());
+                    login
+                }
+            };
+            Ok((credential, Identity { login: Some(login), mode, sudo: None }))
+        }
+    }
+}
+
+/// Why a per-request identity could not be established, without the token in any word.
+fn identity_error(e: CallError, credential: &Credential) -> CallError {
+    let redact = |m: &str| match credential.secret() {
+        Some(s) => Redactor::new([s.expose_secret()]).redact_str(m),
+        None => m.to_owned(),
+    };
+    match e {
+        CallError::Result(f) if f.kind == ErrorKind::Unauthorized => CallError::Result(crate::error::ToolFailure {
+            status: f.status,
+            kind: ErrorKind::Unauthorized,
+            message: "the forge refused the token of this request (401); check the token in your Authorization header".into(),
+            path: None,
+        }),
+        CallError::Result(f) => CallError::Result(crate::error::ToolFailure {
+            status: f.status,
+            kind: ErrorKind::IdentityFailed,
+            message: format!(
+                "could not establish who this request's token belongs to ({}: {}); the call was not made under any other identity — try again",
+                f.kind,
+                redact(&f.message)
+            ),
+            path: None,
+        }),
+        other => other,
     }
 }
 

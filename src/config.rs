@@ -156,6 +156,26 @@ pub struct CommonArgs {
     /// Seconds one forge request may take in total, body included.
     #[arg(long, env = "GITEA_TIMEOUT", default_value_t = 60.0, global = true)]
     pub timeout: f64,
+    /// Host header values accepted over HTTP (comma-separated `host` or `host:port`); by
+    /// default the loopback names when listening on loopback, else any.
+    #[arg(long, env = "MCP_ALLOWED_HOSTS", value_delimiter = ',', global = true)]
+    pub allowed_hosts: Vec<String>,
+    /// Origin header values accepted over HTTP (comma-separated `scheme://host[:port]`); by
+    /// default the loopback origins when listening on loopback, else any.
+    #[arg(long, env = "MCP_ALLOWED_ORIGINS", value_delimiter = ',', global = true)]
+    pub allowed_origins: Vec<String>,
+    /// Largest HTTP request body, in bytes.
+    #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = 4 * 1_048_576, global = true)]
+    pub max_body_bytes: usize,
+    /// Seconds one MCP request (a tool call) may take over HTTP before it fails with timeout.
+    #[arg(long, env = "MCP_REQUEST_TIMEOUT", default_value_t = 120.0, global = true)]
+    pub request_timeout: f64,
+    /// Most open Streamable HTTP sessions.
+    #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = 1000, global = true)]
+    pub max_sessions: usize,
+    /// Most open legacy SSE streams.
+    #[arg(long, env = "MCP_MAX_SSE_STREAMS", default_value_t = 1000, global = true)]
+    pub max_sse_streams: usize,
     /// Log filter (tracing syntax, e.g. `info`, `aegis_gitea_mcp=debug`). Logs go to stderr.
     #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
     pub log_level: String,
@@ -185,6 +205,12 @@ pub struct Settings {
     pub connect_timeout: Duration,
     pub timeout: Duration,
     pub log_level: String,
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+    pub max_body_bytes: usize,
+    pub request_timeout: Duration,
+    pub max_sessions: usize,
+    pub max_sse_streams: usize,
 }
 
 /// A setting that cannot be used, with the words to fix it.
@@ -287,8 +313,18 @@ impl Settings {
             connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
             timeout: seconds("--timeout", args.timeout)?,
             log_level: args.log_level,
+            allowed_hosts: clean_list(args.allowed_hosts),
+            allowed_origins: clean_list(args.allowed_origins),
+            max_body_bytes: args.max_body_bytes.max(1024),
+            request_timeout: seconds("--request-timeout", args.request_timeout)?,
+            max_sessions: args.max_sessions.max(1),
+            max_sse_streams: args.max_sse_streams.max(1),
         })
     }
+}
+
+fn clean_list(v: Vec<String>) -> Vec<String> {
+    v.into_iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect()
 }
 
 fn non_empty(v: Option<String>) -> Option<String> {

@@ -54,12 +54,13 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                     ExitCode::FAILURE
                 }
             },
-            other => {
-                eprintln!(
-                    "aegis-gitea-mcp: transport {other:?} is not available in this build yet; use --transport stdio"
-                );
-                ExitCode::from(2)
-            }
+            other => match transport::http::serve(server, other).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("aegis-gitea-mcp: {e}");
+                    ExitCode::FAILURE
+                }
+            },
         },
         Command::Tools { json } => {
             let handler = McpHandler::new(server);

@@ -20,6 +20,8 @@ pub struct Server {
     pub global: GlobalIdentity,
     /// Redaction, masking and bounds of every result.
     pub guard: Guard,
+    /// Logins of per-request tokens (HTTP), by a hash of the token.
+    pub logins: crate::identity::cache::LoginCache,
     /// How long building the catalog took (spec parse, schemas, validators).
     pub catalog_build: std::time::Duration,
 }
@@ -78,6 +80,7 @@ impl Server {
             forge,
             settings,
             catalog_build,
+            logins: Default::default(),
         })
     }
 

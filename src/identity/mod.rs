@@ -4,6 +4,9 @@
 //! header value is marked sensitive and its `Debug` says nothing). Over stdio every call
 //! runs as the global identity: the configured token, or anonymous without one.
 
+pub mod cache;
+pub mod header;
+
 use std::sync::Arc;
 
 use reqwest::header::HeaderValue;
@@ -70,7 +73,50 @@ impl Credential {
     }
 
     pub fn mode(&self) -> Mode {
-        if self.header.is_some() { Mode::Token } else { Mode::Anonymous }
+        match (&self.header, &self.secret) {
+            (None, _) => Mode::Anonymous,
+            (Some(_), Some(s)) if looks_like_jwt(s.expose_secret()) => Mode::OAuth,
+            (Some(_), _) => Mode::Token,
+        }
+    }
+
+    /// A caller's own token from an HTTP request: an OAuth access token issued by the forge
+    /// (a JWT) goes as `Bearer`, an access token as `token`; both are marked sensitive.
+    pub fn request_token(token: &SecretString) -> Result<Credential, InvalidToken> {
+        let scheme = if looks_like_jwt(token.expose_secret()) { "Bearer" } else { "token" };
+        let mut hv = HeaderValue::from_str(&format!("{scheme} {}", token.expose_secret()))
+            .map_err(|_| InvalidToken)?;
+        hv.set_sensitive(true);
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()) })
+    }
+}
+
+/// Gitea and Forgejo issue OAuth2 access tokens as JWTs; access tokens are 40 hex digits.
+fn looks_like_jwt(t: &str) -> bool {
+    let parts: Vec<&str> = t.split('.').collect();
+    parts.len() == 3
+        && t.starts_with("eyJ")
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+}
+
+/// The identity an HTTP request asked for, put into its extensions by the auth layer and
+/// read by the MCP handler (`transport/layers.rs`).
+#[derive(Clone)]
+pub enum RequestIdentity {
+    /// The server's own identity (`MCP_BEARER_TOKEN`, or no header when that is unset).
+    Global,
+    /// The caller's own forge token.
+    Token(SecretString),
+}
+
+impl std::fmt::Debug for RequestIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RequestIdentity::Global => "RequestIdentity::Global",
+            RequestIdentity::Token(_) => "RequestIdentity::Token(..)",
+        })
     }
 }
 

@@ -10,7 +10,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::call::{self, Caller};
-use crate::error::Outcome;
+use crate::error::{CallError, ErrorKind, Outcome};
+use crate::identity::RequestIdentity;
 use crate::server::Server;
 
 /// The MCP face of a `Server`. Cheap to clone.
@@ -78,10 +79,29 @@ impl ServerHandler for McpHandler {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = std::time::Instant::now();
-        let result = call::run(&self.server, Caller::Global, &request.name, request.arguments).await;
+        let result = match caller_of(&context) {
+            // stdio: no HTTP request behind the call.
+            None => call::run(&self.server, Caller::Global, &request.name, request.arguments).await,
+            Some(Ok(caller)) => {
+                let limit = self.server.settings.request_timeout;
+                match tokio::time::timeout(
+                    limit,
+                    call::run(&self.server, caller, &request.name, request.arguments),
+                )
+                .await
+                {
+                    Ok(r) => r,
+                    Err(_) => Err(CallError::local(
+                        ErrorKind::Timeout,
+                        format!("the call took longer than {}s (MCP_REQUEST_TIMEOUT)", limit.as_secs_f64()),
+                    )),
+                }
+            }
+            Some(Err(e)) => Err(e),
+        };
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) => e.kind().map(|k| k.as_str()).unwrap_or("unknown_tool"),
@@ -90,6 +110,20 @@ impl ServerHandler for McpHandler {
         let redactor = self.server.guard.redactor();
         to_rmcp(Outcome::from_result(result, |m| redactor.redact_str(m))).map(Into::into)
     }
+}
+
+/// Who an HTTP request is, from the identity the auth layer put into its extensions.
+/// `None` over stdio. An HTTP request without that identity is refused: fail closed.
+fn caller_of(context: &RequestContext<RoleServer>) -> Option<Result<Caller, CallError>> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    Some(match parts.extensions.get::<RequestIdentity>() {
+        Some(RequestIdentity::Global) => Ok(Caller::Global),
+        Some(RequestIdentity::Token(t)) => Ok(Caller::Token(t.clone())),
+        None => Err(CallError::local(
+            ErrorKind::IdentityFailed,
+            "the request carries no identity; it was not run",
+        )),
+    })
 }
 
 /// An `Outcome` in rmcp's terms.

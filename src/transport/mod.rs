@@ -1,4 +1,7 @@
-//! MCP transports. stdio for one person; the HTTP transports come with per-request
-//! identities.
+//! MCP transports: stdio for one person; Streamable HTTP and legacy SSE for many, each
+//! request under its caller's identity (`layers.rs`).
 
+pub mod http;
+pub mod layers;
+pub mod sse;
 pub mod stdio;

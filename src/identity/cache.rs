@@ -1,0 +1,77 @@
+//! Logins of per-request tokens, cached by a SHA-256 of the token: bounded in size, short
+//! lived. The token itself is never stored; a collision-resistant hash is used because a
+//! collision would hand one caller another's login.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use secrecy::{ExposeSecret, SecretString};
+use sha2::{Digest, Sha256};
+
+/// How long a resolved login is trusted without asking the forge again.
+pub const TTL: Duration = Duration::from_secs(60);
+/// Most tokens remembered at once.
+pub const CAPACITY: usize = 4096;
+
+type Key = [u8; 32];
+
+/// The cache.
+#[derive(Debug, Default)]
+pub struct LoginCache {
+    entries: Mutex<HashMap<Key, (String, Instant)>>,
+}
+
+fn key(token: &SecretString) -> Key {
+    Sha256::digest(token.expose_secret().as_bytes()).into()
+}
+
+impl LoginCache {
+    /// The cached login of `token`, if fresh.
+    pub fn get(&self, token: &SecretString) -> Option<String> {
+        let k = key(token);
+        let map = self.entries.lock().expect("cache lock");
+        map.get(&k).filter(|(_, at)| at.elapsed() < TTL).map(|(l, _)| l.clone())
+    }
+
+    /// Remember a login; when full, expired entries go first, then the oldest.
+    pub fn put(&self, token: &SecretString, login: String) {
+        let k = key(token);
+        let mut map = self.entries.lock().expect("cache lock");
+        if map.len() >= CAPACITY && !map.contains_key(&k) {
+            map.retain(|_, (_, at)| at.elapsed() < TTL);
+            if map.len() >= CAPACITY {
+                if let Some(oldest) = map.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| *k) {
+                    map.remove(&oldest);
+                }
+            }
+        }
+        map.insert(k, (login, Instant::now()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.lock().expect("cache lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembers_by_token_and_is_bounded() {
+        let c = LoginCache::default();
+        let a = SecretString::from("token-a");
+        c.put(&a, "alice".into());
+        assert_eq!(c.get(&a).as_deref(), Some("alice"));
+        assert_eq!(c.get(&SecretString::from("token-b")), None);
+        for i in 0..CAPACITY + 10 {
+            c.put(&SecretString::from(format!("t{i}")), format!("u{i}"));
+        }
+        assert!(c.len() <= CAPACITY);
+    }
+}

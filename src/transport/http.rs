@@ -1,0 +1,140 @@
+//! Streamable HTTP (`/mcp`, rmcp's service) and legacy SSE (`/sse`, `/message`, ours) on one
+//! axum server, behind the layers of `layers.rs`, plus `/healthz`. SIGTERM or Ctrl-C stops
+//! accepting, ends open streams, lets in-flight calls finish (up to `DRAIN`), then exits.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::middleware::from_fn_with_state;
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+use tower_http::limit::RequestBodyLimitLayer;
+
+use super::layers::{self, LayerConfig};
+use super::sse;
+use crate::config::TransportChoice;
+use crate::mcp::McpHandler;
+use crate::server::Server;
+
+/// How long in-flight calls may run after a shutdown signal.
+const DRAIN: Duration = Duration::from_secs(20);
+
+/// Serve until SIGTERM/SIGINT.
+pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::Result<()> {
+    let s = &server.settings;
+    let listener = tokio::net::TcpListener::bind(&s.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
+    let addr = listener.local_addr()?;
+    let cfg = Arc::new(LayerConfig {
+        allowed_hosts: allowed_hosts(&s.allowed_hosts, addr),
+        allowed_origins: allowed_origins(&s.allowed_origins, addr),
+        bearer: s.mcp_bearer_token.clone(),
+        max_sessions: s.max_sessions,
+    });
+    warn_if_open(&server, addr, &cfg);
+    let shutdown = CancellationToken::new();
+    let handler = McpHandler::new(server.clone());
+    let mcp: Router = match transport {
+        TransportChoice::Sse => sse::router(handler, s.max_sse_streams, shutdown.clone()),
+        _ => {
+            let sessions = Arc::new(LocalSessionManager::default());
+            let count = sessions.clone();
+            let open: layers::OpenSessions =
+                Arc::new(move || count.sessions.try_read().map(|m| m.len()).unwrap_or(0));
+            let config = StreamableHttpServerConfig::default()
+                .disable_allowed_hosts()
+                .with_cancellation_token(shutdown.child_token())
+                .with_max_request_body_bytes(s.max_body_bytes);
+            let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions, config);
+            Router::new()
+                .route_service("/mcp", service)
+                .layer(from_fn_with_state((cfg.clone(), open), layers::limit_sessions))
+        }
+    };
+    let app = mcp
+        .layer(RequestBodyLimitLayer::new(s.max_body_bytes))
+        .layer(from_fn_with_state(cfg.clone(), layers::authenticate))
+        .layer(from_fn_with_state(cfg.clone(), layers::guard_host_origin))
+        .route("/healthz", get(|| async { "ok" }));
+    let path = if transport == TransportChoice::Sse { "/sse" } else { "/mcp" };
+    tracing::info!("listening on http://{addr}{path}");
+    eprintln!("listening on http://{addr}{path}");
+
+    let signalled = CancellationToken::new();
+    let on_signal = signalled.clone();
+    let stop_streams = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new requests, draining in-flight calls");
+        on_signal.cancel();
+        stop_streams.cancel();
+    });
+    let graceful = axum::serve(listener, app).with_graceful_shutdown(signalled.clone().cancelled_owned());
+    tokio::select! {
+        r = graceful => r?,
+        _ = async { signalled.cancelled().await; tokio::time::sleep(DRAIN).await } => {
+            tracing::warn!("calls still running after {}s; exiting", DRAIN.as_secs());
+        }
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// Configured hosts, or the loopback names when listening on loopback (any port), or any
+/// host otherwise (a warning says so).
+fn allowed_hosts(configured: &[String], addr: SocketAddr) -> Vec<String> {
+    if !configured.is_empty() {
+        return configured.to_vec();
+    }
+    if addr.ip().is_loopback() { LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect() } else { Vec::new() }
+}
+
+fn allowed_origins(configured: &[String], addr: SocketAddr) -> Vec<String> {
+    if !configured.is_empty() {
+        return configured.to_vec();
+    }
+    if addr.ip().is_loopback() {
+        LOOPBACK_NAMES.iter().flat_map(|h| [format!("http://{h}"), format!("https://{h}")]).collect()
+    } else {
+        Vec::new()
+    }
+}
+
+fn warn_if_open(server: &Server, addr: SocketAddr, cfg: &LayerConfig) {
+    if addr.ip().is_loopback() {
+        return;
+    }
+    if server.settings.token.is_some() && cfg.bearer.is_none() {
+        tracing::warn!(
+            "listening on {addr} (not loopback) with a global token and no MCP_BEARER_TOKEN: any client that can reach this address calls the forge as the token's owner; set MCP_BEARER_TOKEN or remove GITEA_TOKEN"
+        );
+        eprintln!(
+            "WARNING: listening on {addr} with a global token and no MCP_BEARER_TOKEN: unauthenticated clients act as the token's owner"
+        );
+    }
+    if cfg.allowed_hosts.is_empty() {
+        tracing::warn!("listening on {addr} with no --allowed-hosts: any Host header is accepted");
+    }
+}

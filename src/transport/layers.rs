@@ -1,0 +1,222 @@
+//! The HTTP layers in front of every MCP route (`/mcp`, `/sse`, `/message`), in order:
+//!
+//! 1. `guard_host_origin` — DNS-rebinding protection: `Host` and `Origin` must be allowed.
+//! 2. `authenticate` — the request's identity from its `Authorization` header
+//!    (stateless-http-auth): the shared `MCP_BEARER_TOKEN` means the server's global
+//!    identity, any other token is the caller's own forge token, no usable header means the
+//!    global identity — or 401 when `MCP_BEARER_TOKEN` is set. The result travels in the
+//!    request's extensions as a `RequestIdentity`; the MCP handler reads it from there.
+//! 3. the body limit (`tower_http`), 413 above `--max-body-bytes`.
+//! 4. `limit_sessions` — refuses a new session (an `initialize` without session id) when
+//!    `--max-sessions` are open.
+//!
+//! Refusals are JSON-RPC error bodies with a message that says what to change.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+use crate::identity::RequestIdentity;
+use crate::identity::header::{self as auth_header, AuthHeader};
+
+/// What the layers need to know.
+#[derive(Debug, Clone)]
+pub struct LayerConfig {
+    /// Allowed `Host` values (`host` or `host:port`); empty = any.
+    pub allowed_hosts: Vec<String>,
+    /// Allowed `Origin` values (`scheme://host[:port]`); empty = any.
+    pub allowed_origins: Vec<String>,
+    pub bearer: Option<secrecy::SecretString>,
+    pub max_sessions: usize,
+}
+
+/// Counts the open Streamable HTTP sessions.
+pub type OpenSessions = Arc<dyn Fn() -> usize + Send + Sync>;
+
+/// A JSON-RPC error response with an HTTP status.
+pub fn refuse(status: StatusCode, code: i64, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let host = host.trim().to_ascii_lowercase();
+    let (name, port) = split_host_port(&host);
+    allowed.iter().any(|a| {
+        let a = a.trim().to_ascii_lowercase();
+        let (an, ap) = split_host_port(&a);
+        an == name && (ap.is_none() || ap == port)
+    })
+}
+
+fn split_host_port(s: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = s.strip_prefix('[') {
+        // [::1]:8080
+        return match rest.split_once(']') {
+            Some((h, tail)) => (h, tail.strip_prefix(':')),
+            None => (rest, None),
+        };
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.chars().all(|c| c.is_ascii_digit()) => (h, Some(p)),
+        _ => (s, None),
+    }
+}
+
+fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let origin = origin.trim().trim_end_matches('/').to_ascii_lowercase();
+    let Some((scheme, authority)) = origin.split_once("://") else { return false };
+    allowed.iter().any(|a| {
+        let a = a.trim().trim_end_matches('/').to_ascii_lowercase();
+        match a.split_once("://") {
+            Some((s, auth)) => s == scheme && host_allowed(authority, &[auth.to_owned()]),
+            None => host_allowed(authority, std::slice::from_ref(&a)),
+        }
+    })
+}
+
+/// 1. `Host` and `Origin` against the allowed lists.
+pub async fn guard_host_origin(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()));
+    match host {
+        Some(h) if host_allowed(&h, &cfg.allowed_hosts) => {}
+        _ => {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                -32600,
+                "Forbidden: the Host header is not allowed (DNS rebinding protection); add it with --allowed-hosts",
+            );
+        }
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let ok = origin.to_str().is_ok_and(|o| origin_allowed(o, &cfg.allowed_origins));
+        if !ok {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                -32600,
+                "Forbidden: the Origin header is not allowed; add it with --allowed-origins",
+            );
+        }
+    }
+    next.run(req).await
+}
+
+/// 2. The request's identity, from its `Authorization` header.
+pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request, next: Next) -> Response {
+    let parsed = auth_header::parse(req.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes));
+    let identity = match parsed {
+        AuthHeader::Token(t) => match &cfg.bearer {
+            Some(b)
+                if auth_header::constant_time_eq(
+                    t.expose_secret().as_bytes(),
+                    b.expose_secret().as_bytes(),
+                ) =>
+            {
+                RequestIdentity::Global
+            }
+            _ => RequestIdentity::Token(t),
+        },
+        AuthHeader::None if cfg.bearer.is_some() => {
+            let mut r = refuse(
+                StatusCode::UNAUTHORIZED,
+                -32001,
+                "Unauthorized: send Authorization: Bearer <MCP_BEARER_TOKEN>, or your own forge token as Authorization: token <token>",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(r#"Bearer realm="aegis-gitea-mcp", error="invalid_token""#),
+            );
+            return r;
+        }
+        AuthHeader::None => RequestIdentity::Global,
+    };
+    req.extensions_mut().insert(identity);
+    next.run(req).await
+}
+
+/// 4. No new session beyond the limit.
+///
+/// Only a POST without `Mcp-Session-Id` whose body is an `initialize` request opens a
+/// session; the body (already size-limited) is read and put back untouched.
+pub async fn limit_sessions(
+    State((cfg, open)): State<(Arc<LayerConfig>, OpenSessions)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if req.method() != axum::http::Method::POST || req.headers().contains_key("mcp-session-id") {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes: Bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(_) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                "the request body is too large (--max-body-bytes)",
+            );
+        }
+    };
+    let is_initialize = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .is_some_and(|v| v.get("method").and_then(|m| m.as_str()) == Some("initialize"));
+    if is_initialize && open() >= cfg.max_sessions {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            -32000,
+            &format!(
+                "too many open MCP sessions ({}); close idle sessions (DELETE /mcp) or raise --max-sessions",
+                cfg.max_sessions
+            ),
+        );
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_match_with_or_without_port() {
+        let allowed = vec![
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "[::1]".to_owned(),
+            "mcp.example:8443".to_owned(),
+        ];
+        for ok in ["localhost", "localhost:8080", "127.0.0.1:1", "[::1]:80", "mcp.example:8443"] {
+            assert!(host_allowed(ok, &allowed), "{ok}");
+        }
+        for bad in ["evil.example", "evil.example:8080", "mcp.example", "mcp.example:80", "localhost.evil"] {
+            assert!(!host_allowed(bad, &allowed), "{bad}");
+        }
+    }
+
+    #[test]
+    fn origins_match_scheme_and_host() {
+        let allowed = vec!["http://localhost".to_owned(), "https://app.example".to_owned()];
+        assert!(origin_allowed("http://localhost:3000", &allowed));
+        assert!(origin_allowed("https://app.example", &allowed));
+        assert!(!origin_allowed("http://evil.example", &allowed));
+        assert!(!origin_allowed("http://app.example", &allowed));
+        assert!(!origin_allowed("null", &allowed));
+    }
+}
