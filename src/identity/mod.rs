@@ -171,6 +171,19 @@ mod tests {
     }
 
     #[test]
+    fn forge_oauth_tokens_are_recognised_and_sent_as_bearer() {
+        let jwt = SecretString::from("eyJhbGciOiJSUzI1NiJ9.eyJnbnQiOjJ9.c2lnbmF0dXJl");
+        let c = Credential::request_token(&jwt).unwrap();
+        assert_eq!(c.mode(), Mode::OAuth);
+        assert!(c.header().unwrap().as_bytes().starts_with(b"Bearer "));
+        let pat = SecretString::from("0123456789abcdef0123456789abcdef01234567");
+        let c = Credential::request_token(&pat).unwrap();
+        assert_eq!(c.mode(), Mode::Token);
+        assert!(c.header().unwrap().as_bytes().starts_with(b"token "));
+        assert!(c.header().unwrap().is_sensitive());
+    }
+
+    #[test]
     fn identity_serializes_as_the_interface_says() {
         let i = Identity { login: None, mode: Mode::OAuth, sudo: None };
         assert_eq!(
