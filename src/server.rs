@@ -20,6 +20,8 @@ pub struct Server {
     pub global: GlobalIdentity,
     /// Redaction, masking and bounds of every result.
     pub guard: Guard,
+    /// Tool calls running right now (graceful shutdown waits for them).
+    pub in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Logins of per-request tokens (HTTP), by a hash of the token.
     pub logins: crate::identity::cache::LoginCache,
     /// How long building the catalog took (spec parse, schemas, validators).
@@ -81,6 +83,7 @@ impl Server {
             settings,
             catalog_build,
             logins: Default::default(),
+            in_flight: Default::default(),
         })
     }
 

@@ -1,6 +1,7 @@
 //! rmcp `ServerHandler` over the catalog: list tools, call one through `call::run`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
@@ -82,6 +83,7 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = std::time::Instant::now();
+        let _running = InFlight::enter(&self.server.in_flight);
         let result = match caller_of(&context) {
             // stdio: no HTTP request behind the call.
             None => call::run(&self.server, Caller::Global, &request.name, request.arguments).await,
@@ -109,6 +111,22 @@ impl ServerHandler for McpHandler {
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = started.elapsed().as_millis() as u64, "tools/call");
         let redactor = self.server.guard.redactor();
         to_rmcp(Outcome::from_result(result, |m| redactor.redact_str(m))).map(Into::into)
+    }
+}
+
+/// Counts a call as running until dropped.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn enter(counter: &Arc<AtomicUsize>) -> InFlight {
+        counter.fetch_add(1, Ordering::SeqCst);
+        InFlight(counter.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -68,10 +68,20 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     let signalled = CancellationToken::new();
     let on_signal = signalled.clone();
     let stop_streams = shutdown.clone();
+    let in_flight = server.in_flight.clone();
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutting down: no new requests, draining in-flight calls");
         on_signal.cancel();
+        // Let running calls finish and their answers go out, then end the open streams
+        // (which would otherwise keep their connections, and the server, alive).
+        let deadline = tokio::time::Instant::now() + DRAIN;
+        while in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
         stop_streams.cancel();
     });
     let graceful = axum::serve(listener, app).with_graceful_shutdown(signalled.clone().cancelled_owned());

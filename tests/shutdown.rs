@@ -1,0 +1,93 @@
+//! SIGTERM over HTTP: no new work is accepted, the call in flight finishes and is answered,
+//! then the process exits cleanly.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
+use serde_json::{Value, json};
+use support::{ALICE_TOKEN, bin};
+
+async fn post(client: &reqwest::Client, url: &str, session: Option<&str>, body: Value) -> reqwest::Response {
+    let mut r = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18");
+    if let Some(s) = session {
+        r = r.header("mcp-session-id", s);
+    }
+    r.body(body.to_string()).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn sigterm_drains_the_call_in_flight_and_exits() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    forge.script(Script::always(
+        None,
+        "/api/v1/repos/alice/slow",
+        ScriptedResponse::json(200, &json!({"name": "slow"})).with_delay(Duration::from_millis(1500)),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr");
+    let mut child = tokio::process::Command::new(bin())
+        .args([
+            "serve",
+            "--transport",
+            "http",
+            "--listen",
+            "127.0.0.1:0",
+            "--flavor",
+            "gitea",
+            "--url",
+            &forge.base_url(),
+        ])
+        .env_clear()
+        .env("GITEA_TOKEN", ALICE_TOKEN)
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    for _ in 0..300 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(i) = text.find("listening on http://") {
+            url = text[i + "listening on ".len()..].split_whitespace().next().unwrap().to_owned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!url.is_empty(), "server did not start: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    let client = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let r = post(&client, &url, None, init).await;
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let _ = r.text().await;
+    post(&client, &url, Some(&sid), json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+
+    let call = {
+        let (client, url, sid) = (client.clone(), url.clone(), sid.clone());
+        tokio::spawn(async move {
+            let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "repoGet", "arguments": {"owner": "alice", "repo": "slow"}}});
+            post(&client, &url, Some(&sid), body).await.text().await.unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+
+    let answer =
+        tokio::time::timeout(Duration::from_secs(10), call).await.expect("the call was answered").unwrap();
+    assert!(answer.contains(r#"\"name\":\"slow\""#), "the in-flight call finished: {answer}");
+    let status = tokio::time::timeout(Duration::from_secs(25), child.wait())
+        .await
+        .expect("the server exited")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("shutting down"), "{text}");
+}
