@@ -1,0 +1,122 @@
+//! Streamable HTTP speaks every protocol version the MCP layer knows: `initialize` with
+//! 2024-11-05 … 2025-11-25 negotiates that version, and 2026-07-28 clients get an answer to
+//! `server/discover` and stateless calls without any `initialize`.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use fake_forge::{FakeForge, Options};
+use serde_json::{Value, json};
+use support::{ALICE_TOKEN, bin};
+
+struct Server {
+    url: String,
+    _child: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(forge: &FakeForge) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr");
+    let child = tokio::process::Command::new(bin())
+        .args([
+            "serve",
+            "--transport",
+            "http",
+            "--listen",
+            "127.0.0.1:0",
+            "--flavor",
+            "gitea",
+            "--url",
+            &forge.base_url(),
+        ])
+        .env_clear()
+        .env("GITEA_TOKEN", ALICE_TOKEN)
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..300 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(i) = text.find("listening on http://") {
+            let url = text[i + "listening on ".len()..].split_whitespace().next().unwrap().to_owned();
+            return Server { url, _child: child, _dir: dir };
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("server did not start: {}", std::fs::read_to_string(&log).unwrap_or_default());
+}
+
+/// POST one JSON-RPC message; the JSON-RPC answer (plain or SSE-framed) and the session id.
+async fn rpc(url: &str, headers: &[(&str, &str)], body: Value) -> (u16, Option<Value>, Option<String>) {
+    let mut r = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let resp = r.body(body.to_string()).send().await.unwrap();
+    let status = resp.status().as_u16();
+    let sid = resp.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+    let text = resp.text().await.unwrap();
+    let msg = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l.trim())))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("result").is_some() || v.get("error").is_some());
+    (status, msg, sid)
+}
+
+#[tokio::test]
+async fn initialize_negotiates_every_handshake_version() {
+    let forge = FakeForge::start(Options::default()).await;
+    let s = start(&forge).await;
+    for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+        let (status, msg, sid) = rpc(&s.url, &[], init).await;
+        assert_eq!(status, 200, "{version}");
+        let msg = msg.unwrap();
+        assert_eq!(msg["result"]["protocolVersion"], version, "{msg}");
+        assert_eq!(msg["result"]["serverInfo"]["name"], "aegis-gitea-mcp");
+        let sid = sid.expect("a session id");
+        let h = [("mcp-session-id", sid.as_str()), ("mcp-protocol-version", version)];
+        rpc(&s.url, &h, json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        let (_, msg, _) = rpc(&s.url, &h, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
+        assert_eq!(msg.unwrap()["result"]["tools"].as_array().unwrap().len(), 484, "{version}");
+    }
+}
+
+#[tokio::test]
+async fn newest_clients_discover_and_call_without_initialize() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let s = start(&forge).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let h = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "server/discover")];
+    let (status, msg, _) = rpc(
+        &s.url,
+        &h,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let msg = msg.unwrap();
+    let versions = msg["result"]["supportedVersions"].as_array().cloned().unwrap_or_default();
+    assert!(versions.contains(&json!("2026-07-28")) && versions.contains(&json!("2024-11-05")), "{msg}");
+
+    let h = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "repoGet")];
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}, "_meta": meta}});
+    let (status, msg, _) = rpc(&s.url, &h, call).await;
+    assert_eq!(status, 200);
+    let msg = msg.unwrap();
+    let text = msg["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{msg}"));
+    let envelope: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(envelope["data"]["full_name"], "alice/demo");
+    assert_eq!(envelope["identity"]["login"], "alice");
+}
