@@ -140,15 +140,11 @@ pub async fn identify(server: &Server, caller: Caller) -> Result<(Credential, Id
                 )
             })?;
             let mode = credential.mode();
-            let login = match server.logins.get(&token) {
-                Some(l) => l,
-                None => {
-                    let login =
-                        fetch_login(server, &credential).await.map_err(|e| identity_error(e, &credential))?;
-                    server.logins.put(&token, login.clone());
-                    login
-                }
-            };
+            let login = server
+                .logins
+                .get_or_resolve(&token, || fetch_login(server, &credential))
+                .await
+                .map_err(|e| identity_error(e, &credential))?;
             Ok((credential, Identity { login: Some(login), mode, sudo: None }))
         }
     }

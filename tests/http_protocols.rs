@@ -120,3 +120,17 @@ async fn newest_clients_discover_and_call_without_initialize() {
     assert_eq!(envelope["data"]["full_name"], "alice/demo");
     assert_eq!(envelope["identity"]["login"], "alice");
 }
+
+#[tokio::test]
+async fn two_authorization_headers_are_refused() {
+    let forge = FakeForge::start(Options::default()).await;
+    let s = start(&forge).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let (status, msg, _) =
+        rpc(&s.url, &[("authorization", "token a-token-1"), ("authorization", "token b-token-2")], init)
+            .await;
+    assert_eq!(status, 400);
+    assert!(msg.unwrap()["error"]["message"].as_str().unwrap().contains("exactly one Authorization"));
+    assert!(forge.requests().is_empty());
+}

@@ -20,6 +20,9 @@ type Key = [u8; 32];
 #[derive(Debug, Default)]
 pub struct LoginCache {
     entries: Mutex<HashMap<Key, (String, Instant)>>,
+    /// One lock per token being resolved, so that concurrent first calls of one token ask
+    /// the forge once.
+    resolving: Mutex<HashMap<Key, std::sync::Arc<tokio::sync::Mutex<()>>>>,
 }
 
 fn key(token: &SecretString) -> Key {
@@ -49,6 +52,38 @@ impl LoginCache {
         map.insert(k, (login, Instant::now()));
     }
 
+    /// The login of `token`: cached, or resolved by `resolve` — once for all concurrent
+    /// callers of the same token. Failures are not cached.
+    pub async fn get_or_resolve<F, Fut, E>(&self, token: &SecretString, resolve: F) -> Result<String, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<String, E>>,
+    {
+        if let Some(l) = self.get(token) {
+            return Ok(l);
+        }
+        let k = key(token);
+        let lock = self.resolving.lock().expect("cache lock").entry(k).or_default().clone();
+        let result = {
+            let _one_at_a_time = lock.lock().await;
+            match self.get(token) {
+                Some(l) => Ok(l),
+                None => {
+                    let r = resolve().await;
+                    if let Ok(login) = &r {
+                        self.put(token, login.clone());
+                    }
+                    r
+                }
+            }
+        };
+        let mut resolving = self.resolving.lock().expect("cache lock");
+        if std::sync::Arc::strong_count(&lock) <= 2 {
+            resolving.remove(&k);
+        }
+        result
+    }
+
     pub fn len(&self) -> usize {
         self.entries.lock().expect("cache lock").len()
     }
@@ -61,6 +96,28 @@ impl LoginCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn concurrent_first_calls_of_one_token_resolve_once() {
+        let c = std::sync::Arc::new(LoginCache::default());
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..20 {
+            let (c, calls) = (c.clone(), calls.clone());
+            tasks.push(tokio::spawn(async move {
+                c.get_or_resolve(&SecretString::from("tok"), || async {
+                    calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    Ok::<_, ()>("alice".to_owned())
+                })
+                .await
+            }));
+        }
+        for t in tasks {
+            assert_eq!(t.await.unwrap(), Ok("alice".to_owned()));
+        }
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn remembers_by_token_and_is_bounded() {

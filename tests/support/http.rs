@@ -1,0 +1,632 @@
+//! HTTP harness: the server binary on `--transport http` (Streamable HTTP at `/mcp`) or
+//! `--transport sse` (legacy HTTP+SSE at `/sse` + `/message`), and a small client for each,
+//! written against the wire format rather than an SDK so that every request can carry its own
+//! `Authorization` header (or none), exactly as a test needs.
+//!
+//! `auth` arguments are the whole header value (`"token abc"`, `"Bearer abc"`, `"abc"`), or
+//! `None` for no header at all.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Called, bin};
+
+/// The protocol version the clients speak.
+pub const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The `Accept` header Streamable HTTP requires on a POST.
+pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+/// How long one MCP exchange may take before the client gives up.
+pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client error: the HTTP status (0 when there was none: connection failure, timeout, a
+/// stream that ended early) and the body or a description.
+pub type HttpError = (u16, String);
+
+/// A reqwest client suited to talking to the local server: no proxy, no overall timeout
+/// (SSE streams stay open), a generous idle pool.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(1024)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .expect("reqwest client")
+}
+
+/// The server binary serving `http` or `sse`; killed on drop.
+pub struct HttpServer {
+    child: tokio::process::Child,
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub base: String,
+    /// The announced MCP URL: `{base}/mcp` or `{base}/sse`.
+    pub endpoint: String,
+    /// `http` or `sse`.
+    pub transport: String,
+    stderr_path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl HttpServer {
+    /// Start `serve --transport <transport> --listen 127.0.0.1:0 --url <forge_url> --flavor gitea`
+    /// with a clean environment (PATH plus `env`) and wait for its `listening on` line.
+    pub async fn spawn(forge_url: &str, transport: &str, env: &[(&str, &str)]) -> HttpServer {
+        let dir = tempfile::tempdir().unwrap();
+        let stderr_path = dir.path().join("stderr.log");
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let mut cmd = tokio::process::Command::new(bin());
+        cmd.args([
+            "serve",
+            "--transport",
+            transport,
+            "--listen",
+            "127.0.0.1:0",
+            "--url",
+            forge_url,
+            "--flavor",
+            "gitea",
+        ]);
+        cmd.env_clear();
+        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::from(stderr))
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("spawn the server");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let endpoint = loop {
+            let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            if let Some(url) = log.lines().find_map(|l| {
+                let at = l.find("listening on http://")?;
+                l[at + "listening on ".len()..].split_whitespace().next().map(str::to_owned)
+            }) {
+                break url;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the server exited ({status}) before listening; its stderr:\n{log}");
+            }
+            if Instant::now() > deadline {
+                panic!("the server did not print `listening on` within 30 s; its stderr:\n{log}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let path_at = endpoint["http://".len()..].find('/').map(|i| i + "http://".len());
+        let base = match path_at {
+            Some(i) => endpoint[..i].to_owned(),
+            None => endpoint.clone(),
+        };
+        HttpServer { child, base, endpoint, transport: transport.to_owned(), stderr_path, _dir: dir }
+    }
+
+    /// `{base}{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn authority(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// A client of the right kind for this server's transport.
+    pub async fn connect(&self, auth: Option<&str>) -> Result<McpClient, HttpError> {
+        McpClient::connect(self, auth).await
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Incremental `text/event-stream` parser: feed bytes, get complete `(event, data)` pairs.
+/// `event` defaults to `message`; events without data (comments, keep-alives, priming
+/// events) are dropped.
+#[derive(Default)]
+pub struct SseParser {
+    buf: Vec<u8>,
+}
+
+impl SseParser {
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<(String, String)> {
+        self.buf.extend(bytes.iter().copied().filter(|&b| b != b'\r'));
+        let mut out = Vec::new();
+        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = self.buf.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&block[..end]);
+            let mut event = "message".to_owned();
+            let mut data: Vec<&str> = Vec::new();
+            for line in text.lines() {
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                match field {
+                    "event" => event = value.to_owned(),
+                    "data" => data.push(value),
+                    _ => {}
+                }
+            }
+            let data = data.join("\n");
+            if !data.trim().is_empty() {
+                out.push((event, data));
+            }
+        }
+        out
+    }
+}
+
+/// The JSON-RPC messages of a `text/event-stream` or `application/json` POST reply, read
+/// until the response with `id` arrives (the stream need not end).
+async fn read_reply(mut resp: reqwest::Response, id: u64) -> Result<Value, HttpError> {
+    let status = resp.status().as_u16();
+    let is_sse = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let matches = |v: &Value| v.get("id").and_then(Value::as_u64) == Some(id);
+    if !is_sse {
+        let text = resp.text().await.map_err(|e| (status, format!("reading the reply: {e}")))?;
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| (status, format!("not JSON ({e}): {text}")))?;
+        return match v {
+            Value::Array(items) => {
+                items.into_iter().find(matches).ok_or((status, format!("no response with id {id}: {text}")))
+            }
+            v if matches(&v) => Ok(v),
+            v => Err((status, format!("a reply without id {id}: {v}"))),
+        };
+    }
+    let mut parser = SseParser::default();
+    let mut seen = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(bytes)) => {
+                for (_, data) in parser.push(&bytes) {
+                    let v: Value = serde_json::from_str(&data)
+                        .map_err(|e| (status, format!("an SSE event that is not JSON ({e}): {data}")))?;
+                    if matches(&v) {
+                        return Ok(v);
+                    }
+                    seen.push(v);
+                }
+            }
+            Ok(None) => {
+                return Err((
+                    status,
+                    format!("the stream ended without a response to id {id}; saw {seen:?}"),
+                ));
+            }
+            Err(e) => return Err((status, format!("reading the stream: {e}"))),
+        }
+    }
+}
+
+fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "aegis-http-tests", "version": "0.0.0"}
+    })
+}
+
+/// A Streamable HTTP client (`/mcp`) holding one session. Each request may carry its own
+/// `Authorization` header.
+pub struct StreamableClient {
+    http: reqwest::Client,
+    url: String,
+    session: Option<String>,
+    ids: AtomicU64,
+    /// The `initialize` response.
+    pub initialize: Value,
+}
+
+impl StreamableClient {
+    /// `initialize` (with `auth`) then `notifications/initialized`. `base` is the server's
+    /// base URL, with or without `/mcp`.
+    pub async fn connect(base: &str, auth: Option<&str>) -> Result<StreamableClient, HttpError> {
+        StreamableClient::connect_with(http_client(), base, auth).await
+    }
+
+    /// Like `connect`, sharing a reqwest client (and its connection pool).
+    pub async fn connect_with(
+        http: reqwest::Client,
+        base: &str,
+        auth: Option<&str>,
+    ) -> Result<StreamableClient, HttpError> {
+        let url = if base.ends_with("/mcp") { base.to_owned() } else { format!("{base}/mcp") };
+        let mut c =
+            StreamableClient { http, url, session: None, ids: AtomicU64::new(1), initialize: Value::Null };
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params()});
+        let resp = c.post(&body, auth).await?;
+        c.session = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let init = tokio::time::timeout(EXCHANGE_TIMEOUT, read_reply(resp, 0))
+            .await
+            .map_err(|_| (0, "initialize timed out".to_owned()))??;
+        if init.get("result").is_none() {
+            return Err((200, format!("initialize failed: {init}")));
+        }
+        c.initialize = init;
+        let status = c.notify("notifications/initialized", None, auth).await?;
+        if status != 202 {
+            return Err((status, "notifications/initialized was not accepted with 202".into()));
+        }
+        Ok(c)
+    }
+
+    /// The session id the server assigned, if any.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    /// The `/mcp` URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// One POST of a JSON-RPC message with this session's headers; an HTTP status other than
+    /// 2xx is an error with the body.
+    pub async fn post(&self, body: &Value, auth: Option<&str>) -> Result<reqwest::Response, HttpError> {
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, ACCEPT_BOTH)
+            .body(body.to_string());
+        if let Some(s) = &self.session {
+            req = req.header("mcp-session-id", s).header("mcp-protocol-version", PROTOCOL_VERSION);
+        }
+        if let Some(a) = auth {
+            req = req.header(reqwest::header::AUTHORIZATION, a);
+        }
+        let resp = req.send().await.map_err(|e| (0, format!("POST {}: {e}", self.url)))?;
+        let status = resp.status().as_u16();
+        if !resp.status().is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            return Err((status, text));
+        }
+        Ok(resp)
+    }
+
+    /// Send a notification; returns the HTTP status (202 expected).
+    pub async fn notify(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        auth: Option<&str>,
+    ) -> Result<u16, HttpError> {
+        let mut body = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(p) = params {
+            body["params"] = p;
+        }
+        let resp = self.post(&body, auth).await?;
+        Ok(resp.status().as_u16())
+    }
+
+    /// A JSON-RPC request; returns the JSON-RPC response (result or error).
+    pub async fn request(&self, method: &str, params: Value, auth: Option<&str>) -> Result<Value, HttpError> {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let exchange = async {
+            let resp = self.post(&body, auth).await?;
+            read_reply(resp, id).await
+        };
+        tokio::time::timeout(EXCHANGE_TIMEOUT, exchange)
+            .await
+            .map_err(|_| (0, format!("{method} timed out")))?
+    }
+
+    /// `tools/call`; returns the JSON-RPC response.
+    pub async fn call(&self, tool: &str, args: Value, auth: Option<&str>) -> Result<Value, HttpError> {
+        self.request("tools/call", json!({"name": tool, "arguments": args}), auth).await
+    }
+}
+
+/// The newest protocol version, which calls without `initialize` or a session.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+
+static STATELESS_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// One `tools/call` POSTed to `/mcp` without a session (protocol 2026-07-28: no
+/// `initialize`, the version and capabilities travel in `_meta` and headers), with `auth`.
+pub async fn stateless_call(
+    http: &reqwest::Client,
+    base: &str,
+    tool: &str,
+    args: Value,
+    auth: Option<&str>,
+) -> Result<Value, HttpError> {
+    let url = if base.ends_with("/mcp") { base.to_owned() } else { format!("{base}/mcp") };
+    let id = STATELESS_IDS.fetch_add(1, Ordering::Relaxed);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                      "params": {"name": tool, "arguments": args, "_meta": meta}});
+    let mut req = http
+        .post(&url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::ACCEPT, ACCEPT_BOTH)
+        .header("mcp-protocol-version", STATELESS_VERSION)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(body.to_string());
+    if let Some(a) = auth {
+        req = req.header(reqwest::header::AUTHORIZATION, a);
+    }
+    let exchange = async {
+        let resp = req.send().await.map_err(|e| (0, format!("POST {url}: {e}")))?;
+        let status = resp.status().as_u16();
+        if !resp.status().is_success() {
+            return Err((status, resp.text().await.unwrap_or_default()));
+        }
+        read_reply(resp, id).await
+    };
+    tokio::time::timeout(EXCHANGE_TIMEOUT, exchange)
+        .await
+        .map_err(|_| (0, "stateless tools/call timed out".into()))?
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
+
+/// A legacy HTTP+SSE client: `GET /sse` streams in a background task that routes each
+/// `message` event to the request with its id; requests are POSTed to the announced
+/// `/message?sessionId=…`, each with its own `Authorization` header.
+pub struct SseClient {
+    http: reqwest::Client,
+    post_url: String,
+    pending: Pending,
+    /// Server messages that answer no pending request (notifications, server requests).
+    others: tokio::sync::Mutex<mpsc::UnboundedReceiver<Value>>,
+    ids: AtomicU64,
+    reader: tokio::task::JoinHandle<()>,
+    /// The `initialize` response.
+    pub initialize: Value,
+}
+
+impl Drop for SseClient {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Open `GET {base}/sse` with `auth`; the response, whatever its status.
+pub async fn open_sse_stream(
+    http: &reqwest::Client,
+    base: &str,
+    auth: Option<&str>,
+) -> Result<reqwest::Response, HttpError> {
+    let url = format!("{}/sse", base.trim_end_matches("/sse"));
+    let mut req = http.get(&url).header(reqwest::header::ACCEPT, "text/event-stream");
+    if let Some(a) = auth {
+        req = req.header(reqwest::header::AUTHORIZATION, a);
+    }
+    req.send().await.map_err(|e| (0, format!("GET {url}: {e}")))
+}
+
+impl SseClient {
+    /// Open the stream and run the handshake; panics on failure (see `try_connect`).
+    pub async fn connect(base: &str, auth: Option<&str>) -> SseClient {
+        SseClient::try_connect(base, auth).await.unwrap_or_else(|e| panic!("SSE connect failed: {e:?}"))
+    }
+
+    pub async fn try_connect(base: &str, auth: Option<&str>) -> Result<SseClient, HttpError> {
+        SseClient::connect_with(http_client(), base, auth).await
+    }
+
+    /// `GET /sse` (with `auth`), wait for the `endpoint` event, then `initialize` and
+    /// `notifications/initialized` through `/message` (both with `auth`).
+    pub async fn connect_with(
+        http: reqwest::Client,
+        base: &str,
+        auth: Option<&str>,
+    ) -> Result<SseClient, HttpError> {
+        let base = base.trim_end_matches("/sse").to_owned();
+        let resp = open_sse_stream(&http, &base, auth).await?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err((status, resp.text().await.unwrap_or_default()));
+        }
+        let pending: Pending = Arc::default();
+        let (others_tx, others_rx) = mpsc::unbounded_channel();
+        let (endpoint_tx, endpoint_rx) = oneshot::channel::<String>();
+        let reader = tokio::spawn(read_stream(resp, pending.clone(), others_tx, endpoint_tx));
+        let endpoint = tokio::time::timeout(Duration::from_secs(10), endpoint_rx)
+            .await
+            .map_err(|_| (200, "no endpoint event within 10 s".to_owned()))?
+            .map_err(|_| (200, "the stream ended before the endpoint event".to_owned()))?;
+        let post_url = if endpoint.starts_with("http") { endpoint } else { format!("{base}{endpoint}") };
+        let mut c = SseClient {
+            http,
+            post_url,
+            pending,
+            others: tokio::sync::Mutex::new(others_rx),
+            ids: AtomicU64::new(1),
+            reader,
+            initialize: Value::Null,
+        };
+        let init = c.request("initialize", initialize_params(), auth).await?;
+        if init.get("result").is_none() {
+            return Err((200, format!("initialize failed: {init}")));
+        }
+        c.initialize = init;
+        let status = c
+            .post_raw(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(), auth)
+            .await?;
+        if status.0 != 202 {
+            return Err(status);
+        }
+        Ok(c)
+    }
+
+    /// The announced `/message?sessionId=…` URL.
+    pub fn post_url(&self) -> &str {
+        &self.post_url
+    }
+
+    /// POST a body to the message endpoint; the HTTP status and body (no status check).
+    pub async fn post_raw(&self, body: String, auth: Option<&str>) -> Result<HttpError, HttpError> {
+        let mut req = self
+            .http
+            .post(&self.post_url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some(a) = auth {
+            req = req.header(reqwest::header::AUTHORIZATION, a);
+        }
+        let resp = req.send().await.map_err(|e| (0, format!("POST {}: {e}", self.post_url)))?;
+        let status = resp.status().as_u16();
+        Ok((status, resp.text().await.unwrap_or_default()))
+    }
+
+    /// A JSON-RPC request: POST (must be 202), then the response from the stream.
+    pub async fn request(&self, method: &str, params: Value, auth: Option<&str>) -> Result<Value, HttpError> {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let posted = self.post_raw(body.to_string(), auth).await;
+        match posted {
+            Ok((202, _)) => {}
+            Ok(other) => {
+                self.pending.lock().unwrap().remove(&id);
+                return Err(other);
+            }
+            Err(e) => {
+                self.pending.lock().unwrap().remove(&id);
+                return Err(e);
+            }
+        }
+        match tokio::time::timeout(EXCHANGE_TIMEOUT, rx).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(_)) => Err((0, format!("the SSE stream ended before the response to {method}"))),
+            Err(_) => {
+                self.pending.lock().unwrap().remove(&id);
+                Err((0, format!("{method}: no response on the SSE stream within {EXCHANGE_TIMEOUT:?}")))
+            }
+        }
+    }
+
+    /// `tools/call`; returns the JSON-RPC response or the HTTP refusal of the POST.
+    pub async fn try_call(&self, tool: &str, args: Value, auth: Option<&str>) -> Result<Value, HttpError> {
+        self.request("tools/call", json!({"name": tool, "arguments": args}), auth).await
+    }
+
+    /// `tools/call`; panics when the POST is refused or no response arrives.
+    pub async fn call(&self, tool: &str, args: Value, auth: Option<&str>) -> Value {
+        self.try_call(tool, args, auth).await.unwrap_or_else(|e| panic!("{tool} over SSE: {e:?}"))
+    }
+
+    /// The next server message that answered no request, if one arrives within `wait`.
+    pub async fn next_other(&self, wait: Duration) -> Option<Value> {
+        let mut rx = self.others.lock().await;
+        tokio::time::timeout(wait, rx.recv()).await.ok().flatten()
+    }
+}
+
+async fn read_stream(
+    mut resp: reqwest::Response,
+    pending: Pending,
+    others: mpsc::UnboundedSender<Value>,
+    endpoint: oneshot::Sender<String>,
+) {
+    let mut endpoint = Some(endpoint);
+    let mut parser = SseParser::default();
+    while let Ok(Some(bytes)) = resp.chunk().await {
+        for (event, data) in parser.push(&bytes) {
+            match event.as_str() {
+                "endpoint" => {
+                    if let Some(tx) = endpoint.take() {
+                        let _ = tx.send(data.trim().to_owned());
+                    }
+                }
+                "message" => {
+                    let Ok(v) = serde_json::from_str::<Value>(&data) else {
+                        let _ = others.send(json!({"unparsable": data}));
+                        continue;
+                    };
+                    let is_response = v.get("result").is_some() || v.get("error").is_some();
+                    let id = v.get("id").and_then(Value::as_u64);
+                    let waiter = match (is_response, id) {
+                        (true, Some(id)) => pending.lock().unwrap().remove(&id),
+                        _ => None,
+                    };
+                    match waiter {
+                        Some(tx) => {
+                            let _ = tx.send(v);
+                        }
+                        None => {
+                            let _ = others.send(v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    // The stream is gone: every waiter learns it (its sender is dropped).
+    pending.lock().unwrap().clear();
+}
+
+/// Either client, chosen by the server's transport.
+pub enum McpClient {
+    Streamable(StreamableClient),
+    Sse(SseClient),
+}
+
+impl McpClient {
+    pub async fn connect(server: &HttpServer, auth: Option<&str>) -> Result<McpClient, HttpError> {
+        McpClient::connect_with(http_client(), server, auth).await
+    }
+
+    pub async fn connect_with(
+        http: reqwest::Client,
+        server: &HttpServer,
+        auth: Option<&str>,
+    ) -> Result<McpClient, HttpError> {
+        match server.transport.as_str() {
+            "sse" => Ok(McpClient::Sse(SseClient::connect_with(http, &server.base, auth).await?)),
+            _ => Ok(McpClient::Streamable(StreamableClient::connect_with(http, &server.base, auth).await?)),
+        }
+    }
+
+    /// `tools/call`; the JSON-RPC response, or the HTTP refusal.
+    pub async fn call(&self, tool: &str, args: Value, auth: Option<&str>) -> Result<Value, HttpError> {
+        match self {
+            McpClient::Streamable(c) => c.call(tool, args, auth).await,
+            McpClient::Sse(c) => c.try_call(tool, args, auth).await,
+        }
+    }
+
+    /// `tools/call` that must produce a tool result; returns it.
+    pub async fn call_ok(&self, tool: &str, args: Value, auth: Option<&str>) -> Called {
+        let resp = self.call(tool, args, auth).await.unwrap_or_else(|e| panic!("{tool}: HTTP refusal {e:?}"));
+        tool_result(&resp)
+    }
+}
+
+/// The tool result of a `tools/call` JSON-RPC response: `result.content[0].text` parsed as
+/// JSON, and `result.isError`. Panics on a JSON-RPC error or another shape.
+pub fn tool_result(resp: &Value) -> Called {
+    let result = resp.get("result").unwrap_or_else(|| panic!("a JSON-RPC error, not a tool result: {resp}"));
+    let content = result["content"].as_array().unwrap_or_else(|| panic!("no content array: {resp}"));
+    assert_eq!(content.len(), 1, "exactly one content item: {resp}");
+    assert_eq!(content[0]["type"], "text", "a text item: {resp}");
+    let text = content[0]["text"].as_str().unwrap().to_owned();
+    let json =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("result text is not JSON ({e}): {text}"));
+    Called { is_error: result["isError"] == Value::Bool(true), json, text }
+}
