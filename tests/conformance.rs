@@ -15,22 +15,19 @@
 //! Node and the suite live in `.tools/` (installed by `scripts/setup-test-env`); when they are
 //! missing the tests fail with that fix, they are never skipped.
 
-use std::io::Read;
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use fake_forge::{FakeForge, Options};
 use serde_json::Value;
+use support::http::HttpServer;
+use support::{ALICE_TOKEN, ChildRun, repo_root, run_with_timeout};
 
-const ALICE_TOKEN: &str = "tok-alice-0123456789";
 const SUITE_VERSION: &str = "0.1.16";
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 const SUITE_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 const SETUP_HINT: &str = "Run `scripts/setup-test-env` (installs Node 24 and the conformance suite into .tools/) \
                           and re-run the tests.";
@@ -51,57 +48,6 @@ fn tools() -> (PathBuf, PathBuf) {
         "the conformance suite in .tools/ is not the pinned version (the baseline is for {SUITE_VERSION}). {SETUP_HINT}"
     );
     (node_dir, entry)
-}
-
-/// The server process, killed when dropped; its stderr goes to a file for failure messages.
-struct Server {
-    child: Child,
-    url: String,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    async fn start(forge: &FakeForge) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("server.stderr");
-        let child = Command::new(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
-            .args(["serve", "--transport", "http", "--listen", "127.0.0.1:0"])
-            .args(["--url", &forge.base_url(), "--flavor", "gitea"])
-            .env_clear()
-            .env("GITEA_TOKEN", ALICE_TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .spawn()
-            .expect("cannot start the server binary");
-        let mut server = Server { child, url: String::new(), log, _dir: dir };
-        let started = Instant::now();
-        while started.elapsed() < START_TIMEOUT {
-            let text = server.stderr();
-            if let Some(i) = text.find("listening on http://") {
-                server.url = text[i + "listening on ".len()..].split_whitespace().next().unwrap().to_owned();
-                assert!(server.url.ends_with("/mcp"), "unexpected endpoint {}", server.url);
-                return server;
-            }
-            if let Some(status) = server.child.try_wait().unwrap() {
-                panic!("the server exited with {status} before listening:\n{text}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the server did not listen within {START_TIMEOUT:?}:\n{}", server.stderr());
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// One scenario's outcome: the suite's exit code, its console output and its `checks.json`.
@@ -167,7 +113,8 @@ async fn run_scenario(scenario: &str) -> Outcome {
     let (node_dir, entry) = tools();
     let forge = FakeForge::start(Options::default()).await;
     forge.seed_repo("alice", "demo");
-    let server = Server::start(&forge).await;
+    let server = HttpServer::spawn(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    assert!(server.endpoint.ends_with("/mcp"), "unexpected endpoint {}", server.endpoint);
 
     let out = tempfile::tempdir().unwrap();
     let baseline = repo_root().join("tests/conformance-baseline.yml");
@@ -179,47 +126,20 @@ async fn run_scenario(scenario: &str) -> Outcome {
         }
         None => node_dir.clone().into_os_string(),
     };
-    let started = Instant::now();
-    let mut child = Command::new(node_dir.join("node"))
-        .current_dir(out.path())
+    let mut cmd = Command::new(node_dir.join("node"));
+    cmd.current_dir(out.path())
         .arg(&entry)
-        .args(["server", "--url", &server.url, "--scenario", scenario])
+        .args(["server", "--url", &server.endpoint, "--scenario", scenario])
         .arg("--expected-failures")
         .arg(&baseline)
         .arg("--output-dir")
         .arg(out.path())
-        .env("PATH", path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", node_dir.join("node").display()));
-    // Drain both pipes on threads; this test's runtime must stay free to serve the fake forge.
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > SUITE_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let elapsed = started.elapsed();
+        .env("PATH", path);
+    let ChildRun { status, stdout, stderr, elapsed } = run_with_timeout(&mut cmd, SUITE_TIMEOUT).await;
     let context = format!(
         "--- conformance stdout ---\n{}\n--- conformance stderr ---\n{}\n--- server stderr ---\n{}",
-        strip_ansi(&stdout.join().unwrap()),
-        strip_ansi(&stderr.join().unwrap()),
+        strip_ansi(&stdout),
+        strip_ansi(&stderr),
         server.stderr()
     );
     let Some(status) = status else {

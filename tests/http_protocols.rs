@@ -4,49 +4,14 @@
 
 mod support;
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use fake_forge::{FakeForge, Options};
 use serde_json::{Value, json};
-use support::{ALICE_TOKEN, bin};
+use support::ALICE_TOKEN;
+use support::http::HttpServer;
 
-struct Server {
-    url: String,
-    _child: tokio::process::Child,
-    _dir: tempfile::TempDir,
-}
-
-async fn start(forge: &FakeForge) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("stderr");
-    let child = tokio::process::Command::new(bin())
-        .args([
-            "serve",
-            "--transport",
-            "http",
-            "--listen",
-            "127.0.0.1:0",
-            "--flavor",
-            "gitea",
-            "--url",
-            &forge.base_url(),
-        ])
-        .env_clear()
-        .env("GITEA_TOKEN", ALICE_TOKEN)
-        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    for _ in 0..300 {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(i) = text.find("listening on http://") {
-            let url = text[i + "listening on ".len()..].split_whitespace().next().unwrap().to_owned();
-            return Server { url, _child: child, _dir: dir };
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("server did not start: {}", std::fs::read_to_string(&log).unwrap_or_default());
+/// The server on Streamable HTTP with alice's token as the global token.
+async fn start(forge: &FakeForge) -> HttpServer {
+    HttpServer::spawn(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await
 }
 
 /// POST one JSON-RPC message; the JSON-RPC answer (plain or SSE-framed) and the session id.
@@ -77,15 +42,16 @@ async fn initialize_negotiates_every_handshake_version() {
     for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
-        let (status, msg, sid) = rpc(&s.url, &[], init).await;
+        let (status, msg, sid) = rpc(&s.endpoint, &[], init).await;
         assert_eq!(status, 200, "{version}");
         let msg = msg.unwrap();
         assert_eq!(msg["result"]["protocolVersion"], version, "{msg}");
         assert_eq!(msg["result"]["serverInfo"]["name"], "aegis-gitea-mcp");
         let sid = sid.expect("a session id");
         let h = [("mcp-session-id", sid.as_str()), ("mcp-protocol-version", version)];
-        rpc(&s.url, &h, json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-        let (_, msg, _) = rpc(&s.url, &h, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
+        rpc(&s.endpoint, &h, json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        let (_, msg, _) =
+            rpc(&s.endpoint, &h, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
         assert_eq!(msg.unwrap()["result"]["tools"].as_array().unwrap().len(), 484, "{version}");
     }
 }
@@ -99,7 +65,7 @@ async fn newest_clients_discover_and_call_without_initialize() {
         "io.modelcontextprotocol/clientCapabilities": {}});
     let h = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "server/discover")];
     let (status, msg, _) = rpc(
-        &s.url,
+        &s.endpoint,
         &h,
         json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}),
     )
@@ -112,7 +78,7 @@ async fn newest_clients_discover_and_call_without_initialize() {
     let h = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "repoGet")];
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}, "_meta": meta}});
-    let (status, msg, _) = rpc(&s.url, &h, call).await;
+    let (status, msg, _) = rpc(&s.endpoint, &h, call).await;
     assert_eq!(status, 200);
     let msg = msg.unwrap();
     let text = msg["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{msg}"));
@@ -128,7 +94,7 @@ async fn two_authorization_headers_are_refused() {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
     let (status, msg, _) =
-        rpc(&s.url, &[("authorization", "token a-token-1"), ("authorization", "token b-token-2")], init)
+        rpc(&s.endpoint, &[("authorization", "token a-token-1"), ("authorization", "token b-token-2")], init)
             .await;
     assert_eq!(status, 400);
     assert!(msg.unwrap()["error"]["message"].as_str().unwrap().contains("exactly one Authorization"));

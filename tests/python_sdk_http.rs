@@ -10,172 +10,40 @@
 //! `.venv` (created by `scripts/setup-test-env` from `tests/python/requirements.txt`). A missing
 //! venv fails the test, it is never skipped.
 
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
 
 use fake_forge::{FakeForge, Flavor, Options, Recorded};
 use serde_json::{Value, json};
+use support::http::HttpServer;
+use support::{ALICE_TOKEN, DriverRun, python, python_driver, repo_root};
 
-const ALICE_TOKEN: &str = "tok-alice-0123456789";
 const BOB_TOKEN: &str = "tok-bob-9876543210abcdef";
 const TIMEOUT: Duration = Duration::from_secs(60);
 const ENVELOPE_KEYS: [&str; 6] = ["identity", "request", "status", "pagination", "untrusted_content", "data"];
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The venv interpreter; panics with the fix when the venv is missing.
-fn python() -> PathBuf {
-    let python = repo_root().join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "{} is missing: the Python SDK tests need the project venv. \
-         Run `scripts/setup-test-env` (creates .venv from tests/python/requirements.txt) \
-         and re-run the tests.",
-        python.display()
-    );
-    python
-}
-
-/// The server process, killed when dropped; its stderr goes to a file for failure messages.
-struct Server {
-    child: Child,
-    url: String,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    /// Starts `serve --transport <transport>` on a free loopback port with alice's token as the
-    /// global token and no `MCP_BEARER_TOKEN`; returns once it prints its endpoint.
-    async fn start(transport: &str, forge: &FakeForge) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("server.stderr");
-        let child = Command::new(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
-            .args(["serve", "--transport", transport, "--listen", "127.0.0.1:0"])
-            .args(["--url", &forge.base_url(), "--flavor", "gitea"])
-            .env_clear()
-            .env("GITEA_TOKEN", ALICE_TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .spawn()
-            .expect("cannot start the server binary");
-        let mut server = Server { child, url: String::new(), log, _dir: dir };
-        let started = Instant::now();
-        while started.elapsed() < TIMEOUT {
-            let text = server.stderr();
-            if let Some(i) = text.find("listening on http://") {
-                let url = text[i + "listening on ".len()..].split_whitespace().next().unwrap();
-                server.url = url.to_owned();
-                return server;
-            }
-            if let Some(status) = server.child.try_wait().unwrap() {
-                panic!("the server exited with {status} before listening:\n{text}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the server did not listen within {TIMEOUT:?}:\n{}", server.stderr());
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// What the driver printed, plus its stderr and the server's for failure messages.
-struct Run {
-    doc: Value,
-    context: String,
-}
-
-impl Run {
-    /// The record of the `i`-th call.
-    fn call(&self, i: usize) -> &Value {
-        &self.doc["calls"][i]
-    }
-
-    /// The parsed envelope of the `i`-th call, asserting it is a successful tool result with
-    /// exactly one content item.
-    fn ok_result(&self, i: usize) -> Value {
-        let c = self.call(i);
-        assert_eq!(c["is_error"], json!(false), "call {i} ({}): {c}\n{}", c["tool"], self.context);
-        assert_eq!(c["content_items"], 1, "call {i}: {c}");
-        let text = c["text"].as_str().unwrap_or_else(|| panic!("no text: {c}"));
-        serde_json::from_str(text).unwrap_or_else(|e| panic!("call {i} text is not JSON ({e}): {text}"))
-    }
+/// Starts `serve --transport <transport>` on a free loopback port with alice's token as the
+/// global token and no `MCP_BEARER_TOKEN`; returns once it prints its endpoint.
+async fn start_server(transport: &str, forge: &FakeForge) -> HttpServer {
+    HttpServer::spawn(&forge.base_url(), transport, &[("GITEA_TOKEN", ALICE_TOKEN)]).await
 }
 
 /// Runs the Python driver against `server` with one `Authorization` header value.
-async fn run_driver(transport: &str, mode: &str, server: &Server, authorization: &str, calls: &Value) -> Run {
-    let python = python();
-    let root = repo_root();
-    let driver = root.join("tests/python/mcp_http_client.py");
-    assert!(driver.is_file(), "{} is missing", driver.display());
-    let dir = tempfile::tempdir().unwrap();
-    let calls_file = dir.path().join("calls.json");
-    std::fs::write(&calls_file, serde_json::to_vec(calls).unwrap()).unwrap();
-
-    let mut cmd = Command::new(&python);
-    cmd.current_dir(&root)
-        .arg(&driver)
-        .args(["--transport", transport, &server.url, "--mode", mode])
+async fn run_driver(
+    transport: &str,
+    mode: &str,
+    server: &HttpServer,
+    authorization: &str,
+    calls: &Value,
+) -> DriverRun {
+    let (mut cmd, _calls_dir) = python_driver("mcp_http_client.py", mode, calls);
+    cmd.args(["--transport", transport, &server.endpoint])
         .arg("--header")
-        .arg(format!("Authorization: {authorization}"))
-        .arg("--calls")
-        .arg(&calls_file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
-    // Drain both pipes on threads; this test's runtime must stay free to serve the fake forge.
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let elapsed = started.elapsed();
-    let stdout = out.join().unwrap();
-    let stderr = err.join().unwrap();
-    let context = format!(
-        "--- driver stdout ---\n{stdout}\n--- driver stderr ---\n{stderr}\n--- server stderr ---\n{}",
-        server.stderr()
-    );
+        .arg(format!("Authorization: {authorization}"));
     let what = format!("the Python driver ({transport}, mode {mode})");
-    let Some(status) = status else {
-        panic!("{what} did not finish within {TIMEOUT:?}\n{context}");
-    };
-    assert!(status.success(), "{what} failed with {status}\n{context}");
-    let doc: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{what}: output is not JSON ({e})\n{context}"));
-    eprintln!("python sdk {transport} mode {mode}: protocol {} in {elapsed:?}", doc["protocol_version"]);
-    Run { doc, context }
+    DriverRun::run(&mut cmd, TIMEOUT, &what, || format!("--- server stderr ---\n{}", server.stderr())).await
 }
 
 async fn start_forge() -> FakeForge {
@@ -208,9 +76,9 @@ fn assert_bob_envelope(v: &Value) {
 /// The whole scenario for one transport, SDK mode and `Authorization` scheme.
 async fn scenario(transport: &str, mode: &str, scheme: &str) {
     let forge = start_forge().await;
-    let server = Server::start(transport, &forge).await;
+    let server = start_server(transport, &forge).await;
     let endpoint = if transport == "http" { "/mcp" } else { "/sse" };
-    assert!(server.url.ends_with(endpoint), "unexpected endpoint {}", server.url);
+    assert!(server.endpoint.ends_with(endpoint), "unexpected endpoint {}", server.endpoint);
 
     let calls = json!([
         {"tool": "userGetCurrent", "arguments": {}},
@@ -232,14 +100,14 @@ async fn scenario(transport: &str, mode: &str, scheme: &str) {
     assert_eq!(doc["calls"].as_array().map(Vec::len), Some(3), "{doc}");
 
     // userGetCurrent: the envelope and the data both name bob.
-    let me = run.ok_result(0);
+    let me = run.result(0, false);
     assert_bob_envelope(&me);
     assert_eq!(me["request"], json!({"method": "GET", "path": "/user"}), "{me}");
     assert_eq!(me["status"], 200, "{me}");
     assert_eq!(me["data"]["login"], "bob", "{me}");
 
     // repoGet on a seeded repository (public, owned by alice) succeeds as bob.
-    let repo = run.ok_result(1);
+    let repo = run.result(1, false);
     assert_bob_envelope(&repo);
     assert_eq!(repo["request"], json!({"method": "GET", "path": "/repos/alice/demo"}), "{repo}");
     assert_eq!(repo["status"], 200, "{repo}");

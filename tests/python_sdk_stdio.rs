@@ -7,90 +7,24 @@
 //! project venv `.venv` (created by `scripts/setup-test-env` from
 //! `tests/python/requirements.txt`). A missing venv fails the test, it is never skipped.
 
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
+
+use std::time::Duration;
 
 use fake_forge::{FakeForge, Flavor, Options, Recorded};
 use serde_json::{Value, json};
+use support::{ALICE_TOKEN, DriverRun, bin, python_driver};
 
-const ALICE_TOKEN: &str = "tok-alice-0123456789";
 const TIMEOUT: Duration = Duration::from_secs(60);
 const ENVELOPE_KEYS: [&str; 6] = ["identity", "request", "status", "pagination", "untrusted_content", "data"];
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The venv interpreter; panics with the fix when the venv or the driver is missing.
-fn python() -> PathBuf {
-    let root = repo_root();
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "{} is missing: the Python SDK tests need the project venv. \
-         Run `scripts/setup-test-env` (creates .venv from tests/python/requirements.txt) \
-         and re-run the tests.",
-        python.display()
-    );
-    python
-}
-
-/// What the driver printed, plus the server/driver stderr for failure messages.
-struct Run {
-    doc: Value,
-    stderr: String,
-    elapsed: Duration,
-}
-
-impl Run {
-    /// The record of the `i`-th call.
-    fn call(&self, i: usize) -> &Value {
-        &self.doc["calls"][i]
-    }
-
-    /// The parsed text of the `i`-th call, asserting it is a tool result with the wanted
-    /// `isError` and exactly one content item.
-    fn result(&self, i: usize, want_error: bool) -> Value {
-        let c = self.call(i);
-        assert_eq!(
-            c["is_error"],
-            json!(want_error),
-            "call {i} ({}): {c}\n--- stderr ---\n{}",
-            c["tool"],
-            self.stderr
-        );
-        assert_eq!(c["content_items"], 1, "call {i}: {c}");
-        let text = c["text"].as_str().unwrap_or_else(|| panic!("no text: {c}"));
-        serde_json::from_str(text).unwrap_or_else(|e| panic!("call {i} text is not JSON ({e}): {text}"))
-    }
-}
-
 /// Runs the Python driver with `calls` against the server pointed at `forge`.
-async fn run_driver(mode: &str, forge: &FakeForge, calls: &Value) -> Run {
-    let python = python();
-    let root = repo_root();
-    let driver = root.join("tests/python/mcp_stdio_client.py");
-    assert!(driver.is_file(), "{} is missing", driver.display());
-    let dir = tempfile::tempdir().unwrap();
-    let calls_file = dir.path().join("calls.json");
-    std::fs::write(&calls_file, serde_json::to_vec(calls).unwrap()).unwrap();
-
-    let mut cmd = Command::new(&python);
-    cmd.current_dir(&root)
-        .arg(&driver)
-        .arg("--mode")
-        .arg(mode)
-        .arg("--calls")
-        .arg(&calls_file)
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
+async fn run_driver(mode: &str, forge: &FakeForge, calls: &Value) -> DriverRun {
+    let (mut cmd, _calls_dir) = python_driver("mcp_stdio_client.py", mode, calls);
+    cmd.arg("--")
+        .arg(bin())
         .args(["serve", "--url", &forge.base_url(), "--flavor", "gitea"])
-        .env("GITEA_TOKEN", ALICE_TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .env("GITEA_TOKEN", ALICE_TOKEN);
     // Settings the developer's shell might carry that would change what the server offers.
     for var in [
         "GITEA_URL",
@@ -105,48 +39,8 @@ async fn run_driver(mode: &str, forge: &FakeForge, calls: &Value) -> Run {
     ] {
         cmd.env_remove(var);
     }
-
-    let started = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
-    // Drain both pipes on threads so a large answer cannot block the child; the runtime stays
-    // free to serve the fake forge, which lives on this test's tokio runtime.
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let elapsed = started.elapsed();
-    let stdout = out.join().unwrap();
-    let stderr = err.join().unwrap();
-    let Some(status) = status else {
-        panic!(
-            "the Python driver (mode {mode}) did not finish within {TIMEOUT:?}\n\
-             --- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
-        );
-    };
-    assert!(
-        status.success(),
-        "the Python driver (mode {mode}) failed with {status}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
-    );
-    let doc: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("driver output is not JSON ({e}):\n{stdout}\n--- stderr ---\n{stderr}"));
-    eprintln!("python sdk mode {mode}: protocol {} in {elapsed:?}", doc["protocol_version"]);
-    Run { doc, stderr, elapsed }
+    // The driver's stderr carries the server's too.
+    DriverRun::run(&mut cmd, TIMEOUT, &format!("the Python driver (mode {mode})"), String::new).await
 }
 
 async fn start_forge() -> FakeForge {
@@ -171,7 +65,7 @@ fn describe(requests: &[Recorded]) -> String {
     requests.iter().map(|r| format!("{} {}", r.method, r.raw_path)).collect::<Vec<_>>().join("\n")
 }
 
-fn assert_tools(run: &Run) {
+fn assert_tools(run: &DriverRun) {
     assert_eq!(run.doc["tool_count"], 484, "{}", run.doc);
     assert_eq!(run.doc["server_name"], "aegis-gitea-mcp", "{}", run.doc);
     let sample = run.doc["tool_names_sample"].as_array().unwrap();
@@ -255,7 +149,7 @@ async fn python_sdk_legacy_mode_lists_calls_and_reports_errors() {
     // Unknown tool: a JSON-RPC error, not a tool result.
     let unknown = run.call(6);
     assert_eq!(unknown["tool"], "noSuchTool");
-    assert_eq!(unknown["jsonrpc_error"]["code"], -32602, "{unknown}\n--- stderr ---\n{}", run.stderr);
+    assert_eq!(unknown["jsonrpc_error"]["code"], -32602, "{unknown}\n{}", run.context);
     assert!(unknown.get("is_error").is_none(), "{unknown}");
 
     assert!(run.elapsed < TIMEOUT);

@@ -3,12 +3,12 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
 use serde_json::{Value, json};
-use support::{ALICE_TOKEN, bin};
+use support::ALICE_TOKEN;
+use support::http::HttpServer;
 
 async fn post(client: &reqwest::Client, url: &str, session: Option<&str>, body: Value) -> reqwest::Response {
     let mut r = client
@@ -31,35 +31,8 @@ async fn sigterm_drains_the_call_in_flight_and_exits() {
         "/api/v1/repos/alice/slow",
         ScriptedResponse::json(200, &json!({"name": "slow"})).with_delay(Duration::from_millis(1500)),
     ));
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("stderr");
-    let mut child = tokio::process::Command::new(bin())
-        .args([
-            "serve",
-            "--transport",
-            "http",
-            "--listen",
-            "127.0.0.1:0",
-            "--flavor",
-            "gitea",
-            "--url",
-            &forge.base_url(),
-        ])
-        .env_clear()
-        .env("GITEA_TOKEN", ALICE_TOKEN)
-        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    for _ in 0..300 {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if let Some(i) = text.find("listening on http://") {
-            url = text[i + "listening on ".len()..].split_whitespace().next().unwrap().to_owned();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(!url.is_empty(), "server did not start: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    let mut server = HttpServer::spawn(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let url = server.endpoint.clone();
     let client = reqwest::Client::new();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
@@ -77,17 +50,15 @@ async fn sigterm_drains_the_call_in_flight_and_exits() {
         })
     };
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let pid = child.id().unwrap().to_string();
+    let pid = server.pid().expect("the server is running").to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
 
     let answer =
         tokio::time::timeout(Duration::from_secs(10), call).await.expect("the call was answered").unwrap();
     assert!(answer.contains(r#"\"name\":\"slow\""#), "the in-flight call finished: {answer}");
-    let status = tokio::time::timeout(Duration::from_secs(25), child.wait())
-        .await
-        .expect("the server exited")
-        .unwrap();
+    let status =
+        tokio::time::timeout(Duration::from_secs(25), server.wait()).await.expect("the server exited");
     assert!(status.success(), "{status:?}");
-    let text = std::fs::read_to_string(&log).unwrap();
+    let text = server.stderr();
     assert!(text.contains("shutting down"), "{text}");
 }

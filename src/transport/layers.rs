@@ -36,6 +36,13 @@ pub struct LayerConfig {
     pub max_sessions: usize,
 }
 
+/// A request body, already bounded by the body-limit layer; a body over it is refused.
+pub async fn read_body(body: Body) -> Result<Bytes, Response> {
+    axum::body::to_bytes(body, usize::MAX).await.map_err(|_| {
+        refuse(StatusCode::PAYLOAD_TOO_LARGE, -32600, "the request body is too large (--max-body-bytes)")
+    })
+}
+
 /// Counts the open Streamable HTTP sessions.
 pub type OpenSessions = Arc<dyn Fn() -> usize + Send + Sync>;
 
@@ -167,15 +174,9 @@ pub async fn limit_sessions(
         return next.run(req).await;
     }
     let (parts, body) = req.into_parts();
-    let bytes: Bytes = match axum::body::to_bytes(body, usize::MAX).await {
+    let bytes = match read_body(body).await {
         Ok(b) => b,
-        Err(_) => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                -32600,
-                "the request body is too large (--max-body-bytes)",
-            );
-        }
+        Err(refused) => return refused,
     };
     let is_initialize = serde_json::from_slice::<serde_json::Value>(&bytes)
         .ok()

@@ -12,7 +12,6 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -25,7 +24,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::{CancellationToken, PollSender};
 
-use super::layers::refuse;
+use super::layers::{read_body, refuse};
 use crate::mcp::McpHandler;
 
 /// Open legacy SSE sessions.
@@ -128,15 +127,9 @@ async fn message(
         );
     };
     let (parts, body) = req.into_parts();
-    let bytes: Bytes = match axum::body::to_bytes(body, usize::MAX).await {
+    let bytes = match read_body(body).await {
         Ok(b) => b,
-        Err(_) => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                -32600,
-                "the request body is too large (--max-body-bytes)",
-            );
-        }
+        Err(refused) => return refused,
     };
     let mut msg: ClientJsonRpcMessage = match serde_json::from_slice(&bytes) {
         Ok(m) => m,

@@ -25,6 +25,10 @@ pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 /// How long one MCP exchange may take before the client gives up.
 pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long the server may take to print its `listening on` line (generous: the machine may
+/// be busy building or benchmarking).
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// A client error: the HTTP status (0 when there was none: connection failure, timeout, a
 /// stream that ended early) and the body or a description.
 pub type HttpError = (u16, String);
@@ -82,7 +86,7 @@ impl HttpServer {
             .stderr(std::process::Stdio::from(stderr))
             .kill_on_drop(true);
         let mut child = cmd.spawn().expect("spawn the server");
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + START_TIMEOUT;
         let endpoint = loop {
             let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
             if let Some(url) = log.lines().find_map(|l| {
@@ -95,7 +99,9 @@ impl HttpServer {
                 panic!("the server exited ({status}) before listening; its stderr:\n{log}");
             }
             if Instant::now() > deadline {
-                panic!("the server did not print `listening on` within 30 s; its stderr:\n{log}");
+                panic!(
+                    "the server did not print `listening on` within {START_TIMEOUT:?}; its stderr:\n{log}"
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
@@ -105,6 +111,16 @@ impl HttpServer {
             None => endpoint.clone(),
         };
         HttpServer { child, base, endpoint, transport: transport.to_owned(), stderr_path, _dir: dir }
+    }
+
+    /// The server's process id, while it has not been reaped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Waits for the server to exit (after a signal, say) and returns its exit status.
+    pub async fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().await.expect("wait for the server")
     }
 
     /// `{base}{path}`.

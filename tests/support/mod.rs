@@ -4,15 +4,17 @@
 #![allow(dead_code)]
 
 pub mod http;
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use fake_forge::{FakeForge, Flavor, Options, Recorded};
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{RunningService, ServiceExt};
 use rmcp::transport::TokioChildProcess;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The token of the default fake forge user `alice`.
 pub const ALICE_TOKEN: &str = "tok-alice-0123456789";
@@ -20,6 +22,130 @@ pub const ALICE_TOKEN: &str = "tok-alice-0123456789";
 /// The server binary under test.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
+}
+
+/// The repository root (where `Cargo.toml`, `.venv/` and `.tools/` live).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The interpreter of the project venv; panics with the fix when the venv is missing.
+pub fn python() -> PathBuf {
+    let python = repo_root().join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: the Python SDK tests need the project venv. \
+         Run `scripts/setup-test-env` (creates .venv from tests/python/requirements.txt) \
+         and re-run the tests.",
+        python.display()
+    );
+    python
+}
+
+/// What a child run by [`run_with_timeout`] did.
+pub struct ChildRun {
+    /// The exit status; `None` when the child was killed for taking longer than the timeout.
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    /// From just before the spawn until the child ended (or was killed).
+    pub elapsed: Duration,
+}
+
+/// Runs `cmd` (stdin null, stdout and stderr captured) until it exits or `timeout` passes,
+/// then kills it. The pipes are drained on threads so a large output cannot block the child,
+/// and the wait polls with tokio's sleep so the test's runtime stays free to serve the fake
+/// forge living on it. Panics when the program cannot be started.
+pub async fn run_with_timeout(cmd: &mut std::process::Command, timeout: Duration) -> ChildRun {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child =
+        cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", cmd.get_program().to_string_lossy()));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let elapsed = started.elapsed();
+    ChildRun { status, stdout: out.join().unwrap(), stderr: err.join().unwrap(), elapsed }
+}
+
+/// A command running the Python driver `tests/python/<script>` with the venv interpreter, from
+/// the repository root, with `--mode <mode> --calls <file>` where the file holds `calls`. The
+/// returned directory holds that file: keep it until the driver has run.
+pub fn python_driver(script: &str, mode: &str, calls: &Value) -> (std::process::Command, tempfile::TempDir) {
+    let python = python();
+    let root = repo_root();
+    let driver = root.join("tests/python").join(script);
+    assert!(driver.is_file(), "{} is missing", driver.display());
+    let dir = tempfile::tempdir().unwrap();
+    let calls_file = dir.path().join("calls.json");
+    std::fs::write(&calls_file, serde_json::to_vec(calls).unwrap()).unwrap();
+    let mut cmd = std::process::Command::new(python);
+    cmd.current_dir(&root).arg(&driver).arg("--mode").arg(mode).arg("--calls").arg(&calls_file);
+    (cmd, dir)
+}
+
+/// The JSON report a Python driver printed (see `tests/python/mcp_driver_common.py`).
+pub struct DriverRun {
+    pub doc: Value,
+    /// The driver's stdout and stderr (and whatever else the caller added), for failure messages.
+    pub context: String,
+    pub elapsed: Duration,
+}
+
+impl DriverRun {
+    /// Runs a [`python_driver`] command and checks that it finished within `timeout`, exited 0
+    /// and printed one JSON document. `what` names the run in messages; `more_context` (the
+    /// server's stderr, say) is called afterwards and appended to the context.
+    pub async fn run(
+        cmd: &mut std::process::Command,
+        timeout: Duration,
+        what: &str,
+        more_context: impl FnOnce() -> String,
+    ) -> DriverRun {
+        let ChildRun { status, stdout, stderr, elapsed } = run_with_timeout(cmd, timeout).await;
+        let context =
+            format!("--- driver stdout ---\n{stdout}\n--- driver stderr ---\n{stderr}\n{}", more_context());
+        let Some(status) = status else {
+            panic!("{what} did not finish within {timeout:?}\n{context}");
+        };
+        assert!(status.success(), "{what} failed with {status}\n{context}");
+        let doc: Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("{what}: output is not JSON ({e})\n{context}"));
+        eprintln!("{what}: protocol {} in {elapsed:?}", doc["protocol_version"]);
+        DriverRun { doc, context, elapsed }
+    }
+
+    /// The record of the `i`-th call.
+    pub fn call(&self, i: usize) -> &Value {
+        &self.doc["calls"][i]
+    }
+
+    /// The parsed text of the `i`-th call, asserting it is a tool result with the wanted
+    /// `isError` and exactly one content item.
+    pub fn result(&self, i: usize, want_error: bool) -> Value {
+        let c = self.call(i);
+        assert_eq!(c["is_error"], json!(want_error), "call {i} ({}): {c}\n{}", c["tool"], self.context);
+        assert_eq!(c["content_items"], 1, "call {i}: {c}");
+        let text = c["text"].as_str().unwrap_or_else(|| panic!("no text: {c}"));
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("call {i} text is not JSON ({e}): {text}"))
+    }
 }
 
 /// What a tool call returned.

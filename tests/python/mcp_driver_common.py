@@ -1,0 +1,101 @@
+"""What the MCP SDK drivers (`mcp_stdio_client.py`, `mcp_http_client.py`) share.
+
+Both drivers connect a `mcp.Client`, list every tool, perform the calls of a CALLS.json file in
+order and print ONE JSON document on stdout:
+
+    {...driver-specific keys..., "protocol_version": "...", "server_name": "...", "tool_count": N,
+     "tool_names_sample": [first 5 names],
+     "calls": [{"tool": NAME, "is_error": bool, "text": TEXT, "content_items": n}
+               | {"tool": NAME, "jsonrpc_error": {"code": c, "message": m}}]}
+
+`text` is the text of the first text content item (null when there is none). A JSON-RPC error
+answer to `tools/call` (e.g. -32602 for an unknown tool) is recorded, not raised.
+
+The drivers are run as `python tests/python/<driver>.py`, so this directory is on `sys.path`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable
+from typing import Any
+
+from mcp import Client, MCPError
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--mode`, `--calls` and `--timeout`, which every driver takes."""
+    parser.add_argument("--mode", choices=["legacy", "auto"], default="legacy", help="SDK connect mode")
+    parser.add_argument("--calls", required=True, help="JSON file: list of {tool, arguments}")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+
+
+def load_calls(path: str) -> list[dict[str, Any]]:
+    """The list of `{"tool": NAME, "arguments": {...}}` in the CALLS.json file."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def call_record(tool: str, result: Any) -> dict[str, Any]:
+    texts = [item.text for item in result.content if getattr(item, "type", None) == "text"]
+    return {
+        "tool": tool,
+        "is_error": bool(result.is_error),
+        "text": texts[0] if texts else None,
+        "content_items": len(result.content),
+    }
+
+
+async def drive(client: Client, calls: list[dict[str, Any]], head: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Lists every tool (following cursors), performs `calls` in order; the report document,
+    starting with the keys of `head`."""
+    info = client.server_info
+    tools: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    out: dict[str, Any] = dict(head or {})
+    out.update(
+        {
+            "protocol_version": client.protocol_version,
+            "server_name": info.name if info is not None else None,
+            "tool_count": len(tools),
+            "tool_names_sample": [t.name for t in tools[:5]],
+            "calls": [],
+        }
+    )
+    for call in calls:
+        tool = call["tool"]
+        try:
+            result = await client.call_tool(tool, call.get("arguments") or {})
+        except MCPError as e:
+            out["calls"].append({"tool": tool, "jsonrpc_error": {"code": e.code, "message": e.message}})
+            continue
+        out["calls"].append(call_record(tool, result))
+    return out
+
+
+def report(name: str, run: Awaitable[dict[str, Any]]) -> int:
+    """Runs `run` and prints its document as JSON on stdout: exit status 0. On any failure
+    (connecting, listing, an ExceptionGroup from the SDK's task groups) the error, and each
+    exception of a group, go to stderr prefixed with `name`: exit status 1."""
+    try:
+        out = asyncio.run(run)
+    except BaseException as e:  # noqa: BLE001 - report anything (incl. ExceptionGroup) and fail
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        print(f"{name}: {type(e).__name__}: {e!r}", file=sys.stderr)
+        if isinstance(e, BaseExceptionGroup):
+            for sub in e.exceptions:
+                print(f"{name}:   {type(sub).__name__}: {sub!r}", file=sys.stderr)
+        return 1
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
