@@ -100,3 +100,40 @@ async fn two_authorization_headers_are_refused() {
     assert!(msg.unwrap()["error"]["message"].as_str().unwrap().contains("exactly one Authorization"));
     assert!(forge.requests().is_empty());
 }
+
+#[tokio::test]
+async fn serving_the_global_token_to_anyone_on_a_public_address_warns_at_start_up() {
+    let forge = FakeForge::start(Options::default()).await;
+    let args = [
+        "serve",
+        "--transport",
+        "http",
+        "--listen",
+        "0.0.0.0:0",
+        "--flavor",
+        "gitea",
+        "--url",
+        &forge.base_url(),
+    ];
+    let run = |bearer: Option<&str>| {
+        let mut cmd = std::process::Command::new(support::bin());
+        cmd.args(args).env_clear().env("GITEA_TOKEN", ALICE_TOKEN);
+        if let Some(b) = bearer {
+            cmd.env("MCP_BEARER_TOKEN", b);
+        }
+        cmd
+    };
+    let open = support::run_with_timeout(&mut run(None), std::time::Duration::from_secs(3)).await;
+    assert!(open.stderr.contains("WARNING") && open.stderr.contains("MCP_BEARER_TOKEN"), "{}", open.stderr);
+    assert!(!open.stderr.contains(ALICE_TOKEN));
+    let guarded = support::run_with_timeout(
+        &mut run(Some("a-long-shared-secret-value")),
+        std::time::Duration::from_secs(3),
+    )
+    .await;
+    assert!(
+        guarded.stderr.contains("listening on") && !guarded.stderr.contains("WARNING"),
+        "{}",
+        guarded.stderr
+    );
+}
