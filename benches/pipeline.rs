@@ -199,7 +199,7 @@ fn catalog_startup() {
         }
         let s = stats(&samples);
         println!(
-            "  {:<8} spec {:<22} spec bytes {:>8}  tools {:>4} ({} operations + raw)  build median {:>7.1} ms  min {:>7.1} ms",
+            "  {:<8} spec {:<22} spec bytes {:>8}  tools {:>4} ({} operations + 2 built-in)  build median {:>7.1} ms  min {:>7.1} ms",
             flavor.as_str(),
             spec_version,
             flavor.embedded_spec().len(),

@@ -6,8 +6,15 @@ wrk.method = "POST"
 wrk.body = os.getenv("MCP_BODY")
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "2025-06-18"
-if session then wrk.headers["Mcp-Session-Id"] = session end
+if session then
+  wrk.headers["MCP-Protocol-Version"] = "2025-06-18"
+  wrk.headers["Mcp-Session-Id"] = session
+else
+  -- Stateless (protocol 2026-07-28): no session, method and tool name in headers.
+  wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+  wrk.headers["Mcp-Method"] = "tools/call"
+  wrk.headers["Mcp-Name"] = os.getenv("MCP_TOOL") or "repoGet"
+end
 if token then wrk.headers["Authorization"] = "token " .. token end
 
 local threads = {}

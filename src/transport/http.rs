@@ -84,6 +84,13 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         tokio::time::sleep(Duration::from_millis(200)).await;
         stop_streams.cancel();
     });
+    // Small JSON-RPC answers written as several SSE frames would otherwise wait for delayed
+    // ACKs (Nagle): ~40 ms per call.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+    });
     let graceful = axum::serve(listener, app).with_graceful_shutdown(signalled.clone().cancelled_owned());
     tokio::select! {
         r = graceful => r?,
