@@ -721,8 +721,19 @@ async fn concurrent_calls_over_50_tokens_never_cross_identities(t: &str) {
     for k in 0..sessions {
         // The header of the request that opened a session must not matter later.
         let opener = if k % 2 == 0 { None } else { Some(token(&user_token(k))) };
-        clients
-            .push(Arc::new(McpClient::connect_with(http.clone(), &server, opener.as_deref()).await.unwrap()));
+        // A transport-level failure (status 0: a pooled connection closed under us) is retried
+        // once; any answer from the server is final.
+        let client = match McpClient::connect_with(http.clone(), &server, opener.as_deref()).await {
+            Err((0, e)) => {
+                eprintln!("opening session {k}: transport error ({e}); retrying once");
+                McpClient::connect_with(http.clone(), &server, opener.as_deref()).await
+            }
+            other => other,
+        };
+        let client = client.unwrap_or_else(|e| {
+            panic!("opening session {k} failed: {e:?}\nserver stderr:\n{}", server.stderr())
+        });
+        clients.push(Arc::new(client));
     }
     let stateless = |i: usize| t == "http" && i % 5 == 4;
     let stateless_calls = (0..n).filter(|&i| stateless(i)).count();
