@@ -123,7 +123,7 @@ async fn serving_the_global_token_to_anyone_on_a_public_address_warns_at_start_u
         }
         cmd
     };
-    let open = support::run_with_timeout(&mut run(None), std::time::Duration::from_secs(3)).await;
+    let open = support::run_with_timeout(&mut run(None), std::time::Duration::from_secs(5)).await;
     assert!(open.stderr.contains("WARNING") && open.stderr.contains("MCP_BEARER_TOKEN"), "{}", open.stderr);
     assert!(!open.stderr.contains(ALICE_TOKEN));
     let guarded = support::run_with_timeout(

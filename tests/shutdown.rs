@@ -49,7 +49,14 @@ async fn sigterm_drains_the_call_in_flight_and_exits() {
             post(&client, &url, Some(&sid), body).await.text().await.unwrap()
         })
     };
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Signal only once the slow call is really in flight: the forge has received it.
+    let in_flight = tokio::time::timeout(Duration::from_secs(30), async {
+        while !forge.requests().iter().any(|r| r.raw_path == "/api/v1/repos/alice/slow") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(in_flight.is_ok(), "the slow call never reached the forge");
     let pid = server.pid().expect("the server is running").to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
 
