@@ -128,7 +128,7 @@ async fn serving_the_global_token_to_anyone_on_a_public_address_warns_at_start_u
     assert!(!open.stderr.contains(ALICE_TOKEN));
     let guarded = support::run_with_timeout(
         &mut run(Some("a-long-shared-secret-value")),
-        std::time::Duration::from_secs(3),
+        std::time::Duration::from_secs(5),
     )
     .await;
     assert!(
