@@ -171,21 +171,21 @@ on_both_transports!(
 );
 
 async fn request_with_token_scheme_injects_the_token(t: &str) {
-    let (forge, server) = start(t, &[]).await;
-    let auth = format!("token {BOB_TOKEN}");
-    let c = server.connect(Some(&auth)).await.unwrap();
-    let (r, sent) = repo_get(&c, &forge, Some(&auth)).await;
-    assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
-    assert_never_sent(&forge, ALICE_TOKEN, "the global token");
+    runs_as_bob_with(t, "token").await;
 }
 
 /// Also the spec's "SSE request with `Bearer` scheme injects the token" (`::sse`).
 async fn request_with_bearer_scheme_injects_the_token(t: &str) {
+    runs_as_bob_with(t, "Bearer").await;
+}
+
+/// A session opened and called with `<scheme> <bob's token>` runs as bob: the server sends
+/// the forge's own `token` scheme for an access token, whatever the client used.
+async fn runs_as_bob_with(t: &str, scheme: &str) {
     let (forge, server) = start(t, &[]).await;
-    let auth = format!("Bearer {BOB_TOKEN}");
+    let auth = format!("{scheme} {BOB_TOKEN}");
     let c = server.connect(Some(&auth)).await.unwrap();
     let (r, sent) = repo_get(&c, &forge, Some(&auth)).await;
-    // The server sends the forge's own scheme for an access token, whatever the client used.
     assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
     assert_never_sent(&forge, ALICE_TOKEN, "the global token");
 }
