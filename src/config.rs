@@ -147,6 +147,13 @@ pub struct CommonArgs {
     /// Client secret of that OAuth2 application; redacted from every result.
     #[arg(long, env = "GITEA_OAUTH_CLIENT_SECRET", hide_env_values = true, global = true)]
     pub oauth_client_secret: Option<SecretString>,
+    /// Offer and allow only operations that read (GET); the raw tool accepts only GET.
+    #[arg(long, env = "READ_ONLY", global = true)]
+    pub read_only: bool,
+    /// Comma-separated tool names: when set, only these are offered and callable
+    /// (DISABLED_TOOLS still removes from them).
+    #[arg(long, env = "ENABLED_TOOLS", value_delimiter = ',', global = true)]
+    pub enabled_tools: Vec<String>,
     /// Comma-separated tool names that are neither offered nor callable.
     #[arg(long, env = "DISABLED_TOOLS", value_delimiter = ',', global = true)]
     pub disabled_tools: Vec<String>,
@@ -195,6 +202,9 @@ pub struct Settings {
     pub max_binary_bytes: u64,
     pub max_response_bytes: u64,
     pub disabled_tools: BTreeSet<String>,
+    pub read_only: bool,
+    /// Empty: every tool; otherwise only these.
+    pub enabled_tools: BTreeSet<String>,
     pub secret_detection: DetectionMode,
     pub max_tool_response_items: usize,
     pub max_tool_response_chars: usize,
@@ -304,6 +314,8 @@ impl Settings {
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
                 .collect(),
+            read_only: args.read_only,
+            enabled_tools: clean_list(args.enabled_tools).into_iter().collect(),
             secret_detection: args.secret_detection_mode,
             max_tool_response_items: args.max_tool_response_items,
             max_tool_response_chars: args.max_tool_response_chars,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::catalog::{Catalog, Flavor, Version};
+use crate::catalog::{Catalog, Flavor, Method, ToolDef, Version};
 use crate::config::{FlavorChoice, Settings};
 use crate::decode::body::Limits;
 use crate::executor::{Forge, flavor};
@@ -87,8 +87,28 @@ impl Server {
         })
     }
 
+    /// Why a tool is neither offered nor callable under the current settings, if it is not:
+    /// `READ_ONLY` removes every operation that is not a GET, `ENABLED_TOOLS` keeps only the
+    /// tools it names, `DISABLED_TOOLS` removes the ones it names.
+    pub fn refusal(&self, tool: &ToolDef) -> Option<String> {
+        let s = &self.settings;
+        let name = tool.name.as_str();
+        if s.disabled_tools.contains(name) {
+            return Some(format!("the tool {name} is disabled on this server (DISABLED_TOOLS)"));
+        }
+        if !s.enabled_tools.is_empty() && !s.enabled_tools.contains(name) {
+            return Some(format!(
+                "the tool {name} is not among the tools this server offers (ENABLED_TOOLS)"
+            ));
+        }
+        if s.read_only && tool.operation().is_some_and(|op| op.method != Method::Get) {
+            return Some(format!("the server is read-only (READ_ONLY): {name} would change data"));
+        }
+        None
+    }
+
     /// Whether a tool is offered and callable under the current settings.
-    pub fn enabled(&self, name: &str) -> bool {
-        !self.settings.disabled_tools.contains(name)
+    pub fn enabled(&self, tool: &ToolDef) -> bool {
+        self.refusal(tool).is_none()
     }
 }

@@ -23,5 +23,5 @@ pub fn to_rmcp(t: &ToolDef) -> Tool {
 
 /// Every tool the server offers under its settings, in catalog order.
 pub fn offered(server: &Server) -> Vec<Tool> {
-    server.catalog.all_tools().filter(|t| server.enabled(&t.name)).map(|t| to_rmcp(t)).collect()
+    server.catalog.all_tools().filter(|t| server.enabled(t)).map(|t| to_rmcp(t)).collect()
 }
