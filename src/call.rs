@@ -42,20 +42,9 @@ pub async fn run(
 ) -> Result<String, CallError> {
     // 1. which tool: unknown names are a protocol error, disabled ones a policy refusal.
     let tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
-    if let Some(why) = server.refusal(tool) {
-        return Err(CallError::local(ErrorKind::Denied, why));
-    }
     let args = args.unwrap_or_default();
-    if server.settings.read_only && matches!(tool.target, Target::Raw) {
-        let method = args.get("method").and_then(Value::as_str).unwrap_or("");
-        if !method.eq_ignore_ascii_case("GET") {
-            return Err(CallError::local(
-                ErrorKind::Denied,
-                format!(
-                    "the server is read-only (READ_ONLY): gitea_api_request accepts only GET, not {method:?}"
-                ),
-            ));
-        }
+    if let Some(why) = server.refusal(tool, &args) {
+        return Err(CallError::local(ErrorKind::Denied, why));
     }
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.

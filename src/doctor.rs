@@ -7,7 +7,6 @@ use secrecy::ExposeSecret;
 
 use crate::catalog::{Catalog, Flavor, Version};
 use crate::config::{FlavorChoice, Settings};
-use crate::decode::body::Limits;
 use crate::executor::{Forge, flavor};
 use crate::identity::Credential;
 
@@ -32,8 +31,7 @@ impl Report {
 pub async fn run(settings: Settings) -> ExitCode {
     let mut r = Report { failed: false };
     r.ok(&format!("forge URL {}", settings.url));
-    let limits = Limits { max_binary: settings.max_binary_bytes, max_response: settings.max_response_bytes };
-    let forge = match Forge::new(settings.url.clone(), limits, settings.connect_timeout, settings.timeout) {
+    let forge = match Forge::from_settings(&settings) {
         Ok(f) => f,
         Err(e) => {
             r.fail(&e);

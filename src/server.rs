@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::catalog::{Catalog, Flavor, Method, ToolDef, Version};
+use crate::catalog::{Catalog, Flavor, Method, Target, ToolDef, Version};
 use crate::config::{FlavorChoice, Settings};
-use crate::decode::body::Limits;
 use crate::executor::{Forge, flavor};
 use crate::guard::Guard;
 use crate::identity::{Credential, GlobalIdentity};
@@ -37,10 +36,7 @@ impl Server {
     /// Build the server: HTTP client, credential, flavor (asking the forge when `auto`),
     /// spec, catalog. The only network access is the version probe of `--flavor auto`.
     pub async fn start(settings: Settings) -> Result<Server, StartError> {
-        let limits =
-            Limits { max_binary: settings.max_binary_bytes, max_response: settings.max_response_bytes };
-        let forge = Forge::new(settings.url.clone(), limits, settings.connect_timeout, settings.timeout)
-            .map_err(StartError)?;
+        let forge = Forge::from_settings(&settings).map_err(StartError)?;
         let credential = match &settings.token {
             Some(t) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}")))?,
             None => Credential::anonymous(),
@@ -90,7 +86,12 @@ impl Server {
     /// Why a tool is neither offered nor callable under the current settings, if it is not:
     /// `READ_ONLY` removes every operation that is not a GET, `ENABLED_TOOLS` keeps only the
     /// tools it names, `DISABLED_TOOLS` removes the ones it names.
-    pub fn refusal(&self, tool: &ToolDef) -> Option<String> {
+    /// `args` matter only for the raw tool, whose method decides whether it writes.
+    pub fn refusal(
+        &self,
+        tool: &ToolDef,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<String> {
         let s = &self.settings;
         let name = tool.name.as_str();
         if s.disabled_tools.contains(name) {
@@ -101,14 +102,24 @@ impl Server {
                 "the tool {name} is not among the tools this server offers (ENABLED_TOOLS)"
             ));
         }
-        if s.read_only && tool.operation().is_some_and(|op| op.method != Method::Get) {
-            return Some(format!("the server is read-only (READ_ONLY): {name} would change data"));
+        if s.read_only {
+            if tool.operation().is_some_and(|op| op.method != Method::Get) {
+                return Some(format!("the server is read-only (READ_ONLY): {name} would change data"));
+            }
+            if matches!(tool.target, Target::Raw) {
+                let method = args.get("method").and_then(serde_json::Value::as_str).unwrap_or("GET");
+                if !method.eq_ignore_ascii_case("GET") {
+                    return Some(format!(
+                        "the server is read-only (READ_ONLY): {name} accepts only GET, not {method:?}"
+                    ));
+                }
+            }
         }
         None
     }
 
-    /// Whether a tool is offered and callable under the current settings.
+    /// Whether a tool is offered under the current settings (before any arguments).
     pub fn enabled(&self, tool: &ToolDef) -> bool {
-        self.refusal(tool).is_none()
+        self.refusal(tool, &serde_json::Map::new()).is_none()
     }
 }

@@ -66,8 +66,10 @@ impl Forge {
         &self.base
     }
 
-    pub fn limits(&self) -> Limits {
-        self.limits
+    /// The client the settings describe (URL, body limits, timeouts).
+    pub fn from_settings(s: &crate::config::Settings) -> Result<Forge, String> {
+        let limits = Limits { max_binary: s.max_binary_bytes, max_response: s.max_response_bytes };
+        Forge::new(s.url.clone(), limits, s.connect_timeout, s.timeout)
     }
 
     /// The full URL of a plan (for direct comparisons in benchmarks and tests).
