@@ -216,36 +216,53 @@ fn catalog_startup() {
 // 2. Size of the tools/list answer.
 
 fn settings(flavor: &str, url: &str) -> Settings {
-    let cli = Cli::try_parse_from(["aegis-gitea-mcp", "--flavor", flavor, "--url", url, "--token", TOKEN])
-        .expect("cli parses");
+    settings_with(flavor, url, &[])
+}
+
+fn settings_with(flavor: &str, url: &str, more: &[&str]) -> Settings {
+    let mut argv = vec!["aegis-gitea-mcp", "--flavor", flavor, "--url", url, "--token", TOKEN];
+    argv.extend_from_slice(more);
+    let cli = Cli::try_parse_from(argv).expect("cli parses");
     Settings::resolve(cli.common, &|_| None).expect("settings resolve")
 }
 
+/// The goal of issue 5 for the default `tools/list`.
+const DEFAULT_GOAL_BYTES: usize = 40_000;
+
 async fn tools_list_sizes() {
-    println!("== 2. Size of the full tools/list answer (all tools, no pagination)");
+    println!("== 2. Size of the tools/list answer (the result as sent, no pagination)");
     for (name, ff) in [("gitea", FFlavor::Gitea), ("forgejo", FFlavor::Forgejo)] {
         let forge = FakeForge::start(Options { flavor: ff, ..Options::default() }).await;
-        let t = Instant::now();
-        let server = Arc::new(Server::start(settings(name, &forge.base_url())).await.expect("server starts"));
-        let start = t.elapsed();
-        let handler = McpHandler::new(server.clone());
-        let result_bytes = handler.tools_list_bytes();
-        // The same result wrapped as the JSON-RPC response a client receives (one line over
-        // stdio, plus its newline).
-        let result = rmcp::model::ListToolsResult::with_all_items(tool_list::offered(&server));
-        let message = json!({"jsonrpc": "2.0", "id": 1, "result": result});
-        let message_bytes = serde_json::to_vec(&message).unwrap().len();
-        println!(
-            "  {:<8} tools {:>4}  result {:>9} B = {:>7.1} KiB  JSON-RPC message {:>9} B (envelope +{} B)  Server::start {:.1} ms (catalog {:.1} ms)",
-            name,
-            server.catalog.all_tools().count(),
-            result_bytes,
-            result_bytes as f64 / 1024.0,
-            message_bytes,
-            message_bytes as i64 - result_bytes as i64,
-            ms(start),
-            ms(server.catalog_build)
-        );
+        for (label, more) in [
+            ("default (TOOLSETS=core)", &[][..]),
+            ("TOOLSETS=all", &["--toolsets", "all"][..]),
+            ("--read-only", &["--read-only"][..]),
+            ("--read-only TOOLSETS=all", &["--read-only", "--toolsets", "all"][..]),
+        ] {
+            let t = Instant::now();
+            let server = Arc::new(
+                Server::start(settings_with(name, &forge.base_url(), more)).await.expect("server starts"),
+            );
+            let start = t.elapsed();
+            let handler = McpHandler::new(server.clone());
+            let result_bytes = handler.tools_list_bytes();
+            let listed =
+                tool_list::listed(&server, &tool_list::definitions(&server), &Default::default()).len();
+            let goal = if label.starts_with("default") {
+                if result_bytes < DEFAULT_GOAL_BYTES {
+                    "  (goal < 40,000 B: met)"
+                } else {
+                    "  (goal < 40,000 B: NOT met)"
+                }
+            } else {
+                ""
+            };
+            println!(
+                "  {name:<8} {label:<26} tools {listed:>4}  {result_bytes:>7} B = {:>6.1} KiB{goal}  Server::start {:.1} ms",
+                result_bytes as f64 / 1024.0,
+                ms(start),
+            );
+        }
         forge.shutdown();
     }
     println!();
@@ -280,7 +297,7 @@ async fn direct(client: &reqwest::Client, url: &str) -> usize {
 }
 
 async fn ours(server: &Server, case: &Case) -> usize {
-    call::run(server, Caller::Global, case.tool, Some(case.args.clone()))
+    call::run(server, Caller::Global, &Default::default(), case.tool, Some(case.args.clone()))
         .await
         .expect("tool call succeeds")
         .len()

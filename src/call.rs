@@ -6,12 +6,14 @@ use serde_json::{Map, Value, json};
 use crate::args::{self, CallPlan};
 use crate::catalog::{Target, ToolDef};
 use crate::decode::{body, pagination, status};
+use crate::discovery;
 use crate::envelope::{self, RequestInfo, Success};
 use crate::error::{CallError, ErrorKind};
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
 use crate::guard::{CallGuard, Redactor, credential_ops, secrets};
 use crate::identity::{Credential, Identity, Mode};
+use crate::policy::Narrowing;
 use crate::server::Server;
 use secrecy::{ExposeSecret, SecretString};
 
@@ -32,19 +34,36 @@ impl std::fmt::Debug for Caller {
     }
 }
 
-/// Run tool `name` with `args` as `caller`; the text of a success result, or why not.
+/// Run tool `name` with `args` as `caller`, under the server's policy as `narrowing`
+/// narrows it for this request; the text of a success result, or why not.
 /// Every outcome, success or error, has passed the guard.
 pub async fn run(
     server: &Server,
     caller: Caller,
+    narrowing: &Narrowing,
     name: &str,
     args: Option<Map<String, Value>>,
 ) -> Result<String, CallError> {
-    // 1. which tool: unknown names are a protocol error, disabled ones a policy refusal.
-    let tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
-    let args = args.unwrap_or_default();
-    if let Some(why) = server.refusal(tool, &args) {
+    // 1. which tool: unknown names are a protocol error, refused ones a policy refusal.
+    //    The discovery tools answer from the catalog, or name the operation to run.
+    let mut tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
+    let mut args = args.unwrap_or_default();
+    if let Some(why) = server.refusal(narrowing, tool, &args) {
         return Err(CallError::local(ErrorKind::Denied, why));
+    }
+    match &tool.target {
+        Target::SearchOperations | Target::OperationSchema => {
+            args::validate::validate(tool, &args)?;
+            return discovery::answer(server, narrowing, tool, &args);
+        }
+        Target::CallOperation => {
+            args::validate::validate(tool, &args)?;
+            (tool, args) = discovery::target(server, &args)?;
+            if let Some(why) = server.refusal(narrowing, tool, &args) {
+                return Err(CallError::local(ErrorKind::Denied, why));
+            }
+        }
+        _ => {}
     }
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.
@@ -70,6 +89,43 @@ async fn execute(
     guard: &CallGuard,
     issues_credentials: bool,
 ) -> Result<String, CallError> {
+    // 3.–6. validate, plan, send, decode.
+    let fetched = fetch(server, tool, args, credential, guard).await?;
+    let mut success = fetched.into_success(server, identity);
+    // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
+    guard.success(&mut success, issues_credentials)
+}
+
+/// What one request to the forge brought back, decoded but not yet guarded.
+struct Fetched {
+    plan: CallPlan,
+    status: u16,
+    data: Value,
+    pagination: Option<pagination::Pagination>,
+}
+
+impl Fetched {
+    fn into_success(self, server: &Server, identity: Identity) -> Success {
+        Success {
+            identity,
+            request: RequestInfo { method: self.plan.method.as_str(), path: self.plan.path },
+            status: self.status,
+            pagination: self.pagination,
+            untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
+            data: self.data,
+            truncated: None,
+        }
+    }
+}
+
+/// Validate, plan, send and decode one call of `tool`.
+async fn fetch(
+    server: &Server,
+    tool: &ToolDef,
+    args: &Map<String, Value>,
+    credential: &Credential,
+    guard: &CallGuard,
+) -> Result<Fetched, CallError> {
     // 3. valid? against the tool's JSON Schema, before anything is sent.
     args::validate::validate(tool, args)?;
     // 4. plan: encoded path, query, body or multipart.
@@ -78,17 +134,56 @@ async fn execute(
     let received = server.forge.send(&plan, credential).await?;
     // 6. decode: status → error kind, body → data, headers → pagination.
     let (status, data, pagination) = decode(server, &plan, received, guard.redactor())?;
-    let mut success = Success {
-        identity,
-        request: RequestInfo { method: plan.method.as_str(), path: plan.path },
-        status,
-        pagination,
-        untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
-        data,
-        truncated: None,
-    };
-    // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
-    guard.success(&mut success, issues_credentials)
+    Ok(Fetched { plan, status, data, pagination })
+}
+
+/// One read of a combined result (`run_reads`): an operation and its arguments.
+#[derive(Debug)]
+pub struct Read {
+    pub operation: &'static str,
+    pub args: Map<String, Value>,
+}
+
+/// Several reads under one identity and one guard, as one envelope (the resources): its
+/// `request` is the first read's, its `data` what `combine` makes of every read's data.
+/// Each read meets the policy like a call of its operation would.
+pub async fn run_reads(
+    server: &Server,
+    caller: Caller,
+    narrowing: &Narrowing,
+    reads: Vec<Read>,
+    combine: impl FnOnce(Vec<Value>) -> Value,
+) -> Result<String, CallError> {
+    let mut tools = Vec::with_capacity(reads.len());
+    for r in &reads {
+        let tool = server.catalog.get(r.operation).ok_or_else(|| {
+            CallError::local(ErrorKind::NotFound, format!("this forge has no {} operation", r.operation))
+        })?;
+        if let Some(why) = server.refusal(narrowing, tool, &r.args) {
+            return Err(CallError::local(ErrorKind::Denied, why));
+        }
+        tools.push(tool);
+    }
+    let (credential, identity) = identify(server, caller).await?;
+    let guard = server
+        .guard
+        .for_call(credential.secret().map(|s| s.expose_secret().to_owned()).into_iter().collect());
+    let result = async {
+        let mut first: Option<Fetched> = None;
+        let mut datas = Vec::with_capacity(reads.len());
+        for (tool, read) in tools.into_iter().zip(reads) {
+            let mut got = fetch(server, tool, &read.args, &credential, &guard).await?;
+            datas.push(std::mem::take(&mut got.data));
+            first.get_or_insert(got);
+        }
+        let first = first.expect("a resource reads at least once");
+        let mut success = first.into_success(server, identity);
+        success.pagination = None;
+        success.data = combine(datas);
+        guard.success(&mut success, false)
+    }
+    .await;
+    result.map_err(|e| guard.error(e))
 }
 
 /// The spec operation a call reaches: the tool's own, or for the raw tool the route its
@@ -102,7 +197,7 @@ fn operation_of(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> O
             let path = args.get("path").and_then(Value::as_str)?;
             server.catalog.match_path(method, path).map(|t| t.name.clone())
         }
-        Target::AttachmentDownload => None,
+        _ => None,
     }
 }
 
@@ -111,6 +206,9 @@ fn plan(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> Result<Ca
         Target::Operation(op) => args::plan::for_operation(op, args, server.settings.max_binary_bytes),
         Target::Raw => args::raw::plan(&server.catalog, args),
         Target::AttachmentDownload => Ok(args::plan::attachment_download(args)),
+        Target::SearchOperations | Target::OperationSchema | Target::CallOperation => {
+            unreachable!("discovery tools are answered or resolved before planning")
+        }
     }
 }
 

@@ -43,6 +43,9 @@ pub enum Command {
         /// Print the full tool definitions as JSON (the `tools` array of tools/list).
         #[arg(long)]
         json: bool,
+        /// Print the toolsets instead: name, number of operations, what they hold.
+        #[arg(long, conflicts_with = "json")]
+        list_toolsets: bool,
     },
     /// Run one tool once and print its result: the same JSON text an MCP client gets.
     ///
@@ -157,6 +160,11 @@ pub struct CommonArgs {
     /// Comma-separated tool names that are neither offered nor callable.
     #[arg(long, env = "DISABLED_TOOLS", value_delimiter = ',', global = true)]
     pub disabled_tools: Vec<String>,
+    /// Comma-separated toolsets whose operations tools/list shows: `core` (the everyday
+    /// ones), area names (`issues`, `pulls`, `actions`, … see `tools --list-toolsets`), or `all`.
+    /// Every other operation stays callable through gitea_call_operation.
+    #[arg(long, env = "TOOLSETS", default_value = "core", global = true)]
+    pub toolsets: String,
     /// Seconds to wait for a TCP/TLS connection to the forge.
     #[arg(long, env = "GITEA_CONNECT_TIMEOUT", default_value_t = 10.0, global = true)]
     pub connect_timeout: f64,
@@ -205,6 +213,8 @@ pub struct Settings {
     pub read_only: bool,
     /// Empty: every tool; otherwise only these.
     pub enabled_tools: BTreeSet<String>,
+    /// Which operations `tools/list` shows.
+    pub toolsets: crate::catalog::toolsets::Selection,
     pub secret_detection: DetectionMode,
     pub max_tool_response_items: usize,
     pub max_tool_response_chars: usize,
@@ -316,6 +326,8 @@ impl Settings {
                 .collect(),
             read_only: args.read_only,
             enabled_tools: clean_list(args.enabled_tools).into_iter().collect(),
+            toolsets: crate::catalog::toolsets::Selection::parse(&args.toolsets)
+                .map_err(|e| ConfigError(format!("TOOLSETS: {e}")))?,
             secret_detection: args.secret_detection_mode,
             max_tool_response_items: args.max_tool_response_items,
             max_tool_response_chars: args.max_tool_response_chars,

@@ -105,16 +105,22 @@ pub async fn run(settings: Settings) -> ExitCode {
     if !spec.is_empty() {
         match Catalog::build(&spec, flavor, detected.clone()) {
             Ok(c) => {
+                let policy = crate::policy::Policy::from_settings(&settings);
+                let none = crate::policy::Narrowing::default();
                 r.ok(&format!(
-                    "{} tools from the {} {} spec",
+                    "{} tools from the {} {} spec; tools/list shows {} of them (TOOLSETS, READ_ONLY, ENABLED_TOOLS, DISABLED_TOOLS), the discovery tools reach the other allowed ones",
                     c.all_tools().count(),
                     flavor.display_name(),
-                    c.spec_version
+                    c.spec_version,
+                    c.all_tools().filter(|t| policy.lists(&none, &c, t)).count(),
                 ));
-                let unknown: Vec<&String> =
-                    settings.disabled_tools.iter().filter(|n| c.get(n).is_none()).collect();
-                if !unknown.is_empty() {
-                    r.warn(&format!("DISABLED_TOOLS names tools this forge does not have: {unknown:?}"));
+                for (setting, names) in
+                    [("DISABLED_TOOLS", &settings.disabled_tools), ("ENABLED_TOOLS", &settings.enabled_tools)]
+                {
+                    let unknown: Vec<&String> = names.iter().filter(|n| c.get(n).is_none()).collect();
+                    if !unknown.is_empty() {
+                        r.warn(&format!("{setting} names tools this forge does not have: {unknown:?}"));
+                    }
                 }
                 if let Some(v) = &detected {
                     if v.flavor() == flavor

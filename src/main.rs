@@ -62,9 +62,11 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                 }
             },
         },
-        Command::Tools { json } => {
-            let handler = McpHandler::new(server);
-            if json {
+        Command::Tools { json, list_toolsets } => {
+            let handler = McpHandler::new(server.clone());
+            if list_toolsets {
+                print!("{}", aegis_gitea_mcp::catalog::toolsets::table(&server.catalog));
+            } else if json {
                 println!("{}", handler.tools_json_pretty());
             } else {
                 for (name, summary) in handler.tool_summaries() {
@@ -87,7 +89,8 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let result = call::run(&server, call::Caller::Global, &tool, Some(args)).await;
+            let result =
+                call::run(&server, call::Caller::Global, &Default::default(), &tool, Some(args)).await;
             match Outcome::from_result(result, |m| server.guard.redactor().redact_str(m)) {
                 Outcome::Success(text) => {
                     println!("{text}");

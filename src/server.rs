@@ -4,11 +4,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::catalog::{Catalog, Flavor, Method, Target, ToolDef, Version};
+use serde_json::{Map, Value};
+
+use crate::catalog::{Catalog, Flavor, ToolDef, Version};
 use crate::config::{FlavorChoice, Settings};
 use crate::executor::{Forge, flavor};
 use crate::guard::Guard;
 use crate::identity::{Credential, GlobalIdentity};
+use crate::policy::{Narrowing, Policy};
 
 /// Everything a call needs besides its arguments.
 #[derive(Debug)]
@@ -17,6 +20,8 @@ pub struct Server {
     pub catalog: Arc<Catalog>,
     pub forge: Forge,
     pub global: GlobalIdentity,
+    /// Which tools are listed and which calls are allowed.
+    pub policy: Policy,
     /// Redaction, masking and bounds of every result.
     pub guard: Guard,
     /// Tool calls running right now (graceful shutdown waits for them).
@@ -74,6 +79,7 @@ impl Server {
         Ok(Server {
             guard: Guard::from_settings(&settings),
             global: GlobalIdentity::new(credential),
+            policy: Policy::from_settings(&settings),
             catalog: Arc::new(catalog),
             forge,
             settings,
@@ -83,43 +89,19 @@ impl Server {
         })
     }
 
-    /// Why a tool is neither offered nor callable under the current settings, if it is not:
-    /// `READ_ONLY` removes every operation that is not a GET, `ENABLED_TOOLS` keeps only the
-    /// tools it names, `DISABLED_TOOLS` removes the ones it names.
-    /// `args` matter only for the raw tool, whose method decides whether it writes.
+    /// Why `tool` may not be called with `args` under the server's policy narrowed by the
+    /// request, if it may not (see `policy.rs`).
     pub fn refusal(
         &self,
+        narrowing: &Narrowing,
         tool: &ToolDef,
-        args: &serde_json::Map<String, serde_json::Value>,
+        args: &Map<String, Value>,
     ) -> Option<String> {
-        let s = &self.settings;
-        let name = tool.name.as_str();
-        if s.disabled_tools.contains(name) {
-            return Some(format!("the tool {name} is disabled on this server (DISABLED_TOOLS)"));
-        }
-        if !s.enabled_tools.is_empty() && !s.enabled_tools.contains(name) {
-            return Some(format!(
-                "the tool {name} is not among the tools this server offers (ENABLED_TOOLS)"
-            ));
-        }
-        if s.read_only {
-            if tool.operation().is_some_and(|op| op.method != Method::Get) {
-                return Some(format!("the server is read-only (READ_ONLY): {name} would change data"));
-            }
-            if matches!(tool.target, Target::Raw) {
-                let method = args.get("method").and_then(serde_json::Value::as_str).unwrap_or("GET");
-                if !method.eq_ignore_ascii_case("GET") {
-                    return Some(format!(
-                        "the server is read-only (READ_ONLY): {name} accepts only GET, not {method:?}"
-                    ));
-                }
-            }
-        }
-        None
+        self.policy.refusal(narrowing, &self.catalog, tool, args)
     }
 
-    /// Whether a tool is offered under the current settings (before any arguments).
-    pub fn enabled(&self, tool: &ToolDef) -> bool {
-        self.refusal(tool, &serde_json::Map::new()).is_none()
+    /// Whether `tools/list` shows `tool` to a request that narrowed the policy so.
+    pub fn lists(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
+        self.policy.lists(narrowing, &self.catalog, tool)
     }
 }

@@ -41,16 +41,41 @@ async fn help_documents_settings_but_never_prints_secret_values() {
 
 #[tokio::test]
 async fn tools_works_offline_with_a_flavor_and_prints_json_definitions() {
-    let o = run(&["tools", "--flavor", "forgejo", "--url", "http://127.0.0.1:9", "--json"], &[]).await;
+    let o = run(
+        &["tools", "--flavor", "forgejo", "--url", "http://127.0.0.1:9", "--json", "--toolsets", "all"],
+        &[],
+    )
+    .await;
     assert!(o.status.success());
     let tools: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(tools.as_array().unwrap().len(), 508);
+    assert_eq!(tools.as_array().unwrap().len(), 511);
     assert!(tools[0]["inputSchema"].is_object());
+    // The default lists the everyday operations and the ways to the rest.
+    let o = run(&["tools", "--flavor", "forgejo", "--url", "http://127.0.0.1:9", "--json"], &[]).await;
+    let tools: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.len() < 40, "{names:?}");
+    for n in [
+        "gitea_search_operations",
+        "gitea_get_operation_schema",
+        "gitea_call_operation",
+        "repoMergePullRequest",
+    ] {
+        assert!(names.contains(&n), "{n} not listed: {names:?}");
+    }
+    assert!(!names.contains(&"adminCreateUser"));
     let o =
-        run(&["tools", "--flavor", "gitea", "--url", "http://127.0.0.1:9"], &[("DISABLED_TOOLS", "repoGet")])
+        run(&["tools", "--flavor", "gitea", "--url", "http://127.0.0.1:9", "--toolsets", "issues,nope"], &[])
             .await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown toolset \"nope\""));
+    let o = run(
+        &["tools", "--flavor", "gitea", "--url", "http://127.0.0.1:9"],
+        &[("DISABLED_TOOLS", "repoGet"), ("TOOLSETS", "all")],
+    )
+    .await;
     let text = stdout(&o);
-    assert_eq!(text.lines().count(), 483);
+    assert_eq!(text.lines().count(), 486);
     assert!(!text.lines().any(|l| l.starts_with("repoGet ")));
 }
 
@@ -96,7 +121,7 @@ async fn doctor_reports_flavor_version_and_identity() {
     assert_eq!(o.status.code(), Some(0), "{text}");
     assert!(text.contains("Forgejo 16.0.1+gitea-1.22.0"), "{text}");
     assert!(text.contains("belongs to alice"), "{text}");
-    assert!(text.contains("508 tools"), "{text}");
+    assert!(text.contains("511 tools"), "{text}");
     assert!(!text.contains(ALICE_TOKEN));
 
     let o = run(&["doctor", "--url", &url], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
@@ -147,7 +172,8 @@ async fn spec_file_replaces_the_embedded_spec() {
     .await;
     let names: Vec<String> =
         stdout(&o).lines().map(|l| l.split_whitespace().next().unwrap().to_owned()).collect();
-    assert_eq!(names, ["getVersion", "repoGet", "gitea_api_request", "gitea_download_attachment"]);
+    assert_eq!(names[..3], ["gitea_search_operations", "gitea_get_operation_schema", "gitea_call_operation"]);
+    assert_eq!(names[3..], ["gitea_api_request", "gitea_download_attachment", "repoGet"]);
     std::fs::write(&spec, "{not json").unwrap();
     let o = run(
         &["tools", "--flavor", "gitea", "--url", "http://127.0.0.1:9", "--spec", spec.to_str().unwrap()],

@@ -52,7 +52,11 @@ async fn initialize_negotiates_every_handshake_version() {
         rpc(&s.endpoint, &h, json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
         let (_, msg, _) =
             rpc(&s.endpoint, &h, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
-        assert_eq!(msg.unwrap()["result"]["tools"].as_array().unwrap().len(), 484, "{version}");
+        assert_eq!(
+            msg.unwrap()["result"]["tools"].as_array().unwrap().len(),
+            support::DEFAULT_TOOL_COUNT,
+            "{version}"
+        );
     }
 }
 

@@ -1,40 +1,207 @@
-//! The server's own policy over which tools exist: READ_ONLY, ENABLED_TOOLS, DISABLED_TOOLS
-//! (issue 5, read-only part). Hidden tools are refused as `denied`, never sent.
+//! The tool surface over stdio (issue 5): toolsets choose what is listed, the discovery
+//! tools reach everything else, and READ_ONLY / ENABLED_TOOLS / DISABLED_TOOLS refuse on
+//! every path — a listed tool, the raw tool, and the discovery tools. Refused calls are
+//! `denied` and never sent.
 
 mod support;
 
-use serde_json::json;
-use support::{Harness, Setup};
+use serde_json::{Value, json};
+use support::{DEFAULT_TOOL_COUNT, Harness, Setup};
+
+fn names(tools: &[rmcp::model::Tool]) -> Vec<String> {
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+/// The operation ids a search returned, best first.
+fn found(c: &support::Called) -> Vec<String> {
+    assert!(!c.is_error, "{}", c.text);
+    c.json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["operation_id"].as_str().unwrap().to_owned())
+        .collect()
+}
 
 #[tokio::test]
-async fn read_only_hides_and_refuses_every_write_including_through_the_raw_tool() {
-    let h = Harness::start(Setup::gitea().env("READ_ONLY", "true")).await;
+async fn the_default_lists_the_everyday_tools_and_discovery_reaches_the_rest() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.seed_repo("o", "r");
     let tools = h.tools().await;
-    // Gitea 1.27 has 243 GET operations; both built-in tools stay.
-    assert_eq!(tools.len(), 243 + 2);
-    assert!(tools.iter().all(|t| t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true)
-        || t.name == "gitea_api_request"));
+    assert_eq!(tools.len(), DEFAULT_TOOL_COUNT);
+    let listed = names(&tools);
+    for n in
+        ["gitea_search_operations", "gitea_get_operation_schema", "gitea_call_operation", "repoGetContents"]
+    {
+        assert!(listed.contains(&n.to_owned()), "{n}: {listed:?}");
+    }
+    assert!(!listed.contains(&"repoListTags".to_owned()));
+
+    // An operation outside the listed ones runs through gitea_call_operation, under the
+    // same validation, request and envelope as its own tool.
+    let via = h
+        .call(
+            "gitea_call_operation",
+            json!({"operation_id": "repoListTags", "arguments": {"owner": "o", "repo": "r"}}),
+        )
+        .await;
+    assert!(!via.is_error, "{}", via.text);
+    assert_eq!(h.last().raw_path, "/api/v1/repos/o/r/tags");
+    let direct = h.call("repoListTags", json!({"owner": "o", "repo": "r"})).await;
+    assert_eq!(via.json, direct.json, "the same envelope either way");
+    let bad =
+        h.call("gitea_call_operation", json!({"operation_id": "repoGet", "arguments": {"owner": "o"}})).await;
+    let direct_bad = h.call("repoGet", json!({"owner": "o"})).await;
+    assert_eq!(bad.kind(), "invalid_arguments");
+    assert_eq!(bad.json, direct_bad.json, "the same validation either way");
+
+    // Unknown ids suggest real ones; the schema tool shows the whole input schema.
+    let unknown =
+        h.call("gitea_call_operation", json!({"operation_id": "repoMergePR", "arguments": {}})).await;
+    assert_eq!(unknown.kind(), "invalid_arguments");
+    let message = unknown.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("Did you mean") && message.contains("gitea_search_operations"), "{message}");
+    let schema = h.call("gitea_get_operation_schema", json!({"operation_id": "repoCreateRelease"})).await;
+    assert!(!schema.is_error, "{}", schema.text);
+    assert_eq!(schema.json["method"], "POST");
+    assert_eq!(schema.json["path"], "/repos/{owner}/{repo}/releases");
+    assert_eq!(schema.json["toolset"], "releases");
+    assert_eq!(schema.json["input_schema"]["properties"]["body"]["properties"]["tag_name"]["type"], "string");
+    assert_eq!(schema.json["input_schema"]["additionalProperties"], false);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn discovery_finds_everyday_operations_in_its_first_three_results_on_both_flavors() {
+    for (setup, runs) in [(Setup::gitea(), "getWorkflowRuns"), (Setup::forgejo(), "ListActionRuns")] {
+        let h = Harness::start(setup).await;
+        for (query, want) in [
+            ("merge a pull request", "repoMergePullRequest"),
+            ("create a release", "repoCreateRelease"),
+            ("list workflow runs", runs),
+        ] {
+            let c = h.call("gitea_search_operations", json!({"query": query, "limit": 3})).await;
+            let top = found(&c);
+            assert!(top.len() <= 3);
+            assert!(top.contains(&want.to_owned()), "{query:?}: {top:?}");
+            let first = &c.json["results"][0];
+            for key in ["operation_id", "method", "path", "summary", "toolset", "listed"] {
+                assert!(first.get(key).is_some(), "{key} missing: {first}");
+            }
+        }
+        assert!(h.tool_requests().is_empty(), "searching asks the forge nothing");
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn read_only_hides_and_refuses_every_write_on_all_three_paths() {
+    let h = Harness::start(Setup::gitea().env("READ_ONLY", "true").env("TOOLSETS", "all")).await;
+    let tools = h.tools().await;
+    // Gitea 1.27 has 243 GET operations; the five built-in tools stay.
+    assert_eq!(tools.len(), 243 + 5);
+    for t in &tools {
+        let ro = t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+        assert!(ro || ["gitea_api_request", "gitea_call_operation"].contains(&t.name.as_ref()), "{}", t.name);
+    }
+    // 1. the generated tool
     let c = h.call("issueCreateIssue", json!({"owner": "o", "repo": "r", "body": {"title": "t"}})).await;
     assert_eq!(c.kind(), "denied", "{}", c.text);
     assert!(c.json["error"]["message"].as_str().unwrap().contains("READ_ONLY"));
+    // 2. the raw tool, whatever the case of the method
+    for method in ["POST", "delete", "Patch"] {
+        let c = h
+            .call("gitea_api_request", json!({"method": method, "path": "/repos/o/r/issues", "body": {}}))
+            .await;
+        assert_eq!(c.kind(), "denied", "{method}: {}", c.text);
+    }
+    // 3. discovery: not found, no schema, not callable
+    let c = h.call("gitea_search_operations", json!({"query": "create an issue", "limit": 25})).await;
+    assert!(!found(&c).is_empty());
+    assert!(c.json["results"].as_array().unwrap().iter().all(|r| r["method"] == "GET"), "{}", c.text);
+    let c = h.call("gitea_get_operation_schema", json!({"operation_id": "issueCreateIssue"})).await;
+    assert_eq!(c.kind(), "denied", "{}", c.text);
     let c = h
         .call(
-            "gitea_api_request",
-            json!({"method": "POST", "path": "/repos/o/r/issues", "body": {"title": "t"}}),
+            "gitea_call_operation",
+            json!({"operation_id": "issueCreateIssue", "arguments": {"owner": "o", "repo": "r", "body": {"title": "t"}}}),
         )
         .await;
     assert_eq!(c.kind(), "denied", "{}", c.text);
-    let c = h.call("gitea_api_request", json!({"method": "delete", "path": "/repos/o/r"})).await;
-    assert_eq!(c.kind(), "denied", "{}", c.text);
     assert!(h.tool_requests().is_empty(), "nothing was sent");
+    // Reads still work on every path.
     h.forge.seed_repo("o", "r");
     assert!(!h.call("gitea_api_request", json!({"method": "GET", "path": "/repos/o/r"})).await.is_error);
     assert!(!h.call("repoGet", json!({"owner": "o", "repo": "r"})).await.is_error);
+    let c = h
+        .call(
+            "gitea_call_operation",
+            json!({"operation_id": "repoGet", "arguments": {"owner": "o", "repo": "r"}}),
+        )
+        .await;
+    assert!(!c.is_error, "{}", c.text);
     h.stop().await;
 
     let h = Harness::start(Setup::gitea().env("READ_ONLY", "false")).await;
-    assert_eq!(h.tools().await.len(), 484);
+    assert_eq!(h.tools().await.len(), DEFAULT_TOOL_COUNT);
     h.stop().await;
+}
+
+#[tokio::test]
+async fn disabled_operations_are_unreachable_by_name_route_and_discovery() {
+    let h = Harness::start(Setup::gitea().env("DISABLED_TOOLS", "repoListTags,repoDelete")).await;
+    h.forge.seed_repo("o", "r");
+    let c = h.call("repoListTags", json!({"owner": "o", "repo": "r"})).await;
+    assert_eq!(c.kind(), "denied");
+    let c = h.call("gitea_api_request", json!({"method": "DELETE", "path": "/repos/o/r"})).await;
+    assert_eq!(c.kind(), "denied", "{}", c.text);
+    assert!(c.json["error"]["message"].as_str().unwrap().contains("repoDelete"));
+    let c = h.call("gitea_search_operations", json!({"query": "list tags", "limit": 25})).await;
+    assert!(!found(&c).contains(&"repoListTags".to_owned()));
+    let c = h.call("gitea_get_operation_schema", json!({"operation_id": "repoListTags"})).await;
+    assert_eq!(c.kind(), "denied");
+    let c = h
+        .call(
+            "gitea_call_operation",
+            json!({"operation_id": "repoListTags", "arguments": {"owner": "o", "repo": "r"}}),
+        )
+        .await;
+    assert_eq!(c.kind(), "denied");
+    assert!(h.tool_requests().is_empty(), "nothing was sent");
+    // The discovery tools themselves can be disabled like any tool.
+    h.stop().await;
+    let h = Harness::start(Setup::gitea().env("DISABLED_TOOLS", "gitea_call_operation")).await;
+    assert!(!names(&h.tools().await).contains(&"gitea_call_operation".to_owned()));
+    let c = h.call("gitea_call_operation", json!({"operation_id": "repoGet", "arguments": {}})).await;
+    assert_eq!(c.kind(), "denied");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn toolsets_pick_areas_and_unknown_names_stop_the_server() {
+    let h = Harness::start(Setup::forgejo().env("TOOLSETS", "pulls,releases")).await;
+    let listed = names(&h.tools().await);
+    assert!(
+        listed.contains(&"repoMergePullRequest".to_owned())
+            && listed.contains(&"repoCreateReleaseAttachment".to_owned())
+    );
+    assert!(!listed.contains(&"issueCreateIssue".to_owned()), "issues are not selected");
+    assert!(listed.iter().filter(|n| !n.starts_with("gitea_")).count() == 27 + 13, "{listed:?}");
+    h.stop().await;
+
+    let o = support::run_with_timeout(
+        std::process::Command::new(support::bin())
+            .args(["serve", "--url", "http://127.0.0.1:9", "--flavor", "gitea"])
+            .env("TOOLSETS", "issues,bogus"),
+        std::time::Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(o.status.and_then(|s| s.code()), Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("unknown toolset \"bogus\"") && o.stderr.contains("known: all, core"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[tokio::test]
@@ -45,14 +212,53 @@ async fn enabled_tools_keeps_only_the_named_ones_and_disabled_tools_still_wins()
             .env("DISABLED_TOOLS", "issueGetIssue"),
     )
     .await;
-    let mut names: Vec<String> = h.tools().await.iter().map(|t| t.name.to_string()).collect();
-    names.sort();
-    assert_eq!(names, ["gitea_api_request", "repoGet"]);
+    let mut listed = names(&h.tools().await);
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "gitea_api_request",
+            "gitea_call_operation",
+            "gitea_get_operation_schema",
+            "gitea_search_operations",
+            "repoGet"
+        ]
+    );
     let c = h.call("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 1})).await;
     assert_eq!(c.kind(), "denied");
     let c = h.call("repoDelete", json!({"owner": "o", "repo": "r"})).await;
     assert_eq!(c.kind(), "denied");
     assert!(c.json["error"]["message"].as_str().unwrap().contains("ENABLED_TOOLS"));
+    let c = h
+        .call(
+            "gitea_call_operation",
+            json!({"operation_id": "repoListTags", "arguments": {"owner": "o", "repo": "r"}}),
+        )
+        .await;
+    assert_eq!(c.kind(), "denied", "discovery reaches only what ENABLED_TOOLS allows");
+    let c = h.call("gitea_search_operations", json!({"query": "get a repository", "limit": 25})).await;
+    assert_eq!(found(&c), ["repoGet"]);
     assert!(h.tool_requests().is_empty());
     h.stop().await;
+}
+
+#[tokio::test]
+async fn same_names_are_described_for_the_flavor_served() {
+    for (setup, method, words) in [
+        (Setup::gitea(), "PUT", "Move a branch to another commit"),
+        (Setup::forgejo(), "PATCH", "Rename a branch"),
+    ] {
+        let h = Harness::start(setup.env("TOOLSETS", "all")).await;
+        let tools = h.tools().await;
+        let t = tools.iter().find(|t| t.name == "repoUpdateBranch").unwrap();
+        let d = t.description.as_deref().unwrap();
+        assert!(
+            d.starts_with(words)
+                && d.contains(&format!("{method} /repos/{{owner}}/{{repo}}/branches/{{branch}}")),
+            "{d}"
+        );
+        let s = h.call("gitea_get_operation_schema", json!({"operation_id": "repoUpdateBranch"})).await;
+        assert_eq!(s.json["method"], Value::from(method));
+        h.stop().await;
+    }
 }

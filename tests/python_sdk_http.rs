@@ -93,7 +93,7 @@ async fn scenario(transport: &str, mode: &str, scheme: &str) {
     // `server/discover`, which the server answers, so the modern version is adopted.
     let want_version = if mode == "legacy" { "2025-11-25" } else { "2026-07-28" };
     assert_eq!(doc["protocol_version"], want_version, "{doc}\n{}", run.context);
-    assert_eq!(doc["tool_count"], 484, "{doc}");
+    assert_eq!(doc["tool_count"], support::DEFAULT_TOOL_COUNT, "{doc}");
     if mode == "legacy" {
         assert_eq!(doc["server_name"], "aegis-gitea-mcp", "{doc}");
     }

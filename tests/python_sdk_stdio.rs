@@ -66,7 +66,7 @@ fn describe(requests: &[Recorded]) -> String {
 }
 
 fn assert_tools(run: &DriverRun) {
-    assert_eq!(run.doc["tool_count"], 484, "{}", run.doc);
+    assert_eq!(run.doc["tool_count"], support::DEFAULT_TOOL_COUNT, "{}", run.doc);
     assert_eq!(run.doc["server_name"], "aegis-gitea-mcp", "{}", run.doc);
     let sample = run.doc["tool_names_sample"].as_array().unwrap();
     assert_eq!(sample.len(), 5, "{}", run.doc);

@@ -23,8 +23,8 @@ fn script(path: &str, response: ScriptedResponse) -> Script {
 
 #[tokio::test]
 async fn tools_list_offers_one_tool_per_operation_plus_the_raw_tool() {
-    for (setup, expected) in [(Setup::gitea(), 484), (Setup::forgejo(), 508)] {
-        let h = Harness::start(setup).await;
+    for (setup, expected) in [(Setup::gitea(), 487), (Setup::forgejo(), 511)] {
+        let h = Harness::start(setup.env("TOOLSETS", "all")).await;
         let tools = h.tools().await;
         assert_eq!(tools.len(), expected);
         let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -42,12 +42,12 @@ async fn tools_list_offers_one_tool_per_operation_plus_the_raw_tool() {
 
 #[tokio::test]
 async fn flavor_auto_asks_the_version_and_picks_the_spec() {
-    let h = Harness::start(Setup::forgejo().auto()).await;
-    assert_eq!(h.tools().await.len(), 508);
+    let h = Harness::start(Setup::forgejo().auto().env("TOOLSETS", "all")).await;
+    assert_eq!(h.tools().await.len(), 511);
     assert!(h.forge.requests().iter().any(|r| r.raw_path == "/api/v1/version"));
     h.stop().await;
-    let h = Harness::start(Setup::gitea().auto()).await;
-    assert_eq!(h.tools().await.len(), 484);
+    let h = Harness::start(Setup::gitea().auto().env("TOOLSETS", "all")).await;
+    assert_eq!(h.tools().await.len(), 487);
     h.stop().await;
 }
 
@@ -488,10 +488,13 @@ async fn the_raw_tool_uses_the_same_pipeline_and_refuses_unsafe_paths() {
 
 #[tokio::test]
 async fn disabled_tools_are_neither_listed_nor_callable() {
-    let h = Harness::start(Setup::gitea().env("DISABLED_TOOLS", "repoDelete,gitea_api_request")).await;
+    let h = Harness::start(
+        Setup::gitea().env("DISABLED_TOOLS", "repoDelete,gitea_api_request").env("TOOLSETS", "all"),
+    )
+    .await;
     let tools = h.tools().await;
     assert!(!tools.iter().any(|t| t.name == "repoDelete" || t.name == "gitea_api_request"));
-    assert_eq!(tools.len(), 482);
+    assert_eq!(tools.len(), 485);
     let c = h.call("repoDelete", json!({"owner": "o", "repo": "r"})).await;
     assert_eq!(c.kind(), "denied");
     assert!(h.tool_requests().is_empty());

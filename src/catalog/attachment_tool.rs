@@ -6,8 +6,6 @@
 //! with the same binary limit and envelope as every other tool. It takes the uuid, never a
 //! URL: a URL from forge data could point anywhere, and the credential must not follow it.
 
-use std::sync::Arc;
-
 use serde_json::json;
 
 use super::Flavor;
@@ -30,19 +28,16 @@ pub fn definition(flavor: Flavor) -> ToolDef {
         "required": ["uuid"],
         "additionalProperties": false
     });
-    let serde_json::Value::Object(schema) = schema else { unreachable!("literal object") };
-    let validator = super::schema::compile(&schema).expect("the attachment tool schema compiles");
-    ToolDef {
-        name: NAME.to_owned(),
-        title: "Download an attachment".to_owned(),
-        description: format!(
+    ToolDef::builtin(
+        NAME,
+        "Download an attachment",
+        format!(
             "Download the bytes of an issue, comment or release attachment from {} by its uuid. \
              Returns text as a string, other content as data.content_base64.\n\nGET /attachments/{{uuid}} (outside /api/v1)",
             flavor.display_name()
         ),
-        input_schema: Arc::new(schema),
-        annotations: Annotations { read_only: true, destructive: false, idempotent: true },
-        validator,
-        target: Target::AttachmentDownload,
-    }
+        schema,
+        Annotations { read_only: true, destructive: false, idempotent: true },
+        Target::AttachmentDownload,
+    )
 }

@@ -5,11 +5,15 @@
 //! (which decide the spec and the wildcard routes) are given by the caller.
 
 pub mod attachment_tool;
+pub mod discovery_tools;
 pub mod fixes;
+pub mod meanings;
 pub mod operation;
 pub mod raw_tool;
 pub mod schema;
+pub mod search;
 pub mod spec;
+pub mod toolsets;
 pub mod wildcard;
 
 use std::collections::HashMap;
@@ -100,8 +104,11 @@ pub struct Catalog {
     pub spec_version: String,
     tools: Vec<Arc<ToolDef>>,
     by_name: HashMap<String, usize>,
-    /// The built-in tools that are not spec operations (raw request, attachment download).
+    /// The built-in tools that are not spec operations: discovery, raw request, attachment
+    /// download.
     builtins: Vec<Arc<ToolDef>>,
+    /// Word search over `tools` (the discovery search tool).
+    index: search::Index,
 }
 
 impl Catalog {
@@ -122,7 +129,7 @@ impl Catalog {
         let mut by_name = HashMap::with_capacity(spec.operations.len());
         for raw in &spec.operations {
             let op = operation::Operation::from_spec(raw, &spec, flavor, &version, &wildcards, &fixes)?;
-            let tool = ToolDef::new(op, &spec)?;
+            let tool = ToolDef::new(op, raw, &spec, flavor)?;
             if by_name.insert(tool.name().to_owned(), tools.len()).is_some() {
                 return Err(CatalogError::Operation {
                     op: tool.name().to_owned(),
@@ -131,9 +138,13 @@ impl Catalog {
             }
             tools.push(Arc::new(tool));
         }
-        let builtins =
-            vec![Arc::new(raw_tool::definition(flavor)), Arc::new(attachment_tool::definition(flavor))];
-        Ok(Catalog { flavor, version, spec_version: spec.info_version, tools, by_name, builtins })
+        let builtins = discovery_tools::definitions(flavor)
+            .into_iter()
+            .chain([raw_tool::definition(flavor), attachment_tool::definition(flavor)])
+            .map(Arc::new)
+            .collect();
+        let index = search::Index::build(tools.iter().map(|t| t.as_ref()));
+        Ok(Catalog { flavor, version, spec_version: spec.info_version, tools, by_name, builtins, index })
     }
 
     /// The tools generated from the spec, in spec order (without the raw tool).
@@ -152,6 +163,21 @@ impl Catalog {
             Some(&i) => Some(&self.tools[i]),
             None => self.builtins.iter().find(|t| t.name == name),
         }
+    }
+
+    /// The operations that best match `query`, best first (see `search`), among those
+    /// `allowed` admits.
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        allowed: impl Fn(&ToolDef) -> bool,
+    ) -> Vec<(&Arc<ToolDef>, f64)> {
+        self.index
+            .search(query, limit, |i| allowed(&self.tools[i]))
+            .into_iter()
+            .map(|h| (&self.tools[h.position], h.score))
+            .collect()
     }
 
     /// The spec operation a method and a literal path (relative to `/api/v1`, `/`-separated,
@@ -192,7 +218,7 @@ mod tests {
         assert_eq!(g.spec_version, "1.27.0");
         let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
         assert_eq!(f.operations().count(), 506);
-        assert_eq!(f.all_tools().count(), 508);
+        assert_eq!(f.all_tools().count(), 511);
     }
 
     #[test]

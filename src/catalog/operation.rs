@@ -374,6 +374,12 @@ pub enum Target {
     Raw,
     /// `gitea_download_attachment`: `/attachments/{uuid}` outside `/api/v1`.
     AttachmentDownload,
+    /// `gitea_search_operations`: answered from the catalog, no request.
+    SearchOperations,
+    /// `gitea_get_operation_schema`: answered from the catalog, no request.
+    OperationSchema,
+    /// `gitea_call_operation`: runs another tool.
+    CallOperation,
 }
 
 /// A tool as offered to clients, with its compiled validator.
@@ -381,29 +387,75 @@ pub enum Target {
 pub struct ToolDef {
     pub name: String,
     pub title: String,
+    /// The short description `tools/list` shows.
     pub description: String,
+    /// Everything the spec says about the operation (the discovery schema tool shows it).
+    pub details: String,
+    /// The schema arguments are validated against (the discovery schema tool shows it).
     pub input_schema: Arc<Map<String, Value>>,
+    /// The same schema with descriptions cut to their first sentence, for `tools/list`.
+    pub listed_schema: Arc<Map<String, Value>>,
     pub annotations: Annotations,
     pub validator: jsonschema::Validator,
     pub target: Target,
+    /// The area toolset of a spec operation (`toolsets::AREAS`); empty for built-in tools.
+    pub toolset: &'static str,
+    /// Whether the operation is one of the everyday ones (`toolsets::CORE_OPERATIONS`).
+    pub core: bool,
 }
 
 impl ToolDef {
     /// The tool of a spec operation.
-    pub fn new(op: Operation, spec: &Spec) -> Result<ToolDef, CatalogError> {
-        let raw = spec.operations.iter().find(|r| r.id == op.id).expect("operation comes from this spec");
+    pub fn new(
+        op: Operation,
+        raw: &RawOperation,
+        spec: &Spec,
+        flavor: Flavor,
+    ) -> Result<ToolDef, CatalogError> {
         let input_schema = schema::input_schema(raw, &op, spec);
         let validator = schema::compile(&input_schema)
             .map_err(|msg| CatalogError::Operation { op: op.id.clone(), msg })?;
+        let meaning = super::meanings::summary_for(flavor, &op.id);
         Ok(ToolDef {
             name: op.id.clone(),
-            title: title_of(&op),
-            description: describe(raw, &op),
+            title: title_of(&op, meaning),
+            description: describe(raw, &op, meaning),
+            details: raw.description.trim().to_owned(),
+            listed_schema: Arc::new(schema::lean(&input_schema)),
             input_schema: Arc::new(input_schema),
             annotations: Annotations::for_method(op.method),
             validator,
+            toolset: super::toolsets::area_of(&op.path),
+            core: super::toolsets::is_core(&op.id),
             target: Target::Operation(op),
         })
+    }
+
+    /// A built-in tool (not a spec operation): its schema is already lean.
+    pub fn builtin(
+        name: &str,
+        title: &str,
+        description: String,
+        schema: Value,
+        annotations: Annotations,
+        target: Target,
+    ) -> ToolDef {
+        let Value::Object(schema) = schema else { panic!("{name}: a tool schema is an object") };
+        let validator = schema::compile(&schema).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let schema = Arc::new(schema);
+        ToolDef {
+            name: name.to_owned(),
+            title: title.to_owned(),
+            details: String::new(),
+            description,
+            listed_schema: schema.clone(),
+            input_schema: schema,
+            annotations,
+            validator,
+            target,
+            toolset: "",
+            core: false,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -414,32 +466,38 @@ impl ToolDef {
     pub fn operation(&self) -> Option<&Operation> {
         match &self.target {
             Target::Operation(op) => Some(op),
-            Target::Raw | Target::AttachmentDownload => None,
+            _ => None,
         }
     }
 }
 
-fn title_of(op: &Operation) -> String {
-    let s = op.summary.trim_end_matches('.');
+fn title_of(op: &Operation, meaning: Option<&str>) -> String {
+    let s = meaning.and_then(|m| m.split(". ").next()).unwrap_or(&op.summary).trim().trim_end_matches('.');
     if s.is_empty() { op.id.clone() } else { s.to_owned() }
 }
 
-/// Summary, the longer description when it adds something, notes on the result, and the
-/// route, e.g. `GET /repos/{owner}/{repo}`.
-fn describe(raw: &RawOperation, op: &Operation) -> String {
+/// One line a model can act on: the summary (or the flavor's own meaning of a name that
+/// means different things on Gitea and Forgejo), the first sentence of the spec's
+/// description when it adds something, notes on the result, paging, and the route, e.g.
+/// `GET /repos/{owner}/{repo}`. The whole spec text is in `details`.
+fn describe(raw: &RawOperation, op: &Operation, meaning: Option<&str>) -> String {
     let mut d = String::new();
     if op.deprecated {
         d.push_str("Deprecated. ");
     }
-    let summary = raw.summary.trim();
+    let summary = meaning.unwrap_or(raw.summary.trim());
     d.push_str(if summary.is_empty() { &op.id } else { summary });
     if !d.ends_with('.') {
         d.push('.');
     }
-    let desc = raw.description.trim();
-    if !desc.is_empty() && desc != summary {
+    let extra = schema::first_sentence(raw.description.trim());
+    let same = |a: &str, b: &str| a.trim_end_matches('.').eq_ignore_ascii_case(b.trim_end_matches('.'));
+    if meaning.is_none() && !extra.is_empty() && !same(&extra, summary) {
         d.push(' ');
-        d.push_str(desc);
+        d.push_str(&extra);
+        if !d.ends_with('.') {
+            d.push('.');
+        }
     }
     let note = super::fixes::FIXES.iter().find(|f| f.operation == op.id).map(|f| f.note).unwrap_or("");
     let note = if !note.is_empty() {
@@ -459,7 +517,7 @@ fn describe(raw: &RawOperation, op: &Operation) -> String {
         d.push_str(note);
     }
     if op.paging.is_some() {
-        d.push_str(" Paged: see pagination in the result.");
+        d.push_str(" Paged.");
     }
     d.push_str(&format!("\n\n{} {}", op.method.as_str(), op.path));
     d

@@ -5,8 +5,6 @@
 //! smuggle `%2F` or double encoding past the path rules, and `..`, `?`, `#` are refused so
 //! the path cannot leave `/api/v1` or carry its own query.
 
-use std::sync::Arc;
-
 use serde_json::json;
 
 use super::Flavor;
@@ -39,20 +37,17 @@ pub fn definition(flavor: Flavor) -> ToolDef {
         "required": ["method", "path"],
         "additionalProperties": false
     });
-    let serde_json::Value::Object(schema) = schema else { unreachable!("literal object") };
-    let validator = super::schema::compile(&schema).expect("the raw tool schema compiles");
     let name = flavor.display_name();
-    ToolDef {
-        name: NAME.to_owned(),
-        title: format!("{name} API request"),
-        description: format!(
-            "Call any {name} REST API route (relative to /api/v1) when no dedicated tool fits. \
-             Prefer the tool named after the operation: it validates arguments and encodes path \
-             values such as a tag 'rel/1.0' that this raw path cannot express."
+    ToolDef::builtin(
+        NAME,
+        &format!("{name} API request"),
+        format!(
+            "Call any {name} REST API route (relative to /api/v1) when no operation fits. \
+             Prefer an operation (a tool, or gitea_call_operation): it validates arguments and \
+             encodes path values such as a tag 'rel/1.0' that this raw path cannot express."
         ),
-        input_schema: Arc::new(schema),
-        annotations: Annotations { read_only: false, destructive: true, idempotent: false },
-        validator,
-        target: Target::Raw,
-    }
+        schema,
+        Annotations { read_only: false, destructive: true, idempotent: false },
+        Target::Raw,
+    )
 }

@@ -116,6 +116,7 @@ fn simple_param(p: &Map<String, Value>) -> Value {
                 }
             }
             "exclusiveMinimum" | "exclusiveMaximum" => {} // folded below
+            "format" if is_int_format(v) => {}
             k if KEPT.contains(&k) => {
                 out.insert(k.to_owned(), v.clone());
             }
@@ -124,6 +125,12 @@ fn simple_param(p: &Map<String, Value>) -> Value {
     }
     fold_exclusive_bounds(p, &mut out);
     Value::Object(out)
+}
+
+/// `int64`/`int32` say nothing a JSON client can use (JSON numbers are not sized); other
+/// formats (`date-time`, `email`) do.
+fn is_int_format(v: &Value) -> bool {
+    matches!(v.as_str(), Some("int64" | "int32"))
 }
 
 /// Swagger/draft-4 boolean `exclusiveMinimum` becomes the 2020-12 number form.
@@ -184,6 +191,7 @@ fn clean(schema: &Value, spec: &Spec, stack: &mut Vec<String>) -> Value {
             "type" if v == "file" => {
                 out.insert(k.clone(), "string".into());
             }
+            "format" if is_int_format(v) => {}
             k if KEPT.contains(&k) => {
                 out.insert(k.to_owned(), v.clone());
             }
@@ -192,6 +200,95 @@ fn clean(schema: &Value, spec: &Spec, stack: &mut Vec<String>) -> Value {
     }
     fold_exclusive_bounds(src, &mut out);
     Value::Object(out)
+}
+
+/// The first sentence of a description, at most `MAX_SENTENCE` characters (cut at a word,
+/// marked with `…`). Spec descriptions run to paragraphs; a client pays for every byte of
+/// `tools/list`, and the discovery schema tool has the rest.
+pub fn first_sentence(text: &str) -> String {
+    let line = text.trim().lines().next().unwrap_or("").trim();
+    let mut end = line.len();
+    for (i, _) in line.match_indices(". ") {
+        // "e.g. x", "1. x" and "v1.2. x" are not sentence ends; a lower-case letter or a
+        // closing bracket before the dot usually is.
+        let before = line[..i].chars().last().unwrap_or(' ');
+        let word = line[..i].rsplit(' ').next().unwrap_or("");
+        if (before.is_ascii_lowercase() || before == ')' || before == '`')
+            && !["e.g", "i.e", "etc", "vs"].contains(&word)
+        {
+            end = i + 1;
+            break;
+        }
+    }
+    let sentence = &line[..end];
+    if sentence.chars().count() <= MAX_SENTENCE {
+        return sentence.to_owned();
+    }
+    let cut: String = sentence.chars().take(MAX_SENTENCE).collect();
+    let cut = cut.rsplit_once(' ').map(|(a, _)| a).unwrap_or(&cut);
+    format!("{}…", cut.trim_end_matches([',', ';', ':']))
+}
+
+const MAX_SENTENCE: usize = 160;
+
+/// Descriptions of the arguments most tools share, said once the same way everywhere.
+const COMMON_ARGUMENTS: &[(&str, &str)] = &[
+    ("owner", "Owner of the repository."),
+    ("repo", "Name of the repository."),
+    ("page", "Page number (1-based)."),
+    ("limit", "Page size."),
+];
+
+/// The schema `tools/list` shows: the validation schema with every `description` cut to
+/// its first sentence, descriptions that only name a Go type ("CreateFileOptions options
+/// for creating a file") dropped, and the common arguments described alike. Nothing that
+/// constrains a value changes.
+pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
+    fn go(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, x)| !(k.as_str() == "description" && x.as_str().is_some_and(names_a_type)))
+                    .map(|(k, x)| match (k.as_str(), x) {
+                        ("description", Value::String(d)) => (k.clone(), Value::String(first_sentence(d))),
+                        // Property names are data, not keywords: keep them, lean their schemas.
+                        ("properties", Value::Object(props)) => (
+                            k.clone(),
+                            Value::Object(props.iter().map(|(n, s)| (n.clone(), go(s))).collect()),
+                        ),
+                        ("enum" | "default", _) => (k.clone(), x.clone()),
+                        _ => (k.clone(), go(x)),
+                    })
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(go).collect()),
+            other => other.clone(),
+        }
+    }
+    let Value::Object(mut out) = go(&Value::Object(schema.clone())) else {
+        unreachable!("an object stays an object")
+    };
+    if let Some(Value::Object(props)) = out.get_mut("properties") {
+        for (name, text) in COMMON_ARGUMENTS {
+            if let Some(Value::Object(p)) = props.get_mut(*name) {
+                if p.get("type").and_then(Value::as_str) != Some("object") {
+                    p.insert("description".into(), (*text).into());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether a description starts with a Go type name (`CreateFileOptions …`,
+/// `ChangeFileOperation …`): Swagger generators copy type docs, which tell a client nothing.
+fn names_a_type(d: &str) -> bool {
+    let first = d.split_whitespace().next().unwrap_or("");
+    let mut chars = first.chars();
+    chars.next().is_some_and(|c| c.is_ascii_uppercase())
+        && first.chars().all(|c| c.is_ascii_alphanumeric())
+        && first.chars().skip(1).any(|c| c.is_ascii_uppercase())
+        && first.chars().any(|c| c.is_ascii_lowercase())
 }
 
 /// Compile a validator: 2020-12 semantics, no remote references, linear-time regexes.

@@ -4,28 +4,45 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourceTemplate, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::call::{self, Caller};
+use crate::catalog::ToolDef;
 use crate::error::{CallError, ErrorKind, Outcome};
 use crate::identity::RequestIdentity;
+use crate::policy::Narrowing;
+use crate::resources;
 use crate::server::Server;
 
 /// The MCP face of a `Server`. Cheap to clone.
 #[derive(Clone)]
 pub struct McpHandler {
     server: Arc<Server>,
+    /// Every tool with its definition, built once.
+    all: Arc<Vec<(Arc<ToolDef>, Tool)>>,
+    /// What `tools/list` shows a request that narrows nothing (stdio, most HTTP requests).
     tools: Arc<Vec<Tool>>,
 }
 
 impl McpHandler {
     pub fn new(server: Arc<Server>) -> McpHandler {
-        let tools = Arc::new(super::tool_list::offered(&server));
-        McpHandler { server, tools }
+        let all = super::tool_list::definitions(&server);
+        let tools = Arc::new(super::tool_list::listed(&server, &all, &Narrowing::default()));
+        McpHandler { server, all: Arc::new(all), tools }
+    }
+
+    /// The tools a request narrowed so sees.
+    fn tools_for(&self, narrowing: &Narrowing) -> Vec<Tool> {
+        if *narrowing == Narrowing::default() {
+            return self.tools.as_ref().clone();
+        }
+        super::tool_list::listed(&self.server, &self.all, narrowing)
     }
 
     /// The `tools` array of `tools/list`, as pretty JSON (the `tools --json` command).
@@ -60,7 +77,7 @@ gitea_api_request reaches any route when no tool fits.";
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
             .with_server_info(Implementation::new("aegis-gitea-mcp", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -68,13 +85,55 @@ impl ServerHandler for McpHandler {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        Ok(ListToolsResult::with_all_items(self.tools_for(&narrowing_of(&context))))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
+        self.all.iter().find(|(t, _)| t.name == name).map(|(_, tool)| tool.clone())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = resources::TEMPLATES
+            .iter()
+            .map(|t| {
+                ResourceTemplate::new(t.uri_template, t.name)
+                    .with_title(t.title)
+                    .with_description(t.description)
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let _running = InFlight::enter(&self.server.in_flight);
+        let narrowing = narrowing_of(&context);
+        let server = &self.server;
+        let uri = request.uri.as_str();
+        let result =
+            self.as_caller(&context, |caller| resources::read(server, caller, &narrowing, uri)).await;
+        tracing::debug!(
+            outcome =
+                result.as_ref().map(|_| "ok").unwrap_or_else(|e| e.kind().map(|k| k.as_str()).unwrap_or("?")),
+            "resources/read"
+        );
+        match result {
+            Ok(text) => Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(text, uri).with_mime_type("application/json"),
+            ])
+            .into()),
+            Err(e) => Err(resource_error(e, |m| self.server.guard.redactor().redact_str(m))),
+        }
     }
 
     async fn call_tool(
@@ -84,26 +143,13 @@ impl ServerHandler for McpHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         let started = std::time::Instant::now();
         let _running = InFlight::enter(&self.server.in_flight);
-        let result = match caller_of(&context) {
-            // stdio: no HTTP request behind the call.
-            None => call::run(&self.server, Caller::Global, &request.name, request.arguments).await,
-            Some(Ok(caller)) => {
-                let limit = self.server.settings.request_timeout;
-                match tokio::time::timeout(
-                    limit,
-                    call::run(&self.server, caller, &request.name, request.arguments),
-                )
-                .await
-                {
-                    Ok(r) => r,
-                    Err(_) => Err(CallError::local(
-                        ErrorKind::Timeout,
-                        format!("the call took longer than {}s (MCP_REQUEST_TIMEOUT)", limit.as_secs_f64()),
-                    )),
-                }
-            }
-            Some(Err(e)) => Err(e),
-        };
+        let narrowing = narrowing_of(&context);
+        let server = &self.server;
+        let result = self
+            .as_caller(&context, |caller| {
+                call::run(server, caller, &narrowing, &request.name, request.arguments)
+            })
+            .await;
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) => e.kind().map(|k| k.as_str()).unwrap_or("unknown_tool"),
@@ -111,6 +157,35 @@ impl ServerHandler for McpHandler {
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = started.elapsed().as_millis() as u64, "tools/call");
         let redactor = self.server.guard.redactor();
         to_rmcp(Outcome::from_result(result, |m| redactor.redact_str(m))).map(Into::into)
+    }
+}
+
+impl McpHandler {
+    /// Run `work` as the request's caller: the global identity over stdio; over HTTP the
+    /// identity the layers established, within `MCP_REQUEST_TIMEOUT`.
+    async fn as_caller<F, Fut>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        work: F,
+    ) -> Result<String, CallError>
+    where
+        F: FnOnce(Caller) -> Fut,
+        Fut: std::future::Future<Output = Result<String, CallError>>,
+    {
+        match caller_of(context) {
+            // stdio: no HTTP request behind the call.
+            None => work(Caller::Global).await,
+            Some(Ok(caller)) => {
+                let limit = self.server.settings.request_timeout;
+                tokio::time::timeout(limit, work(caller)).await.unwrap_or_else(|_| {
+                    Err(CallError::local(
+                        ErrorKind::Timeout,
+                        format!("the call took longer than {}s (MCP_REQUEST_TIMEOUT)", limit.as_secs_f64()),
+                    ))
+                })
+            }
+            Some(Err(e)) => Err(e),
+        }
     }
 }
 
@@ -142,6 +217,33 @@ fn caller_of(context: &RequestContext<RoleServer>) -> Option<Result<Caller, Call
             "the request carries no identity; it was not run",
         )),
     })
+}
+
+/// What an HTTP request narrowed for itself (the layers parsed its `X-MCP-*` headers);
+/// nothing over stdio.
+fn narrowing_of(context: &RequestContext<RoleServer>) -> Narrowing {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Narrowing>())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A failed resource read as a JSON-RPC error: -32002 for a resource the forge does not
+/// have (the MCP convention), -32602 for a URI we cannot read, -32603 otherwise; the kind
+/// and status travel in `data`. Messages have passed the guard; `redact` is a last net.
+fn resource_error(e: CallError, redact: impl Fn(&str) -> String) -> ErrorData {
+    let (kind, status, message) = match e {
+        CallError::Result(f) => (f.kind, f.status, f.message),
+        CallError::UnknownTool(name) => (ErrorKind::InvalidArguments, None, name),
+    };
+    let code = match kind {
+        ErrorKind::NotFound => rmcp::model::ErrorCode(-32002),
+        ErrorKind::InvalidArguments => rmcp::model::ErrorCode::INVALID_PARAMS,
+        _ => rmcp::model::ErrorCode::INTERNAL_ERROR,
+    };
+    ErrorData::new(code, redact(&message), Some(serde_json::json!({"kind": kind.as_str(), "status": status})))
 }
 
 /// An `Outcome` in rmcp's terms.

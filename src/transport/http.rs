@@ -58,6 +58,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     };
     let app = mcp
         .layer(RequestBodyLimitLayer::new(s.max_body_bytes))
+        .layer(axum::middleware::from_fn(layers::narrow))
         .layer(from_fn_with_state(cfg.clone(), layers::authenticate))
         .layer(from_fn_with_state(cfg.clone(), layers::guard_host_origin))
         .route("/healthz", get(|| async { "ok" }));

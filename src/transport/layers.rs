@@ -6,8 +6,11 @@
 //!    identity, any other token is the caller's own forge token, no usable header means the
 //!    global identity — or 401 when `MCP_BEARER_TOKEN` is set. The result travels in the
 //!    request's extensions as a `RequestIdentity`; the MCP handler reads it from there.
-//! 3. the body limit (`tower_http`), 413 above `--max-body-bytes`.
-//! 4. `limit_sessions` — refuses a new session (an `initialize` without session id) when
+//! 3. `narrow` — what the request narrows for itself: `X-MCP-Readonly`, `X-MCP-Toolsets`,
+//!    `X-MCP-Disabled-Tools`, as a `Narrowing` in the request's extensions (400 when a
+//!    header cannot be understood: a request that meant to narrow must not run wider).
+//! 4. the body limit (`tower_http`), 413 above `--max-body-bytes`.
+//! 5. `limit_sessions` — refuses a new session (an `initialize` without session id) when
 //!    `--max-sessions` are open.
 //!
 //! Refusals are JSON-RPC error bodies with a message that says what to change.
@@ -22,8 +25,10 @@ use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
 use serde_json::json;
 
+use crate::catalog::toolsets::Selection;
 use crate::identity::RequestIdentity;
 use crate::identity::header::{self as auth_header, AuthHeader};
+use crate::policy::Narrowing;
 
 /// What the layers need to know.
 #[derive(Debug, Clone)]
@@ -161,7 +166,42 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
     next.run(req).await
 }
 
-/// 4. No new session beyond the limit.
+/// 3. What the request narrows for itself. Each header may appear once.
+pub async fn narrow(mut req: Request, next: Next) -> Response {
+    match narrowing(req.headers()) {
+        Ok(n) => {
+            req.extensions_mut().insert(n);
+            next.run(req).await
+        }
+        Err(message) => refuse(StatusCode::BAD_REQUEST, -32600, &message),
+    }
+}
+
+/// The `Narrowing` the `X-MCP-*` headers ask for.
+fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
+    let one = |name: &str| -> Result<Option<String>, String> {
+        let mut values = headers.get_all(name).iter();
+        let Some(v) = values.next() else { return Ok(None) };
+        if values.next().is_some() {
+            return Err(format!("send the {name} header once"));
+        }
+        v.to_str().map(|s| Some(s.trim().to_owned())).map_err(|_| format!("the {name} header is not text"))
+    };
+    let read_only = match one("x-mcp-readonly")?.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("" | "false" | "0" | "no" | "off") => false,
+        Some("true" | "1" | "yes" | "on") => true,
+        Some(_) => return Err("X-MCP-Readonly must be true or false".into()),
+    };
+    let toolsets = one("x-mcp-toolsets")?
+        .map(|v| Selection::parse(&v).map_err(|e| format!("X-MCP-Toolsets: {e}")))
+        .transpose()?;
+    let disabled = one("x-mcp-disabled-tools")?
+        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default();
+    Ok(Narrowing { read_only, disabled, toolsets })
+}
+
+/// 5. No new session beyond the limit.
 ///
 /// Only a POST without `Mcp-Session-Id` whose body is an `initialize` request opens a
 /// session; the body (already size-limited) is read and put back untouched.
@@ -212,6 +252,31 @@ mod tests {
         for bad in ["evil.example", "evil.example:8080", "mcp.example", "mcp.example:80", "localhost.evil"] {
             assert!(!host_allowed(bad, &allowed), "{bad}");
         }
+    }
+
+    #[test]
+    fn narrowing_headers_parse_and_refuse_what_they_cannot_mean() {
+        let h = |pairs: &[(&'static str, &'static str)]| {
+            let mut m = axum::http::HeaderMap::new();
+            for (k, v) in pairs {
+                m.append(*k, HeaderValue::from_static(v));
+            }
+            narrowing(&m)
+        };
+        assert_eq!(h(&[]).unwrap(), Narrowing::default());
+        let n = h(&[
+            ("x-mcp-readonly", "TRUE"),
+            ("x-mcp-toolsets", "issues, pulls"),
+            ("x-mcp-disabled-tools", "a, b,"),
+        ])
+        .unwrap();
+        assert!(n.read_only);
+        assert_eq!(n.toolsets, Some(Selection::parse("issues,pulls").unwrap()));
+        assert_eq!(n.disabled.into_iter().collect::<Vec<_>>(), ["a", "b"]);
+        assert!(!h(&[("x-mcp-readonly", "false")]).unwrap().read_only);
+        assert!(h(&[("x-mcp-readonly", "maybe")]).unwrap_err().contains("true or false"));
+        assert!(h(&[("x-mcp-toolsets", "issues,nope")]).unwrap_err().contains("\"nope\""));
+        assert!(h(&[("x-mcp-readonly", "true"), ("x-mcp-readonly", "false")]).unwrap_err().contains("once"));
     }
 
     #[test]

@@ -249,6 +249,8 @@ pub struct StreamableClient {
     ids: AtomicU64,
     /// The `initialize` response.
     pub initialize: Value,
+    /// Sent with every later POST (e.g. the `X-MCP-*` narrowing headers).
+    pub headers: Vec<(String, String)>,
 }
 
 impl StreamableClient {
@@ -265,8 +267,14 @@ impl StreamableClient {
         auth: Option<&str>,
     ) -> Result<StreamableClient, HttpError> {
         let url = if base.ends_with("/mcp") { base.to_owned() } else { format!("{base}/mcp") };
-        let mut c =
-            StreamableClient { http, url, session: None, ids: AtomicU64::new(1), initialize: Value::Null };
+        let mut c = StreamableClient {
+            http,
+            url,
+            session: None,
+            ids: AtomicU64::new(1),
+            initialize: Value::Null,
+            headers: Vec::new(),
+        };
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params()});
         let resp = c.post(&body, auth).await?;
         c.session = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
@@ -305,6 +313,9 @@ impl StreamableClient {
             .body(body.to_string());
         if let Some(s) = &self.session {
             req = req.header("mcp-session-id", s).header("mcp-protocol-version", PROTOCOL_VERSION);
+        }
+        for (k, v) in &self.headers {
+            req = req.header(k, v);
         }
         if let Some(a) = auth {
             req = req.header(reqwest::header::AUTHORIZATION, a);
@@ -408,6 +419,8 @@ pub struct SseClient {
     /// Server messages that answer no pending request (notifications, server requests).
     others: tokio::sync::Mutex<mpsc::UnboundedReceiver<Value>>,
     ids: AtomicU64,
+    /// Sent with every later POST (e.g. the `X-MCP-*` narrowing headers).
+    pub headers: Vec<(String, String)>,
     reader: tokio::task::JoinHandle<()>,
     /// The `initialize` response.
     pub initialize: Value,
@@ -471,6 +484,7 @@ impl SseClient {
             pending,
             others: tokio::sync::Mutex::new(others_rx),
             ids: AtomicU64::new(1),
+            headers: Vec::new(),
             reader,
             initialize: Value::Null,
         };
@@ -500,6 +514,9 @@ impl SseClient {
             .post(&self.post_url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
+        for (k, v) in &self.headers {
+            req = req.header(k, v);
+        }
         if let Some(a) = auth {
             req = req.header(reqwest::header::AUTHORIZATION, a);
         }
@@ -616,6 +633,23 @@ impl McpClient {
         match server.transport.as_str() {
             "sse" => Ok(McpClient::Sse(SseClient::connect_with(http, &server.base, auth).await?)),
             _ => Ok(McpClient::Streamable(StreamableClient::connect_with(http, &server.base, auth).await?)),
+        }
+    }
+
+    /// Send `headers` with every later request.
+    pub fn set_headers(&mut self, headers: &[(&str, &str)]) {
+        let h = headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        match self {
+            McpClient::Streamable(c) => c.headers = h,
+            McpClient::Sse(c) => c.headers = h,
+        }
+    }
+
+    /// Any JSON-RPC request; the response, or the HTTP refusal.
+    pub async fn request(&self, method: &str, params: Value, auth: Option<&str>) -> Result<Value, HttpError> {
+        match self {
+            McpClient::Streamable(c) => c.request(method, params, auth).await,
+            McpClient::Sse(c) => c.request(method, params, auth).await,
         }
     }
 

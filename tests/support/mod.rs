@@ -16,6 +16,10 @@ use rmcp::service::{RunningService, ServiceExt};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
+/// How many tools `tools/list` shows by default (`TOOLSETS=core`): the 31 everyday
+/// operations and the five built-in tools, on both flavors.
+pub const DEFAULT_TOOL_COUNT: usize = 36;
+
 /// The token of the default fake forge user `alice`.
 pub const ALICE_TOKEN: &str = "tok-alice-0123456789";
 

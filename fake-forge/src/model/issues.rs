@@ -1,9 +1,10 @@
-//! Issues (create, get, paged list) and issue attachments (multipart upload, list, get, and the
+//! Issues (create, get, paged list), their comments, pull requests (an issue with a head and
+//! a base: create, get) and issue attachments (multipart upload, list, get, and the
 //! download URL `ROOT_URL/attachments/{uuid}` served outside `/api/v1`, as Gitea does).
 
 use serde_json::{Value, json};
 
-use super::{Attachment, Ctx, Issue, Model, json, repo_key, tri};
+use super::{Attachment, Comment, Ctx, Issue, Model, Pull, json, repo_key, tri};
 use crate::multipart;
 use crate::paging::{Page, paginate};
 use crate::reply::Reply;
@@ -134,5 +135,77 @@ pub(crate) fn serve_attachment(m: &Model, root_url: &str, uuid: &str) -> Reply {
             404,
             &json!({"errors": null, "message": "not found", "url": format!("{root_url}api/swagger")}),
         ),
+    }
+}
+
+/// `GET /repos/{owner}/{repo}/issues/{index}/comments`: every comment, oldest first (Gitea
+/// does not page this list).
+pub(super) fn list_comments(m: &mut Model, cx: &Ctx) -> Reply {
+    let (repo, i) = tri!(issue(m, cx));
+    let list: Vec<Value> = repo
+        .comments
+        .iter()
+        .filter(|c| c.issue == i.number)
+        .map(|c| json::comment(cx.root_url, repo, c))
+        .collect();
+    Reply::json(200, &Value::Array(list))
+}
+
+/// `POST /repos/{owner}/{repo}/issues/{index}/comments`.
+pub(super) fn create_comment(m: &mut Model, cx: &Ctx) -> Reply {
+    let number = tri!(issue(m, cx)).1.number;
+    let id = m.next_id();
+    let poster = cx.caller.unwrap_or_default().to_string();
+    let poster_id = m.known_user_id(&poster);
+    let body = cx.json();
+    let Some(text) = body["body"].as_str().filter(|t| !t.trim().is_empty()) else {
+        return cx.error(422, "[Body]: Required");
+    };
+    let repo = tri!(m.repo_mut(cx));
+    let c = Comment { id, issue: number, body: text.to_string(), poster, poster_id, created: now_rfc3339() };
+    let v = json::comment(cx.root_url, repo, &c);
+    repo.comments.push(c);
+    Reply::json(201, &v)
+}
+
+/// `POST /repos/{owner}/{repo}/pulls`: head and base must be branches of the repository.
+pub(super) fn create_pull(m: &mut Model, cx: &Ctx) -> Reply {
+    let id = m.next_id();
+    let poster = cx.caller.unwrap_or_default().to_string();
+    let poster_id = m.known_user_id(&poster);
+    let repo = tri!(m.repo_mut(cx));
+    let body = cx.json();
+    let (Some(head), Some(base)) = (body["head"].as_str(), body["base"].as_str()) else {
+        return cx.error(422, "[Head Base]: Required");
+    };
+    if !repo.branches.contains_key(head) || !repo.branches.contains_key(base) {
+        return cx.error(404, "The target couldn't be found.");
+    }
+    if head == base {
+        return cx.error(422, "Invalid PullRequest: There are no changes between the head and the base");
+    }
+    let issue = Issue {
+        id,
+        number: repo.issues.len() as i64 + 1,
+        title: body["title"].as_str().unwrap_or("").to_string(),
+        body: body["body"].as_str().unwrap_or("").to_string(),
+        state: "open".into(),
+        poster,
+        poster_id,
+        created: now_rfc3339(),
+    };
+    let pull = Pull { number: issue.number, head: head.to_string(), base: base.to_string(), merged: false };
+    let v = json::pull(cx.root_url, repo, &issue, &pull);
+    repo.issues.push(issue);
+    repo.pulls.push(pull);
+    Reply::json(201, &v)
+}
+
+/// `GET /repos/{owner}/{repo}/pulls/{index}`: 404 for an issue that is not a pull request.
+pub(super) fn get_pull(m: &mut Model, cx: &Ctx) -> Reply {
+    let (repo, i) = tri!(issue(m, cx));
+    match repo.pulls.iter().find(|p| p.number == i.number) {
+        Some(p) => Reply::json(200, &json::pull(cx.root_url, repo, i, p)),
+        None => cx.not_found(),
     }
 }

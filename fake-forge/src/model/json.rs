@@ -8,7 +8,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use super::{Attachment, Branch, Commit, File, Issue, Release, Repo, Tag};
+use super::{Attachment, Branch, Comment, Commit, File, Issue, Pull, Release, Repo, Tag};
 
 /// A `User`.
 pub(crate) fn user(root: &str, login: &str, id: i64, is_admin: bool) -> Value {
@@ -187,7 +187,7 @@ pub(crate) fn issue(root: &str, r: &Repo, i: &Issue, assets: Vec<Value>) -> Valu
         "assignees": null,
         "state": i.state,
         "is_locked": false,
-        "comments": 0,
+        "comments": r.comments.iter().filter(|c| c.issue == i.number).count(),
         "created_at": i.created,
         "updated_at": i.created,
         "closed_at": null,
@@ -277,4 +277,63 @@ pub(crate) fn file_commit(root: &str, r: &Repo, c: &Commit, parent: Option<&str>
 /// The `verification` block of file responses.
 pub(crate) fn unsigned() -> Value {
     json!({"verified": false, "reason": "gpg.error.not_signed_commit", "signature": "", "signer": null, "payload": ""})
+}
+
+/// A `Comment`.
+pub(crate) fn comment(root: &str, r: &Repo, c: &Comment) -> Value {
+    let full = r.full_name();
+    json!({
+        "id": c.id,
+        "html_url": format!("{root}{full}/issues/{}#issuecomment-{}", c.issue, c.id),
+        "pull_request_url": "",
+        "issue_url": format!("{root}api/v1/repos/{full}/issues/{}", c.issue),
+        "user": user(root, &c.poster, c.poster_id, false),
+        "original_author": "",
+        "original_author_id": 0,
+        "body": c.body,
+        "assets": [],
+        "created_at": c.created,
+        "updated_at": c.created,
+    })
+}
+
+/// A `PullRequest`: the issue's fields plus head, base and merge state.
+pub(crate) fn pull(root: &str, r: &Repo, i: &Issue, p: &Pull) -> Value {
+    let full = r.full_name();
+    let branch = |name: &str| {
+        let sha = r.branches.get(name).map(|b| b.head.sha.clone()).unwrap_or_default();
+        json!({"label": name, "ref": name, "sha": sha, "repo_id": r.id, "repo": {"id": r.id, "full_name": full}})
+    };
+    json!({
+        "id": i.id,
+        "url": format!("{root}{full}/pulls/{}", i.number),
+        "number": i.number,
+        "user": user(root, &i.poster, i.poster_id, false),
+        "title": i.title,
+        "body": i.body,
+        "labels": [],
+        "milestone": null,
+        "assignee": null,
+        "assignees": null,
+        "requested_reviewers": null,
+        "state": i.state,
+        "draft": false,
+        "is_locked": false,
+        "comments": r.comments.iter().filter(|c| c.issue == i.number).count(),
+        "html_url": format!("{root}{full}/pulls/{}", i.number),
+        "diff_url": format!("{root}{full}/pulls/{}.diff", i.number),
+        "patch_url": format!("{root}{full}/pulls/{}.patch", i.number),
+        "mergeable": !p.merged,
+        "merged": p.merged,
+        "merged_at": null,
+        "merge_commit_sha": null,
+        "merged_by": null,
+        "base": branch(&p.base),
+        "head": branch(&p.head),
+        "merge_base": "",
+        "due_date": null,
+        "created_at": i.created,
+        "updated_at": i.created,
+        "closed_at": null,
+    })
 }

@@ -1,7 +1,7 @@
 //! The in-memory forge behind the operations an end-to-end test exercises.
 //!
 //! Only what such a test needs is modelled: repositories, files per branch, branches, tags,
-//! releases, issues and issue attachments, plus `/version` and `/user`. Each handler answers
+//! releases, issues, comments, pull requests and issue attachments, plus `/version` and `/user`. Each handler answers
 //! with Gitea's status codes and JSON field names, so a client sees realistic successes *and*
 //! failures (404 for a missing repository, 409 for a duplicate, 422 for a bad SHA). Every other
 //! operation returns `None` here and goes to the spec-driven fallback.
@@ -139,6 +139,26 @@ pub(crate) struct Issue {
     pub created: String,
 }
 
+/// A comment on an issue or pull request.
+#[derive(Debug, Clone)]
+pub(crate) struct Comment {
+    pub id: i64,
+    pub issue: i64,
+    pub body: String,
+    pub poster: String,
+    pub poster_id: i64,
+    pub created: String,
+}
+
+/// A pull request; its number is an issue number (as in Gitea, a pull request is an issue).
+#[derive(Debug, Clone)]
+pub(crate) struct Pull {
+    pub number: i64,
+    pub head: String,
+    pub base: String,
+    pub merged: bool,
+}
+
 /// An uploaded issue attachment; the bytes are kept for `GET /attachments/{uuid}`.
 #[derive(Debug, Clone)]
 pub(crate) struct Attachment {
@@ -166,6 +186,8 @@ pub(crate) struct Repo {
     pub tags: BTreeMap<String, Tag>,
     pub releases: Vec<Release>,
     pub issues: Vec<Issue>,
+    pub comments: Vec<Comment>,
+    pub pulls: Vec<Pull>,
     pub created: String,
 }
 
@@ -241,6 +263,8 @@ impl Model {
             tags: BTreeMap::new(),
             releases: Vec::new(),
             issues: Vec::new(),
+            comments: Vec::new(),
+            pulls: Vec::new(),
             created: now_rfc3339(),
         };
         self.repos.insert(repo_key(owner, name), repo);
@@ -318,6 +342,10 @@ impl Model {
             "issueListIssues" => issues::list(self, cx),
             "issueCreateIssue" => issues::create(self, cx),
             "issueGetIssue" => issues::get(self, cx),
+            "issueGetComments" => issues::list_comments(self, cx),
+            "issueCreateComment" => issues::create_comment(self, cx),
+            "repoCreatePullRequest" => issues::create_pull(self, cx),
+            "repoGetPullRequest" => issues::get_pull(self, cx),
             "issueCreateIssueAttachment" => issues::create_attachment(self, cx),
             "issueListIssueAttachments" => issues::list_attachments(self, cx),
             "issueGetIssueAttachment" => issues::get_attachment(self, cx),

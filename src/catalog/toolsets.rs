@@ -1,0 +1,338 @@
+//! Toolsets: named groups of operations, so a client can be offered a few dozen tool
+//! definitions instead of five hundred.
+//!
+//! Two tables, both data. `AREAS` partitions every operation of either spec by its route
+//! (first matching row wins, `misc` catches the rest), so each operation has exactly one
+//! area. `CORE` names the everyday operations of a developer — read and change files, work
+//! on issues and pull requests, branches, releases — drawn from those areas; it is the
+//! default selection. Toolsets choose what `tools/list` shows, not what may be called:
+//! every operation stays reachable through the discovery tools, and only the policy
+//! (`READ_ONLY`, `ENABLED_TOOLS`, `DISABLED_TOOLS`) forbids.
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// One area: its name, what it holds (for people), and the route pattern that puts an
+/// operation in it (matched against the spec path, e.g. `/repos/{owner}/{repo}/pulls`).
+#[derive(Debug)]
+pub struct Area {
+    pub name: &'static str,
+    pub description: &'static str,
+    route: &'static str,
+}
+
+/// Every area, in matching order.
+pub const AREAS: &[Area] = &[
+    Area {
+        name: "admin",
+        description: "Site administration: users, organizations, hooks, cron, quota (site admins only)",
+        route: r"^/admin/",
+    },
+    Area { name: "activitypub", description: "ActivityPub federation", route: r"^/activitypub/" },
+    Area {
+        name: "actions",
+        description: "Actions: workflow runs, jobs, artifacts, runners, secrets, variables",
+        route: r"/actions(/|$)",
+    },
+    Area {
+        name: "webhooks",
+        description: "Webhooks of repositories, organizations and the user",
+        route: r"/hooks(/|$)",
+    },
+    Area {
+        name: "notifications",
+        description: "Notification threads",
+        route: r"^/notifications|^/repos/\{owner\}/\{repo\}/notifications",
+    },
+    Area { name: "packages", description: "Packages and their versions", route: r"^/packages/" },
+    Area { name: "wiki", description: "Wiki pages", route: r"/wiki/" },
+    Area { name: "releases", description: "Releases and their attachments", route: r"/releases(/|$)" },
+    Area {
+        name: "pulls",
+        description: "Pull requests, reviews, review comments and reviewers",
+        route: r"/pulls(/|$)|^/repos/\{owner\}/\{repo\}/reviewers$",
+    },
+    Area {
+        name: "issues",
+        description: "Issues, comments, labels, milestones, reactions, attachments, time tracking",
+        route: r"^/repos/\{owner\}/\{repo\}/(issues|labels|milestones|times|assignees|issue_templates|issue_config|new_pin_allowed)(/|$)|^/repos/issues/search|^/orgs/\{org\}/labels|^/label/|^/user/(times|stopwatches)",
+    },
+    Area {
+        name: "branches",
+        description: "Branches and tags, and their protection rules",
+        route: r"^/repos/\{owner\}/\{repo\}/(branches|branch_protections|tags|tag_protections)(/|$)",
+    },
+    Area {
+        name: "commits",
+        description: "Commits, commit statuses, comparisons, git refs, tag objects and notes",
+        route: r"^/repos/\{owner\}/\{repo\}/(commits|statuses|compare|git/(commits|refs|tags|notes))(/|$)",
+    },
+    Area {
+        name: "contents",
+        description: "Files: read, create, update, delete; trees, blobs, archives, patches",
+        route: r"^/repos/\{owner\}/\{repo\}/(contents|contents-ext|file-contents|raw|media|archive|editorconfig|diffpatch|git/(blobs|trees))(/|$)",
+    },
+    Area {
+        name: "repos",
+        description: "Repositories: search, create, fork, settings, collaborators, topics, mirrors, stars",
+        route: r"^/repos/|^/repositories/|^/(user|users/\{username\}|orgs/\{org\}|org/\{org\})/repos$|^/topics/|/(starred|subscriptions)(/|$)",
+    },
+    Area {
+        name: "orgs",
+        description: "Organizations, members and teams",
+        route: r"^/orgs(/|$)|^/org/|^/teams/|^/user/(orgs|teams)$|^/users/\{username\}/orgs",
+    },
+    Area {
+        name: "users",
+        description: "Users, followers, keys, emails, tokens, OAuth2 apps, blocks, settings",
+        route: r"^/users?(/|$)|^/token$",
+    },
+    Area {
+        name: "misc",
+        description: "Version, server settings, markdown rendering, templates, signing keys",
+        route: r"",
+    },
+];
+
+/// The name of the everyday selection, and the default of `TOOLSETS`.
+pub const CORE: &str = "core";
+
+/// What `CORE` holds, for people.
+pub const CORE_DESCRIPTION: &str =
+    "The everyday work of a developer: files, branches, commits, issues, pull requests, releases";
+
+/// The everyday operations, by operationId. A name missing from one flavor's spec is
+/// simply absent there.
+pub const CORE_OPERATIONS: &[&str] = &[
+    // who am I, which repositories
+    "userGetCurrent",
+    "repoGet",
+    "repoSearch",
+    "userCurrentListRepos",
+    "createCurrentUserRepo",
+    "createFork",
+    // files
+    "repoGetContents",
+    "repoGetRawFile",
+    "repoCreateFile",
+    "repoUpdateFile",
+    "repoChangeFiles",
+    // branches and commits
+    "repoListBranches",
+    "repoCreateBranch",
+    "repoDeleteBranch",
+    "repoGetAllCommits",
+    // issues
+    "issueListIssues",
+    "issueGetIssue",
+    "issueCreateIssue",
+    "issueEditIssue",
+    "issueGetComments",
+    "issueCreateComment",
+    // pull requests
+    "repoListPullRequests",
+    "repoGetPullRequest",
+    "repoCreatePullRequest",
+    "repoEditPullRequest",
+    "repoGetPullRequestFiles",
+    "repoDownloadPullDiffOrPatch",
+    "repoCreatePullReview",
+    "repoMergePullRequest",
+    // releases
+    "repoListReleases",
+    "repoCreateRelease",
+];
+
+static ROUTES: LazyLock<Vec<Regex>> =
+    LazyLock::new(|| AREAS.iter().map(|a| Regex::new(a.route).expect("area routes compile")).collect());
+
+/// The area of a spec route.
+pub fn area_of(path: &str) -> &'static str {
+    AREAS.iter().zip(ROUTES.iter()).find(|(_, re)| re.is_match(path)).map(|(a, _)| a.name).unwrap_or("misc")
+}
+
+/// Whether an operation is one of the everyday ones.
+pub fn is_core(operation_id: &str) -> bool {
+    CORE_OPERATIONS.contains(&operation_id)
+}
+
+/// Every name `TOOLSETS` accepts besides `all`.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    std::iter::once(CORE).chain(AREAS.iter().map(|a| a.name))
+}
+
+/// A choice of toolsets: everything, or some named ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    All,
+    Only(BTreeSet<&'static str>),
+}
+
+impl Default for Selection {
+    fn default() -> Selection {
+        Selection::Only(BTreeSet::from([CORE]))
+    }
+}
+
+impl Selection {
+    /// Parse a comma-separated list (`all`, `core`, area names; case and spaces ignored).
+    /// An unknown name is an error that lists the known ones.
+    pub fn parse(list: &str) -> Result<Selection, String> {
+        let mut chosen = BTreeSet::new();
+        for word in list.split(',').map(|w| w.trim().to_ascii_lowercase()).filter(|w| !w.is_empty()) {
+            if word == "all" {
+                return Ok(Selection::All);
+            }
+            match names().find(|n| *n == word) {
+                Some(n) => {
+                    chosen.insert(n);
+                }
+                None => {
+                    return Err(format!(
+                        "unknown toolset {word:?}; known: all, {}",
+                        names().collect::<Vec<_>>().join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(Selection::Only(chosen))
+    }
+
+    /// Whether an operation in `area`, core or not, is selected.
+    pub fn includes(&self, area: &str, core: bool) -> bool {
+        match self {
+            Selection::All => true,
+            Selection::Only(set) => set.contains(area) || (core && set.contains(CORE)),
+        }
+    }
+
+    /// Both selections at once (a request's header narrows the server's choice).
+    pub fn includes_both(&self, other: &Selection, area: &str, core: bool) -> bool {
+        self.includes(area, core) && other.includes(area, core)
+    }
+}
+
+/// The toolsets of a catalog as a Markdown table: name, operations, what they hold.
+/// The README's table is this, for both flavors (a test keeps it true).
+pub fn table(catalog: &super::Catalog) -> String {
+    let count = |pred: &dyn Fn(&super::ToolDef) -> bool| catalog.operations().filter(|t| pred(t)).count();
+    let mut out = String::from("| toolset | operations | holds |\n|---|---:|---|\n");
+    out.push_str(&format!("| `{CORE}` (default) | {} | {CORE_DESCRIPTION} |\n", count(&|t| t.core)));
+    for a in AREAS {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            a.name,
+            count(&|t| t.toolset == a.name),
+            a.description
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Catalog, Flavor};
+
+    fn catalogs() -> [Catalog; 2] {
+        [Flavor::Gitea, Flavor::Forgejo].map(|f| Catalog::build(f.embedded_spec(), f, None).unwrap())
+    }
+
+    #[test]
+    fn every_area_row_holds_operations_and_misc_only_the_leftovers() {
+        let cats = catalogs();
+        for area in AREAS {
+            let n: usize =
+                cats.iter().map(|c| c.operations().filter(|t| t.toolset == area.name).count()).sum();
+            assert!(n > 0, "area {} matches no operation of either spec", area.name);
+        }
+        // misc is the catch-all: it must not swallow something that belongs to an area.
+        for c in &cats {
+            for t in c.operations().filter(|t| t.toolset == "misc") {
+                let op = t.operation().unwrap();
+                let first = op.path.split('/').nth(1).unwrap_or("");
+                assert!(
+                    [
+                        "version",
+                        "settings",
+                        "markdown",
+                        "markup",
+                        "gitignore",
+                        "licenses",
+                        "nodeinfo",
+                        "signing-key.gpg",
+                        "signing-key.pub",
+                        "signing-key.ssh"
+                    ]
+                    .contains(&first),
+                    "{} {} landed in misc",
+                    t.name,
+                    op.path
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn areas_put_routes_where_a_person_would_look() {
+        for (path, area) in [
+            ("/repos/{owner}/{repo}/pulls/{index}/merge", "pulls"),
+            ("/repos/{owner}/{repo}/issues/{index}/comments", "issues"),
+            ("/repos/{owner}/{repo}/labels", "issues"),
+            ("/repos/{owner}/{repo}/actions/runs", "actions"),
+            ("/orgs/{org}/actions/secrets", "actions"),
+            ("/repos/{owner}/{repo}/hooks", "webhooks"),
+            ("/admin/hooks", "admin"),
+            ("/repos/{owner}/{repo}/contents/{filepath}", "contents"),
+            ("/repos/{owner}/{repo}/git/trees/{sha}", "contents"),
+            ("/repos/{owner}/{repo}/git/commits/{sha}", "commits"),
+            ("/repos/{owner}/{repo}/branch_protections", "branches"),
+            ("/repos/{owner}/{repo}/releases/{id}/assets", "releases"),
+            ("/repos/{owner}/{repo}/wiki/page/{pageName}", "wiki"),
+            ("/repos/{owner}/{repo}", "repos"),
+            ("/repos/{owner}/{repo}/collaborators", "repos"),
+            ("/user/starred/{owner}/{repo}", "repos"),
+            ("/user/repos", "repos"),
+            ("/orgs/{org}/repos", "repos"),
+            ("/orgs/{org}/members", "orgs"),
+            ("/teams/{id}", "orgs"),
+            ("/user/keys", "users"),
+            ("/users/{username}/tokens", "users"),
+            ("/version", "misc"),
+        ] {
+            assert_eq!(area_of(path), area, "{path}");
+        }
+    }
+
+    #[test]
+    fn every_core_operation_exists_and_reads_or_writes_everyday_things() {
+        let cats = catalogs();
+        for id in CORE_OPERATIONS {
+            assert!(cats.iter().any(|c| c.get(id).is_some()), "{id} is in neither spec");
+        }
+        for c in &cats {
+            let core: Vec<_> = c.operations().filter(|t| t.core).collect();
+            assert!(
+                core.iter().all(|t| !t.operation().unwrap().deprecated),
+                "a core operation is deprecated"
+            );
+            assert!(core.iter().all(|t| t.toolset != "admin"), "a core operation needs a site admin");
+        }
+    }
+
+    #[test]
+    fn selections_parse_and_refuse_unknown_names() {
+        assert_eq!(Selection::parse("all").unwrap(), Selection::All);
+        assert_eq!(
+            Selection::parse(" Issues , pulls ").unwrap(),
+            Selection::Only(BTreeSet::from(["issues", "pulls"]))
+        );
+        assert_eq!(Selection::parse("").unwrap(), Selection::Only(BTreeSet::new()));
+        let e = Selection::parse("issues,bogus").unwrap_err();
+        assert!(e.contains("\"bogus\"") && e.contains("core") && e.contains("actions"), "{e}");
+        let s = Selection::default();
+        assert!(s.includes("issues", true) && !s.includes("issues", false));
+    }
+}

@@ -1,0 +1,111 @@
+//! What the discovery tools answer (their definitions are in `catalog/discovery_tools.rs`).
+//!
+//! Search and schema answers come from the catalog alone — no forge request, no identity —
+//! as a plain JSON object. A call names another operation; `call.rs` then runs that
+//! operation's tool through the whole pipeline, so nothing here sends anything.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::catalog::{Target, ToolDef, discovery_tools};
+use crate::error::{CallError, ErrorKind};
+use crate::policy::Narrowing;
+use crate::server::Server;
+
+/// The answer of the search or schema tool.
+pub fn answer(
+    server: &Server,
+    narrowing: &Narrowing,
+    tool: &ToolDef,
+    args: &Map<String, Value>,
+) -> Result<String, CallError> {
+    let value = match tool.target {
+        Target::SearchOperations => search(server, narrowing, args),
+        Target::OperationSchema => {
+            let target = operation(server, args)?;
+            if let Some(why) = server.refusal(narrowing, target, &Map::new()) {
+                return Err(CallError::local(ErrorKind::Denied, why));
+            }
+            schema(server, narrowing, target)
+        }
+        _ => unreachable!("only the search and schema tools are answered here"),
+    };
+    Ok(value.to_string())
+}
+
+/// The operation `gitea_call_operation` names, and the arguments to run it with.
+pub fn target<'a>(
+    server: &'a Server,
+    args: &Map<String, Value>,
+) -> Result<(&'a Arc<ToolDef>, Map<String, Value>), CallError> {
+    let tool = operation(server, args)?;
+    let arguments = args.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
+    Ok((tool, arguments))
+}
+
+/// The operation named by `operation_id`; an unknown name suggests the nearest ones.
+fn operation<'a>(server: &'a Server, args: &Map<String, Value>) -> Result<&'a Arc<ToolDef>, CallError> {
+    let id = args.get("operation_id").and_then(Value::as_str).unwrap_or("");
+    match server.catalog.get(id) {
+        Some(t) if t.operation().is_some() => Ok(t),
+        _ => {
+            let near: Vec<&str> =
+                server.catalog.search(id, 3, |_| true).into_iter().map(|(t, _)| t.name.as_str()).collect();
+            let hint =
+                if near.is_empty() { String::new() } else { format!(" Did you mean: {}?", near.join(", ")) };
+            Err(CallError::local(
+                ErrorKind::InvalidArguments,
+                format!(
+                    "{id:?} is not an operation of this {} API.{hint} Find operations with {}.",
+                    server.catalog.flavor.display_name(),
+                    discovery_tools::SEARCH
+                ),
+            ))
+        }
+    }
+}
+
+fn search(server: &Server, narrowing: &Narrowing, args: &Map<String, Value>) -> Value {
+    let query = args.get("query").and_then(Value::as_str).unwrap_or("");
+    let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(8).min(discovery_tools::MAX_RESULTS);
+    // Operations the policy refuses are not found: read-only hides every write.
+    let hits =
+        server.catalog.search(query, limit as usize, |t| server.refusal(narrowing, t, &Map::new()).is_none());
+    let results: Vec<Value> = hits
+        .into_iter()
+        .map(|(t, _)| {
+            let op = t.operation().expect("search finds operations");
+            json!({
+                "operation_id": t.name,
+                "method": op.method.as_str(),
+                "path": op.path,
+                "summary": t.title,
+                "toolset": t.toolset,
+                "listed": server.lists(narrowing, t),
+            })
+        })
+        .collect();
+    let hint = if results.is_empty() {
+        "No operation matches; try other words (an operationId, a path segment such as 'releases')."
+    } else {
+        "Run one with gitea_call_operation {operation_id, arguments}, or directly when listed is true; its arguments are in gitea_get_operation_schema."
+    };
+    json!({"query": query, "results": results, "hint": hint})
+}
+
+fn schema(server: &Server, narrowing: &Narrowing, t: &ToolDef) -> Value {
+    let op = t.operation().expect("an operation");
+    let a = &t.annotations;
+    json!({
+        "operation_id": t.name,
+        "method": op.method.as_str(),
+        "path": op.path,
+        "toolset": t.toolset,
+        "listed": server.lists(narrowing, t),
+        "description": t.description,
+        "details": t.details,
+        "annotations": {"readOnlyHint": a.read_only, "destructiveHint": a.destructive, "idempotentHint": a.idempotent},
+        "input_schema": Value::Object((*t.input_schema).clone()),
+    })
+}

@@ -1,0 +1,228 @@
+//! Which tools a client sees and which calls the server allows.
+//!
+//! Two questions with two answers. *Allowed* is a hard rule: `READ_ONLY` (only GET),
+//! `ENABLED_TOOLS` (only these names) and `DISABLED_TOOLS` (never these names) refuse a call
+//! however it arrives — as a listed tool, through the raw tool (by the route it reaches) or
+//! through the discovery tools. *Listed* is about context size: `TOOLSETS` picks which
+//! allowed operations appear in `tools/list`; the others stay callable by name or through
+//! `gitea_call_operation`. Built-in tools are always listed when allowed.
+//!
+//! Over HTTP a request may narrow both for itself (`X-MCP-Readonly`, `X-MCP-Disabled-Tools`,
+//! `X-MCP-Toolsets`, see `Narrowing`); nothing a request sends can widen the server's
+//! settings, because a narrowing only ever adds refusals or removes listed tools.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use crate::catalog::toolsets::Selection;
+use crate::catalog::{Catalog, Method, Target, ToolDef};
+use crate::config::Settings;
+
+/// The server's own policy, from its settings.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub read_only: bool,
+    /// Empty: every tool; otherwise only these (operations and the raw/attachment tools).
+    pub enabled: BTreeSet<String>,
+    pub disabled: BTreeSet<String>,
+    pub toolsets: Selection,
+}
+
+/// What one HTTP request asked for itself, on top of the server's policy. The default
+/// (stdio, or no headers) changes nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Narrowing {
+    pub read_only: bool,
+    pub disabled: BTreeSet<String>,
+    /// `None`: the server's selection as is.
+    pub toolsets: Option<Selection>,
+}
+
+impl Policy {
+    pub fn from_settings(s: &Settings) -> Policy {
+        Policy {
+            read_only: s.read_only,
+            enabled: s.enabled_tools.clone(),
+            disabled: s.disabled_tools.clone(),
+            toolsets: s.toolsets.clone(),
+        }
+    }
+
+    /// Why `tool` may not be called with `args`, if it may not. For the raw tool the
+    /// operation its route reaches is judged too, so a disabled operation cannot be reached
+    /// by its path; for `gitea_call_operation` the caller judges the target (`call.rs`).
+    pub fn refusal(
+        &self,
+        narrowing: &Narrowing,
+        catalog: &Catalog,
+        tool: &ToolDef,
+        args: &Map<String, Value>,
+    ) -> Option<String> {
+        if let Some(why) = self.refusal_of_name(narrowing, tool) {
+            return Some(why);
+        }
+        let read_only = self.read_only || narrowing.read_only;
+        let name = tool.name.as_str();
+        match &tool.target {
+            Target::Operation(op) if read_only && op.method != Method::Get => {
+                Some(format!("{}: {name} would change data", read_only_words(self)))
+            }
+            Target::Raw => {
+                let method = args.get("method").and_then(Value::as_str).unwrap_or("GET");
+                if read_only && !method.eq_ignore_ascii_case("GET") {
+                    return Some(format!(
+                        "{}: {name} accepts only GET, not {method:?}",
+                        read_only_words(self)
+                    ));
+                }
+                let path = args.get("path").and_then(Value::as_str)?;
+                let target = catalog.match_path(Method::parse(method)?, path)?;
+                self.refusal_of_name(narrowing, target).map(|why| format!("{why} (reached through {name})"))
+            }
+            _ => None,
+        }
+    }
+
+    /// The rules that depend only on the tool's name and kind.
+    fn refusal_of_name(&self, narrowing: &Narrowing, tool: &ToolDef) -> Option<String> {
+        let name = tool.name.as_str();
+        if self.disabled.contains(name) {
+            return Some(format!("the tool {name} is disabled on this server (DISABLED_TOOLS)"));
+        }
+        if narrowing.disabled.contains(name) {
+            return Some(format!("the tool {name} is disabled for this request (X-MCP-Disabled-Tools)"));
+        }
+        // The discovery tools are not subject to ENABLED_TOOLS: they only reach what it allows.
+        let discovery =
+            matches!(tool.target, Target::SearchOperations | Target::OperationSchema | Target::CallOperation);
+        if !self.enabled.is_empty() && !discovery && !self.enabled.contains(name) {
+            return Some(format!(
+                "the tool {name} is not among the tools this server allows (ENABLED_TOOLS)"
+            ));
+        }
+        None
+    }
+
+    /// Whether `tool` may be called at all (before arguments).
+    pub fn allows(&self, narrowing: &Narrowing, catalog: &Catalog, tool: &ToolDef) -> bool {
+        self.refusal(narrowing, catalog, tool, &Map::new()).is_none()
+    }
+
+    /// Whether `tool/list` shows `tool`: allowed, and a built-in tool, a tool named in
+    /// `ENABLED_TOOLS`, or an operation in the selected toolsets (the server's and the
+    /// request's).
+    pub fn lists(&self, narrowing: &Narrowing, catalog: &Catalog, tool: &ToolDef) -> bool {
+        if !self.allows(narrowing, catalog, tool) {
+            return false;
+        }
+        if tool.operation().is_none() {
+            return true;
+        }
+        let by_request = narrowing.toolsets.as_ref().is_none_or(|s| s.includes(tool.toolset, tool.core));
+        let by_server =
+            if self.enabled.is_empty() { self.toolsets.includes(tool.toolset, tool.core) } else { true };
+        by_request && by_server
+    }
+}
+
+/// Who made the call read-only: the server's setting wins the credit when both did.
+fn read_only_words(p: &Policy) -> &'static str {
+    if p.read_only {
+        "the server is read-only (READ_ONLY)"
+    } else {
+        "this request is read-only (X-MCP-Readonly)"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Flavor;
+    use serde_json::json;
+
+    fn gitea() -> Catalog {
+        Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap()
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn read_only_refuses_writes_on_every_path_and_keeps_reads() {
+        let c = gitea();
+        let p = Policy { read_only: true, ..Policy::default() };
+        let none = Narrowing::default();
+        assert!(
+            p.refusal(&none, &c, c.get("repoDelete").unwrap(), &Map::new()).unwrap().contains("READ_ONLY")
+        );
+        assert!(p.refusal(&none, &c, c.get("repoGet").unwrap(), &Map::new()).is_none());
+        let raw = c.get("gitea_api_request").unwrap();
+        assert!(
+            p.refusal(&none, &c, raw, &args(json!({"method": "delete", "path": "/repos/o/r"}))).is_some()
+        );
+        assert!(p.refusal(&none, &c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"}))).is_none());
+    }
+
+    #[test]
+    fn a_request_can_add_refusals_but_not_remove_them() {
+        let c = gitea();
+        let p = Policy { disabled: BTreeSet::from(["repoDelete".to_owned()]), ..Policy::default() };
+        let ro = Narrowing { read_only: true, ..Narrowing::default() };
+        let why = p.refusal(&ro, &c, c.get("issueCreateIssue").unwrap(), &Map::new()).unwrap();
+        assert!(why.contains("X-MCP-Readonly"), "{why}");
+        // A request that says nothing still meets the server's refusals.
+        assert!(p.refusal(&Narrowing::default(), &c, c.get("repoDelete").unwrap(), &Map::new()).is_some());
+        let off = Narrowing { disabled: BTreeSet::from(["repoGet".to_owned()]), ..Narrowing::default() };
+        assert!(p.refusal(&off, &c, c.get("repoGet").unwrap(), &Map::new()).is_some());
+    }
+
+    #[test]
+    fn the_raw_tool_cannot_reach_a_disabled_operation_by_its_route() {
+        let c = gitea();
+        let p = Policy { disabled: BTreeSet::from(["repoDelete".to_owned()]), ..Policy::default() };
+        let raw = c.get("gitea_api_request").unwrap();
+        let why = p
+            .refusal(&Narrowing::default(), &c, raw, &args(json!({"method": "DELETE", "path": "/repos/o/r"})))
+            .unwrap();
+        assert!(why.contains("repoDelete") && why.contains("gitea_api_request"), "{why}");
+        assert!(
+            p.refusal(&Narrowing::default(), &c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"})))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn toolsets_choose_what_is_listed_and_requests_only_narrow() {
+        let c = gitea();
+        let p = Policy::default(); // core
+        let none = Narrowing::default();
+        let listed = |n: &Narrowing, name: &str| p.lists(n, &c, c.get(name).unwrap());
+        assert!(listed(&none, "repoMergePullRequest"));
+        assert!(!listed(&none, "adminCreateUser"));
+        assert!(listed(&none, "gitea_search_operations"));
+        // Not listed is not refused.
+        assert!(p.allows(&none, &c, c.get("adminCreateUser").unwrap()));
+        // A request naming a toolset the server does not list gains nothing.
+        let admin = Narrowing { toolsets: Some(Selection::parse("admin").unwrap()), ..Narrowing::default() };
+        assert!(!listed(&admin, "adminCreateUser"));
+        assert!(!listed(&admin, "repoMergePullRequest"));
+        let pulls = Narrowing { toolsets: Some(Selection::parse("pulls").unwrap()), ..Narrowing::default() };
+        assert!(listed(&pulls, "repoMergePullRequest"));
+        assert!(!listed(&pulls, "issueCreateIssue"));
+        assert!(listed(&pulls, "gitea_call_operation"));
+    }
+
+    #[test]
+    fn enabled_tools_replace_the_toolsets_and_bind_the_discovery_tools_targets() {
+        let c = gitea();
+        let p = Policy { enabled: BTreeSet::from(["adminCreateUser".to_owned()]), ..Policy::default() };
+        let none = Narrowing::default();
+        assert!(p.lists(&none, &c, c.get("adminCreateUser").unwrap()));
+        assert!(!p.lists(&none, &c, c.get("repoGet").unwrap()));
+        assert!(!p.allows(&none, &c, c.get("repoGet").unwrap()));
+        assert!(p.lists(&none, &c, c.get("gitea_call_operation").unwrap()));
+        assert!(!p.lists(&none, &c, c.get("gitea_api_request").unwrap()));
+    }
+}

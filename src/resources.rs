@@ -1,0 +1,230 @@
+//! MCP resources: a file at a ref, an issue with its comments, a pull request.
+//!
+//! Each template is a row of `TEMPLATES`: its RFC 6570 URI template, and the spec
+//! operations a read runs. `read` parses a concrete URI (percent-decoding each part), then
+//! `call::run_reads` runs the operations under the request's identity, policy and guard,
+//! so a resource is exactly as safe as the tools it stands for, and comes back in the same
+//! envelope.
+
+use serde_json::{Map, Value, json};
+
+use crate::call::{self, Caller, Read};
+use crate::error::{CallError, ErrorKind};
+use crate::policy::Narrowing;
+use crate::server::Server;
+
+/// The URI scheme of every resource.
+pub const SCHEME: &str = "gitea://";
+
+/// One resource template.
+#[derive(Debug)]
+pub struct Template {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub uri_template: &'static str,
+    pub description: &'static str,
+    /// The operations a read needs (each must be allowed for the read to run).
+    pub operations: &'static [&'static str],
+}
+
+/// The templates, in the order `resources/templates/list` shows them.
+pub const TEMPLATES: &[Template] = &[
+    Template {
+        name: "file",
+        title: "File at a ref",
+        uri_template: "gitea://repos/{owner}/{repo}/contents/{+path}{?ref}",
+        description: "A file's contents at a branch, tag or commit (default branch without ref). Text as a string, other content as content_base64.",
+        operations: &["repoGetRawFile"],
+    },
+    Template {
+        name: "issue",
+        title: "Issue with comments",
+        uri_template: "gitea://repos/{owner}/{repo}/issues/{index}",
+        description: "An issue and its comments, as {issue, comments}.",
+        operations: &["issueGetIssue", "issueGetComments"],
+    },
+    Template {
+        name: "pull_request",
+        title: "Pull request",
+        uri_template: "gitea://repos/{owner}/{repo}/pulls/{index}",
+        description: "A pull request: title, body, state, head and base, mergeability.",
+        operations: &["repoGetPullRequest"],
+    },
+];
+
+/// Read the resource at `uri` as `caller`: the envelope text, or why not.
+pub async fn read(
+    server: &Server,
+    caller: Caller,
+    narrowing: &Narrowing,
+    uri: &str,
+) -> Result<String, CallError> {
+    let (reads, shape) = parse(uri)?;
+    call::run_reads(server, caller, narrowing, reads, |mut datas| match shape {
+        Shape::One => datas.pop().unwrap_or(Value::Null),
+        Shape::IssueWithComments => {
+            let comments = datas.pop().unwrap_or(Value::Null);
+            let issue = datas.pop().unwrap_or(Value::Null);
+            json!({"issue": issue, "comments": comments})
+        }
+    })
+    .await
+}
+
+/// How the data of a resource's reads become one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    One,
+    IssueWithComments,
+}
+
+/// A concrete URI → the reads it stands for.
+fn parse(uri: &str) -> Result<(Vec<Read>, Shape), CallError> {
+    let bad = |why: &str| {
+        CallError::local(
+            ErrorKind::InvalidArguments,
+            format!(
+                "{why}; resource URIs look like {}",
+                TEMPLATES.iter().map(|t| t.uri_template).collect::<Vec<_>>().join(", ")
+            ),
+        )
+    };
+    let rest = uri.strip_prefix(SCHEME).ok_or_else(|| bad("the URI does not start with gitea://"))?;
+    let (path, query) = match rest.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (rest, None),
+    };
+    let raw: Vec<&str> = path.split('/').collect();
+    let segments: Vec<String> = raw
+        .iter()
+        .map(|s| decode(s))
+        .collect::<Option<_>>()
+        .ok_or_else(|| bad("a part of the URI is not valid percent-encoded UTF-8"))?;
+    if segments.len() < 5 || segments[0] != "repos" || segments[1..].iter().any(String::is_empty) {
+        return Err(bad("the URI names no repository resource"));
+    }
+    let mut args = Map::new();
+    args.insert("owner".into(), segments[1].clone().into());
+    args.insert("repo".into(), segments[2].clone().into());
+    let index = |s: &str| s.parse::<u64>().map_err(|_| bad("an issue or pull request index is a number"));
+    match (segments[3].as_str(), segments.len()) {
+        ("contents", _) => {
+            args.insert("filepath".into(), segments[4..].join("/").into());
+            for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+                match pair.split_once('=') {
+                    Some(("ref", v)) if !v.is_empty() => {
+                        let v = decode(v).ok_or_else(|| bad("the ref is not valid percent-encoded UTF-8"))?;
+                        args.insert("ref".into(), v.into());
+                    }
+                    _ => return Err(bad("the only query parameter of a file URI is ref")),
+                }
+            }
+            Ok((vec![Read { operation: "repoGetRawFile", args }], Shape::One))
+        }
+        ("issues", 5) if query.is_none() => {
+            args.insert("index".into(), index(&segments[4])?.into());
+            let comments = args.clone();
+            Ok((
+                vec![
+                    Read { operation: "issueGetIssue", args },
+                    Read { operation: "issueGetComments", args: comments },
+                ],
+                Shape::IssueWithComments,
+            ))
+        }
+        ("pulls", 5) if query.is_none() => {
+            args.insert("index".into(), index(&segments[4])?.into());
+            Ok((vec![Read { operation: "repoGetPullRequest", args }], Shape::One))
+        }
+        _ => Err(bad("the URI names no resource this server offers")),
+    }
+}
+
+/// Percent-decode one URI part; `None` when it is not UTF-8 afterwards or a `%` is broken.
+fn decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Catalog, Flavor};
+
+    fn args_of(uri: &str) -> Vec<(&'static str, Value)> {
+        let (reads, _) = parse(uri).unwrap();
+        reads.into_iter().map(|r| (r.operation, Value::Object(r.args))).collect()
+    }
+
+    #[test]
+    fn file_uris_keep_slashes_in_the_path_and_decode_the_ref() {
+        assert_eq!(
+            args_of("gitea://repos/alice/demo/contents/docs/a%20b.md?ref=feature%2Fx"),
+            [(
+                "repoGetRawFile",
+                json!({"owner": "alice", "repo": "demo", "filepath": "docs/a b.md", "ref": "feature/x"})
+            )]
+        );
+        assert_eq!(
+            args_of("gitea://repos/alice/demo/contents/README.md"),
+            [("repoGetRawFile", json!({"owner": "alice", "repo": "demo", "filepath": "README.md"}))]
+        );
+    }
+
+    #[test]
+    fn issue_and_pull_uris_name_their_operations() {
+        let issue = args_of("gitea://repos/o/r/issues/7");
+        assert_eq!(issue[0], ("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 7})));
+        assert_eq!(issue[1].0, "issueGetComments");
+        assert_eq!(
+            args_of("gitea://repos/o/r/pulls/3"),
+            [("repoGetPullRequest", json!({"owner": "o", "repo": "r", "index": 3}))]
+        );
+    }
+
+    #[test]
+    fn malformed_uris_are_refused_with_the_templates() {
+        for uri in [
+            "https://x/repos/o/r/pulls/3",
+            "gitea://repos/o/r/pulls/x",
+            "gitea://repos/o/r/pulls/3/files",
+            "gitea://repos/o//issues/1",
+            "gitea://repos/o/r/contents/a?token=x",
+            "gitea://repos/o/r/contents/%ZZ",
+            "gitea://repos/o/r/wiki/x",
+            "gitea://users/o",
+        ] {
+            let Err(CallError::Result(f)) = parse(uri) else { panic!("{uri} parsed") };
+            assert_eq!(f.kind, ErrorKind::InvalidArguments, "{uri}");
+            assert!(
+                f.message.contains("gitea://repos/{owner}/{repo}/issues/{index}"),
+                "{uri}: {}",
+                f.message
+            );
+        }
+    }
+
+    #[test]
+    fn every_template_operation_exists_in_both_flavors() {
+        for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+            let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
+            for t in TEMPLATES {
+                for op in t.operations {
+                    assert!(c.get(op).is_some_and(|x| x.operation().is_some()), "{flavor:?} lacks {op}");
+                }
+            }
+        }
+    }
+}
