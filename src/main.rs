@@ -65,7 +65,7 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
         Command::Tools { json, list_toolsets } => {
             let handler = McpHandler::new(server.clone());
             if list_toolsets {
-                print!("{}", aegis_gitea_mcp::catalog::toolsets::table(&server.catalog));
+                print!("{}", aegis_gitea_mcp::catalog::toolsets::table(&[&server.catalog]));
             } else if json {
                 println!("{}", handler.tools_json_pretty());
             } else {

@@ -214,20 +214,29 @@ impl Selection {
     }
 }
 
-/// The toolsets of a catalog as a Markdown table: name, operations, what they hold.
-/// The README's table is this, for both flavors (a test keeps it true).
-pub fn table(catalog: &super::Catalog) -> String {
-    let count = |pred: &dyn Fn(&super::ToolDef) -> bool| catalog.operations().filter(|t| pred(t)).count();
-    let mut out = String::from("| toolset | operations | holds |\n|---|---:|---|\n");
-    out.push_str(&format!("| `{CORE}` (default) | {} | {CORE_DESCRIPTION} |\n", count(&|t| t.core)));
-    for a in AREAS {
-        out.push_str(&format!(
-            "| `{}` | {} | {} |\n",
-            a.name,
-            count(&|t| t.toolset == a.name),
-            a.description
-        ));
+/// The toolsets as a Markdown table: name, operations per catalog (one column each, named
+/// by flavor and spec version), what they hold. The README's table is this for both
+/// embedded specs (a test keeps it true); `tools --list-toolsets` prints it for one.
+pub fn table(catalogs: &[&super::Catalog]) -> String {
+    let mut out = String::from("| toolset |");
+    for c in catalogs {
+        out.push_str(&format!(" {} {} |", c.flavor.display_name(), c.spec_version));
     }
+    out.push_str(" holds |\n|---|");
+    out.push_str(&"---:|".repeat(catalogs.len()));
+    out.push_str("---|\n");
+    let mut row = |name: String, pred: &dyn Fn(&super::ToolDef) -> bool, holds: &str| {
+        out.push_str(&format!("| {name} |"));
+        for c in catalogs {
+            out.push_str(&format!(" {} |", c.operations().filter(|t| pred(t)).count()));
+        }
+        out.push_str(&format!(" {holds} |\n"));
+    };
+    row(format!("`{CORE}` (default)"), &|t| t.core, CORE_DESCRIPTION);
+    for a in AREAS {
+        row(format!("`{}`", a.name), &|t| t.toolset == a.name, a.description);
+    }
+    row("`all`".into(), &|_| true, "Every operation");
     out
 }
 

@@ -1,0 +1,144 @@
+//! MCP resources (issue 5): a file at a ref, an issue with its comments, a pull request —
+//! read with `resources/read` through the same identity, policy, guard and envelope as the
+//! tools, over stdio (rmcp client) and both HTTP transports (per-request tokens).
+
+mod support;
+
+use base64::Engine;
+use rmcp::model::{ReadResourceRequestParams, ResourceContents};
+use serde_json::{Value, json};
+use support::http::{HttpServer, McpClient};
+use support::{ALICE_TOKEN, Harness, Setup};
+
+/// A file on `feature/x` that carries the server's own token, an issue with two comments,
+/// and a pull request from `feature/x` into `main`.
+async fn seed(h: &Harness) {
+    h.forge.seed_repo("o", "r");
+    let content = base64::engine::general_purpose::STANDARD.encode(format!("deploy with {ALICE_TOKEN}\n"));
+    for (tool, args) in [
+        ("repoCreateFile", json!({"owner": "o", "repo": "r", "filepath": "docs/a b.md",
+            "body": {"content": content, "new_branch": "feature/x", "message": "docs"}})),
+        ("issueCreateIssue", json!({"owner": "o", "repo": "r", "body": {"title": "Crash on start"}})),
+        ("issueCreateComment", json!({"owner": "o", "repo": "r", "index": 1, "body": {"body": "first"}})),
+        ("issueCreateComment", json!({"owner": "o", "repo": "r", "index": 1, "body": {"body": "second"}})),
+        ("gitea_call_operation", json!({"operation_id": "repoCreatePullRequest", "arguments": {"owner": "o", "repo": "r",
+            "body": {"title": "Add docs", "head": "feature/x", "base": "main"}}})),
+    ] {
+        let c = h.call(tool, args).await;
+        assert!(!c.is_error, "{tool}: {}", c.text);
+    }
+}
+
+async fn read(h: &Harness, uri: &str) -> Result<Value, rmcp::ServiceError> {
+    let r = h.client.read_resource(ReadResourceRequestParams::new(uri)).await?;
+    assert_eq!(r.contents.len(), 1);
+    let ResourceContents::TextResourceContents { uri: got, mime_type, text, .. } = &r.contents[0] else {
+        panic!("a text resource")
+    };
+    assert_eq!(got, uri);
+    assert_eq!(mime_type.as_deref(), Some("application/json"));
+    Ok(serde_json::from_str(text).unwrap())
+}
+
+fn json_rpc_error(e: rmcp::ServiceError) -> (i32, String, Value) {
+    match e {
+        rmcp::ServiceError::McpError(d) => (d.code.0, d.message.to_string(), d.data.unwrap_or(Value::Null)),
+        other => panic!("not a JSON-RPC error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn templates_are_listed_and_each_reads_through_the_pipeline() {
+    let h = Harness::start(Setup::gitea()).await;
+    seed(&h).await;
+    let templates = h.client.list_all_resource_templates().await.unwrap();
+    let uris: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
+    assert_eq!(
+        uris,
+        [
+            "gitea://repos/{owner}/{repo}/contents/{+path}{?ref}",
+            "gitea://repos/{owner}/{repo}/issues/{index}",
+            "gitea://repos/{owner}/{repo}/pulls/{index}"
+        ]
+    );
+
+    // A file at a ref: the ref and the path are percent-decoded, the path keeps its '/',
+    // and the guard redacts the token the file carries.
+    h.forge.clear_requests();
+    let file = read(&h, "gitea://repos/o/r/contents/docs/a%20b.md?ref=feature%2Fx").await.unwrap();
+    assert_eq!(file["identity"]["login"], "alice");
+    assert_eq!(file["request"]["path"], "/repos/o/r/raw/docs/a%20b.md");
+    assert_eq!(file["data"], "deploy with [REDACTED]\n");
+    assert!(!file.to_string().contains(ALICE_TOKEN));
+    assert!(file["untrusted_content"].as_str().unwrap().contains("untrusted"));
+    let sent = h.last();
+    assert_eq!(sent.raw_path, "/api/v1/repos/o/r/raw/docs/a%20b.md");
+    assert_eq!(sent.raw_query.as_deref(), Some("ref=feature%2Fx"));
+
+    // An issue with its comments: two requests, one envelope.
+    let issue = read(&h, "gitea://repos/o/r/issues/1").await.unwrap();
+    assert_eq!(issue["data"]["issue"]["title"], "Crash on start");
+    let comments: Vec<&str> =
+        issue["data"]["comments"].as_array().unwrap().iter().map(|c| c["body"].as_str().unwrap()).collect();
+    assert_eq!(comments, ["first", "second"]);
+    assert_eq!(issue["request"]["path"], "/repos/o/r/issues/1");
+
+    // A pull request.
+    let pull = read(&h, "gitea://repos/o/r/pulls/2").await.unwrap();
+    assert_eq!(pull["data"]["title"], "Add docs");
+    assert_eq!(pull["data"]["head"]["ref"], "feature/x");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn missing_resources_bad_uris_and_refused_operations_are_clear_errors() {
+    let h = Harness::start(Setup::gitea().env("DISABLED_TOOLS", "issueGetComments")).await;
+    seed(&h).await;
+    let (code, message, data) = json_rpc_error(read(&h, "gitea://repos/o/r/pulls/99").await.unwrap_err());
+    assert_eq!(code, -32002, "{message}");
+    assert_eq!(data["kind"], "not_found");
+    assert_eq!(data["status"], 404);
+    let (code, message, _) = json_rpc_error(read(&h, "gitea://repos/o/r/wiki/Home").await.unwrap_err());
+    assert_eq!(code, -32602);
+    assert!(message.contains("gitea://repos/{owner}/{repo}/pulls/{index}"), "{message}");
+    let (_, message, data) = json_rpc_error(read(&h, "gitea://repos/o/r/issues/1").await.unwrap_err());
+    assert_eq!(data["kind"], "denied");
+    assert!(message.contains("issueGetComments") && message.contains("DISABLED_TOOLS"), "{message}");
+    // The server keeps serving.
+    assert!(read(&h, "gitea://repos/o/r/pulls/2").await.is_ok());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn resources_stay_readable_when_the_server_is_read_only() {
+    let h = Harness::start(Setup::forgejo().env("READ_ONLY", "true")).await;
+    h.forge.seed_issues("o", "r", 1);
+    let issue = read(&h, "gitea://repos/o/r/issues/1").await.unwrap();
+    assert_eq!(issue["data"]["issue"]["number"], 1);
+    assert_eq!(issue["data"]["comments"], json!([]));
+    h.stop().await;
+}
+
+const BOB_TOKEN: &str = "tok-bob-5c0ffee5b0b";
+
+/// Over HTTP a resource is read under the request's own token, on both transports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_a_resource_is_read_as_the_caller() {
+    for transport in ["http", "sse"] {
+        let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob")].iter().map(|(t, l)| (t.to_string(), l.to_string())).collect();
+        let forge = fake_forge::FakeForge::start(fake_forge::Options { users, ..Default::default() }).await;
+        forge.seed_issues("o", "r", 1);
+        let server = HttpServer::spawn(&forge.base_url(), transport, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+        let bob = format!("token {BOB_TOKEN}");
+        let c = McpClient::connect(&server, Some(&bob)).await.unwrap();
+        let resp = c.request("resources/read", json!({"uri": "gitea://repos/o/r/issues/1"}), Some(&bob)).await.unwrap();
+        let text = resp["result"]["contents"][0]["text"].as_str().unwrap_or_else(|| panic!("{resp}"));
+        let env: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(env["identity"]["login"], "bob", "{transport}");
+        let reads: Vec<_> = forge.requests().into_iter().filter(|r| r.raw_path.starts_with("/api/v1/repos/o/r/issues/1")).collect();
+        assert_eq!(reads.len(), 2, "{transport}: issue and comments");
+        for r in reads {
+            assert_eq!(r.header("authorization"), Some(bob.as_str()), "{transport}: {}", r.raw_path);
+        }
+    }
+}
