@@ -199,12 +199,13 @@ fn catalog_startup() {
         }
         let s = stats(&samples);
         println!(
-            "  {:<8} spec {:<22} spec bytes {:>8}  tools {:>4} ({} operations + 2 built-in)  build median {:>7.1} ms  min {:>7.1} ms",
+            "  {:<8} spec {:<22} spec bytes {:>8}  tools {:>4} ({} operations + {} built-in)  build median {:>7.1} ms  min {:>7.1} ms",
             flavor.as_str(),
             spec_version,
             flavor.embedded_spec().len(),
             tools,
             ops,
+            tools - ops,
             ms(s.median),
             ms(s.min)
         );
@@ -261,6 +262,29 @@ async fn tools_list_sizes() {
                 "  {name:<8} {label:<26} tools {listed:>4}  {result_bytes:>7} B = {:>6.1} KiB{goal}  Server::start {:.1} ms",
                 result_bytes as f64 / 1024.0,
                 ms(start),
+            );
+        }
+        // The discovery search: one query over every operation of the spec.
+        let server = Arc::new(Server::start(settings(name, &forge.base_url())).await.expect("server starts"));
+        for query in ["merge a pull request", "create a release", "list workflow runs"] {
+            let samples: Vec<Duration> = (0..1000)
+                .map(|_| {
+                    let t = Instant::now();
+                    std::hint::black_box(server.catalog.search(query, 8, |_| true));
+                    t.elapsed()
+                })
+                .collect();
+            let s = stats(&samples);
+            let top = server
+                .catalog
+                .search(query, 1, |_| true)
+                .first()
+                .map(|(t, _)| t.name.clone())
+                .unwrap_or_default();
+            println!(
+                "  {name:<8} search {query:<24} median {:>6.1} us  p99 {:>6.1} us  (best: {top})",
+                s.median.as_secs_f64() * 1e6,
+                s.p99.as_secs_f64() * 1e6
             );
         }
         forge.shutdown();

@@ -70,6 +70,17 @@ impl Server {
         let catalog = Catalog::build(&spec_bytes, flavor, version)
             .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
         let catalog_build = started.elapsed();
+        for (setting, names) in
+            [("DISABLED_TOOLS", &settings.disabled_tools), ("ENABLED_TOOLS", &settings.enabled_tools)]
+        {
+            let unknown: Vec<&String> = names.iter().filter(|n| catalog.get(n).is_none()).collect();
+            if !unknown.is_empty() {
+                tracing::warn!(
+                    "{setting} names tools this {} spec does not have: {unknown:?}",
+                    flavor.display_name()
+                );
+            }
+        }
         if settings.extra_secrets.iter().any(|s| secrecy::ExposeSecret::expose_secret(s).chars().count() < 4)
         {
             tracing::warn!(

@@ -1,9 +1,9 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16, run with
 //! Node 24) against the server over Streamable HTTP, backed by the recording fake forge.
 //!
-//! Only the scenarios that apply to a tools-only server are run: the others need the suite's
-//! "everything" fixtures (tools such as `test_simple_text`, resources, prompts) or capabilities
-//! this server does not offer. The suite cannot send an `Authorization` header, so the server
+//! Only the scenarios that apply to this server are run: the others need the suite's
+//! "everything" fixtures (tools such as `test_simple_text`, resources such as
+//! `test://static-text`, prompts) or capabilities this server does not offer (subscriptions). The suite cannot send an `Authorization` header, so the server
 //! runs with a global token (`GITEA_TOKEN`) and no `MCP_BEARER_TOKEN`.
 //!
 //! Each scenario runs with `--expected-failures tests/conformance-baseline.yml`, so the suite
@@ -191,6 +191,12 @@ async fn conformance_ping() {
 #[tokio::test]
 async fn conformance_tools_list() {
     assert_passes("tools-list", 1).await;
+}
+
+#[tokio::test]
+async fn conformance_resources_list() {
+    // The server has resource templates, no direct resources: an empty, well-formed list.
+    assert_passes("resources-list", 1).await;
 }
 
 #[tokio::test]

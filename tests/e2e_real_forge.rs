@@ -4,8 +4,9 @@
 //! token with write access to the token owner's repositories) are set; otherwise every test
 //! prints why it is skipped and passes. Optional settings:
 //!
-//! * `AEGIS_E2E_EXPECT_TOOLS`: the tool count to expect (for a custom spec); by default 484 for
-//!   Gitea 1.27 and 508 for Forgejo 16 (the embedded specs).
+//! * `AEGIS_E2E_EXPECT_TOOLS`: the tool count to expect with `TOOLSETS=all` (for a custom
+//!   spec); by default 487 for Gitea 1.27 and 511 for Forgejo 16 (the embedded specs' operations
+//!   and the five built-in tools).
 //! * `AEGIS_E2E_SPEC`: a Swagger file passed to the server as `GITEA_SPEC`.
 //!
 //! The server is always started with `--flavor auto`; the flavor is read back from the forge
@@ -30,9 +31,9 @@ use support::{Called, Server};
 const SKIP: &str =
     "skipped: set AEGIS_E2E_URL and AEGIS_E2E_TOKEN to run the end-to-end tests against a real Gitea/Forgejo";
 
-/// Tool counts of the embedded specs (operations + `gitea_api_request`).
-const GITEA_TOOLS: usize = 484;
-const FORGEJO_TOOLS: usize = 508;
+/// Tool counts of the embedded specs with `TOOLSETS=all` (operations + the built-in tools).
+const GITEA_TOOLS: usize = 487;
+const FORGEJO_TOOLS: usize = 511;
 
 const FILE_PATH: &str = "docs/sub dir/hello world.md";
 const FILE_TEXT: &str = "hello e2e\n";
@@ -91,9 +92,16 @@ fn preflight(t: &Target) {
     );
 }
 
+/// The server with every tool listed (the scenarios call tools by name either way).
 async fn spawn(t: &Target) -> Server {
+    spawn_with(t, &[("TOOLSETS", "all")]).await
+}
+
+async fn spawn_with(t: &Target, env: &[(&str, &str)]) -> Server {
     preflight(t);
-    Server::spawn(&t.url, "auto", Some(t.token.clone()), server_env()).await
+    let mut all = server_env();
+    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Server::spawn(&t.url, "auto", Some(t.token.clone()), all).await
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,6 +315,70 @@ async fn e2e_version_flavor_and_tool_list() {
     let _ = s.client.cancel().await;
 }
 
+/// The default surface: the everyday tools and the discovery tools, under 40,000 bytes; the
+/// discovery tools find, describe and run operations that are not listed.
+#[tokio::test]
+async fn e2e_default_tool_surface_and_discovery() {
+    let Some(t) = target("e2e_default_tool_surface_and_discovery") else {
+        return;
+    };
+    let s = spawn_with(&t, &[]).await;
+    let (flavor, _) = detect(&s).await;
+    let tools = s.client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for must in ["gitea_search_operations", "gitea_get_operation_schema", "gitea_call_operation", "repoGet"] {
+        assert!(names.contains(&must), "{must} not listed: {names:?}");
+    }
+    let bytes = serde_json::to_vec(&json!({"tools": tools})).unwrap().len();
+    assert!(bytes < 40_000, "default tools/list is {bytes} bytes");
+    let runs = if flavor == Flavor::Gitea { "getWorkflowRuns" } else { "ListActionRuns" };
+    for (query, want) in [
+        ("merge a pull request", "repoMergePullRequest"),
+        ("create a release", "repoCreateRelease"),
+        ("list workflow runs", runs),
+    ] {
+        let c = s.call("gitea_search_operations", json!({"query": query, "limit": 3})).await;
+        let top: Vec<&str> =
+            c.json["results"].as_array().unwrap().iter().filter_map(|r| r["operation_id"].as_str()).collect();
+        assert!(top.contains(&want), "{query:?}: {top:?}");
+    }
+    let c = s.call("gitea_get_operation_schema", json!({"operation_id": "getVersion"})).await;
+    assert_eq!(c.json["path"], "/version", "{}", c.text);
+    // getVersion is not listed by default; through discovery it answers like its own tool.
+    assert!(!names.contains(&"getVersion"));
+    let via = s.call("gitea_call_operation", json!({"operation_id": "getVersion", "arguments": {}})).await;
+    let direct = s.call("getVersion", json!({})).await;
+    assert_eq!(ok(&via, 200), ok(&direct, 200));
+    let _ = s.client.cancel().await;
+}
+
+/// READ_ONLY refuses a write on every path before anything is sent, so this is safe on a real
+/// forge: no repository may appear.
+#[tokio::test]
+async fn e2e_read_only_refuses_writes_on_every_path() {
+    let Some(t) = target("e2e_read_only_refuses_writes_on_every_path") else {
+        return;
+    };
+    let s = spawn_with(&t, &[("READ_ONLY", "true")]).await;
+    let login = whoami(&s).await;
+    let name = format!("aegis-e2e-ro-{}", suffix());
+    let body = json!({"name": name, "private": true});
+    for (tool, args) in [
+        ("createCurrentUserRepo", json!({"body": body})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "createCurrentUserRepo", "arguments": {"body": body}}),
+        ),
+        ("gitea_api_request", json!({"method": "POST", "path": "/user/repos", "body": body})),
+    ] {
+        let c = s.call(tool, args).await;
+        fails(&c, "denied", None);
+    }
+    let c = s.call("repoGet", json!({"owner": login, "repo": name})).await;
+    fails(&c, "not_found", Some(404));
+    let _ = s.client.cancel().await;
+}
+
 #[tokio::test]
 async fn e2e_whoami_reports_the_token_identity() {
     let Some(t) = target("e2e_whoami_reports_the_token_identity") else {
@@ -382,6 +454,7 @@ async fn e2e_repository_scenario() {
     release_with_slash(&repo).await;
     let first = issues_with_pagination(&repo).await;
     attachment_roundtrip(&repo, first).await;
+    resources(&repo, first).await;
     raw_tool(&repo).await;
     missing_repo(&repo).await;
     delete_repo(&repo).await;
@@ -525,6 +598,56 @@ async fn issues_with_pagination(r: &Repo<'_>) -> u64 {
         assert_eq!(seen.iter().filter(|x| *x == n).count(), 1, "issue #{n} once in {seen:?}");
     }
     numbers.into_iter().min().unwrap()
+}
+
+/// The three resources: a file at the slashed branch, an issue with a comment, and a pull
+/// request from that branch (after a change on it) — each one envelope.
+async fn resources(r: &Repo<'_>, issue: u64) {
+    let read = |uri: String| async move {
+        let got = r.s.client.read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone())).await;
+        let got = got.unwrap_or_else(|e| panic!("resources/read {uri}: {e}"));
+        let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &got.contents[0] else {
+            panic!("{uri}: not a text resource")
+        };
+        serde_json::from_str::<Value>(text).unwrap()
+    };
+    let uri = format!(
+        "gitea://repos/{}/contents/docs/sub%20dir/hello%20world.md?ref=feature%2Fe2e-x",
+        r.full_name()
+    );
+    let file = read(uri).await;
+    assert_eq!(file["data"], FILE_TEXT, "{file}");
+    assert_eq!(file["identity"]["login"], r.owner.as_str());
+
+    let c = r.call("issueCreateComment", json!({"index": issue, "body": {"body": "a comment"}})).await;
+    ok(&c, 201);
+    let got = read(format!("gitea://repos/{}/issues/{issue}", r.full_name())).await;
+    assert_eq!(got["data"]["issue"]["number"], issue, "{got}");
+    let bodies: Vec<&str> =
+        got["data"]["comments"].as_array().unwrap().iter().filter_map(|c| c["body"].as_str()).collect();
+    assert_eq!(bodies, ["a comment"], "{got}");
+
+    let body =
+        json!({"content": B64.encode("changed on the branch\n"), "message": "change", "branch": BRANCH});
+    ok(&r.call("repoCreateFile", json!({"filepath": "branch-change.md", "body": body})).await, 201);
+    let c = r
+        .call("repoCreatePullRequest", json!({"body": {"title": "e2e pull", "head": BRANCH, "base": "main"}}))
+        .await;
+    let number = ok(&c, 201)["number"].as_u64().unwrap();
+    let got = read(format!("gitea://repos/{}/pulls/{number}", r.full_name())).await;
+    assert_eq!(got["data"]["title"], "e2e pull", "{got}");
+    assert_eq!(got["data"]["head"]["ref"], BRANCH, "{got}");
+    let missing =
+        r.s.client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+                "gitea://repos/{}/pulls/999999",
+                r.full_name()
+            )))
+            .await;
+    match missing {
+        Err(rmcp::ServiceError::McpError(e)) => assert_eq!(e.code.0, -32002, "{e:?}"),
+        other => panic!("a missing pull request: {other:?}"),
+    }
 }
 
 /// Bytes that are neither UTF-8 nor free of NULs.

@@ -6,6 +6,7 @@
 //! (Streamable HTTP at `/mcp`) and `<scenario>::sse` (legacy HTTP+SSE at `/sse` + `/message`).
 //! The server runs with the global token of `alice`; `bob` and `carol` call with their own.
 
+#[macro_use]
 mod support;
 
 use std::collections::HashSet;
@@ -23,23 +24,6 @@ const CAROL_TOKEN: &str = "tok-carol-7dead0beef";
 const REFUSED_TOKEN: &str = "tok-nobody-9e8d7c6b5a";
 /// The shared secret of `MCP_BEARER_TOKEN`.
 const SHARED_SECRET: &str = "mcp-shared-secret-4242";
-
-/// Run a scenario `async fn name(transport: &str)` on both transports as `name::http` and
-/// `name::sse`.
-macro_rules! on_both_transports {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn http() {
-                super::$name("http").await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sse() {
-                super::$name("sse").await
-            }
-        }
-    )*};
-}
 
 fn token(t: &str) -> String {
     format!("token {t}")

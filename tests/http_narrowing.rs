@@ -3,26 +3,12 @@
 //! runs on both transports (`::http` Streamable HTTP, `::sse` legacy SSE), and checks
 //! `tools/list`, refused calls (never sent) and what the forge received.
 
+#[macro_use]
 mod support;
 
 use fake_forge::{FakeForge, Options};
 use serde_json::{Value, json};
 use support::http::{ACCEPT_BOTH, HttpServer, McpClient, http_client, tool_result};
-
-macro_rules! on_both_transports {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn http() {
-                super::$name("http").await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sse() {
-                super::$name("sse").await
-            }
-        }
-    )*};
-}
 
 on_both_transports!(
     toolsets_header_narrows_the_list_and_cannot_add_toolsets,

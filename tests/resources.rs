@@ -16,13 +16,19 @@ async fn seed(h: &Harness) {
     h.forge.seed_repo("o", "r");
     let content = base64::engine::general_purpose::STANDARD.encode(format!("deploy with {ALICE_TOKEN}\n"));
     for (tool, args) in [
-        ("repoCreateFile", json!({"owner": "o", "repo": "r", "filepath": "docs/a b.md",
-            "body": {"content": content, "new_branch": "feature/x", "message": "docs"}})),
+        (
+            "repoCreateFile",
+            json!({"owner": "o", "repo": "r", "filepath": "docs/a b.md",
+            "body": {"content": content, "new_branch": "feature/x", "message": "docs"}}),
+        ),
         ("issueCreateIssue", json!({"owner": "o", "repo": "r", "body": {"title": "Crash on start"}})),
         ("issueCreateComment", json!({"owner": "o", "repo": "r", "index": 1, "body": {"body": "first"}})),
         ("issueCreateComment", json!({"owner": "o", "repo": "r", "index": 1, "body": {"body": "second"}})),
-        ("gitea_call_operation", json!({"operation_id": "repoCreatePullRequest", "arguments": {"owner": "o", "repo": "r",
-            "body": {"title": "Add docs", "head": "feature/x", "base": "main"}}})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "repoCreatePullRequest", "arguments": {"owner": "o", "repo": "r",
+            "body": {"title": "Add docs", "head": "feature/x", "base": "main"}}}),
+        ),
     ] {
         let c = h.call(tool, args).await;
         assert!(!c.is_error, "{tool}: {}", c.text);
@@ -125,17 +131,27 @@ const BOB_TOKEN: &str = "tok-bob-5c0ffee5b0b";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_a_resource_is_read_as_the_caller() {
     for transport in ["http", "sse"] {
-        let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob")].iter().map(|(t, l)| (t.to_string(), l.to_string())).collect();
+        let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob")]
+            .iter()
+            .map(|(t, l)| (t.to_string(), l.to_string()))
+            .collect();
         let forge = fake_forge::FakeForge::start(fake_forge::Options { users, ..Default::default() }).await;
         forge.seed_issues("o", "r", 1);
         let server = HttpServer::spawn(&forge.base_url(), transport, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
         let bob = format!("token {BOB_TOKEN}");
         let c = McpClient::connect(&server, Some(&bob)).await.unwrap();
-        let resp = c.request("resources/read", json!({"uri": "gitea://repos/o/r/issues/1"}), Some(&bob)).await.unwrap();
+        let resp = c
+            .request("resources/read", json!({"uri": "gitea://repos/o/r/issues/1"}), Some(&bob))
+            .await
+            .unwrap();
         let text = resp["result"]["contents"][0]["text"].as_str().unwrap_or_else(|| panic!("{resp}"));
         let env: Value = serde_json::from_str(text).unwrap();
         assert_eq!(env["identity"]["login"], "bob", "{transport}");
-        let reads: Vec<_> = forge.requests().into_iter().filter(|r| r.raw_path.starts_with("/api/v1/repos/o/r/issues/1")).collect();
+        let reads: Vec<_> = forge
+            .requests()
+            .into_iter()
+            .filter(|r| r.raw_path.starts_with("/api/v1/repos/o/r/issues/1"))
+            .collect();
         assert_eq!(reads.len(), 2, "{transport}: issue and comments");
         for r in reads {
             assert_eq!(r.header("authorization"), Some(bob.as_str()), "{transport}: {}", r.raw_path);

@@ -84,6 +84,8 @@ fn readme_toolset_table_matches_the_catalogs() {
             std::fs::write(&readme_path, new).unwrap();
             return;
         }
-        panic!("README.md's toolset table is out of date; run `UPDATE_SNAPSHOTS=1 cargo test --test snapshots`:\n{table}");
+        panic!(
+            "README.md's toolset table is out of date; run `UPDATE_SNAPSHOTS=1 cargo test --test snapshots`:\n{table}"
+        );
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use rmcp::model::{Tool, ToolAnnotations};
 
-use crate::catalog::ToolDef;
+use crate::catalog::{Target, ToolDef};
 use crate::policy::Narrowing;
 use crate::server::Server;
 
@@ -34,7 +34,18 @@ pub fn definitions(server: &Server) -> Vec<(Arc<ToolDef>, Tool)> {
     all
 }
 
-/// The tools `tools/list` shows to a request narrowed so.
+/// The tools `tools/list` shows to a request narrowed so. When the call is read-only (the
+/// server's `READ_ONLY` or the request's `X-MCP-Readonly`), the raw tool and
+/// `gitea_call_operation` can only read, and say so: clients may then run them unasked.
 pub fn listed(server: &Server, all: &[(Arc<ToolDef>, Tool)], narrowing: &Narrowing) -> Vec<Tool> {
-    all.iter().filter(|(t, _)| server.lists(narrowing, t)).map(|(_, tool)| tool.clone()).collect()
+    let read_only = server.policy.read_only || narrowing.read_only;
+    all.iter()
+        .filter(|(t, _)| server.lists(narrowing, t))
+        .map(|(t, tool)| match t.target {
+            Target::Raw | Target::CallOperation if read_only => {
+                tool.clone().with_annotations(ToolAnnotations::from_raw(None, Some(true), None, None, None))
+            }
+            _ => tool.clone(),
+        })
+        .collect()
 }

@@ -4,6 +4,25 @@
 #![allow(dead_code)]
 
 pub mod http;
+
+/// Run a scenario `async fn name(transport: &str)` on both transports as `name::http` and
+/// `name::sse`.
+#[allow(unused_macros)]
+macro_rules! on_both_transports {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn http() {
+                super::$name("http").await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sse() {
+                super::$name("sse").await
+            }
+        }
+    )*};
+}
+
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
