@@ -184,3 +184,55 @@ async fn python_sdk_auto_mode_discovers_or_falls_back_and_calls_work() {
     assert_eq!(run.call(2)["jsonrpc_error"]["code"], -32602, "{}", run.doc);
     forge.shutdown();
 }
+
+/// The discovery tools and the resources through the official SDK, in both connect modes.
+#[tokio::test]
+async fn python_sdk_uses_the_discovery_tools_and_reads_resources() {
+    for mode in ["legacy", "auto"] {
+        let forge = start_forge().await;
+        let calls = json!([
+            {"tool": "gitea_search_operations", "arguments": {"query": "create a release", "limit": 3}},
+            {"tool": "gitea_call_operation", "arguments": {"operation_id": "repoListTags",
+                "arguments": {"owner": "alice", "repo": "demo"}}},
+            {"tool": "repoCreateFile", "arguments": {"owner": "alice", "repo": "demo",
+                "filepath": "docs/a b.md", "body": {"content": "aGVsbG8gZnJvbSBweXRob24K", "message": "m"}}},
+            {"resource": "gitea://repos/alice/demo/contents/docs/a%20b.md"},
+            {"resource": "gitea://repos/alice/demo/issues/3"},
+            {"resource": "gitea://repos/alice/demo/pulls/999"},
+        ]);
+        let run = run_driver(mode, &forge, &calls).await;
+        assert_eq!(
+            run.doc["resource_templates"],
+            json!([
+                "gitea://repos/{owner}/{repo}/contents/{+path}{?ref}",
+                "gitea://repos/{owner}/{repo}/issues/{index}",
+                "gitea://repos/{owner}/{repo}/pulls/{index}"
+            ]),
+            "{mode}: {}",
+            run.doc
+        );
+        let found = run.result(0, false);
+        let ids: Vec<&str> =
+            found["results"].as_array().unwrap().iter().filter_map(|r| r["operation_id"].as_str()).collect();
+        assert!(ids.contains(&"repoCreateRelease"), "{mode}: {found}");
+        let tags = run.result(1, false);
+        assert_envelope(&tags);
+        assert_eq!(tags["request"], json!({"method": "GET", "path": "/repos/alice/demo/tags"}), "{mode}");
+        run.result(2, false);
+
+        let file = run.call(3);
+        assert_eq!(file["mime_type"], "application/json", "{mode}: {file}");
+        let file: Value = serde_json::from_str(file["text"].as_str().unwrap()).unwrap();
+        assert_envelope(&file);
+        assert_eq!(file["data"], "hello from python\n", "{mode}");
+        let issue: Value = serde_json::from_str(run.call(4)["text"].as_str().unwrap()).unwrap();
+        assert_eq!(issue["data"]["issue"]["number"], 3, "{mode}: {issue}");
+        assert_eq!(issue["data"]["comments"], json!([]), "{mode}");
+        // Resource not found: -32002, or -32602 from protocol 2026-07-28 on (SEP-2164).
+        let code = if run.doc["protocol_version"] == "2026-07-28" { -32602 } else { -32002 };
+        let missing = &run.call(5)["jsonrpc_error"];
+        assert_eq!(missing["code"], code, "{mode}: {}", run.doc);
+        assert!(missing["message"].as_str().unwrap().contains("404"), "{mode}: {missing}");
+        forge.shutdown();
+    }
+}

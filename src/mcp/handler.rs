@@ -233,15 +233,15 @@ fn narrowing_of(context: &RequestContext<RoleServer>) -> Narrowing {
 }
 
 /// A failed resource read as a JSON-RPC error: -32002 for a resource the forge does not
-/// have (the MCP convention), -32602 for a URI we cannot read, -32603 otherwise; the kind
-/// and status travel in `data`. Messages have passed the guard; `redact` is a last net.
+/// have (rmcp sends -32602 instead to peers on protocol 2026-07-28, SEP-2164), -32602 for a
+/// URI we cannot read, -32603 otherwise; the kind and status travel in `data`. Messages have passed the guard; `redact` is a last net.
 fn resource_error(e: CallError, redact: impl Fn(&str) -> String) -> ErrorData {
     let (kind, status, message) = match e {
         CallError::Result(f) => (f.kind, f.status, f.message),
         CallError::UnknownTool(name) => (ErrorKind::InvalidArguments, None, name),
     };
     let code = match kind {
-        ErrorKind::NotFound => rmcp::model::ErrorCode(-32002),
+        ErrorKind::NotFound => rmcp::model::ErrorCode::RESOURCE_NOT_FOUND,
         ErrorKind::InvalidArguments => rmcp::model::ErrorCode::INVALID_PARAMS,
         _ => rmcp::model::ErrorCode::INTERNAL_ERROR,
     };

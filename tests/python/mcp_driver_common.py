@@ -1,15 +1,18 @@
 """What the MCP SDK drivers (`mcp_stdio_client.py`, `mcp_http_client.py`) share.
 
-Both drivers connect a `mcp.Client`, list every tool, perform the calls of a CALLS.json file in
-order and print ONE JSON document on stdout:
+Both drivers connect a `mcp.Client`, list every tool and resource template, perform the calls of
+a CALLS.json file in order and print ONE JSON document on stdout:
 
     {...driver-specific keys..., "protocol_version": "...", "server_name": "...", "tool_count": N,
-     "tool_names_sample": [first 5 names],
+     "tool_names_sample": [first 5 names], "resource_templates": [uri templates],
      "calls": [{"tool": NAME, "is_error": bool, "text": TEXT, "content_items": n}
-               | {"tool": NAME, "jsonrpc_error": {"code": c, "message": m}}]}
+               | {"resource": URI, "text": TEXT, "mime_type": M, "contents": n}
+               | {"tool" or "resource": ..., "jsonrpc_error": {"code": c, "message": m}}]}
 
-`text` is the text of the first text content item (null when there is none). A JSON-RPC error
-answer to `tools/call` (e.g. -32602 for an unknown tool) is recorded, not raised.
+A call is `{"tool": NAME, "arguments": {...}}` (`tools/call`) or `{"resource": URI}`
+(`resources/read`). `text` is the text of the first text content item (null when there is
+none). A JSON-RPC error answer (e.g. -32602 for an unknown tool, -32002 for a missing
+resource) is recorded, not raised.
 
 The drivers are run as `python tests/python/<driver>.py`, so this directory is on `sys.path`.
 """
@@ -34,7 +37,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_calls(path: str) -> list[dict[str, Any]]:
-    """The list of `{"tool": NAME, "arguments": {...}}` in the CALLS.json file."""
+    """The list of `{"tool": NAME, "arguments": {...}}` / `{"resource": URI}` in the CALLS.json file."""
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
@@ -61,6 +64,7 @@ async def drive(client: Client, calls: list[dict[str, Any]], head: dict[str, Any
         cursor = page.next_cursor
         if not cursor:
             break
+    templates = await client.list_resource_templates()
     out: dict[str, Any] = dict(head or {})
     out.update(
         {
@@ -68,10 +72,14 @@ async def drive(client: Client, calls: list[dict[str, Any]], head: dict[str, Any
             "server_name": info.name if info is not None else None,
             "tool_count": len(tools),
             "tool_names_sample": [t.name for t in tools[:5]],
+            "resource_templates": [t.uri_template for t in templates.resource_templates],
             "calls": [],
         }
     )
     for call in calls:
+        if "resource" in call:
+            out["calls"].append(await read_record(client, call["resource"]))
+            continue
         tool = call["tool"]
         try:
             result = await client.call_tool(tool, call.get("arguments") or {})
@@ -80,6 +88,21 @@ async def drive(client: Client, calls: list[dict[str, Any]], head: dict[str, Any
             continue
         out["calls"].append(call_record(tool, result))
     return out
+
+
+async def read_record(client: Client, uri: str) -> dict[str, Any]:
+    """One `resources/read`: the first content's text and media type, or the JSON-RPC error."""
+    try:
+        result = await client.read_resource(uri)
+    except MCPError as e:
+        return {"resource": uri, "jsonrpc_error": {"code": e.code, "message": e.message}}
+    first = result.contents[0] if result.contents else None
+    return {
+        "resource": uri,
+        "text": getattr(first, "text", None),
+        "mime_type": getattr(first, "mime_type", None),
+        "contents": len(result.contents),
+    }
 
 
 def report(name: str, run: Awaitable[dict[str, Any]]) -> int:
