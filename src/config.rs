@@ -161,7 +161,8 @@ pub struct CommonArgs {
     #[arg(long, env = "DISABLED_TOOLS", value_delimiter = ',', global = true)]
     pub disabled_tools: Vec<String>,
     /// Comma-separated toolsets whose operations tools/list shows: `core` (the everyday
-    /// ones), area names (`issues`, `pulls`, `actions`, … see `tools --list-toolsets`), or `all`.
+    /// ones), area names (`issues`, `pulls`, `actions`, … see `tools --list-toolsets`), `all`,
+    /// or `none` (only the built-in tools).
     /// Every other operation stays callable through gitea_call_operation.
     #[arg(long, env = "TOOLSETS", default_value = "core", global = true)]
     pub toolsets: String,

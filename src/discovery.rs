@@ -1,7 +1,7 @@
 //! What the discovery tools answer (their definitions are in `catalog/discovery_tools.rs`).
 //!
 //! Search and schema answers come from the catalog alone — no forge request, no identity —
-//! as a plain JSON object. A call names another operation; `call.rs` then runs that
+//! as a plain JSON object, redacted of the configured secrets (the query is echoed). A call names another operation; `call.rs` then runs that
 //! operation's tool through the whole pipeline, so nothing here sends anything.
 
 use std::sync::Arc;
@@ -31,7 +31,8 @@ pub fn answer(
         }
         _ => unreachable!("only the search and schema tools are answered here"),
     };
-    Ok(value.to_string())
+    // The answer echoes the query: a secret pasted into it must not come back.
+    Ok(server.guard.redactor().redact_str(&value.to_string()))
 }
 
 /// The operation `gitea_call_operation` names, and the arguments to run it with.

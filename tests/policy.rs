@@ -68,6 +68,12 @@ async fn the_default_lists_the_everyday_tools_and_discovery_reaches_the_rest() {
     assert_eq!(schema.json["toolset"], "releases");
     assert_eq!(schema.json["input_schema"]["properties"]["body"]["properties"]["tag_name"]["type"], "string");
     assert_eq!(schema.json["input_schema"]["additionalProperties"], false);
+
+    // A secret pasted into a query is not echoed back.
+    let c = h
+        .call("gitea_search_operations", json!({"query": format!("get repo {}", support::ALICE_TOKEN)}))
+        .await;
+    assert!(!c.text.contains(support::ALICE_TOKEN) && c.text.contains("[REDACTED]"), "{}", c.text);
     h.stop().await;
 }
 
@@ -189,6 +195,16 @@ async fn toolsets_pick_areas_and_unknown_names_stop_the_server() {
     assert!(listed.iter().filter(|n| !n.starts_with("gitea_")).count() == 27 + 13, "{listed:?}");
     h.stop().await;
 
+    // `none`: only the five built-in tools, for the tightest clients; everything stays reachable.
+    let h = Harness::start(Setup::gitea().env("TOOLSETS", "none")).await;
+    assert_eq!(h.tools().await.len(), 5);
+    assert!(
+        !h.call("gitea_call_operation", json!({"operation_id": "getVersion", "arguments": {}}))
+            .await
+            .is_error
+    );
+    h.stop().await;
+
     let o = support::run_with_timeout(
         std::process::Command::new(support::bin())
             .args(["serve", "--url", "http://127.0.0.1:9", "--flavor", "gitea"])
@@ -198,7 +214,7 @@ async fn toolsets_pick_areas_and_unknown_names_stop_the_server() {
     .await;
     assert_eq!(o.status.and_then(|s| s.code()), Some(2), "{}", o.stderr);
     assert!(
-        o.stderr.contains("unknown toolset \"bogus\"") && o.stderr.contains("known: all, core"),
+        o.stderr.contains("unknown toolset \"bogus\"") && o.stderr.contains("known: all, none, core"),
         "{}",
         o.stderr
     );

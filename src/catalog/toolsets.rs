@@ -177,13 +177,17 @@ impl Default for Selection {
 }
 
 impl Selection {
-    /// Parse a comma-separated list (`all`, `core`, area names; case and spaces ignored).
-    /// An unknown name is an error that lists the known ones.
+    /// Parse a comma-separated list (`all`, `core`, area names, or `none` for only the
+    /// built-in tools; case and spaces ignored). An unknown name is an error that lists the
+    /// known ones.
     pub fn parse(list: &str) -> Result<Selection, String> {
         let mut chosen = BTreeSet::new();
         for word in list.split(',').map(|w| w.trim().to_ascii_lowercase()).filter(|w| !w.is_empty()) {
             if word == "all" {
                 return Ok(Selection::All);
+            }
+            if word == "none" {
+                continue;
             }
             match names().find(|n| *n == word) {
                 Some(n) => {
@@ -191,7 +195,7 @@ impl Selection {
                 }
                 None => {
                     return Err(format!(
-                        "unknown toolset {word:?}; known: all, {}",
+                        "unknown toolset {word:?}; known: all, none, {}",
                         names().collect::<Vec<_>>().join(", ")
                     ));
                 }
@@ -339,6 +343,7 @@ mod tests {
             Selection::Only(BTreeSet::from(["issues", "pulls"]))
         );
         assert_eq!(Selection::parse("").unwrap(), Selection::Only(BTreeSet::new()));
+        assert_eq!(Selection::parse("none").unwrap(), Selection::Only(BTreeSet::new()));
         let e = Selection::parse("issues,bogus").unwrap_err();
         assert!(e.contains("\"bogus\"") && e.contains("core") && e.contains("actions"), "{e}");
         let s = Selection::default();
