@@ -8,6 +8,8 @@
 //!   spec); by default 487 for Gitea 1.27 and 511 for Forgejo 16 (the embedded specs' operations
 //!   and the five built-in tools).
 //! * `AEGIS_E2E_SPEC`: a Swagger file passed to the server as `GITEA_SPEC`.
+//! * `AEGIS_E2E_TOKEN_2`: a token of a second user; the HTTP identity test (each request runs
+//!   as its own caller, on both transports) is skipped without it.
 //!
 //! The server is always started with `--flavor auto`; the flavor is read back from the forge
 //! with `getVersion` (Forgejo reports `X.Y.Z+gitea-A.B.C`).
@@ -377,6 +379,68 @@ async fn e2e_read_only_refuses_writes_on_every_path() {
     let c = s.call("repoGet", json!({"owner": login, "repo": name})).await;
     fails(&c, "not_found", Some(404));
     let _ = s.client.cancel().await;
+}
+
+/// Over HTTP each request runs under its own token: the server's global token (no header),
+/// a second user's (`token` and `Bearer`), a refused one — interleaved and concurrent, on
+/// both transports. Needs `AEGIS_E2E_TOKEN_2`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_http_each_request_runs_as_its_caller() {
+    let Some(t) = target("e2e_http_each_request_runs_as_its_caller") else {
+        return;
+    };
+    let Some(second) = env_var("AEGIS_E2E_TOKEN_2") else {
+        eprintln!(
+            "e2e_http_each_request_runs_as_its_caller: skipped: set AEGIS_E2E_TOKEN_2 to a second user's token"
+        );
+        return;
+    };
+    preflight(&t);
+    let mut env = vec![("GITEA_TOKEN", t.token.as_str()), ("GITEA_FLAVOR", "auto")];
+    let spec = env_var("AEGIS_E2E_SPEC");
+    if let Some(s) = &spec {
+        env.push(("GITEA_SPEC", s));
+    }
+    for transport in ["http", "sse"] {
+        let server = support::http::HttpServer::spawn(&t.url, transport, &env).await;
+        let c = support::http::McpClient::connect(&server, None).await.expect("connect");
+        let login = |called: &Called| {
+            let data = support::assert_envelope(called);
+            assert_eq!(called.json["identity"]["login"], data["login"], "{transport}: {}", called.text);
+            data["login"].as_str().unwrap().to_owned()
+        };
+        let first = login(&c.call_ok("userGetCurrent", json!({}), None).await);
+        let as_token = format!("token {second}");
+        let as_bearer = format!("Bearer {second}");
+        let other = login(&c.call_ok("userGetCurrent", json!({}), Some(&as_token)).await);
+        assert_ne!(first, other, "{transport}: AEGIS_E2E_TOKEN_2 must belong to another user");
+        assert_eq!(login(&c.call_ok("userGetCurrent", json!({}), Some(&as_bearer)).await), other);
+        let refused = c.call_ok("userGetCurrent", json!({}), Some("token aegis-e2e-not-a-token-000")).await;
+        assert_eq!(refused.kind(), "unauthorized", "{transport}: {}", refused.text);
+        assert!(!refused.text.contains("aegis-e2e-not-a-token-000"));
+        // Discovery runs as the caller too.
+        let via = c
+            .call_ok(
+                "gitea_call_operation",
+                json!({"operation_id": "userGetCurrent", "arguments": {}}),
+                Some(&as_token),
+            )
+            .await;
+        assert_eq!(login(&via), other, "{transport}");
+        // Interleaved and concurrent: every answer is its caller's.
+        let calls = (0..24).map(|i| {
+            let auth = if i % 2 == 0 { None } else { Some(as_token.clone()) };
+            let c = &c;
+            async move {
+                let got = c.call_ok("userGetCurrent", json!({}), auth.as_deref()).await;
+                (auth.is_some(), got)
+            }
+        });
+        for (is_second, got) in futures::future::join_all(calls).await {
+            let expected = if is_second { &other } else { &first };
+            assert_eq!(&login(&got), expected, "{transport}: cross-talk");
+        }
+    }
 }
 
 #[tokio::test]

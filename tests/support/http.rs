@@ -65,6 +65,8 @@ impl HttpServer {
         let stderr_path = dir.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut cmd = tokio::process::Command::new(bin());
+        // `--flavor gitea` unless the caller chose with GITEA_FLAVOR (e.g. `auto` for a real forge).
+        let flavor = env.iter().find(|(k, _)| *k == "GITEA_FLAVOR").map_or("gitea", |(_, v)| *v);
         cmd.args([
             "serve",
             "--transport",
@@ -74,7 +76,7 @@ impl HttpServer {
             "--url",
             forge_url,
             "--flavor",
-            "gitea",
+            flavor,
         ]);
         cmd.env_clear();
         cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
