@@ -211,11 +211,6 @@ impl Selection {
             Selection::Only(set) => set.contains(area) || (core && set.contains(CORE)),
         }
     }
-
-    /// Both selections at once (a request's header narrows the server's choice).
-    pub fn includes_both(&self, other: &Selection, area: &str, core: bool) -> bool {
-        self.includes(area, core) && other.includes(area, core)
-    }
 }
 
 /// The toolsets as a Markdown table: name, operations per catalog (one column each, named
