@@ -443,6 +443,92 @@ async fn e2e_http_each_request_runs_as_its_caller() {
     }
 }
 
+/// Every GET operation of the spec once, against a scratch repository with a file, an issue
+/// and a release, with `READ_ONLY` on (nothing can be written whatever the arguments). The
+/// forge may well refuse many of them (no such organization, runner, key…), but no answer may
+/// be one we fail to understand: no `unexpected_status`, no `invalid_arguments` (our own
+/// schemas accept these arguments), no lost connection — and the server keeps serving.
+#[tokio::test]
+async fn e2e_every_read_operation_gets_an_understood_answer() {
+    let Some(t) = target("e2e_every_read_operation_gets_an_understood_answer") else {
+        return;
+    };
+    // Set up with a writing server, sweep with a read-only one.
+    let writer = spawn(&t).await;
+    let owner = whoami(&writer).await;
+    let repo = Repo { s: &writer, owner: owner.clone(), name: format!("aegis-e2e-sweep-{}", suffix()) };
+    let mut guard =
+        RepoGuard { target: t.clone(), owner: owner.clone(), name: repo.name.clone(), armed: false };
+    let c = create_repo(&repo).await;
+    guard.armed = c.kind() != "conflict";
+    ok(&c, 201);
+    let body = json!({"content": B64.encode(FILE_TEXT), "message": "add"});
+    ok(&repo.call("repoCreateFile", json!({"filepath": "sweep.md", "body": body})).await, 201);
+    ok(&repo.call("issueCreateIssue", json!({"body": {"title": "sweep"}})).await, 201);
+    ok(
+        &repo
+            .call("repoCreateRelease", json!({"body": {"tag_name": "v1", "target_commitish": "main"}}))
+            .await,
+        201,
+    );
+
+    let reader = spawn_with(&t, &[("READ_ONLY", "true"), ("TOOLSETS", "all")]).await;
+    let tools = reader.client.list_all_tools().await.expect("tools/list");
+    let value = |name: &str, schema: &Value| -> Value {
+        if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+            return first.clone();
+        }
+        let text = match name {
+            "owner" | "username" | "user" | "collaborator" | "assignee" | "target" => owner.as_str(),
+            "repo" => repo.name.as_str(),
+            "filepath" | "path" => "README.md",
+            "ref" | "branch" | "base" | "head" | "sha" => "main",
+            "tag" => "v1",
+            "basehead" => "main...main",
+            "archive" => "main.zip",
+            "diffType" => "diff",
+            "pageName" => "Home",
+            "body" => r#"{"files":["README.md"]}"#,
+            _ => "x1",
+        };
+        match schema.get("type").and_then(Value::as_str) {
+            Some("integer") | Some("number") => json!(1),
+            Some("boolean") => json!(true),
+            Some("array") => json!([]),
+            _ => json!(text),
+        }
+    };
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    let mut bad = Vec::new();
+    for tool in tools.iter().filter(|t| !t.name.starts_with("gitea_")) {
+        let schema = Value::Object((*tool.input_schema).clone());
+        let mut args = serde_json::Map::new();
+        for r in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            args.insert(r.to_owned(), value(r, &schema["properties"][r]));
+        }
+        let c = reader.call(&tool.name, Value::Object(args)).await;
+        let kind = if c.is_error { c.kind().to_owned() } else { "ok".to_owned() };
+        if c.is_error && c.json["error"]["message"].as_str().is_none_or(str::is_empty) {
+            bad.push(format!("{}: an error without a message: {}", tool.name, c.text));
+        }
+        if ["unexpected_status", "invalid_arguments", "connection_failed", "timeout", "denied"]
+            .contains(&kind.as_str())
+        {
+            bad.push(format!("{}: {kind}: {}", tool.name, c.text));
+        }
+        *kinds.entry(kind).or_default() += 1;
+    }
+    eprintln!("e2e sweep of {} read operations: {kinds:?}", tools.len() - 5);
+    assert!(bad.is_empty(), "answers we did not understand:\n{}", bad.join("\n"));
+    assert!(kinds.get("ok").copied().unwrap_or(0) * 3 > tools.len(), "too few successes: {kinds:?}");
+    // Still serving after all of that.
+    assert_eq!(whoami(&reader).await, owner);
+    let _ = reader.client.cancel().await;
+    delete_repo(&repo).await;
+    guard.armed = false;
+    let _ = writer.client.cancel().await;
+}
+
 #[tokio::test]
 async fn e2e_whoami_reports_the_token_identity() {
     let Some(t) = target("e2e_whoami_reports_the_token_identity") else {
