@@ -471,8 +471,11 @@ impl ToolDef {
     }
 }
 
+/// The display name: the first sentence of the summary (some summaries run on: "Edit an
+/// issue. If using deadline only the date will be taken into account, …").
 fn title_of(op: &Operation, meaning: Option<&str>) -> String {
-    let s = meaning.and_then(|m| m.split(". ").next()).unwrap_or(&op.summary).trim().trim_end_matches('.');
+    let s = schema::first_sentence(meaning.unwrap_or(&op.summary));
+    let s = s.trim().trim_end_matches('.');
     if s.is_empty() { op.id.clone() } else { s.to_owned() }
 }
 

@@ -14,34 +14,49 @@ use super::operation::ToolDef;
 
 /// Words that carry no meaning in a query.
 const STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "of", "for", "to", "in", "on", "at", "by", "with", "from", "and", "or", "my", "me",
-    "i", "all", "some", "any", "its", "it", "this", "that", "is", "are", "be", "how", "do", "does", "can",
-    "what", "which", "into", "as", "s", "am",
+    "a", "an", "the", "of", "for", "to", "in", "on", "at", "by", "with", "from", "and", "or", "me", "i",
+    "all", "some", "any", "its", "it", "this", "that", "is", "are", "be", "how", "do", "does", "can", "what",
+    "which", "into", "as", "s", "am",
 ];
 
-/// Query words that stand for several words of the API (after stemming).
-const REPLACEMENTS: &[(&str, &[&str])] =
-    &[("pr", &["pull", "request"]), ("mr", &["pull", "request"]), ("who", &["current", "user"])];
+/// Query words that stand for several words of the API. The tables are written in plain
+/// words; both sides are stemmed when they are used.
+const REPLACEMENTS: &[(&str, &[&str])] = &[
+    ("pr", &["pull", "request"]),
+    ("mr", &["pull", "request"]),
+    ("who", &["current", "user"]),
+    ("whoami", &["current", "user"]),
+    ("approve", &["create", "review"]),
+];
 
-/// Query words that also mean other words of the API (after stemming).
+/// Query words that only hint: they add to an operation that matches them, but an operation
+/// that does not is not counted as missing a word ("list my repos" still finds a list of
+/// repositories, and prefers the current user's).
+const HINTS: &[(&str, &[&str])] = &[("my", &["current"]), ("mine", &["current"])];
+
+/// Query words that also mean other words of the API.
 const SYNONYMS: &[(&str, &[&str])] = &[
+    ("close", &["edit"]),
+    ("reopen", &["edit"]),
+    ("assign", &["assignees"]),
+    ("protect", &["protection"]),
     ("workflow", &["action"]),
     ("action", &["workflow"]),
     ("ci", &["action", "workflow"]),
-    ("pipelin", &["action", "workflow"]),
-    ("fil", &["content"]),
-    ("content", &["fil"]),
-    ("remov", &["delet"]),
-    ("delet", &["remov"]),
+    ("pipeline", &["action", "workflow"]),
+    ("file", &["content"]),
+    ("content", &["file"]),
+    ("remove", &["delete"]),
+    ("delete", &["remove"]),
     ("show", &["get"]),
     ("fetch", &["get"]),
     ("read", &["get"]),
-    ("add", &["creat"]),
-    ("new", &["creat"]),
-    ("creat", &["add"]),
-    ("edit", &["updat"]),
-    ("updat", &["edit"]),
-    ("chang", &["edit", "updat"]),
+    ("add", &["create"]),
+    ("new", &["create"]),
+    ("create", &["add"]),
+    ("edit", &["update"]),
+    ("update", &["edit"]),
+    ("change", &["edit", "update"]),
     ("repo", &["repository"]),
     ("repository", &["repo"]),
     ("org", &["organization"]),
@@ -49,6 +64,16 @@ const SYNONYMS: &[(&str, &[&str])] = &[
     ("find", &["search"]),
     ("search", &["list"]),
 ];
+
+/// The row of `table` whose (stemmed) word is `w`, with its words stemmed.
+fn lookup(table: &[(&str, &[&str])], w: &str) -> Option<Vec<String>> {
+    table.iter().find(|(k, _)| stemmed(k) == w).map(|(_, more)| more.iter().map(|m| stemmed(m)).collect())
+}
+
+/// One word as the index holds it.
+fn stemmed(word: &str) -> String {
+    stem(&word.to_ascii_lowercase())
+}
 
 /// How much a match in each field counts.
 const ID_WEIGHT: f64 = 1.0;
@@ -121,7 +146,8 @@ impl Index {
     /// best first, at most `limit`.
     pub fn search(&self, query: &str, limit: usize, allowed: impl Fn(usize) -> bool) -> Vec<Hit> {
         let terms = query_terms(query);
-        if terms.is_empty() {
+        let needed = terms.iter().filter(|t| !t.hint).count();
+        if needed == 0 {
             return Vec::new();
         }
         let n = self.docs.len().max(1) as f64;
@@ -138,8 +164,9 @@ impl Index {
                 let mut score = 0.0;
                 let mut matched = 0usize;
                 let mut used: HashSet<&str> = HashSet::new();
-                for alternatives in &terms {
-                    let best = alternatives
+                for term in &terms {
+                    let best = term
+                        .alternatives
                         .iter()
                         .enumerate()
                         .filter_map(|(k, w)| {
@@ -151,7 +178,7 @@ impl Index {
                         .max_by(|a, b| a.0.total_cmp(&b.0));
                     if let Some((s, w)) = best {
                         score += s;
-                        matched += 1;
+                        matched += usize::from(!term.hint);
                         used.insert(w);
                     }
                 }
@@ -159,7 +186,7 @@ impl Index {
                     return None;
                 }
                 // Prefer documents that match every word, and few words beyond the query.
-                let coverage = matched as f64 / terms.len() as f64;
+                let coverage = matched as f64 / needed as f64;
                 let extra_id = d.id.iter().filter(|w| !used.contains(w.as_str())).count() as f64;
                 let extra_summary = d.summary.iter().filter(|w| !used.contains(w.as_str())).count() as f64;
                 let mut s = score * coverage * coverage / (1.0 + 0.12 * extra_id + 0.04 * extra_summary);
@@ -198,24 +225,33 @@ impl Doc {
     }
 }
 
-/// The query's words, each with its synonyms (the word itself first), stop words dropped.
-fn query_terms(query: &str) -> Vec<Vec<String>> {
+/// One word of a query: the word and its synonyms (the word itself first); a hint does not
+/// count as missing when an operation lacks it.
+#[derive(Debug)]
+struct Term {
+    alternatives: Vec<String>,
+    hint: bool,
+}
+
+/// The query's words, stop words dropped, replacements and hints applied.
+fn query_terms(query: &str) -> Vec<Term> {
     let mut seen = HashSet::new();
-    words(query)
-        .into_iter()
-        .flat_map(|w| match REPLACEMENTS.iter().find(|(k, _)| *k == w) {
-            Some((_, more)) => more.iter().map(|m| m.to_string()).collect(),
-            None => vec![w],
-        })
-        .filter(|w| seen.insert(w.clone()))
-        .map(|w| {
-            let mut alternatives = vec![w.clone()];
-            if let Some((_, more)) = SYNONYMS.iter().find(|(k, _)| *k == w) {
-                alternatives.extend(more.iter().map(|m| m.to_string()).filter(|m| *m != w));
+    let mut terms = Vec::new();
+    for w in words(query) {
+        if let Some(hinted) = lookup(HINTS, &w) {
+            terms.push(Term { alternatives: hinted, hint: true });
+            continue;
+        }
+        for w in lookup(REPLACEMENTS, &w).unwrap_or_else(|| vec![w]) {
+            if !seen.insert(w.clone()) {
+                continue;
             }
-            alternatives
-        })
-        .collect()
+            let mut alternatives = vec![w.clone()];
+            alternatives.extend(lookup(SYNONYMS, &w).into_iter().flatten().filter(|m| *m != w));
+            terms.push(Term { alternatives, hint: false });
+        }
+    }
+    terms
 }
 
 /// Split camelCase, snake_case, paths and prose into stemmed lower-case words.
@@ -288,12 +324,19 @@ mod tests {
         assert_eq!(words("ListActionRuns"), ["list", "action", "run"]);
     }
 
+    /// A word a table row stands for must be one the API uses, or it can never match.
     #[test]
-    fn synonyms_are_stemmed_words() {
-        for (k, more) in SYNONYMS.iter().chain(REPLACEMENTS) {
-            assert_eq!(words(k), [k.to_string()], "{k} is not a stemmed word");
+    fn table_words_occur_in_the_api() {
+        let c = crate::catalog::Catalog::build(
+            crate::catalog::Flavor::Gitea.embedded_spec(),
+            crate::catalog::Flavor::Gitea,
+            None,
+        )
+        .unwrap();
+        for (k, more) in SYNONYMS.iter().chain(REPLACEMENTS).chain(HINTS) {
+            assert!(!stemmed(k).is_empty(), "{k}");
             for m in *more {
-                assert_eq!(words(m), [m.to_string()], "{m} is not a stemmed word");
+                assert!(c.index.frequency.contains_key(&stemmed(m)), "{k} → {m}: no operation uses {m:?}");
             }
         }
     }
@@ -318,6 +361,13 @@ mod ranking {
         ("create a webhook", "repoCreateHook", "repoCreateHook"),
         ("add a collaborator", "repoAddCollaborator", "repoAddCollaborator"),
         ("request a review on a PR", "repoCreatePullReviewRequests", "repoCreatePullReviewRequests"),
+        ("close an issue", "issueEditIssue", "issueEditIssue"),
+        ("approve a pull request", "repoCreatePullReview", "repoCreatePullReview"),
+        ("protect a branch", "repoCreateBranchProtection", "repoCreateBranchProtection"),
+        ("list my repos", "userCurrentListRepos", "userCurrentListRepos"),
+        ("list commits", "repoGetAllCommits", "repoGetAllCommits"),
+        ("rerun a failed job", "rerunFailedWorkflowRun", "ListActionRunJobs"),
+        ("star a repository", "userCurrentPutStar", "userCurrentPutStar"),
         ("repoGetPullRequestFiles", "repoGetPullRequestFiles", "repoGetPullRequestFiles"),
         ("create a wiki page", "repoCreateWikiPage", "repoCreateWikiPage"),
         ("list organization members", "orgListMembers", "orgListMembers"),
