@@ -48,7 +48,12 @@ pub async fn run(
     //    The discovery tools answer from the catalog, or name the operation to run.
     let mut tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
     let mut args = args.unwrap_or_default();
-    if let Some(why) = server.refusal(narrowing, tool, &args) {
+    // A raw-tool call's route, resolved once: the policy, the guard and the plan need it.
+    let reached = match tool.target {
+        Target::Raw => server.catalog.reached_by_raw(&args).map(|t| t.as_ref()),
+        _ => None,
+    };
+    if let Some(why) = server.policy.refusal_reaching(narrowing, tool, &args, reached) {
         return Err(CallError::local(ErrorKind::Denied, why));
     }
     match &tool.target {
@@ -69,28 +74,32 @@ pub async fn run(
     //    that cannot be established fails the call; it never falls back to the global one.
     let (credential, identity) = identify(server, caller).await?;
     // The guard of this call knows the caller's token and the secrets its body carries.
-    let operation_id = operation_of(server, tool, &args);
+    // For the raw tool: the operation its route reaches (a raw call to a credential
+    // operation is treated like the operation's tool).
+    let operation_id = tool.operation().or(reached.and_then(ToolDef::operation)).map(|op| op.id.clone());
     let mut call_secrets = secrets::from_body(operation_id.as_deref(), args.get("body"));
     call_secrets.extend(credential.secret().map(|s| s.expose_secret().to_owned()));
     let guard = server.guard.for_call(call_secrets);
     let issues_credentials = credential_ops::issues_credentials(operation_id.as_deref());
-    match execute(server, tool, &args, &credential, identity, &guard, issues_credentials).await {
+    match execute(server, tool, &args, reached, &credential, identity, &guard, issues_credentials).await {
         Ok(text) => Ok(text),
         Err(e) => Err(guard.error(e)),
     }
 }
 
+#[allow(clippy::too_many_arguments)] // the steps' inputs, named; a struct would only rename them
 async fn execute(
     server: &Server,
     tool: &ToolDef,
     args: &Map<String, Value>,
+    reached: Option<&ToolDef>,
     credential: &Credential,
     identity: Identity,
     guard: &CallGuard,
     issues_credentials: bool,
 ) -> Result<String, CallError> {
     // 3.–6. validate, plan, send, decode.
-    let fetched = fetch(server, tool, args, credential, guard).await?;
+    let fetched = fetch(server, tool, args, reached, credential, guard).await?;
     let mut success = fetched.into_success(server, identity);
     // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
     guard.success(&mut success, issues_credentials)
@@ -118,18 +127,20 @@ impl Fetched {
     }
 }
 
-/// Validate, plan, send and decode one call of `tool`.
+/// Validate, plan, send and decode one call of `tool` (`reached`: the operation a raw-tool
+/// call's route reaches).
 async fn fetch(
     server: &Server,
     tool: &ToolDef,
     args: &Map<String, Value>,
+    reached: Option<&ToolDef>,
     credential: &Credential,
     guard: &CallGuard,
 ) -> Result<Fetched, CallError> {
     // 3. valid? against the tool's JSON Schema, before anything is sent.
     args::validate::validate(tool, args)?;
     // 4. plan: encoded path, query, body or multipart.
-    let plan = plan(server, tool, args)?;
+    let plan = plan(server, tool, args, reached)?;
     // 5. send, within timeouts and size limits.
     let received = server.forge.send(&plan, credential).await?;
     // 6. decode: status → error kind, body → data, headers → pagination.
@@ -172,7 +183,7 @@ pub async fn run_reads(
         let mut first: Option<Fetched> = None;
         let mut datas = Vec::with_capacity(reads.len());
         for (tool, read) in tools.into_iter().zip(reads) {
-            let mut got = fetch(server, tool, &read.args, &credential, &guard).await?;
+            let mut got = fetch(server, tool, &read.args, None, &credential, &guard).await?;
             datas.push(std::mem::take(&mut got.data));
             first.get_or_insert(got);
         }
@@ -186,25 +197,15 @@ pub async fn run_reads(
     result.map_err(|e| guard.error(e))
 }
 
-/// The spec operation a call reaches: the tool's own, or for the raw tool the route its
-/// path matches (so a raw call to a credential operation is treated like the tool).
-fn operation_of(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> Option<String> {
-    match &tool.target {
-        Target::Operation(op) => Some(op.id.clone()),
-        Target::Raw => {
-            let method =
-                args.get("method").and_then(Value::as_str).and_then(crate::catalog::Method::parse)?;
-            let path = args.get("path").and_then(Value::as_str)?;
-            server.catalog.match_path(method, path).map(|t| t.name.clone())
-        }
-        _ => None,
-    }
-}
-
-fn plan(server: &Server, tool: &ToolDef, args: &Map<String, Value>) -> Result<CallPlan, CallError> {
+fn plan(
+    server: &Server,
+    tool: &ToolDef,
+    args: &Map<String, Value>,
+    reached: Option<&ToolDef>,
+) -> Result<CallPlan, CallError> {
     match &tool.target {
         Target::Operation(op) => args::plan::for_operation(op, args, server.settings.max_binary_bytes),
-        Target::Raw => args::raw::plan(&server.catalog, args),
+        Target::Raw => args::raw::plan(args, reached.and_then(ToolDef::operation)),
         Target::AttachmentDownload => Ok(args::plan::attachment_download(args)),
         Target::SearchOperations | Target::OperationSchema | Target::CallOperation => {
             unreachable!("discovery tools are answered or resolved before planning")

@@ -59,6 +59,22 @@ impl Policy {
         tool: &ToolDef,
         args: &Map<String, Value>,
     ) -> Option<String> {
+        let reached = match tool.target {
+            Target::Raw => catalog.reached_by_raw(args),
+            _ => None,
+        };
+        self.refusal_reaching(narrowing, tool, args, reached.map(|t| t.as_ref()))
+    }
+
+    /// `refusal` when the caller already knows the operation a raw-tool call reaches (a
+    /// call resolves it once, for the policy, the guard and the plan).
+    pub fn refusal_reaching(
+        &self,
+        narrowing: &Narrowing,
+        tool: &ToolDef,
+        args: &Map<String, Value>,
+        reached: Option<&ToolDef>,
+    ) -> Option<String> {
         if let Some(why) = self.refusal_of_name(narrowing, tool) {
             return Some(why);
         }
@@ -76,9 +92,7 @@ impl Policy {
                         read_only_words(self)
                     ));
                 }
-                let path = args.get("path").and_then(Value::as_str)?;
-                let target = catalog.match_path(Method::parse(method)?, path)?;
-                self.refusal_of_name(narrowing, target).map(|why| format!("{why} (reached through {name})"))
+                self.refusal_of_name(narrowing, reached?).map(|why| format!("{why} (reached through {name})"))
             }
             _ => None,
         }

@@ -1,18 +1,19 @@
 //! The raw tool's arguments → `CallPlan`.
 //!
 //! The path is literal text: we refuse what could change its meaning (`%`, `?`, `#`, dot
-//! and empty segments) and encode each segment ourselves. The route it reaches is looked up
-//! in the catalog, so a raw call still gets paging and response-kind handling.
+//! and empty segments) and encode each segment ourselves. The operation its route reaches
+//! (looked up once per call, by `call.rs`) gives it paging and response-kind handling.
 
 use serde_json::{Map, Value};
 
 use super::plan::{CallPlan, PageRequest, PlanBody, Root, push_query};
-use crate::catalog::{Catalog, Method, ResponseKind};
+use crate::catalog::{Method, Operation, ResponseKind};
 use crate::error::CallError;
 use crate::executor::path::encode_segment;
 
-/// Build the plan of a raw call. `args` passed the raw tool's schema already.
-pub fn plan(catalog: &Catalog, args: &Map<String, Value>) -> Result<CallPlan, CallError> {
+/// Build the plan of a raw call. `args` passed the raw tool's schema already; `reached` is
+/// the spec operation its method and path reach (`Catalog::reached_by_raw`), if any.
+pub fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<CallPlan, CallError> {
     let method = args.get("method").and_then(Value::as_str).and_then(Method::parse).ok_or_else(|| {
         CallError::invalid_argument("/method", "`method` must be GET, POST, PUT, PATCH or DELETE")
     })?;
@@ -36,7 +37,7 @@ pub fn plan(catalog: &Catalog, args: &Map<String, Value>) -> Result<CallPlan, Ca
         }
         Some(v) => PlanBody::Json(v.clone()),
     };
-    let op = catalog.match_path(method, raw_path).and_then(|t| t.operation());
+    let op = reached;
     let page = op.and_then(|op| op.paging.as_ref()).map(|pg| {
         let num = |name: &str| query.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.parse::<u64>().ok());
         PageRequest {
@@ -90,12 +91,13 @@ fn check_path(p: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Flavor;
+    use crate::catalog::{Catalog, Flavor};
     use serde_json::json;
 
     fn raw(args: Value) -> Result<CallPlan, String> {
         let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
-        plan(&c, args.as_object().unwrap()).map_err(|e| e.to_string())
+        let args = args.as_object().unwrap();
+        plan(args, c.reached_by_raw(args).and_then(|t| t.operation())).map_err(|e| e.to_string())
     }
 
     #[test]

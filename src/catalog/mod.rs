@@ -180,6 +180,13 @@ impl Catalog {
             .collect()
     }
 
+    /// The spec operation a raw-tool call (`method`, `path` arguments) reaches, if any.
+    pub fn reached_by_raw(&self, args: &serde_json::Map<String, serde_json::Value>) -> Option<&Arc<ToolDef>> {
+        let method = args.get("method").and_then(serde_json::Value::as_str).and_then(Method::parse)?;
+        let path = args.get("path").and_then(serde_json::Value::as_str)?;
+        self.match_path(method, path)
+    }
+
     /// The spec operation a method and a literal path (relative to `/api/v1`, `/`-separated,
     /// not encoded) would reach, if any. Used by the raw tool to know about paging and
     /// response kinds.
