@@ -275,12 +275,8 @@ async fn tools_list_sizes() {
                 })
                 .collect();
             let s = stats(&samples);
-            let top = server
-                .catalog
-                .search(query, 1, |_| true)
-                .first()
-                .map(|(t, _)| t.name.clone())
-                .unwrap_or_default();
+            let top =
+                server.catalog.search(query, 1, |_| true).first().map(|t| t.name.clone()).unwrap_or_default();
             println!(
                 "  {name:<8} search {query:<24} median {:>6.1} us  p99 {:>6.1} us  (best: {top})",
                 s.median.as_secs_f64() * 1e6,

@@ -25,6 +25,17 @@ pub enum Caller {
     Token(SecretString),
 }
 
+impl Caller {
+    /// The caller's own token, as text for the guard (none for the global identity, whose
+    /// token the guard always knows).
+    fn secret(&self) -> Option<String> {
+        match self {
+            Caller::Global => None,
+            Caller::Token(t) => Some(t.expose_secret().to_owned()),
+        }
+    }
+}
+
 impl std::fmt::Debug for Caller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -58,12 +69,27 @@ pub async fn run(
     }
     match &tool.target {
         Target::SearchOperations | Target::OperationSchema => {
-            args::validate::validate(tool, &args)?;
-            return discovery::answer(server, narrowing, tool, &args);
+            // No forge request, but the same guard on what goes back (the caller's token too).
+            let guard = server.guard.for_call(caller.secret().into_iter().collect());
+            let answer = args::validate::validate(tool, &args)
+                .and_then(|()| discovery::answer(server, narrowing, tool, &args));
+            return answer.map_err(|e| guard.error(e));
         }
         Target::CallOperation => {
-            args::validate::validate(tool, &args)?;
-            (tool, args) = discovery::target(server, &args)?;
+            // The operation's arguments move out (an upload's base64 is not copied); the rest
+            // is checked against the call tool's own schema.
+            let guard = server.guard.for_call(caller.secret().into_iter().collect());
+            let arguments = match args.remove("arguments") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(m)) => m,
+                Some(_) => {
+                    return Err(CallError::invalid_argument("/arguments", "`arguments` must be an object"));
+                }
+            };
+            let target = args::validate::validate(tool, &args)
+                .and_then(|()| discovery::target(server, narrowing, &args))
+                .map_err(|e| guard.error(e))?;
+            (tool, args) = (target, arguments);
             if let Some(why) = server.refusal(narrowing, tool, &args) {
                 return Err(CallError::local(ErrorKind::Denied, why));
             }

@@ -153,8 +153,8 @@ pub struct CommonArgs {
     /// Offer and allow only operations that read (GET); the raw tool accepts only GET.
     #[arg(long, env = "READ_ONLY", global = true)]
     pub read_only: bool,
-    /// Comma-separated tool names: when set, only these are offered and callable
-    /// (DISABLED_TOOLS still removes from them).
+    /// Comma-separated tool names: when set, only these are offered and callable, besides
+    /// the three discovery tools, which then reach only these (DISABLED_TOOLS still removes).
     #[arg(long, env = "ENABLED_TOOLS", value_delimiter = ',', global = true)]
     pub enabled_tools: Vec<String>,
     /// Comma-separated tool names that are neither offered nor callable.

@@ -1,8 +1,10 @@
 //! What the discovery tools answer (their definitions are in `catalog/discovery_tools.rs`).
 //!
 //! Search and schema answers come from the catalog alone — no forge request, no identity —
-//! as a plain JSON object, redacted of the configured secrets (the query is echoed). A call names another operation; `call.rs` then runs that
-//! operation's tool through the whole pipeline, so nothing here sends anything.
+//! as a plain JSON object holding nothing the client sent (no secret pasted into a query can
+//! come back). A call names another operation; `call.rs` then runs that operation's tool
+//! through the whole pipeline, so nothing here sends anything. Errors go through the call's
+//! guard in `call.rs`.
 
 use std::sync::Arc;
 
@@ -23,7 +25,7 @@ pub fn answer(
     let value = match tool.target {
         Target::SearchOperations => search(server, narrowing, args),
         Target::OperationSchema => {
-            let target = operation(server, args)?;
+            let target = operation(server, narrowing, args)?;
             if let Some(why) = server.refusal(narrowing, target, &Map::new()) {
                 return Err(CallError::local(ErrorKind::Denied, why));
             }
@@ -31,34 +33,40 @@ pub fn answer(
         }
         _ => unreachable!("only the search and schema tools are answered here"),
     };
-    // The answer echoes the query: a secret pasted into it must not come back.
-    Ok(server.guard.redactor().redact_str(&value.to_string()))
+    Ok(value.to_string())
 }
 
-/// The operation `gitea_call_operation` names, and the arguments to run it with.
+/// The operation `gitea_call_operation` names (`args` without its `arguments`, which the
+/// caller has taken out to run the operation with).
 pub fn target<'a>(
     server: &'a Server,
+    narrowing: &Narrowing,
     args: &Map<String, Value>,
-) -> Result<(&'a Arc<ToolDef>, Map<String, Value>), CallError> {
-    let tool = operation(server, args)?;
-    let arguments = args.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
-    Ok((tool, arguments))
+) -> Result<&'a Arc<ToolDef>, CallError> {
+    operation(server, narrowing, args)
 }
 
-/// The operation named by `operation_id`; an unknown name suggests the nearest ones.
-fn operation<'a>(server: &'a Server, args: &Map<String, Value>) -> Result<&'a Arc<ToolDef>, CallError> {
+/// The operation named by `operation_id`; an unknown name suggests the nearest allowed ones.
+/// The name is quoted as given, unescaped, so that the guard's redaction still sees any
+/// secret in it.
+fn operation<'a>(
+    server: &'a Server,
+    narrowing: &Narrowing,
+    args: &Map<String, Value>,
+) -> Result<&'a Arc<ToolDef>, CallError> {
     let id = args.get("operation_id").and_then(Value::as_str).unwrap_or("");
     match server.catalog.get(id) {
         Some(t) if t.operation().is_some() => Ok(t),
         _ => {
+            let allowed = |t: &ToolDef| server.refusal(narrowing, t, &Map::new()).is_none();
             let near: Vec<&str> =
-                server.catalog.search(id, 3, |_| true).into_iter().map(|(t, _)| t.name.as_str()).collect();
+                server.catalog.search(id, 3, allowed).into_iter().map(|t| t.name.as_str()).collect();
             let hint =
                 if near.is_empty() { String::new() } else { format!(" Did you mean: {}?", near.join(", ")) };
             Err(CallError::local(
                 ErrorKind::InvalidArguments,
                 format!(
-                    "{id:?} is not an operation of this {} API.{hint} Find operations with {}.",
+                    "\"{id}\" is not an operation of this {} API.{hint} Find operations with {}.",
                     server.catalog.flavor.display_name(),
                     discovery_tools::SEARCH
                 ),
@@ -69,13 +77,18 @@ fn operation<'a>(server: &'a Server, args: &Map<String, Value>) -> Result<&'a Ar
 
 fn search(server: &Server, narrowing: &Narrowing, args: &Map<String, Value>) -> Value {
     let query = args.get("query").and_then(Value::as_str).unwrap_or("");
-    let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(8).min(discovery_tools::MAX_RESULTS);
+    // `2.0` is an integer to JSON Schema: take it as 2.
+    let limit = args
+        .get("limit")
+        .and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)))
+        .unwrap_or(8)
+        .clamp(1, discovery_tools::MAX_RESULTS);
     // Operations the policy refuses are not found: read-only hides every write.
     let hits =
         server.catalog.search(query, limit as usize, |t| server.refusal(narrowing, t, &Map::new()).is_none());
     let results: Vec<Value> = hits
         .into_iter()
-        .map(|(t, _)| {
+        .map(|t| {
             let op = t.operation().expect("search finds operations");
             json!({
                 "operation_id": t.name,
@@ -92,7 +105,7 @@ fn search(server: &Server, narrowing: &Narrowing, args: &Map<String, Value>) -> 
     } else {
         "Run one with gitea_call_operation {operation_id, arguments}, or directly when listed is true; its arguments are in gitea_get_operation_schema."
     };
-    json!({"query": query, "results": results, "hint": hint})
+    json!({"results": results, "hint": hint})
 }
 
 fn schema(server: &Server, narrowing: &Narrowing, t: &ToolDef) -> Value {

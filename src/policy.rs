@@ -87,10 +87,8 @@ impl Policy {
             Target::Raw => {
                 let method = args.get("method").and_then(Value::as_str).unwrap_or("GET");
                 if read_only && !method.eq_ignore_ascii_case("GET") {
-                    return Some(format!(
-                        "{}: {name} accepts only GET, not {method:?}",
-                        read_only_words(self)
-                    ));
+                    // The method is not echoed: it is client text, not yet checked.
+                    return Some(format!("{}: {name} accepts only GET", read_only_words(self)));
                 }
                 self.refusal_of_name(narrowing, reached?).map(|why| format!("{why} (reached through {name})"))
             }

@@ -1,8 +1,8 @@
 //! MCP resources: a file at a ref, an issue with its comments, a pull request.
 //!
-//! Each template is a row of `TEMPLATES`: its RFC 6570 URI template, and the spec
-//! operations a read runs. `read` parses a concrete URI (percent-decoding each part), then
-//! `call::run_reads` runs the operations under the request's identity, policy and guard,
+//! Each template is a row of `TEMPLATES` (its RFC 6570 URI template, for clients). `parse`
+//! turns a concrete URI (percent-decoding each part) into the spec operations it reads, then
+//! `call::run_reads` runs them under the request's identity, policy and guard,
 //! so a resource is exactly as safe as the tools it stands for, and comes back in the same
 //! envelope.
 
@@ -23,8 +23,6 @@ pub struct Template {
     pub title: &'static str,
     pub uri_template: &'static str,
     pub description: &'static str,
-    /// The operations a read needs (each must be allowed for the read to run).
-    pub operations: &'static [&'static str],
 }
 
 /// The templates, in the order `resources/templates/list` shows them.
@@ -34,21 +32,18 @@ pub const TEMPLATES: &[Template] = &[
         title: "File at a ref",
         uri_template: "gitea://repos/{owner}/{repo}/contents/{+path}{?ref}",
         description: "A file's contents at a branch, tag or commit (default branch without ref). Text as a string, other content as content_base64.",
-        operations: &["repoGetRawFile"],
     },
     Template {
         name: "issue",
         title: "Issue with comments",
         uri_template: "gitea://repos/{owner}/{repo}/issues/{index}",
         description: "An issue and its comments, as {issue, comments}.",
-        operations: &["issueGetIssue", "issueGetComments"],
     },
     Template {
         name: "pull_request",
         title: "Pull request",
         uri_template: "gitea://repos/{owner}/{repo}/pulls/{index}",
         description: "A pull request: title, body, state, head and base, mergeability.",
-        operations: &["repoGetPullRequest"],
     },
 ];
 
@@ -147,7 +142,7 @@ fn decode(s: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
+            let hex = s.get(i + 1..i + 3).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))?;
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
         } else {
@@ -203,6 +198,8 @@ mod tests {
             "gitea://repos/o//issues/1",
             "gitea://repos/o/r/contents/a?token=x",
             "gitea://repos/o/r/contents/%ZZ",
+            "gitea://repos/o/r/contents/%+1",
+            "gitea://repos/o/r/contents/a%2",
             "gitea://repos/o/r/wiki/x",
             "gitea://users/o",
         ] {
@@ -216,13 +213,28 @@ mod tests {
         }
     }
 
+    /// One URI per template: every operation it reads exists in both flavors, and its
+    /// arguments pass that operation's own schema.
     #[test]
-    fn every_template_operation_exists_in_both_flavors() {
+    fn every_template_reads_operations_of_both_flavors_with_valid_arguments() {
+        let samples = [
+            "gitea://repos/o/r/contents/a/b.md?ref=main",
+            "gitea://repos/o/r/issues/1",
+            "gitea://repos/o/r/pulls/2",
+        ];
+        assert_eq!(samples.len(), TEMPLATES.len());
         for flavor in [Flavor::Gitea, Flavor::Forgejo] {
             let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
-            for t in TEMPLATES {
-                for op in t.operations {
-                    assert!(c.get(op).is_some_and(|x| x.operation().is_some()), "{flavor:?} lacks {op}");
+            for uri in samples {
+                for read in parse(uri).unwrap().0 {
+                    let tool = c
+                        .get(read.operation)
+                        .unwrap_or_else(|| panic!("{flavor:?} lacks {}", read.operation));
+                    assert!(
+                        crate::args::validate::validate(tool, &read.args).is_ok(),
+                        "{uri}: {}",
+                        read.operation
+                    );
                 }
             }
         }

@@ -69,11 +69,29 @@ async fn the_default_lists_the_everyday_tools_and_discovery_reaches_the_rest() {
     assert_eq!(schema.json["input_schema"]["properties"]["body"]["properties"]["tag_name"]["type"], "string");
     assert_eq!(schema.json["input_schema"]["additionalProperties"], false);
 
-    // A secret pasted into a query is not echoed back.
-    let c = h
-        .call("gitea_search_operations", json!({"query": format!("get repo {}", support::ALICE_TOKEN)}))
-        .await;
-    assert!(!c.text.contains(support::ALICE_TOKEN) && c.text.contains("[REDACTED]"), "{}", c.text);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn discovery_never_echoes_a_secret_given_to_it() {
+    // A configured secret with a quote and a backslash: escaping must not hide it from redaction.
+    let secret = r#"ab"cd\XYZ1"#;
+    let h = Harness::start(Setup::gitea().env("EXTRA_SECRETS", secret)).await;
+    for (tool, args) in [
+        ("gitea_search_operations", json!({"query": format!("get repo {}", support::ALICE_TOKEN)})),
+        ("gitea_search_operations", json!({"query": secret})),
+        ("gitea_get_operation_schema", json!({"operation_id": secret})),
+        ("gitea_call_operation", json!({"operation_id": secret, "arguments": {}})),
+        ("gitea_call_operation", json!({"operation_id": support::ALICE_TOKEN})),
+    ] {
+        let c = h.call(tool, args).await;
+        for s in [secret, "XYZ1", support::ALICE_TOKEN] {
+            assert!(!c.text.contains(s), "{tool} echoed {s:?}: {}", c.text);
+        }
+    }
+    let c = h.call("gitea_call_operation", json!({"operation_id": "repoGet", "arguments": "owner=o"})).await;
+    assert_eq!(c.kind(), "invalid_arguments");
+    assert_eq!(c.json["error"]["path"], "/arguments");
     h.stop().await;
 }
 

@@ -172,11 +172,11 @@ impl Catalog {
         query: &str,
         limit: usize,
         allowed: impl Fn(&ToolDef) -> bool,
-    ) -> Vec<(&Arc<ToolDef>, f64)> {
+    ) -> Vec<&Arc<ToolDef>> {
         self.index
             .search(query, limit, |i| allowed(&self.tools[i]))
             .into_iter()
-            .map(|h| (&self.tools[h.position], h.score))
+            .map(|h| &self.tools[h.position])
             .collect()
     }
 

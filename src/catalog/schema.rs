@@ -240,15 +240,22 @@ const COMMON_ARGUMENTS: &[(&str, &str)] = &[
 ];
 
 /// The schema `tools/list` shows: the validation schema with every `description` cut to
-/// its first sentence, descriptions that only name a Go type ("CreateFileOptions options
-/// for creating a file") dropped, and the common arguments described alike. Nothing that
-/// constrains a value changes.
+/// its first sentence, the Go type docs of objects and enums ("CreateFileOptions options for
+/// creating a file") dropped, and the common arguments described alike. Nothing that constrains a
+/// value changes.
 pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
     fn go(v: &Value) -> Value {
         match v {
             Value::Object(m) => Value::Object(
                 m.iter()
-                    .filter(|(k, x)| !(k.as_str() == "description" && x.as_str().is_some_and(names_a_type)))
+                    .filter(|(k, x)| {
+                        // Only the description of an object or an enum is a copied type doc
+                        // ("ReviewStateType review state type"); a field's ("DefaultBranch of
+                        // the repository") says what the field is.
+                        let typed =
+                            m.get("type").and_then(Value::as_str) == Some("object") || m.contains_key("enum");
+                        !(typed && k.as_str() == "description" && x.as_str().is_some_and(names_a_type))
+                    })
                     .map(|(k, x)| match (k.as_str(), x) {
                         ("description", Value::String(d)) => (k.clone(), Value::String(first_sentence(d))),
                         // Property names are data, not keywords: keep them, lean their schemas.

@@ -384,7 +384,7 @@ mod ranking {
                 let want = if column == 1 { row.1 } else { row.2 };
                 assert!(c.get(want).is_some(), "{want} is not a {flavor:?} operation");
                 let top: Vec<&str> =
-                    c.search(row.0, 3, |_| true).into_iter().map(|(t, _)| t.name.as_str()).collect();
+                    c.search(row.0, 3, |_| true).into_iter().map(|t| t.name.as_str()).collect();
                 if !top.contains(&want) {
                     misses.push(format!("{flavor:?} {:?}: wanted {want}, got {top:?}", row.0));
                 }

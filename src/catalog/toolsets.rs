@@ -182,9 +182,12 @@ impl Selection {
     /// known ones.
     pub fn parse(list: &str) -> Result<Selection, String> {
         let mut chosen = BTreeSet::new();
+        let mut all = false;
+        // Every word is checked, also after `all`: a typo is an error wherever it stands.
         for word in list.split(',').map(|w| w.trim().to_ascii_lowercase()).filter(|w| !w.is_empty()) {
             if word == "all" {
-                return Ok(Selection::All);
+                all = true;
+                continue;
             }
             if word == "none" {
                 continue;
@@ -201,7 +204,7 @@ impl Selection {
                 }
             }
         }
-        Ok(Selection::Only(chosen))
+        Ok(if all { Selection::All } else { Selection::Only(chosen) })
     }
 
     /// Whether an operation in `area`, core or not, is selected.
@@ -339,6 +342,8 @@ mod tests {
         );
         assert_eq!(Selection::parse("").unwrap(), Selection::Only(BTreeSet::new()));
         assert_eq!(Selection::parse("none").unwrap(), Selection::Only(BTreeSet::new()));
+        assert!(Selection::parse("all,bogus").is_err() && Selection::parse("bogus,all").is_err());
+        assert_eq!(Selection::parse("issues, all").unwrap(), Selection::All);
         let e = Selection::parse("issues,bogus").unwrap_err();
         assert!(e.contains("\"bogus\"") && e.contains("core") && e.contains("actions"), "{e}");
         let s = Selection::default();
