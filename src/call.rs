@@ -107,28 +107,16 @@ pub async fn run(
     call_secrets.extend(credential.secret().map(|s| s.expose_secret().to_owned()));
     let guard = server.guard.for_call(call_secrets);
     let issues_credentials = credential_ops::issues_credentials(operation_id.as_deref());
-    match execute(server, tool, &args, reached, &credential, identity, &guard, issues_credentials).await {
-        Ok(text) => Ok(text),
-        Err(e) => Err(guard.error(e)),
+    let result = async {
+        // 3.–6. validate, plan, send, decode.
+        let fetched = fetch(server, tool, &args, reached, &credential, &guard).await?;
+        let mut success = fetched.into_success(server, identity);
+        // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
+        guard.success(&mut success, issues_credentials)
     }
-}
-
-#[allow(clippy::too_many_arguments)] // the steps' inputs, named; a struct would only rename them
-async fn execute(
-    server: &Server,
-    tool: &ToolDef,
-    args: &Map<String, Value>,
-    reached: Option<&ToolDef>,
-    credential: &Credential,
-    identity: Identity,
-    guard: &CallGuard,
-    issues_credentials: bool,
-) -> Result<String, CallError> {
-    // 3.–6. validate, plan, send, decode.
-    let fetched = fetch(server, tool, args, reached, credential, guard).await?;
-    let mut success = fetched.into_success(server, identity);
-    // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
-    guard.success(&mut success, issues_credentials)
+    .await;
+    // Errors pass the same guard.
+    result.map_err(|e| guard.error(e))
 }
 
 /// What one request to the forge brought back, decoded but not yet guarded.
