@@ -309,6 +309,17 @@ impl Settings {
                     .map(|l| SecretString::from(l.to_owned())),
             );
         }
+        let mcp_bearer_token = args.mcp_bearer_token.filter(|t| !t.expose_secret().trim().is_empty());
+        // A bearer token longer than any Authorization header the server accepts could never
+        // be presented; a longer global token is no forge's.
+        let max = crate::identity::header::MAX_TOKEN_BYTES;
+        for (name, secret) in [("GITEA_TOKEN", &token), ("MCP_BEARER_TOKEN", &mcp_bearer_token)] {
+            if secret.as_ref().is_some_and(|t| t.expose_secret().len() > max) {
+                return Err(ConfigError(format!(
+                    "{name} is longer than {max} bytes; check that it holds only the token"
+                )));
+            }
+        }
         Ok(Settings {
             url,
             token,
@@ -316,7 +327,7 @@ impl Settings {
             spec: args.spec,
             transport: args.transport,
             listen: args.listen,
-            mcp_bearer_token: args.mcp_bearer_token.filter(|t| !t.expose_secret().trim().is_empty()),
+            mcp_bearer_token,
             max_binary_bytes: args.max_binary_bytes,
             max_response_bytes: args.max_response_bytes,
             disabled_tools: args
@@ -456,6 +467,17 @@ mod tests {
             Settings::resolve(args(&["--url", "https://g.example", "--token", "s3cr3t-value"]), &|_| None)
                 .unwrap();
         assert!(!format!("{s:?}").contains("s3cr3t-value"));
+    }
+
+    #[test]
+    fn tokens_longer_than_any_header_accepts_are_refused_without_echoing_them() {
+        let long = "A".repeat(crate::identity::header::MAX_TOKEN_BYTES + 1);
+        for flag in ["--token", "--mcp-bearer-token"] {
+            let e = Settings::resolve(args(&["--url", "https://g.example", flag, &long]), &|_| None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("longer than") && !e.contains("AAAA"), "{e}");
+        }
     }
 
     #[test]

@@ -79,12 +79,14 @@ fn scan_patterns(secrets: &[String], mode: DetectionMode) -> Vec<String> {
     out
 }
 
-fn scanner(patterns: &[String], kind: Option<AhoCorasickKind>) -> Option<Arc<AhoCorasick>> {
+/// A case-insensitive scanner for `patterns`; a contiguous NFA, whose construction stays
+/// linear in the patterns (see `redact.rs`).
+fn scanner(patterns: &[String]) -> Option<Arc<AhoCorasick>> {
     (!patterns.is_empty()).then(|| {
         Arc::new(
             AhoCorasickBuilder::new()
                 .ascii_case_insensitive(true)
-                .kind(kind)
+                .kind(Some(AhoCorasickKind::ContiguousNFA))
                 .build(patterns)
                 .expect("literal patterns always build"),
         )
@@ -93,7 +95,7 @@ fn scanner(patterns: &[String], kind: Option<AhoCorasickKind>) -> Option<Arc<Aho
 
 impl Guard {
     pub fn new(secrets: Vec<String>, mode: DetectionMode, bounds: Bounds) -> Guard {
-        let scan = scanner(&scan_patterns(&secrets, mode), None);
+        let scan = scanner(&scan_patterns(&secrets, mode));
         Guard { redactor: Redactor::new(secrets), mode, masker: Arc::new(Masker::new()), bounds, scan }
     }
 
@@ -123,8 +125,7 @@ impl Guard {
             .into_iter()
             .filter(|s| !s.is_empty() && !self.redactor.secrets().contains(s))
             .collect();
-        let extra_scan =
-            scanner(&scan_patterns(&new, DetectionMode::Off), Some(AhoCorasickKind::NoncontiguousNFA));
+        let extra_scan = scanner(&scan_patterns(&new, DetectionMode::Off));
         CallGuard { redactor: self.redactor.with(new), guard: self.clone(), extra_scan }
     }
 }
@@ -350,6 +351,15 @@ mod tests {
         let mut s = success(json!({"a": format!("x{tricky}y"), "b": "call\"secret\\x"}));
         let text = g.success(&mut s, false).unwrap();
         assert_eq!(s.data, json!({"a": "x[REDACTED]y", "b": "[REDACTED]"}), "{text}");
+    }
+
+    #[test]
+    fn scanners_from_secrets_are_nfas() {
+        let long = "A".repeat(1 << 20);
+        let g = Guard::new(vec![long.clone()], DetectionMode::Mask, Bounds { max_items: 1, max_chars: 2000 });
+        assert_eq!(g.scan.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
+        let c = g.for_call(vec!["C".repeat(1 << 16)]);
+        assert_eq!(c.extra_scan.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
     }
 
     #[test]

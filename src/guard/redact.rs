@@ -1,4 +1,10 @@
 //! Exact redaction of known secrets: one multi-pattern automaton, one pass per string.
+//!
+//! Every automaton built from secrets is a contiguous NFA, never a DFA: a DFA's construction
+//! grows with the square of a pattern's length for some inputs (a long run of one
+//! character), and some secrets come from the network (a caller's token), so building must
+//! stay linear in the patterns. Searching with the NFA costs about a third more than with a
+//! DFA, which no result notices.
 
 use std::sync::{Arc, LazyLock};
 
@@ -26,10 +32,10 @@ impl Redactor {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Redactor::build(secrets.into_iter().map(|s| s.as_ref().to_owned()).collect(), None)
+        Redactor::build(secrets.into_iter().map(|s| s.as_ref().to_owned()).collect())
     }
 
-    fn build(mut list: Vec<String>, kind: Option<AhoCorasickKind>) -> Redactor {
+    fn build(mut list: Vec<String>) -> Redactor {
         list.retain(|s| !s.is_empty());
         list.sort();
         list.dedup();
@@ -37,7 +43,7 @@ impl Redactor {
             Arc::new(
                 AhoCorasick::builder()
                     .match_kind(MatchKind::LeftmostLongest)
-                    .kind(kind)
+                    .kind(Some(AhoCorasickKind::ContiguousNFA))
                     .build(&list)
                     .expect("literal patterns always build"),
             )
@@ -46,8 +52,7 @@ impl Redactor {
     }
 
     /// This redactor plus more literals (e.g. a caller's own token or body secrets). Values
-    /// already known are skipped, so the common case (nothing new) builds nothing; otherwise
-    /// the merged automaton is a cheap-to-build NFA, since it serves one call.
+    /// already known are skipped, so the common case (nothing new) builds nothing.
     pub fn with<I, S>(&self, more: I) -> Redactor
     where
         I: IntoIterator<Item = S>,
@@ -61,10 +66,7 @@ impl Redactor {
         if new.is_empty() {
             return self.clone();
         }
-        Redactor::build(
-            self.secrets.iter().cloned().chain(new).collect(),
-            Some(AhoCorasickKind::ContiguousNFA),
-        )
+        Redactor::build(self.secrets.iter().cloned().chain(new).collect())
     }
 
     /// The literals this redactor replaces.
@@ -149,6 +151,15 @@ mod tests {
             v,
             json!({"a": "x [REDACTED] y", "[REDACTED]": [1, "[REDACTED][REDACTED]"], "abc": "abc"})
         );
+    }
+
+    #[test]
+    fn automata_from_secrets_are_nfas_so_a_long_run_of_one_character_builds_in_linear_time() {
+        // A DFA of this pattern takes time quadratic in its length to build (minutes here).
+        let long = "A".repeat(1 << 20);
+        let r = Redactor::new([long.as_str()]).with(["B".repeat(1 << 16)]);
+        assert_eq!(r.automaton.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
+        assert_eq!(r.redact_str(&format!("x{long}y")), "x[REDACTED]y");
     }
 
     #[test]

@@ -9,6 +9,12 @@
 
 use secrecy::SecretString;
 
+/// The longest token accepted, in bytes. Forge access tokens are 40 characters and OAuth
+/// access tokens a few hundred bytes; a longer value is refused before any work is done on
+/// it (every structure built from a token is linear in its length, but a bound keeps even
+/// that small).
+pub const MAX_TOKEN_BYTES: usize = 8192;
+
 /// What the header says.
 #[derive(Debug, Clone)]
 pub enum AuthHeader {
@@ -16,23 +22,35 @@ pub enum AuthHeader {
     Token(SecretString),
     /// Absent, empty, bare or an unknown scheme.
     None,
+    /// A recognised scheme whose value is not text (not UTF-8): a credential that cannot be
+    /// used, which must not count as "no header".
+    NotText,
+    /// A recognised scheme whose value is longer than `MAX_TOKEN_BYTES`.
+    TooLong,
 }
 
-/// Parse one `Authorization` header value.
+/// Parse one `Authorization` header value. Works on bytes: a header value need not be
+/// UTF-8, and a recognised scheme followed by something that is not text is still a
+/// (broken) credential.
 pub fn parse(value: Option<&[u8]>) -> AuthHeader {
-    let Some(text) = value.and_then(|v| std::str::from_utf8(v).ok()) else { return AuthHeader::None };
-    let text = text.trim();
-    let Some((scheme, rest)) = text.split_once([' ', '\t']) else {
+    let Some(value) = value else { return AuthHeader::None };
+    let text = value.trim_ascii();
+    let Some(at) = text.iter().position(|&b| b == b' ' || b == b'\t') else {
         return AuthHeader::None;
     };
-    let token = rest.trim();
-    if token.is_empty() {
+    let (scheme, rest) = (&text[..at], text[at..].trim_ascii());
+    if !(scheme.eq_ignore_ascii_case(b"token") || scheme.eq_ignore_ascii_case(b"bearer")) {
         return AuthHeader::None;
     }
-    if scheme.eq_ignore_ascii_case("token") || scheme.eq_ignore_ascii_case("bearer") {
-        AuthHeader::Token(SecretString::from(token.to_owned()))
-    } else {
-        AuthHeader::None
+    if rest.is_empty() {
+        return AuthHeader::None;
+    }
+    if rest.len() > MAX_TOKEN_BYTES {
+        return AuthHeader::TooLong;
+    }
+    match std::str::from_utf8(rest) {
+        Ok(token) => AuthHeader::Token(SecretString::from(token.to_owned())),
+        Err(_) => AuthHeader::NotText,
     }
 }
 
@@ -52,7 +70,7 @@ mod tests {
     fn token(h: &str) -> Option<String> {
         match parse(Some(h.as_bytes())) {
             AuthHeader::Token(t) => Some(t.expose_secret().to_owned()),
-            AuthHeader::None => None,
+            _ => None,
         }
     }
 
@@ -75,7 +93,26 @@ mod tests {
             assert_eq!(token(h), None, "{h:?}");
         }
         assert!(matches!(parse(None), AuthHeader::None));
+        // A value that is not text but names no scheme is a bare value.
         assert!(matches!(parse(Some(&[0xff, 0x20, 0x41])), AuthHeader::None));
+        assert!(matches!(parse(Some(b"Basic \xff\xfe")), AuthHeader::None));
+    }
+
+    #[test]
+    fn a_recognised_scheme_with_a_value_that_is_not_text_is_not_text() {
+        assert!(matches!(parse(Some(b"token \xff\xfeabc")), AuthHeader::NotText));
+        assert!(matches!(parse(Some(b"BEARER abc\x80")), AuthHeader::NotText));
+    }
+
+    #[test]
+    fn tokens_longer_than_the_bound_are_too_long_whatever_their_bytes() {
+        let ok = format!("token {}", "A".repeat(MAX_TOKEN_BYTES));
+        assert_eq!(token(&ok).map(|t| t.len()), Some(MAX_TOKEN_BYTES));
+        let long = format!("token {}", "A".repeat(MAX_TOKEN_BYTES + 1));
+        assert!(matches!(parse(Some(long.as_bytes())), AuthHeader::TooLong));
+        let mut bytes = b"Bearer ".to_vec();
+        bytes.extend(std::iter::repeat_n(0xffu8, MAX_TOKEN_BYTES + 1));
+        assert!(matches!(parse(Some(&bytes)), AuthHeader::TooLong));
     }
 
     #[test]

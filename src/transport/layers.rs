@@ -148,22 +148,40 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
             }
             _ => RequestIdentity::Token(t),
         },
+        AuthHeader::NotText => {
+            return unauthorized(
+                "the Authorization header's token is not text (UTF-8); send the token exactly as the forge issued it",
+            );
+        }
+        AuthHeader::TooLong => {
+            return refuse(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                -32600,
+                &format!(
+                    "the Authorization header's token is longer than {} bytes; forge access tokens are 40 characters",
+                    auth_header::MAX_TOKEN_BYTES
+                ),
+            );
+        }
         AuthHeader::None if cfg.bearer.is_some() => {
-            let mut r = refuse(
-                StatusCode::UNAUTHORIZED,
-                -32001,
+            return unauthorized(
                 "Unauthorized: send Authorization: Bearer <MCP_BEARER_TOKEN>, or your own forge token as Authorization: token <token>",
             );
-            r.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static(r#"Bearer realm="aegis-gitea-mcp", error="invalid_token""#),
-            );
-            return r;
         }
         AuthHeader::None => RequestIdentity::Global,
     };
     req.extensions_mut().insert(identity);
     next.run(req).await
+}
+
+/// A 401 with the challenge clients expect.
+fn unauthorized(message: &str) -> Response {
+    let mut r = refuse(StatusCode::UNAUTHORIZED, -32001, message);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(r#"Bearer realm="aegis-gitea-mcp", error="invalid_token""#),
+    );
+    r
 }
 
 /// 3. What the request narrows for itself. Each header may appear once.
