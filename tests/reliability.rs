@@ -12,10 +12,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use fake_forge::{FakeForge, Options};
+use fake_forge::{FakeForge, Options, Script, ScriptBody, ScriptedResponse};
 use serde_json::json;
-use support::ALICE_TOKEN;
 use support::http::{ACCEPT_BOTH, HttpServer, http_client, stateless_call, tool_result};
+use support::{ALICE_TOKEN, Harness, Setup};
 
 /// A fake forge knowing alice, with the repository `alice/demo`.
 async fn forge() -> FakeForge {
@@ -143,4 +143,89 @@ async fn tokens_longer_than_any_header_accepts_stop_the_server_at_start() {
     assert!(run.stderr.contains("MCP_BEARER_TOKEN is longer than 8192 bytes"), "{}", run.stderr);
     assert!(!run.stderr.contains("AAAA"), "{}", run.stderr);
     eprintln!("refused at start in {:?}", started.elapsed());
+}
+
+// ---------------------------------------------------------------------------------------
+// Defects found by reading the code (16–20).
+
+fn echo(path: &str, body: serde_json::Value) -> Script {
+    Script::always(None, path, ScriptedResponse::json(200, &body))
+}
+
+/// 16, 18: the char bound holds for shapes it used to exceed (many two-item lists of numbers,
+/// nothing to shorten), and the pointers of what was cut are escaped.
+#[tokio::test]
+async fn the_char_bound_always_holds_and_names_cut_places_by_escaped_pointers() {
+    let h = Harness::start(Setup::gitea().env("MAX_TOOL_RESPONSE_CHARS", "2000")).await;
+    let big = 1.234_567_890_123_456_7e300;
+    let wide: serde_json::Map<String, serde_json::Value> =
+        (0..100).map(|i| (format!("k{i}"), json!([big, big]))).collect();
+    h.forge.script(echo("/api/v1/repos/o/r", serde_json::Value::Object(wide)));
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "r"})).await;
+    assert!(!c.is_error, "{}", c.text);
+    assert!(c.text.chars().count() <= 2000, "{} characters", c.text.chars().count());
+    assert!(c.json["truncated"].is_object(), "{}", c.text);
+
+    let issues: Vec<serde_json::Value> =
+        (0..60).map(|i| json!({"id": i, "title": format!("t{i}")})).collect();
+    h.forge.script(echo("/api/v1/repos/o/r/issues/1", json!({"a/b": issues, "c~d": "x".repeat(3_000)})));
+    let c = h.call("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 1})).await;
+    assert!(!c.is_error, "{}", c.text);
+    let note = c.json["truncated"].to_string();
+    assert!(note.contains("/data/a~1b") && note.contains("/data/c~0d"), "{note}");
+    h.stop().await;
+}
+
+/// 17: an answer over `MAX_RESPONSE_BYTES` names that setting, whatever its media type says.
+#[tokio::test]
+async fn payload_too_large_names_the_setting_that_applied() {
+    let h =
+        Harness::start(Setup::gitea().env("MAX_RESPONSE_BYTES", "3000").env("MAX_BINARY_BYTES", "1000000"))
+            .await;
+    for content_type in [None, Some("application/octet-stream")] {
+        // A log (text) declared as octet-stream, and JSON without a media type.
+        let (path, tool, args) = match content_type {
+            None => ("/api/v1/repos/o/r", "repoGet", json!({"owner": "o", "repo": "r"})),
+            Some(_) => (
+                "/api/v1/repos/o/r/actions/jobs/1/logs",
+                "downloadActionsRunJobLogs",
+                json!({"owner": "o", "repo": "r", "job_id": 1}),
+            ),
+        };
+        let mut resp = ScriptedResponse::status(200).with_body(ScriptBody::Bytes(vec![b'x'; 5000]));
+        if let Some(ct) = content_type {
+            resp = resp.with_header("content-type", ct);
+        }
+        h.forge.script(Script::always(None, path, resp));
+        let c = h.call(tool, args).await;
+        assert_eq!(c.kind(), "payload_too_large", "{}", c.text);
+        let m = c.json["error"]["message"].as_str().unwrap();
+        assert!(m.contains("MAX_RESPONSE_BYTES") && !m.contains("MAX_BINARY_BYTES"), "{content_type:?}: {m}");
+    }
+    h.stop().await;
+}
+
+/// 20: when only part of page 3 fits, the advice names a page size and page that start
+/// exactly where page 3 started, and following it gives the next items.
+#[tokio::test]
+async fn the_advice_for_a_later_page_leads_to_the_items_that_did_not_fit() {
+    let h = Harness::start(Setup::gitea().env("MAX_TOOL_RESPONSE_ITEMS", "8")).await;
+    h.forge.seed_issues("alice", "demo", 40);
+    let c =
+        h.call("issueListIssues", json!({"owner": "alice", "repo": "demo", "limit": 10, "page": 3})).await;
+    let advice = c.json["truncated"]["how_to_get_more"].as_str().unwrap_or_else(|| panic!("{}", c.text));
+    let first_shown = c.data()[0]["number"].as_u64().unwrap();
+    // "… ask again with limit=L and page=P …": page P of size L starts at the same item.
+    let num = |key: &str| -> u64 {
+        let at = advice.find(key).unwrap_or_else(|| panic!("{key} in {advice}")) + key.len();
+        advice[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap()
+    };
+    let (limit, page) = (num("limit="), num("page="));
+    assert!(limit <= 8, "{advice}");
+    let again = h
+        .call("issueListIssues", json!({"owner": "alice", "repo": "demo", "limit": limit, "page": page}))
+        .await;
+    assert!(!again.is_error, "{}", again.text);
+    assert_eq!(again.data()[0]["number"].as_u64(), Some(first_shown), "{advice}");
+    h.stop().await;
 }

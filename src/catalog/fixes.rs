@@ -102,6 +102,24 @@ mod tests {
     }
 
     #[test]
+    fn a_fix_of_one_flavor_does_not_describe_the_other_flavors_tool() {
+        let g = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
+        let mut checked = 0;
+        for fix in FIXES.iter().filter(|x| !x.note.is_empty()) {
+            let other = if fix.flavor == Flavor::Gitea { &f } else { &g };
+            let own_note = |fl: Flavor| FIXES.iter().any(|x| x.flavor == fl && x.operation == fix.operation);
+            if let Some(tool) = other.get(fix.operation) {
+                if !own_note(other.flavor) {
+                    assert!(!tool.description.contains(fix.note), "{}: {}", fix.operation, tool.description);
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 0, "some fixed operation exists on the other flavor without a fix of its own");
+    }
+
+    #[test]
     fn archive_is_binary_and_job_logs_are_text_and_artifact_download_redirects() {
         let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
         assert_eq!(c.get("repoGetArchive").unwrap().operation().unwrap().response, ResponseKind::Binary);

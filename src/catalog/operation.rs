@@ -419,7 +419,7 @@ impl ToolDef {
         Ok(ToolDef {
             name: op.id.clone(),
             title: title_of(&op, meaning),
-            description: describe(raw, &op, meaning),
+            description: describe(raw, &op, meaning, flavor),
             details: raw.description.trim().to_owned(),
             listed_schema: Arc::new(schema::lean(&input_schema)),
             input_schema: Arc::new(input_schema),
@@ -483,7 +483,7 @@ fn title_of(op: &Operation, meaning: Option<&str>) -> String {
 /// means different things on Gitea and Forgejo), the first sentence of the spec's
 /// description when it adds something, notes on the result, paging, and the route, e.g.
 /// `GET /repos/{owner}/{repo}`. The whole spec text is in `details`.
-fn describe(raw: &RawOperation, op: &Operation, meaning: Option<&str>) -> String {
+fn describe(raw: &RawOperation, op: &Operation, meaning: Option<&str>, flavor: Flavor) -> String {
     let mut d = String::new();
     if op.deprecated {
         d.push_str("Deprecated. ");
@@ -502,7 +502,11 @@ fn describe(raw: &RawOperation, op: &Operation, meaning: Option<&str>) -> String
             d.push('.');
         }
     }
-    let note = super::fixes::FIXES.iter().find(|f| f.operation == op.id).map(|f| f.note).unwrap_or("");
+    let note = super::fixes::FIXES
+        .iter()
+        .find(|f| f.flavor == flavor && f.operation == op.id)
+        .map(|f| f.note)
+        .unwrap_or("");
     let note = if !note.is_empty() {
         note
     } else {

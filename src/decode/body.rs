@@ -49,14 +49,26 @@ pub fn media(content_type: Option<&str>) -> Media {
     }
 }
 
-/// How many bytes of a body may be read before the answer is refused as too large.
-pub fn read_limit(expect: ResponseKind, content_type: Option<&str>, limits: Limits) -> u64 {
+/// One of the two body limits, with the setting that sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimit {
+    pub bytes: u64,
+    /// `MAX_BINARY_BYTES` or `MAX_RESPONSE_BYTES`: what to raise when the limit is hit.
+    pub setting: &'static str,
+}
+
+/// How many bytes of a body may be read before the answer is refused as too large, and
+/// which setting says so: binary bodies are bounded by `MAX_BINARY_BYTES`, JSON and text by
+/// `MAX_RESPONSE_BYTES`.
+pub fn read_limit(expect: ResponseKind, content_type: Option<&str>, limits: Limits) -> ReadLimit {
+    let binary = ReadLimit { bytes: limits.max_binary, setting: "MAX_BINARY_BYTES" };
+    let response = ReadLimit { bytes: limits.max_response, setting: "MAX_RESPONSE_BYTES" };
     match (media(content_type), expect) {
-        (Media::Json | Media::Text, _) => limits.max_response,
-        (Media::Other, ResponseKind::Text) => limits.max_response,
-        (Media::Other, _) => limits.max_binary,
-        (Media::Missing, ResponseKind::Binary) => limits.max_binary,
-        (Media::Missing, _) => limits.max_response,
+        (Media::Json | Media::Text, _) => response,
+        (Media::Other, ResponseKind::Text) => response,
+        (Media::Other, _) => binary,
+        (Media::Missing, ResponseKind::Binary) => binary,
+        (Media::Missing, _) => response,
     }
 }
 
@@ -224,12 +236,18 @@ mod tests {
     }
 
     #[test]
-    fn read_limits_follow_the_kind() {
+    fn read_limits_follow_the_kind_and_name_their_setting() {
         let l = Limits { max_binary: 10, max_response: 1000 };
-        assert_eq!(read_limit(ResponseKind::Binary, Some("application/octet-stream"), l), 10);
-        assert_eq!(read_limit(ResponseKind::Binary, Some("text/plain"), l), 1000);
-        assert_eq!(read_limit(ResponseKind::Text, Some("application/octet-stream"), l), 1000);
-        assert_eq!(read_limit(ResponseKind::Binary, None, l), 10);
-        assert_eq!(read_limit(ResponseKind::Json, None, l), 1000);
+        let lim = |e, ct| {
+            let r = read_limit(e, ct, l);
+            (r.bytes, r.setting)
+        };
+        let (bin, resp) = ((10, "MAX_BINARY_BYTES"), (1000, "MAX_RESPONSE_BYTES"));
+        assert_eq!(lim(ResponseKind::Binary, Some("application/octet-stream")), bin);
+        assert_eq!(lim(ResponseKind::Binary, Some("text/plain")), resp);
+        assert_eq!(lim(ResponseKind::Text, Some("application/octet-stream")), resp);
+        assert_eq!(lim(ResponseKind::Binary, None), bin);
+        assert_eq!(lim(ResponseKind::Json, None), resp);
+        assert_eq!(lim(ResponseKind::Text, None), resp);
     }
 }

@@ -12,7 +12,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, Heade
 use url::Url;
 
 use crate::args::{CallPlan, PlanBody, Root};
-use crate::decode::body::{Limits, read_limit};
+use crate::decode::body::{Limits, ReadLimit, read_limit};
 use crate::error::{CallError, ErrorKind};
 use crate::identity::Credential;
 
@@ -139,15 +139,15 @@ impl Forge {
         let limit = read_limit(plan.expect, content_type, self.limits);
         let declared =
             headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-        if let Some(len) = declared.filter(|&len| len > limit) {
-            return Err(too_large(status, limit, Some(len), content_type));
+        if let Some(len) = declared.filter(|&len| len > limit.bytes) {
+            return Err(too_large(status, limit, Some(len)));
         }
-        let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(limit) as usize);
+        let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(limit.bytes) as usize);
         loop {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
-                    if body.len() as u64 + chunk.len() as u64 > limit {
-                        return Err(too_large(status, limit, None, content_type));
+                    if body.len() as u64 + chunk.len() as u64 > limit.bytes {
+                        return Err(too_large(status, limit, None));
                     }
                     body.extend_from_slice(&chunk);
                 }
@@ -195,18 +195,14 @@ impl Forge {
     }
 }
 
-fn too_large(status: u16, limit: u64, declared: Option<u64>, content_type: Option<&str>) -> CallError {
+fn too_large(status: u16, limit: ReadLimit, declared: Option<u64>) -> CallError {
     let size = declared.map(|n| format!("{n} bytes")).unwrap_or_else(|| "more than that".into());
-    let binary = !matches!(
-        crate::decode::body::media(content_type),
-        crate::decode::body::Media::Json | crate::decode::body::Media::Text
-    );
-    let setting = if binary { "MAX_BINARY_BYTES" } else { "MAX_RESPONSE_BYTES" };
+    let (bytes, setting) = (limit.bytes, limit.setting);
     CallError::from_forge(
         status,
         ErrorKind::PayloadTooLarge,
         format!(
-            "the forge's answer is {size}, over the limit of {limit} bytes ({setting}); ask for less (a smaller page, a narrower path, a single file) or raise {setting}"
+            "the forge's answer is {size}, over the limit of {bytes} bytes ({setting}); ask for less (a smaller page, a narrower path, a single file) or raise {setting}"
         ),
     )
 }

@@ -3,12 +3,17 @@
 //! `truncated` member next to `data`, with the way to get the rest. Binary content is never
 //! cut in the middle of its base64: it fails with `payload_too_large` instead.
 //!
-//! The char bound works on the whole envelope: lists are cut first (`MAX_TOOL_RESPONSE_ITEMS`),
+//! The char bound works on the whole document: lists are cut first (`MAX_TOOL_RESPONSE_ITEMS`),
 //! then the longest strings are shortened to a common cap (water-filling, so short fields
-//! stay whole), then the largest list loses items from its end, until the text fits.
+//! stay whole), then the largest list loses items from its end. When that does not get
+//! under the bound in a few rounds (deep nests of short lists, an object of very many keys),
+//! the data is kept as a prefix of its JSON text, sized so that the result fits: the bound
+//! always holds. Every pass is linear in the size of the data; JSON Pointers are built only
+//! for the places that are cut.
 
 use serde_json::{Map, Value, json};
 
+use crate::decode::pagination::Pagination;
 use crate::envelope::Success;
 use crate::error::{CallError, ErrorKind};
 
@@ -23,65 +28,172 @@ pub struct Bounds {
 const NOTE_RESERVE: usize = 1200;
 /// Most cut places listed in the note.
 const MAX_LISTED: usize = 10;
+/// Rounds of shortening before the data is kept as text.
+const ROUNDS: usize = 12;
+/// What the document's own strings (a login, a request path) are cut to when even an
+/// empty `data` would not fit.
+const OWN_FIELD_CAP: usize = 200;
 
-/// Fit a success into the bounds and return its text. `text` is the success as already
+/// A document the bounds apply to: the success envelope, or a built-in tool's answer.
+pub trait Bounded {
+    /// The part that may be cut.
+    fn data(&self) -> &Value;
+    fn data_mut(&mut self) -> &mut Value;
+    /// Say what was cut (`None`: nothing).
+    fn set_truncated(&mut self, note: Option<Value>);
+    /// The page this document is, for the advice on how to get the rest.
+    fn pagination(&self) -> Option<&Pagination>;
+    /// The forge's status, when the forge answered (for an error the bounds end in).
+    fn status(&self) -> Option<u16>;
+    /// The JSON Pointer of `data` in the text (`/data`, or `` when data is the document).
+    fn data_pointer(&self) -> &'static str;
+    /// The whole text.
+    fn text(&self) -> String;
+    /// Cut the document's own strings outside `data` to `cap` characters (a forge login or a
+    /// path can be as long as anyone made it).
+    fn shorten_own_fields(&mut self, cap: usize);
+}
+
+impl Bounded for Success {
+    fn data(&self) -> &Value {
+        &self.data
+    }
+    fn data_mut(&mut self) -> &mut Value {
+        &mut self.data
+    }
+    fn set_truncated(&mut self, note: Option<Value>) {
+        self.truncated = note;
+    }
+    fn pagination(&self) -> Option<&Pagination> {
+        self.pagination.as_ref()
+    }
+    fn status(&self) -> Option<u16> {
+        Some(self.status)
+    }
+    fn data_pointer(&self) -> &'static str {
+        "/data"
+    }
+    fn text(&self) -> String {
+        self.to_text()
+    }
+    fn shorten_own_fields(&mut self, cap: usize) {
+        let cut = |s: &mut String| {
+            if chars(s) > cap {
+                *s = format!("{}…", s.chars().take(cap).collect::<String>());
+            }
+        };
+        if let Some(login) = &mut self.identity.login {
+            cut(login);
+        }
+        cut(&mut self.request.path);
+    }
+}
+
+/// Fit a document into the bounds and return its text. `text` is the document as already
 /// serialized by the caller (the common case — nothing to cut — serializes only once).
-pub fn fit(s: &mut Success, b: Bounds, text: String) -> Result<String, CallError> {
+pub fn fit(s: &mut dyn Bounded, b: Bounds, text: String) -> Result<String, CallError> {
+    let root = s.data_pointer();
     let mut lists: Vec<Value> = Vec::new();
     let mut text = text;
-    if longest_list(&s.data) > b.max_items {
-        cut_lists(&mut s.data, b.max_items, &mut lists);
-        note(s, &lists, &[], None);
-        text = s.to_text();
+    if longest_list(s.data()) > b.max_items {
+        cut_lists(s.data_mut(), root, b.max_items, &mut lists);
+        let n = note(&*s, &lists, &[], None);
+        s.set_truncated(n);
+        text = s.text();
     }
     // Bytes bound characters from above: most results need no count at all.
     if text.len() <= b.max_chars || chars(&text) <= b.max_chars {
         return Ok(text);
     }
+    if let Some(size) = binary_size(s.data()) {
+        let message = format!(
+            "the binary content ({size} bytes) does not fit in MAX_TOOL_RESPONSE_CHARS ({}) as base64; raise MAX_TOOL_RESPONSE_CHARS or fetch a smaller file",
+            b.max_chars
+        );
+        return Err(match s.status() {
+            Some(status) => CallError::from_forge(status, ErrorKind::PayloadTooLarge, message),
+            None => CallError::local(ErrorKind::PayloadTooLarge, message),
+        });
+    }
     let mut strings: Vec<Value> = Vec::new();
     let mut extra_cut: Option<Value> = None;
-    for _ in 0..12 {
+    for _ in 0..ROUNDS {
         let n = chars(&text);
         if n <= b.max_chars {
             return Ok(text);
         }
-        if is_binary(&s.data) {
-            return Err(CallError::from_forge(
-                s.status,
-                ErrorKind::PayloadTooLarge,
-                format!(
-                    "the binary content ({} bytes) does not fit in MAX_TOOL_RESPONSE_CHARS ({}) as base64; raise MAX_TOOL_RESPONSE_CHARS or fetch a smaller file",
-                    s.data["size"], b.max_chars
-                ),
-            ));
-        }
         let over = n - b.max_chars + NOTE_RESERVE.min(b.max_chars / 4);
-        if !shorten_strings(&mut s.data, over, &mut strings)
-            && !shrink_largest_list(&mut s.data, n, b.max_chars, &mut extra_cut)
+        if !shorten_strings(s.data_mut(), root, over, &mut strings)
+            && !shrink_largest_list(s.data_mut(), root, n, b.max_chars, &mut extra_cut)
         {
-            // Nothing left to cut (a huge object of many keys): keep a prefix of its text.
-            let data_text = serde_json::to_string(&s.data).unwrap_or_default();
-            let keep = b.max_chars.saturating_sub(NOTE_RESERVE * 2).min(data_text.len());
-            let prefix: String = data_text.chars().take(keep).collect();
-            s.data = Value::String(prefix);
-            s.truncated = Some(json!({
-                "data_as_text": {"original_chars": chars(&data_text), "kept_chars": keep},
-                "how_to_get_more": "the data was too large to keep as JSON: ask for less (a smaller page, a narrower path, one item)"
-            }));
-            return Ok(s.to_text());
+            break;
         }
-        note(s, &lists, &strings, extra_cut.as_ref());
-        text = s.to_text();
+        let n = note(&*s, &lists, &strings, extra_cut.as_ref());
+        s.set_truncated(n);
+        text = s.text();
     }
-    Ok(text)
+    if chars(&text) <= b.max_chars {
+        return Ok(text);
+    }
+    Ok(keep_as_text(s, b))
+}
+
+/// The data as a prefix of its JSON text, as long as fits: the last resort, which always
+/// fits (the envelope without data is a few hundred characters, `MAX_TOOL_RESPONSE_CHARS`
+/// at least 2,000, and the document's own strings are cut when they are what is too long).
+fn keep_as_text(s: &mut dyn Bounded, b: Bounds) -> String {
+    let data_text = serde_json::to_string(s.data()).unwrap_or_default();
+    let original = chars(&data_text);
+    let note = |kept: usize| {
+        json!({
+            "data_as_text": {"original_chars": original, "kept_chars": kept},
+            "how_to_get_more": "the data was too large to keep as JSON: ask for less (a smaller page, a narrower path, one item)"
+        })
+    };
+    // The text without data, with the note's number at its widest.
+    *s.data_mut() = Value::String(String::new());
+    s.set_truncated(Some(note(original)));
+    let mut base = chars(&s.text());
+    if base > b.max_chars {
+        s.shorten_own_fields(OWN_FIELD_CAP);
+        base = chars(&s.text());
+    }
+    let room = b.max_chars.saturating_sub(base);
+    let mut kept = String::new();
+    let mut used = 0;
+    for c in data_text.chars() {
+        let width = escaped_width(c);
+        if used + width > room {
+            break;
+        }
+        used += width;
+        kept.push(c);
+    }
+    let kept_chars = chars(&kept);
+    *s.data_mut() = Value::String(kept);
+    s.set_truncated(Some(note(kept_chars)));
+    s.text()
+}
+
+/// How many characters `c` takes inside a JSON string as serde_json writes it.
+fn escaped_width(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{08}' | '\u{0c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        _ => 1,
+    }
 }
 
 fn chars(s: &str) -> usize {
     s.chars().count()
 }
 
-fn is_binary(v: &Value) -> bool {
-    v.as_object().is_some_and(|m| m.contains_key("content_base64") && m.contains_key("size") && m.len() == 3)
+/// The size of binary content (`{content_base64, content_type, size}`), if that is the data.
+fn binary_size(v: &Value) -> Option<&Value> {
+    let m = v.as_object()?;
+    (m.len() == 3 && m.contains_key("content_base64") && m.contains_key("content_type"))
+        .then(|| m.get("size"))
+        .flatten()
 }
 
 /// The length of the longest list anywhere in `v` (no allocation per node).
@@ -101,53 +213,65 @@ fn longest_list(v: &Value) -> usize {
     longest
 }
 
-/// A JSON Pointer segment.
+/// A JSON Pointer segment (RFC 6901: `~` → `~0`, `/` → `~1`).
 fn segment(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// Cut every list longer than `max`, recording JSON Pointers (built only where a list is cut).
-fn cut_lists(data: &mut Value, max: usize, out: &mut Vec<Value>) {
-    fn go(v: &mut Value, path: &mut Vec<String>, max: usize, out: &mut Vec<Value>) {
-        match v {
-            Value::Array(a) => {
-                if a.len() > max {
-                    out.push(
-                        json!({"path": format!("/data{}", pointer(path)), "returned": max, "total": a.len()}),
-                    );
-                    a.truncate(max);
-                }
-                for (i, x) in a.iter_mut().enumerate() {
-                    if x.is_array() || x.is_object() {
-                        path.push(i.to_string());
-                        go(x, path, max, out);
-                        path.pop();
-                    }
-                }
-            }
-            Value::Object(m) => {
-                for (k, x) in m.iter_mut() {
-                    if x.is_array() || x.is_object() {
-                        path.push(segment(k));
-                        go(x, path, max, out);
-                        path.pop();
-                    }
-                }
-            }
-            _ => {}
-        }
+/// The pointer of the place `path` names, below `root`.
+fn pointer(root: &str, path: &[String]) -> String {
+    let mut out = root.to_owned();
+    for p in path {
+        out.push('/');
+        out.push_str(p);
     }
-    // Depth is bounded: decoded JSON is at most 100 levels deep (decode::body).
-    go(data, &mut Vec::new(), max, out);
+    out
 }
 
-fn pointer(path: &[String]) -> String {
-    path.iter().map(|p| format!("/{p}")).collect()
+/// Visit every value with the path to it kept as a stack of segments (built as the walk goes
+/// down, so a pointer costs only where one is wanted). Depth is bounded: decoded JSON is at
+/// most 100 levels deep (`decode::body`), and our own documents are shallow.
+fn walk(v: &mut Value, path: &mut Vec<String>, f: &mut dyn FnMut(&mut Value, &[String]) -> bool) {
+    if !f(v, path) {
+        return;
+    }
+    match v {
+        Value::Array(a) => {
+            for (i, x) in a.iter_mut().enumerate() {
+                path.push(i.to_string());
+                walk(x, path, f);
+                path.pop();
+            }
+        }
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                path.push(segment(k));
+                walk(x, path, f);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Cut every list longer than `max`, recording where.
+fn cut_lists(data: &mut Value, root: &str, max: usize, out: &mut Vec<Value>) {
+    walk(data, &mut Vec::new(), &mut |v, path| match v {
+        Value::Array(a) => {
+            if a.len() > max {
+                out.push(json!({"path": pointer(root, path), "returned": max, "total": a.len()}));
+                a.truncate(max);
+            }
+            true
+        }
+        Value::Object(_) => true,
+        _ => false,
+    });
 }
 
 /// Shorten the longest strings by at least `need` characters in total, each to a common
 /// cap. Returns false when strings cannot give that much.
-fn shorten_strings(data: &mut Value, need: usize, out: &mut Vec<Value>) -> bool {
+fn shorten_strings(data: &mut Value, root: &str, need: usize, out: &mut Vec<Value>) -> bool {
     let mut lens: Vec<usize> = Vec::new();
     collect_string_lens(data, &mut lens);
     let total: usize = lens.iter().sum();
@@ -167,34 +291,23 @@ fn shorten_strings(data: &mut Value, need: usize, out: &mut Vec<Value>) -> bool 
     if removed(cap) == 0 {
         return false;
     }
-    let mut stack: Vec<(&mut Value, String)> = vec![(data, "/data".to_owned())];
-    while let Some((v, path)) = stack.pop() {
-        match v {
-            Value::String(s) => {
-                let n = s.chars().count();
-                if n > cap {
-                    let kept: String = s.chars().take(cap).collect();
-                    *s = format!("{kept}…");
-                    if let Some(prev) = out.iter_mut().find(|e| e["path"] == path) {
-                        prev["kept_chars"] = json!(cap);
-                    } else {
-                        out.push(json!({"path": path, "original_chars": n, "kept_chars": cap}));
-                    }
+    walk(data, &mut Vec::new(), &mut |v, path| match v {
+        Value::String(s) => {
+            let n = chars(s);
+            if n > cap {
+                let kept: String = s.chars().take(cap).collect();
+                *s = format!("{kept}…");
+                let at = pointer(root, path);
+                match out.iter_mut().find(|e| e["path"] == at.as_str()) {
+                    Some(prev) => prev["kept_chars"] = json!(cap),
+                    None => out.push(json!({"path": at, "original_chars": n, "kept_chars": cap})),
                 }
             }
-            Value::Array(a) => {
-                for (i, x) in a.iter_mut().enumerate() {
-                    stack.push((x, format!("{path}/{i}")));
-                }
-            }
-            Value::Object(m) => {
-                for (k, x) in m.iter_mut() {
-                    stack.push((x, format!("{path}/{}", segment(k))));
-                }
-            }
-            _ => {}
+            false
         }
-    }
+        Value::Array(_) | Value::Object(_) => true,
+        _ => false,
+    });
     true
 }
 
@@ -202,7 +315,7 @@ fn collect_string_lens(v: &Value, out: &mut Vec<usize>) {
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
         match v {
-            Value::String(s) => out.push(s.chars().count()),
+            Value::String(s) => out.push(chars(s)),
             Value::Array(a) => stack.extend(a.iter()),
             Value::Object(m) => stack.extend(m.values()),
             _ => {}
@@ -211,44 +324,55 @@ fn collect_string_lens(v: &Value, out: &mut Vec<usize>) {
 }
 
 /// Drop items from the end of the largest list, in proportion to how much is over.
-fn shrink_largest_list(data: &mut Value, text_chars: usize, max: usize, note: &mut Option<Value>) -> bool {
-    let mut best: Option<(&mut Vec<Value>, String)> = None;
-    let mut stack: Vec<(&mut Value, String)> = vec![(data, "/data".to_owned())];
-    while let Some((v, path)) = stack.pop() {
-        match v {
-            Value::Array(a) => {
-                if a.len() > 1 && best.as_ref().is_none_or(|(b, _)| b.len() < a.len()) {
-                    best = Some((a, path));
-                } else {
-                    for (i, x) in a.iter_mut().enumerate() {
-                        stack.push((x, format!("{path}/{i}")));
-                    }
-                }
-            }
-            Value::Object(m) => {
-                for (k, x) in m.iter_mut() {
-                    stack.push((x, format!("{path}/{k}")));
-                }
-            }
-            _ => {}
+fn shrink_largest_list(
+    data: &mut Value,
+    root: &str,
+    text_chars: usize,
+    max: usize,
+    note: &mut Option<Value>,
+) -> bool {
+    // The largest list of two or more items, then the first list of that length.
+    let mut largest = 0;
+    walk(data, &mut Vec::new(), &mut |v, _| match v {
+        Value::Array(a) => {
+            largest = largest.max(a.len());
+            true
         }
+        Value::Object(_) => true,
+        _ => false,
+    });
+    if largest < 2 {
+        return false;
     }
-    let Some((list, path)) = best else { return false };
-    let before = list.len();
-    let keep = ((before as f64) * (max as f64 / text_chars as f64) * 0.9).floor() as usize;
-    let keep = keep.clamp(1, before - 1);
-    list.truncate(keep);
+    let mut done: Option<(String, usize, usize)> = None;
+    walk(data, &mut Vec::new(), &mut |v, path| {
+        if done.is_some() {
+            return false;
+        }
+        match v {
+            Value::Array(a) if a.len() == largest => {
+                let keep = ((largest as f64) * (max as f64 / text_chars as f64) * 0.9).floor() as usize;
+                let keep = keep.clamp(1, largest - 1);
+                a.truncate(keep);
+                done = Some((pointer(root, path), keep, largest));
+                false
+            }
+            Value::Array(_) | Value::Object(_) => true,
+            _ => false,
+        }
+    });
+    let Some((path, keep, before)) = done else { return false };
     let total = note
         .as_ref()
-        .filter(|n| n["path"] == path)
+        .filter(|n| n["path"] == path.as_str())
         .and_then(|n| n["total"].as_u64())
         .unwrap_or(before as u64);
     *note = Some(json!({"path": path, "returned": keep, "total": total}));
     true
 }
 
-/// Write the `truncated` member from what was cut so far.
-fn note(s: &mut Success, lists: &[Value], strings: &[Value], extra: Option<&Value>) {
+/// The `truncated` member from what was cut so far (`None`: nothing was).
+fn note(s: &dyn Bounded, lists: &[Value], strings: &[Value], extra: Option<&Value>) -> Option<Value> {
     let mut items: Vec<Value> = lists.to_vec();
     if let Some(e) = extra {
         match items.iter_mut().find(|i| i["path"] == e["path"]) {
@@ -257,8 +381,7 @@ fn note(s: &mut Success, lists: &[Value], strings: &[Value], extra: Option<&Valu
         }
     }
     if items.is_empty() && strings.is_empty() {
-        s.truncated = None;
-        return;
+        return None;
     }
     let mut m = Map::new();
     if !items.is_empty() {
@@ -271,21 +394,25 @@ fn note(s: &mut Success, lists: &[Value], strings: &[Value], extra: Option<&Valu
         listed.truncate(MAX_LISTED);
         m.insert("strings".into(), Value::Array(listed));
     }
-    m.insert("how_to_get_more".into(), Value::String(advice(s, &items, !strings.is_empty())));
-    s.truncated = Some(Value::Object(m));
+    let top = items.iter().find(|i| i["path"] == s.data_pointer());
+    m.insert(
+        "how_to_get_more".into(),
+        Value::String(advice(s.pagination(), top, &items, !strings.is_empty())),
+    );
+    Some(Value::Object(m))
 }
 
-fn advice(s: &Success, items: &[Value], strings_cut: bool) -> String {
+fn advice(page: Option<&Pagination>, top: Option<&Value>, items: &[Value], strings_cut: bool) -> String {
     let mut parts = Vec::new();
-    if let Some(top) = items.iter().find(|i| i["path"] == "/data") {
-        let returned = top["returned"].as_u64().unwrap_or(0);
-        match &s.pagination {
-            Some(p) => parts.push(format!(
-                "only {returned} items of this page fit: ask again with limit={returned} and page numbers counted in pages of {returned} (this result is page {} of that size when page={})",
-                p.page, p.page
-            )),
-            None => parts.push(format!("only the first {returned} items fit: narrow the request (filters, a more specific path)")),
-        }
+    if let Some(top) = top {
+        let returned = top["returned"].as_u64().unwrap_or(0).max(1);
+        let had = top["total"].as_u64().unwrap_or(returned);
+        parts.push(match page {
+            Some(p) => page_advice(p, returned, had),
+            None => format!(
+                "only the first {returned} items fit: narrow the request (filters, a more specific path)"
+            ),
+        });
     } else if !items.is_empty() {
         parts.push("nested lists were cut: fetch the item on its own for the whole list".to_owned());
     }
@@ -296,6 +423,32 @@ fn advice(s: &Success, items: &[Value], strings_cut: bool) -> String {
         );
     }
     parts.join("; ")
+}
+
+/// How to read a page of which only the first `returned` of its `had` items fit: in pages of
+/// a smaller size that start exactly where this page starts.
+fn page_advice(p: &Pagination, returned: u64, had: u64) -> String {
+    if p.page <= 1 {
+        return format!(
+            "only {returned} of the {had} items of this page fit: ask again with limit={returned} (page=1, 2, … in pages of that size)"
+        );
+    }
+    // A page followed by another one is full; the last page is as long as the limit asked.
+    let size = if p.next_page.is_some() { Some(had) } else { p.limit };
+    let Some(size) = size.filter(|&s| s > 0) else {
+        return format!(
+            "only {returned} of the {had} items of this page fit: ask again with an explicit limit of at most {returned}"
+        );
+    };
+    let start = (p.page - 1) * size;
+    // The largest page size that fits and divides `start`: its pages start where this one did.
+    let smaller = (1..=returned).rev().find(|d| start.is_multiple_of(*d)).unwrap_or(1);
+    let first = start / smaller + 1;
+    format!(
+        "only {returned} of the {had} items of this page fit: this page starts at item {}; ask again with limit={smaller} and page={first} (then {}, …) to read it all",
+        start + 1,
+        first + 1
+    )
 }
 
 #[cfg(test)]
@@ -374,6 +527,117 @@ mod tests {
         let e = fit(&mut s, Bounds { max_items: 100, max_chars: 1000 }, t).unwrap_err();
         assert_eq!(e.kind(), Some(ErrorKind::PayloadTooLarge));
         assert!(e.to_string().contains("MAX_TOOL_RESPONSE_CHARS"));
+    }
+
+    #[test]
+    fn deep_nests_of_short_lists_fit_the_bound() {
+        // Each round of shrinking takes one item off one list; with many two-item lists of
+        // numbers (nothing to shorten) the result came back at twice the bound.
+        let big = 1.234_567_890_123_456_7e300;
+        let mut chain = json!([big, big]);
+        for _ in 0..30 {
+            chain = json!([chain, [big, big]]);
+        }
+        let wide: Map<String, Value> = (0..100).map(|i| (format!("k{i}"), json!([big, big]))).collect();
+        for (v, max) in [(chain.clone(), 2_000), (chain, 3_000), (Value::Object(wide), 2_000)] {
+            let mut s = success(v, false);
+            let t = s.to_text();
+            fit(&mut s, Bounds { max_items: 100, max_chars: max }, t).unwrap();
+            fits(&s, max);
+        }
+    }
+
+    #[test]
+    fn the_bound_holds_for_text_that_doubles_when_escaped_and_for_huge_own_fields() {
+        let quotes: Vec<Value> = (0..3000).map(|i| json!({format!("k{i}"): "\"\"\"\\"})).collect();
+        let mut s = success(json!({"m": quotes}), true);
+        s.identity.login = Some("l".repeat(50_000));
+        s.request.path = format!("/repos/{}", "p".repeat(50_000));
+        let t = s.to_text();
+        fit(&mut s, Bounds { max_items: 5_000, max_chars: 2_000 }, t).unwrap();
+        fits(&s, 2_000);
+        assert!(s.truncated.is_some());
+    }
+
+    #[test]
+    fn pointers_in_the_note_are_escaped() {
+        let items: Vec<Value> = (0..200).map(|i| json!({"id": i, "title": format!("issue {i}")})).collect();
+        let mut s = success(json!({"a/b": items, "c~d": "x".repeat(5_000)}), false);
+        let t = s.to_text();
+        fit(&mut s, Bounds { max_items: 1_000, max_chars: 3_000 }, t).unwrap();
+        fits(&s, 3_000);
+        let note = s.truncated.as_ref().unwrap().to_string();
+        assert!(note.contains("/data/a~1b") && note.contains("/data/c~0d"), "{note}");
+        assert!(!note.contains("/data/a/b"), "{note}");
+    }
+
+    #[test]
+    fn advice_for_a_later_page_names_a_page_that_starts_where_this_one_did() {
+        let page = |page, limit, next| Pagination {
+            page,
+            limit,
+            total_count: None,
+            next_page: next,
+            last_page: None,
+        };
+        // Page 3 of 50: items 101…150; pages of 25 from page 5 start at item 101.
+        let a = page_advice(&page(3, Some(50), Some(4)), 30, 50);
+        assert!(a.contains("starts at item 101") && a.contains("limit=25 and page=5"), "{a}");
+        // Page 2 of 30 (the forge capped a larger limit): items 31…60 = page 2 of 30, 3 of 15…
+        let a = page_advice(&page(2, Some(100), Some(3)), 20, 30);
+        assert!(a.contains("starts at item 31") && a.contains("limit=15 and page=3"), "{a}");
+        // The last page is as long as the limit asked.
+        let a = page_advice(&page(4, Some(10), None), 7, 3);
+        assert!(a.contains("starts at item 31") && a.contains("limit=6 and page=6"), "{a}");
+        // First pages keep it simple; without a known page size, say what to set.
+        assert!(page_advice(&page(1, Some(50), Some(2)), 30, 50).contains("limit=30"));
+        assert!(page_advice(&page(2, None, None), 30, 40).contains("explicit limit"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 200, ..Default::default() })]
+
+        /// Whatever the shape — deep, wide, escaped, with long keys and own fields — the text
+        /// is valid JSON within the bound.
+        #[test]
+        fn every_document_fits(
+            depth in 0usize..40,
+            width in 1usize..6,
+            key in "[a-z/~\"\\\\]{0,30}",
+            leaf in "[a-z\"\\\\\n\u{1}é]{0,50}",
+            login_len in 0usize..5_000,
+            max_items in 1usize..50,
+            max_chars in 2_000usize..6_000,
+        ) {
+            // A chain `depth` deep, each level holding the rest and `width` leaves.
+            let mut v = json!(leaf);
+            for level in 0..depth {
+                v = if level % 2 == 0 {
+                    let mut a = vec![json!(leaf); width];
+                    a.push(v);
+                    Value::Array(a)
+                } else {
+                    let mut m = Map::new();
+                    for i in 0..width {
+                        m.insert(format!("{key}{i}"), json!(leaf));
+                    }
+                    m.insert(format!("{key}rest"), v);
+                    Value::Object(m)
+                };
+            }
+            let mut s = success(v, level_paged(depth));
+            s.identity.login = Some("x".repeat(login_len));
+            let t = s.to_text();
+            if fit(&mut s, Bounds { max_items, max_chars }, t).is_ok() {
+                let text = s.to_text();
+                proptest::prop_assert!(chars(&text) <= max_chars, "{} > {max_chars}", chars(&text));
+                let _: Value = serde_json::from_str(&text).unwrap();
+            }
+        }
+    }
+
+    fn level_paged(depth: usize) -> bool {
+        depth.is_multiple_of(3)
     }
 
     #[test]
