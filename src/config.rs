@@ -153,6 +153,10 @@ pub struct CommonArgs {
     /// Offer and allow only operations that read (GET); the raw tool accepts only GET.
     #[arg(long, env = "READ_ONLY", global = true)]
     pub read_only: bool,
+    /// Let gitea_api_request send routes that no operation of the spec has (a route the spec
+    /// lacks); by default they are refused, since no policy can judge them.
+    #[arg(long, env = "ALLOW_UNKNOWN_ROUTES", global = true)]
+    pub allow_unknown_routes: bool,
     /// Comma-separated tool names: when set, only these are offered and callable, besides
     /// the three discovery tools, which then reach only these (DISABLED_TOOLS still removes).
     #[arg(long, env = "ENABLED_TOOLS", value_delimiter = ',', global = true)]
@@ -212,6 +216,8 @@ pub struct Settings {
     pub max_response_bytes: u64,
     pub disabled_tools: BTreeSet<String>,
     pub read_only: bool,
+    /// Whether the raw tool may send routes that no operation of the spec has.
+    pub allow_unknown_routes: bool,
     /// Empty: every tool; otherwise only these.
     pub enabled_tools: BTreeSet<String>,
     /// Which operations `tools/list` shows.
@@ -337,6 +343,7 @@ impl Settings {
                 .filter(|s| !s.is_empty())
                 .collect(),
             read_only: args.read_only,
+            allow_unknown_routes: args.allow_unknown_routes,
             enabled_tools: clean_list(args.enabled_tools).into_iter().collect(),
             toolsets: crate::catalog::toolsets::Selection::parse(&args.toolsets)
                 .map_err(|e| ConfigError(format!("TOOLSETS: {e}")))?,

@@ -16,13 +16,16 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use crate::catalog::toolsets::Selection;
-use crate::catalog::{Catalog, Method, Target, ToolDef};
+use crate::catalog::{Catalog, Method, Operation, Target, ToolDef};
 use crate::config::Settings;
+use crate::guard::credential_ops;
 
 /// The server's own policy, from its settings.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     pub read_only: bool,
+    /// Whether the raw tool may send a route that no operation of the spec has.
+    pub unknown_routes: bool,
     /// Empty: every tool; otherwise only these (operations and the raw/attachment tools).
     pub enabled: BTreeSet<String>,
     pub disabled: BTreeSet<String>,
@@ -43,6 +46,7 @@ impl Policy {
     pub fn from_settings(s: &Settings) -> Policy {
         Policy {
             read_only: s.read_only,
+            unknown_routes: s.allow_unknown_routes,
             enabled: s.enabled_tools.clone(),
             disabled: s.disabled_tools.clone(),
             toolsets: s.toolsets.clone(),
@@ -81,8 +85,8 @@ impl Policy {
         let read_only = self.read_only || narrowing.read_only;
         let name = tool.name.as_str();
         match &tool.target {
-            Target::Operation(op) if read_only && op.method != Method::Get => {
-                Some(format!("{}: {name} would change data", read_only_words(self)))
+            Target::Operation(op) if read_only => {
+                read_only_refusal(op).map(|why| format!("{}: {name} {why}", read_only_words(self)))
             }
             Target::Raw => {
                 let method = args.get("method").and_then(Value::as_str).unwrap_or("GET");
@@ -90,10 +94,33 @@ impl Policy {
                     // The method is not echoed: it is client text, not yet checked.
                     return Some(format!("{}: {name} accepts only GET", read_only_words(self)));
                 }
-                self.refusal_of_name(narrowing, reached?).map(|why| format!("{why} (reached through {name})"))
+                let Some(reached) = reached else {
+                    return self.unknown_route_refusal(args);
+                };
+                if let Some(why) = reached.operation().filter(|_| read_only).and_then(read_only_refusal) {
+                    let words = read_only_words(self);
+                    return Some(format!("{words}: {} {why} (reached through {name})", reached.name));
+                }
+                self.refusal_of_name(narrowing, reached).map(|why| format!("{why} (reached through {name})"))
             }
             _ => None,
         }
+    }
+
+    /// Why a raw call whose route reaches no operation of the spec may not run: nothing could
+    /// judge it (a disabled operation under another spelling, an undocumented route). A
+    /// path the raw tool's own rules refuse is left to them (a clearer message), and so is a
+    /// call without a path (the listing question, or a call that validation refuses).
+    fn unknown_route_refusal(&self, args: &Map<String, Value>) -> Option<String> {
+        let path = args.get("path").and_then(Value::as_str)?;
+        if self.unknown_routes || crate::args::raw::check_path(path).is_err() {
+            return None;
+        }
+        Some(format!(
+            "no operation of this API has the route this {} request names (route words are case-sensitive: /repos, not /REPOS), so the server cannot judge it; find the operation with {}, or let the raw tool send unknown routes with ALLOW_UNKNOWN_ROUTES",
+            crate::catalog::raw_tool::NAME,
+            crate::catalog::discovery_tools::SEARCH,
+        ))
     }
 
     /// The rules that depend only on the tool's name and kind.
@@ -138,6 +165,18 @@ impl Policy {
     }
 }
 
+/// Why a read-only call may not run `op`, if it may not: it writes, or — whatever its
+/// method — it hands out a credential (a runner registration token is a GET on Forgejo).
+fn read_only_refusal(op: &Operation) -> Option<&'static str> {
+    if op.method != Method::Get {
+        Some("would change data")
+    } else if credential_ops::issues_credentials(Some(&op.id)) {
+        Some("hands out a credential")
+    } else {
+        None
+    }
+}
+
 /// Who made the call read-only: the server's setting wins the credit when both did.
 fn read_only_words(p: &Policy) -> &'static str {
     if p.read_only {
@@ -178,6 +217,34 @@ mod tests {
     }
 
     #[test]
+    fn read_only_refuses_every_credential_issuing_operation_whatever_its_method() {
+        let c = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
+        let p = Policy { read_only: true, ..Policy::default() };
+        let none = Narrowing::default();
+        let get = c.get("repoGetRunnerRegistrationToken").unwrap();
+        assert_eq!(get.operation().unwrap().method, Method::Get);
+        let why = p.refusal(&none, &c, get, &Map::new()).unwrap();
+        assert!(why.contains("hands out a credential"), "{why}");
+        assert!(!p.lists(&none, &c, get));
+        let raw = c.get("gitea_api_request").unwrap();
+        let path = json!({"method": "GET", "path": "/repos/o/r/actions/runners/registration-token"});
+        let why = p.refusal(&none, &c, raw, &args(path)).unwrap();
+        assert!(why.contains("repoGetRunnerRegistrationToken") && why.contains("credential"), "{why}");
+        // The same for a request that made itself read-only.
+        let ro = Narrowing { read_only: true, ..Narrowing::default() };
+        assert!(Policy::default().refusal(&ro, &c, get, &Map::new()).is_some());
+        // Every credential-issuing operation of either spec is refused.
+        for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+            let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
+            for id in credential_ops::CREDENTIAL_ISSUING_OPERATIONS {
+                if let Some(t) = c.get(id) {
+                    assert!(p.refusal(&none, &c, t, &Map::new()).is_some(), "{id}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_request_can_add_refusals_but_not_remove_them() {
         let c = gitea();
         let p = Policy { disabled: BTreeSet::from(["repoDelete".to_owned()]), ..Policy::default() };
@@ -203,6 +270,29 @@ mod tests {
             p.refusal(&Narrowing::default(), &c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"})))
                 .is_none()
         );
+    }
+
+    #[test]
+    fn the_raw_tool_refuses_routes_no_operation_has_unless_allowed() {
+        let c = gitea();
+        let raw = c.get("gitea_api_request").unwrap();
+        let none = Narrowing::default();
+        let p = Policy { disabled: BTreeSet::from(["repoDelete".to_owned()]), ..Policy::default() };
+        for (method, path) in
+            [("DELETE", "/REPOS/o/r"), ("GET", "/nope"), ("POST", "/repos/o/r/undocumented")]
+        {
+            let why = p.refusal(&none, &c, raw, &args(json!({"method": method, "path": path}))).unwrap();
+            assert!(why.contains("no operation") && why.contains("ALLOW_UNKNOWN_ROUTES"), "{why}");
+            assert!(!why.contains(path), "the path is not echoed: {why}");
+        }
+        // Malformed paths are left to the raw tool's own rules; a listing has no path.
+        assert!(p.refusal(&none, &c, raw, &args(json!({"method": "GET", "path": "/a%2Fb"}))).is_none());
+        assert!(p.lists(&none, &c, raw));
+        let open = Policy { unknown_routes: true, ..p.clone() };
+        assert!(open.refusal(&none, &c, raw, &args(json!({"method": "GET", "path": "/nope"}))).is_none());
+        // A known route is judged as its operation, whatever the setting.
+        let del = args(json!({"method": "DELETE", "path": "/repos/o/r"}));
+        assert!(open.refusal(&none, &c, raw, &del).unwrap().contains("repoDelete"));
     }
 
     #[test]

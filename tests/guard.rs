@@ -77,11 +77,26 @@ async fn body_secret_fields_echoed_by_the_forge_are_redacted_from_that_call() {
         x
     };
     let body = json!({"a": nest(7, "depth-eight-pw"), "b": nest(8, "depth-nine-pw"), "password": "abc"});
-    h.forge.script(echo("/api/v1/admin/emails", json!({"echo": "depth-eight-pw depth-nine-pw :abc:"})));
+    h.forge.script(echo("/api/v1/admin/users", json!({"echo": "depth-eight-pw depth-nine-pw :abc:"})));
     let c =
-        h.call("gitea_api_request", json!({"method": "POST", "path": "/admin/emails", "body": body})).await;
+        h.call("gitea_api_request", json!({"method": "POST", "path": "/admin/users", "body": body})).await;
     let echoed = c.data()["echo"].as_str().unwrap();
     assert_eq!(echoed, "[REDACTED] depth-nine-pw :abc:", "{}", c.text);
+
+    // One list of secret field names for redaction and masking: with masking off, the
+    // values of every such field (in any case, as the forges read field names) are still
+    // redacted from the result of the call that sent them.
+    let body = json!({"config": {"API_KEY": "k-123456789", "apikey": "k-abcdefghi", "passwd": "pw-12345678",
+                                 "refresh_token": "rt-12345678", "aws_access_key_id": "AKIAEXAMPLE1"}});
+    h.forge.script(echo(
+        "/api/v1/repos/o/r/hooks",
+        json!({"echo": "k-123456789 k-abcdefghi pw-12345678 rt-12345678 AKIAEXAMPLE1"}),
+    ));
+    let c = h
+        .call("gitea_api_request", json!({"method": "POST", "path": "/repos/o/r/hooks", "body": body}))
+        .await;
+    let echoed = c.data()["echo"].as_str().unwrap();
+    assert_eq!(echoed, ["[REDACTED]"; 5].join(" "), "{}", c.text);
     h.stop().await;
 }
 

@@ -229,3 +229,67 @@ async fn the_advice_for_a_later_page_leads_to_the_items_that_did_not_fit() {
     assert_eq!(again.data()[0]["number"].as_u64(), Some(first_shown), "{advice}");
     h.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// 11. READ_ONLY handed out credentials through GETs; 15. the raw tool sent routes that no
+// operation of the spec has, so no policy decision was made about them.
+
+#[tokio::test]
+async fn read_only_refuses_credential_issuing_operations_whatever_their_method() {
+    let h = Harness::start(Setup::forgejo().env("READ_ONLY", "true").env("TOOLSETS", "all")).await;
+    let listed: Vec<String> = h.tools().await.into_iter().map(|t| t.name.to_string()).collect();
+    assert!(!listed.iter().any(|n| n == "repoGetRunnerRegistrationToken"), "not listed");
+    let args = json!({"owner": "o", "repo": "r"});
+    let calls = [
+        ("repoGetRunnerRegistrationToken", args.clone()),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "repoGetRunnerRegistrationToken", "arguments": args}),
+        ),
+        (
+            "gitea_api_request",
+            json!({"method": "GET", "path": "/repos/o/r/actions/runners/registration-token"}),
+        ),
+    ];
+    for (tool, args) in calls {
+        let c = h.call(tool, args).await;
+        assert_eq!(c.kind(), "denied", "{tool}: {}", c.text);
+        assert!(c.text.contains("credential"), "{tool}: {}", c.text);
+    }
+    let found =
+        h.call("gitea_search_operations", json!({"query": "runner registration token", "limit": 25})).await;
+    assert!(!found.text.contains("RegistrationToken"), "search hides them: {}", found.text);
+    assert!(h.tool_requests().is_empty(), "nothing reached the forge: {:?}", h.tool_requests());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_raw_tool_refuses_routes_no_operation_has() {
+    let h = Harness::start(Setup::gitea().env("DISABLED_TOOLS", "repoDelete")).await;
+    for (method, path) in
+        [("DELETE", "/REPOS/o/r"), ("DELETE", "/repos/o/r/undocumented"), ("GET", "/nope/x")]
+    {
+        let c = h.call("gitea_api_request", json!({"method": method, "path": path})).await;
+        assert_eq!(c.kind(), "denied", "{method} {path}: {}", c.text);
+        assert!(c.text.contains("ALLOW_UNKNOWN_ROUTES"), "says what to change: {}", c.text);
+    }
+    let c = h.call("gitea_api_request", json!({"method": "DELETE", "path": "/repos/o/r"})).await;
+    assert!(c.kind() == "denied" && c.text.contains("repoDelete"), "{}", c.text);
+    assert!(h.tool_requests().is_empty(), "nothing reached the forge: {:?}", h.tool_requests());
+    h.stop().await;
+
+    let h = Harness::start(Setup::gitea().env("ENABLED_TOOLS", "gitea_api_request,repoGet")).await;
+    for path in ["/repos/o/r/git/undocumented", "/user/secret-route"] {
+        let c = h.call("gitea_api_request", json!({"method": "GET", "path": path})).await;
+        assert_eq!(c.kind(), "denied", "{path}: {}", c.text);
+    }
+    assert!(h.tool_requests().is_empty(), "nothing reached the forge: {:?}", h.tool_requests());
+    h.stop().await;
+
+    // Allowed explicitly, the route reaches the forge, which answers for itself.
+    let h = Harness::start(Setup::gitea().env("ALLOW_UNKNOWN_ROUTES", "true")).await;
+    let c = h.call("gitea_api_request", json!({"method": "GET", "path": "/nope/x"})).await;
+    assert_eq!(c.kind(), "not_found", "{}", c.text);
+    assert_eq!(h.last().raw_path, "/api/v1/nope/x");
+    h.stop().await;
+}

@@ -58,7 +58,7 @@ pub fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<Ca
 }
 
 /// The rules of ADR 0005 for raw paths, each with a message a person can act on.
-fn check_path(p: &str) -> Result<(), String> {
+pub(crate) fn check_path(p: &str) -> Result<(), String> {
     if !p.starts_with('/') {
         return Err(format!(
             "`path` must start with '/', relative to /api/v1, e.g. /repos/alice/demo (got {p:?})"

@@ -10,7 +10,8 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::{Captures, Regex};
 use serde_json::{Map, Value};
 
-use super::rules::{RULES, Rule, SECRET_FIELD_KEYS, SECRET_FIELD_MIN_LEN, SECRET_FIELD_RULE};
+use super::rules::{RULES, Rule, SECRET_FIELD_MIN_LEN, SECRET_FIELD_RULE};
+use super::secrets::is_secret_key;
 
 /// The compiled rules.
 #[derive(Debug)]
@@ -163,7 +164,7 @@ fn is_secret_field(key: &str, value: &str) -> bool {
     value.chars().count() >= SECRET_FIELD_MIN_LEN
         && !value.contains("…[masked:")
         && value != super::redact::REDACTED
-        && SECRET_FIELD_KEYS.iter().any(|k| key.eq_ignore_ascii_case(k))
+        && is_secret_key(key)
 }
 
 fn masked_field(value: &str) -> String {

@@ -73,7 +73,7 @@ fn scan_patterns(secrets: &[String], mode: DetectionMode) -> Vec<String> {
     }
     if mode != DetectionMode::Off {
         out.extend(rules::RULES.iter().flat_map(|r| r.anchors.iter().map(|a| a.to_string())));
-        out.extend(rules::SECRET_FIELD_KEYS.iter().map(|k| k.to_string()));
+        out.extend(secrets::SECRET_FIELDS.iter().map(|k| k.to_string()));
     }
     out.retain(|p| !p.is_empty());
     out

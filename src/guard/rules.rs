@@ -20,29 +20,6 @@ pub struct Rule {
     pub must_not_match: &'static [&'static str],
 }
 
-/// JSON members whose key says the value is a secret: in structured data the key is the
-/// context that `generic_secret_assignment` finds in text. Exact keys (lower case), so that
-/// `token_last_eight` or a package file's `sha1` checksum are left alone.
-pub const SECRET_FIELD_KEYS: &[&str] = &[
-    "password",
-    "passwd",
-    "secret",
-    "client_secret",
-    "token",
-    "access_token",
-    "refresh_token",
-    "auth_token",
-    "api_key",
-    "apikey",
-    "private_key",
-    "authorization_header",
-    "remote_password",
-    "mirror_password",
-    "mirror_token",
-    "auth_password",
-    "aws_secret_access_key",
-];
-
 /// The rule name reported for a masked secret field.
 pub const SECRET_FIELD_RULE: &str = "secret_field";
 

@@ -6,23 +6,37 @@
 
 use serde_json::Value;
 
-/// Body fields whose values are secrets (ADR 0005 "Request-body secret fields").
+/// JSON members whose key says the value is a secret — the one list, used twice: the values
+/// a call's body sends under these keys are redacted exactly from its result (ADR 0005
+/// "Request-body secret fields", plus the names masking knew), and pattern masking shortens
+/// any value under these keys in any result (`mask.rs`). Keys are matched case-insensitively,
+/// as the forges decode JSON field names. Exact names, so that `token_last_eight` or a
+/// package file's `sha1` are left alone.
 pub const SECRET_FIELDS: &[&str] = &[
     "password",
+    "passwd",
     "secret",
     "client_secret",
     "token",
     "access_token",
-    "auth_password",
+    "refresh_token",
     "auth_token",
+    "api_key",
+    "apikey",
     "private_key",
     "authorization_header",
     "remote_password",
     "mirror_password",
     "mirror_token",
+    "auth_password",
     "aws_secret_access_key",
     "aws_access_key_id",
 ];
+
+/// Whether a JSON member's key names a secret.
+pub fn is_secret_key(key: &str) -> bool {
+    SECRET_FIELDS.iter().any(|k| key.eq_ignore_ascii_case(k))
+}
 
 /// Body secrets shorter than this are not collected: they would match everywhere.
 pub const MIN_FIELD_SECRET_LEN: usize = 4;
@@ -49,7 +63,7 @@ pub fn from_body(operation_id: Option<&str>, body: Option<&Value>) -> Vec<String
             Value::Object(m) => {
                 for (k, x) in m {
                     if let Value::String(s) = x {
-                        if SECRET_FIELDS.contains(&k.as_str()) && s.chars().count() >= MIN_FIELD_SECRET_LEN {
+                        if is_secret_key(k) && s.chars().count() >= MIN_FIELD_SECRET_LEN {
                             out.push(s.clone());
                         }
                     } else if depth < MAX_DEPTH {
@@ -98,6 +112,14 @@ mod tests {
         let b = json!({"password": "abc", "title": "long enough title", "token": 12345678});
         assert!(from_body(None, Some(&b)).is_empty());
         assert_eq!(from_body(None, Some(&json!({"authorization_header": "Bearer xyz"}))), ["Bearer xyz"]);
+    }
+
+    #[test]
+    fn keys_are_matched_case_insensitively_like_the_forges_do() {
+        let b = json!({"Password": "pw-upper", "API_KEY": "key-value", "aws_access_key_id": "AKIAXXXX"});
+        let mut got = from_body(None, Some(&b));
+        got.sort();
+        assert_eq!(got, ["AKIAXXXX", "key-value", "pw-upper"]);
     }
 
     #[test]
