@@ -320,6 +320,7 @@ async fn ours(server: &Server, case: &Case) -> usize {
     call::run(server, Caller::Global, &Default::default(), case.tool, Some(case.args.clone()))
         .await
         .expect("tool call succeeds")
+        .as_str()
         .len()
 }
 

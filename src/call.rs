@@ -11,7 +11,7 @@ use crate::envelope::{self, RequestInfo, Success};
 use crate::error::{CallError, ErrorKind};
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
-use crate::guard::{CallGuard, Redactor, credential_ops, secrets};
+use crate::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
 use crate::identity::{Credential, Identity, Mode};
 use crate::policy::Narrowing;
 use crate::server::Server;
@@ -28,7 +28,7 @@ pub enum Caller {
 impl Caller {
     /// The caller's own token, as text for the guard (none for the global identity, whose
     /// token the guard always knows).
-    fn secret(&self) -> Option<String> {
+    pub fn secret(&self) -> Option<String> {
         match self {
             Caller::Global => None,
             Caller::Token(t) => Some(t.expose_secret().to_owned()),
@@ -46,19 +46,57 @@ impl std::fmt::Debug for Caller {
 }
 
 /// Run tool `name` with `args` as `caller`, under the server's policy as `narrowing`
-/// narrows it for this request; the text of a success result, or why not.
-/// Every outcome, success or error, has passed the guard.
+/// narrows it for this request: the text of a success result, or why not. Both can only
+/// be built by the guard, so every outcome has passed it.
 pub async fn run(
     server: &Server,
     caller: Caller,
     narrowing: &Narrowing,
     name: &str,
     args: Option<Map<String, Value>>,
-) -> Result<String, CallError> {
-    // 1. which tool: unknown names are a protocol error, refused ones a policy refusal.
-    //    The discovery tools answer from the catalog, or name the operation to run.
-    let mut tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
-    let mut args = args.unwrap_or_default();
+) -> Result<Guarded, GuardedError> {
+    // Every outcome leaves through this call's guard; it knows the caller's token from the
+    // start (a client may paste it anywhere), the body's secrets once the operation is known.
+    let guard = server.guard.for_call(caller.secret().into_iter().collect());
+    // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
+    //    discovery tools answer from the catalog, or name the operation to run.
+    let (tool, args, reached) = match which(server, narrowing, name, args.unwrap_or_default()) {
+        Ok(Which::Answer(value)) => return guard.answer(value),
+        Ok(Which::Run { tool, args, reached }) => (tool, args, reached),
+        Err(e) => return Err(guard.error(e)),
+    };
+    // 2. who: the credential and the identity the envelope reports. A per-request identity
+    //    that cannot be established fails the call; it never falls back to the global one.
+    let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
+    // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
+    // call to a credential operation is treated like the operation's tool).
+    let operation_id = tool.operation().or(reached.and_then(ToolDef::operation)).map(|op| op.id.as_str());
+    let guard = guard.with(secrets::from_body(operation_id, args.get("body")));
+    let issues_credentials = credential_ops::issues_credentials(operation_id);
+    // 3.–6. validate, plan, send, decode.
+    let fetched =
+        fetch(server, tool, &args, reached, &credential, &guard).await.map_err(|e| guard.error(e))?;
+    let mut success = fetched.into_success(server, identity);
+    // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
+    guard.success(&mut success, issues_credentials)
+}
+
+/// What step 1 decided.
+enum Which<'a> {
+    /// A discovery tool's answer.
+    Answer(Value),
+    /// The tool to run with its arguments, and for the raw tool the operation it reaches.
+    Run { tool: &'a ToolDef, args: Map<String, Value>, reached: Option<&'a ToolDef> },
+}
+
+/// Step 1: the tool, the policy, and the discovery tools' part.
+fn which<'a>(
+    server: &'a Server,
+    narrowing: &Narrowing,
+    name: &str,
+    mut args: Map<String, Value>,
+) -> Result<Which<'a>, CallError> {
+    let tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
     // A raw-tool call's route, resolved once: the policy, the guard and the plan need it.
     let reached = match tool.target {
         Target::Raw => server.catalog.reached_by_raw(&args).map(|t| t.as_ref()),
@@ -69,16 +107,13 @@ pub async fn run(
     }
     match &tool.target {
         Target::SearchOperations | Target::OperationSchema => {
-            // No forge request, but the same guard on what goes back (the caller's token too).
-            let guard = server.guard.for_call(caller.secret().into_iter().collect());
-            let answer = args::validate::validate(tool, &args)
-                .and_then(|()| discovery::answer(server, narrowing, tool, &args));
-            return answer.map_err(|e| guard.error(e));
+            // No forge request; the answer goes through the same guard as any result.
+            args::validate::validate(tool, &args)?;
+            discovery::answer(server, narrowing, tool, &args).map(Which::Answer)
         }
         Target::CallOperation => {
             // The operation's arguments move out (an upload's base64 is not copied); the rest
             // is checked against the call tool's own schema.
-            let guard = server.guard.for_call(caller.secret().into_iter().collect());
             let arguments = match args.remove("arguments") {
                 None | Some(Value::Null) => Map::new(),
                 Some(Value::Object(m)) => m,
@@ -86,37 +121,15 @@ pub async fn run(
                     return Err(CallError::invalid_argument("/arguments", "`arguments` must be an object"));
                 }
             };
-            let target = args::validate::validate(tool, &args)
-                .and_then(|()| discovery::target(server, narrowing, &args))
-                .map_err(|e| guard.error(e))?;
-            (tool, args) = (target, arguments);
-            if let Some(why) = server.refusal(narrowing, tool, &args) {
+            args::validate::validate(tool, &args)?;
+            let target = discovery::target(server, narrowing, &args)?;
+            if let Some(why) = server.refusal(narrowing, target, &arguments) {
                 return Err(CallError::local(ErrorKind::Denied, why));
             }
+            Ok(Which::Run { tool: target, args: arguments, reached: None })
         }
-        _ => {}
+        _ => Ok(Which::Run { tool, args, reached }),
     }
-    // 2. who: the credential and the identity the envelope reports. A per-request identity
-    //    that cannot be established fails the call; it never falls back to the global one.
-    let (credential, identity) = identify(server, caller).await?;
-    // The guard of this call knows the caller's token and the secrets its body carries.
-    // For the raw tool: the operation its route reaches (a raw call to a credential
-    // operation is treated like the operation's tool).
-    let operation_id = tool.operation().or(reached.and_then(ToolDef::operation)).map(|op| op.id.clone());
-    let mut call_secrets = secrets::from_body(operation_id.as_deref(), args.get("body"));
-    call_secrets.extend(credential.secret().map(|s| s.expose_secret().to_owned()));
-    let guard = server.guard.for_call(call_secrets);
-    let issues_credentials = credential_ops::issues_credentials(operation_id.as_deref());
-    let result = async {
-        // 3.–6. validate, plan, send, decode.
-        let fetched = fetch(server, tool, &args, reached, &credential, &guard).await?;
-        let mut success = fetched.into_success(server, identity);
-        // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
-        guard.success(&mut success, issues_credentials)
-    }
-    .await;
-    // Errors pass the same guard.
-    result.map_err(|e| guard.error(e))
 }
 
 /// What one request to the forge brought back, decoded but not yet guarded.
@@ -158,7 +171,7 @@ async fn fetch(
     // 5. send, within timeouts and size limits.
     let received = server.forge.send(&plan, credential).await?;
     // 6. decode: status → error kind, body → data, headers → pagination.
-    let (status, data, pagination) = decode(server, &plan, received, guard.redactor())?;
+    let (status, data, pagination) = decode(server, &plan, received, guard)?;
     Ok(Fetched { plan, status, data, pagination })
 }
 
@@ -178,37 +191,35 @@ pub async fn run_reads(
     narrowing: &Narrowing,
     reads: Vec<Read>,
     combine: impl FnOnce(Vec<Value>) -> Value,
-) -> Result<String, CallError> {
+) -> Result<Guarded, GuardedError> {
+    let guard = server.guard.for_call(caller.secret().into_iter().collect());
     let mut tools = Vec::with_capacity(reads.len());
     for r in &reads {
         let tool = server.catalog.get(r.operation).ok_or_else(|| {
-            CallError::local(ErrorKind::NotFound, format!("this forge has no {} operation", r.operation))
+            guard.error(CallError::local(
+                ErrorKind::NotFound,
+                format!("this forge has no {} operation", r.operation),
+            ))
         })?;
         if let Some(why) = server.refusal(narrowing, tool, &r.args) {
-            return Err(CallError::local(ErrorKind::Denied, why));
+            return Err(guard.error(CallError::local(ErrorKind::Denied, why)));
         }
         tools.push(tool);
     }
-    let (credential, identity) = identify(server, caller).await?;
-    let guard = server
-        .guard
-        .for_call(credential.secret().map(|s| s.expose_secret().to_owned()).into_iter().collect());
-    let result = async {
-        let mut first: Option<Fetched> = None;
-        let mut datas = Vec::with_capacity(reads.len());
-        for (tool, read) in tools.into_iter().zip(reads) {
-            let mut got = fetch(server, tool, &read.args, None, &credential, &guard).await?;
-            datas.push(std::mem::take(&mut got.data));
-            first.get_or_insert(got);
-        }
-        let first = first.expect("a resource reads at least once");
-        let mut success = first.into_success(server, identity);
-        success.pagination = None;
-        success.data = combine(datas);
-        guard.success(&mut success, false)
+    let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
+    let mut first: Option<Fetched> = None;
+    let mut datas = Vec::with_capacity(reads.len());
+    for (tool, read) in tools.into_iter().zip(reads) {
+        let mut got =
+            fetch(server, tool, &read.args, None, &credential, &guard).await.map_err(|e| guard.error(e))?;
+        datas.push(std::mem::take(&mut got.data));
+        first.get_or_insert(got);
     }
-    .await;
-    result.map_err(|e| guard.error(e))
+    let first = first.expect("a resource reads at least once");
+    let mut success = first.into_success(server, identity);
+    success.pagination = None;
+    success.data = combine(datas);
+    guard.success(&mut success, false)
 }
 
 fn plan(
@@ -332,15 +343,10 @@ pub async fn fetch_login_with(forge: &Forge, credential: &Credential) -> Result<
 
 type Decoded = (u16, Value, Option<pagination::Pagination>);
 
-fn decode(
-    server: &Server,
-    plan: &CallPlan,
-    got: Received,
-    redactor: &Redactor,
-) -> Result<Decoded, CallError> {
+fn decode(server: &Server, plan: &CallPlan, got: Received, guard: &CallGuard) -> Result<Decoded, CallError> {
     let st = got.status;
     if let Some(kind) = status::kind_for(st) {
-        return Err(forge_error(st, kind, &got.body, redactor));
+        return Err(forge_error(st, kind, &got.body, guard.redactor()));
     }
     if (300..400).contains(&st) {
         // Not followed: the target is the result (a signed download URL, "see the public members").
@@ -363,6 +369,7 @@ fn decode(
                 ),
             ));
         }
+        guard.binary(st, bytes)?;
     }
     let data = decoded.into_data();
     let paging = plan.page.map(|req| pagination::paginate(req, total.as_deref(), link.as_deref(), &data));

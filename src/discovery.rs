@@ -1,10 +1,9 @@
 //! What the discovery tools answer (their definitions are in `catalog/discovery_tools.rs`).
 //!
 //! Search and schema answers come from the catalog alone — no forge request, no identity —
-//! as a plain JSON object holding nothing the client sent (no secret pasted into a query can
-//! come back). A call names another operation; `call.rs` then runs that operation's tool
-//! through the whole pipeline, so nothing here sends anything. Errors go through the call's
-//! guard in `call.rs`.
+//! as a plain JSON object holding nothing the client sent; the call's guard then redacts and
+//! bounds it like any result (`call.rs`). A call names another operation; `call.rs` then runs
+//! that operation's tool through the whole pipeline, so nothing here sends anything.
 
 use std::sync::Arc;
 
@@ -21,7 +20,7 @@ pub fn answer(
     narrowing: &Narrowing,
     tool: &ToolDef,
     args: &Map<String, Value>,
-) -> Result<String, CallError> {
+) -> Result<Value, CallError> {
     let value = match tool.target {
         Target::SearchOperations => search(server, narrowing, args),
         Target::OperationSchema => {
@@ -33,7 +32,7 @@ pub fn answer(
         }
         _ => unreachable!("only the search and schema tools are answered here"),
     };
-    Ok(value.to_string())
+    Ok(value)
 }
 
 /// The operation `gitea_call_operation` names (`args` without its `arguments`, which the

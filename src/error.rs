@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use crate::guard::{Guarded, GuardedError};
+
 /// The `kind` of an error result, exactly as INTERFACE.md names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
@@ -160,18 +162,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Classify a call's result. Every message goes through `redact` once more on the way
-    /// out, so no path can carry a known secret into an error.
-    pub fn from_result(result: Result<String, CallError>, redact: impl Fn(&str) -> String) -> Outcome {
+    /// Classify a call's result; everything in it has passed the guard.
+    pub fn from_result(result: Result<Guarded, GuardedError>) -> Outcome {
         match result {
-            Ok(text) => Outcome::Success(text),
-            Err(CallError::UnknownTool(name)) => {
-                Outcome::UnknownTool(format!("unknown tool: {}", redact(&name)))
-            }
-            Err(CallError::Result(mut f)) => {
-                f.message = redact(&f.message);
-                Outcome::Error(crate::envelope::error_text(&f))
-            }
+            Ok(text) => Outcome::Success(text.into_string()),
+            Err(e) => match e.into_error() {
+                CallError::UnknownTool(name) => Outcome::UnknownTool(format!("unknown tool: {name}")),
+                CallError::Result(f) => Outcome::Error(crate::envelope::error_text(&f)),
+            },
         }
     }
 }

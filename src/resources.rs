@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::call::{self, Caller, Read};
 use crate::error::{CallError, ErrorKind};
+use crate::guard::{Guarded, GuardedError};
 use crate::policy::Narrowing;
 use crate::server::Server;
 
@@ -53,8 +54,9 @@ pub async fn read(
     caller: Caller,
     narrowing: &Narrowing,
     uri: &str,
-) -> Result<String, CallError> {
-    let (reads, shape) = parse(uri)?;
+) -> Result<Guarded, GuardedError> {
+    let (reads, shape) =
+        parse(uri).map_err(|e| server.guard.for_call(caller.secret().into_iter().collect()).error(e))?;
     call::run_reads(server, caller, narrowing, reads, |mut datas| match shape {
         Shape::One => datas.pop().unwrap_or(Value::Null),
         Shape::IssueWithComments => {

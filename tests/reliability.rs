@@ -293,3 +293,167 @@ async fn the_raw_tool_refuses_routes_no_operation_has() {
     assert_eq!(h.last().raw_path, "/api/v1/nope/x");
     h.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// Secrets (6–9): every spelling of a known secret, in every part of every answer.
+
+/// 6: one stray byte made a text body binary, and its base64 carried the token.
+#[tokio::test]
+async fn text_with_a_stray_byte_stays_text_and_binary_holding_a_secret_is_withheld() {
+    let h = Harness::start(Setup::gitea()).await;
+    let mut log = format!("step 1\nGITEA_TOKEN={ALICE_TOKEN}\n").into_bytes();
+    log.push(0xff);
+    log.extend_from_slice(b" done\n");
+    h.forge.script(Script::always(
+        None,
+        "/api/v1/repos/o/r/actions/jobs/1/logs",
+        ScriptedResponse::status(200)
+            .with_header("content-type", "text/plain; charset=utf-8")
+            .with_body(ScriptBody::Bytes(log)),
+    ));
+    let c = h.call("downloadActionsRunJobLogs", json!({"owner": "o", "repo": "r", "job_id": 1})).await;
+    let text = c.data().as_str().unwrap_or_else(|| panic!("text, not binary: {}", c.text));
+    assert!(text.contains("[REDACTED]") && text.contains('\u{fffd}') && text.contains("done"), "{text}");
+    assert!(!c.text.contains(ALICE_TOKEN), "{}", c.text);
+
+    let mut body = format!("{{\"description\": \"deploy with {ALICE_TOKEN} ").into_bytes();
+    body.push(0xfe);
+    body.extend_from_slice(b"\"}");
+    h.forge.script(Script::always(
+        None,
+        "/api/v1/repos/o/r",
+        ScriptedResponse::status(200)
+            .with_header("content-type", "application/json")
+            .with_body(ScriptBody::Bytes(body)),
+    ));
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "r"})).await;
+    assert!(
+        c.data()["description"].as_str().is_some_and(|d| d.contains("[REDACTED]")),
+        "JSON stays JSON: {}",
+        c.text
+    );
+
+    let mut blob = vec![0x89, b'P', b'N', b'G', 0xff, 0x00];
+    blob.extend_from_slice(ALICE_TOKEN.as_bytes());
+    blob.extend_from_slice(&[0xfe, 0x01]);
+    h.forge.script(Script::always(
+        None,
+        "/api/v1/repos/o/r/raw/leak.png",
+        ScriptedResponse::status(200)
+            .with_header("content-type", "image/png")
+            .with_body(ScriptBody::Bytes(blob)),
+    ));
+    let c = h.call("repoGetRawFile", json!({"owner": "o", "repo": "r", "filepath": "leak.png"})).await;
+    assert_eq!(c.kind(), "secret_blocked", "{}", c.text);
+    assert!(!c.text.contains(ALICE_TOKEN) && !c.text.contains("content_base64"), "{}", c.text);
+    // Binary content without a known secret still comes back whole.
+    h.forge.script(Script::always(
+        None,
+        "/api/v1/repos/o/r/raw/ok.png",
+        ScriptedResponse::status(200)
+            .with_header("content-type", "image/png")
+            .with_body(ScriptBody::Bytes(vec![0x89, 0xff, 0x00])),
+    ));
+    let c = h.call("repoGetRawFile", json!({"owner": "o", "repo": "r", "filepath": "ok.png"})).await;
+    assert_eq!(c.data()["content_base64"], "if8A", "{}", c.text);
+    h.stop().await;
+}
+
+/// 7: the login the forge reports is guarded like data, on stdio and over HTTP.
+#[tokio::test]
+async fn the_login_the_forge_reports_is_guarded() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.script(echo(
+        "/api/v1/user",
+        json!({"login": format!("alice{ALICE_TOKEN} ghp_0123456789abcdefghijklmnopqrstuvwxyzAB")}),
+    ));
+    h.forge.seed_repo("alice", "demo");
+    let c = h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
+    let login = c.json["identity"]["login"].as_str().unwrap_or_else(|| panic!("{}", c.text));
+    assert!(login.starts_with("alice[REDACTED]") && login.contains("[masked:"), "{login}");
+    assert!(!c.text.contains(ALICE_TOKEN), "{}", c.text);
+    h.stop().await;
+
+    // Over HTTP, a login that holds the caller's own token.
+    let bob = "tok-bob-5c0ffee5b0b";
+    let users = vec![(bob.to_owned(), format!("bob-{bob}"))];
+    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    let server = HttpServer::spawn(&forge.base_url(), "http", &[]).await;
+    let args = json!({"owner": "alice", "repo": "demo"});
+    let auth = format!("token {bob}");
+    let resp = stateless_call(&http_client(), &server.base, "repoGet", args, Some(&auth)).await.unwrap();
+    let c = tool_result(&resp);
+    assert_eq!(c.json["identity"]["login"], "bob-[REDACTED]", "{}", c.text);
+}
+
+/// 8: JSON-escaped spellings of a token in forge text that was not parsed as JSON — malformed,
+/// nested too deep, or an error body that is not an object.
+#[tokio::test]
+async fn json_escaped_secrets_in_text_that_was_not_parsed_are_redacted() {
+    let h = Harness::start(Setup::gitea()).await;
+    let escaped: String = ALICE_TOKEN.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+    let half: String = ALICE_TOKEN
+        .chars()
+        .enumerate()
+        .map(|(i, c)| if i % 2 == 1 { format!("\\u{:04X}", c as u32) } else { c.to_string() })
+        .collect();
+    let bodies = [
+        ("malformed", format!("{{\"t\": \"{escaped}\", oops")),
+        ("deep", format!("{}\"{half}\"{}", "[".repeat(120), "]".repeat(120))),
+    ];
+    for (repo, body) in &bodies {
+        h.forge.script(Script::always(
+            None,
+            &format!("/api/v1/repos/o/{repo}"),
+            ScriptedResponse::status(200)
+                .with_header("content-type", "application/json")
+                .with_body(ScriptBody::Bytes(body.clone().into_bytes())),
+        ));
+        let c = h.call("repoGet", json!({"owner": "o", "repo": repo})).await;
+        let text = c.data().as_str().unwrap_or_else(|| panic!("{repo}: kept as text: {}", c.text));
+        assert!(
+            text.contains("[REDACTED]") && !text.contains(&escaped) && !text.contains(&half),
+            "{repo}: {text}"
+        );
+    }
+    // Error bodies that are not objects: a JSON string, a list, plain text.
+    for (status, body) in [
+        (500, format!("\"boom {escaped}\"")),
+        (502, format!("[\"{half}\"]")),
+        (503, format!("upstream said {half}")),
+    ] {
+        h.forge.script(Script::always(
+            None,
+            "/api/v1/repos/o/err",
+            ScriptedResponse::status(status)
+                .with_header("content-type", "application/json")
+                .with_body(ScriptBody::Bytes(body.into_bytes())),
+        ));
+        let c = h.call("repoGet", json!({"owner": "o", "repo": "err"})).await;
+        assert_eq!(c.kind(), "upstream_error", "{}", c.text);
+        let m = c.json["error"]["message"].as_str().unwrap();
+        assert!(!m.contains(&escaped) && !m.contains(&half) && !m.contains(ALICE_TOKEN), "{m}");
+    }
+    h.stop().await;
+}
+
+/// 9: the discovery tools' answers pass the same guard and bounds as every other result.
+#[tokio::test]
+async fn discovery_answers_are_bounded_and_redacted() {
+    let h = Harness::start(
+        Setup::gitea().env("MAX_TOOL_RESPONSE_CHARS", "2000").env("EXTRA_SECRETS", "archived"),
+    )
+    .await;
+    let c = h.call("gitea_get_operation_schema", json!({"operation_id": "repoEdit"})).await;
+    assert!(!c.is_error, "{}", c.text);
+    assert!(c.text.chars().count() <= 2000, "{} characters", c.text.chars().count());
+    assert!(c.json["truncated"].is_object(), "says what was cut: {}", c.text);
+    let c = h.call("gitea_search_operations", json!({"query": "archive a repository", "limit": 25})).await;
+    assert!(c.text.chars().count() <= 2000, "{} characters", c.text.chars().count());
+    let h2 = Harness::start(Setup::gitea().env("EXTRA_SECRETS", "archived")).await;
+    let c = h2.call("gitea_get_operation_schema", json!({"operation_id": "repoEdit"})).await;
+    assert!(!c.text.contains("archived") && c.text.contains("[REDACTED]"), "EXTRA_SECRETS apply: {}", c.text);
+    h.stop().await;
+    h2.stop().await;
+}

@@ -1,10 +1,11 @@
 //! Bodies → `data`: JSON, text, or `{content_base64, content_type, size}`.
 //!
 //! The media type the forge sends decides first; the kind the spec (with its fixes)
-//! expects decides when the media type is missing or generic. Nothing is lost: JSON that
-//! does not parse, or is nested deeper than `MAX_JSON_DEPTH`, comes back as text; text that
-//! is not UTF-8 comes back as binary. No step recurses on the input, so no input can
-//! overflow the stack.
+//! expects decides when the media type is missing or generic. JSON that does not parse, or
+//! is nested deeper than `MAX_JSON_DEPTH`, comes back as text. A body whose media type is
+//! text stays text even with bytes that are not UTF-8 (a CI log with a stray byte): those
+//! bytes become U+FFFD, so that the text passes the guard's redaction — as base64 it could
+//! not be redacted. No step recurses on the input, so no input can overflow the stack.
 
 use base64::Engine;
 use serde_json::{Value, json};
@@ -112,21 +113,26 @@ pub fn decode(expect: ResponseKind, content_type: Option<&str>, bytes: Vec<u8>) 
         _ => "application/octet-stream".to_owned(),
     };
     let try_json = m == Media::Json || (m == Media::Missing && expect != ResponseKind::Binary);
-    if try_json && !too_deep(&bytes, MAX_JSON_DEPTH) {
-        if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
-            return Decoded::Json(v);
-        }
-    }
     let text_wanted = matches!(m, Media::Json | Media::Text)
         || (m == Media::Missing && expect != ResponseKind::Binary)
         || (m == Media::Other && expect == ResponseKind::Text);
-    if text_wanted {
-        return match String::from_utf8(bytes) {
-            Ok(s) => Decoded::Text(s),
-            Err(e) => Decoded::Binary { bytes: e.into_bytes(), content_type: binary_type() },
-        };
+    if !text_wanted {
+        return Decoded::Binary { bytes, content_type: binary_type() };
     }
-    Decoded::Binary { bytes, content_type: binary_type() }
+    let text = match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) if m == Media::Missing && expect != ResponseKind::Text => {
+            // Nothing said this is text, and it is not: keep the bytes.
+            return Decoded::Binary { bytes: e.into_bytes(), content_type: binary_type() };
+        }
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    };
+    if try_json && !too_deep(text.as_bytes(), MAX_JSON_DEPTH) {
+        if let Ok(v) = serde_json::from_str::<Value>(&text) {
+            return Decoded::Json(v);
+        }
+    }
+    Decoded::Text(text)
 }
 
 /// Whether JSON text nests arrays/objects deeper than `max`. One pass, no recursion;
@@ -224,15 +230,27 @@ mod tests {
     }
 
     #[test]
-    fn malformed_json_is_kept_as_text_and_invalid_utf8_as_binary() {
+    fn malformed_json_is_kept_as_text_and_text_media_types_stay_text() {
         assert_eq!(
             decode(ResponseKind::Json, Some("application/json"), b"{oops".to_vec()),
             Decoded::Text("{oops".into())
         );
-        let d = decode(ResponseKind::Json, Some("application/json"), vec![0xff, 0xfe, 0x00]);
-        let data = d.into_data();
-        assert_eq!(data["size"], 3);
-        assert_eq!(data["content_base64"], "//4A");
+        // One stray byte keeps JSON JSON and text text; it becomes U+FFFD.
+        assert_eq!(
+            decode(ResponseKind::Json, Some("application/json"), b"{\"log\":\"a\xffb\"}".to_vec()),
+            Decoded::Json(serde_json::json!({"log": "a\u{fffd}b"}))
+        );
+        assert_eq!(
+            decode(ResponseKind::Text, Some("text/plain"), b"line \xff\xfe".to_vec()),
+            Decoded::Text("line \u{fffd}\u{fffd}".into())
+        );
+        assert_eq!(
+            decode(ResponseKind::Text, None, b"log \xff".to_vec()),
+            Decoded::Text("log \u{fffd}".into())
+        );
+        // Without a media type, bytes that are not UTF-8 stay bytes unless text was expected.
+        let data = decode(ResponseKind::Json, None, vec![0xff, 0xfe, 0x00]).into_data();
+        assert_eq!((data["size"].as_u64(), data["content_base64"].as_str()), (Some(3), Some("//4A")));
     }
 
     #[test]

@@ -89,6 +89,55 @@ impl Bounded for Success {
     }
 }
 
+/// The answer of a built-in tool: a JSON value, and what was cut from it. Its text is the
+/// value with a `truncated` member added (or, when the value had to become text,
+/// `{"text", "truncated"}`).
+#[derive(Debug)]
+pub struct Answer {
+    pub value: Value,
+    pub truncated: Option<Value>,
+}
+
+impl Answer {
+    /// The text as it stands.
+    pub fn text_now(&self) -> String {
+        match (&self.value, &self.truncated) {
+            (v, None) => v.to_string(),
+            (Value::Object(m), Some(t)) => {
+                let mut m = m.clone();
+                m.insert("truncated".into(), t.clone());
+                Value::Object(m).to_string()
+            }
+            (v, Some(t)) => json!({"text": v, "truncated": t}).to_string(),
+        }
+    }
+}
+
+impl Bounded for Answer {
+    fn data(&self) -> &Value {
+        &self.value
+    }
+    fn data_mut(&mut self) -> &mut Value {
+        &mut self.value
+    }
+    fn set_truncated(&mut self, note: Option<Value>) {
+        self.truncated = note;
+    }
+    fn pagination(&self) -> Option<&Pagination> {
+        None
+    }
+    fn status(&self) -> Option<u16> {
+        None
+    }
+    fn data_pointer(&self) -> &'static str {
+        ""
+    }
+    fn text(&self) -> String {
+        self.text_now()
+    }
+    fn shorten_own_fields(&mut self, _cap: usize) {}
+}
+
 /// Fit a document into the bounds and return its text. `text` is the document as already
 /// serialized by the caller (the common case — nothing to cut — serializes only once).
 pub fn fit(s: &mut dyn Bounded, b: Bounds, text: String) -> Result<String, CallError> {

@@ -2,13 +2,19 @@
 //! passes here after decoding and before it is sent, in this order:
 //!
 //! 1. exact redaction (always on): every secret the server knows, plus the caller's token and
-//!    the secrets this call's body carried, become `[REDACTED]` in strings and keys;
+//!    the secrets this call's body carried, become `[REDACTED]` in strings and keys — also
+//!    where JSON escapes spell them; binary content in which one occurs is withheld
+//!    (`secret_blocked`), since it cannot be redacted;
 //! 2. pattern masking (`SECRET_DETECTION_MODE`): `off` skips it, `mask` shortens
 //!    credential-looking strings, `block` withholds the result as `secret_blocked`;
-//!    successful results of credential-issuing operations skip this step;
+//!    successful results of credential-issuing operations skip this step, and the answers
+//!    of the built-in tools (spec text, not forge data) are masked, never withheld;
 //! 3. bounds (`MAX_TOOL_RESPONSE_ITEMS`, `MAX_TOOL_RESPONSE_CHARS`).
 //!
-//! Log lines go through steps 1 and 2 as well (`log.rs`).
+//! The whole envelope is guarded, not only `data`: the login the forge reports, the path as
+//! sent. What leaves a call is a `Guarded` text or a `GuardedError`, which only this module
+//! can build, so no path can skip the guard. Log lines go through steps 1 and 2 as well
+//! (`log.rs`).
 
 pub mod bound;
 pub mod credential_ops;
@@ -17,6 +23,7 @@ pub mod mask;
 pub mod redact;
 pub mod rules;
 pub mod secrets;
+mod unescape;
 
 use std::sync::Arc;
 
@@ -28,9 +35,51 @@ pub use bound::Bounds;
 pub use mask::Masker;
 pub use redact::Redactor;
 
+use serde_json::Value;
+
 use crate::config::{DetectionMode, Settings};
 use crate::envelope::Success;
 use crate::error::{CallError, ErrorKind, ToolFailure};
+
+/// The text of a result that passed the guard: the only form in which a result leaves a call.
+/// Only the guard builds one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guarded(String);
+
+impl Guarded {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// A failed call whose every word passed the guard. Only the guard builds one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardedError(CallError);
+
+impl GuardedError {
+    pub fn error(&self) -> &CallError {
+        &self.0
+    }
+
+    pub fn into_error(self) -> CallError {
+        self.0
+    }
+
+    /// The kind, when this is a tool result.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        self.0.kind()
+    }
+}
+
+impl std::fmt::Display for GuardedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Longest forge message kept in an error result, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 500;
@@ -70,6 +119,11 @@ fn scan_patterns(secrets: &[String], mode: DetectionMode) -> Vec<String> {
         if escaped != s {
             out.push(escaped.to_owned());
         }
+    }
+    if !out.is_empty() {
+        // A backslash in a string (written `\\` in JSON text) may start an escape that spells
+        // a secret.
+        out.push("\\\\".to_owned());
     }
     if mode != DetectionMode::Off {
         out.extend(rules::RULES.iter().flat_map(|r| r.anchors.iter().map(|a| a.to_string())));
@@ -128,6 +182,45 @@ impl Guard {
         let extra_scan = scanner(&scan_patterns(&new, DetectionMode::Off));
         CallGuard { redactor: self.redactor.with(new), guard: self.clone(), extra_scan }
     }
+
+    /// A failure outside any call (a request that could not become one), guarded with the
+    /// configured secrets.
+    pub fn error(&self, e: CallError) -> GuardedError {
+        guard_error(&self.redactor, self, e)
+    }
+
+    /// Mask a string in place when masking is on; whether it changed.
+    fn mask_in_place(&self, s: &mut String) -> bool {
+        if self.mode == DetectionMode::Off {
+            return false;
+        }
+        match self.masker.mask_str(s) {
+            Some(m) => {
+                *s = m;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Redact and mask an error's words (errors are masked, never blocked: the status and kind
+/// stay useful), then cut the message to `MAX_MESSAGE_CHARS`.
+fn guard_error(redactor: &Redactor, guard: &Guard, e: CallError) -> GuardedError {
+    let clean = |s: &str| {
+        let mut s = redactor.redact_str(s);
+        guard.mask_in_place(&mut s);
+        s
+    };
+    GuardedError(match e {
+        CallError::Result(f) => CallError::Result(ToolFailure {
+            message: redact::truncate_chars(&clean(&f.message), MAX_MESSAGE_CHARS + 200),
+            // A pointer into the arguments names what the client sent: guarded the same.
+            path: f.path.as_deref().map(clean),
+            ..f
+        }),
+        CallError::UnknownTool(name) => CallError::UnknownTool(clean(&name)),
+    })
 }
 
 /// The guard of one call.
@@ -139,21 +232,36 @@ pub struct CallGuard {
 }
 
 impl CallGuard {
-    /// Redact, mask (or block), bound a success, and return its text. `issues_credentials`:
-    /// the operation exists to hand out a credential, so masking and blocking are skipped.
-    pub fn success(&self, s: &mut Success, issues_credentials: bool) -> Result<String, CallError> {
+    /// This guard, also knowing `more` secrets (a request body's, once the operation is known).
+    pub fn with(&self, more: Vec<String>) -> CallGuard {
+        if more.is_empty() {
+            return self.clone();
+        }
+        let mut all = self.redactor.secrets().to_vec();
+        all.extend(more);
+        self.guard.for_call(all)
+    }
+
+    /// Redact, mask (or block) and bound a success; its text. `issues_credentials`: the
+    /// operation exists to hand out a credential, so masking and blocking are skipped.
+    pub fn success(&self, s: &mut Success, issues_credentials: bool) -> Result<Guarded, GuardedError> {
+        self.try_success(s, issues_credentials).map(Guarded).map_err(|e| self.error(e))
+    }
+
+    fn try_success(&self, s: &mut Success, issues_credentials: bool) -> Result<String, CallError> {
         // The path as sent can hold argument values; it is ours to redact, never to mask.
         s.request.path = self.redactor.redact_str(&s.request.path);
+        // The login is the forge's word: guarded like data.
+        if let Some(login) = &mut s.identity.login {
+            *login = self.redactor.redact_str(login);
+            self.guard.mask_in_place(login);
+        }
         let mut text = s.to_text();
-        // Only `data` (and `truncated`) come from the forge: scan from the `data` member on,
-        // so the envelope's own words (`"mode":"token"`) do not count as hits. A raw `,"data":`
-        // cannot occur inside an earlier string, where quotes are escaped.
+        // The rest that comes from the forge is `data` (and `truncated`): scan from the `data`
+        // member on, so the envelope's own words (`"mode":"token"`) do not count as hits. A
+        // raw `,"data":` cannot occur inside an earlier string, where quotes are escaped.
         let from = text.find(",\"data\":").unwrap_or(0);
-        let hit = |t: &str| {
-            self.guard.scan.as_ref().is_some_and(|a| a.is_match(t))
-                || self.extra_scan.as_ref().is_some_and(|a| a.is_match(t))
-        };
-        if hit(&text[from..]) {
+        if self.hit(&text[from..]) {
             self.redactor.redact_value(&mut s.data);
             if !issues_credentials {
                 match self.guard.mode {
@@ -182,25 +290,43 @@ impl CallGuard {
         bound::fit(s, self.guard.bounds, text)
     }
 
-    /// Redact and mask an error's message (errors are masked, never blocked: the status and
-    /// kind stay useful), then cut it to `MAX_MESSAGE_CHARS`.
-    pub fn failure(&self, mut f: ToolFailure) -> ToolFailure {
-        let mut msg = self.redactor.redact_str(&f.message);
-        if self.guard.mode != DetectionMode::Off {
-            if let Some(m) = self.guard.masker.mask_str(&msg) {
-                msg = m;
+    /// The answer of a built-in tool (the discovery tools: spec text and names, no forge
+    /// data): redacted (a query can carry a secret), masked but never withheld, and bounded.
+    pub fn answer(&self, value: Value) -> Result<Guarded, GuardedError> {
+        let mut a = bound::Answer { value, truncated: None };
+        let text = a.text_now();
+        if self.hit(&text) {
+            self.redactor.redact_value(&mut a.value);
+            if self.guard.mode != DetectionMode::Off {
+                self.guard.masker.mask_value(&mut a.value);
             }
         }
-        f.message = redact::truncate_chars(&msg, MAX_MESSAGE_CHARS + 200);
-        f
+        let text = a.text_now();
+        bound::fit(&mut a, self.guard.bounds, text).map(Guarded).map_err(|e| self.error(e))
     }
 
-    /// The same for a `CallError` (an unknown tool's name is redacted too).
-    pub fn error(&self, e: CallError) -> CallError {
-        match e {
-            CallError::Result(f) => CallError::Result(self.failure(f)),
-            CallError::UnknownTool(name) => CallError::UnknownTool(self.redactor.redact_str(&name)),
+    /// Binary content may not leave when a known secret occurs in its bytes: it cannot be
+    /// redacted without corrupting it, and its base64 would carry the secret.
+    pub fn binary(&self, status: u16, bytes: &[u8]) -> Result<(), CallError> {
+        if self.redactor.occurs_in(bytes) {
+            return Err(CallError::from_forge(
+                status,
+                ErrorKind::SecretBlocked,
+                "the binary content was withheld because a secret this server knows occurs in it; fetch it without the server, or remove the secret from it",
+            ));
         }
+        Ok(())
+    }
+
+    /// Whether a text may hold something the walks act on.
+    fn hit(&self, t: &str) -> bool {
+        self.guard.scan.as_ref().is_some_and(|a| a.is_match(t))
+            || self.extra_scan.as_ref().is_some_and(|a| a.is_match(t))
+    }
+
+    /// A failed call, guarded with this call's secrets.
+    pub fn error(&self, e: CallError) -> GuardedError {
+        guard_error(&self.redactor, &self.guard, e)
     }
 
     /// Exact redaction with this call's secrets.
@@ -282,47 +408,180 @@ mod tests {
         }
     }
 
+    /// A secret as written in a string: as is, every character JSON-escaped, or some.
+    fn spell(secret: &str, how: u8) -> String {
+        match how % 3 {
+            0 => secret.to_owned(),
+            1 => secret.chars().map(|c| format!("\\u{:04x}", c as u32)).collect(),
+            _ => secret
+                .chars()
+                .enumerate()
+                .map(|(i, c)| if i % 2 == 0 { format!("\\u{:04X}", c as u32) } else { c.to_string() })
+                .collect(),
+        }
+    }
+
+    /// No known secret in the text, in any spelling a reader would decode: as is, and in every
+    /// string of the parsed JSON read with its escapes, base64 content decoded.
+    fn assert_no_secret(text: &str) -> Result<(), TestCaseError> {
+        for secret in SECRETS {
+            prop_assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        let parsed: Value = serde_json::from_str(text).unwrap();
+        let mut stack = vec![&parsed];
+        while let Some(v) = stack.pop() {
+            let mut strings: Vec<&str> = Vec::new();
+            match v {
+                Value::String(s) => strings.push(s),
+                Value::Array(a) => stack.extend(a.iter()),
+                Value::Object(m) => {
+                    strings.extend(m.keys().map(String::as_str));
+                    stack.extend(m.values());
+                }
+                _ => {}
+            }
+            for s in strings {
+                let read = unescape::Unescaped::of(s).text;
+                let decoded =
+                    base64::Engine::decode(&base64::engine::general_purpose::STANDARD, s).unwrap_or_default();
+                for secret in SECRETS {
+                    prop_assert!(!read.contains(secret), "{secret} spelled in {s:?}");
+                    prop_assert!(
+                        !decoded.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                        "{secret} in base64 {s:?}"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
+        /// The guard over whole envelopes: a secret anywhere — in data (as is or spelled with
+        /// escapes), in the forge's login, in the path as sent — never comes out, and the text
+        /// is valid JSON within the bounds.
         #[test]
         fn no_secret_survives_and_the_text_is_valid_json_within_bounds(
             data in arb_json(),
             which in 0usize..4,
             how in any::<u8>(),
+            spelling in any::<u8>(),
             path in prop::collection::vec(any::<usize>(), 0..6),
+            in_login in any::<bool>(),
+            in_path in any::<bool>(),
             max_items in 1usize..30,
             max_chars in 2_000usize..30_000,
             mode in prop_oneof![Just(DetectionMode::Off), Just(DetectionMode::Mask), Just(DetectionMode::Block)],
         ) {
             let mut data = data;
-            insert(&mut data, SECRETS[which], how, &path);
+            insert(&mut data, &spell(SECRETS[which], spelling), how, &path);
             let g = guard(mode, max_items, max_chars);
             let mut s = success(data);
+            if in_login {
+                s.identity.login = Some(format!("ali{}ce", SECRETS[(which + 1) % 4]));
+            }
+            if in_path {
+                s.request.path = format!("/repos/o/{}", SECRETS[(which + 2) % 4]);
+            }
             let text = match g.success(&mut s, false) {
-                Ok(text) => text,
-                Err(e) => match g.error(e) {
+                Ok(text) => text.into_string(),
+                Err(e) => match e.into_error() {
                     CallError::Result(f) => crate::envelope::error_text(&f),
                     other => panic!("{other}"),
                 },
             };
-            for secret in SECRETS {
-                prop_assert!(!text.contains(secret), "{secret} in {text}");
-            }
-            let parsed: Value = serde_json::from_str(&text).unwrap();
-            prop_assert!(parsed.is_object());
+            assert_no_secret(&text)?;
             prop_assert!(text.chars().count() <= max_chars, "{} > {max_chars}", text.chars().count());
         }
 
         #[test]
-        fn no_secret_survives_in_error_messages(which in 0usize..4, prefix in ".{0,600}", suffix in ".{0,600}") {
+        fn no_secret_survives_in_error_messages(which in 0usize..4, spelling in any::<u8>(), prefix in ".{0,600}", suffix in ".{0,600}") {
             let g = guard(DetectionMode::Mask, 100, 100_000);
-            let f = ToolFailure { status: Some(500), kind: ErrorKind::UpstreamError, message: format!("{prefix}{}{suffix}", SECRETS[which]), path: None };
-            let text = crate::envelope::error_text(&g.failure(f));
-            for secret in SECRETS {
-                prop_assert!(!text.contains(secret));
-            }
+            let secret = spell(SECRETS[which], spelling);
+            let f = ToolFailure { status: Some(500), kind: ErrorKind::UpstreamError, message: format!("{prefix}{secret}{suffix}"), path: Some(format!("/{secret}")) };
+            let text = match g.error(CallError::Result(f)).into_error() {
+                CallError::Result(f) => crate::envelope::error_text(&f),
+                other => panic!("{other}"),
+            };
+            assert_no_secret(&text)?;
         }
+
+        /// Built-in answers pass the same guard: redacted, and within the char bound.
+        #[test]
+        fn built_in_answers_are_redacted_and_bounded(data in arb_json(), which in 0usize..4, spelling in any::<u8>(), how in any::<u8>(), max_chars in 2_000usize..8_000) {
+            let mut data = json!({"results": [data]});
+            insert(&mut data, &spell(SECRETS[which], spelling), how, &[0, 0]);
+            let g = guard(DetectionMode::Block, 100, max_chars);
+            let text = g.answer(data).unwrap().into_string();
+            assert_no_secret(&text)?;
+            prop_assert!(text.chars().count() <= max_chars);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// The decoder over arbitrary bytes and media types, then the guard, as a call runs
+        /// them: no panic, and no known secret in what comes out, whatever the bytes around
+        /// it (stray non-UTF-8 bytes, JSON that does not parse, escapes).
+        #[test]
+        fn decoded_bodies_never_carry_a_known_secret_out(
+            before in prop::collection::vec(any::<u8>(), 0..200),
+            after in prop::collection::vec(any::<u8>(), 0..200),
+            which in 0usize..4,
+            spelling in any::<u8>(),
+            as_json in any::<bool>(),
+            media in prop_oneof![
+                Just(None), Just(Some("application/json")), Just(Some("text/plain; charset=utf-8")),
+                Just(Some("application/octet-stream")), Just(Some("application/zip")), Just(Some("text/html")),
+            ],
+            expect in prop_oneof![
+                Just(crate::catalog::ResponseKind::Json), Just(crate::catalog::ResponseKind::Text),
+                Just(crate::catalog::ResponseKind::Binary),
+            ],
+        ) {
+            use crate::decode::body::{Decoded, decode};
+            let secret = spell(SECRETS[which], spelling);
+            let mut bytes = before;
+            if as_json {
+                bytes.extend_from_slice(format!("{{\"k\": \"{secret}\"}}").as_bytes());
+            } else {
+                bytes.extend_from_slice(secret.as_bytes());
+            }
+            bytes.extend(after);
+            let g = guard(DetectionMode::Off, 100, 100_000);
+            let decoded = decode(expect, media, bytes);
+            if let Decoded::Binary { bytes, .. } = &decoded {
+                if g.binary(200, bytes).is_err() {
+                    return Ok(());
+                }
+            }
+            let mut s = success(decoded.into_data());
+            let text = match g.success(&mut s, false) {
+                Ok(t) => t.into_string(),
+                Err(e) => match e.into_error() {
+                    CallError::Result(f) => crate::envelope::error_text(&f),
+                    other => panic!("{other}"),
+                },
+            };
+            assert_no_secret(&text)?;
+        }
+    }
+
+    #[test]
+    fn binary_content_holding_a_known_secret_is_withheld() {
+        let g = guard(DetectionMode::Off, 100, 100_000);
+        for secret in SECRETS {
+            let mut bytes = vec![0xff, 0x00, 0x89];
+            bytes.extend_from_slice(secret.as_bytes());
+            bytes.push(0xfe);
+            let e = g.binary(200, &bytes).unwrap_err();
+            assert_eq!(e.kind(), Some(ErrorKind::SecretBlocked));
+            assert!(!e.to_string().contains(secret));
+        }
+        g.binary(200, &[0xff, 0x00, b'a', b'b']).unwrap();
     }
 
     #[test]
@@ -332,7 +591,7 @@ mod tests {
             let mut s = success(
                 json!({"client_secret": "gto_brandnewsecretvalue", "note": format!("by {}", SECRETS[3])}),
             );
-            let text = g.success(&mut s, true).unwrap();
+            let text = g.success(&mut s, true).unwrap().into_string();
             assert!(text.contains("gto_brandnewsecretvalue"));
             assert_eq!(s.data["client_secret"], "gto_brandnewsecretvalue");
             assert_eq!(s.data["note"], "by [REDACTED]");
@@ -349,7 +608,7 @@ mod tests {
         )
         .for_call(vec!["call\"secret\\x".into()]);
         let mut s = success(json!({"a": format!("x{tricky}y"), "b": "call\"secret\\x"}));
-        let text = g.success(&mut s, false).unwrap();
+        let text = g.success(&mut s, false).unwrap().into_string();
         assert_eq!(s.data, json!({"a": "x[REDACTED]y", "b": "[REDACTED]"}), "{text}");
     }
 

@@ -13,6 +13,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::MAX_MESSAGE_CHARS;
+use super::unescape::Unescaped;
 
 /// The replacement for every known secret.
 pub const REDACTED: &str = "[REDACTED]";
@@ -74,28 +75,57 @@ impl Redactor {
         &self.secrets
     }
 
-    /// Redact one string.
+    /// Redact one string: every known secret, also where it is spelled with JSON escapes
+    /// (see `unescape.rs`).
     pub fn redact_str(&self, s: &str) -> String {
-        match &self.automaton {
-            Some(ac) if ac.is_match(s) => ac.replace_all(s, &vec![REDACTED; ac.patterns_len()]),
-            _ => s.to_owned(),
+        let Some(ac) = &self.automaton else { return s.to_owned() };
+        let plain = |s: &str| {
+            if ac.is_match(s) { ac.replace_all(s, &vec![REDACTED; ac.patterns_len()]) } else { s.to_owned() }
+        };
+        if !s.contains('\\') {
+            return plain(s);
         }
+        let view = Unescaped::of(s);
+        if !ac.is_match(view.text.as_str()) {
+            return plain(s);
+        }
+        let mut out = String::with_capacity(s.len());
+        let mut at = 0;
+        for m in ac.find_iter(view.text.as_str()) {
+            let (start, end) = (view.original_start(m.start()), view.original_end(m.end()));
+            if start < at {
+                continue;
+            }
+            out.push_str(&s[at..start]);
+            out.push_str(REDACTED);
+            at = end;
+        }
+        out.push_str(&s[at..]);
+        // Once more as written: a secret may itself hold a backslash sequence.
+        plain(&out)
+    }
+
+    /// Whether any known secret occurs in `bytes` (binary content, which cannot be redacted).
+    pub fn occurs_in(&self, bytes: &[u8]) -> bool {
+        self.automaton.as_ref().is_some_and(|ac| ac.is_match(bytes))
     }
 
     /// Redact every string and object key of a JSON value, in place.
     pub fn redact_value(&self, v: &mut Value) {
         let Some(ac) = &self.automaton else { return };
+        // A string needs a closer look when a secret occurs in it or escapes might spell one.
+        let may_hold = |s: &str| s.contains('\\') || ac.is_match(s);
         let mut stack = vec![v];
         while let Some(v) = stack.pop() {
             match v {
                 Value::String(s) => {
-                    if ac.is_match(s.as_str()) {
+                    if may_hold(s) {
                         *s = self.redact_str(s);
                     }
                 }
                 Value::Array(a) => stack.extend(a.iter_mut()),
                 Value::Object(m) => {
-                    if m.keys().any(|k| ac.is_match(k.as_str())) {
+                    if m.keys().any(|k| may_hold(k)) {
                         let old = std::mem::take(m);
                         *m = old.into_iter().map(|(k, v)| (self.redact_str(&k), v)).collect::<Map<_, _>>();
                     }
@@ -160,6 +190,29 @@ mod tests {
         let r = Redactor::new([long.as_str()]).with(["B".repeat(1 << 16)]);
         assert_eq!(r.automaton.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
         assert_eq!(r.redact_str(&format!("x{long}y")), "x[REDACTED]y");
+    }
+
+    #[test]
+    fn secrets_spelled_with_json_escapes_are_found() {
+        let r = Redactor::new(["Xf3a/secret\"q"]);
+        // Every character escaped, some, in upper-case hex, with `\/` and `\"`.
+        for spelled in [
+            r#"\u0058\u0066\u0033\u0061\u002f\u0073\u0065\u0063\u0072\u0065\u0074\u0022\u0071"#,
+            r#"Xf3a\/secret\"q"#,
+            r#"\u0058f3a/secret\"q"#,
+            r#"\u0058f3a\u002Fsecret\u0022q"#,
+        ] {
+            let got = r.redact_str(&format!("before {spelled} after"));
+            assert_eq!(got, "before [REDACTED] after", "{spelled}");
+        }
+        // In a key and a value; `\\u0058` (a backslash written twice) is no escape of X.
+        let single = r#"k\u0058f3a/secret"q"#;
+        let double = r#"k\\u0058f3a/secret"q"#;
+        let mut v = serde_json::json!({single: [r#"x\u0058f3a\/secret\"qy"#], double: 1});
+        r.redact_value(&mut v);
+        assert_eq!(v, serde_json::json!({"k[REDACTED]": ["x[REDACTED]y"], double: 1}));
+        // Backslashes that spell nothing are left alone.
+        assert_eq!(r.redact_str(r"C:\path\to \q \u12"), r"C:\path\to \q \u12");
     }
 
     #[test]

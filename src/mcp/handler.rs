@@ -15,6 +15,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use crate::call::{self, Caller};
 use crate::catalog::ToolDef;
 use crate::error::{CallError, ErrorKind, Outcome};
+use crate::guard::{Guarded, GuardedError};
 use crate::identity::RequestIdentity;
 use crate::policy::Narrowing;
 use crate::resources;
@@ -134,10 +135,10 @@ impl ServerHandler for McpHandler {
         );
         match result {
             Ok(text) => Ok(ReadResourceResult::new(vec![
-                ResourceContents::text(text, uri).with_mime_type("application/json"),
+                ResourceContents::text(text.into_string(), uri).with_mime_type("application/json"),
             ])
             .into()),
-            Err(e) => Err(resource_error(e, |m| self.server.guard.redactor().redact_str(m))),
+            Err(e) => Err(resource_error(e)),
         }
     }
 
@@ -160,8 +161,7 @@ impl ServerHandler for McpHandler {
             Err(e) => e.kind().map(|k| k.as_str()).unwrap_or("unknown_tool"),
         };
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = started.elapsed().as_millis() as u64, "tools/call");
-        let redactor = self.server.guard.redactor();
-        to_rmcp(Outcome::from_result(result, |m| redactor.redact_str(m))).map(Into::into)
+        to_rmcp(Outcome::from_result(result)).map(Into::into)
     }
 }
 
@@ -173,25 +173,27 @@ impl McpHandler {
         &self,
         context: &RequestContext<RoleServer>,
         work: F,
-    ) -> Result<String, CallError>
+    ) -> Result<Guarded, GuardedError>
     where
         F: FnOnce(Caller, Narrowing) -> Fut,
-        Fut: std::future::Future<Output = Result<String, CallError>>,
+        Fut: std::future::Future<Output = Result<Guarded, GuardedError>>,
     {
-        let narrowing = narrowing_of(context).map_err(|e| CallError::local(ErrorKind::Denied, e))?;
+        let guard = &self.server.guard;
+        let narrowing =
+            narrowing_of(context).map_err(|e| guard.error(CallError::local(ErrorKind::Denied, e)))?;
         match caller_of(context) {
             // stdio: no HTTP request behind the call.
             None => work(Caller::Global, narrowing).await,
             Some(Ok(caller)) => {
                 let limit = self.server.settings.request_timeout;
                 tokio::time::timeout(limit, work(caller, narrowing)).await.unwrap_or_else(|_| {
-                    Err(CallError::local(
+                    Err(guard.error(CallError::local(
                         ErrorKind::Timeout,
                         format!("the call took longer than {}s (MCP_REQUEST_TIMEOUT)", limit.as_secs_f64()),
-                    ))
+                    )))
                 })
             }
-            Some(Err(e)) => Err(e),
+            Some(Err(e)) => Err(guard.error(e)),
         }
     }
 }
@@ -240,9 +242,9 @@ fn narrowing_of(context: &RequestContext<RoleServer>) -> Result<Narrowing, Strin
 
 /// A failed resource read as a JSON-RPC error: -32002 for a resource the forge does not
 /// have (rmcp sends -32602 instead to peers on protocol 2026-07-28, SEP-2164), -32602 for a
-/// URI we cannot read, -32603 otherwise; the kind and status travel in `data`. Messages have passed the guard; `redact` is a last net.
-fn resource_error(e: CallError, redact: impl Fn(&str) -> String) -> ErrorData {
-    let (kind, status, message) = match e {
+/// URI we cannot read, -32603 otherwise; the kind and status travel in `data`.
+fn resource_error(e: GuardedError) -> ErrorData {
+    let (kind, status, message) = match e.into_error() {
         CallError::Result(f) => (f.kind, f.status, f.message),
         CallError::UnknownTool(name) => (ErrorKind::InvalidArguments, None, name),
     };
@@ -251,7 +253,7 @@ fn resource_error(e: CallError, redact: impl Fn(&str) -> String) -> ErrorData {
         ErrorKind::InvalidArguments => rmcp::model::ErrorCode::INVALID_PARAMS,
         _ => rmcp::model::ErrorCode::INTERNAL_ERROR,
     };
-    ErrorData::new(code, redact(&message), Some(serde_json::json!({"kind": kind.as_str(), "status": status})))
+    ErrorData::new(code, message, Some(serde_json::json!({"kind": kind.as_str(), "status": status})))
 }
 
 /// An `Outcome` in rmcp's terms.
