@@ -12,6 +12,7 @@ use aegis_gitea_mcp::args::{plan as arg_plan, validate as arg_validate};
 use aegis_gitea_mcp::call::{self, Caller};
 use aegis_gitea_mcp::catalog::{Catalog, Flavor, Target};
 use aegis_gitea_mcp::config::{Cli, Settings};
+use aegis_gitea_mcp::decode::json::{Elided, Keep};
 use aegis_gitea_mcp::decode::{body, pagination};
 use aegis_gitea_mcp::envelope::{self, RequestInfo, Success};
 use aegis_gitea_mcp::identity::{Identity, Mode};
@@ -145,7 +146,7 @@ fn guard_throughput() {
                         truncated: None,
                     };
                     let t = Instant::now();
-                    let r = guard.success(std::hint::black_box(&mut s), false);
+                    let r = guard.success(std::hint::black_box(&mut s), false, &Elided::default());
                     let el = t.elapsed();
                     outcome = if r.is_err() {
                         "blocked"
@@ -495,12 +496,16 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
         std::hint::black_box(arg_plan::for_operation(op, &case.args, max_binary).unwrap());
     });
     let the_plan = arg_plan::for_operation(op, &case.args, max_binary).unwrap();
+    let keep = Keep {
+        items: server.settings.max_tool_response_items,
+        values: server.settings.max_tool_response_chars,
+    };
     let decode = time(&mut || {
         std::hint::black_box(
-            body::decode(the_plan.expect, content_type.as_deref(), bytes.clone()).into_data(),
+            body::decode(the_plan.expect, content_type.as_deref(), bytes.clone(), keep).0.into_data(),
         );
     });
-    let data = body::decode(the_plan.expect, content_type.as_deref(), bytes.clone()).into_data();
+    let data = body::decode(the_plan.expect, content_type.as_deref(), bytes.clone(), keep).0.into_data();
     // Split of the decode stage: depth pre-scan, serde_json parse (kept alive), drop.
     let depth_scan = time(&mut || {
         std::hint::black_box(body::too_deep(std::hint::black_box(&bytes), body::MAX_JSON_DEPTH));

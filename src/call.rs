@@ -5,10 +5,12 @@ use serde_json::{Map, Value, json};
 
 use crate::args::{self, CallPlan};
 use crate::catalog::{Target, ToolDef};
+use crate::decode::json::{Elided, Keep};
 use crate::decode::{body, pagination, status};
 use crate::discovery;
 use crate::envelope::{self, RequestInfo, Success};
 use crate::error::{CallError, ErrorKind};
+use crate::executor::client::LARGE_BODY;
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
 use crate::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
@@ -74,11 +76,12 @@ pub async fn run(
     let guard = guard.with(secrets::from_body(operation_id, args.get("body")));
     let issues_credentials = credential_ops::issues_credentials(operation_id);
     // 3.–6. validate, plan, send, decode.
-    let fetched =
+    let mut fetched =
         fetch(server, tool, &args, reached, &credential, &guard).await.map_err(|e| guard.error(e))?;
+    let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
     // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
-    guard.success(&mut success, issues_credentials)
+    guard.success(&mut success, issues_credentials, &elided)
 }
 
 /// What step 1 decided.
@@ -138,6 +141,7 @@ struct Fetched {
     status: u16,
     data: Value,
     pagination: Option<pagination::Pagination>,
+    elided: Elided,
 }
 
 impl Fetched {
@@ -171,15 +175,17 @@ async fn fetch(
     // 5. send, within timeouts and size limits.
     let received = server.forge.send(&plan, credential).await?;
     // 6. decode: status → error kind, body → data, headers → pagination.
-    let (status, data, pagination) = decode(server, &plan, received, guard)?;
-    Ok(Fetched { plan, status, data, pagination })
+    let (status, data, pagination, elided) = decode(server, &plan, received, guard).await?;
+    Ok(Fetched { plan, status, data, pagination, elided })
 }
 
-/// One read of a combined result (`run_reads`): an operation and its arguments.
+/// One read of a combined result (`run_reads`): an operation, its arguments, and the JSON
+/// Pointer where its data lands in the combined data (`""`: it is the data).
 #[derive(Debug)]
 pub struct Read {
     pub operation: &'static str,
     pub args: Map<String, Value>,
+    pub at: &'static str,
 }
 
 /// Several reads under one identity and one guard, as one envelope (the resources): its
@@ -209,17 +215,19 @@ pub async fn run_reads(
     let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
     let mut first: Option<Fetched> = None;
     let mut datas = Vec::with_capacity(reads.len());
+    let mut elided = Elided::default();
     for (tool, read) in tools.into_iter().zip(reads) {
         let mut got =
             fetch(server, tool, &read.args, None, &credential, &guard).await.map_err(|e| guard.error(e))?;
         datas.push(std::mem::take(&mut got.data));
+        elided.merge(std::mem::take(&mut got.elided).under(read.at));
         first.get_or_insert(got);
     }
     let first = first.expect("a resource reads at least once");
     let mut success = first.into_success(server, identity);
     success.pagination = None;
     success.data = combine(datas);
-    guard.success(&mut success, false)
+    guard.success(&mut success, false, &elided)
 }
 
 fn plan(
@@ -341,9 +349,15 @@ pub async fn fetch_login_with(forge: &Forge, credential: &Credential) -> Result<
         })
 }
 
-type Decoded = (u16, Value, Option<pagination::Pagination>);
+/// Status, data, pagination, and what the parser did not keep of the data.
+type Decoded = (u16, Value, Option<pagination::Pagination>, Elided);
 
-fn decode(server: &Server, plan: &CallPlan, got: Received, guard: &CallGuard) -> Result<Decoded, CallError> {
+async fn decode(
+    server: &Server,
+    plan: &CallPlan,
+    mut got: Received,
+    guard: &CallGuard,
+) -> Result<Decoded, CallError> {
     let st = got.status;
     if let Some(kind) = status::kind_for(st) {
         return Err(forge_error(st, kind, &got.body, guard.redactor()));
@@ -351,12 +365,27 @@ fn decode(server: &Server, plan: &CallPlan, got: Received, guard: &CallGuard) ->
     if (300..400).contains(&st) {
         // Not followed: the target is the result (a signed download URL, "see the public members").
         let location = got.header("location").map(str::to_owned);
-        return Ok((st, json!({"location": location}), None));
+        return Ok((st, json!({"location": location}), None, Elided::default()));
     }
     let content_type = got.header("content-type").map(str::to_owned);
     let total = got.header("x-total-count").or_else(|| got.header("x-total")).map(str::to_owned);
     let link = got.header("link").map(str::to_owned);
-    let decoded = body::decode(plan.expect, content_type.as_deref(), got.body);
+    // A result never shows more items per list, nor more values, than its bounds allow: the
+    // parser keeps no more than that (memory stays near the body's size).
+    let keep = Keep {
+        items: server.settings.max_tool_response_items,
+        values: server.settings.max_tool_response_chars,
+    };
+    let (expect, bytes) = (plan.expect, std::mem::take(&mut got.body));
+    let (decoded, elided) = if bytes.len() > LARGE_BODY {
+        // Parsing megabytes takes milliseconds of CPU: not on a thread that serves others.
+        let ct = content_type.clone();
+        tokio::task::spawn_blocking(move || body::decode(expect, ct.as_deref(), bytes, keep))
+            .await
+            .expect("decoding does not panic")
+    } else {
+        body::decode(expect, content_type.as_deref(), bytes, keep)
+    };
     if let body::Decoded::Binary { bytes, .. } = &decoded {
         let max = server.settings.max_binary_bytes;
         if bytes.len() as u64 > max {
@@ -373,7 +402,7 @@ fn decode(server: &Server, plan: &CallPlan, got: Received, guard: &CallGuard) ->
     }
     let data = decoded.into_data();
     let paging = plan.page.map(|req| pagination::paginate(req, total.as_deref(), link.as_deref(), &data));
-    Ok((st, data, paging))
+    Ok((st, data, paging, elided))
 }
 
 /// An error the forge answered with: its message, sanitized and truncated, plus a hint.

@@ -116,22 +116,22 @@ fn parse(uri: &str) -> Result<(Vec<Read>, Shape), CallError> {
                     _ => return Err(bad("the only query parameter of a file URI is ref")),
                 }
             }
-            Ok((vec![Read { operation: "repoGetRawFile", args }], Shape::One))
+            Ok((vec![Read { operation: "repoGetRawFile", args, at: "" }], Shape::One))
         }
         ("issues", 5) if query.is_none() => {
             args.insert("index".into(), index(&segments[4])?.into());
             let comments = args.clone();
             Ok((
                 vec![
-                    Read { operation: "issueGetIssue", args },
-                    Read { operation: "issueGetComments", args: comments },
+                    Read { operation: "issueGetIssue", args, at: "/issue" },
+                    Read { operation: "issueGetComments", args: comments, at: "/comments" },
                 ],
                 Shape::IssueWithComments,
             ))
         }
         ("pulls", 5) if query.is_none() => {
             args.insert("index".into(), index(&segments[4])?.into());
-            Ok((vec![Read { operation: "repoGetPullRequest", args }], Shape::One))
+            Ok((vec![Read { operation: "repoGetPullRequest", args, at: "" }], Shape::One))
         }
         _ => Err(bad("the URI names no resource this server offers")),
     }

@@ -457,3 +457,111 @@ async fn discovery_answers_are_bounded_and_redacted() {
     h.stop().await;
     h2.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// 5. A JSON body of small values grew 45-fold in memory when parsed.
+
+/// The server over stdio, driven line by line (no SDK in between), so that a test can send
+/// what no SDK would and read the process's own figures.
+struct StdioRaw {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
+}
+
+impl StdioRaw {
+    async fn spawn(forge: &FakeForge, env: &[(&str, &str)]) -> StdioRaw {
+        let mut cmd = tokio::process::Command::new(support::bin());
+        cmd.args(["serve", "--url", &forge.base_url(), "--flavor", "gitea"])
+            .env_clear()
+            .env("GITEA_TOKEN", ALICE_TOKEN)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+        let mut s = StdioRaw { child, stdin, stdout };
+        s.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}))
+        .await;
+        let init = s.read().await.expect("an answer to initialize");
+        assert!(init.get("result").is_some(), "{init}");
+        s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        s
+    }
+
+    async fn send(&mut self, v: &serde_json::Value) {
+        self.send_line(v.to_string().as_bytes()).await;
+    }
+
+    async fn send_line(&mut self, line: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin.write_all(line).await.unwrap();
+        self.stdin.write_all(b"\n").await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// The next message, or `None` when none came within 20 s.
+    async fn read(&mut self) -> Option<serde_json::Value> {
+        use tokio::io::AsyncBufReadExt;
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(20), self.stdout.read_line(&mut line))
+            .await
+            .ok()?
+            .ok()?;
+        (n > 0).then(|| serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+}
+
+/// The peak resident memory of `pid` so far (`VmHWM`), in bytes.
+fn peak_memory(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[tokio::test]
+async fn a_large_json_body_of_small_values_costs_about_its_size_in_memory() {
+    let forge = forge().await;
+    let n = 7 * 1024 * 1024; // "1," × n: a 14 MiB array of numbers
+    let mut body = Vec::with_capacity(2 * n + 1);
+    body.push(b'[');
+    for i in 0..n {
+        body.extend_from_slice(if i + 1 < n { b"1," } else { b"1" });
+    }
+    body.push(b']');
+    let size = body.len() as u64;
+    forge.script(Script::always(
+        None,
+        "/api/v1/repos/o/r/issues",
+        ScriptedResponse::status(200)
+            .with_header("content-type", "application/json")
+            .with_body(ScriptBody::Bytes(body)),
+    ));
+    let mut s = StdioRaw::spawn(&forge, &[]).await;
+    let before = peak_memory(s.pid());
+    for id in 1..=8 {
+        s.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "issueListIssues", "arguments": {"owner": "o", "repo": "r"}}}))
+            .await;
+    }
+    for _ in 1..=8 {
+        let r = s.read().await.expect("an answer");
+        let text = r["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{r}"));
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(v["data"].as_array().map(Vec::len), Some(100), "{}", &text[..300.min(text.len())]);
+        assert_eq!(v["truncated"]["items"][0], json!({"path": "/data", "returned": 100, "total": n}));
+    }
+    let grew = peak_memory(s.pid()).saturating_sub(before);
+    eprintln!("8 calls of a {size}-byte array: peak grew by {} MiB", grew >> 20);
+    // Parsed whole, one call took 630 MB; eight at once 1.16 GB. Now a body is held at most
+    // twice over (read, then parsed), and at most four large bodies at once.
+    assert!(grew < 10 * size, "peak grew by {grew} bytes for {size}-byte bodies");
+}

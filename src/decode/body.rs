@@ -10,6 +10,7 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
+use super::json::{self, Elided, Keep};
 use crate::catalog::ResponseKind;
 
 /// JSON nested deeper than this is returned as text (ADR 0005 hardening).
@@ -102,10 +103,15 @@ impl Decoded {
     }
 }
 
-/// Decode a body.
-pub fn decode(expect: ResponseKind, content_type: Option<&str>, bytes: Vec<u8>) -> Decoded {
+/// Decode a body, keeping of JSON what `keep` allows (see `json.rs`); what was not kept.
+pub fn decode(
+    expect: ResponseKind,
+    content_type: Option<&str>,
+    bytes: Vec<u8>,
+    keep: Keep,
+) -> (Decoded, Elided) {
     if bytes.is_empty() {
-        return Decoded::Empty;
+        return (Decoded::Empty, Elided::default());
     }
     let m = media(content_type);
     let binary_type = || match m {
@@ -117,22 +123,25 @@ pub fn decode(expect: ResponseKind, content_type: Option<&str>, bytes: Vec<u8>) 
         || (m == Media::Missing && expect != ResponseKind::Binary)
         || (m == Media::Other && expect == ResponseKind::Text);
     if !text_wanted {
-        return Decoded::Binary { bytes, content_type: binary_type() };
+        return (Decoded::Binary { bytes, content_type: binary_type() }, Elided::default());
     }
     let text = match String::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) if m == Media::Missing && expect != ResponseKind::Text => {
             // Nothing said this is text, and it is not: keep the bytes.
-            return Decoded::Binary { bytes: e.into_bytes(), content_type: binary_type() };
+            return (
+                Decoded::Binary { bytes: e.into_bytes(), content_type: binary_type() },
+                Elided::default(),
+            );
         }
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     };
     if try_json && !too_deep(text.as_bytes(), MAX_JSON_DEPTH) {
-        if let Ok(v) = serde_json::from_str::<Value>(&text) {
-            return Decoded::Json(v);
+        if let Ok(parsed) = json::parse(&text, keep) {
+            return (Decoded::Json(parsed.value), parsed.elided);
         }
     }
-    Decoded::Text(text)
+    (Decoded::Text(text), Elided::default())
 }
 
 /// Whether JSON text nests arrays/objects deeper than `max`. One pass, no recursion;
@@ -170,6 +179,11 @@ pub fn too_deep(bytes: &[u8], max: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Decode keeping everything (the keeping itself is `json.rs`'s to test).
+    fn decode(expect: ResponseKind, content_type: Option<&str>, bytes: Vec<u8>) -> Decoded {
+        super::decode(expect, content_type, bytes, Keep { items: usize::MAX, values: usize::MAX }).0
+    }
 
     fn nested(depth: usize) -> Vec<u8> {
         let mut s = "[".repeat(depth);

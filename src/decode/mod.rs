@@ -2,5 +2,6 @@
 //! and pagination from the headers. Pure functions over what the executor received.
 
 pub mod body;
+pub mod json;
 pub mod pagination;
 pub mod status;

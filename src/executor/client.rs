@@ -3,12 +3,17 @@
 //! Nothing else builds an HTTP client. Credentials are attached here, per request, as a
 //! sensitive header, and only ever to URLs under the configured base URL. Redirects are
 //! not followed (a 3xx is a result). Bodies are read in chunks and never beyond their
-//! limit plus one byte; a `Content-Length` over the limit is refused without reading.
+//! limit plus one byte; a `Content-Length` over the limit is refused without reading. Of an
+//! error answer only the first `ERROR_BODY_BYTES` are read: its message is all we use.
+//! A body larger than `LARGE_BODY` needs one of `LARGE_CALLS` permits before it is read
+//! further, held until the body is decoded: however many calls run, at most that many large
+//! bodies are in memory at once.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, USER_AGENT};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use url::Url;
 
 use crate::args::{CallPlan, PlanBody, Root};
@@ -16,12 +21,21 @@ use crate::decode::body::{Limits, ReadLimit, read_limit};
 use crate::error::{CallError, ErrorKind};
 use crate::identity::Credential;
 
+/// Bodies larger than this count as large (see `LARGE_CALLS`).
+pub const LARGE_BODY: usize = 1 << 20;
+/// Most large bodies being read or decoded at once.
+pub const LARGE_CALLS: usize = 4;
+/// Most bytes read of an error answer.
+pub const ERROR_BODY_BYTES: usize = 64 * 1024;
+
 /// A forge answer as received: status, headers, and the body or why it was not read.
 #[derive(Debug)]
 pub struct Received {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: Vec<u8>,
+    /// Held while a large body is in memory; released when this answer is dropped.
+    pub large: Option<OwnedSemaphorePermit>,
 }
 
 impl Received {
@@ -40,6 +54,8 @@ pub struct Forge {
     base: Url,
     limits: Limits,
     timeout: Duration,
+    /// Permits for large bodies (`LARGE_CALLS`), shared by every clone.
+    large: Arc<Semaphore>,
 }
 
 impl Forge {
@@ -58,7 +74,7 @@ impl Forge {
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let api = format!("{}api/v1", base.as_str());
-        Ok(Forge { client, api, base, limits, timeout })
+        Ok(Forge { client, api, base, limits, timeout, large: Arc::new(Semaphore::new(LARGE_CALLS)) })
     }
 
     /// The base URL of the forge.
@@ -139,15 +155,32 @@ impl Forge {
         let limit = read_limit(plan.expect, content_type, self.limits);
         let declared =
             headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-        if let Some(len) = declared.filter(|&len| len > limit.bytes) {
+        // An error's message is at its start: read that much, drop the rest.
+        let error_prefix = (status >= 400).then_some(ERROR_BODY_BYTES);
+        if let Some(len) = declared.filter(|&len| len > limit.bytes && error_prefix.is_none()) {
             return Err(too_large(status, limit, Some(len)));
         }
-        let mut body = BytesMut::with_capacity(declared.unwrap_or(0).min(limit.bytes) as usize);
+        let mut large = None;
+        if declared.is_some_and(|len| len > LARGE_BODY as u64) && error_prefix.is_none() {
+            large = Some(self.large_permit().await);
+        }
+        let initial = declared.unwrap_or(0).min(limit.bytes).min(error_prefix.unwrap_or(usize::MAX) as u64);
+        let mut body: Vec<u8> = Vec::with_capacity(initial as usize);
         loop {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
+                    if let Some(max) = error_prefix {
+                        body.extend_from_slice(&chunk[..chunk.len().min(max - body.len())]);
+                        if body.len() == max {
+                            break;
+                        }
+                        continue;
+                    }
                     if body.len() as u64 + chunk.len() as u64 > limit.bytes {
                         return Err(too_large(status, limit, None));
+                    }
+                    if large.is_none() && body.len() + chunk.len() > LARGE_BODY {
+                        large = Some(self.large_permit().await);
                     }
                     body.extend_from_slice(&chunk);
                 }
@@ -171,7 +204,13 @@ impl Forge {
                 }
             }
         }
-        Ok(Received { status, headers, body: body.to_vec() })
+        Ok(Received { status, headers, body, large })
+    }
+
+    /// One of the permits for large bodies; waits while `LARGE_CALLS` are taken (the
+    /// request's own timeout still runs, and the forge's connection waits unread).
+    async fn large_permit(&self) -> OwnedSemaphorePermit {
+        self.large.clone().acquire_owned().await.expect("the semaphore is never closed")
     }
 
     /// A request that did not get an answer: timeout or connection failure, in plain words.

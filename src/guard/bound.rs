@@ -13,6 +13,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::decode::json::Elided;
 use crate::decode::pagination::Pagination;
 use crate::envelope::Success;
 use crate::error::{CallError, ErrorKind};
@@ -140,13 +141,22 @@ impl Bounded for Answer {
 
 /// Fit a document into the bounds and return its text. `text` is the document as already
 /// serialized by the caller (the common case — nothing to cut — serializes only once).
-pub fn fit(s: &mut dyn Bounded, b: Bounds, text: String) -> Result<String, CallError> {
+/// `elided`: what the parser already left out of the data (lists it cut while reading, values
+/// past its budget), reported like the cuts made here.
+pub fn fit(s: &mut dyn Bounded, b: Bounds, text: String, elided: &Elided) -> Result<String, CallError> {
     let root = s.data_pointer();
-    let mut lists: Vec<Value> = Vec::new();
+    let mut lists: Vec<Value> = elided
+        .cuts
+        .iter()
+        .map(|c| json!({"path": format!("{root}{}", c.pointer), "returned": c.kept, "total": c.total}))
+        .collect();
+    let spent = elided.budget_spent;
     let mut text = text;
     if longest_list(s.data()) > b.max_items {
         cut_lists(s.data_mut(), root, b.max_items, &mut lists);
-        let n = note(&*s, &lists, &[], None);
+    }
+    if !lists.is_empty() || spent {
+        let n = note(&*s, &lists, &[], None, spent);
         s.set_truncated(n);
         text = s.text();
     }
@@ -177,27 +187,32 @@ pub fn fit(s: &mut dyn Bounded, b: Bounds, text: String) -> Result<String, CallE
         {
             break;
         }
-        let n = note(&*s, &lists, &strings, extra_cut.as_ref());
+        let n = note(&*s, &lists, &strings, extra_cut.as_ref(), spent);
         s.set_truncated(n);
         text = s.text();
     }
     if chars(&text) <= b.max_chars {
         return Ok(text);
     }
-    Ok(keep_as_text(s, b))
+    Ok(keep_as_text(s, b, spent))
 }
 
 /// The data as a prefix of its JSON text, as long as fits: the last resort, which always
 /// fits (the envelope without data is a few hundred characters, `MAX_TOOL_RESPONSE_CHARS`
 /// at least 2,000, and the document's own strings are cut when they are what is too long).
-fn keep_as_text(s: &mut dyn Bounded, b: Bounds) -> String {
+fn keep_as_text(s: &mut dyn Bounded, b: Bounds, spent: bool) -> String {
     let data_text = serde_json::to_string(s.data()).unwrap_or_default();
     let original = chars(&data_text);
     let note = |kept: usize| {
-        json!({
+        let mut n = json!({
             "data_as_text": {"original_chars": original, "kept_chars": kept},
             "how_to_get_more": "the data was too large to keep as JSON: ask for less (a smaller page, a narrower path, one item)"
-        })
+        });
+        if spent {
+            // `original_chars` counts only what was read.
+            n["values_dropped"] = Value::Bool(true);
+        }
+        n
     };
     // The text without data, with the note's number at its widest.
     *s.data_mut() = Value::String(String::new());
@@ -420,8 +435,15 @@ fn shrink_largest_list(
     true
 }
 
-/// The `truncated` member from what was cut so far (`None`: nothing was).
-fn note(s: &dyn Bounded, lists: &[Value], strings: &[Value], extra: Option<&Value>) -> Option<Value> {
+/// The `truncated` member from what was cut so far (`None`: nothing was). `spent`: the
+/// parser stopped keeping values, so more than the listed cuts is missing.
+fn note(
+    s: &dyn Bounded,
+    lists: &[Value],
+    strings: &[Value],
+    extra: Option<&Value>,
+    spent: bool,
+) -> Option<Value> {
     let mut items: Vec<Value> = lists.to_vec();
     if let Some(e) = extra {
         match items.iter_mut().find(|i| i["path"] == e["path"]) {
@@ -429,10 +451,13 @@ fn note(s: &dyn Bounded, lists: &[Value], strings: &[Value], extra: Option<&Valu
             None => items.push(e.clone()),
         }
     }
-    if items.is_empty() && strings.is_empty() {
+    if items.is_empty() && strings.is_empty() && !spent {
         return None;
     }
     let mut m = Map::new();
+    if spent {
+        m.insert("values_dropped".into(), Value::Bool(true));
+    }
     if !items.is_empty() {
         let listed: Vec<Value> = items.iter().take(MAX_LISTED).cloned().collect();
         m.insert("items".into(), Value::Array(listed));
@@ -504,6 +529,7 @@ fn page_advice(p: &Pagination, returned: u64, had: u64) -> String {
 mod tests {
     use super::*;
     use crate::catalog::Flavor;
+    use crate::decode::json::Elided;
     use crate::decode::pagination::Pagination;
     use crate::envelope::{RequestInfo, untrusted_notice};
     use crate::identity::{Identity, Mode};
@@ -536,7 +562,7 @@ mod tests {
     fn lists_are_cut_to_max_items_and_said_so() {
         let mut s = success(json!((0..250).collect::<Vec<_>>()), true);
         let t = s.to_text();
-        fit(&mut s, Bounds { max_items: 100, max_chars: 100_000 }, t).unwrap();
+        fit(&mut s, Bounds { max_items: 100, max_chars: 100_000 }, t, &Elided::default()).unwrap();
         assert_eq!(s.data.as_array().unwrap().len(), 100);
         assert_eq!(
             s.truncated.as_ref().unwrap()["items"][0],
@@ -549,7 +575,7 @@ mod tests {
     fn long_strings_are_shortened_and_short_ones_kept() {
         let mut s = success(json!({"name": "readme", "content": "x".repeat(500_000)}), false);
         let t = s.to_text();
-        fit(&mut s, Bounds { max_items: 100, max_chars: 10_000 }, t).unwrap();
+        fit(&mut s, Bounds { max_items: 100, max_chars: 10_000 }, t, &Elided::default()).unwrap();
         fits(&s, 10_000);
         assert_eq!(s.data["name"], "readme");
         assert_eq!(s.truncated.as_ref().unwrap()["strings"][0]["path"], "/data/content");
@@ -561,7 +587,7 @@ mod tests {
         let items: Vec<Value> = (0..100).map(|i| json!({"id": i, "title": format!("issue {i}")})).collect();
         let mut s = success(Value::Array(items), true);
         let t = s.to_text();
-        fit(&mut s, Bounds { max_items: 100, max_chars: 2_000 }, t).unwrap();
+        fit(&mut s, Bounds { max_items: 100, max_chars: 2_000 }, t, &Elided::default()).unwrap();
         fits(&s, 2_000);
         let n = s.data.as_array().unwrap().len();
         assert!(n > 0 && n < 100);
@@ -573,7 +599,7 @@ mod tests {
         let mut s =
             success(json!({"content_base64": "A".repeat(5000), "content_type": "x", "size": 3750}), false);
         let t = s.to_text();
-        let e = fit(&mut s, Bounds { max_items: 100, max_chars: 1000 }, t).unwrap_err();
+        let e = fit(&mut s, Bounds { max_items: 100, max_chars: 1000 }, t, &Elided::default()).unwrap_err();
         assert_eq!(e.kind(), Some(ErrorKind::PayloadTooLarge));
         assert!(e.to_string().contains("MAX_TOOL_RESPONSE_CHARS"));
     }
@@ -591,7 +617,7 @@ mod tests {
         for (v, max) in [(chain.clone(), 2_000), (chain, 3_000), (Value::Object(wide), 2_000)] {
             let mut s = success(v, false);
             let t = s.to_text();
-            fit(&mut s, Bounds { max_items: 100, max_chars: max }, t).unwrap();
+            fit(&mut s, Bounds { max_items: 100, max_chars: max }, t, &Elided::default()).unwrap();
             fits(&s, max);
         }
     }
@@ -603,7 +629,7 @@ mod tests {
         s.identity.login = Some("l".repeat(50_000));
         s.request.path = format!("/repos/{}", "p".repeat(50_000));
         let t = s.to_text();
-        fit(&mut s, Bounds { max_items: 5_000, max_chars: 2_000 }, t).unwrap();
+        fit(&mut s, Bounds { max_items: 5_000, max_chars: 2_000 }, t, &Elided::default()).unwrap();
         fits(&s, 2_000);
         assert!(s.truncated.is_some());
     }
@@ -613,7 +639,7 @@ mod tests {
         let items: Vec<Value> = (0..200).map(|i| json!({"id": i, "title": format!("issue {i}")})).collect();
         let mut s = success(json!({"a/b": items, "c~d": "x".repeat(5_000)}), false);
         let t = s.to_text();
-        fit(&mut s, Bounds { max_items: 1_000, max_chars: 3_000 }, t).unwrap();
+        fit(&mut s, Bounds { max_items: 1_000, max_chars: 3_000 }, t, &Elided::default()).unwrap();
         fits(&s, 3_000);
         let note = s.truncated.as_ref().unwrap().to_string();
         assert!(note.contains("/data/a~1b") && note.contains("/data/c~0d"), "{note}");
@@ -677,7 +703,7 @@ mod tests {
             let mut s = success(v, level_paged(depth));
             s.identity.login = Some("x".repeat(login_len));
             let t = s.to_text();
-            if fit(&mut s, Bounds { max_items, max_chars }, t).is_ok() {
+            if fit(&mut s, Bounds { max_items, max_chars }, t, &Elided::default()).is_ok() {
                 let text = s.to_text();
                 proptest::prop_assert!(chars(&text) <= max_chars, "{} > {max_chars}", chars(&text));
                 let _: Value = serde_json::from_str(&text).unwrap();
@@ -693,7 +719,7 @@ mod tests {
     fn unicode_counts_characters_not_bytes() {
         let mut s = success(json!({"t": "é".repeat(3000)}), false);
         let t = s.to_text();
-        fit(&mut s, Bounds { max_items: 100, max_chars: 4_000 }, t).unwrap();
+        fit(&mut s, Bounds { max_items: 100, max_chars: 4_000 }, t, &Elided::default()).unwrap();
         assert!(s.truncated.is_none(), "3000 é plus the envelope fit in 4000 characters");
     }
 }

@@ -38,6 +38,7 @@ pub use redact::Redactor;
 use serde_json::Value;
 
 use crate::config::{DetectionMode, Settings};
+use crate::decode::json::Elided;
 use crate::envelope::Success;
 use crate::error::{CallError, ErrorKind, ToolFailure};
 
@@ -244,11 +245,22 @@ impl CallGuard {
 
     /// Redact, mask (or block) and bound a success; its text. `issues_credentials`: the
     /// operation exists to hand out a credential, so masking and blocking are skipped.
-    pub fn success(&self, s: &mut Success, issues_credentials: bool) -> Result<Guarded, GuardedError> {
-        self.try_success(s, issues_credentials).map(Guarded).map_err(|e| self.error(e))
+    /// `elided`: what the parser did not keep of the data, for the `truncated` note.
+    pub fn success(
+        &self,
+        s: &mut Success,
+        issues_credentials: bool,
+        elided: &Elided,
+    ) -> Result<Guarded, GuardedError> {
+        self.try_success(s, issues_credentials, elided).map(Guarded).map_err(|e| self.error(e))
     }
 
-    fn try_success(&self, s: &mut Success, issues_credentials: bool) -> Result<String, CallError> {
+    fn try_success(
+        &self,
+        s: &mut Success,
+        issues_credentials: bool,
+        elided: &Elided,
+    ) -> Result<String, CallError> {
         // The path as sent can hold argument values; it is ours to redact, never to mask.
         s.request.path = self.redactor.redact_str(&s.request.path);
         // The login is the forge's word: guarded like data.
@@ -287,7 +299,7 @@ impl CallGuard {
             }
             text = s.to_text();
         }
-        bound::fit(s, self.guard.bounds, text)
+        bound::fit(s, self.guard.bounds, text, elided)
     }
 
     /// The answer of a built-in tool (the discovery tools: spec text and names, no forge
@@ -302,7 +314,9 @@ impl CallGuard {
             }
         }
         let text = a.text_now();
-        bound::fit(&mut a, self.guard.bounds, text).map(Guarded).map_err(|e| self.error(e))
+        bound::fit(&mut a, self.guard.bounds, text, &Elided::default())
+            .map(Guarded)
+            .map_err(|e| self.error(e))
     }
 
     /// Binary content may not leave when a known secret occurs in its bytes: it cannot be
@@ -485,7 +499,7 @@ mod tests {
             if in_path {
                 s.request.path = format!("/repos/o/{}", SECRETS[(which + 2) % 4]);
             }
-            let text = match g.success(&mut s, false) {
+            let text = match g.success(&mut s, false, &Elided::default()) {
                 Ok(text) => text.into_string(),
                 Err(e) => match e.into_error() {
                     CallError::Result(f) => crate::envelope::error_text(&f),
@@ -552,14 +566,15 @@ mod tests {
             }
             bytes.extend(after);
             let g = guard(DetectionMode::Off, 100, 100_000);
-            let decoded = decode(expect, media, bytes);
+            let keep = crate::decode::json::Keep { items: 100, values: 100_000 };
+            let (decoded, _) = decode(expect, media, bytes, keep);
             if let Decoded::Binary { bytes, .. } = &decoded {
                 if g.binary(200, bytes).is_err() {
                     return Ok(());
                 }
             }
             let mut s = success(decoded.into_data());
-            let text = match g.success(&mut s, false) {
+            let text = match g.success(&mut s, false, &Elided::default()) {
                 Ok(t) => t.into_string(),
                 Err(e) => match e.into_error() {
                     CallError::Result(f) => crate::envelope::error_text(&f),
@@ -591,7 +606,7 @@ mod tests {
             let mut s = success(
                 json!({"client_secret": "gto_brandnewsecretvalue", "note": format!("by {}", SECRETS[3])}),
             );
-            let text = g.success(&mut s, true).unwrap().into_string();
+            let text = g.success(&mut s, true, &Elided::default()).unwrap().into_string();
             assert!(text.contains("gto_brandnewsecretvalue"));
             assert_eq!(s.data["client_secret"], "gto_brandnewsecretvalue");
             assert_eq!(s.data["note"], "by [REDACTED]");
@@ -608,7 +623,7 @@ mod tests {
         )
         .for_call(vec!["call\"secret\\x".into()]);
         let mut s = success(json!({"a": format!("x{tricky}y"), "b": "call\"secret\\x"}));
-        let text = g.success(&mut s, false).unwrap().into_string();
+        let text = g.success(&mut s, false, &Elided::default()).unwrap().into_string();
         assert_eq!(s.data, json!({"a": "x[REDACTED]y", "b": "[REDACTED]"}), "{text}");
     }
 
@@ -637,11 +652,11 @@ mod tests {
         let mut s = success(
             json!({"body": "key AKIAIOSFODNN7EXAMPLE", "sha": "0123456789abcdef0123456789abcdef01234567"}),
         );
-        let e = g.success(&mut s, false).unwrap_err();
+        let e = g.success(&mut s, false, &Elided::default()).unwrap_err();
         assert_eq!(e.kind(), Some(ErrorKind::SecretBlocked));
         let msg = e.to_string();
         assert!(msg.contains("aws_access_key_id") && !msg.contains("AKIAIOSFODNN7EXAMPLE"), "{msg}");
         let mut clean = success(json!({"sha": "0123456789abcdef0123456789abcdef01234567"}));
-        g.success(&mut clean, false).unwrap();
+        g.success(&mut clean, false, &Elided::default()).unwrap();
     }
 }
