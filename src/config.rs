@@ -190,6 +190,22 @@ pub struct CommonArgs {
     /// Seconds one MCP request (a tool call) may take over HTTP before it fails with timeout.
     #[arg(long, env = "MCP_REQUEST_TIMEOUT", default_value_t = 120.0, global = true)]
     pub request_timeout: f64,
+    /// Seconds a client may take to send a request's headers, from their first byte.
+    #[arg(long, env = "MCP_HEADER_TIMEOUT", default_value_t = 10.0, global = true)]
+    pub header_timeout: f64,
+    /// Seconds a client may take to send a request's body.
+    #[arg(long, env = "MCP_BODY_TIMEOUT", default_value_t = 30.0, global = true)]
+    pub body_timeout: f64,
+    /// Seconds a connection may stay open between requests.
+    #[arg(long, env = "MCP_IDLE_TIMEOUT", default_value_t = 60.0, global = true)]
+    pub idle_timeout: f64,
+    /// Most open HTTP connections (fewer when the open-file limit is lower).
+    #[arg(long, env = "MCP_MAX_CONNECTIONS", default_value_t = 1024, global = true)]
+    pub max_connections: usize,
+    /// Most open HTTP connections from one address (raise it behind a reverse proxy, where
+    /// every connection comes from the proxy).
+    #[arg(long, env = "MCP_MAX_CONNECTIONS_PER_PEER", default_value_t = 256, global = true)]
+    pub max_connections_per_peer: usize,
     /// Most open Streamable HTTP sessions.
     #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = 1000, global = true)]
     pub max_sessions: usize,
@@ -236,6 +252,11 @@ pub struct Settings {
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
     pub request_timeout: Duration,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+    pub max_connections_per_peer: usize,
     pub max_sessions: usize,
     pub max_sse_streams: usize,
 }
@@ -360,6 +381,11 @@ impl Settings {
             allowed_origins: clean_list(args.allowed_origins),
             max_body_bytes: args.max_body_bytes.max(1024),
             request_timeout: seconds("--request-timeout", args.request_timeout)?,
+            header_timeout: seconds("--header-timeout", args.header_timeout)?,
+            body_timeout: seconds("--body-timeout", args.body_timeout)?,
+            idle_timeout: seconds("--idle-timeout", args.idle_timeout)?,
+            max_connections: args.max_connections.max(1),
+            max_connections_per_peer: args.max_connections_per_peer.max(1),
             max_sessions: args.max_sessions.max(1),
             max_sse_streams: args.max_sse_streams.max(1),
         })

@@ -1,24 +1,24 @@
 //! Streamable HTTP (`/mcp`, rmcp's service) and legacy SSE (`/sse`, `/message`, ours) on one
-//! axum server, behind the layers of `layers.rs`, plus `/healthz`. SIGTERM or Ctrl-C stops
-//! accepting, ends open streams, lets in-flight calls finish (up to `DRAIN`), then exits.
+//! axum router, behind the layers of `layers.rs`, plus `/healthz`, served by our own accept
+//! loop (`listener.rs`: connection caps, header and idle timeouts). SIGTERM or Ctrl-C stops
+//! accepting, lets in-flight calls finish (up to `DRAIN`), ends open streams, then exits.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::layers::{self, LayerConfig};
+use super::listener::{self, ConnLimits};
+use super::sse;
+use crate::config::TransportChoice;
+use crate::mcp::McpHandler;
+use crate::server::Server;
 use axum::Router;
 use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
-use tower_http::limit::RequestBodyLimitLayer;
-
-use super::layers::{self, LayerConfig};
-use super::sse;
-use crate::config::TransportChoice;
-use crate::mcp::McpHandler;
-use crate::server::Server;
 
 /// How long in-flight calls may run after a shutdown signal.
 const DRAIN: Duration = Duration::from_secs(20);
@@ -35,6 +35,8 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         allowed_origins: allowed_origins(&s.allowed_origins, addr),
         bearer: s.mcp_bearer_token.clone(),
         max_sessions: s.max_sessions,
+        max_body_bytes: s.max_body_bytes,
+        body_timeout: s.body_timeout,
     });
     warn_if_open(&server, addr, &cfg);
     let shutdown = CancellationToken::new();
@@ -57,17 +59,24 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         }
     };
     let app = mcp
-        .layer(RequestBodyLimitLayer::new(s.max_body_bytes))
+        .layer(from_fn_with_state(cfg.clone(), layers::read_body_within))
         .layer(axum::middleware::from_fn(layers::narrow))
         .layer(from_fn_with_state(cfg.clone(), layers::authenticate))
         .layer(from_fn_with_state(cfg.clone(), layers::guard_host_origin))
         .route("/healthz", get(|| async { "ok" }));
     let path = if transport == TransportChoice::Sse { "/sse" } else { "/mcp" };
-    tracing::info!("listening on http://{addr}{path}");
+    // Always printed, whatever the log level: scripts wait for it.
     eprintln!("listening on http://{addr}{path}");
 
-    let signalled = CancellationToken::new();
-    let on_signal = signalled.clone();
+    let limits = ConnLimits {
+        max: listener::connections_that_fit(s.max_connections),
+        per_peer: s.max_connections_per_peer,
+        header_timeout: s.header_timeout,
+        idle_timeout: s.idle_timeout,
+    };
+    let stop = CancellationToken::new();
+    let drain = CancellationToken::new();
+    let (on_signal, give_up) = (stop.clone(), drain.clone());
     let stop_streams = shutdown.clone();
     let in_flight = server.in_flight.clone();
     tokio::spawn(async move {
@@ -84,21 +93,11 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         stop_streams.cancel();
+        tokio::time::sleep_until(deadline).await;
+        tracing::warn!("calls still running after {}s; exiting", DRAIN.as_secs());
+        give_up.cancel();
     });
-    // Small JSON-RPC answers written as several SSE frames would otherwise wait for delayed
-    // ACKs (Nagle): ~40 ms per call.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY not set");
-        }
-    });
-    let graceful = axum::serve(listener, app).with_graceful_shutdown(signalled.clone().cancelled_owned());
-    tokio::select! {
-        r = graceful => r?,
-        _ = async { signalled.cancelled().await; tokio::time::sleep(DRAIN).await } => {
-            tracing::warn!("calls still running after {}s; exiting", DRAIN.as_secs());
-        }
-    }
+    listener::serve(listener, app, limits, stop, drain).await;
     Ok(())
 }
 

@@ -9,7 +9,8 @@
 //! 3. `narrow` — what the request narrows for itself: `X-MCP-Readonly`, `X-MCP-Toolsets`,
 //!    `X-MCP-Disabled-Tools`, as a `Narrowing` in the request's extensions (400 when a
 //!    header cannot be understood: a request that meant to narrow must not run wider).
-//! 4. the body limit (`tower_http`), 413 above `--max-body-bytes`.
+//! 4. `read_body_within` — the whole body within `--body-timeout` (408) and
+//!    `--max-body-bytes` (413).
 //! 5. `limit_sessions` — refuses a new session (an `initialize` without session id) when
 //!    `--max-sessions` are open.
 //!
@@ -39,13 +40,17 @@ pub struct LayerConfig {
     pub allowed_origins: Vec<String>,
     pub bearer: Option<secrecy::SecretString>,
     pub max_sessions: usize,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// How long a request body may take to arrive.
+    pub body_timeout: std::time::Duration,
 }
 
-/// A request body, already bounded by the body-limit layer; a body over it is refused.
+/// A request body, already read whole by `read_body_within`.
 pub async fn read_body(body: Body) -> Result<Bytes, Response> {
-    axum::body::to_bytes(body, usize::MAX).await.map_err(|_| {
-        refuse(StatusCode::PAYLOAD_TOO_LARGE, -32600, "the request body is too large (--max-body-bytes)")
-    })
+    axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|_| refuse(StatusCode::BAD_REQUEST, -32600, "the request body could not be read"))
 }
 
 /// Counts the open Streamable HTTP sessions.
@@ -217,6 +222,37 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
         .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
         .unwrap_or_default();
     Ok(Narrowing { read_only, disabled, toolsets })
+}
+
+/// Step 4: the request body, read whole within `body_timeout` and `max_body_bytes` (a body that
+/// never ends holds nothing for long: 408), then handed on in memory. JSON-RPC messages are
+/// small; every later step may read the body at once.
+pub async fn read_body_within(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let limited = http_body_util::Limited::new(body, cfg.max_body_bytes);
+    let bytes = match tokio::time::timeout(cfg.body_timeout, http_body_util::BodyExt::collect(limited)).await
+    {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                &format!("the request body is larger than {} bytes (MCP_MAX_BODY_BYTES)", cfg.max_body_bytes),
+            );
+        }
+        Ok(Err(_)) => return refuse(StatusCode::BAD_REQUEST, -32600, "the request body could not be read"),
+        Err(_) => {
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                &format!(
+                    "the request body did not arrive within {}s (MCP_BODY_TIMEOUT)",
+                    cfg.body_timeout.as_secs_f64()
+                ),
+            );
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
 /// 5. No new session beyond the limit.

@@ -3,5 +3,6 @@
 
 pub mod http;
 pub mod layers;
+pub mod listener;
 pub mod sse;
 pub mod stdio;

@@ -61,10 +61,28 @@ impl HttpServer {
     /// Start `serve --transport <transport> --listen 127.0.0.1:0 --url <forge_url> --flavor gitea`
     /// with a clean environment (PATH plus `env`) and wait for its `listening on` line.
     pub async fn spawn(forge_url: &str, transport: &str, env: &[(&str, &str)]) -> HttpServer {
+        HttpServer::spawn_with_files(forge_url, transport, env, None).await
+    }
+
+    /// Like `spawn`, with the server's open-file limit (soft and hard) set to `nofile` first,
+    /// as on a host with a low `ulimit -n`.
+    pub async fn spawn_with_files(
+        forge_url: &str,
+        transport: &str,
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
+    ) -> HttpServer {
         let dir = tempfile::tempdir().unwrap();
         let stderr_path = dir.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut cmd = tokio::process::Command::new(bin());
+        let mut cmd = match nofile {
+            None => tokio::process::Command::new(bin()),
+            Some(n) => {
+                let mut c = tokio::process::Command::new("sh");
+                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")]).arg(bin());
+                c
+            }
+        };
         // `--flavor gitea` unless the caller chose with GITEA_FLAVOR (e.g. `auto` for a real forge).
         let flavor = env.iter().find(|(k, _)| *k == "GITEA_FLAVOR").map_or("gitea", |(_, v)| *v);
         cmd.args([

@@ -1,0 +1,385 @@
+//! Accepting HTTP connections, with limits on what one peer can hold.
+//!
+//! A client that opens connections and never finishes a request (slow headers, a body that
+//! never ends, an idle keep-alive) costs a descriptor and memory for as long as it likes
+//! unless something ends it. Here every connection is watched:
+//!
+//! - its request headers must arrive within `header_timeout` of their first byte;
+//! - between requests it may idle for `idle_timeout`, then it is closed;
+//! - a request body must arrive within the body timeout (`layers::read_body_within`);
+//! - at most `max` connections are open, at most `per_peer` from one address. A connection
+//!   over the per-peer cap is answered 503 and closed. At the overall cap, the oldest
+//!   connection with no request in progress makes room (it is closed), so that a flood of
+//!   slow or idle connections from many addresses cannot lock new clients out; only when
+//!   every connection is busy with a request is the newcomer refused.
+//!
+//! HTTP/1.1 only: MCP clients speak it, and it keeps these rules simple to state and check.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use http_body::Frame;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+/// What a connection may do.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    pub max: usize,
+    pub per_peer: usize,
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+/// Largest request head (request line and headers) a connection buffers.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// How often each connection's timeouts are checked.
+const TICK: Duration = Duration::from_millis(250);
+
+/// Serve `app` on `listener` until `stop` is cancelled; then stop accepting, let every
+/// connection finish its requests (`graceful`), and return once all are closed or `drain`
+/// cancels.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnLimits,
+    stop: CancellationToken,
+    drain: CancellationToken,
+) {
+    let registry = Arc::new(Registry::default());
+    let started = Instant::now();
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors or a peer that reset before accept: wait, go on.
+                    tracing::debug!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Some(conn) = registry.admit(peer.ip(), limits, started) else {
+            refuse(tcp, "too many connections from this address; close idle ones").await;
+            continue;
+        };
+        let Some(conn) = conn else {
+            refuse(tcp, "the server is at its connection limit with every connection busy; try again").await;
+            continue;
+        };
+        if let Err(e) = tcp.set_nodelay(true) {
+            // Small answers written in several frames would wait for delayed ACKs otherwise.
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
+        tokio::spawn(serve_connection(tcp, app.clone(), conn, limits, stop.clone(), drain.clone()));
+    }
+    // Wait for open connections to finish (they were told to close after their requests).
+    while registry.open() > 0 && !drain.is_cancelled() {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(25)) => {}
+            _ = drain.cancelled() => {}
+        }
+    }
+}
+
+/// A 503 written at once, without reading the request, then close.
+async fn refuse(tcp: TcpStream, why: &str) {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": why}})
+        .to_string();
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\nretry-after: 1\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tcp.try_write(response.as_bytes());
+}
+
+/// Open connections: how many, from where, and each one's state (to find one to close).
+#[derive(Default)]
+struct Registry {
+    inner: Mutex<Open>,
+}
+
+#[derive(Default)]
+struct Open {
+    next_id: u64,
+    by_peer: HashMap<IpAddr, usize>,
+    conns: HashMap<u64, Arc<ConnState>>,
+}
+
+impl Registry {
+    /// Admit a connection from `peer`: `None` over the per-peer cap, `Some(None)` when at the
+    /// overall cap and nothing can make room.
+    fn admit(self: &Arc<Self>, peer: IpAddr, limits: ConnLimits, started: Instant) -> Option<Option<Conn>> {
+        let mut open = self.inner.lock().expect("registry lock");
+        let from_peer = open.by_peer.get(&peer).copied().unwrap_or(0);
+        if from_peer >= limits.per_peer {
+            return None;
+        }
+        if open.conns.len() >= limits.max {
+            // The oldest connection without a request in progress makes room.
+            let victim = open
+                .conns
+                .values()
+                .filter(|c| c.active.load(Ordering::SeqCst) == 0 && !c.closing.is_cancelled())
+                .min_by_key(|c| c.opened)
+                .cloned();
+            match victim {
+                Some(v) => v.closing.cancel(),
+                None => return Some(None),
+            }
+        }
+        open.next_id += 1;
+        let id = open.next_id;
+        *open.by_peer.entry(peer).or_default() += 1;
+        let state = Arc::new(ConnState::new(started));
+        open.conns.insert(id, state.clone());
+        Some(Some(Conn { id, peer, state, registry: self.clone() }))
+    }
+
+    fn open(&self) -> usize {
+        self.inner.lock().expect("registry lock").conns.len()
+    }
+}
+
+/// An admitted connection; leaves the registry when dropped.
+struct Conn {
+    id: u64,
+    peer: IpAddr,
+    state: Arc<ConnState>,
+    registry: Arc<Registry>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        let mut open = self.registry.inner.lock().expect("registry lock");
+        open.conns.remove(&self.id);
+        if let Some(n) = open.by_peer.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                open.by_peer.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// What the watchdog of one connection looks at. Times are milliseconds since the server
+/// started (0: not set).
+struct ConnState {
+    started: Instant,
+    opened: Instant,
+    /// Requests whose answer has not been sent completely.
+    active: AtomicUsize,
+    /// When the connection last became idle (no request in progress).
+    idle_since: AtomicU64,
+    /// When the first byte of the next request's head arrived.
+    head_since: AtomicU64,
+    /// Cancelled to close the connection (to make room, or on a timeout).
+    closing: CancellationToken,
+}
+
+impl ConnState {
+    fn new(started: Instant) -> ConnState {
+        let s = ConnState {
+            started,
+            opened: Instant::now(),
+            active: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(0),
+            head_since: AtomicU64::new(0),
+            closing: CancellationToken::new(),
+        };
+        s.idle_since.store(s.now(), Ordering::SeqCst);
+        s
+    }
+
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64 + 1
+    }
+
+    /// A request's head is complete: it is in progress until its answer is sent.
+    fn request_started(self: &Arc<Self>) -> Active {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        self.head_since.store(0, Ordering::SeqCst);
+        Active(self.clone())
+    }
+
+    /// Bytes arrived; with no request in progress they begin the next request's head.
+    fn read_some(&self) {
+        if self.active.load(Ordering::SeqCst) == 0 && self.head_since.load(Ordering::SeqCst) == 0 {
+            self.head_since.store(self.now(), Ordering::SeqCst);
+        }
+    }
+
+    /// Why the connection should be closed now, if it should.
+    fn overdue(&self, limits: ConnLimits) -> Option<&'static str> {
+        if self.active.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        let now = self.now();
+        let head = self.head_since.load(Ordering::SeqCst);
+        if head != 0 {
+            return (now - head > limits.header_timeout.as_millis() as u64)
+                .then_some("request head too slow");
+        }
+        let idle = self.idle_since.load(Ordering::SeqCst);
+        (now.saturating_sub(idle) > limits.idle_timeout.as_millis() as u64).then_some("idle")
+    }
+}
+
+/// A request in progress; dropped when its answer has been sent (or abandoned).
+struct Active(Arc<ConnState>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        if self.0.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle_since.store(self.0.now(), Ordering::SeqCst);
+        }
+    }
+}
+
+/// One connection: hyper's HTTP/1.1 over the watched socket, closed by the watchdog when a
+/// timeout passes or room is needed, and gracefully when the server stops.
+async fn serve_connection(
+    tcp: TcpStream,
+    app: Router,
+    conn: Conn,
+    limits: ConnLimits,
+    stop: CancellationToken,
+    drain: CancellationToken,
+) {
+    let state = conn.state.clone();
+    let io = TokioIo::new(Watched { inner: tcp, state: state.clone() });
+    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let active = state.request_started();
+        let app = app.clone();
+        async move {
+            let response = app.oneshot(req.map(Body::new)).await.unwrap_or_else(|e| match e {});
+            Ok::<_, std::convert::Infallible>(response.map(|body| Tracked { body, _active: active }))
+        }
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.max_buf_size(MAX_HEAD_BYTES).keep_alive(true);
+    let connection = http.serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut tick = tokio::time::interval(TICK);
+    let mut graceful = false;
+    loop {
+        tokio::select! {
+            done = connection.as_mut() => {
+                if let Err(e) = done {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                break;
+            }
+            _ = stop.cancelled(), if !graceful => {
+                graceful = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            _ = drain.cancelled() => break,
+            _ = conn.state.closing.cancelled() => break,
+            _ = tick.tick() => {
+                if let Some(why) = conn.state.overdue(limits) {
+                    tracing::debug!(why, "closing a connection");
+                    break;
+                }
+            }
+        }
+    }
+    drop(conn);
+}
+
+/// The socket, telling the connection's state when bytes arrive.
+struct Watched {
+    inner: TcpStream,
+    state: Arc<ConnState>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.state.read_some();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// A response body that keeps its request counted as in progress until it is sent.
+struct Tracked {
+    body: Body,
+    _active: Active,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Raise the open-file limit to what the system allows, and say how many connections fit:
+/// `wanted`, or fewer when descriptors would run out first (some are kept for the forge's
+/// connections and the process itself).
+pub fn connections_that_fit(wanted: usize) -> usize {
+    const RESERVE: u64 = 128;
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < wanted as u64 + RESERVE => {
+            let fit = limit.saturating_sub(RESERVE).max(16) as usize;
+            tracing::warn!(
+                "the open-file limit is {limit}: at most {fit} connections instead of {wanted} (raise `ulimit -n` or lower MCP_MAX_CONNECTIONS)"
+            );
+            fit
+        }
+        _ => wanted,
+    }
+}
