@@ -212,6 +212,12 @@ pub struct CommonArgs {
     /// Most open legacy SSE streams.
     #[arg(long, env = "MCP_MAX_SSE_STREAMS", default_value_t = 1000, global = true)]
     pub max_sse_streams: usize,
+    /// Seconds a legacy SSE client may leave answers unread before its stream is ended.
+    #[arg(long, env = "MCP_STREAM_STALL_TIMEOUT", default_value_t = 30.0, global = true)]
+    pub stream_stall_timeout: f64,
+    /// Most open sessions (or SSE streams) one identity may hold.
+    #[arg(long, env = "MCP_MAX_SESSIONS_PER_IDENTITY", default_value_t = 100, global = true)]
+    pub max_sessions_per_identity: usize,
     /// Log filter (tracing syntax, e.g. `info`, `aegis_gitea_mcp=debug`). Logs go to stderr.
     #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
     pub log_level: String,
@@ -259,6 +265,8 @@ pub struct Settings {
     pub max_connections_per_peer: usize,
     pub max_sessions: usize,
     pub max_sse_streams: usize,
+    pub max_sessions_per_identity: usize,
+    pub stream_stall_timeout: Duration,
 }
 
 /// A setting that cannot be used, with the words to fix it.
@@ -388,6 +396,8 @@ impl Settings {
             max_connections_per_peer: args.max_connections_per_peer.max(1),
             max_sessions: args.max_sessions.max(1),
             max_sse_streams: args.max_sse_streams.max(1),
+            max_sessions_per_identity: args.max_sessions_per_identity.max(1),
+            stream_stall_timeout: seconds("--stream-stall-timeout", args.stream_stall_timeout)?,
         })
     }
 }

@@ -128,6 +128,70 @@ async fn open_raw(server: &HttpServer, headers: &[(&str, &str)]) -> reqwest::Res
     req.send().await.unwrap()
 }
 
+/// One session per `Authorization` value, opened on first use: a session belongs to the
+/// identity that opened it, so each caller calls through a session of its own.
+struct Pool<'a> {
+    server: &'a HttpServer,
+    clients: Vec<(Option<String>, McpClient)>,
+}
+
+impl<'a> Pool<'a> {
+    fn new(server: &'a HttpServer) -> Pool<'a> {
+        Pool { server, clients: Vec::new() }
+    }
+
+    /// The session of `auth`, opened with `auth` when it is the first call.
+    async fn client(&mut self, auth: Option<&str>) -> Result<&McpClient, support::http::HttpError> {
+        let key = auth.map(str::to_owned);
+        if let Some(i) = self.clients.iter().position(|(k, _)| *k == key) {
+            return Ok(&self.clients[i].1);
+        }
+        let c = self.server.connect(auth).await?;
+        self.clients.push((key, c));
+        Ok(&self.clients.last().unwrap().1)
+    }
+
+    /// `repoGet alice/demo` as `auth` in its own session; the result and what the forge got.
+    async fn repo_get(&mut self, forge: &FakeForge, auth: Option<&str>) -> (Called, Vec<Recorded>) {
+        forge.clear_requests();
+        let c = self.client(auth).await.unwrap_or_else(|e| panic!("a session as {auth:?}: {e:?}"));
+        repo_get(c, forge, auth).await
+    }
+}
+
+/// The answer a caller gets for a request its identity cannot be established for: over a
+/// session, the HTTP refusal of the request that opens it (`status`); without a session
+/// (Streamable HTTP, protocol 2026-07-28), a tool result of `kind`. Either way the forge
+/// received no tool request and nothing under the global token, and no text holds `secret`.
+async fn assert_refused_without_downgrade(
+    server: &HttpServer,
+    forge: &FakeForge,
+    auth: &str,
+    status: u16,
+    kind: &str,
+    secret: &str,
+) {
+    forge.clear_requests();
+    match server.connect(Some(auth)).await {
+        Err((got, body)) => {
+            assert_eq!(got, status, "opening a session as {auth:?}: {body}");
+            assert!(!body.contains(secret), "{body}");
+        }
+        Ok(_) => panic!("a session opened for {auth:?}, whose identity cannot be established"),
+    }
+    if server.transport == "http" {
+        let args = json!({"owner": "alice", "repo": "demo"});
+        let resp = stateless_call(&http_client(), &server.base, "repoGet", args, Some(auth)).await.unwrap();
+        let r = tool_result(&resp);
+        assert!(r.is_error, "{}", r.text);
+        assert_eq!(r.kind(), kind, "{}", r.text);
+        assert!(!r.text.contains(secret), "{}", r.text);
+    }
+    let sent = forge.requests();
+    assert!(tool_requests(&sent).is_empty(), "no tool request may be sent:\n  {}", describe(&sent));
+    assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "no global-token request:\n  {}", describe(&sent));
+}
+
 // ---------------------------------------------------------------------------------------
 // Requirement: HTTP / SSE transport extracts the per-request token from Authorization.
 
@@ -138,7 +202,7 @@ on_both_transports!(
     absent_header_falls_through_to_global_client,
     bare_token_is_rejected_and_falls_through_to_global_client,
     with_mcp_bearer_token_absent_header_is_401_and_shared_secret_is_global,
-    two_calls_in_one_session_with_different_tokens_each_run_as_their_own,
+    a_session_belongs_to_the_identity_that_opened_it,
     per_request_client_is_distinct_from_the_global_singleton,
     ephemeral_construction_failure_5xx_surfaces_identity_failed_without_downgrade,
     ephemeral_construction_timeout_surfaces_identity_failed_without_downgrade,
@@ -176,14 +240,14 @@ async fn runs_as_bob_with(t: &str, scheme: &str) {
 
 async fn scheme_matching_is_case_insensitive(t: &str) {
     let (forge, server) = start(t, &[]).await;
-    let c = server.connect(None).await.unwrap();
+    let mut pool = Pool::new(&server);
     for (auth, secret, login) in [
         (format!("bearer {BOB_TOKEN}"), BOB_TOKEN, "bob"),
         (format!("TOKEN {CAROL_TOKEN}"), CAROL_TOKEN, "carol"),
         (format!("BeArEr {CAROL_TOKEN}"), CAROL_TOKEN, "carol"),
         (format!("ToKeN {BOB_TOKEN}"), BOB_TOKEN, "bob"),
     ] {
-        let (r, sent) = repo_get(&c, &forge, Some(&auth)).await;
+        let (r, sent) = pool.repo_get(&forge, Some(&auth)).await;
         assert_ran_as(&r, &sent, secret, login);
     }
     assert_never_sent(&forge, ALICE_TOKEN, "the global token");
@@ -198,10 +262,10 @@ async fn absent_header_falls_through_to_global_client(t: &str) {
 
 async fn bare_token_is_rejected_and_falls_through_to_global_client(t: &str) {
     let (forge, server) = start(t, &[]).await;
-    let c = server.connect(None).await.unwrap();
+    let mut pool = Pool::new(&server);
     let basic = "Basic Ym9iOnB3"; // bob:pw
     for auth in [BOB_TOKEN, "", "   ", "Bearer", "token ", basic, &format!("Basic {BOB_TOKEN}")] {
-        let (r, sent) = repo_get(&c, &forge, Some(auth)).await;
+        let (r, sent) = pool.repo_get(&forge, Some(auth)).await;
         assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
     }
     assert_never_sent(&forge, BOB_TOKEN, "a token sent without a recognised scheme");
@@ -225,8 +289,8 @@ async fn with_mcp_bearer_token_absent_header_is_401_and_shared_secret_is_global(
     assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
     let (r, sent) = repo_get(&c, &forge, Some(&format!("token {SHARED_SECRET}"))).await;
     assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
-    // A caller's own token still runs as that caller.
-    let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
+    // A caller's own token still runs as that caller, in a session of its own.
+    let (r, sent) = Pool::new(&server).repo_get(&forge, Some(&token(BOB_TOKEN))).await;
     assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
     // Every request is checked, not only the one that opened the session.
     forge.clear_requests();
@@ -243,37 +307,49 @@ on_both_transports!(recognised_scheme_with_malformed_token_never_runs_as_global)
 
 /// The spec treats only an absent or empty header, a bare value and an unknown scheme as "no
 /// header". A header that names a recognised scheme carries a credential: if it is unusable
-/// the call must fail, not silently run as the server's own identity (a caller who pasted a
+/// the request must fail, not silently run as the server's own identity (a caller who pasted a
 /// token with a stray space would otherwise act as the global token's owner unawares).
 async fn recognised_scheme_with_malformed_token_never_runs_as_global(t: &str) {
     let (forge, server) = start(t, &[]).await;
-    let c = server.connect(None).await.unwrap();
     for auth in [format!("token {BOB_TOKEN} {CAROL_TOKEN}"), format!("Bearer {BOB_TOKEN} x")] {
-        let (r, sent) = repo_get(&c, &forge, Some(&auth)).await;
-        assert!(
-            r.is_error && ["unauthorized", "identity_failed"].contains(&r.kind()),
-            "Authorization: {auth:?} must fail as unauthorized/identity_failed, got: {}…",
-            r.text.chars().take(120).collect::<String>()
-        );
-        assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "ran as the global token:\n  {}", describe(&sent));
-        assert!(tool_requests(&sent).is_empty(), "no tool request:\n  {}", describe(&sent));
+        assert_refused_without_downgrade(&server, &forge, &auth, 401, "unauthorized", BOB_TOKEN).await;
     }
 }
 
-async fn two_calls_in_one_session_with_different_tokens_each_run_as_their_own(t: &str) {
+/// Each request runs under its own header's identity, and a session belongs to the identity
+/// that opened it: the same identity may present another spelling of its credential, any
+/// other identity is told the session does not exist (so a leaked session id is useless).
+async fn a_session_belongs_to_the_identity_that_opened_it(t: &str) {
     let (forge, server) = start(t, &[]).await;
-    // The session is opened by carol; each later request stands on its own header.
-    let c = server.connect(Some(&token(CAROL_TOKEN))).await.unwrap();
+    // Opened by carol: each of carol's requests stands on its own header, whichever scheme.
+    let carols = server.connect(Some(&token(CAROL_TOKEN))).await.unwrap();
+    for auth in [format!("Bearer {CAROL_TOKEN}"), token(CAROL_TOKEN)] {
+        let (r, sent) = repo_get(&carols, &forge, Some(&auth)).await;
+        assert_ran_as(&r, &sent, CAROL_TOKEN, "carol");
+    }
+    // Another identity holding carol's session id — bob, or the global identity — is told the
+    // session does not exist, and nothing runs.
+    for auth in [Some(token(BOB_TOKEN)), None] {
+        forge.clear_requests();
+        match carols.call("repoGet", json!({"owner": "alice", "repo": "demo"}), auth.as_deref()).await {
+            Err((404, body)) => assert!(body.contains("unknown or closed session"), "{body}"),
+            other => panic!("{auth:?} on carol's session must get 404: {other:?}"),
+        }
+        assert!(tool_requests(&forge.requests()).is_empty(), "{}", describe(&forge.requests()));
+    }
+    // Each identity runs as itself in its own session.
+    let mut pool = Pool::new(&server);
     for (auth, secret, login) in [
         (Some(token(BOB_TOKEN)), BOB_TOKEN, "bob"),
-        (Some(format!("Bearer {CAROL_TOKEN}")), CAROL_TOKEN, "carol"),
         (None, ALICE_TOKEN, "alice"),
         (Some(token(BOB_TOKEN)), BOB_TOKEN, "bob"),
-        (Some(token(CAROL_TOKEN)), CAROL_TOKEN, "carol"),
     ] {
-        let (r, sent) = repo_get(&c, &forge, auth.as_deref()).await;
+        let (r, sent) = pool.repo_get(&forge, auth.as_deref()).await;
         assert_ran_as(&r, &sent, secret, login);
     }
+    // Carol's session is untouched.
+    let (r, sent) = repo_get(&carols, &forge, Some(&token(CAROL_TOKEN))).await;
+    assert_ran_as(&r, &sent, CAROL_TOKEN, "carol");
 }
 
 /// "Context with token returns ephemeral client" / "Context without token returns singleton":
@@ -281,14 +357,16 @@ async fn two_calls_in_one_session_with_different_tokens_each_run_as_their_own(t:
 /// the global identity is resolved once and reused.
 async fn per_request_client_is_distinct_from_the_global_singleton(t: &str) {
     let (forge, server) = start(t, &[]).await;
-    let c = server.connect(None).await.unwrap();
+    let mut pool = Pool::new(&server);
+    pool.client(None).await.unwrap();
+    pool.client(Some(&token(BOB_TOKEN))).await.unwrap();
     forge.clear_requests();
     let mut all = Vec::new();
     for round in 0..3 {
-        let (r, sent) = repo_get(&c, &forge, None).await;
+        let (r, sent) = pool.repo_get(&forge, None).await;
         assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
         all.extend(sent);
-        let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
+        let (r, sent) = pool.repo_get(&forge, Some(&token(BOB_TOKEN))).await;
         assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
         assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "round {round}");
         all.extend(sent);
@@ -297,43 +375,57 @@ async fn per_request_client_is_distinct_from_the_global_singleton(t: &str) {
         .iter()
         .filter(|r| r.raw_path == "/api/v1/user" && carrying(std::slice::from_ref(r), ALICE_TOKEN).len() == 1)
         .count();
-    assert_eq!(global_lookups, 1, "the global identity is resolved once:\n  {}", describe(&all));
+    assert!(global_lookups <= 1, "the global identity is resolved once:\n  {}", describe(&all));
 }
 
-/// The forge's `/api/v1/user` fails: the call fails with `identity_failed`, and nothing is
-/// sent under the global token, not even the tool request.
+/// The forge's `/api/v1/user` fails: the request fails (a session is not opened: 503; a call
+/// without a session: `identity_failed`), and nothing is sent under the global token, not even
+/// the tool request.
 async fn ephemeral_construction_failure_5xx_surfaces_identity_failed_without_downgrade(t: &str) {
     let (forge, server) = start(t, &[]).await;
-    let c = server.connect(None).await.unwrap();
+    let mut pool = Pool::new(&server);
     // Warm the global identity first: a fallback would have it at hand.
-    let (r, _) = repo_get(&c, &forge, None).await;
+    let (r, _) = pool.repo_get(&forge, None).await;
     assert!(!r.is_error, "{}", r.text);
     forge.script(Script::always(
         None,
         "/api/v1/user",
         ScriptedResponse::json(500, &json!({"message": "boom"})),
     ));
-    let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
-    assert!(r.is_error, "{}", r.text);
-    assert_eq!(r.kind(), "identity_failed", "{}", r.text);
-    assert!(!r.text.contains(BOB_TOKEN), "{}", r.text);
-    assert!(tool_requests(&sent).is_empty(), "no tool request may be sent:\n  {}", describe(&sent));
-    assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "no global-token request:\n  {}", describe(&sent));
+    assert_refused_without_downgrade(&server, &forge, &token(BOB_TOKEN), 503, "identity_failed", BOB_TOKEN)
+        .await;
+    // bob's token was used for the lookup only, and the global session cannot be borrowed.
+    forge.clear_requests();
+    match pool
+        .client(None)
+        .await
+        .unwrap()
+        .call("repoGet", json!({"owner": "alice", "repo": "demo"}), Some(&token(BOB_TOKEN)))
+        .await
+    {
+        Err((503, body)) => assert!(!body.contains(BOB_TOKEN), "{body}"),
+        other => panic!("bob on the global session while the forge fails: {other:?}"),
+    }
+    let sent = forge.requests();
     assert!(
         !carrying(&sent, BOB_TOKEN).is_empty(),
         "the login lookup used bob's token:\n  {}",
         describe(&sent)
     );
+    assert!(
+        tool_requests(&sent).is_empty() && carrying(&sent, ALICE_TOKEN).is_empty(),
+        "{}",
+        describe(&sent)
+    );
     // The failure is not remembered: once the forge recovers, bob's call runs as bob.
     forge.clear_scripts();
-    let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
+    let (r, sent) = pool.repo_get(&forge, Some(&token(BOB_TOKEN))).await;
     assert_ran_as(&r, &sent, BOB_TOKEN, "bob");
 }
 
 async fn ephemeral_construction_timeout_surfaces_identity_failed_without_downgrade(t: &str) {
     let (forge, server) = start(t, &[("GITEA_TIMEOUT", "1")]).await;
-    let c = server.connect(None).await.unwrap();
-    let (r, _) = repo_get(&c, &forge, None).await;
+    let (r, _) = Pool::new(&server).repo_get(&forge, None).await;
     assert!(!r.is_error, "{}", r.text);
     forge.script(Script::always(
         None,
@@ -341,13 +433,16 @@ async fn ephemeral_construction_timeout_surfaces_identity_failed_without_downgra
         ScriptedResponse::status(200).with_body(ScriptBody::Hang),
     ));
     let started = Instant::now();
-    let (r, sent) = repo_get(&c, &forge, Some(&token(CAROL_TOKEN))).await;
+    assert_refused_without_downgrade(
+        &server,
+        &forge,
+        &token(CAROL_TOKEN),
+        503,
+        "identity_failed",
+        CAROL_TOKEN,
+    )
+    .await;
     assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
-    assert!(r.is_error, "{}", r.text);
-    assert_eq!(r.kind(), "identity_failed", "a timeout of the login lookup: {}", r.text);
-    assert!(!r.text.contains(CAROL_TOKEN), "{}", r.text);
-    assert!(tool_requests(&sent).is_empty(), "no tool request may be sent:\n  {}", describe(&sent));
-    assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "no global-token request:\n  {}", describe(&sent));
 }
 
 async fn ephemeral_construction_network_error_surfaces_identity_failed(t: &str) {
@@ -357,56 +452,85 @@ async fn ephemeral_construction_network_error_surfaces_identity_failed(t: &str) 
         l.local_addr().unwrap()
     };
     let server = HttpServer::spawn(&format!("http://{gone}"), t, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
-    let c = server.connect(None).await.unwrap();
-    let r = c.call_ok("repoGet", json!({"owner": "alice", "repo": "demo"}), Some(&token(BOB_TOKEN))).await;
-    assert!(r.is_error, "{}", r.text);
-    assert_eq!(r.kind(), "identity_failed", "{}", r.text);
-    assert_eq!(r.json["error"]["status"], Value::Null, "the forge was not reached: {}", r.text);
-    assert!(!r.text.contains(BOB_TOKEN), "{}", r.text);
+    match server.connect(Some(&token(BOB_TOKEN))).await {
+        Err((503, body)) => assert!(!body.contains(BOB_TOKEN), "{body}"),
+        other => panic!("a session as bob with the forge gone: {:?}", other.err()),
+    }
+    if t == "http" {
+        let args = json!({"owner": "alice", "repo": "demo"});
+        let auth = token(BOB_TOKEN);
+        let resp = stateless_call(&http_client(), &server.base, "repoGet", args, Some(&auth)).await.unwrap();
+        let r = tool_result(&resp);
+        assert!(r.is_error, "{}", r.text);
+        assert_eq!(r.kind(), "identity_failed", "{}", r.text);
+        assert_eq!(r.json["error"]["status"], Value::Null, "the forge was not reached: {}", r.text);
+        assert!(!r.text.contains(BOB_TOKEN), "{}", r.text);
+    }
 }
 
 async fn unknown_token_is_unauthorized_without_downgrade(t: &str) {
     let (forge, server) = start(t, &[]).await;
-    let c = server.connect(None).await.unwrap();
-    let (r, _) = repo_get(&c, &forge, None).await;
+    let (r, _) = Pool::new(&server).repo_get(&forge, None).await;
     assert!(!r.is_error, "{}", r.text);
-    let (r, sent) = repo_get(&c, &forge, Some(&token(REFUSED_TOKEN))).await;
-    assert!(r.is_error, "{}", r.text);
-    assert_eq!(r.kind(), "unauthorized", "{}", r.text);
-    assert_eq!(r.json["error"]["status"], 401, "{}", r.text);
-    assert!(!r.text.contains(REFUSED_TOKEN), "{}", r.text);
-    assert!(tool_requests(&sent).is_empty(), "no tool request may be sent:\n  {}", describe(&sent));
-    assert!(carrying(&sent, ALICE_TOKEN).is_empty(), "no global-token request:\n  {}", describe(&sent));
+    assert_refused_without_downgrade(
+        &server,
+        &forge,
+        &token(REFUSED_TOKEN),
+        401,
+        "unauthorized",
+        REFUSED_TOKEN,
+    )
+    .await;
+    if t == "http" {
+        let args = json!({"owner": "alice", "repo": "demo"});
+        let auth = token(REFUSED_TOKEN);
+        let resp = stateless_call(&http_client(), &server.base, "repoGet", args, Some(&auth)).await.unwrap();
+        assert_eq!(tool_result(&resp).json["error"]["status"], 401);
+    }
 }
 
 async fn token_absent_from_logs_and_error_text(t: &str) {
     let (forge, server) = start(t, &[("LOG_LEVEL", "trace")]).await;
-    let c = server.connect(Some(&token(BOB_TOKEN))).await.unwrap();
-    let mut texts = Vec::new();
-    let mut call = async |tool: &str, args: Value, auth: Option<String>| {
-        let r = c.call_ok(tool, args, auth.as_deref()).await;
-        texts.push(r.text.clone());
-        r
-    };
+    let mut pool = Pool::new(&server);
+    let http = http_client();
+    // Every answer a caller gets — a result, or the HTTP refusal of its request — as text;
+    // over Streamable HTTP also the answer without a session.
+    let mut texts: Vec<String> = Vec::new();
     let demo = json!({"owner": "alice", "repo": "demo"});
-    assert_eq!(call("repoGet", demo.clone(), Some(token(REFUSED_TOKEN))).await.kind(), "unauthorized");
-    assert!(!call("repoGet", demo.clone(), Some(token(BOB_TOKEN))).await.is_error);
-    assert!(!call("repoGet", demo.clone(), Some(format!("Bearer {BOB_TOKEN}"))).await.is_error);
     let missing = json!({"owner": "alice", "repo": "missing"});
-    assert_eq!(call("repoGet", missing, Some(token(BOB_TOKEN))).await.kind(), "not_found");
-    assert!(!call("repoGet", demo.clone(), None).await.is_error);
+    let mut run = async |auth: Option<String>, args: &Value| -> String {
+        let auth = auth.as_deref();
+        let answer = match pool.client(auth).await {
+            Err((status, body)) => format!("HTTP {status}: {body}"),
+            Ok(c) => match c.call("repoGet", args.clone(), auth).await {
+                Ok(resp) => tool_result(&resp).text,
+                Err((status, body)) => format!("HTTP {status}: {body}"),
+            },
+        };
+        texts.push(answer.clone());
+        if t == "http" {
+            let resp = stateless_call(&http, &server.base, "repoGet", args.clone(), auth).await.unwrap();
+            texts.push(tool_result(&resp).text);
+        }
+        answer
+    };
+    assert!(run(Some(token(REFUSED_TOKEN)), &demo).await.starts_with("HTTP 401"));
+    assert!(run(Some(token(BOB_TOKEN)), &demo).await.contains("\"login\":\"bob\""));
+    assert!(run(Some(format!("Bearer {BOB_TOKEN}")), &demo).await.contains("\"login\":\"bob\""));
+    assert!(run(Some(token(BOB_TOKEN)), &missing).await.contains("not_found"));
+    assert!(run(None, &demo).await.contains("\"login\":\"alice\""));
     forge.script(Script::always(
         None,
         "/api/v1/user",
         ScriptedResponse::json(500, &json!({"message": "boom"})),
     ));
-    assert_eq!(call("repoGet", demo.clone(), Some(token(CAROL_TOKEN))).await.kind(), "identity_failed");
+    assert!(run(Some(token(CAROL_TOKEN)), &demo).await.starts_with("HTTP 503"));
     // The refused token once more, now with the lookup failing as well.
-    let again = call("repoGet", demo, Some(token(REFUSED_TOKEN))).await;
-    assert!(again.is_error, "{}", again.text);
+    assert!(run(Some(token(REFUSED_TOKEN)), &demo).await.starts_with("HTTP 503"));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let log = server.stderr();
     assert!(log.contains("tools/call"), "trace logging is on and covers calls:\n{log}");
+    assert!(texts.len() >= 7);
     for (name, secret) in [
         ("bob's", BOB_TOKEN),
         ("carol's", CAROL_TOKEN),
@@ -434,6 +558,7 @@ async fn attachment_upload_and_download_use_per_request_token(t: &str) {
         .await;
     assert!(!issue.is_error, "{}", issue.text);
     let bob = token(BOB_TOKEN);
+    let c = server.connect(Some(&bob)).await.unwrap();
     forge.clear_requests();
     let up = c
         .call_ok(
@@ -581,7 +706,7 @@ async fn configured_allowed_hosts_and_origins_are_admitted(t: &str) {
 
 async fn body_over_max_body_bytes_is_413(t: &str) {
     let (forge, server) = start(t, &[("MCP_MAX_BODY_BYTES", "2048")]).await;
-    let c = server.connect(None).await.unwrap();
+    let c = server.connect(Some(&token(BOB_TOKEN))).await.unwrap();
     let big = "x".repeat(4096);
     let r = c.call("repoGet", json!({"owner": "alice", "repo": big}), Some(&token(BOB_TOKEN))).await;
     match r {
@@ -664,9 +789,8 @@ const GLOBAL_CALLS: usize = 60;
 const GLOBAL_TOKEN: &str = "tok-global-000000";
 
 /// 560 concurrent `repoGet` calls: 500 spread over 50 tokens (`tok-user-NN` → `userNN`) and 60
-/// without a header (the global token → `global`), shuffled, over several sessions, each
-/// session mixing callers (Streamable HTTP: every fifth call is a stateless 2026-07-28 POST
-/// without a session). Each call asks for a repository of its own (`<owner>/c<index>`), so the
+/// without a header (the global token → `global`), shuffled, each through its caller's own
+/// session (Streamable HTTP: every fifth call is a stateless 2026-07-28 POST without one). Each call asks for a repository of its own (`<owner>/c<index>`), so the
 /// forge's recording shows who asked for what: every request must carry exactly its caller's
 /// token.
 async fn concurrent_calls_over_50_tokens_never_cross_identities(t: &str) {
@@ -702,25 +826,26 @@ async fn concurrent_calls_over_50_tokens_never_cross_identities(t: &str) {
         [("GITEA_TOKEN", GLOBAL_TOKEN), ("LOG_LEVEL", "warn"), ("MCP_MAX_CONNECTIONS_PER_PEER", "1024")];
     let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
     let http = http_client();
-    let sessions = if t == "sse" { 5 } else { 10 };
-    let mut clients = Vec::new();
-    for k in 0..sessions {
-        // The header of the request that opened a session must not matter later.
-        let opener = if k % 2 == 0 { None } else { Some(token(&user_token(k))) };
+    // One session per caller (a session belongs to the identity that opened it), opened with
+    // the caller's own header.
+    let mut clients: std::collections::HashMap<Option<String>, Arc<McpClient>> = Default::default();
+    for tok in plan.iter().map(|p| p.1.clone()).collect::<std::collections::BTreeSet<_>>() {
+        let opener = tok.as_ref().map(|t| token(t));
         // A transport-level failure (status 0: a pooled connection closed under us) is retried
         // once; any answer from the server is final.
         let client = match McpClient::connect_with(http.clone(), &server, opener.as_deref()).await {
             Err((0, e)) => {
-                eprintln!("opening session {k}: transport error ({e}); retrying once");
+                eprintln!("opening a session for {tok:?}: transport error ({e}); retrying once");
                 McpClient::connect_with(http.clone(), &server, opener.as_deref()).await
             }
             other => other,
         };
         let client = client.unwrap_or_else(|e| {
-            panic!("opening session {k} failed: {e:?}\nserver stderr:\n{}", server.stderr())
+            panic!("opening a session for {tok:?} failed: {e:?}\nserver stderr:\n{}", server.stderr())
         });
-        clients.push(Arc::new(client));
+        clients.insert(tok, Arc::new(client));
     }
+    let sessions = clients.len();
     let stateless = |i: usize| t == "http" && i % 5 == 4;
     let stateless_calls = (0..n).filter(|&i| stateless(i)).count();
     forge.clear_requests();
@@ -729,7 +854,7 @@ async fn concurrent_calls_over_50_tokens_never_cross_identities(t: &str) {
         .iter()
         .enumerate()
         .map(|(i, (owner, tok, repo))| {
-            let c = clients[i % sessions].clone();
+            let c = clients[tok].clone();
             let auth = tok.as_ref().map(|t| token(t));
             let args = json!({"owner": owner, "repo": repo});
             let (http, base, stateless) = (http.clone(), server.base.clone(), stateless(i));

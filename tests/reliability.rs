@@ -712,3 +712,221 @@ async fn idle_keep_alive_connections_are_closed() {
     let after = started.elapsed();
     assert!(after >= Duration::from_millis(1500), "closed after {after:?}, before the idle timeout");
 }
+
+// ---------------------------------------------------------------------------------------
+// 3. Garbage tokens filled the session and stream limits; 14. a session answered any identity
+// that held its id.
+
+on_both_transports!(
+    refused_tokens_take_no_session_slot_and_no_identity_takes_more_than_its_share,
+    another_identity_holding_a_session_id_gets_404_and_reaches_nothing,
+);
+
+async fn refused_tokens_take_no_session_slot_and_no_identity_takes_more_than_its_share(t: &str) {
+    let forge = forge().await;
+    let env = [
+        ("GITEA_TOKEN", ALICE_TOKEN),
+        ("MCP_BEARER_TOKEN", "operator-shared-secret"),
+        ("MCP_MAX_SESSIONS", "5"),
+        ("MCP_MAX_SSE_STREAMS", "5"),
+        ("MCP_MAX_SESSIONS_PER_IDENTITY", "3"),
+    ];
+    let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
+    // Garbage tokens are refused by the forge: 401, and they never count.
+    for i in 0..8 {
+        let (status, body) = open_with(&server, format!("token garbage{i}").as_bytes()).await;
+        assert_eq!(status, 401, "{body}");
+    }
+    // The operator's own bearer still opens sessions — up to its share.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(
+            server.connect(Some("Bearer operator-shared-secret")).await.expect("the operator's session"),
+        );
+    }
+    match server.connect(Some("Bearer operator-shared-secret")).await {
+        Err((429, body)) => assert!(body.contains("MCP_MAX_SESSIONS_PER_IDENTITY"), "{body}"),
+        other => panic!("a fourth session of one identity must be 429: {:?}", other.err()),
+    }
+    // Another identity gets the rest, then the overall limit holds.
+    let alice = format!("token {ALICE_TOKEN}");
+    held.push(server.connect(Some(&alice)).await.unwrap());
+    held.push(server.connect(Some(&alice)).await.unwrap());
+    match server.connect(Some(&alice)).await {
+        Err((503, body)) => assert!(body.contains("too many open"), "{body}"),
+        other => panic!("a sixth session must be 503: {:?}", other.err()),
+    }
+    let r = held[0]
+        .call_ok("repoGet", json!({"owner": "alice", "repo": "demo"}), Some("Bearer operator-shared-secret"))
+        .await;
+    assert!(!r.is_error, "{}", r.text);
+}
+
+async fn another_identity_holding_a_session_id_gets_404_and_reaches_nothing(t: &str) {
+    let bob = "tok-bob-5c0ffee5b0b";
+    let carol = "tok-carol-7dead0beef";
+    let users =
+        [(bob, "bob"), (carol, "carol")].iter().map(|(t, l)| (t.to_string(), l.to_string())).collect();
+    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    let server = HttpServer::spawn(&forge.base_url(), t, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let carols = server.connect(Some(&format!("token {carol}"))).await.unwrap();
+    let args = json!({"owner": "alice", "repo": "demo"});
+    forge.clear_requests();
+    // Bob's posts into carol's session: 404, no tool request, and (SSE) nothing in her stream.
+    for auth in [format!("token {bob}"), format!("Bearer {bob}")] {
+        match carols.call("repoGet", args.clone(), Some(&auth)).await {
+            Err((404, _)) => {}
+            other => panic!("bob on carol's session: {other:?}"),
+        }
+    }
+    if let support::http::McpClient::Sse(c) = &carols {
+        assert!(
+            c.next_other(Duration::from_millis(500)).await.is_none(),
+            "nothing arrived in carol's stream"
+        );
+    }
+    let sent = forge.requests();
+    assert!(sent.iter().all(|r| r.raw_path == "/api/v1/user"), "only bob's login lookup: {sent:?}");
+    if let support::http::McpClient::Streamable(c) = &carols {
+        // Bob cannot close carol's session; carol can.
+        let delete = |auth: String| {
+            http_client()
+                .delete(c.url())
+                .header("mcp-session-id", c.session_id().unwrap())
+                .header("mcp-protocol-version", "2025-06-18")
+                .header("authorization", auth)
+                .send()
+        };
+        assert_eq!(delete(format!("token {bob}")).await.unwrap().status(), 404);
+        let r = carols.call_ok("repoGet", args.clone(), Some(&format!("token {carol}"))).await;
+        assert_eq!(r.json["identity"]["login"], "carol", "{}", r.text);
+        assert!(delete(format!("token {carol}")).await.unwrap().status().is_success());
+        match carols.call("repoGet", args.clone(), Some(&format!("token {carol}"))).await {
+            Err((404, _)) => {}
+            other => panic!("a closed session: {other:?}"),
+        }
+    } else {
+        let r = carols.call_ok("repoGet", args, Some(&format!("token {carol}"))).await;
+        assert_eq!(r.json["identity"]["login"], "carol", "{}", r.text);
+    }
+}
+
+/// The CPU of long refused tokens, on the session path (a session is opened only for an
+/// established identity).
+#[tokio::test]
+async fn long_refused_tokens_cost_little_cpu_when_opening_sessions() {
+    for t in ["http", "sse"] {
+        let (_forge, server) = start(t, &[]).await;
+        let pid = server.pid().unwrap();
+        let before = cpu_time(pid);
+        for i in 0..20 {
+            let token = format!("{}{i}", "A".repeat(8 * 1024 - 2));
+            let (status, body) = open_with(&server, format!("token {token}").as_bytes()).await;
+            assert_eq!(status, 401, "the forge refuses the token: {body}");
+            assert!(!body.contains(&token[..64]), "does not echo the token: {body}");
+        }
+        let used = cpu_time(pid) - before;
+        eprintln!("[{t}] 20 session openings with 8 KiB refused tokens: {used:?} of server CPU");
+        assert!(used < Duration::from_secs(4), "20 requests took {used:?} of CPU");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Unread SSE streams buffered every answer.
+
+/// A legacy SSE stream opened on a raw socket that is never read after its `endpoint` event;
+/// the message URL it announced.
+async fn unread_stream(server: &HttpServer) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut c = connect_from(server, std::net::Ipv4Addr::LOCALHOST).await.unwrap();
+    let req =
+        format!("GET /sse HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n", server.authority());
+    c.write_all(req.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    let announced = |seen: &[u8]| {
+        let text = String::from_utf8_lossy(seen);
+        text.find("sessionId=").is_some_and(|at| text[at..].contains('\n'))
+    };
+    while !announced(&seen) {
+        let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "the stream ended: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&seen);
+    let at = text.find("/message?sessionId=").unwrap();
+    let url = text[at..].split_whitespace().next().unwrap().to_owned();
+    (c, server.url(&url))
+}
+
+async fn post(url: &str, body: serde_json::Value) -> u16 {
+    let r = http_client()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await;
+    r.map(|r| r.status().as_u16()).unwrap_or(0)
+}
+
+#[tokio::test]
+async fn unread_sse_streams_buffer_a_bounded_number_of_answers_and_are_ended() {
+    let forge = forge().await;
+    // About 1 MB per answer: more than the sockets between us hold.
+    forge.script(echo("/api/v1/repos/o/r", json!({"description": "d".repeat(1 << 20)})));
+    let env = [
+        ("GITEA_TOKEN", ALICE_TOKEN),
+        ("MAX_TOOL_RESPONSE_CHARS", "2000000"),
+        ("MCP_STREAM_STALL_TIMEOUT", "2"),
+        ("MCP_REQUEST_TIMEOUT", "4"),
+        ("LOG_LEVEL", "warn"),
+    ];
+    let server = HttpServer::spawn(&forge.base_url(), "sse", &env).await;
+    let pid = server.pid().unwrap();
+    let before = peak_memory(pid);
+    let (streams, posts) = (4, 40);
+    let mut held = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..streams {
+        let (socket, url) = unread_stream(&server).await;
+        held.push(socket);
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "unread", "version": "0"}}});
+        assert_eq!(post(&url, init).await, 202);
+        assert_eq!(post(&url, json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await, 202);
+        for id in 1..=posts {
+            let url = url.clone();
+            tasks.push(tokio::spawn(async move {
+                post(
+                    &url,
+                    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "repoGet", "arguments": {"owner": "o", "repo": "r"}}}),
+                )
+                .await
+            }));
+        }
+    }
+    let started = Instant::now();
+    let statuses: Vec<u16> = futures::future::join_all(tasks).await.into_iter().map(|r| r.unwrap()).collect();
+    let accepted = statuses.iter().filter(|s| **s == 202).count();
+    eprintln!(
+        "posts: {accepted} accepted, others {:?}, in {:?}",
+        statuses.iter().filter(|s| **s != 202).collect::<Vec<_>>(),
+        started.elapsed()
+    );
+    // Each stream took its outstanding answers (and what the sockets between us held, a few
+    // MB); the rest were refused (503 while it stalled, 404 once it was ended). All 40 of each
+    // were taken and buffered before.
+    assert!(accepted <= streams * 24, "{accepted} posts accepted for {streams} unread streams");
+    assert!(statuses.iter().all(|s| [202, 503, 404].contains(s)), "{statuses:?}");
+    let grew = peak_memory(pid).saturating_sub(before);
+    eprintln!("{streams} unread streams, {posts} answers of 1 MB each: peak grew by {} MiB", grew >> 20);
+    // Buffering every answer, 40 answers of 1 MB per stream took over 300 MiB here.
+    assert!(grew < 200 << 20, "peak grew by {} MiB", grew >> 20);
+    // The stalled streams were ended: their sessions are gone.
+    let (_, url) = unread_stream(&server).await;
+    let stale = url.replace(&url[url.find("sessionId=").unwrap() + 10..], "x");
+    assert_eq!(post(&stale, json!({"jsonrpc": "2.0", "method": "ping", "id": 1})).await, 404);
+    assert!(healthz(&server).await.is_ok());
+}

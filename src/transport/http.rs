@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::layers::{self, LayerConfig};
 use super::listener::{self, ConnLimits};
+use super::sessions;
 use super::sse;
 use crate::config::TransportChoice;
 use crate::mcp::McpHandler;
@@ -16,9 +17,82 @@ use crate::server::Server;
 use axum::Router;
 use axum::middleware::from_fn_with_state;
 use axum::routing::get;
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
+
+const SESSION_WORDS: sessions::Words = sessions::Words {
+    what: "MCP sessions",
+    max_setting: "--max-sessions",
+    how_to_close: "close idle sessions (DELETE /mcp)",
+    how_to_open: "start a new one with initialize, without Mcp-Session-Id",
+};
+
+/// rmcp's in-memory sessions, telling the owners registry when one is created (named for the
+/// `initialize` request that opens it, `layers::OPENING`) and when one ends — closed by its
+/// client, ended by the server or expired.
+struct OwnedSessions {
+    inner: LocalSessionManager,
+    owners: Arc<sessions::Owners>,
+}
+
+impl SessionManager for OwnedSessions {
+    type Error = <LocalSessionManager as SessionManager>::Error;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let (id, transport) = self.inner.create_session().await?;
+        // Not opened by our layer (no `initialize` in scope): it stays unknown to the
+        // registry, which answers 404 for it.
+        if let Ok(Some((opening, fingerprint))) = layers::OPENING.try_with(|o| o.borrow_mut().take()) {
+            opening.opened(id.to_string(), fingerprint);
+        }
+        Ok((id, transport))
+    }
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.inner.initialize_session(id, message).await
+    }
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.inner.has_session(id).await
+    }
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.owners.close(id);
+        self.inner.close_session(id).await
+    }
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.inner.create_stream(id, message).await
+    }
+    async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
+        self.inner.accept_message(id, message).await
+    }
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.inner.create_standalone_stream(id).await
+    }
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.inner.resume(id, last_event_id).await
+    }
+    fn event_store(&self) -> Option<Arc<dyn rmcp::transport::streamable_http_server::session::EventStore>> {
+        self.inner.event_store()
+    }
+}
 
 /// How long in-flight calls may run after a shutdown signal.
 const DRAIN: Duration = Duration::from_secs(20);
@@ -42,20 +116,18 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     let shutdown = CancellationToken::new();
     let handler = McpHandler::new(server.clone());
     let mcp: Router = match transport {
-        TransportChoice::Sse => sse::router(handler, s.max_sse_streams, shutdown.clone()),
+        TransportChoice::Sse => sse::router(handler, sse::limits(s), server.clone(), shutdown.clone()),
         _ => {
-            let sessions = Arc::new(LocalSessionManager::default());
-            let count = sessions.clone();
-            let open: layers::OpenSessions =
-                Arc::new(move || count.sessions.try_read().map(|m| m.len()).unwrap_or(0));
+            let owners = sessions::Owners::new(s.max_sessions, s.max_sessions_per_identity, SESSION_WORDS);
+            let manager =
+                Arc::new(OwnedSessions { inner: LocalSessionManager::default(), owners: owners.clone() });
             let config = StreamableHttpServerConfig::default()
                 .disable_allowed_hosts()
                 .with_cancellation_token(shutdown.child_token())
                 .with_max_request_body_bytes(s.max_body_bytes);
-            let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions, config);
-            Router::new()
-                .route_service("/mcp", service)
-                .layer(from_fn_with_state((cfg.clone(), open), layers::limit_sessions))
+            let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
+            let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
+            Router::new().route_service("/mcp", service).layer(from_fn_with_state(ctx, layers::sessions))
         }
     };
     let app = mcp

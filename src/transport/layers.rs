@@ -11,8 +11,9 @@
 //!    header cannot be understood: a request that meant to narrow must not run wider).
 //! 4. `read_body_within` — the whole body within `--body-timeout` (408) and
 //!    `--max-body-bytes` (413).
-//! 5. `limit_sessions` — refuses a new session (an `initialize` without session id) when
-//!    `--max-sessions` are open.
+//! 5. `sessions` (Streamable HTTP) — a session belongs to the identity that opened it; a new
+//!    one counts only once its identity is established, within `--max-sessions` and
+//!    `--max-sessions-per-identity`.
 //!
 //! Refusals are JSON-RPC error bodies with a message that says what to change.
 
@@ -26,10 +27,12 @@ use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
 use serde_json::json;
 
+use super::sessions;
 use crate::catalog::toolsets::Selection;
 use crate::identity::RequestIdentity;
 use crate::identity::header::{self as auth_header, AuthHeader};
 use crate::policy::Narrowing;
+use crate::server::Server;
 
 /// What the layers need to know.
 #[derive(Debug, Clone)]
@@ -52,9 +55,6 @@ pub async fn read_body(body: Body) -> Result<Bytes, Response> {
         .await
         .map_err(|_| refuse(StatusCode::BAD_REQUEST, -32600, "the request body could not be read"))
 }
-
-/// Counts the open Streamable HTTP sessions.
-pub type OpenSessions = Arc<dyn Fn() -> usize + Send + Sync>;
 
 /// A JSON-RPC error response with an HTTP status.
 pub fn refuse(status: StatusCode, code: i64, message: &str) -> Response {
@@ -255,16 +255,25 @@ pub async fn read_body_within(State(cfg): State<Arc<LayerConfig>>, req: Request,
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
-/// 5. No new session beyond the limit.
-///
-/// Only a POST without `Mcp-Session-Id` whose body is an `initialize` request opens a
-/// session; the body (already size-limited) is read and put back untouched.
-pub async fn limit_sessions(
-    State((cfg, open)): State<(Arc<LayerConfig>, OpenSessions)>,
-    req: Request,
-    next: Next,
-) -> Response {
-    if req.method() != axum::http::Method::POST || req.headers().contains_key("mcp-session-id") {
+/// Step 5, sessions (Streamable HTTP): a request naming a session must come from the session's
+/// owner (else 404, see `sessions.rs`); an `initialize` without one opens a session only
+/// once its identity is established (401 for a token the forge refuses) and while the
+/// limits allow (503 overall, 429 for an identity over its share). Other requests without a
+/// session (the stateless 2026-07-28 protocol) pass: each call establishes its identity.
+pub async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request, next: Next) -> Response {
+    let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
+        // The authentication layer always runs first: fail closed if it did not.
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, -32603, "the request carries no identity");
+    };
+    let limit = ctx.server.settings.request_timeout;
+    if let Some(id) = req.headers().get("mcp-session-id") {
+        let id = id.to_str().unwrap_or_default().to_owned();
+        return match sessions::admit(&ctx.owners, &ctx.server, &id, &identity, limit).await {
+            Ok(()) => next.run(req).await,
+            Err(refused) => *refused,
+        };
+    }
+    if req.method() != axum::http::Method::POST {
         return next.run(req).await;
     }
     let (parts, body) = req.into_parts();
@@ -272,20 +281,41 @@ pub async fn limit_sessions(
         Ok(b) => b,
         Err(refused) => return refused,
     };
-    let is_initialize = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .ok()
-        .is_some_and(|v| v.get("method").and_then(|m| m.as_str()) == Some("initialize"));
-    if is_initialize && open() >= cfg.max_sessions {
-        return refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            -32000,
-            &format!(
-                "too many open MCP sessions ({}); close idle sessions (DELETE /mcp) or raise --max-sessions",
-                cfg.max_sessions
-            ),
-        );
+    let req = Request::from_parts(parts, Body::from(bytes.clone()));
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    let initialize =
+        serde_json::from_slice::<Probe>(&bytes).is_ok_and(|p| p.method.as_deref() == Some("initialize"));
+    if !initialize {
+        return next.run(req).await;
+    }
+    let owner = match sessions::establish(&ctx.server, &identity, limit).await {
+        Ok(owner) => owner,
+        Err(refused) => return *refused,
+    };
+    let opening = match ctx.owners.open(owner) {
+        Ok(o) => o,
+        Err(refused) => return *refused,
+    };
+    // The session manager names the session while this request runs (`OwnedSessions`).
+    OPENING
+        .scope(std::cell::RefCell::new(Some((opening, sessions::fingerprint(&identity)))), next.run(req))
+        .await
+}
+
+tokio::task_local! {
+    /// The session the current `initialize` request is opening, for the session manager to
+    /// name when it creates it.
+    pub static OPENING: std::cell::RefCell<Option<(sessions::Opening, sessions::Fingerprint)>>;
+}
+
+/// What the sessions layer needs.
+pub struct SessionLayer {
+    pub server: Arc<Server>,
+    pub owners: Arc<sessions::Owners>,
 }
 
 #[cfg(test)]

@@ -4,5 +4,6 @@
 pub mod http;
 pub mod layers;
 pub mod listener;
+pub mod sessions;
 pub mod sse;
 pub mod stdio;

@@ -4,35 +4,108 @@
 //! `/message?sessionId=<id>`; every server message follows as a `message` event. Each
 //! `POST /message` carries one JSON-RPC message and its own `Authorization` header: its
 //! request parts (with the identity the layers put there) travel with the message into the
-//! MCP handler, exactly as rmcp does for Streamable HTTP. The session ends when the client
-//! disconnects the stream or the server shuts down.
+//! MCP handler, exactly as rmcp does for Streamable HTTP.
+//!
+//! A stream belongs to the identity that opened it (`sessions.rs`): it is opened only once
+//! that identity is established, and a post from any other identity gets 404. What a stream
+//! may buffer is bounded: at most `MAX_OUTSTANDING` requests of a session may wait for their
+//! answer to be read from the stream (a post beyond that waits, up to the request timeout,
+//! for the client to read), at most `OUTBOX` answers wait in the stream itself, and a stream
+//! whose client has not read for the stall timeout while answers wait is ended. The session
+//! ends when the client disconnects the stream, when it stalls, or when the server shuts down.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::{Stream, StreamExt};
+use rmcp::RoleServer;
 use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
-use tokio::sync::mpsc;
+use rmcp::transport::Transport;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::sync::{CancellationToken, PollSender};
+use tokio_util::sync::CancellationToken;
 
 use super::layers::{read_body, refuse};
+use super::sessions::{self, Owners};
+use crate::config::Settings;
+use crate::identity::RequestIdentity;
 use crate::mcp::McpHandler;
+use crate::server::Server;
+
+/// Requests of one session whose answers may wait to be read.
+pub const MAX_OUTSTANDING: usize = 8;
+/// Answers that may wait in the stream itself.
+const OUTBOX: usize = 4;
+/// Messages that may wait for the session's MCP service.
+const INBOX: usize = 16;
+
+const WORDS: sessions::Words = sessions::Words {
+    what: "SSE streams",
+    max_setting: "--max-sse-streams",
+    how_to_close: "close idle clients",
+    how_to_open: "open a new one with GET /sse",
+};
+
+/// The limits of the transport, from the settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_streams: usize,
+    pub per_identity: usize,
+    pub request_timeout: Duration,
+    pub stall: Duration,
+}
+
+pub fn limits(s: &Settings) -> Limits {
+    Limits {
+        max_streams: s.max_sse_streams,
+        per_identity: s.max_sessions_per_identity,
+        request_timeout: s.request_timeout,
+        stall: s.stream_stall_timeout,
+    }
+}
 
 /// Open legacy SSE sessions.
 struct Sessions {
-    senders: Mutex<HashMap<String, mpsc::Sender<ClientJsonRpcMessage>>>,
-    max: usize,
+    open: Mutex<HashMap<String, Arc<Session>>>,
+    owners: Arc<Owners>,
     handler: McpHandler,
+    server: Arc<Server>,
     shutdown: CancellationToken,
+    limits: Limits,
+}
+
+/// One session: where its messages go, and what waits to be read.
+struct Session {
+    inbox: mpsc::Sender<ClientJsonRpcMessage>,
+    /// One permit per request whose answer has not been read yet.
+    outstanding: Arc<Semaphore>,
+    /// The permits, by request id (as JSON text).
+    waiting: Mutex<HashMap<String, Vec<OwnedSemaphorePermit>>>,
+    cancel: CancellationToken,
+}
+
+impl Session {
+    /// The answer to request `id` was read: its permit goes back.
+    fn answered(&self, id: &str) {
+        let mut w = self.waiting.lock().expect("waiting lock");
+        if let Some(permits) = w.get_mut(id) {
+            permits.pop();
+            if permits.is_empty() {
+                w.remove(id);
+            }
+        }
+    }
 }
 
 /// Removes its session when the client's stream goes away.
@@ -44,41 +117,81 @@ struct SessionGuard {
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        self.sessions.senders.lock().expect("sessions lock").remove(&self.id);
+        self.sessions.open.lock().expect("sessions lock").remove(&self.id);
+        self.sessions.owners.close(&self.id);
         self.cancel.cancel();
     }
 }
 
 /// The `/sse` and `/message` routes.
-pub fn router(handler: McpHandler, max_streams: usize, shutdown: CancellationToken) -> Router {
-    let sessions =
-        Arc::new(Sessions { senders: Mutex::new(HashMap::new()), max: max_streams, handler, shutdown });
+pub fn router(
+    handler: McpHandler,
+    limits: Limits,
+    server: Arc<Server>,
+    shutdown: CancellationToken,
+) -> Router {
+    let sessions = Arc::new(Sessions {
+        open: Mutex::new(HashMap::new()),
+        owners: Owners::new(limits.max_streams, limits.per_identity, WORDS),
+        handler,
+        server,
+        shutdown,
+        limits,
+    });
     Router::new().route("/sse", get(open)).route("/message", post(message)).with_state(sessions)
 }
 
-async fn open(State(sessions): State<Arc<Sessions>>) -> Response {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
-    let (out_tx, out_rx) = mpsc::channel::<ServerJsonRpcMessage>(64);
-    {
-        let mut map = sessions.senders.lock().expect("sessions lock");
-        if map.len() >= sessions.max {
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                -32000,
-                &format!(
-                    "too many open SSE streams ({}); close idle clients or raise --max-sse-streams",
-                    sessions.max
-                ),
-            );
-        }
-        map.insert(id.clone(), in_tx);
+/// What the stream of a session carries: frames (serialized messages, with the id of the
+/// request a frame answers), how many wait, and when the client last took one.
+struct Outbox {
+    queued: AtomicUsize,
+    /// Milliseconds since `started` when the client last took a frame.
+    last_read: AtomicU64,
+    started: Instant,
+}
+
+impl Outbox {
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
     }
+}
+
+async fn open(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
+    let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, -32603, "the request carries no identity");
+    };
+    let owner = match sessions::establish(&sessions.server, &identity, sessions.limits.request_timeout).await
+    {
+        Ok(o) => o,
+        Err(refused) => return *refused,
+    };
+    let opening = match sessions.owners.open(owner) {
+        Ok(o) => o,
+        Err(refused) => return *refused,
+    };
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(INBOX);
+    let (out_tx, out_rx) = mpsc::channel::<(Option<String>, Bytes)>(OUTBOX);
     let cancel = sessions.shutdown.child_token();
+    let session = Arc::new(Session {
+        inbox: in_tx,
+        outstanding: Arc::new(Semaphore::new(MAX_OUTSTANDING)),
+        waiting: Mutex::default(),
+        cancel: cancel.clone(),
+    });
+    sessions.open.lock().expect("sessions lock").insert(id.clone(), session.clone());
+    opening.opened(id.clone(), sessions::fingerprint(&identity));
+    let guard = SessionGuard { id: id.clone(), sessions: sessions.clone(), cancel: cancel.clone() };
+
+    let outbox = Arc::new(Outbox {
+        queued: AtomicUsize::new(0),
+        last_read: AtomicU64::new(0),
+        started: Instant::now(),
+    });
+    let transport = SseTransport { inbox: in_rx, outbox: out_tx, counts: outbox.clone() };
     let handler = sessions.handler.clone();
     let task_cancel = cancel.clone();
     tokio::spawn(async move {
-        let transport = (PollSender::new(out_tx), ReceiverStream::new(in_rx));
         match handler.serve_with_ct(transport, task_cancel).await {
             Ok(running) => {
                 let _ = running.waiting().await;
@@ -86,18 +199,86 @@ async fn open(State(sessions): State<Arc<Sessions>>) -> Response {
             Err(e) => tracing::debug!(error = %e, "legacy SSE session ended before initialization"),
         }
     });
-    let guard = SessionGuard { id: id.clone(), sessions: sessions.clone(), cancel: cancel.clone() };
+    tokio::spawn(watch_for_stall(outbox.clone(), sessions.limits.stall, cancel.clone()));
+
     let endpoint = futures::stream::once(async move {
         Ok::<_, Infallible>(Event::default().event("endpoint").data(format!("/message?sessionId={id}")))
     });
-    let messages = ReceiverStream::new(out_rx).map(move |msg| {
+    let messages = ReceiverStream::new(out_rx).map(move |(answers, frame)| {
         let _keep = &guard;
-        let data = serde_json::to_string(&msg).unwrap_or_default();
-        Ok::<_, Infallible>(Event::default().event("message").data(data))
+        outbox.queued.fetch_sub(1, Ordering::SeqCst);
+        outbox.last_read.store(outbox.now(), Ordering::SeqCst);
+        if let Some(id) = answers {
+            session.answered(&id);
+        }
+        Ok::<_, Infallible>(Event::default().event("message").data(String::from_utf8_lossy(&frame)))
     });
     let stream: std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>> =
         Box::pin(endpoint.chain(messages).take_until(cancel.cancelled_owned()));
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// End a session whose client has answers waiting and has not read any for `stall`.
+async fn watch_for_stall(outbox: Arc<Outbox>, stall: Duration, cancel: CancellationToken) {
+    let tick = (stall / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(tick) => {}
+        }
+        let waiting = outbox.queued.load(Ordering::SeqCst) > 0;
+        let since = outbox.now().saturating_sub(outbox.last_read.load(Ordering::SeqCst));
+        if waiting && since > stall.as_millis() as u64 {
+            tracing::debug!("ending an SSE stream whose client stopped reading");
+            cancel.cancel();
+            return;
+        }
+    }
+}
+
+/// The session's MCP service reads the posted messages and writes its own into the stream.
+struct SseTransport {
+    inbox: mpsc::Receiver<ClientJsonRpcMessage>,
+    outbox: mpsc::Sender<(Option<String>, Bytes)>,
+    counts: Arc<Outbox>,
+}
+
+/// The stream is gone.
+#[derive(Debug, thiserror::Error)]
+#[error("the SSE stream has closed")]
+struct StreamClosed;
+
+impl Transport<RoleServer> for SseTransport {
+    type Error = StreamClosed;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), StreamClosed>> + Send + 'static {
+        let outbox = self.outbox.clone();
+        let counts = self.counts.clone();
+        async move {
+            let answers = match &item {
+                ServerJsonRpcMessage::Response(r) => serde_json::to_string(&r.id).ok(),
+                ServerJsonRpcMessage::Error(e) => e.id.as_ref().and_then(|id| serde_json::to_string(id).ok()),
+                _ => None,
+            };
+            let frame = Bytes::from(serde_json::to_vec(&item).unwrap_or_default());
+            if counts.queued.fetch_add(1, Ordering::SeqCst) == 0 {
+                // Nothing was waiting: the stall clock starts now, not at the last read.
+                counts.last_read.store(counts.now(), Ordering::SeqCst);
+            }
+            outbox.send((answers, frame)).await.map_err(|_| StreamClosed)
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        self.inbox.recv().await
+    }
+
+    async fn close(&mut self) -> Result<(), StreamClosed> {
+        Ok(())
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -118,14 +299,15 @@ async fn message(
             "missing sessionId: post to the endpoint the /sse stream announced",
         );
     };
-    let sender = sessions.senders.lock().expect("sessions lock").get(&id).cloned();
-    let Some(sender) = sender else {
-        return refuse(
-            StatusCode::NOT_FOUND,
-            -32600,
-            "unknown or closed session: open a new one with GET /sse",
-        );
+    let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, -32603, "the request carries no identity");
     };
+    let limit = sessions.limits.request_timeout;
+    if let Err(refused) = sessions::admit(&sessions.owners, &sessions.server, &id, &identity, limit).await {
+        return *refused;
+    }
+    let session = sessions.open.lock().expect("sessions lock").get(&id).cloned();
+    let Some(session) = session else { return sessions.owners.unknown() };
     let (parts, body) = req.into_parts();
     let bytes = match read_body(body).await {
         Ok(b) => b,
@@ -133,12 +315,36 @@ async fn message(
     };
     let mut msg: ClientJsonRpcMessage = match serde_json::from_slice(&bytes) {
         Ok(m) => m,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, -32700, &format!("not a JSON-RPC message: {e}")),
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            return refuse(StatusCode::BAD_REQUEST, -32700, "Parse error: the body is not JSON");
+        }
+        Err(_) => return refuse(StatusCode::BAD_REQUEST, -32600, "Invalid Request: not a JSON-RPC message"),
     };
+    // A request waits until fewer than MAX_OUTSTANDING answers of this session are unread.
+    if let ClientJsonRpcMessage::Request(r) = &msg {
+        let key = serde_json::to_string(&r.id).unwrap_or_default();
+        let permit = tokio::select! {
+            p = tokio::time::timeout(limit, session.outstanding.clone().acquire_owned()) => p,
+            _ = session.cancel.cancelled() => return sessions.owners.unknown(),
+        };
+        let Ok(Ok(permit)) = permit else {
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                &format!(
+                    "{MAX_OUTSTANDING} answers of this session wait to be read from its /sse stream; read them before posting more"
+                ),
+            );
+        };
+        session.waiting.lock().expect("waiting lock").entry(key).or_default().push(permit);
+    }
     // The POST's own headers and identity travel with the message (see layers.rs).
     msg.insert_extension(parts);
-    if sender.send(msg).await.is_err() {
-        return refuse(StatusCode::NOT_FOUND, -32600, "the session has closed: open a new one with GET /sse");
+    match tokio::time::timeout(limit, session.inbox.send(msg)).await {
+        Ok(Ok(())) => StatusCode::ACCEPTED.into_response(),
+        Ok(Err(_)) => sessions.owners.unknown(),
+        Err(_) => {
+            refuse(StatusCode::SERVICE_UNAVAILABLE, -32000, "the session is not taking messages; try again")
+        }
     }
-    StatusCode::ACCEPTED.into_response()
 }

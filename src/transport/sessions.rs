@@ -1,0 +1,323 @@
+//! Who owns each open session (a Streamable HTTP session, a legacy SSE stream), and how
+//! many each identity holds.
+//!
+//! A session is opened by an identity the forge has confirmed (the global identity, or the
+//! login behind a caller's token) and belongs to it: a request for the session from any other
+//! identity is answered as if the session did not exist (404), so that holding a session id
+//! is not enough to use, close or read another person's session. A session counts against
+//! the limits (`MCP_MAX_SESSIONS` / `MCP_MAX_SSE_STREAMS` overall, and
+//! `MCP_MAX_SESSIONS_PER_IDENTITY` per identity) only once that identity is established, so
+//! tokens the forge refuses never take a slot.
+//!
+//! Requests with the token that opened a session (or another token already confirmed as the
+//! same identity) are matched by a hash of the token, without asking the forge again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use sha2::{Digest, Sha256};
+
+use super::layers::refuse;
+use crate::call::{self, Caller};
+use crate::error::ErrorKind;
+use crate::identity::RequestIdentity;
+use crate::server::Server;
+use secrecy::ExposeSecret;
+
+/// Whose a session is: the server's own identity, or a forge login.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Owner {
+    Global,
+    Login(String),
+}
+
+/// A fingerprint of how a request authenticated (a hash of its token; one value for the
+/// global identity), to recognise a confirmed credential without asking the forge.
+pub type Fingerprint = [u8; 32];
+
+/// Most fingerprints remembered per session (a client that rotates tokens often is asked the
+/// forge again, nothing worse).
+const MAX_FINGERPRINTS: usize = 8;
+
+/// The fingerprint of a request's identity.
+pub fn fingerprint(identity: &RequestIdentity) -> Fingerprint {
+    match identity {
+        RequestIdentity::Global => [0; 32],
+        RequestIdentity::Token(t) => Sha256::digest(t.expose_secret().as_bytes()).into(),
+    }
+}
+
+/// The identity behind a request, confirmed: the global identity as it is, a token by the
+/// login the forge reports for it (cached for a minute), within `limit`. A refusal is an HTTP
+/// answer a client can act on.
+pub async fn establish(
+    server: &Server,
+    identity: &RequestIdentity,
+    limit: Duration,
+) -> Result<Owner, Box<Response>> {
+    let token = match identity {
+        RequestIdentity::Global => return Ok(Owner::Global),
+        RequestIdentity::Token(t) => t.clone(),
+    };
+    let resolved = tokio::time::timeout(limit, call::identify(server, Caller::Token(token))).await;
+    match resolved {
+        Ok(Ok((_, identity))) => Ok(Owner::Login(identity.login.unwrap_or_default())),
+        Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => Err(Box::new(refuse(
+            StatusCode::UNAUTHORIZED,
+            -32001,
+            "the forge refused the token of this request; check the token in your Authorization header",
+        ))),
+        _ => Err(Box::new(refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            -32000,
+            "could not establish who this request's token belongs to (the forge did not answer in time or failed); try again",
+        ))),
+    }
+}
+
+/// Whether a request may use session `id`: its owner may (a credential of the owner seen for
+/// the first time is remembered); anyone else, and a session that does not exist here, get
+/// the same 404, so that a session id reveals nothing to another identity.
+pub async fn admit(
+    owners: &Owners,
+    server: &Server,
+    id: &str,
+    identity: &RequestIdentity,
+    limit: Duration,
+) -> Result<(), Box<Response>> {
+    let fp = fingerprint(identity);
+    let owner = match owners.access(id, &fp) {
+        Access::Granted => return Ok(()),
+        Access::Unknown => return Err(Box::new(owners.unknown())),
+        Access::OwnedBy(owner) => owner,
+    };
+    if establish(server, identity, limit).await? != owner {
+        return Err(Box::new(owners.unknown()));
+    }
+    owners.confirm(id, fp);
+    Ok(())
+}
+
+/// The open sessions of one transport.
+#[derive(Debug)]
+pub struct Owners {
+    inner: Mutex<State>,
+    max: usize,
+    per_owner: usize,
+    /// What a session is called in messages ("MCP sessions", "SSE streams") and the settings
+    /// that bound them.
+    words: Words,
+}
+
+/// How refusals name things.
+#[derive(Debug, Clone, Copy)]
+pub struct Words {
+    pub what: &'static str,
+    pub max_setting: &'static str,
+    pub how_to_close: &'static str,
+    pub how_to_open: &'static str,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    sessions: HashMap<String, Entry>,
+    by_owner: HashMap<Owner, usize>,
+    /// Sessions being opened (counted, not yet named).
+    opening: usize,
+}
+
+#[derive(Debug)]
+struct Entry {
+    owner: Owner,
+    fingerprints: Vec<Fingerprint>,
+}
+
+/// What a request holding a session id may do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The session is this request's (its credential was seen before).
+    Granted,
+    /// The session exists; whether it is this request's depends on who the request is.
+    OwnedBy(Owner),
+    /// No such session here.
+    Unknown,
+}
+
+impl Owners {
+    pub fn new(max: usize, per_owner: usize, words: Words) -> Arc<Owners> {
+        Arc::new(Owners { inner: Mutex::default(), max, per_owner: per_owner.min(max).max(1), words })
+    }
+
+    /// Count a session about to be opened by `owner`, or refuse: 503 at the overall limit,
+    /// 429 when `owner` holds its share. The slot is given back when the returned `Opening`
+    /// is dropped without `opened`.
+    pub fn open(self: &Arc<Self>, owner: Owner) -> Result<Opening, Box<Response>> {
+        let mut st = self.inner.lock().expect("sessions lock");
+        let w = self.words;
+        if st.sessions.len() + st.opening >= self.max {
+            return Err(Box::new(refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                &format!(
+                    "too many open {} ({}); {} or raise {}",
+                    w.what, self.max, w.how_to_close, w.max_setting
+                ),
+            )));
+        }
+        let held = st.by_owner.get(&owner).copied().unwrap_or(0);
+        if held >= self.per_owner {
+            return Err(Box::new(refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                -32000,
+                &format!(
+                    "this identity already holds {held} open {} (MCP_MAX_SESSIONS_PER_IDENTITY); {}",
+                    w.what, w.how_to_close
+                ),
+            )));
+        }
+        *st.by_owner.entry(owner.clone()).or_default() += 1;
+        st.opening += 1;
+        Ok(Opening { owners: self.clone(), owner: Some(owner) })
+    }
+
+    /// The answer to a request for a session that is not its own (or not there at all).
+    pub fn unknown(&self) -> Response {
+        refuse(
+            StatusCode::NOT_FOUND,
+            -32600,
+            &format!("unknown or closed session: {}", self.words.how_to_open),
+        )
+    }
+
+    /// The session is gone (closed by its client, ended by the server, expired).
+    pub fn close(&self, id: &str) {
+        let mut st = self.inner.lock().expect("sessions lock");
+        if let Some(e) = st.sessions.remove(id) {
+            release(&mut st, &e.owner);
+        }
+    }
+
+    /// What a request with `fingerprint` may do with session `id`.
+    pub fn access(&self, id: &str, fingerprint: &Fingerprint) -> Access {
+        let st = self.inner.lock().expect("sessions lock");
+        match st.sessions.get(id) {
+            None => Access::Unknown,
+            Some(e) if e.fingerprints.contains(fingerprint) => Access::Granted,
+            Some(e) => Access::OwnedBy(e.owner.clone()),
+        }
+    }
+
+    /// Remember that `fingerprint` is the owner's too.
+    pub fn confirm(&self, id: &str, fingerprint: Fingerprint) {
+        let mut st = self.inner.lock().expect("sessions lock");
+        if let Some(e) = st.sessions.get_mut(id) {
+            if e.fingerprints.len() >= MAX_FINGERPRINTS {
+                e.fingerprints.remove(1);
+            }
+            e.fingerprints.push(fingerprint);
+        }
+    }
+
+    /// Open sessions (not counting those being opened).
+    pub fn len(&self) -> usize {
+        self.inner.lock().expect("sessions lock").sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn release(st: &mut State, owner: &Owner) {
+    if let Some(n) = st.by_owner.get_mut(owner) {
+        *n -= 1;
+        if *n == 0 {
+            st.by_owner.remove(owner);
+        }
+    }
+}
+
+/// A session being opened: its slot is held until it is named (`opened`) or dropped.
+#[derive(Debug)]
+pub struct Opening {
+    owners: Arc<Owners>,
+    owner: Option<Owner>,
+}
+
+impl Opening {
+    /// The session exists now, under `id`, opened with `fingerprint`.
+    pub fn opened(mut self, id: String, fingerprint: Fingerprint) {
+        let owner = self.owner.take().expect("opened once");
+        let mut st = self.owners.inner.lock().expect("sessions lock");
+        st.opening -= 1;
+        st.sessions.insert(id, Entry { owner, fingerprints: vec![fingerprint] });
+    }
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if let Some(owner) = self.owner.take() {
+            let mut st = self.owners.inner.lock().expect("sessions lock");
+            st.opening -= 1;
+            release(&mut st, &owner);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WORDS: Words = Words {
+        what: "MCP sessions",
+        max_setting: "--max-sessions",
+        how_to_close: "close some",
+        how_to_open: "open one",
+    };
+
+    fn alice() -> Owner {
+        Owner::Login("alice".into())
+    }
+
+    #[test]
+    fn the_overall_limit_and_each_identitys_share() {
+        let o = Owners::new(3, 2, WORDS);
+        o.open(alice()).unwrap().opened("a1".into(), [1; 32]);
+        o.open(alice()).unwrap().opened("a2".into(), [1; 32]);
+        let refused = o.open(alice()).unwrap_err();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        o.open(Owner::Global).unwrap().opened("g".into(), [0; 32]);
+        assert_eq!(o.open(Owner::Login("bob".into())).unwrap_err().status(), StatusCode::SERVICE_UNAVAILABLE);
+        o.close("a1");
+        o.open(alice()).unwrap().opened("a3".into(), [1; 32]);
+        assert_eq!(o.len(), 3);
+    }
+
+    #[test]
+    fn an_opening_that_never_names_its_session_gives_its_slot_back() {
+        let o = Owners::new(1, 1, WORDS);
+        drop(o.open(alice()).unwrap());
+        o.open(alice()).unwrap().opened("a".into(), [1; 32]);
+        assert!(o.open(alice()).is_err());
+    }
+
+    #[test]
+    fn access_by_fingerprint_then_by_owner() {
+        let o = Owners::new(10, 10, WORDS);
+        o.open(alice()).unwrap().opened("s".into(), [1; 32]);
+        assert_eq!(o.access("s", &[1; 32]), Access::Granted);
+        assert_eq!(o.access("s", &[2; 32]), Access::OwnedBy(alice()));
+        o.confirm("s", [2; 32]);
+        assert_eq!(o.access("s", &[2; 32]), Access::Granted);
+        assert_eq!(o.access("nope", &[1; 32]), Access::Unknown);
+        for i in 3..20 {
+            o.confirm("s", [i; 32]);
+        }
+        assert_eq!(o.access("s", &[1; 32]), Access::Granted, "the opener's credential is kept");
+        o.close("s");
+        assert_eq!(o.access("s", &[1; 32]), Access::Unknown);
+    }
+}
