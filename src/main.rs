@@ -47,13 +47,17 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
     );
     match command {
         Command::Serve => match server.settings.transport {
-            TransportChoice::Stdio => match transport::stdio::serve(McpHandler::new(server)).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("aegis-gitea-mcp: {e}");
-                    ExitCode::FAILURE
+            TransportChoice::Stdio => {
+                match transport::stdio::serve(McpHandler::new(server.clone()), server.settings.max_body_bytes)
+                    .await
+                {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("aegis-gitea-mcp: {e}");
+                        ExitCode::FAILURE
+                    }
                 }
-            },
+            }
             other => match transport::http::serve(server, other).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

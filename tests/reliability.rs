@@ -930,3 +930,93 @@ async fn unread_sse_streams_buffer_a_bounded_number_of_answers_and_are_ended() {
     assert_eq!(post(&stale, json!({"jsonrpc": "2.0", "method": "ping", "id": 1})).await, 404);
     assert!(healthz(&server).await.is_ok());
 }
+
+// ---------------------------------------------------------------------------------------
+// 13. A message that could not be parsed got no answer over stdio (the client waited forever)
+// and 415 over HTTP.
+
+#[tokio::test]
+async fn every_line_over_stdio_gets_an_answer_and_the_server_keeps_serving() {
+    let forge = forge().await;
+    let mut s = StdioRaw::spawn(&forge, &[]).await;
+    let deep = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{}1{},\"method\":\"ping\"}}",
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let digits = format!("{{\"jsonrpc\":\"2.0\",\"id\":1{},\"method\":\"ping\"}}", "0".repeat(100_000));
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{{\"x\":\"{}\"}}}}",
+        "x".repeat(100 << 20)
+    );
+    let lines: Vec<(&str, Vec<u8>, i64)> = vec![
+        (
+            "an id that is not UTF-8",
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"ping\"}".to_vec(),
+            -32700,
+        ),
+        ("nesting 10,000 deep", deep.into_bytes(), -32700),
+        ("a 100,000-digit id", digits.into_bytes(), -32700),
+        ("a 100 MB line", huge.into_bytes(), -32700),
+        ("not JSON", b"{oops".to_vec(), -32700),
+        ("JSON that is no message", br#"{"jsonrpc":"2.0","id":9,"method":7}"#.to_vec(), -32600),
+    ];
+    for (what, line, code) in lines {
+        s.send_line(&line).await;
+        let a = s.read().await.unwrap_or_else(|| panic!("{what}: no answer"));
+        assert_eq!(a["error"]["code"], code, "{what}: {a}");
+        if code == -32600 {
+            assert_eq!(a["id"], 9, "{what}: the id is kept when it can be read: {a}");
+        } else {
+            assert!(a["id"].is_null(), "{what}: {a}");
+        }
+        // And the server goes on.
+        s.send(&json!({"jsonrpc": "2.0", "id": 100, "method": "ping"})).await;
+        let pong = s.read().await.unwrap_or_else(|| panic!("after {what}: no answer to ping"));
+        assert_eq!(pong["id"], 100, "{pong}");
+    }
+}
+
+on_both_transports!(a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error);
+
+async fn a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error(t: &str) {
+    let (_forge, server) = start(t, &[]).await;
+    let c = server.connect(None).await.unwrap();
+    let url = match &c {
+        support::http::McpClient::Sse(c) => c.post_url().to_owned(),
+        support::http::McpClient::Streamable(c) => c.url().to_owned(),
+    };
+    let session = match &c {
+        support::http::McpClient::Streamable(c) => c.session_id().map(str::to_owned),
+        _ => None,
+    };
+    for (body, code, id) in [
+        (b"{oops".to_vec(), -32700, serde_json::Value::Null),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}".to_vec(),
+            -32700,
+            serde_json::Value::Null,
+        ),
+        (br#"{"jsonrpc":"2.0","id":5,"method":7}"#.to_vec(), -32600, json!(5)),
+    ] {
+        for with_session in [true, false] {
+            if with_session && t == "sse" || !with_session && t == "http" && session.is_none() {
+                continue;
+            }
+            let mut req = http_client()
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", ACCEPT_BOTH)
+                .body(body.clone());
+            if let (true, Some(s)) = (with_session, &session) {
+                req = req.header("mcp-session-id", s).header("mcp-protocol-version", "2025-06-18");
+            }
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status().as_u16(), 400, "{}", String::from_utf8_lossy(&body));
+            let a: serde_json::Value = resp.json().await.unwrap();
+            assert_eq!((a["error"]["code"].as_i64(), &a["id"]), (Some(code), &id), "{a}");
+        }
+    }
+    let r = c.call_ok("repoGet", json!({"owner": "alice", "repo": "demo"}), None).await;
+    assert!(!r.is_error, "{}", r.text);
+}

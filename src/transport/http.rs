@@ -127,7 +127,10 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
                 .with_max_request_body_bytes(s.max_body_bytes);
             let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
             let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
-            Router::new().route_service("/mcp", service).layer(from_fn_with_state(ctx, layers::sessions))
+            Router::new()
+                .route_service("/mcp", service)
+                .layer(axum::middleware::from_fn(layers::json_rpc_errors))
+                .layer(from_fn_with_state(ctx, layers::sessions))
         }
     };
     let app = mcp

@@ -14,6 +14,8 @@
 //! 5. `sessions` (Streamable HTTP) — a session belongs to the identity that opened it; a new
 //!    one counts only once its identity is established, within `--max-sessions` and
 //!    `--max-sessions-per-identity`.
+//! 6. `json_rpc_errors` (Streamable HTTP) — a JSON body that is not a JSON-RPC message gets
+//!    400 with the JSON-RPC error that says why.
 //!
 //! Refusals are JSON-RPC error bodies with a message that says what to change.
 
@@ -27,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
 use serde_json::json;
 
-use super::sessions;
+use super::{jsonrpc, sessions};
 use crate::catalog::toolsets::Selection;
 use crate::identity::RequestIdentity;
 use crate::identity::header::{self as auth_header, AuthHeader};
@@ -58,7 +60,11 @@ pub async fn read_body(body: Body) -> Result<Bytes, Response> {
 
 /// A JSON-RPC error response with an HTTP status.
 pub fn refuse(status: StatusCode, code: i64, message: &str) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    answer(status, &json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}))
+}
+
+/// A JSON body with an HTTP status.
+pub fn answer(status: StatusCode, body: &serde_json::Value) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
@@ -304,6 +310,32 @@ pub async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request, next: 
     OPENING
         .scope(std::cell::RefCell::new(Some((opening, sessions::fingerprint(&identity)))), next.run(req))
         .await
+}
+
+/// Step 6 (Streamable HTTP): a POST whose JSON body is not a JSON-RPC message gets 400 with
+/// the JSON-RPC error that says why (parse error, or invalid request with its id), where the
+/// MCP library would answer 415 as if the media type were wrong.
+pub async fn json_rpc_errors(req: Request, next: Next) -> Response {
+    let json = req.method() == axum::http::Method::POST
+        && req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+            v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json")
+        });
+    if !json {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match read_body(body).await {
+        Ok(b) => b,
+        Err(refused) => return refused,
+    };
+    let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    match jsonrpc::read(&bytes) {
+        jsonrpc::Read::Answer(error) => answer(StatusCode::BAD_REQUEST, &error),
+        _ => response,
+    }
 }
 
 tokio::task_local! {

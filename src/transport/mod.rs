@@ -2,6 +2,7 @@
 //! request under its caller's identity (`layers.rs`).
 
 pub mod http;
+pub mod jsonrpc;
 pub mod layers;
 pub mod listener;
 pub mod sessions;

@@ -36,7 +36,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::layers::{read_body, refuse};
+use super::jsonrpc::{self, Read};
+use super::layers::{answer, read_body, refuse};
 use super::sessions::{self, Owners};
 use crate::config::Settings;
 use crate::identity::RequestIdentity;
@@ -313,12 +314,10 @@ async fn message(
         Ok(b) => b,
         Err(refused) => return refused,
     };
-    let mut msg: ClientJsonRpcMessage = match serde_json::from_slice(&bytes) {
-        Ok(m) => m,
-        Err(e) if e.is_syntax() || e.is_eof() => {
-            return refuse(StatusCode::BAD_REQUEST, -32700, "Parse error: the body is not JSON");
-        }
-        Err(_) => return refuse(StatusCode::BAD_REQUEST, -32600, "Invalid Request: not a JSON-RPC message"),
+    let mut msg = match jsonrpc::read(&bytes) {
+        Read::Message(m) => *m,
+        Read::Answer(error) => return answer(StatusCode::BAD_REQUEST, &error),
+        Read::Nothing => return StatusCode::ACCEPTED.into_response(),
     };
     // A request waits until fewer than MAX_OUTSTANDING answers of this session are unread.
     if let ClientJsonRpcMessage::Request(r) = &msg {
