@@ -1020,3 +1020,38 @@ async fn a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error(t: 
     let r = c.call_ok("repoGet", json!({"owner": "alice", "repo": "demo"}), None).await;
     assert!(!r.is_error, "{}", r.text);
 }
+
+/// 1 (the timeout part): MCP_REQUEST_TIMEOUT bounds the whole call — establishing a new
+/// token's identity included — even when the forge's own timeout is far longer.
+#[tokio::test]
+async fn the_request_timeout_bounds_identity_resolution_too() {
+    for t in ["http", "sse"] {
+        let (forge, server) = start(t, &[("MCP_REQUEST_TIMEOUT", "2"), ("GITEA_TIMEOUT", "60")]).await;
+        forge.script(Script::always(
+            None,
+            "/api/v1/user",
+            ScriptedResponse::status(200).with_body(ScriptBody::Hang),
+        ));
+        let auth = "token tok-never-answered-123";
+        let started = Instant::now();
+        match server.connect(Some(auth)).await {
+            Err((503, body)) => assert!(body.contains("could not establish"), "{body}"),
+            other => panic!("[{t}] opening a session while /user hangs: {:?}", other.err()),
+        }
+        if t == "http" {
+            let resp = stateless_call(
+                &http_client(),
+                &server.base,
+                "repoGet",
+                json!({"owner": "alice", "repo": "demo"}),
+                Some(auth),
+            )
+            .await
+            .unwrap();
+            assert_eq!(tool_result(&resp).kind(), "timeout", "{resp}");
+        }
+        let took = started.elapsed();
+        eprintln!("[{t}] refused within {took:?}");
+        assert!(took < Duration::from_secs(15), "[{t}] took {took:?} with a 2 s request timeout");
+    }
+}

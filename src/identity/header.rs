@@ -121,6 +121,44 @@ mod tests {
         assert_eq!(token("Bearer x\ty").as_deref(), Some("x\ty"));
     }
 
+    proptest::proptest! {
+        /// Any bytes: no panic; a token comes only from a recognised scheme, within the bound,
+        /// as the text after the scheme; a recognised scheme never reads as "no header" unless
+        /// nothing follows it.
+        #[test]
+        fn any_header_value_parses_to_a_bounded_answer(
+            scheme in proptest::prop_oneof![
+                proptest::strategy::Just(b"token".to_vec()), proptest::strategy::Just(b"BeArEr".to_vec()),
+                proptest::strategy::Just(b"Basic".to_vec()), proptest::collection::vec(proptest::prelude::any::<u8>(), 0..8)
+            ],
+            gap in "[ \t]{0,3}",
+            value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            long in proptest::prelude::any::<bool>(),
+        ) {
+            let mut bytes = scheme.clone();
+            bytes.extend_from_slice(gap.as_bytes());
+            bytes.extend_from_slice(&value);
+            if long {
+                bytes.extend(std::iter::repeat_n(b'a', MAX_TOKEN_BYTES));
+            }
+            let recognised = scheme.eq_ignore_ascii_case(b"token") || scheme.eq_ignore_ascii_case(b"bearer");
+            match parse(Some(&bytes)) {
+                AuthHeader::Token(t) => {
+                    proptest::prop_assert!(recognised || scheme.iter().any(|b| b.is_ascii_whitespace()));
+                    proptest::prop_assert!(t.expose_secret().len() <= MAX_TOKEN_BYTES);
+                    proptest::prop_assert!(!t.expose_secret().is_empty());
+                }
+                AuthHeader::TooLong => proptest::prop_assert!(bytes.len() > MAX_TOKEN_BYTES),
+                AuthHeader::NotText => proptest::prop_assert!(std::str::from_utf8(&bytes).is_err()),
+                AuthHeader::None => {
+                    if recognised && !gap.is_empty() {
+                        proptest::prop_assert!(value.trim_ascii().is_empty() && !long, "{bytes:?}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn constant_time_comparison() {
         assert!(constant_time_eq(b"secret", b"secret"));
