@@ -273,18 +273,16 @@ pub async fn identify(server: &Server, caller: Caller) -> Result<(Credential, Id
                 .logins
                 .get_or_resolve(&token, || fetch_login(server, &credential))
                 .await
-                .map_err(|e| identity_error(e, &credential))?;
+                .map_err(identity_error)?;
             Ok((credential, Identity { login: Some(login), mode, sudo: None }))
         }
     }
 }
 
 /// Why a per-request identity could not be established, without the token in any word.
-fn identity_error(e: CallError, credential: &Credential) -> CallError {
-    let redact = |m: &str| match credential.secret() {
-        Some(s) => Redactor::new([s.expose_secret()]).redact_str(m),
-        None => m.to_owned(),
-    };
+/// The forge's words in it were sanitized with the token already (`fetch_login_with`), and
+/// every caller guards the error again with the token known.
+fn identity_error(e: CallError) -> CallError {
     match e {
         CallError::Result(f) if f.kind == ErrorKind::Unauthorized => CallError::Result(crate::error::ToolFailure {
             status: f.status,
@@ -297,8 +295,7 @@ fn identity_error(e: CallError, credential: &Credential) -> CallError {
             kind: ErrorKind::IdentityFailed,
             message: format!(
                 "could not establish who this request's token belongs to ({}: {}); the call was not made under any other identity — try again",
-                f.kind,
-                redact(&f.message)
+                f.kind, f.message
             ),
             path: None,
         }),

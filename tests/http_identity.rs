@@ -5,6 +5,9 @@
 //! Scenarios that apply to both transports are written once and run as `<scenario>::http`
 //! (Streamable HTTP at `/mcp`) and `<scenario>::sse` (legacy HTTP+SSE at `/sse` + `/message`).
 //! The server runs with the global token of `alice`; `bob` and `carol` call with their own.
+//! A session belongs to the identity that opened it, so each caller calls through a session
+//! of its own (`Pool`); a request whose identity cannot be established is refused when it
+//! opens a session (HTTP status), and as a tool result when it has none (Streamable HTTP).
 
 #[macro_use]
 mod support;

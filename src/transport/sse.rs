@@ -45,9 +45,9 @@ use crate::mcp::McpHandler;
 use crate::server::Server;
 
 /// Requests of one session whose answers may wait to be read.
-pub const MAX_OUTSTANDING: usize = 8;
+pub const MAX_OUTSTANDING: usize = 4;
 /// Answers that may wait in the stream itself.
-const OUTBOX: usize = 4;
+const OUTBOX: usize = 2;
 /// Messages that may wait for the session's MCP service.
 const INBOX: usize = 16;
 
