@@ -134,14 +134,13 @@ fn scan_patterns(secrets: &[String], mode: DetectionMode) -> Vec<String> {
     out
 }
 
-/// A case-insensitive scanner for `patterns`; a contiguous NFA, whose construction stays
-/// linear in the patterns (see `redact.rs`).
-fn scanner(patterns: &[String]) -> Option<Arc<AhoCorasick>> {
+/// A case-insensitive scanner for `patterns`, of `kind` (see `redact.rs` for which).
+fn scanner(patterns: &[String], kind: AhoCorasickKind) -> Option<Arc<AhoCorasick>> {
     (!patterns.is_empty()).then(|| {
         Arc::new(
             AhoCorasickBuilder::new()
                 .ascii_case_insensitive(true)
-                .kind(Some(AhoCorasickKind::ContiguousNFA))
+                .kind(Some(kind))
                 .build(patterns)
                 .expect("literal patterns always build"),
         )
@@ -150,7 +149,8 @@ fn scanner(patterns: &[String]) -> Option<Arc<AhoCorasick>> {
 
 impl Guard {
     pub fn new(secrets: Vec<String>, mode: DetectionMode, bounds: Bounds) -> Guard {
-        let scan = scanner(&scan_patterns(&secrets, mode));
+        let patterns = scan_patterns(&secrets, mode);
+        let scan = scanner(&patterns, redact::automaton_kind(&patterns));
         Guard { redactor: Redactor::new(secrets), mode, masker: Arc::new(Masker::new()), bounds, scan }
     }
 
@@ -180,7 +180,7 @@ impl Guard {
             .into_iter()
             .filter(|s| !s.is_empty() && !self.redactor.secrets().contains(s))
             .collect();
-        let extra_scan = scanner(&scan_patterns(&new, DetectionMode::Off));
+        let extra_scan = scanner(&scan_patterns(&new, DetectionMode::Off), AhoCorasickKind::ContiguousNFA);
         CallGuard { redactor: self.redactor.with(new), guard: self.clone(), extra_scan }
     }
 
@@ -628,10 +628,13 @@ mod tests {
     }
 
     #[test]
-    fn scanners_from_secrets_are_nfas() {
+    fn scanners_from_long_secrets_and_of_one_call_are_nfas() {
         let long = "A".repeat(1 << 20);
         let g = Guard::new(vec![long.clone()], DetectionMode::Mask, Bounds { max_items: 1, max_chars: 2000 });
         assert_eq!(g.scan.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
+        let short =
+            Guard::new(vec!["tok".into()], DetectionMode::Mask, Bounds { max_items: 1, max_chars: 2000 });
+        assert_eq!(short.scan.as_ref().unwrap().kind(), AhoCorasickKind::DFA);
         let c = g.for_call(vec!["C".repeat(1 << 16)]);
         assert_eq!(c.extra_scan.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
     }
