@@ -382,8 +382,9 @@ async fn e2e_read_only_refuses_writes_on_every_path() {
 }
 
 /// Over HTTP each request runs under its own token: the server's global token (no header),
-/// a second user's (`token` and `Bearer`), a refused one — interleaved and concurrent, on
-/// both transports. Needs `AEGIS_E2E_TOKEN_2`.
+/// a second user's (`token` and `Bearer`, in a session of its own: a session belongs to the
+/// identity that opened it), a refused one — interleaved and concurrent, on both transports.
+/// Needs `AEGIS_E2E_TOKEN_2`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_http_each_request_runs_as_its_caller() {
     let Some(t) = target("e2e_http_each_request_runs_as_its_caller") else {
@@ -412,14 +413,42 @@ async fn e2e_http_each_request_runs_as_its_caller() {
         let first = login(&c.call_ok("userGetCurrent", json!({}), None).await);
         let as_token = format!("token {second}");
         let as_bearer = format!("Bearer {second}");
-        let other = login(&c.call_ok("userGetCurrent", json!({}), Some(&as_token)).await);
+        // The second user calls through a session of its own, opened with its token.
+        let c2 = support::http::McpClient::connect(&server, Some(&as_token))
+            .await
+            .expect("connect as the second user");
+        let other = login(&c2.call_ok("userGetCurrent", json!({}), Some(&as_token)).await);
         assert_ne!(first, other, "{transport}: AEGIS_E2E_TOKEN_2 must belong to another user");
-        assert_eq!(login(&c.call_ok("userGetCurrent", json!({}), Some(&as_bearer)).await), other);
-        let refused = c.call_ok("userGetCurrent", json!({}), Some("token aegis-e2e-not-a-token-000")).await;
-        assert_eq!(refused.kind(), "unauthorized", "{transport}: {}", refused.text);
-        assert!(!refused.text.contains("aegis-e2e-not-a-token-000"));
+        assert_eq!(login(&c2.call_ok("userGetCurrent", json!({}), Some(&as_bearer)).await), other);
+        // A session belongs to its identity: the second user on the first user's session is
+        // told it does not exist.
+        match c.call("userGetCurrent", json!({}), Some(&as_token)).await {
+            Err((404, _)) => {}
+            other => panic!("{transport}: another identity on a session must get 404: {other:?}"),
+        }
+        // A refused token opens no session.
+        match support::http::McpClient::connect(&server, Some("token aegis-e2e-not-a-token-000")).await {
+            Err((401, body)) => assert!(!body.contains("aegis-e2e-not-a-token-000"), "{body}"),
+            Err(e) => panic!("{transport}: a refused token must get 401: {e:?}"),
+            Ok(_) => panic!("{transport}: a refused token opened a session"),
+        }
+        if transport == "http" {
+            let http = support::http::http_client();
+            let resp = support::http::stateless_call(
+                &http,
+                &server.base,
+                "userGetCurrent",
+                json!({}),
+                Some("token aegis-e2e-not-a-token-000"),
+            )
+            .await
+            .expect("a stateless answer");
+            let refused = support::http::tool_result(&resp);
+            assert_eq!(refused.kind(), "unauthorized", "{transport}: {}", refused.text);
+            assert!(!refused.text.contains("aegis-e2e-not-a-token-000"));
+        }
         // Discovery runs as the caller too.
-        let via = c
+        let via = c2
             .call_ok(
                 "gitea_call_operation",
                 json!({"operation_id": "userGetCurrent", "arguments": {}}),
@@ -429,10 +458,9 @@ async fn e2e_http_each_request_runs_as_its_caller() {
         assert_eq!(login(&via), other, "{transport}");
         // Interleaved and concurrent: every answer is its caller's.
         let calls = (0..24).map(|i| {
-            let auth = if i % 2 == 0 { None } else { Some(as_token.clone()) };
-            let c = &c;
+            let (auth, session) = if i % 2 == 0 { (None, &c) } else { (Some(as_token.clone()), &c2) };
             async move {
-                let got = c.call_ok("userGetCurrent", json!({}), auth.as_deref()).await;
+                let got = session.call_ok("userGetCurrent", json!({}), auth.as_deref()).await;
                 (auth.is_some(), got)
             }
         });

@@ -121,11 +121,6 @@ fn scan_patterns(secrets: &[String], mode: DetectionMode) -> Vec<String> {
             out.push(escaped.to_owned());
         }
     }
-    if !out.is_empty() {
-        // A backslash in a string (written `\\` in JSON text) may start an escape that spells
-        // a secret.
-        out.push("\\\\".to_owned());
-    }
     if mode != DetectionMode::Off {
         out.extend(rules::RULES.iter().flat_map(|r| r.anchors.iter().map(|a| a.to_string())));
         out.extend(secrets::SECRET_FIELDS.iter().map(|k| k.to_string()));
@@ -332,10 +327,14 @@ impl CallGuard {
         Ok(())
     }
 
-    /// Whether a text may hold something the walks act on.
+    /// Whether a text may hold something the walks act on: a scanner's hit, or — when there
+    /// are secrets to find — a backslash inside a string (written `\\` in JSON text), which
+    /// may begin an escape that spells one. The backslash is looked for on its own: as a
+    /// pattern of the scanners it made every scan twice as slow.
     fn hit(&self, t: &str) -> bool {
         self.guard.scan.as_ref().is_some_and(|a| a.is_match(t))
             || self.extra_scan.as_ref().is_some_and(|a| a.is_match(t))
+            || (!self.redactor.secrets().is_empty() && t.contains(r"\\"))
     }
 
     /// A failed call, guarded with this call's secrets.
