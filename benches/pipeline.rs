@@ -1,8 +1,8 @@
 //! End-to-end figures for docs/PERFORMANCE.md: catalog start-up, `tools/list` size, and the
 //! per-call overhead of the pipeline over a plain HTTP request to the same (fake) forge.
 //!
-//! Run with `cargo bench --bench pipeline`. Plain `fn main`, no harness: every figure is
-//! printed with its label. Everything runs in one process on one tokio runtime, the fake
+//! Run with `cargo bench --bench pipeline` (or `-- guard`, `-- calls`… for some sections).
+//! Plain `fn main`, no harness: every figure is printed with its label. Everything runs in one process on one tokio runtime, the fake
 //! forge included, so "ours" and "direct" share the same machine load.
 
 use std::sync::Arc;
@@ -62,12 +62,24 @@ fn main() {
     );
     println!();
 
-    catalog_startup();
+    // `cargo bench --bench pipeline -- guard` runs only the sections whose name holds a word
+    // (startup, tools, calls, guard).
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let run = |name: &str| only.is_empty() || only.iter().any(|w| name.contains(w.as_str()));
+    if run("startup") {
+        catalog_startup();
+    }
     rt.block_on(async {
-        tools_list_sizes().await;
-        per_call().await;
+        if run("tools") {
+            tools_list_sizes().await;
+        }
+        if run("calls") {
+            per_call().await;
+        }
     });
-    guard_throughput();
+    if run("guard") {
+        guard_throughput();
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -329,12 +329,12 @@ impl CallGuard {
 
     /// Whether a text may hold something the walks act on: a scanner's hit, or — when there
     /// are secrets to find — a backslash inside a string (written `\\` in JSON text), which
-    /// may begin an escape that spells one. The backslash is looked for on its own: as a
-    /// pattern of the scanners it made every scan twice as slow.
+    /// may begin an escape that spells one. The backslash is looked for on its own, with a
+    /// vectorised search: as a pattern of the scanners it made every scan twice as slow.
     fn hit(&self, t: &str) -> bool {
         self.guard.scan.as_ref().is_some_and(|a| a.is_match(t))
             || self.extra_scan.as_ref().is_some_and(|a| a.is_match(t))
-            || (!self.redactor.secrets().is_empty() && t.contains(r"\\"))
+            || (!self.redactor.secrets().is_empty() && memchr::memmem::find(t.as_bytes(), br"\\").is_some())
     }
 
     /// A failed call, guarded with this call's secrets.
