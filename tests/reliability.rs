@@ -1055,3 +1055,40 @@ async fn the_request_timeout_bounds_identity_resolution_too() {
         assert!(took < Duration::from_secs(15), "[{t}] took {took:?} with a 2 s request timeout");
     }
 }
+
+/// 19: a spec fix of one flavor described the other flavor's tool of the same name.
+#[tokio::test]
+async fn tool_descriptions_carry_only_their_own_flavors_fixes() {
+    let describe = async |flavor: &str| {
+        let run = support::run_with_timeout(
+            std::process::Command::new(support::bin())
+                .args([
+                    "tools",
+                    "--json",
+                    "--flavor",
+                    flavor,
+                    "--url",
+                    "http://127.0.0.1:9",
+                    "--toolsets",
+                    "all",
+                ])
+                .env_clear(),
+            Duration::from_secs(60),
+        )
+        .await;
+        let tools: serde_json::Value =
+            serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stderr));
+        tools.as_array().unwrap().iter().find(|t| t["name"] == "repoGetArchive").unwrap()["description"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let gitea = describe("gitea").await;
+    let forgejo = describe("forgejo").await;
+    assert!(gitea.contains("Returns the archive as binary data"), "{gitea}");
+    assert!(
+        !forgejo.contains("Returns the archive as binary data"),
+        "Gitea's fix on Forgejo's tool: {forgejo}"
+    );
+    assert!(forgejo.contains("content_base64"), "{forgejo}");
+}
