@@ -328,23 +328,30 @@ pub async fn fetch_login(server: &Server, credential: &Credential) -> Result<Str
 pub async fn fetch_login_with(forge: &Forge, credential: &Credential) -> Result<String, CallError> {
     let got = forge.send(&simple_get("/user"), credential).await?;
     if let Some(kind) = status::kind_for(got.status) {
-        let redactor = credential
-            .secret()
-            .map(|s| Redactor::new([s.expose_secret()]))
-            .unwrap_or_else(|| Redactor::new(Vec::<String>::new()));
+        let redactor = Redactor::once(credential.secret().map(|s| s.expose_secret()));
         return Err(forge_error(got.status, kind, &got.body, &redactor));
     }
-    serde_json::from_slice::<Value>(&got.body)
+    // Only the login is read (the rest is skipped, not stored); a login is a short name, and
+    // it is cached per token, so a longer one is not accepted.
+    #[derive(serde::Deserialize)]
+    struct User {
+        login: Option<String>,
+    }
+    serde_json::from_slice::<User>(&got.body)
         .ok()
-        .and_then(|v| v.get("login").and_then(Value::as_str).map(str::to_owned))
+        .and_then(|u| u.login)
+        .filter(|l| !l.is_empty() && l.chars().count() <= MAX_LOGIN_CHARS)
         .ok_or_else(|| {
             CallError::from_forge(
                 got.status,
                 ErrorKind::UnexpectedStatus,
-                "GET /api/v1/user returned no login",
+                "GET /api/v1/user returned no login (or one longer than any forge allows)",
             )
         })
 }
+
+/// Longest login accepted from the forge (Gitea and Forgejo allow 40 characters).
+pub const MAX_LOGIN_CHARS: usize = 255;
 
 /// Status, data, pagination, and what the parser did not keep of the data.
 type Decoded = (u16, Value, Option<pagination::Pagination>, Elided);

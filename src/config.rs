@@ -212,7 +212,8 @@ pub struct CommonArgs {
     /// Most open legacy SSE streams.
     #[arg(long, env = "MCP_MAX_SSE_STREAMS", default_value_t = 1000, global = true)]
     pub max_sse_streams: usize,
-    /// Seconds a legacy SSE client may leave answers unread before its stream is ended.
+    /// Seconds a client may leave answers unread before its connection is closed (a legacy SSE
+    /// stream with answers waiting, or any connection whose writes are blocked).
     #[arg(long, env = "MCP_STREAM_STALL_TIMEOUT", default_value_t = 30.0, global = true)]
     pub stream_stall_timeout: f64,
     /// Most open sessions (or SSE streams) one identity may hold.

@@ -875,18 +875,21 @@ async fn unread_sse_streams_buffer_a_bounded_number_of_answers_and_are_ended() {
     let forge = forge().await;
     // About 1 MB per answer: more than the sockets between us hold.
     forge.script(echo("/api/v1/repos/o/r", json!({"description": "d".repeat(1 << 20)})));
+    let (streams, posts) = (4, 40);
+    let max = streams.to_string();
     let env = [
         ("GITEA_TOKEN", ALICE_TOKEN),
         ("MAX_TOOL_RESPONSE_CHARS", "2000000"),
         ("MCP_STREAM_STALL_TIMEOUT", "2"),
         ("MCP_REQUEST_TIMEOUT", "4"),
+        ("MCP_MAX_SSE_STREAMS", max.as_str()),
         ("LOG_LEVEL", "warn"),
     ];
     let server = HttpServer::spawn(&forge.base_url(), "sse", &env).await;
     let pid = server.pid().unwrap();
     let before = peak_memory(pid);
-    let (streams, posts) = (4, 40);
     let mut held = Vec::new();
+    let mut urls = Vec::new();
     let mut tasks = Vec::new();
     for _ in 0..streams {
         let (socket, url) = unread_stream(&server).await;
@@ -906,15 +909,12 @@ async fn unread_sse_streams_buffer_a_bounded_number_of_answers_and_are_ended() {
                 .await
             }));
         }
+        urls.push(url);
     }
     let started = Instant::now();
     let statuses: Vec<u16> = futures::future::join_all(tasks).await.into_iter().map(|r| r.unwrap()).collect();
     let accepted = statuses.iter().filter(|s| **s == 202).count();
-    eprintln!(
-        "posts: {accepted} accepted, others {:?}, in {:?}",
-        statuses.iter().filter(|s| **s != 202).collect::<Vec<_>>(),
-        started.elapsed()
-    );
+    eprintln!("posts: {accepted} accepted, in {:?}", started.elapsed());
     // Each stream took its outstanding answers (and what the sockets between us held, a few
     // MB); the rest were refused (503 while it stalled, 404 once it was ended). All 40 of each
     // were taken and buffered before.
@@ -924,10 +924,51 @@ async fn unread_sse_streams_buffer_a_bounded_number_of_answers_and_are_ended() {
     eprintln!("{streams} unread streams, {posts} answers of 1 MB each: peak grew by {} MiB", grew >> 20);
     // Buffering every answer, 40 answers of 1 MB per stream took over 300 MiB here.
     assert!(grew < 200 << 20, "peak grew by {} MiB", grew >> 20);
-    // The stalled streams were ended: their sessions are gone.
-    let (_, url) = unread_stream(&server).await;
-    let stale = url.replace(&url[url.find("sessionId=").unwrap() + 10..], "x");
-    assert_eq!(post(&stale, json!({"jsonrpc": "2.0", "method": "ping", "id": 1})).await, 404);
+    // The stalled streams were ended: their sessions are gone, their connections closed, and
+    // their slots free again (the limit is as many streams as were opened).
+    for url in &urls {
+        assert_eq!(post(url, json!({"jsonrpc": "2.0", "method": "ping", "id": 1})).await, 404, "{url}");
+    }
+    for socket in &mut held {
+        assert!(
+            closed_within(socket, Duration::from_secs(10)).await,
+            "a stalled stream's connection is open"
+        );
+    }
+    let (_fresh, _) = unread_stream(&server).await;
+    assert!(healthz(&server).await.is_ok());
+}
+
+/// The same for any connection: a client that does not read a large answer (here a
+/// Streamable HTTP call without a session) has its connection closed after the stall timeout.
+#[tokio::test]
+async fn a_connection_whose_client_stopped_reading_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let forge = forge().await;
+    forge.script(echo("/api/v1/repos/o/r", json!({"description": "d".repeat(8 << 20)})));
+    let env = [
+        ("GITEA_TOKEN", ALICE_TOKEN),
+        ("MAX_TOOL_RESPONSE_CHARS", "10000000"),
+        ("MCP_STREAM_STALL_TIMEOUT", "2"),
+    ];
+    let server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+    let mut c = connect_from(&server, std::net::Ipv4Addr::LOCALHOST).await.unwrap();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "repoGet", "arguments": {"owner": "o", "repo": "r"}, "_meta": meta}})
+    .to_string();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: repoGet\r\nContent-Length: {}\r\n\r\n{body}",
+        server.authority(),
+        body.len()
+    );
+    c.write_all(req.as_bytes()).await.unwrap();
+    // Read nothing for a while: the answer (8 MB) is more than the sockets hold.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), c.read_to_end(&mut got)).await;
+    assert!(read.is_ok(), "the connection was not closed");
+    assert!(got.len() < 8 << 20, "the whole answer arrived ({} bytes): nothing stalled", got.len());
     assert!(healthz(&server).await.is_ok());
 }
 

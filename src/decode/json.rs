@@ -31,10 +31,15 @@ pub struct Cut {
     pub total: usize,
 }
 
+/// Most cut lists recorded (the note shows ten); more are only counted.
+pub const MAX_CUTS: usize = 100;
+/// Longest JSON Pointer recorded, in characters (keys can be as long as the body).
+pub const MAX_POINTER_CHARS: usize = 300;
+
 /// What the parser did not keep.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Elided {
-    /// Lists that lost items.
+    /// Lists that lost items (the first `MAX_CUTS`).
     pub cuts: Vec<Cut>,
     /// Values were dropped once the overall budget ran out: the document is larger than any
     /// result can show.
@@ -92,13 +97,24 @@ struct State {
 }
 
 impl State {
+    /// The pointer of where the parser is, cut to `MAX_POINTER_CHARS` (marked `…`): a key
+    /// may be megabytes long, and a pointer is for a person to read.
     fn pointer(&self) -> String {
         let mut out = String::new();
         for s in &self.path {
             out.push('/');
             match s {
                 Step::Index(i) => out.push_str(&i.to_string()),
-                Step::Key(k) => out.push_str(&k.replace('~', "~0").replace('/', "~1")),
+                Step::Key(k) => {
+                    let room = MAX_POINTER_CHARS.saturating_sub(out.len());
+                    let escaped: String =
+                        k.chars().take(room + 1).collect::<String>().replace('~', "~0").replace('/', "~1");
+                    out.push_str(&escaped);
+                }
+            }
+            if out.chars().count() > MAX_POINTER_CHARS {
+                let kept: String = out.chars().take(MAX_POINTER_CHARS).collect();
+                return format!("{kept}…");
             }
         }
         out
@@ -171,7 +187,9 @@ impl<'de> Visitor<'de> for Seed<'_> {
             total += 1;
         }
         if total > items.len() {
-            st.cuts.push(Cut { pointer: st.pointer(), kept: items.len(), total });
+            if st.cuts.len() < MAX_CUTS {
+                st.cuts.push(Cut { pointer: st.pointer(), kept: items.len(), total });
+            }
         }
         Ok(Value::Array(items))
     }
@@ -231,6 +249,16 @@ mod tests {
         let m = got.value.as_object().unwrap();
         assert_eq!(m.len(), 10, "the object costs one, each member and its one item two");
         assert_eq!(m["k0"], json!([0]));
+    }
+
+    #[test]
+    fn cuts_are_bounded_in_number_and_pointer_length() {
+        let key = "k".repeat(100_000);
+        let lists: Vec<String> = (0..500).map(|i| format!("\"{key}{i}\": [1,2,3,4]")).collect();
+        let got = parse(&format!("{{{}}}", lists.join(",")), Keep { items: 2, values: 1_000_000 }).unwrap();
+        assert_eq!(got.elided.cuts.len(), MAX_CUTS);
+        assert!(got.elided.cuts.iter().all(|c| c.pointer.chars().count() <= MAX_POINTER_CHARS + 1));
+        assert!(got.elided.cuts[0].pointer.ends_with('…'));
     }
 
     #[test]

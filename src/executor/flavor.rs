@@ -1,7 +1,5 @@
 //! Which forge answers at the URL: `GET /api/v1/version`.
 
-use serde_json::Value;
-
 use crate::args::{CallPlan, PlanBody, Root};
 use crate::catalog::{Method, ResponseKind, Version};
 use crate::decode::status;
@@ -24,9 +22,12 @@ pub async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, C
             ),
         ));
     }
-    let text = serde_json::from_slice::<Value>(&got.body)
-        .ok()
-        .and_then(|v| v.get("version").and_then(Value::as_str).map(str::to_owned));
+    // Only the version is read; the rest of the body is skipped, not stored.
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        version: Option<String>,
+    }
+    let text = serde_json::from_slice::<Answer>(&got.body).ok().and_then(|a| a.version);
     text.as_deref().and_then(Version::parse).ok_or_else(|| {
         CallError::from_forge(
             got.status,

@@ -355,6 +355,9 @@ fn shorten_strings(data: &mut Value, root: &str, need: usize, out: &mut Vec<Valu
     if removed(cap) == 0 {
         return false;
     }
+    // Where each cut string is in `out`, so that a later round updates it in place.
+    let mut seen: std::collections::HashMap<String, usize> =
+        out.iter().enumerate().filter_map(|(i, e)| Some((e["path"].as_str()?.to_owned(), i))).collect();
     walk(data, &mut Vec::new(), &mut |v, path| match v {
         Value::String(s) => {
             let n = chars(s);
@@ -362,9 +365,12 @@ fn shorten_strings(data: &mut Value, root: &str, need: usize, out: &mut Vec<Valu
                 let kept: String = s.chars().take(cap).collect();
                 *s = format!("{kept}…");
                 let at = pointer(root, path);
-                match out.iter_mut().find(|e| e["path"] == at.as_str()) {
-                    Some(prev) => prev["kept_chars"] = json!(cap),
-                    None => out.push(json!({"path": at, "original_chars": n, "kept_chars": cap})),
+                match seen.get(&at) {
+                    Some(&i) => out[i]["kept_chars"] = json!(cap),
+                    None => {
+                        seen.insert(at.clone(), out.len());
+                        out.push(json!({"path": at, "original_chars": n, "kept_chars": cap}));
+                    }
                 }
             }
             false
@@ -509,19 +515,19 @@ fn page_advice(p: &Pagination, returned: u64, had: u64) -> String {
     }
     // A page followed by another one is full; the last page is as long as the limit asked.
     let size = if p.next_page.is_some() { Some(had) } else { p.limit };
-    let Some(size) = size.filter(|&s| s > 0) else {
+    let start = size.filter(|&s| s > 0).and_then(|size| (p.page - 1).checked_mul(size));
+    let Some(start) = start else {
         return format!(
             "only {returned} of the {had} items of this page fit: ask again with an explicit limit of at most {returned}"
         );
     };
-    let start = (p.page - 1) * size;
     // The largest page size that fits and divides `start`: its pages start where this one did.
     let smaller = (1..=returned).rev().find(|d| start.is_multiple_of(*d)).unwrap_or(1);
-    let first = start / smaller + 1;
+    let first = (start / smaller).saturating_add(1);
     format!(
         "only {returned} of the {had} items of this page fit: this page starts at item {}; ask again with limit={smaller} and page={first} (then {}, …) to read it all",
-        start + 1,
-        first + 1
+        start.saturating_add(1),
+        first.saturating_add(1)
     )
 }
 
@@ -667,6 +673,8 @@ mod tests {
         // First pages keep it simple; without a known page size, say what to set.
         assert!(page_advice(&page(1, Some(50), Some(2)), 30, 50).contains("limit=30"));
         assert!(page_advice(&page(2, None, None), 30, 40).contains("explicit limit"));
+        // A page number no forge has does not overflow.
+        assert!(page_advice(&page(u64::MAX, Some(u64::MAX), None), 30, 40).contains("explicit limit"));
     }
 
     proptest::proptest! {

@@ -212,10 +212,13 @@ fn guard_error(redactor: &Redactor, guard: &Guard, e: CallError) -> GuardedError
         CallError::Result(f) => CallError::Result(ToolFailure {
             message: redact::truncate_chars(&clean(&f.message), MAX_MESSAGE_CHARS + 200),
             // A pointer into the arguments names what the client sent: guarded the same.
-            path: f.path.as_deref().map(clean),
+            path: f.path.as_deref().map(|p| redact::truncate_chars(&clean(p), MAX_MESSAGE_CHARS)),
             ..f
         }),
-        CallError::UnknownTool(name) => CallError::UnknownTool(clean(&name)),
+        // A tool name is the client's text, as long as it made it.
+        CallError::UnknownTool(name) => {
+            CallError::UnknownTool(redact::truncate_chars(&clean(&name), MAX_MESSAGE_CHARS))
+        }
     })
 }
 
@@ -294,7 +297,19 @@ impl CallGuard {
             }
             text = s.to_text();
         }
-        bound::fit(s, self.guard.bounds, text, elided)
+        // The parser named the lists it cut by their keys as the forge sent them.
+        let elided = self.cleaned(elided);
+        bound::fit(s, self.guard.bounds, text, &elided)
+    }
+
+    /// What the parser left out, its pointers guarded like data (a key can be a secret).
+    fn cleaned(&self, elided: &Elided) -> Elided {
+        let mut out = elided.clone();
+        for cut in &mut out.cuts {
+            cut.pointer = self.redactor.redact_str(&cut.pointer);
+            self.guard.mask_in_place(&mut cut.pointer);
+        }
+        out
     }
 
     /// The answer of a built-in tool (the discovery tools: spec text and names, no forge
@@ -454,7 +469,7 @@ mod tests {
                 _ => {}
             }
             for s in strings {
-                let read = unescape::Unescaped::of(s).text;
+                let read = unescape::read(s);
                 let decoded =
                     base64::Engine::decode(&base64::engine::general_purpose::STANDARD, s).unwrap_or_default();
                 for secret in SECRETS {
@@ -581,6 +596,24 @@ mod tests {
                 },
             };
             assert_no_secret(&text)?;
+        }
+    }
+
+    #[test]
+    fn lists_the_parser_cut_are_named_without_the_secrets_in_their_keys() {
+        use crate::decode::json::{Keep, parse};
+        for (i, secret) in SECRETS.iter().enumerate() {
+            let text = format!(
+                r#"{{"{secret}": [1,2,3,4,5], "k": {{"x{}y": [1,2,3]}}}}"#,
+                spell(secret, i as u8 + 1)
+            );
+            let parsed = parse(&text, Keep { items: 2, values: 100 }).unwrap();
+            assert_eq!(parsed.elided.cuts.len(), 2);
+            let g = guard(DetectionMode::Mask, 2, 100_000);
+            let mut s = success(parsed.value);
+            let out = g.success(&mut s, false, &parsed.elided).unwrap().into_string();
+            assert_no_secret(&out).unwrap();
+            assert!(out.contains("\"returned\":2,\"total\":5"), "{out}");
         }
     }
 

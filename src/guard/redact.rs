@@ -14,7 +14,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::MAX_MESSAGE_CHARS;
-use super::unescape::Unescaped;
+use super::unescape;
 
 /// The replacement for every known secret.
 pub const REDACTED: &str = "[REDACTED]";
@@ -37,6 +37,18 @@ impl Redactor {
         let list: Vec<String> = secrets.into_iter().map(|s| s.as_ref().to_owned()).collect();
         let kind = automaton_kind(&list);
         Redactor::build(list, kind)
+    }
+
+    /// A redactor used once (an error of one call): the automaton cheapest to build.
+    pub fn once<I, S>(secrets: I) -> Redactor
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Redactor::build(
+            secrets.into_iter().map(|s| s.as_ref().to_owned()).collect(),
+            AhoCorasickKind::ContiguousNFA,
+        )
     }
 
     fn build(mut list: Vec<String>, kind: AhoCorasickKind) -> Redactor {
@@ -89,17 +101,14 @@ impl Redactor {
         if !s.contains('\\') {
             return plain(s);
         }
-        let view = Unescaped::of(s);
-        if !ac.is_match(view.text.as_str()) {
+        let view = unescape::read(s);
+        let found: Vec<(usize, usize)> = ac.find_iter(view.as_str()).map(|m| (m.start(), m.end())).collect();
+        if found.is_empty() {
             return plain(s);
         }
         let mut out = String::with_capacity(s.len());
         let mut at = 0;
-        for m in ac.find_iter(view.text.as_str()) {
-            let (start, end) = (view.original_start(m.start()), view.original_end(m.end()));
-            if start < at {
-                continue;
-            }
+        for (start, end) in unescape::places(s, &found) {
             out.push_str(&s[at..start]);
             out.push_str(REDACTED);
             at = end;

@@ -1,72 +1,65 @@
-//! A string as a JSON parser would read its escapes, with the way back to the original.
+//! A string as a JSON parser would read its escapes, and the way back to the original.
 //!
 //! Exact redaction must also find a known secret spelled with JSON escapes (`\u0037\u0066…`,
 //! `\/`, `\n`): forge text that was not parsed (JSON nested too deep or malformed, an error
 //! body that is not an object) is returned as a string, and a reader — a model — would decode
-//! the escapes. The secret is searched in the unescaped reading and the matching range of the
-//! original is replaced. One pass, linear in the string; only the escapes are recorded, since
-//! between two of them both texts run in step.
+//! the escapes. The secret is searched in the unescaped reading; only when it is found are the
+//! matches' places in the original worked out, by a second pass. Both passes are linear in the
+//! string, and the memory they take is the reading itself plus the matches.
 
-/// The unescaped reading of a string.
-pub(crate) struct Unescaped {
-    pub text: String,
-    /// One entry per escape: (view start, view end, original start, original end), in order.
-    escapes: Vec<(usize, usize, usize, usize)>,
+/// The unescaped reading of `s`.
+pub(crate) fn read(s: &str) -> String {
+    let mut text = String::with_capacity(s.len());
+    for (_, c) in pieces(s) {
+        text.push(c);
+    }
+    text
 }
 
-impl Unescaped {
-    pub fn of(s: &str) -> Unescaped {
-        let b = s.as_bytes();
-        let mut text = String::with_capacity(s.len());
-        let mut escapes = Vec::new();
-        let (mut i, mut copied) = (0, 0);
-        while let Some(off) = b[i..].iter().position(|&c| c == b'\\') {
-            let at = i + off;
-            let Some((c, len)) = escape_at(b, at) else {
-                // Not an escape: taken literally (and `\\` before it was one, so no overlap).
-                i = at + 1;
-                continue;
-            };
-            text.push_str(&s[copied..at]);
-            let view_start = text.len();
-            text.push(c);
-            escapes.push((view_start, text.len(), at, at + len));
-            i = at + len;
-            copied = i;
+/// The places in `s` of `ranges` of its reading (byte ranges, in order, not overlapping, on
+/// character boundaries of the reading).
+pub(crate) fn places(s: &str, ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut out = Vec::with_capacity(ranges.len());
+    let mut wanted = ranges.iter().peekable();
+    let (mut view, mut original) = (0, 0);
+    let mut start = None;
+    for (len, c) in pieces(s) {
+        let Some(&&(from, to)) = wanted.peek() else { break };
+        if start.is_none() && view == from {
+            start = Some(original);
         }
-        text.push_str(&s[copied..]);
-        Unescaped { text, escapes }
-    }
-
-    /// The original byte offset where the view's character at `v` starts.
-    pub fn original_start(&self, v: usize) -> usize {
-        // The last escape starting at or before `v`.
-        match self.escapes.partition_point(|e| e.0 <= v).checked_sub(1).map(|i| self.escapes[i]) {
-            None => v,
-            Some((_, ve, os, oe)) => {
-                if v < ve {
-                    os
-                } else {
-                    oe + (v - ve)
-                }
+        view += c.len_utf8();
+        original += len;
+        if let Some(begin) = start {
+            if view == to {
+                out.push((begin, original));
+                start = None;
+                wanted.next();
             }
         }
     }
+    out
+}
 
-    /// The original byte offset where the view's text before `v` (exclusive) ends.
-    pub fn original_end(&self, v: usize) -> usize {
-        // The last escape starting before `v`.
-        match self.escapes.partition_point(|e| e.0 < v).checked_sub(1).map(|i| self.escapes[i]) {
-            None => v,
-            Some((_, ve, _, oe)) => {
-                if v <= ve {
-                    oe
-                } else {
-                    oe + (v - ve)
-                }
+/// Each piece of `s` in order: how many bytes of `s` it takes, and the character it reads as
+/// (an escape, or a character as written).
+fn pieces(s: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let b = s.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at >= b.len() {
+            return None;
+        }
+        if b[at] == b'\\' {
+            if let Some((c, len)) = escape_at(b, at) {
+                at += len;
+                return Some((len, c));
             }
         }
-    }
+        let c = s[at..].chars().next().expect("at a character boundary");
+        at += c.len_utf8();
+        Some((c.len_utf8(), c))
+    })
 }
 
 /// The character a JSON escape at `b[at]` (a backslash) stands for, and the escape's length
@@ -114,24 +107,19 @@ mod tests {
     #[test]
     fn escapes_are_read_and_mapped_back() {
         let s = r#"a\u0037b\/c\n\ud83d\ude00d\q"#;
-        let u = Unescaped::of(s);
-        assert_eq!(u.text, "a7b/c\n😀d\\q");
-        // "7b/" in the view is `\u0037b\/` in the original.
-        let (vs, ve) = (1, 4);
-        assert_eq!(&s[u.original_start(vs)..u.original_end(ve)], r"\u0037b\/");
-        // The emoji (4 bytes in the view) is the 12-byte surrogate pair.
-        let at = u.text.find('😀').unwrap();
-        assert_eq!(&s[u.original_start(at)..u.original_end(at + 4)], r"\ud83d\ude00");
-        // Plain text after the last escape runs in step.
-        let d = u.text.find('d').unwrap();
-        assert_eq!(&s[u.original_start(d)..u.original_end(d + 1)], "d");
+        let text = read(s);
+        assert_eq!(text, "a7b/c\n😀d\\q");
+        let emoji = text.find('😀').unwrap();
+        let d = text.find('d').unwrap();
+        let got = places(s, &[(1, 4), (emoji, emoji + 4), (d, d + 1)]);
+        let spans: Vec<&str> = got.iter().map(|&(a, b)| &s[a..b]).collect();
+        assert_eq!(spans, [r"\u0037b\/", r"\ud83d\ude00", "d"]);
     }
 
     #[test]
     fn invalid_escapes_are_literal() {
         for s in [r"\u00", r"\uZZZZ", r"\ud83d alone", r"\udc00", "end\\"] {
-            let u = Unescaped::of(s);
-            assert_eq!(u.text, s, "{s}");
+            assert_eq!(read(s), s, "{s}");
         }
     }
 }

@@ -32,24 +32,34 @@ const SESSION_WORDS: sessions::Words = sessions::Words {
 };
 
 /// rmcp's in-memory sessions, telling the owners registry when one is created (named for the
-/// `initialize` request that opens it, `layers::OPENING`) and when one ends — closed by its
-/// client, ended by the server or expired.
+/// `initialize` request that opens it, `layers::OPENING`; without one, none is created) and
+/// when one ends — closed by its client, ended by the server or expired.
 struct OwnedSessions {
     inner: LocalSessionManager,
     owners: Arc<sessions::Owners>,
 }
 
+/// Why a session could not be created or used.
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error(transparent)]
+    Local(#[from] rmcp::transport::streamable_http_server::session::local::LocalSessionManagerError),
+    /// rmcp wanted a session for a request our sessions layer did not open one for (its
+    /// identity not established, no slot taken): refused, never created unowned.
+    #[error("a session was requested outside an initialize the server accepted")]
+    NotOpened,
+}
+
 impl SessionManager for OwnedSessions {
-    type Error = <LocalSessionManager as SessionManager>::Error;
+    type Error = SessionError;
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let Ok(Some((opening, fingerprint))) = layers::OPENING.try_with(|o| o.borrow_mut().take()) else {
+            return Err(SessionError::NotOpened);
+        };
         let (id, transport) = self.inner.create_session().await?;
-        // Not opened by our layer (no `initialize` in scope): it stays unknown to the
-        // registry, which answers 404 for it.
-        if let Ok(Some((opening, fingerprint))) = layers::OPENING.try_with(|o| o.borrow_mut().take()) {
-            opening.opened(id.to_string(), fingerprint);
-        }
+        opening.opened(id.to_string(), fingerprint);
         Ok((id, transport))
     }
     async fn initialize_session(
@@ -57,37 +67,37 @@ impl SessionManager for OwnedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        self.inner.initialize_session(id, message).await
+        Ok(self.inner.initialize_session(id, message).await?)
     }
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        self.inner.has_session(id).await
+        Ok(self.inner.has_session(id).await?)
     }
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         self.owners.close(id);
-        self.inner.close_session(id).await
+        Ok(self.inner.close_session(id).await?)
     }
     async fn create_stream(
         &self,
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.create_stream(id, message).await
+        Ok(self.inner.create_stream(id, message).await?)
     }
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
-        self.inner.accept_message(id, message).await
+        Ok(self.inner.accept_message(id, message).await?)
     }
     async fn create_standalone_stream(
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.create_standalone_stream(id).await
+        Ok(self.inner.create_standalone_stream(id).await?)
     }
     async fn resume(
         &self,
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.resume(id, last_event_id).await
+        Ok(self.inner.resume(id, last_event_id).await?)
     }
     fn event_store(&self) -> Option<Arc<dyn rmcp::transport::streamable_http_server::session::EventStore>> {
         self.inner.event_store()
@@ -108,7 +118,6 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         allowed_hosts: allowed_hosts(&s.allowed_hosts, addr),
         allowed_origins: allowed_origins(&s.allowed_origins, addr),
         bearer: s.mcp_bearer_token.clone(),
-        max_sessions: s.max_sessions,
         max_body_bytes: s.max_body_bytes,
         body_timeout: s.body_timeout,
     });
@@ -148,6 +157,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         per_peer: s.max_connections_per_peer,
         header_timeout: s.header_timeout,
         idle_timeout: s.idle_timeout,
+        write_stall: s.stream_stall_timeout,
     };
     let stop = CancellationToken::new();
     let drain = CancellationToken::new();
@@ -168,8 +178,12 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         stop_streams.cancel();
+        // Connections still open at the deadline are closed.
         tokio::time::sleep_until(deadline).await;
-        tracing::warn!("calls still running after {}s; exiting", DRAIN.as_secs());
+        let running = in_flight.load(std::sync::atomic::Ordering::SeqCst);
+        if running > 0 {
+            tracing::warn!("{running} calls still running after {}s; exiting", DRAIN.as_secs());
+        }
         give_up.cancel();
     });
     listener::serve(listener, app, limits, stop, drain).await;

@@ -12,6 +12,44 @@ pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's code for JSON that is not a valid request.
 pub const INVALID_REQUEST: i64 = -32600;
 
+/// Most JSON values one message may hold. An MCP message holds a few dozen, a tool call's
+/// arguments a few thousand at most; parsed, each value costs up to 80 bytes, so without this
+/// a 4 MiB body of `[0,0,…]` would take 160 MB.
+pub const MAX_VALUES: usize = 100_000;
+
+/// Refuse, before anything parses it, a message that holds more than `MAX_VALUES` JSON values
+/// (counted in one pass: openings and separators outside strings); the error to answer.
+pub fn check_values(bytes: &[u8]) -> Result<(), Value> {
+    let (mut count, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' | b',' => {
+                count += 1;
+                if count > MAX_VALUES {
+                    return Err(error(
+                        Value::Null,
+                        INVALID_REQUEST,
+                        &format!("Invalid Request: the message holds more than {MAX_VALUES} JSON values"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// What a client's bytes are.
 #[derive(Debug)]
 pub enum Read {
@@ -59,6 +97,16 @@ pub fn error(id: Value, code: i64, message: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_with_too_many_values_are_refused_before_parsing() {
+        let many = format!("[{}0]", "0,".repeat(MAX_VALUES));
+        assert_eq!(check_values(many.as_bytes()).unwrap_err()["error"]["code"], INVALID_REQUEST);
+        // Separators inside strings do not count.
+        let text = format!(r#"{{"a": "{}"}}"#, ",[{".repeat(MAX_VALUES));
+        assert!(check_values(text.as_bytes()).is_ok());
+        assert!(check_values(br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":[1,2,3]}}"#).is_ok());
+    }
 
     fn answer(line: &[u8]) -> Value {
         match read(line) {

@@ -44,7 +44,6 @@ pub struct LayerConfig {
     /// Allowed `Origin` values (`scheme://host[:port]`); empty = any.
     pub allowed_origins: Vec<String>,
     pub bearer: Option<secrecy::SecretString>,
-    pub max_sessions: usize,
     /// Largest request body.
     pub max_body_bytes: usize,
     /// How long a request body may take to arrive.
@@ -61,6 +60,12 @@ pub async fn read_body(body: Body) -> Result<Bytes, Response> {
 /// A JSON-RPC error response with an HTTP status.
 pub fn refuse(status: StatusCode, code: i64, message: &str) -> Response {
     answer(status, &json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}))
+}
+
+/// The answer to a request the authentication layer did not pass (it always runs first):
+/// fail closed.
+pub fn no_identity() -> Response {
+    refuse(StatusCode::INTERNAL_SERVER_ERROR, -32603, "the request carries no identity")
 }
 
 /// A JSON body with an HTTP status.
@@ -258,6 +263,10 @@ pub async fn read_body_within(State(cfg): State<Arc<LayerConfig>>, req: Request,
             );
         }
     };
+    // Counted before anything parses it: a body of many small values would grow 40-fold.
+    if let Err(error) = jsonrpc::check_values(&bytes) {
+        return answer(StatusCode::BAD_REQUEST, &error);
+    }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
@@ -268,8 +277,7 @@ pub async fn read_body_within(State(cfg): State<Arc<LayerConfig>>, req: Request,
 /// session (the stateless 2026-07-28 protocol) pass: each call establishes its identity.
 pub async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request, next: Next) -> Response {
     let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
-        // The authentication layer always runs first: fail closed if it did not.
-        return refuse(StatusCode::INTERNAL_SERVER_ERROR, -32603, "the request carries no identity");
+        return no_identity();
     };
     let limit = ctx.server.settings.request_timeout;
     if let Some(id) = req.headers().get("mcp-session-id") {

@@ -6,8 +6,11 @@
 //!
 //! - its request headers must arrive within `header_timeout` of their first byte;
 //! - between requests it may idle for `idle_timeout`, then it is closed;
+//! - a client that stops reading (the server's writes blocked for `write_stall`) is closed,
+//!   whatever it was doing: an unread answer or stream holds nothing for long;
 //! - a request body must arrive within the body timeout (`layers::read_body_within`);
-//! - at most `max` connections are open, at most `per_peer` from one address. A connection
+//! - at most `max` connections are open, at most `per_peer` from one address (an IPv6 /64
+//!   counts as one address). A connection
 //!   over the per-peer cap is answered 503 and closed. At the overall cap, the oldest
 //!   connection with no request in progress makes room (it is closed), so that a flood of
 //!   slow or idle connections from many addresses cannot lock new clients out; only when
@@ -40,7 +43,13 @@ pub struct ConnLimits {
     pub per_peer: usize,
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
+    pub write_stall: Duration,
 }
+
+/// Put into every request's extensions: cancelling it closes the request's connection (the
+/// legacy SSE transport ends a stream whose client stopped reading this way).
+#[derive(Debug, Clone)]
+pub struct CloseConnection(pub CancellationToken);
 
 /// Largest request head (request line and headers) a connection buffers.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -72,7 +81,7 @@ pub async fn serve(
                 }
             },
         };
-        let Some(conn) = registry.admit(peer.ip(), limits, started) else {
+        let Some(conn) = registry.admit(peer_of(peer.ip()), limits, started) else {
             refuse(tcp, "too many connections from this address; close idle ones").await;
             continue;
         };
@@ -92,6 +101,22 @@ pub async fn serve(
             _ = tokio::time::sleep(Duration::from_millis(25)) => {}
             _ = drain.cancelled() => {}
         }
+    }
+}
+
+/// The address a connection counts against: an IPv4 address (also when written as IPv6), or
+/// an IPv6 /64 — one host usually holds a whole /64, so counting single addresses would give it
+/// billions of shares.
+fn peer_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
     }
 }
 
@@ -186,6 +211,8 @@ struct ConnState {
     idle_since: AtomicU64,
     /// When the first byte of the next request's head arrived.
     head_since: AtomicU64,
+    /// Since when the socket has taken no bytes of a write (0: writes are flowing).
+    write_blocked_since: AtomicU64,
     /// Cancelled to close the connection (to make room, or on a timeout).
     closing: CancellationToken,
 }
@@ -198,6 +225,7 @@ impl ConnState {
             active: AtomicUsize::new(0),
             idle_since: AtomicU64::new(0),
             head_since: AtomicU64::new(0),
+            write_blocked_since: AtomicU64::new(0),
             closing: CancellationToken::new(),
         };
         s.idle_since.store(s.now(), Ordering::SeqCst);
@@ -222,12 +250,33 @@ impl ConnState {
         }
     }
 
+    /// What a write did: the socket took bytes (writes flow again), or it took none and the
+    /// write waits (the clock of a stalled reader starts, if it has not yet).
+    fn wrote<T>(&self, r: &Poll<io::Result<T>>, took_some: impl Fn(&T) -> bool) {
+        match r {
+            Poll::Ready(Ok(n)) if took_some(n) => self.write_blocked_since.store(0, Ordering::SeqCst),
+            Poll::Pending => {
+                let _ = self.write_blocked_since.compare_exchange(
+                    0,
+                    self.now(),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+            }
+            _ => {}
+        }
+    }
+
     /// Why the connection should be closed now, if it should.
     fn overdue(&self, limits: ConnLimits) -> Option<&'static str> {
+        let now = self.now();
+        let blocked = self.write_blocked_since.load(Ordering::SeqCst);
+        if blocked != 0 && now - blocked > limits.write_stall.as_millis() as u64 {
+            return Some("the client stopped reading");
+        }
         if self.active.load(Ordering::SeqCst) > 0 {
             return None;
         }
-        let now = self.now();
         let head = self.head_since.load(Ordering::SeqCst);
         if head != 0 {
             return (now - head > limits.header_timeout.as_millis() as u64)
@@ -261,8 +310,9 @@ async fn serve_connection(
 ) {
     let state = conn.state.clone();
     let io = TokioIo::new(Watched { inner: tcp, state: state.clone() });
-    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let active = state.request_started();
+        req.extensions_mut().insert(CloseConnection(state.closing.clone()));
         let app = app.clone();
         async move {
             let response = app.oneshot(req.map(Body::new)).await.unwrap_or_else(|e| match e {});
@@ -323,7 +373,9 @@ impl AsyncRead for Watched {
 
 impl AsyncWrite for Watched {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.state.wrote(&r, |n| *n > 0);
+        r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
@@ -336,7 +388,9 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.state.wrote(&r, |n| *n > 0);
+        r
     }
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
@@ -381,5 +435,22 @@ pub fn connections_that_fit(wanted: usize) -> usize {
             fit
         }
         _ => wanted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv6_slash_64_counts_as_one_peer_and_mapped_ipv4_as_its_ipv4() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(peer_of(a), peer_of(b));
+        assert_ne!(peer_of(a), peer_of(c));
+        let mapped: IpAddr = "::ffff:127.0.0.7".parse().unwrap();
+        assert_eq!(peer_of(mapped), "127.0.0.7".parse::<IpAddr>().unwrap());
+        assert_eq!(peer_of("10.0.0.1".parse().unwrap()), "10.0.0.1".parse::<IpAddr>().unwrap());
     }
 }

@@ -222,12 +222,9 @@ impl Owners {
     }
 
     /// Open sessions (not counting those being opened).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.inner.lock().expect("sessions lock").sessions.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

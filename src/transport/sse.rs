@@ -37,7 +37,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc::{self, Read};
-use super::layers::{answer, read_body, refuse};
+use super::layers::{answer, no_identity, read_body, refuse};
+use super::listener::CloseConnection;
 use super::sessions::{self, Owners};
 use crate::config::Settings;
 use crate::identity::RequestIdentity;
@@ -159,8 +160,9 @@ impl Outbox {
 
 async fn open(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
     let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
-        return refuse(StatusCode::INTERNAL_SERVER_ERROR, -32603, "the request carries no identity");
+        return no_identity();
     };
+    let connection = req.extensions().get::<CloseConnection>().cloned();
     let owner = match sessions::establish(&sessions.server, &identity, sessions.limits.request_timeout).await
     {
         Ok(o) => o,
@@ -200,7 +202,8 @@ async fn open(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
             Err(e) => tracing::debug!(error = %e, "legacy SSE session ended before initialization"),
         }
     });
-    tokio::spawn(watch_for_stall(outbox.clone(), sessions.limits.stall, cancel.clone()));
+    let stalled = Stalled { sessions: sessions.clone(), id: id.clone(), cancel: cancel.clone(), connection };
+    tokio::spawn(watch_for_stall(outbox.clone(), sessions.limits.stall, stalled));
 
     let endpoint = futures::stream::once(async move {
         Ok::<_, Infallible>(Event::default().event("endpoint").data(format!("/message?sessionId={id}")))
@@ -219,19 +222,35 @@ async fn open(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
 }
 
-/// End a session whose client has answers waiting and has not read any for `stall`.
-async fn watch_for_stall(outbox: Arc<Outbox>, stall: Duration, cancel: CancellationToken) {
+/// What ending a stalled session takes.
+struct Stalled {
+    sessions: Arc<Sessions>,
+    id: String,
+    cancel: CancellationToken,
+    /// The stream's connection, when the listener put its handle into the request.
+    connection: Option<CloseConnection>,
+}
+
+/// End a session whose client has answers waiting and has not read any for `stall`: its slot
+/// is given back at once, its MCP service stops, and its connection is closed — ending the
+/// stream itself would wait for a client that does not read.
+async fn watch_for_stall(outbox: Arc<Outbox>, stall: Duration, s: Stalled) {
     let tick = (stall / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
     loop {
         tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = s.cancel.cancelled() => return,
             _ = tokio::time::sleep(tick) => {}
         }
         let waiting = outbox.queued.load(Ordering::SeqCst) > 0;
         let since = outbox.now().saturating_sub(outbox.last_read.load(Ordering::SeqCst));
         if waiting && since > stall.as_millis() as u64 {
             tracing::debug!("ending an SSE stream whose client stopped reading");
-            cancel.cancel();
+            s.sessions.open.lock().expect("sessions lock").remove(&s.id);
+            s.sessions.owners.close(&s.id);
+            s.cancel.cancel();
+            if let Some(c) = &s.connection {
+                c.0.cancel();
+            }
             return;
         }
     }
@@ -301,7 +320,7 @@ async fn message(
         );
     };
     let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
-        return refuse(StatusCode::INTERNAL_SERVER_ERROR, -32603, "the request carries no identity");
+        return no_identity();
     };
     let limit = sessions.limits.request_timeout;
     if let Err(refused) = sessions::admit(&sessions.owners, &sessions.server, &id, &identity, limit).await {

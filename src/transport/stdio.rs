@@ -80,6 +80,8 @@ async fn read_lines(
                 jsonrpc::PARSE_ERROR,
                 &format!("Parse error: the line is longer than {max} bytes (MCP_MAX_BODY_BYTES)"),
             ))
+        } else if let Err(error) = jsonrpc::check_values(&line) {
+            Read::Answer(error)
         } else {
             jsonrpc::read(&line)
         };
