@@ -20,6 +20,7 @@ use crate::identity::RequestIdentity;
 use crate::policy::Narrowing;
 use crate::resources;
 use crate::server::Server;
+use crate::transport::layers::Deadline;
 
 /// The MCP face of a `Server`. Cheap to clone.
 #[derive(Clone)]
@@ -185,8 +186,14 @@ impl McpHandler {
             // stdio: no HTTP request behind the call.
             None => work(Caller::Global, narrowing).await,
             Some(Ok(caller)) => {
+                // The request's own deadline: the time its identity and session took counts.
                 let limit = self.server.settings.request_timeout;
-                tokio::time::timeout(limit, work(caller, narrowing)).await.unwrap_or_else(|_| {
+                let deadline = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .map(|p| Deadline::of(&p.extensions, limit))
+                    .unwrap_or_else(|| Deadline(tokio::time::Instant::now() + limit));
+                tokio::time::timeout_at(deadline.0, work(caller, narrowing)).await.unwrap_or_else(|_| {
                     Err(guard.error(CallError::local(
                         ErrorKind::Timeout,
                         format!("the call took longer than {}s (MCP_REQUEST_TIMEOUT)", limit.as_secs_f64()),

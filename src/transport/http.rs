@@ -120,6 +120,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         bearer: s.mcp_bearer_token.clone(),
         max_body_bytes: s.max_body_bytes,
         body_timeout: s.body_timeout,
+        request_timeout: s.request_timeout,
     });
     warn_if_open(&server, addr, &cfg);
     let shutdown = CancellationToken::new();

@@ -48,6 +48,29 @@ pub struct LayerConfig {
     pub max_body_bytes: usize,
     /// How long a request body may take to arrive.
     pub body_timeout: std::time::Duration,
+    /// How long one request may take in all (`MCP_REQUEST_TIMEOUT`).
+    pub request_timeout: std::time::Duration,
+}
+
+/// When a request must be done: set as it is authenticated, and honoured by every later wait
+/// — establishing its identity, waiting for its session, and the call itself — so that
+/// `MCP_REQUEST_TIMEOUT` bounds the whole request, not each step.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub tokio::time::Instant);
+
+impl Deadline {
+    /// The deadline a request carries (from `authenticate`), or one from now.
+    pub fn of(extensions: &axum::http::Extensions, otherwise: std::time::Duration) -> Deadline {
+        extensions
+            .get::<Deadline>()
+            .copied()
+            .unwrap_or_else(|| Deadline(tokio::time::Instant::now() + otherwise))
+    }
+
+    /// The time left.
+    pub fn left(&self) -> std::time::Duration {
+        self.0.saturating_duration_since(tokio::time::Instant::now())
+    }
 }
 
 /// A request body, already read whole by `read_body_within`.
@@ -187,6 +210,7 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
         AuthHeader::None => RequestIdentity::Global,
     };
     req.extensions_mut().insert(identity);
+    req.extensions_mut().insert(Deadline(tokio::time::Instant::now() + cfg.request_timeout));
     next.run(req).await
 }
 
@@ -279,7 +303,7 @@ pub async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request, next: 
     let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
         return no_identity();
     };
-    let limit = ctx.server.settings.request_timeout;
+    let limit = Deadline::of(req.extensions(), ctx.server.settings.request_timeout).left();
     if let Some(id) = req.headers().get("mcp-session-id") {
         let id = id.to_str().unwrap_or_default().to_owned();
         return match sessions::admit(&ctx.owners, &ctx.server, &id, &identity, limit).await {

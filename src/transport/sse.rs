@@ -37,7 +37,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc::{self, Read};
-use super::layers::{answer, no_identity, read_body, refuse};
+use super::layers::{Deadline, answer, no_identity, read_body, refuse};
 use super::listener::CloseConnection;
 use super::sessions::{self, Owners};
 use crate::config::Settings;
@@ -163,8 +163,8 @@ async fn open(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
         return no_identity();
     };
     let connection = req.extensions().get::<CloseConnection>().cloned();
-    let owner = match sessions::establish(&sessions.server, &identity, sessions.limits.request_timeout).await
-    {
+    let limit = Deadline::of(req.extensions(), sessions.limits.request_timeout).left();
+    let owner = match sessions::establish(&sessions.server, &identity, limit).await {
         Ok(o) => o,
         Err(refused) => return *refused,
     };
@@ -322,8 +322,10 @@ async fn message(
     let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
         return no_identity();
     };
-    let limit = sessions.limits.request_timeout;
-    if let Err(refused) = sessions::admit(&sessions.owners, &sessions.server, &id, &identity, limit).await {
+    let deadline = Deadline::of(req.extensions(), sessions.limits.request_timeout);
+    if let Err(refused) =
+        sessions::admit(&sessions.owners, &sessions.server, &id, &identity, deadline.left()).await
+    {
         return *refused;
     }
     let session = sessions.open.lock().expect("sessions lock").get(&id).cloned();
@@ -342,7 +344,7 @@ async fn message(
     if let ClientJsonRpcMessage::Request(r) = &msg {
         let key = serde_json::to_string(&r.id).unwrap_or_default();
         let permit = tokio::select! {
-            p = tokio::time::timeout(limit, session.outstanding.clone().acquire_owned()) => p,
+            p = tokio::time::timeout_at(deadline.0, session.outstanding.clone().acquire_owned()) => p,
             _ = session.cancel.cancelled() => return sessions.owners.unknown(),
         };
         let Ok(Ok(permit)) = permit else {
@@ -358,7 +360,7 @@ async fn message(
     }
     // The POST's own headers and identity travel with the message (see layers.rs).
     msg.insert_extension(parts);
-    match tokio::time::timeout(limit, session.inbox.send(msg)).await {
+    match tokio::time::timeout_at(deadline.0, session.inbox.send(msg)).await {
         Ok(Ok(())) => StatusCode::ACCEPTED.into_response(),
         Ok(Err(_)) => sessions.owners.unknown(),
         Err(_) => {
