@@ -4,13 +4,14 @@
 //! 2. `authenticate` — the request's identity from its `Authorization` header
 //!    (stateless-http-auth): the shared `MCP_BEARER_TOKEN` means the server's global
 //!    identity, any other token is the caller's own forge token, no usable header means the
-//!    global identity — or 401 when `MCP_BEARER_TOKEN` is set. The result travels in the
-//!    request's extensions as a `RequestIdentity`; the MCP handler reads it from there.
+//!    global identity — or 401 when `MCP_BEARER_TOKEN` is set; a token that is not text 401,
+//!    one over 8 KiB 431. The result travels in the request's extensions as a
+//!    `RequestIdentity`, with the request's `Deadline`; the MCP handler reads both there.
 //! 3. `narrow` — what the request narrows for itself: `X-MCP-Readonly`, `X-MCP-Toolsets`,
 //!    `X-MCP-Disabled-Tools`, as a `Narrowing` in the request's extensions (400 when a
 //!    header cannot be understood: a request that meant to narrow must not run wider).
 //! 4. `read_body_within` — the whole body within `--body-timeout` (408) and
-//!    `--max-body-bytes` (413).
+//!    `--max-body-bytes` (413), holding at most 100,000 JSON values (400).
 //! 5. `sessions` (Streamable HTTP) — a session belongs to the identity that opened it; a new
 //!    one counts only once its identity is established, within `--max-sessions` and
 //!    `--max-sessions-per-identity`.
