@@ -69,6 +69,29 @@ pub struct Parsed {
     pub elided: Elided,
 }
 
+/// Call `f` with each byte of JSON text that is outside strings (a quote opens a string, but
+/// is not passed on) until it returns false; whether it went to the end. One pass, no
+/// allocation: the cheap look at a body's shape before anything parses it.
+pub fn structure(bytes: &[u8], mut f: impl FnMut(u8) -> bool) -> bool {
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if !f(b) {
+            return false;
+        }
+    }
+    true
+}
+
 /// Parse `text`, keeping what `keep` allows. Errors are serde_json's (the caller keeps the
 /// text instead). Depth is bounded by serde_json's recursion limit (and checked before).
 pub fn parse(text: &str, keep: Keep) -> Result<Parsed, serde_json::Error> {

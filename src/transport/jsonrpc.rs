@@ -20,34 +20,19 @@ pub const MAX_VALUES: usize = 100_000;
 /// Refuse, before anything parses it, a message that holds more than `MAX_VALUES` JSON values
 /// (counted in one pass: openings and separators outside strings); the error to answer.
 pub fn check_values(bytes: &[u8]) -> Result<(), Value> {
-    let (mut count, mut in_string, mut escaped) = (0usize, false, false);
-    for &b in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' | b',' => {
-                count += 1;
-                if count > MAX_VALUES {
-                    return Err(error(
-                        Value::Null,
-                        INVALID_REQUEST,
-                        &format!("Invalid Request: the message holds more than {MAX_VALUES} JSON values"),
-                    ));
-                }
-            }
-            _ => {}
-        }
+    let mut count = 0usize;
+    let fits = crate::decode::json::structure(bytes, |b| {
+        count += usize::from(matches!(b, b'[' | b'{' | b','));
+        count <= MAX_VALUES
+    });
+    if fits {
+        return Ok(());
     }
-    Ok(())
+    Err(error(
+        Value::Null,
+        INVALID_REQUEST,
+        &format!("Invalid Request: the message holds more than {MAX_VALUES} JSON values"),
+    ))
 }
 
 /// What a client's bytes are.
