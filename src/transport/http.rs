@@ -150,8 +150,11 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         .layer(from_fn_with_state(cfg.clone(), layers::guard_host_origin))
         .route("/healthz", get(|| async { "ok" }));
     let path = if transport == TransportChoice::Sse { "/sse" } else { "/mcp" };
-    // Always printed, whatever the log level: scripts wait for it.
-    eprintln!("listening on http://{addr}{path}");
+    // Always printed, whatever the log level: scripts wait for it. One write, so that a reader
+    // polling stderr never sees half the address (stderr is unbuffered and `eprintln!` writes
+    // each formatted piece separately).
+    let line = format!("listening on http://{addr}{path}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
 
     let limits = ConnLimits {
         max: listener::connections_that_fit(s.max_connections),

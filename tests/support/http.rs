@@ -109,7 +109,9 @@ impl HttpServer {
         let deadline = Instant::now() + START_TIMEOUT;
         let endpoint = loop {
             let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            if let Some(url) = log.lines().find_map(|l| {
+            // Only whole lines: the file may be read while the server is still writing one.
+            let complete = log.rfind('\n').map_or("", |end| &log[..end]);
+            if let Some(url) = complete.lines().find_map(|l| {
                 let at = l.find("listening on http://")?;
                 l[at + "listening on ".len()..].split_whitespace().next().map(str::to_owned)
             }) {
