@@ -141,6 +141,34 @@ async fn json_bodies_and_query_arrays_are_sent_as_the_spec_says() {
 }
 
 #[tokio::test]
+async fn text_plain_bodies_reach_the_forge_as_the_raw_string_not_json() {
+    // `renderMarkdownRaw` accepts only text/plain on both forges: they render the body byte
+    // for byte, so a JSON-quoted string would come back rendered with its quotes.
+    let text = "# Title\n\nä \"quoted\" \\ back";
+    for setup in [Setup::gitea(), Setup::forgejo()] {
+        let h = Harness::start(setup).await;
+        let calls = [
+            ("renderMarkdownRaw", json!({"body": text})),
+            (
+                "gitea_call_operation",
+                json!({"operation_id": "renderMarkdownRaw", "arguments": {"body": text}}),
+            ),
+            ("gitea_api_request", json!({"method": "POST", "path": "/markdown/raw", "body": text})),
+        ];
+        for (tool, args) in calls {
+            let c = h.call(tool, args).await;
+            assert_envelope(&c);
+            let r = h.last();
+            assert_eq!(r.operation_id.as_deref(), Some("renderMarkdownRaw"), "{tool}");
+            assert_eq!(r.body, text.as_bytes(), "{tool}: the raw bytes, not a JSON string");
+            assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"), "{tool}");
+            assert!(c.data().as_str().unwrap().starts_with("<p># Title"), "{tool}: {}", c.text);
+        }
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
 async fn attachment_upload_is_multipart_from_base64_and_download_returns_the_bytes() {
     let h = Harness::start(Setup::gitea()).await;
     h.forge.seed_repo("alice", "demo");

@@ -20,8 +20,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use operation::{
-    CollectionFormat, Location, Method, Operation, Paging, Param, PathTemplate, Piece, ResponseKind, Target,
-    ToolDef,
+    BodyEncoding, CollectionFormat, Location, Method, Operation, Paging, Param, PathTemplate, Piece,
+    ResponseKind, Target, ToolDef,
 };
 
 /// Which forge software the spec describes.

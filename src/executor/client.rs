@@ -128,6 +128,9 @@ impl Forge {
             PlanBody::Json(v) => req
                 .header(CONTENT_TYPE, "application/json")
                 .body(serde_json::to_vec(v).expect("a JSON value serializes")),
+            PlanBody::Text(text) => {
+                req.header(CONTENT_TYPE, crate::catalog::BodyEncoding::TEXT_MEDIA_TYPE).body(text.clone())
+            }
             PlanBody::Multipart { fields, files } => {
                 let mut form = reqwest::multipart::Form::new();
                 for (k, v) in fields {
