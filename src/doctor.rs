@@ -53,8 +53,11 @@ pub async fn run(settings: Settings) -> ExitCode {
     };
 
     let detected: Option<Version> = match flavor::detect(&forge, &credential).await {
-        Ok(v) => {
-            r.ok(&format!("{} {} answers at {}", v.flavor().display_name(), v.text, settings.url));
+        Ok(probe) => {
+            let v = probe.version;
+            // A refused token is reported by the token check below.
+            let asked = if probe.token_refused { " (asked without the token, which it refused)" } else { "" };
+            r.ok(&format!("{} {} answers at {}{asked}", v.flavor().display_name(), v.text, settings.url));
             Some(v)
         }
         Err(e) => {

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::{Catalog, Flavor, ToolDef, Version};
 use crate::config::{FlavorChoice, Settings};
+use crate::error::{CallError, ErrorKind};
 use crate::executor::{Forge, flavor};
 use crate::guard::Guard;
 use crate::identity::{Credential, GlobalIdentity};
@@ -50,13 +51,7 @@ impl Server {
             FlavorChoice::Gitea => (Flavor::Gitea, None),
             FlavorChoice::Forgejo => (Flavor::Forgejo, None),
             FlavorChoice::Auto => {
-                let v: Version = flavor::detect(&forge, &credential)
-                    .await
-                    .map_err(|e| {
-                        StartError(format!(
-                            "cannot detect the forge ({e}); fix the URL, or pass --flavor gitea|forgejo to start without asking"
-                        ))
-                    })?;
+                let v = detect(&forge, &credential).await?;
                 (v.flavor(), Some(v))
             }
         };
@@ -114,5 +109,24 @@ impl Server {
     /// Whether `tools/list` shows `tool` to a request that narrowed the policy so.
     pub fn lists(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
         self.policy.lists(narrowing, &self.catalog, tool)
+    }
+}
+
+/// The forge's version for `--flavor auto`. A token the forge refuses stops the start with
+/// words that say so (the version is still asked without it, to name the forge): a server
+/// whose every call would answer 401 is better not started.
+async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, StartError> {
+    match flavor::detect(forge, credential).await {
+        Ok(probe) if probe.token_refused => Err(StartError(format!(
+            "the forge refused GITEA_TOKEN (401): {} {} answers at {}, but not to this token; create a new access token and set GITEA_TOKEN (or unset it to run anonymously)",
+            probe.version.flavor().display_name(),
+            probe.version.text,
+            forge.base()
+        ))),
+        Ok(probe) => Ok(probe.version),
+        Err(CallError::Result(f)) if f.kind == ErrorKind::Unauthorized => Err(StartError(f.message)),
+        Err(e) => Err(StartError(format!(
+            "cannot detect the forge ({e}); fix the URL, or pass --flavor gitea|forgejo to start without asking"
+        ))),
     }
 }
