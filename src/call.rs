@@ -411,11 +411,9 @@ async fn decode(
 
 /// An error the forge answered with: its message, sanitized and truncated, plus a hint.
 fn forge_error(status: u16, kind: ErrorKind, body: &[u8], redactor: &Redactor) -> CallError {
-    let said = redactor.sanitize_message(&status::forge_message(body));
+    let message = status::forge_message(body);
+    let hint = status::hint(status, kind, &message);
+    let said = redactor.sanitize_message(&message);
     let said = if said.is_empty() { "(no message)".to_owned() } else { said };
-    CallError::from_forge(
-        status,
-        kind,
-        format!("{} answered {status}: {said}{}", "the forge", status::hint(kind)),
-    )
+    CallError::from_forge(status, kind, format!("the forge answered {status}: {said}{hint}"))
 }

@@ -266,6 +266,39 @@ async fn every_forge_status_maps_to_its_error_kind_with_the_forge_message() {
 }
 
 #[tokio::test]
+async fn a_merge_answered_please_try_again_later_tells_the_agent_to_retry_shortly() {
+    let h = Harness::start(Setup::gitea()).await;
+    let merge = "/api/v1/repos/alice/demo/pulls/1/merge";
+    let args = json!({"owner": "alice", "repo": "demo", "index": 1, "body": {"do": "merge"}});
+    // Gitea's answer while it still checks whether a new pull request can be merged.
+    let body = br#"{"message":"Please try again later","url":"https://forge.example.invalid/api/swagger"}"#;
+    h.forge.script(Script::once(
+        Some("POST"),
+        merge,
+        respond(405, &[("content-type", "application/json")], body),
+    ));
+    let c = h.call("repoMergePullRequest", args.clone()).await;
+    assert!(c.is_error);
+    assert_eq!((c.json["error"]["status"].as_u64(), c.kind()), (Some(405), "method_not_allowed"));
+    let message = c.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("Please try again later"), "{message}");
+    assert!(message.contains("wait a few seconds and try again"), "{message}");
+    assert!(message.contains("repoGetPullRequest shows `mergeable`"), "{message}");
+    // Other words on the same status keep the plain answer.
+    let body =
+        br#"{"message":"User not allowed to merge PR","url":"https://forge.example.invalid/api/swagger"}"#;
+    h.forge.script(Script::once(
+        Some("POST"),
+        merge,
+        respond(405, &[("content-type", "application/json")], body),
+    ));
+    let c = h.call("repoMergePullRequest", args).await;
+    assert_eq!(c.kind(), "method_not_allowed");
+    assert!(!c.json["error"]["message"].as_str().unwrap().contains("try again"), "{}", c.text);
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn forge_error_messages_lose_tokens_and_authorization_text_and_are_truncated() {
     let h = Harness::start(Setup::gitea()).await;
     let msg = format!(
