@@ -169,6 +169,43 @@ async fn text_plain_bodies_reach_the_forge_as_the_raw_string_not_json() {
 }
 
 #[tokio::test]
+async fn body_field_names_are_matched_regardless_of_case_and_sent_in_the_specs_spelling() {
+    // Gitea's spec says `do`, Forgejo's `Do`; both forges take either. An agent moving between
+    // them is not refused, and each forge receives its own spec's spelling.
+    for (setup, sent, received) in [(Setup::gitea(), "Do", "do"), (Setup::forgejo(), "do", "Do")] {
+        let h = Harness::start(setup).await;
+        let arguments = json!({"owner": "alice", "repo": "demo", "index": 1, "body": {sent: "merge"}});
+        for (tool, args) in [
+            ("repoMergePullRequest", arguments.clone()),
+            ("gitea_call_operation", json!({"operation_id": "repoMergePullRequest", "arguments": arguments})),
+        ] {
+            let c = h.call(tool, args).await;
+            assert_envelope(&c);
+            let r = h.last();
+            assert_eq!(r.operation_id.as_deref(), Some("repoMergePullRequest"));
+            assert_eq!(r.json_body().unwrap(), json!({received: "merge"}), "{tool}");
+        }
+        // Two keys that name one field: refused, not one picked; nothing is sent.
+        let before = h.tool_requests().len();
+        let c = h
+            .call(
+                "repoMergePullRequest",
+                json!({"owner": "alice", "repo": "demo", "index": 1, "body": {"do": "merge", "Do": "squash"}}),
+            )
+            .await;
+        assert_eq!(c.kind(), "invalid_arguments", "{}", c.text);
+        assert!(c.json["error"]["path"].as_str().unwrap().starts_with("/body/"), "{}", c.text);
+        assert!(
+            c.json["error"]["message"].as_str().unwrap().contains("regardless of letter case"),
+            "{}",
+            c.text
+        );
+        assert_eq!(h.tool_requests().len(), before);
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
 async fn attachment_upload_is_multipart_from_base64_and_download_returns_the_bytes() {
     let h = Harness::start(Setup::gitea()).await;
     h.forge.seed_repo("alice", "demo");

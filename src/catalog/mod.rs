@@ -6,6 +6,7 @@
 
 pub mod attachment_tool;
 pub mod discovery_tools;
+pub(crate) mod fields;
 pub mod fixes;
 pub mod meanings;
 pub mod operation;

@@ -426,6 +426,8 @@ pub struct ToolDef {
     pub input_schema: Arc<Map<String, Value>>,
     /// The same schema with descriptions cut to their first sentence, for `tools/list`.
     pub listed_schema: Arc<Map<String, Value>>,
+    /// The body's field names regardless of letter case (`None`: nothing to rename).
+    pub(crate) body_fields: Option<super::fields::Shape>,
     pub annotations: Annotations,
     pub validator: jsonschema::Validator,
     pub target: Target,
@@ -453,6 +455,10 @@ impl ToolDef {
             description: describe(raw, &op, meaning, flavor),
             details: raw.description.trim().to_owned(),
             listed_schema: Arc::new(schema::lean(&input_schema)),
+            body_fields: input_schema
+                .get("properties")
+                .and_then(|p| p.get("body"))
+                .and_then(super::fields::Shape::of),
             input_schema: Arc::new(input_schema),
             annotations: Annotations::for_method(op.method),
             validator,
@@ -480,6 +486,7 @@ impl ToolDef {
             details: String::new(),
             description,
             listed_schema: schema.clone(),
+            body_fields: None,
             input_schema: schema,
             annotations,
             validator,
