@@ -80,6 +80,26 @@ async fn tools_works_offline_with_a_flavor_and_prints_json_definitions() {
 }
 
 #[tokio::test]
+async fn tools_with_an_explicit_flavor_needs_no_url_and_no_token() {
+    // The environment is empty: no GITEA_URL, no GITEA_TOKEN.
+    let o = run(&["tools", "--flavor", "gitea"], &[]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout(&o).lines().count(), support::DEFAULT_TOOL_COUNT);
+    let o = run(&["tools", "--json", "--toolsets", "all"], &[("GITEA_FLAVOR", "forgejo")]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap().as_array().unwrap().len(), 511);
+    let o = run(&["tools", "--flavor", "forgejo", "--list-toolsets"], &[]).await;
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("`activitypub`"), "{}", stdout(&o));
+    // `auto` asks the forge, so it needs the URL, and says how to give it.
+    for args in [&["tools"][..], &["doctor"][..], &["serve"][..]] {
+        let o = run(args, &[]).await;
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("GITEA_URL"), "{args:?}");
+    }
+}
+
+#[tokio::test]
 async fn call_prints_the_result_and_exits_by_outcome() {
     let forge = FakeForge::start(Options::default()).await;
     forge.seed_repo("alice", "demo");

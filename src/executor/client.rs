@@ -82,10 +82,11 @@ impl Forge {
         &self.base
     }
 
-    /// The client the settings describe (URL, body limits, timeouts).
+    /// The client the settings describe (URL, body limits, timeouts); fails without a URL.
     pub fn from_settings(s: &crate::config::Settings) -> Result<Forge, String> {
         let limits = Limits { max_binary: s.max_binary_bytes, max_response: s.max_response_bytes };
-        Forge::new(s.url.clone(), limits, s.connect_timeout, s.timeout)
+        let url = s.forge_url().map_err(|e| e.to_string())?;
+        Forge::new(url.clone(), limits, s.connect_timeout, s.timeout)
     }
 
     /// The full URL of a plan (for direct comparisons in benchmarks and tests).
