@@ -401,9 +401,7 @@ impl Settings {
             stream_stall_timeout: seconds("--stream-stall-timeout", args.stream_stall_timeout)?,
         })
     }
-}
 
-impl Settings {
     /// The forge's base URL, or the words to set one: every command needs it but `tools`
     /// with `--flavor gitea|forgejo`, which asks no forge.
     pub fn forge_url(&self) -> Result<&Url, ConfigError> {
