@@ -62,7 +62,7 @@ pub async fn run(
     let guard = server.guard.for_call(caller.secret().into_iter().collect());
     // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
     //    discovery tools answer from the catalog, or name the operation to run.
-    let (tool, args, reached) = match which(server, narrowing, name, args.unwrap_or_default()) {
+    let (tool, mut args, reached) = match which(server, narrowing, name, args.unwrap_or_default()) {
         Ok(Which::Answer(value)) => return guard.answer(value),
         Ok(Which::Run { tool, args, reached }) => (tool, args, reached),
         Err(e) => return Err(guard.error(e)),
@@ -77,7 +77,7 @@ pub async fn run(
     let issues_credentials = credential_ops::issues_credentials(operation_id);
     // 3.–6. validate, plan, send, decode.
     let mut fetched =
-        fetch(server, tool, &args, reached, &credential, &guard).await.map_err(|e| guard.error(e))?;
+        fetch(server, tool, &mut args, reached, &credential, &guard).await.map_err(|e| guard.error(e))?;
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
     // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
@@ -163,12 +163,14 @@ impl Fetched {
 async fn fetch(
     server: &Server,
     tool: &ToolDef,
-    args: &Map<String, Value>,
+    args: &mut Map<String, Value>,
     reached: Option<&ToolDef>,
     credential: &Credential,
     guard: &CallGuard,
 ) -> Result<Fetched, CallError> {
-    // 3. valid? against the tool's JSON Schema, before anything is sent.
+    // 3. valid? body field names in the spec's spelling (the forges take any letter case),
+    //    then against the tool's JSON Schema, before anything is sent.
+    args::fields::normalize(tool, args)?;
     args::validate::validate(tool, args)?;
     // 4. plan: encoded path, query, body or multipart.
     let plan = plan(server, tool, args, reached)?;
@@ -216,9 +218,10 @@ pub async fn run_reads(
     let mut first: Option<Fetched> = None;
     let mut datas = Vec::with_capacity(reads.len());
     let mut elided = Elided::default();
-    for (tool, read) in tools.into_iter().zip(reads) {
-        let mut got =
-            fetch(server, tool, &read.args, None, &credential, &guard).await.map_err(|e| guard.error(e))?;
+    for (tool, mut read) in tools.into_iter().zip(reads) {
+        let mut got = fetch(server, tool, &mut read.args, None, &credential, &guard)
+            .await
+            .map_err(|e| guard.error(e))?;
         datas.push(std::mem::take(&mut got.data));
         elided.merge(std::mem::take(&mut got.elided).under(read.at));
         first.get_or_insert(got);
@@ -411,11 +414,9 @@ async fn decode(
 
 /// An error the forge answered with: its message, sanitized and truncated, plus a hint.
 fn forge_error(status: u16, kind: ErrorKind, body: &[u8], redactor: &Redactor) -> CallError {
-    let said = redactor.sanitize_message(&status::forge_message(body));
+    let message = status::forge_message(body);
+    let hint = status::hint(status, kind, &message);
+    let said = redactor.sanitize_message(&message);
     let said = if said.is_empty() { "(no message)".to_owned() } else { said };
-    CallError::from_forge(
-        status,
-        kind,
-        format!("{} answered {status}: {said}{}", "the forge", status::hint(kind)),
-    )
+    CallError::from_forge(status, kind, format!("the forge answered {status}: {said}{hint}"))
 }

@@ -38,7 +38,7 @@ pub enum Command {
     Serve,
     /// Print the tools that `serve` would offer with the same settings.
     ///
-    /// Works offline when --flavor is gitea or forgejo.
+    /// Works offline, without a URL or token, when --flavor is gitea or forgejo.
     Tools {
         /// Print the full tool definitions as JSON (the `tools` array of tools/list).
         #[arg(long)]
@@ -227,8 +227,9 @@ pub struct CommonArgs {
 /// Resolved settings: checked, typed, secrets wrapped.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Base URL of the forge with a trailing `/`, without `/api/v1`.
-    pub url: Url,
+    /// Base URL of the forge with a trailing `/`, without `/api/v1`; `None` when none was
+    /// given, which only `tools` with an explicit flavor accepts (see `forge_url`).
+    pub url: Option<Url>,
     pub token: Option<SecretString>,
     pub flavor: FlavorChoice,
     pub spec: Option<PathBuf>,
@@ -281,14 +282,13 @@ pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 impl Settings {
     /// Resolve the raw arguments, reading the alternative environment names through `env`.
     pub fn resolve(args: CommonArgs, env: EnvLookup<'_>) -> Result<Settings, ConfigError> {
-        let url_text = args
+        let url = args
             .url
+            .filter(|u| !u.trim().is_empty())
             .or_else(|| non_empty(env("GITEA_HOST")))
             .or_else(|| non_empty(env("FORGEJO_URL")))
-            .ok_or_else(|| {
-                ConfigError("no forge URL: pass --url https://gitea.example.com or set GITEA_URL".into())
-            })?;
-        let url = parse_base_url(&url_text)?;
+            .map(|text| parse_base_url(&text))
+            .transpose()?;
 
         let token = match (args.token, &args.token_file) {
             (Some(t), _) if !t.expose_secret().trim().is_empty() => {
@@ -401,6 +401,14 @@ impl Settings {
             stream_stall_timeout: seconds("--stream-stall-timeout", args.stream_stall_timeout)?,
         })
     }
+
+    /// The forge's base URL, or the words to set one: every command needs it but `tools`
+    /// with `--flavor gitea|forgejo`, which asks no forge.
+    pub fn forge_url(&self) -> Result<&Url, ConfigError> {
+        self.url.as_ref().ok_or_else(|| {
+            ConfigError("no forge URL: pass --url https://gitea.example.com or set GITEA_URL".into())
+        })
+    }
 }
 
 fn clean_list(v: Vec<String>) -> Vec<String> {
@@ -483,7 +491,7 @@ mod tests {
             _ => None,
         };
         let s = Settings::resolve(args(&[]), &env).unwrap();
-        assert_eq!(s.url.as_str(), "https://f.example/");
+        assert_eq!(s.forge_url().unwrap().as_str(), "https://f.example/");
         assert_eq!(s.token.unwrap().expose_secret(), "abc");
     }
 
@@ -495,14 +503,15 @@ mod tests {
         let env = |_: &str| Some("https://ignored.example".to_owned());
         let a = args(&["--url", "https://flag.example", "--token-file", f.to_str().unwrap()]);
         let s = Settings::resolve(a, &env).unwrap();
-        assert_eq!(s.url.as_str(), "https://flag.example/");
+        assert_eq!(s.forge_url().unwrap().as_str(), "https://flag.example/");
         assert_eq!(s.token.unwrap().expose_secret(), "filetoken");
     }
 
     #[test]
-    fn missing_url_says_how_to_set_it() {
-        let e = Settings::resolve(args(&[]), &|_| None).unwrap_err();
-        assert!(e.to_string().contains("GITEA_URL"));
+    fn missing_url_says_how_to_set_it_when_it_is_needed() {
+        let s = Settings::resolve(args(&[]), &|_| None).unwrap();
+        assert!(s.url.is_none());
+        assert!(s.forge_url().unwrap_err().to_string().contains("GITEA_URL"));
     }
 
     #[test]

@@ -30,7 +30,14 @@ impl Report {
 /// Run every check; exit 1 when one failed.
 pub async fn run(settings: Settings) -> ExitCode {
     let mut r = Report { failed: false };
-    r.ok(&format!("forge URL {}", settings.url));
+    let url = match settings.forge_url() {
+        Ok(u) => u.clone(),
+        Err(e) => {
+            r.fail(&e.to_string());
+            return ExitCode::FAILURE;
+        }
+    };
+    r.ok(&format!("forge URL {url}"));
     let forge = match Forge::from_settings(&settings) {
         Ok(f) => f,
         Err(e) => {
@@ -53,8 +60,11 @@ pub async fn run(settings: Settings) -> ExitCode {
     };
 
     let detected: Option<Version> = match flavor::detect(&forge, &credential).await {
-        Ok(v) => {
-            r.ok(&format!("{} {} answers at {}", v.flavor().display_name(), v.text, settings.url));
+        Ok(probe) => {
+            let v = probe.version;
+            // A refused token is reported by the token check below.
+            let asked = if probe.token_refused { " (asked without the token, which it refused)" } else { "" };
+            r.ok(&format!("{} {} answers at {url}{asked}", v.flavor().display_name(), v.text));
             Some(v)
         }
         Err(e) => {

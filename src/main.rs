@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use clap::Parser;
 
-use aegis_gitea_mcp::config::{Cli, Command, Settings, TransportChoice};
+use aegis_gitea_mcp::config::{Cli, Command, FlavorChoice, Settings, TransportChoice};
 use aegis_gitea_mcp::error::Outcome;
-use aegis_gitea_mcp::mcp::McpHandler;
-use aegis_gitea_mcp::server::Server;
-use aegis_gitea_mcp::{call, doctor, transport};
+use aegis_gitea_mcp::mcp::{McpHandler, tool_list};
+use aegis_gitea_mcp::policy::Policy;
+use aegis_gitea_mcp::server::{Server, catalog_for};
+use aegis_gitea_mcp::{call, catalog, doctor, transport};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -22,14 +23,23 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let command = cli.command.unwrap_or(Command::Serve);
+    // Every command talks to the forge but `tools` with an explicit flavor.
+    let offline = matches!(command, Command::Tools { .. }) && settings.flavor != FlavorChoice::Auto;
+    if let (false, Err(e)) = (offline, settings.forge_url()) {
+        eprintln!("aegis-gitea-mcp: {e}");
+        return ExitCode::from(2);
+    }
     init_logging(&log_level, &settings);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    runtime.block_on(run(cli.command.unwrap_or(Command::Serve), settings))
+    runtime.block_on(run(command, settings))
 }
 
 async fn run(command: Command, settings: Settings) -> ExitCode {
-    if let Command::Doctor = command {
-        return doctor::run(settings).await;
+    match command {
+        Command::Doctor => return doctor::run(settings).await,
+        Command::Tools { json, list_toolsets } => return tools(settings, json, list_toolsets).await,
+        _ => {}
     }
     let server = match Server::start(settings).await {
         Ok(s) => Arc::new(s),
@@ -66,19 +76,6 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                 }
             },
         },
-        Command::Tools { json, list_toolsets } => {
-            let handler = McpHandler::new(server.clone());
-            if list_toolsets {
-                print!("{}", aegis_gitea_mcp::catalog::toolsets::table(&[&server.catalog]));
-            } else if json {
-                println!("{}", handler.tools_json_pretty());
-            } else {
-                for (name, summary) in handler.tool_summaries() {
-                    println!("{name:<45} {summary}");
-                }
-            }
-            ExitCode::SUCCESS
-        }
         Command::Call { tool, args } => {
             let args = match serde_json::from_str::<serde_json::Value>(&args) {
                 Ok(serde_json::Value::Object(m)) => m,
@@ -110,8 +107,30 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                 }
             }
         }
-        Command::Doctor => unreachable!("handled above"),
+        Command::Doctor | Command::Tools { .. } => unreachable!("handled above"),
     }
+}
+
+/// `tools`: what `serve` would list, or the toolsets. With `--flavor gitea|forgejo` no forge
+/// is asked, so neither a URL nor a token is needed.
+async fn tools(settings: Settings, json: bool, list_toolsets: bool) -> ExitCode {
+    let built = match settings.flavor {
+        FlavorChoice::Auto => Server::start(settings.clone()).await.map(|s| s.catalog.clone()),
+        FlavorChoice::Gitea | FlavorChoice::Forgejo => catalog_for(&settings, None).map(Arc::new),
+    };
+    let catalog = match built {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("aegis-gitea-mcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if list_toolsets {
+        print!("{}", catalog::toolsets::table(&[&catalog]));
+    } else {
+        print!("{}", tool_list::printout(&catalog, &Policy::from_settings(&settings), json));
+    }
+    ExitCode::SUCCESS
 }
 
 /// Logs go to stderr (stdout is the protocol channel over stdio), through exact redaction

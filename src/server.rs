@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::{Catalog, Flavor, ToolDef, Version};
 use crate::config::{FlavorChoice, Settings};
+use crate::error::{CallError, ErrorKind};
 use crate::executor::{Forge, flavor};
 use crate::guard::Guard;
 use crate::identity::{Credential, GlobalIdentity};
@@ -46,41 +47,13 @@ impl Server {
             Some(t) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}")))?,
             None => Credential::anonymous(),
         };
-        let (flavor, version) = match settings.flavor {
-            FlavorChoice::Gitea => (Flavor::Gitea, None),
-            FlavorChoice::Forgejo => (Flavor::Forgejo, None),
-            FlavorChoice::Auto => {
-                let v: Version = flavor::detect(&forge, &credential)
-                    .await
-                    .map_err(|e| {
-                        StartError(format!(
-                            "cannot detect the forge ({e}); fix the URL, or pass --flavor gitea|forgejo to start without asking"
-                        ))
-                    })?;
-                (v.flavor(), Some(v))
-            }
-        };
-        let spec_bytes: std::borrow::Cow<'static, [u8]> = match &settings.spec {
-            Some(path) => std::fs::read(path)
-                .map_err(|e| StartError(format!("cannot read the spec {}: {}", path.display(), e.kind())))?
-                .into(),
-            None => flavor.embedded_spec().into(),
+        let detected = match settings.flavor {
+            FlavorChoice::Auto => Some(detect(&forge, &credential).await?),
+            FlavorChoice::Gitea | FlavorChoice::Forgejo => None,
         };
         let started = Instant::now();
-        let catalog = Catalog::build(&spec_bytes, flavor, version)
-            .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
+        let catalog = catalog_for(&settings, detected)?;
         let catalog_build = started.elapsed();
-        for (setting, names) in
-            [("DISABLED_TOOLS", &settings.disabled_tools), ("ENABLED_TOOLS", &settings.enabled_tools)]
-        {
-            let unknown: Vec<&String> = names.iter().filter(|n| catalog.get(n).is_none()).collect();
-            if !unknown.is_empty() {
-                tracing::warn!(
-                    "{setting} names tools this {} spec does not have: {unknown:?}",
-                    flavor.display_name()
-                );
-            }
-        }
         if settings.extra_secrets.iter().any(|s| secrecy::ExposeSecret::expose_secret(s).chars().count() < 4)
         {
             tracing::warn!(
@@ -114,5 +87,60 @@ impl Server {
     /// Whether `tools/list` shows `tool` to a request that narrowed the policy so.
     pub fn lists(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
         self.policy.lists(narrowing, &self.catalog, tool)
+    }
+}
+
+/// The catalog the settings describe: the tools of the flavor they name, or of the forge's
+/// `detected` version (`--flavor auto`), from the embedded spec or `--spec`. No network
+/// access, so `tools --flavor gitea|forgejo` needs neither a URL nor a token.
+pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Catalog, StartError> {
+    let flavor = match (settings.flavor, &detected) {
+        (_, Some(v)) => v.flavor(),
+        (FlavorChoice::Gitea, None) => Flavor::Gitea,
+        (FlavorChoice::Forgejo, None) => Flavor::Forgejo,
+        (FlavorChoice::Auto, None) => {
+            return Err(StartError(
+                "--flavor auto asks the forge which it is: pass --url (or set GITEA_URL), or pass --flavor gitea|forgejo".into(),
+            ));
+        }
+    };
+    let spec_bytes: std::borrow::Cow<'static, [u8]> = match &settings.spec {
+        Some(path) => std::fs::read(path)
+            .map_err(|e| StartError(format!("cannot read the spec {}: {}", path.display(), e.kind())))?
+            .into(),
+        None => flavor.embedded_spec().into(),
+    };
+    let catalog = Catalog::build(&spec_bytes, flavor, detected)
+        .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
+    for (setting, names) in
+        [("DISABLED_TOOLS", &settings.disabled_tools), ("ENABLED_TOOLS", &settings.enabled_tools)]
+    {
+        let unknown: Vec<&String> = names.iter().filter(|n| catalog.get(n).is_none()).collect();
+        if !unknown.is_empty() {
+            tracing::warn!(
+                "{setting} names tools this {} spec does not have: {unknown:?}",
+                flavor.display_name()
+            );
+        }
+    }
+    Ok(catalog)
+}
+
+/// The forge's version for `--flavor auto`. A token the forge refuses stops the start with
+/// words that say so (the version is still asked without it, to name the forge): a server
+/// whose every call would answer 401 is better not started.
+async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, StartError> {
+    match flavor::detect(forge, credential).await {
+        Ok(probe) if probe.token_refused => Err(StartError(format!(
+            "the forge refused GITEA_TOKEN (401): {} {} answers at {}, but not to this token; create a new access token and set GITEA_TOKEN (or unset it to run anonymously)",
+            probe.version.flavor().display_name(),
+            probe.version.text,
+            forge.base()
+        ))),
+        Ok(probe) => Ok(probe.version),
+        Err(CallError::Result(f)) if f.kind == ErrorKind::Unauthorized => Err(StartError(f.message)),
+        Err(e) => Err(StartError(format!(
+            "cannot detect the forge ({e}); fix the URL, or pass --flavor gitea|forgejo to start without asking"
+        ))),
     }
 }

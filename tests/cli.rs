@@ -2,7 +2,7 @@
 
 mod support;
 
-use fake_forge::{FakeForge, Flavor, Options};
+use fake_forge::{FakeForge, Flavor, Options, Script, ScriptedResponse};
 use serde_json::Value;
 use std::process::Output;
 use support::{ALICE_TOKEN, bin};
@@ -80,6 +80,26 @@ async fn tools_works_offline_with_a_flavor_and_prints_json_definitions() {
 }
 
 #[tokio::test]
+async fn tools_with_an_explicit_flavor_needs_no_url_and_no_token() {
+    // The environment is empty: no GITEA_URL, no GITEA_TOKEN.
+    let o = run(&["tools", "--flavor", "gitea"], &[]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout(&o).lines().count(), support::DEFAULT_TOOL_COUNT);
+    let o = run(&["tools", "--json", "--toolsets", "all"], &[("GITEA_FLAVOR", "forgejo")]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap().as_array().unwrap().len(), 511);
+    let o = run(&["tools", "--flavor", "forgejo", "--list-toolsets"], &[]).await;
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("`activitypub`"), "{}", stdout(&o));
+    // `auto` asks the forge, so it needs the URL, and says how to give it.
+    for args in [&["tools"][..], &["doctor"][..], &["serve"][..]] {
+        let o = run(args, &[]).await;
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("GITEA_URL"), "{args:?}");
+    }
+}
+
+#[tokio::test]
 async fn call_prints_the_result_and_exits_by_outcome() {
     let forge = FakeForge::start(Options::default()).await;
     forge.seed_repo("alice", "demo");
@@ -150,6 +170,74 @@ async fn serve_with_auto_flavor_and_no_forge_fails_fast_with_a_hint() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--flavor"), "{err}");
+}
+
+/// Forgejo answers 401 to `/api/v1/version` itself when the token is wrong (Gitea answers).
+fn refusal() -> ScriptedResponse {
+    ScriptedResponse::json(401, &serde_json::json!({"message": "user does not exist [uid: 0, name: ]"}))
+}
+
+#[tokio::test]
+async fn serve_with_a_refused_token_says_so_and_names_the_forge_instead_of_doubting_the_url() {
+    let forge = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    let url = forge.base_url();
+    let o = run(&["serve", "--url", &url], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the forge refused GITEA_TOKEN (401)"), "{err}");
+    assert!(err.contains("Forgejo 16.0.1+gitea-1.22.0"), "{err}");
+    assert!(!err.contains("Gitea or Forgejo instance") && !err.contains("wrong-token-xyz"), "{err}");
+    // Asked with the token, refused, asked again without it.
+    let asked: Vec<Option<String>> = forge
+        .requests()
+        .iter()
+        .filter(|r| r.raw_path == "/api/v1/version")
+        .map(|r| r.header("authorization").map(str::to_owned))
+        .collect();
+    assert_eq!(asked, [Some("token wrong-token-xyz".to_owned()), None]);
+
+    // A forge that tells its version to nobody without a token: the words say that.
+    let gitea = FakeForge::start(Options::default()).await;
+    gitea.script(Script::always(Some("GET"), "/api/v1/version", refusal()));
+    let o = run(&["serve", "--url", &gitea.base_url()], &[]).await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("only to signed-in users") && err.contains("--flavor"), "{err}");
+    assert!(!err.contains("Gitea or Forgejo instance"), "{err}");
+}
+
+#[tokio::test]
+async fn doctor_with_a_refused_token_reports_the_right_flavor_and_the_refusal() {
+    for (flavor, forge_says, tools) in [
+        (Flavor::Forgejo, "ok    Forgejo 16.0.1+gitea-1.22.0 answers at", "511 tools from the Forgejo"),
+        (Flavor::Gitea, "ok    Gitea 1.27.0 answers at", "487 tools from the Gitea"),
+    ] {
+        let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
+        let o = run(&["doctor", "--url", &forge.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
+        let text = stdout(&o);
+        assert_eq!(o.status.code(), Some(1), "{text}");
+        assert!(text.contains(forge_says) && text.contains(tools), "{flavor:?}: {text}");
+        // Only Forgejo refuses the token on /version; Gitea tells its version anyway.
+        assert_eq!(text.contains("asked without the token"), flavor == Flavor::Forgejo, "{text}");
+        assert!(text.contains("FAIL  the forge refused the token (401)"), "{text}");
+        assert!(!text.contains("wrong-token-xyz"), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn doctor_finds_forgejo_at_its_own_version_route_when_api_v1_version_refuses_everyone() {
+    let forge = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    forge.script(Script::always(Some("GET"), "/api/v1/version", refusal()));
+    let o = run(&["doctor", "--url", &forge.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
+    let text = stdout(&o);
+    assert!(text.contains("ok    Forgejo 16.0.1+gitea-1.22.0 answers at"), "{text}");
+    assert!(text.contains("511 tools from the Forgejo"), "{text}");
+    let own = forge.requests().into_iter().find(|r| r.raw_path == "/api/forgejo/v1/version");
+    assert_eq!(
+        own.expect("asked Forgejo's own route").header("authorization"),
+        None,
+        "sent without the token"
+    );
 }
 
 #[tokio::test]

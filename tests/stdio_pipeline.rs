@@ -141,6 +141,71 @@ async fn json_bodies_and_query_arrays_are_sent_as_the_spec_says() {
 }
 
 #[tokio::test]
+async fn text_plain_bodies_reach_the_forge_as_the_raw_string_not_json() {
+    // `renderMarkdownRaw` accepts only text/plain on both forges: they render the body byte
+    // for byte, so a JSON-quoted string would come back rendered with its quotes.
+    let text = "# Title\n\nä \"quoted\" \\ back";
+    for setup in [Setup::gitea(), Setup::forgejo()] {
+        let h = Harness::start(setup).await;
+        let calls = [
+            ("renderMarkdownRaw", json!({"body": text})),
+            (
+                "gitea_call_operation",
+                json!({"operation_id": "renderMarkdownRaw", "arguments": {"body": text}}),
+            ),
+            ("gitea_api_request", json!({"method": "POST", "path": "/markdown/raw", "body": text})),
+        ];
+        for (tool, args) in calls {
+            let c = h.call(tool, args).await;
+            assert_envelope(&c);
+            let r = h.last();
+            assert_eq!(r.operation_id.as_deref(), Some("renderMarkdownRaw"), "{tool}");
+            assert_eq!(r.body, text.as_bytes(), "{tool}: the raw bytes, not a JSON string");
+            assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"), "{tool}");
+            assert!(c.data().as_str().unwrap().starts_with("<p># Title"), "{tool}: {}", c.text);
+        }
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn body_field_names_are_matched_regardless_of_case_and_sent_in_the_specs_spelling() {
+    // Gitea's spec says `do`, Forgejo's `Do`; both forges take either. An agent moving between
+    // them is not refused, and each forge receives its own spec's spelling.
+    for (setup, sent, received) in [(Setup::gitea(), "Do", "do"), (Setup::forgejo(), "do", "Do")] {
+        let h = Harness::start(setup).await;
+        let arguments = json!({"owner": "alice", "repo": "demo", "index": 1, "body": {sent: "merge"}});
+        for (tool, args) in [
+            ("repoMergePullRequest", arguments.clone()),
+            ("gitea_call_operation", json!({"operation_id": "repoMergePullRequest", "arguments": arguments})),
+        ] {
+            let c = h.call(tool, args).await;
+            assert_envelope(&c);
+            let r = h.last();
+            assert_eq!(r.operation_id.as_deref(), Some("repoMergePullRequest"));
+            assert_eq!(r.json_body().unwrap(), json!({received: "merge"}), "{tool}");
+        }
+        // Two keys that name one field: refused, not one picked; nothing is sent.
+        let before = h.tool_requests().len();
+        let c = h
+            .call(
+                "repoMergePullRequest",
+                json!({"owner": "alice", "repo": "demo", "index": 1, "body": {"do": "merge", "Do": "squash"}}),
+            )
+            .await;
+        assert_eq!(c.kind(), "invalid_arguments", "{}", c.text);
+        assert!(c.json["error"]["path"].as_str().unwrap().starts_with("/body/"), "{}", c.text);
+        assert!(
+            c.json["error"]["message"].as_str().unwrap().contains("regardless of letter case"),
+            "{}",
+            c.text
+        );
+        assert_eq!(h.tool_requests().len(), before);
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
 async fn attachment_upload_is_multipart_from_base64_and_download_returns_the_bytes() {
     let h = Harness::start(Setup::gitea()).await;
     h.forge.seed_repo("alice", "demo");
@@ -234,6 +299,39 @@ async fn every_forge_status_maps_to_its_error_kind_with_the_forge_message() {
             c.text
         );
     }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_merge_answered_please_try_again_later_tells_the_agent_to_retry_shortly() {
+    let h = Harness::start(Setup::gitea()).await;
+    let merge = "/api/v1/repos/alice/demo/pulls/1/merge";
+    let args = json!({"owner": "alice", "repo": "demo", "index": 1, "body": {"do": "merge"}});
+    // Gitea's answer while it still checks whether a new pull request can be merged.
+    let body = br#"{"message":"Please try again later","url":"https://forge.example.invalid/api/swagger"}"#;
+    h.forge.script(Script::once(
+        Some("POST"),
+        merge,
+        respond(405, &[("content-type", "application/json")], body),
+    ));
+    let c = h.call("repoMergePullRequest", args.clone()).await;
+    assert!(c.is_error);
+    assert_eq!((c.json["error"]["status"].as_u64(), c.kind()), (Some(405), "method_not_allowed"));
+    let message = c.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("Please try again later"), "{message}");
+    assert!(message.contains("wait a few seconds and try again"), "{message}");
+    assert!(message.contains("repoGetPullRequest shows `mergeable`"), "{message}");
+    // Other words on the same status keep the plain answer.
+    let body =
+        br#"{"message":"User not allowed to merge PR","url":"https://forge.example.invalid/api/swagger"}"#;
+    h.forge.script(Script::once(
+        Some("POST"),
+        merge,
+        respond(405, &[("content-type", "application/json")], body),
+    ));
+    let c = h.call("repoMergePullRequest", args).await;
+    assert_eq!(c.kind(), "method_not_allowed");
+    assert!(!c.json["error"]["message"].as_str().unwrap().contains("try again"), "{}", c.text);
     h.stop().await;
 }
 

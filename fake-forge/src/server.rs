@@ -5,8 +5,8 @@
 //! ones stuck in a hanging or endless scripted response.
 //!
 //! Pipeline of one request: read it whole; route it; record it; then answer with, in order, a
-//! matching script, the attachment download, 404/405 from the router, authentication errors,
-//! the model, or the spec-driven fallback.
+//! matching script, the attachment download, Forgejo's own version route, 404/405 from the
+//! router, authentication errors, the model, or the spec-driven fallback.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -22,7 +22,6 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::Options;
 use crate::auth::{Caller, caller};
 use crate::model::{Ctx, Model, serve_attachment};
 use crate::paging::RequestUri;
@@ -31,6 +30,7 @@ use crate::reply::{Body, Reply};
 use crate::router::RouteMatch;
 use crate::script::{Script, StreamCounters, play, take_match};
 use crate::spec::{Api, api};
+use crate::{Flavor, Options};
 
 /// State shared by the handle and every connection.
 pub(crate) struct Shared {
@@ -184,6 +184,13 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
     {
         return serve_attachment(&shared.model.lock().unwrap(), root, uuid);
     }
+    let who = caller(rec.header("authorization"), &shared.opts.users);
+    if rec.raw_path == FORGEJO_VERSION && method == "GET" && shared.opts.flavor == Flavor::Forgejo {
+        return match who {
+            Caller::Invalid => Reply::error(401, root, "user does not exist [uid: 0, name: ]"),
+            _ => Reply::json(200, &json!({"version": shared.version})),
+        };
+    }
     let (op, params) = match routed {
         RouteMatch::Found { op, params } => (&shared.api.ops[op], params),
         RouteMatch::MethodNotAllowed => return Reply::empty(405),
@@ -192,7 +199,9 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
             return Reply::json(404, &json!({"errors": null, "message": "not found", "url": url}));
         }
     };
-    let login = match caller(rec.header("authorization"), &shared.opts.users) {
+    let login = match who {
+        // Gitea tells its version whatever the token; Forgejo refuses a bad token even there.
+        Caller::Invalid if op.id == "getVersion" && shared.opts.flavor == Flavor::Gitea => None,
         Caller::Invalid => return Reply::error(401, root, "user does not exist [uid: 0, name: ]"),
         Caller::Anonymous if method != "GET" && method != "HEAD" => {
             return Reply::error(401, root, "token is required");
@@ -216,6 +225,9 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
     let reply = shared.model.lock().unwrap().handle(&cx);
     reply.unwrap_or_else(|| op.fallback.reply(op.paginated))
 }
+
+/// Forgejo's own API serves the version outside `/api/v1` too (Gitea has no such route).
+pub(crate) const FORGEJO_VERSION: &str = "/api/forgejo/v1/version";
 
 /// Paths under this prefix control the fake itself and are never recorded.
 pub(crate) const CONTROL_PREFIX: &str = "/_fake/";

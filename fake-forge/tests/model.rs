@@ -52,6 +52,24 @@ async fn forgejo_version_and_admins() {
     assert_eq!(me.json()["is_admin"], true);
 }
 
+#[tokio::test]
+async fn a_bad_token_is_refused_on_forgejo_version_but_not_on_giteas() {
+    let bad = [("Authorization", "token nope")];
+    let gitea = FakeForge::start(Options::default()).await;
+    let v = send(gitea.addr(), "GET", "/api/v1/version", &bad, b"").await;
+    assert_eq!((v.status, v.json()["version"].clone()), (200, json!("1.27.0")));
+    assert_eq!(send(gitea.addr(), "GET", "/api/forgejo/v1/version", &[], b"").await.status, 404);
+
+    let forgejo = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    let a = forgejo.addr();
+    assert_eq!(send(a, "GET", "/api/v1/version", &bad, b"").await.status, 401);
+    assert_eq!(send(a, "GET", "/api/forgejo/v1/version", &bad, b"").await.status, 401);
+    for path in ["/api/v1/version", "/api/forgejo/v1/version"] {
+        let v = send(a, "GET", path, &[], b"").await;
+        assert_eq!((v.status, v.json()["version"].clone()), (200, json!("16.0.1+gitea-1.22.0")), "{path}");
+    }
+}
+
 fn link_of(resp: &common::Response) -> String {
     resp.header("link").unwrap_or("").to_string()
 }

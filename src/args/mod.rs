@@ -1,9 +1,11 @@
 //! Arguments: from the JSON a client sent to a `CallPlan` the executor can send.
 //!
-//! Raw and resolved are different types: `validate` checks the JSON arguments against the
-//! tool's schema, and only then can `plan` build a `CallPlan` (encoded path, query pairs,
-//! body or multipart parts). Nothing in a `CallPlan` needs checking again.
+//! Raw and resolved are different types: `fields` spells body field names as the spec does,
+//! `validate` checks the JSON arguments against the tool's schema, and only then can `plan`
+//! build a `CallPlan` (encoded path, query pairs, body or multipart parts). Nothing in a
+//! `CallPlan` needs checking again.
 
+pub(crate) mod fields;
 pub mod plan;
 pub mod raw;
 pub mod upload;

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::upload::{self, FilePart};
-use crate::catalog::{Location, Method, Operation, ResponseKind};
+use crate::catalog::{BodyEncoding, Location, Method, Operation, ResponseKind};
 use crate::error::CallError;
 use crate::executor::path;
 
@@ -12,7 +12,12 @@ use crate::executor::path;
 pub enum PlanBody {
     None,
     Json(Value),
-    Multipart { fields: Vec<(String, String)>, files: Vec<(String, FilePart)> },
+    /// Sent as it is, as `text/plain` (an operation that accepts only text).
+    Text(String),
+    Multipart {
+        fields: Vec<(String, String)>,
+        files: Vec<(String, FilePart)>,
+    },
 }
 
 /// The page a paged call asked for.
@@ -77,7 +82,7 @@ pub fn for_operation(
         match p.location {
             Location::Path => {}
             Location::Query => push_query(&mut query, &p.name, v, p.collection.and_then(|c| c.separator())),
-            Location::Body => json_body = Some(v.clone()),
+            Location::Body => json_body = Some(encode_body(op.body, v)),
             Location::FormField => fields.push((p.name.clone(), scalar(v))),
             Location::FormFile => {
                 let obj = v.as_object().cloned().unwrap_or_default();
@@ -88,7 +93,7 @@ pub fn for_operation(
     let body = if !files.is_empty() || !fields.is_empty() {
         PlanBody::Multipart { fields, files }
     } else {
-        json_body.map(PlanBody::Json).unwrap_or(PlanBody::None)
+        json_body.unwrap_or(PlanBody::None)
     };
     let page = op.paging.as_ref().map(|pg| PageRequest {
         page: args.get(&pg.page_param).and_then(Value::as_u64).unwrap_or(1).max(1),
@@ -104,6 +109,15 @@ pub fn for_operation(
         page,
         operation_id: Some(op.id.clone()),
     })
+}
+
+/// A body argument as the operation takes it: JSON, or for a text operation the string
+/// itself (never JSON-quoted; the schema asks for a string, anything else goes as JSON text).
+pub fn encode_body(encoding: BodyEncoding, v: &Value) -> PlanBody {
+    match encoding {
+        BodyEncoding::Json => PlanBody::Json(v.clone()),
+        BodyEncoding::Text => PlanBody::Text(scalar(v)),
+    }
 }
 
 /// The plan of `gitea_download_attachment`: `GET /attachments/{uuid}` at the forge's root.
@@ -179,6 +193,14 @@ mod tests {
         let p = plan("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 7})).unwrap();
         assert_eq!(p.path, "/repos/o/r/issues/7");
         assert_eq!(p.page, None);
+    }
+
+    #[test]
+    fn a_text_body_is_the_string_itself_and_a_json_body_stays_json() {
+        let p = plan("renderMarkdownRaw", json!({"body": "# Title \"q\""})).unwrap();
+        assert_eq!(p.body, PlanBody::Text("# Title \"q\"".into()));
+        let p = plan("issueCreateIssue", json!({"owner": "o", "repo": "r", "body": {"title": "t"}})).unwrap();
+        assert_eq!(p.body, PlanBody::Json(json!({"title": "t"})));
     }
 
     #[test]

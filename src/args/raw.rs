@@ -2,12 +2,13 @@
 //!
 //! The path is literal text: we refuse what could change its meaning (`%`, `?`, `#`, dot
 //! and empty segments) and encode each segment ourselves. The operation its route reaches
-//! (looked up once per call, by `call.rs`) gives it paging and response-kind handling.
+//! (looked up once per call, by `call.rs`) gives it paging, response-kind handling and how
+//! a string body is sent (as it is, to an operation that accepts only text).
 
 use serde_json::{Map, Value};
 
-use super::plan::{CallPlan, PageRequest, PlanBody, Root, push_query};
-use crate::catalog::{Method, Operation, ResponseKind};
+use super::plan::{CallPlan, PageRequest, PlanBody, Root, encode_body, push_query};
+use crate::catalog::{BodyEncoding, Method, Operation, ResponseKind};
 use crate::error::CallError;
 use crate::executor::path::encode_segment;
 
@@ -35,6 +36,7 @@ pub fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<Ca
                 "a GET request cannot carry a body; use `query`",
             ));
         }
+        Some(v @ Value::String(_)) => encode_body(reached.map_or(BodyEncoding::Json, |op| op.body), v),
         Some(v) => PlanBody::Json(v.clone()),
     };
     let op = reached;
@@ -125,6 +127,16 @@ mod tests {
         assert_eq!(p.query.iter().filter(|(k, _)| k == "labels").count(), 2);
         let f = raw(json!({"method": "GET", "path": "/repos/o/r/contents/docs/a b.md"})).unwrap();
         assert_eq!(f.path, "/repos/o/r/contents/docs/a%20b.md");
+    }
+
+    #[test]
+    fn a_string_body_goes_as_text_only_to_a_route_that_takes_text() {
+        let p = raw(json!({"method": "POST", "path": "/markdown/raw", "body": "# T"})).unwrap();
+        assert_eq!(p.body, PlanBody::Text("# T".into()));
+        let p = raw(json!({"method": "POST", "path": "/markdown", "body": "# T"})).unwrap();
+        assert_eq!(p.body, PlanBody::Json(json!("# T")));
+        let p = raw(json!({"method": "POST", "path": "/markdown/raw", "body": {"a": 1}})).unwrap();
+        assert_eq!(p.body, PlanBody::Json(json!({"a": 1})));
     }
 
     #[test]

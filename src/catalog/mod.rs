@@ -6,6 +6,7 @@
 
 pub mod attachment_tool;
 pub mod discovery_tools;
+pub(crate) mod fields;
 pub mod fixes;
 pub mod meanings;
 pub mod operation;
@@ -20,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use operation::{
-    CollectionFormat, Location, Method, Operation, Paging, Param, PathTemplate, Piece, ResponseKind, Target,
-    ToolDef,
+    BodyEncoding, CollectionFormat, Location, Method, Operation, Paging, Param, PathTemplate, Piece,
+    ResponseKind, Target, ToolDef,
 };
 
 /// Which forge software the spec describes.

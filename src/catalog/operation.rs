@@ -109,6 +109,33 @@ pub enum ResponseKind {
     Redirect,
 }
 
+/// How an operation's `body` argument goes on the wire, decided by the spec's `consumes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyEncoding {
+    /// As JSON, with `Content-Type: application/json` (every operation that accepts JSON).
+    Json,
+    /// The string as it is, with `Content-Type: text/plain; charset=utf-8`: the operation
+    /// accepts only `text/plain` (`renderMarkdownRaw`), and both forges take its body
+    /// byte for byte — a JSON-quoted string would come back rendered with its quotes.
+    Text,
+}
+
+impl BodyEncoding {
+    /// The media type a text body is sent with.
+    pub const TEXT_MEDIA_TYPE: &'static str = "text/plain; charset=utf-8";
+
+    /// From the media types an operation consumes (its own, else the spec's): text when
+    /// they are all `text/plain`, JSON otherwise (also when the spec says nothing).
+    pub fn from_consumes(consumes: &[String]) -> BodyEncoding {
+        let plain = |m: &String| m.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/plain");
+        if !consumes.is_empty() && consumes.iter().all(plain) {
+            BodyEncoding::Text
+        } else {
+            BodyEncoding::Json
+        }
+    }
+}
+
 /// How an operation pages: which query parameters carry the page and the page size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paging {
@@ -227,14 +254,16 @@ pub struct Operation {
     pub summary: String,
     pub tags: Vec<String>,
     pub params: Vec<Param>,
+    /// How the `body` argument is sent.
+    pub body: BodyEncoding,
     pub response: ResponseKind,
     pub paging: Option<Paging>,
     pub deprecated: bool,
 }
 
 impl Operation {
-    /// Resolve a raw operation: parameters and their locations, wildcard routes, response
-    /// kind (spec, then fixes), paging.
+    /// Resolve a raw operation: parameters and their locations, wildcard routes, how the
+    /// body is sent, response kind (spec, then fixes), paging.
     pub fn from_spec(
         raw: &RawOperation,
         spec: &Spec,
@@ -298,6 +327,7 @@ impl Operation {
             page_param: "page".into(),
             limit_param: ["limit", "per_page"].into_iter().find(|n| query_named(n)).map(str::to_owned),
         });
+        let consumes = if raw.consumes.is_empty() { &spec.consumes } else { &raw.consumes };
         Ok(Operation {
             id: raw.id.clone(),
             method,
@@ -306,6 +336,7 @@ impl Operation {
             summary: raw.summary.clone(),
             tags: raw.tags.clone(),
             params,
+            body: BodyEncoding::from_consumes(consumes),
             response,
             paging,
             deprecated: raw.deprecated,
@@ -395,6 +426,8 @@ pub struct ToolDef {
     pub input_schema: Arc<Map<String, Value>>,
     /// The same schema with descriptions cut to their first sentence, for `tools/list`.
     pub listed_schema: Arc<Map<String, Value>>,
+    /// The body's field names regardless of letter case (`None`: nothing to rename).
+    pub(crate) body_fields: Option<super::fields::Shape>,
     pub annotations: Annotations,
     pub validator: jsonschema::Validator,
     pub target: Target,
@@ -422,6 +455,10 @@ impl ToolDef {
             description: describe(raw, &op, meaning, flavor),
             details: raw.description.trim().to_owned(),
             listed_schema: Arc::new(schema::lean(&input_schema)),
+            body_fields: input_schema
+                .get("properties")
+                .and_then(|p| p.get("body"))
+                .and_then(super::fields::Shape::of),
             input_schema: Arc::new(input_schema),
             annotations: Annotations::for_method(op.method),
             validator,
@@ -449,6 +486,7 @@ impl ToolDef {
             details: String::new(),
             description,
             listed_schema: schema.clone(),
+            body_fields: None,
             input_schema: schema,
             annotations,
             validator,
@@ -523,6 +561,9 @@ fn describe(raw: &RawOperation, op: &Operation, meaning: Option<&str>, flavor: F
         d.push(' ');
         d.push_str(note);
     }
+    if op.body == BodyEncoding::Text {
+        d.push_str(" Its body is a string, sent as plain text as it is.");
+    }
     if op.paging.is_some() {
         d.push_str(" Paged.");
     }
@@ -543,6 +584,33 @@ mod tests {
         );
         assert!(segment_matches(&t.segments[5], "abc.diff"));
         assert!(!segment_matches(&t.segments[5], "abc"));
+    }
+
+    #[test]
+    fn a_body_is_text_only_where_every_consumed_type_is_text_plain() {
+        let of = |types: &[&str]| {
+            BodyEncoding::from_consumes(&types.iter().map(|t| t.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(of(&["text/plain"]), BodyEncoding::Text);
+        assert_eq!(of(&["text/plain; charset=utf-8"]), BodyEncoding::Text);
+        assert_eq!(of(&["application/json", "text/plain"]), BodyEncoding::Json);
+        assert_eq!(of(&["application/json"]), BodyEncoding::Json);
+        assert_eq!(of(&["multipart/form-data"]), BodyEncoding::Json);
+        assert_eq!(of(&[]), BodyEncoding::Json);
+    }
+
+    #[test]
+    fn only_render_markdown_raw_takes_a_text_body_in_the_embedded_specs() {
+        for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+            let c = super::super::Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
+            let text: Vec<&str> = c
+                .all_tools()
+                .filter_map(|t| t.operation())
+                .filter(|op| op.body == BodyEncoding::Text)
+                .map(|op| op.id.as_str())
+                .collect();
+            assert_eq!(text, ["renderMarkdownRaw"], "{flavor:?}");
+        }
     }
 
     #[test]

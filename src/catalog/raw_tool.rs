@@ -32,7 +32,7 @@ pub fn definition(flavor: Flavor) -> ToolDef {
                     "items": {"type": ["string", "number", "integer", "boolean"]}
                 }
             },
-            "body": {"description": "JSON request body."}
+            "body": {"description": "Request body, sent as JSON; a string sent to a route that takes only text (/markdown/raw) goes as it is."}
         },
         "required": ["method", "path"],
         "additionalProperties": false

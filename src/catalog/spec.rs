@@ -1,7 +1,7 @@
 //! The Swagger 2.0 document as read: just enough structure to generate tools.
 //!
 //! No maintained crate parses Swagger 2.0, and we need little of it: operations with their
-//! parameters, `produces`, success responses, and the `definitions` / `responses` that
+//! parameters, `consumes`, `produces`, success responses, and the `definitions` / `responses` that
 //! `$ref`s point into. Schemas stay `serde_json::Value` because they become input schemas.
 
 use serde_json::{Map, Value};
@@ -18,6 +18,8 @@ pub struct RawOperation {
     pub description: String,
     pub tags: Vec<String>,
     pub parameters: Vec<Map<String, Value>>,
+    /// The media types the operation accepts as its body; empty: the spec's.
+    pub consumes: Vec<String>,
     pub produces: Vec<String>,
     pub responses: Map<String, Value>,
     pub deprecated: bool,
@@ -27,6 +29,8 @@ pub struct RawOperation {
 #[derive(Debug)]
 pub struct Spec {
     pub info_version: String,
+    /// The media types every operation accepts unless it names its own.
+    pub consumes: Vec<String>,
     pub produces: Vec<String>,
     pub operations: Vec<RawOperation>,
     pub definitions: Map<String, Value>,
@@ -47,6 +51,7 @@ impl Spec {
         }
         let info_version =
             doc.get("info").and_then(|i| i.get("version")).and_then(Value::as_str).unwrap_or("").to_owned();
+        let consumes = strings(doc.get("consumes"));
         let produces = strings(doc.get("produces"));
         let take_map = |doc: &mut Map<String, Value>, key: &str| match doc.remove(key) {
             Some(Value::Object(m)) => m,
@@ -91,6 +96,7 @@ impl Spec {
                     summary: text(&op, "summary"),
                     description: text(&op, "description"),
                     tags: strings(op.get("tags")),
+                    consumes: strings(op.get("consumes")),
                     produces: strings(op.get("produces")),
                     responses: match op.remove("responses") {
                         Some(Value::Object(m)) => m,
@@ -104,7 +110,7 @@ impl Spec {
                 });
             }
         }
-        Ok(Spec { info_version, produces, operations, definitions, responses })
+        Ok(Spec { info_version, consumes, produces, operations, definitions, responses })
     }
 
     /// Follow a `#/responses/X` reference (one level, as the specs use them).

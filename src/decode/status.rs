@@ -1,4 +1,6 @@
-//! Forge statuses → error kinds, and the forge's own words about an error.
+//! Forge statuses → error kinds, and the forge's own words about an error: its message, and
+//! the hint that tells the reader what to do — by kind, or for an answer whose words change
+//! what its status means (`RECOGNISED`).
 
 use serde_json::Value;
 
@@ -29,8 +31,37 @@ pub fn kind_for(status: u16) -> Option<ErrorKind> {
     ))
 }
 
-/// A hint that helps the model or the operator act on an error kind.
-pub fn hint(kind: ErrorKind) -> &'static str {
+/// An answer recognised by its status and the forge's own words, where the status alone
+/// would mislead: the kind stays the status's, the hint says what the answer means.
+struct Recognised {
+    status: u16,
+    /// The forge's whole message, compared ignoring letter case and surrounding space.
+    message: &'static str,
+    hint: &'static str,
+}
+
+/// Gitea and Forgejo answer a merge with 405 "Please try again later" while they are still
+/// checking whether a new or updated pull request can be merged — and with the same words
+/// when the check found conflicts. Only the first passes by waiting.
+const MERGE_NOT_READY: &str = " (the forge has not found the pull request mergeable yet: right after it is opened or updated, the forge is still checking it — wait a few seconds and try again; if the answer stays the same, the pull request has conflicts: repoGetPullRequest shows `mergeable`)";
+
+/// The answers recognised by their words (one test per row).
+const RECOGNISED: &[Recognised] =
+    &[Recognised { status: 405, message: "Please try again later", hint: MERGE_NOT_READY }];
+
+/// A hint that helps the model or the operator act on an error: the hint of a recognised
+/// answer (`RECOGNISED`, by status and the forge's message), else the hint of its kind.
+pub fn hint(status: u16, kind: ErrorKind, forge_message: &str) -> &'static str {
+    let said = forge_message.trim();
+    RECOGNISED
+        .iter()
+        .find(|r| r.status == status && r.message.eq_ignore_ascii_case(said))
+        .map(|r| r.hint)
+        .unwrap_or_else(|| kind_hint(kind))
+}
+
+/// The hint of an error kind.
+fn kind_hint(kind: ErrorKind) -> &'static str {
     match kind {
         ErrorKind::Unauthorized => " (the token is missing, wrong or expired)",
         ErrorKind::Forbidden => " (the identity lacks the permission or the token lacks the scope)",
@@ -86,6 +117,18 @@ mod tests {
         assert_eq!(kind_for(503), Some(ErrorKind::UpstreamError));
         assert_eq!(kind_for(418), Some(ErrorKind::UnexpectedStatus));
         assert_eq!(kind_for(100), Some(ErrorKind::UnexpectedStatus));
+    }
+
+    #[test]
+    fn every_recognised_answer_gets_its_hint_and_other_words_the_kind_hint() {
+        for r in RECOGNISED {
+            let kind = kind_for(r.status).unwrap();
+            assert_eq!(hint(r.status, kind, r.message), r.hint);
+            assert_eq!(hint(r.status, kind, &format!("  {}\n", r.message.to_uppercase())), r.hint);
+            assert_eq!(hint(r.status, kind, "something else"), kind_hint(kind));
+            assert_eq!(hint(r.status + 1, kind, r.message), kind_hint(kind), "the status matters too");
+        }
+        assert_eq!(hint(404, ErrorKind::NotFound, "not found"), kind_hint(ErrorKind::NotFound));
     }
 
     #[test]

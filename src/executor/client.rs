@@ -82,10 +82,11 @@ impl Forge {
         &self.base
     }
 
-    /// The client the settings describe (URL, body limits, timeouts).
+    /// The client the settings describe (URL, body limits, timeouts); fails without a URL.
     pub fn from_settings(s: &crate::config::Settings) -> Result<Forge, String> {
         let limits = Limits { max_binary: s.max_binary_bytes, max_response: s.max_response_bytes };
-        Forge::new(s.url.clone(), limits, s.connect_timeout, s.timeout)
+        let url = s.forge_url().map_err(|e| e.to_string())?;
+        Forge::new(url.clone(), limits, s.connect_timeout, s.timeout)
     }
 
     /// The full URL of a plan (for direct comparisons in benchmarks and tests).
@@ -128,6 +129,9 @@ impl Forge {
             PlanBody::Json(v) => req
                 .header(CONTENT_TYPE, "application/json")
                 .body(serde_json::to_vec(v).expect("a JSON value serializes")),
+            PlanBody::Text(text) => {
+                req.header(CONTENT_TYPE, crate::catalog::BodyEncoding::TEXT_MEDIA_TYPE).body(text.clone())
+            }
             PlanBody::Multipart { fields, files } => {
                 let mut form = reqwest::multipart::Form::new();
                 for (k, v) in fields {

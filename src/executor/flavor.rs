@@ -1,16 +1,62 @@
 //! Which forge answers at the URL: `GET /api/v1/version`.
+//!
+//! Gitea tells its version whatever the token; Forgejo refuses a token it does not know on
+//! every route, `/version` too (401). So when the forge refuses the token, the version is
+//! asked again without it, and then at Forgejo's own `/api/forgejo/v1/version` (also without
+//! a credential). The probe says that the token was refused, so that `serve` and `doctor` say
+//! so plainly instead of doubting the URL.
 
 use crate::args::{CallPlan, PlanBody, Root};
 use crate::catalog::{Method, ResponseKind, Version};
 use crate::decode::status;
 use crate::error::{CallError, ErrorKind};
-use crate::identity::Credential;
+use crate::executor::Received;
+use crate::identity::{Credential, Mode};
 
 use super::Forge;
 
+/// What the version probe learned.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub version: Version,
+    /// The forge refused the credential (401); the version came from asking without it.
+    pub token_refused: bool,
+}
+
+/// Where Forgejo serves its version outside `/api/v1` (Gitea has no such route).
+const FORGEJO_VERSION: &str = "/api/forgejo/v1/version";
+
 /// Ask the forge for its version. A Forgejo version reveals itself (`X+gitea-Y`).
-pub async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, CallError> {
+pub async fn detect(forge: &Forge, credential: &Credential) -> Result<Probe, CallError> {
     let got = forge.send(&simple_get("/version"), credential).await?;
+    if got.status != 401 {
+        return read_version(forge, &got).map(|version| Probe { version, token_refused: false });
+    }
+    let token_refused = credential.mode() != Mode::Anonymous;
+    let anonymous = Credential::anonymous();
+    if token_refused {
+        let again = forge.send(&simple_get("/version"), &anonymous).await?;
+        if let Ok(version) = read_version(forge, &again) {
+            return Ok(Probe { version, token_refused });
+        }
+    }
+    let forgejo = forge.send(&site_get(FORGEJO_VERSION), &anonymous).await?;
+    if let Ok(version) = read_version(forge, &forgejo) {
+        return Ok(Probe { version, token_refused });
+    }
+    Err(CallError::from_forge(
+        401,
+        ErrorKind::Unauthorized,
+        if token_refused {
+            "the forge refused GITEA_TOKEN (401) and tells its version only to signed-in users: create a new access token and set GITEA_TOKEN, or pass --flavor gitea|forgejo to skip detection"
+        } else {
+            "GET /api/v1/version answered 401: this forge tells its version only to signed-in users; set GITEA_TOKEN, or pass --flavor gitea|forgejo to skip detection"
+        },
+    ))
+}
+
+/// The version in an answer, or why there is none.
+fn read_version(forge: &Forge, got: &Received) -> Result<Version, CallError> {
     if let Some(kind) = status::kind_for(got.status) {
         return Err(CallError::from_forge(
             got.status,
@@ -52,4 +98,9 @@ pub fn simple_get(path: &str) -> CallPlan {
         page: None,
         operation_id: None,
     }
+}
+
+/// A parameterless GET under the forge's base URL, outside `/api/v1`.
+fn site_get(path: &str) -> CallPlan {
+    CallPlan { root: Root::Site, ..simple_get(path) }
 }

@@ -34,8 +34,9 @@ pub struct McpHandler {
 
 impl McpHandler {
     pub fn new(server: Arc<Server>) -> McpHandler {
-        let all = super::tool_list::definitions(&server);
-        let tools = Arc::new(super::tool_list::listed(&server, &all, &Narrowing::default()));
+        let all = super::tool_list::definitions(&server.catalog);
+        let tools =
+            Arc::new(super::tool_list::listed(&server.catalog, &server.policy, &all, &Narrowing::default()));
         McpHandler { server, all: Arc::new(all), tools }
     }
 
@@ -44,12 +45,7 @@ impl McpHandler {
         if *narrowing == Narrowing::default() {
             return self.tools.as_ref().clone();
         }
-        super::tool_list::listed(&self.server, &self.all, narrowing)
-    }
-
-    /// The `tools` array of `tools/list`, as pretty JSON (the `tools --json` command).
-    pub fn tools_json_pretty(&self) -> String {
-        serde_json::to_string_pretty(self.tools.as_ref()).expect("tools serialize")
+        super::tool_list::listed(&self.server.catalog, &self.server.policy, &self.all, narrowing)
     }
 
     /// The size in bytes of the whole `tools/list` result, as sent.
@@ -57,17 +53,6 @@ impl McpHandler {
         serde_json::to_vec(&ListToolsResult::with_all_items(self.tools.as_ref().clone()))
             .map(|v| v.len())
             .unwrap_or(0)
-    }
-
-    /// Name and first description line of each offered tool.
-    pub fn tool_summaries(&self) -> Vec<(String, String)> {
-        self.tools
-            .iter()
-            .map(|t| {
-                let first = t.description.as_deref().unwrap_or("").lines().next().unwrap_or("").to_owned();
-                (t.name.to_string(), first)
-            })
-            .collect()
     }
 }
 

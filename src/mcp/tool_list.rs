@@ -4,9 +4,8 @@ use std::sync::Arc;
 
 use rmcp::model::{Tool, ToolAnnotations};
 
-use crate::catalog::{Target, ToolDef};
-use crate::policy::Narrowing;
-use crate::server::Server;
+use crate::catalog::{Catalog, Target, ToolDef};
+use crate::policy::{Narrowing, Policy};
 
 /// One tool definition as clients see it: the lean schema, the title once (not again in
 /// the annotations), and only the hints that mean something — `readOnlyHint` always (a
@@ -26,9 +25,8 @@ pub fn to_rmcp(t: &ToolDef) -> Tool {
 }
 
 /// Every tool of the catalog with its definition, in catalog order (discovery first).
-pub fn definitions(server: &Server) -> Vec<(Arc<ToolDef>, Tool)> {
-    let mut all: Vec<(Arc<ToolDef>, Tool)> =
-        server.catalog.all_tools().map(|t| (t.clone(), to_rmcp(t))).collect();
+pub fn definitions(catalog: &Catalog) -> Vec<(Arc<ToolDef>, Tool)> {
+    let mut all: Vec<(Arc<ToolDef>, Tool)> = catalog.all_tools().map(|t| (t.clone(), to_rmcp(t))).collect();
     // Built-in tools first: a client that truncates a long list keeps the way to the rest.
     all.sort_by_key(|(t, _)| t.operation().is_some());
     all
@@ -37,15 +35,37 @@ pub fn definitions(server: &Server) -> Vec<(Arc<ToolDef>, Tool)> {
 /// The tools `tools/list` shows to a request narrowed so. When the call is read-only (the
 /// server's `READ_ONLY` or the request's `X-MCP-Readonly`), the raw tool and
 /// `gitea_call_operation` can only read, and say so: clients may then run them unasked.
-pub fn listed(server: &Server, all: &[(Arc<ToolDef>, Tool)], narrowing: &Narrowing) -> Vec<Tool> {
-    let read_only = server.policy.read_only || narrowing.read_only;
+pub fn listed(
+    catalog: &Catalog,
+    policy: &Policy,
+    all: &[(Arc<ToolDef>, Tool)],
+    narrowing: &Narrowing,
+) -> Vec<Tool> {
+    let read_only = policy.read_only || narrowing.read_only;
     all.iter()
-        .filter(|(t, _)| server.lists(narrowing, t))
+        .filter(|(t, _)| policy.lists(narrowing, catalog, t))
         .map(|(t, tool)| match t.target {
             Target::Raw | Target::CallOperation if read_only => {
                 tool.clone().with_annotations(ToolAnnotations::from_raw(None, Some(true), None, None, None))
             }
             _ => tool.clone(),
+        })
+        .collect()
+}
+
+/// What the `tools` command prints: the `tools` array of `tools/list` as pretty JSON, or one
+/// line per tool with its name and the first line of its description. Needs only the catalog
+/// and the policy, no server: with an explicit flavor it runs without a URL or a token.
+pub fn printout(catalog: &Catalog, policy: &Policy, json: bool) -> String {
+    let tools = listed(catalog, policy, &definitions(catalog), &Narrowing::default());
+    if json {
+        return format!("{}\n", serde_json::to_string_pretty(&tools).expect("tools serialize"));
+    }
+    tools
+        .iter()
+        .map(|t| {
+            let first = t.description.as_deref().unwrap_or("").lines().next().unwrap_or("");
+            format!("{:<45} {first}\n", t.name)
         })
         .collect()
 }

@@ -1,7 +1,8 @@
 //! The in-memory forge behind the operations an end-to-end test exercises.
 //!
 //! Only what such a test needs is modelled: repositories, files per branch, branches, tags,
-//! releases, issues, comments, pull requests and issue attachments, plus `/version` and `/user`. Each handler answers
+//! releases, issues, comments, pull requests and issue attachments, plus `/version`, `/user` and
+//! `/markdown/raw` (which, like the forges, renders its body as it arrived). Each handler answers
 //! with Gitea's status codes and JSON field names, so a client sees realistic successes *and*
 //! failures (404 for a missing repository, 409 for a duplicate, 422 for a bad SHA). Every other
 //! operation returns `None` here and goes to the spec-driven fallback.
@@ -320,6 +321,7 @@ impl Model {
     pub(crate) fn handle(&mut self, cx: &Ctx) -> Option<Reply> {
         let reply = match cx.op_id {
             "getVersion" => Reply::json(200, &serde_json::json!({"version": cx.version})),
+            "renderMarkdownRaw" => render_raw(cx.body),
             "userGetCurrent" => repos::current_user(self, cx),
             "createCurrentUserRepo" => repos::create(self, cx),
             "repoGet" => repos::get(self, cx),
@@ -353,6 +355,15 @@ impl Model {
         };
         Some(reply)
     }
+}
+
+/// `POST /markdown/raw`: the body as it arrived, in one HTML paragraph. A real forge renders
+/// Markdown; what matters to a client is that the text is taken byte for byte (a JSON-quoted
+/// string comes back with its quotes, as on the forges).
+fn render_raw(body: &[u8]) -> Reply {
+    let text = String::from_utf8_lossy(body);
+    let escaped = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    Reply::bytes(200, "text/html; charset=utf-8", format!("<p>{escaped}</p>\n"))
 }
 
 /// Unwraps a `Result<T, Reply>` inside a handler returning `Reply`.
