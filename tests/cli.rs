@@ -172,29 +172,31 @@ async fn serve_with_auto_flavor_and_no_forge_fails_fast_with_a_hint() {
     assert!(err.contains("--flavor"), "{err}");
 }
 
-/// Forgejo answers 401 to `/api/v1/version` itself when the token is wrong (Gitea answers).
+/// A 401 to `/api/v1/version` itself, as both forges answer a wrong token there.
 fn refusal() -> ScriptedResponse {
     ScriptedResponse::json(401, &serde_json::json!({"message": "user does not exist [uid: 0, name: ]"}))
 }
 
 #[tokio::test]
 async fn serve_with_a_refused_token_says_so_and_names_the_forge_instead_of_doubting_the_url() {
-    let forge = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
-    let url = forge.base_url();
-    let o = run(&["serve", "--url", &url], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("the forge refused GITEA_TOKEN (401)"), "{err}");
-    assert!(err.contains("Forgejo 16.0.1+gitea-1.22.0"), "{err}");
-    assert!(!err.contains("Gitea or Forgejo instance") && !err.contains("wrong-token-xyz"), "{err}");
-    // Asked with the token, refused, asked again without it.
-    let asked: Vec<Option<String>> = forge
-        .requests()
-        .iter()
-        .filter(|r| r.raw_path == "/api/v1/version")
-        .map(|r| r.header("authorization").map(str::to_owned))
-        .collect();
-    assert_eq!(asked, [Some("token wrong-token-xyz".to_owned()), None]);
+    for (flavor, named) in [(Flavor::Forgejo, "Forgejo 16.0.1+gitea-1.22.0"), (Flavor::Gitea, "Gitea 1.27.0")] {
+        let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
+        let url = forge.base_url();
+        let o = run(&["serve", "--url", &url], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("the forge refused GITEA_TOKEN (401)"), "{err}");
+        assert!(err.contains(named), "{err}");
+        assert!(!err.contains("Gitea or Forgejo instance") && !err.contains("wrong-token-xyz"), "{err}");
+        // Asked with the token, refused, asked again without it.
+        let asked: Vec<Option<String>> = forge
+            .requests()
+            .iter()
+            .filter(|r| r.raw_path == "/api/v1/version")
+            .map(|r| r.header("authorization").map(str::to_owned))
+            .collect();
+        assert_eq!(asked, [Some("token wrong-token-xyz".to_owned()), None], "{flavor:?}");
+    }
 
     // A forge that tells its version to nobody without a token: the words say that.
     let gitea = FakeForge::start(Options::default()).await;
@@ -217,8 +219,8 @@ async fn doctor_with_a_refused_token_reports_the_right_flavor_and_the_refusal() 
         let text = stdout(&o);
         assert_eq!(o.status.code(), Some(1), "{text}");
         assert!(text.contains(forge_says) && text.contains(tools), "{flavor:?}: {text}");
-        // Only Forgejo refuses the token on /version; Gitea tells its version anyway.
-        assert_eq!(text.contains("asked without the token"), flavor == Flavor::Forgejo, "{text}");
+        // Both refuse the token on /version and tell their version without it.
+        assert!(text.contains("asked without the token"), "{flavor:?}: {text}");
         assert!(text.contains("FAIL  the forge refused the token (401)"), "{text}");
         assert!(!text.contains("wrong-token-xyz"), "{text}");
     }

@@ -1,9 +1,9 @@
 //! Token authentication with Gitea's rules and messages.
 //!
 //! Gitea accepts `Authorization: token X` and `Authorization: Bearer X`, the scheme in any case.
-//! An unknown token fails the whole request with 401, whatever the route (except Gitea's
-//! `/version`, which it answers whatever the token; Forgejo refuses there too); no header at all
-//! is an anonymous request, which may read but not write.
+//! An unknown token fails the whole request with 401, whatever the route (`/version` too, on
+//! both forges, though they answer it without any token); no header at all is an anonymous
+//! request, which may read but not write.
 
 /// Who is asking.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,8 +11,8 @@
 //!   attachments) answering with Gitea's status codes and JSON shapes, and a spec-driven fallback
 //!   for every other operation.
 //! * authentication like the forges: an unknown token is refused with 401 on every route —
-//!   Forgejo's `/api/v1/version` too, which Gitea answers whatever the token — and a Forgejo
-//!   fake also serves its version at `/api/forgejo/v1/version`, as Forgejo does.
+//!   `/api/v1/version` too, which both answer without a token — and a Forgejo fake also
+//!   serves its version at `/api/forgejo/v1/version`, as Forgejo does.
 //! * [`Script`]s: canned responses (slow, chunked, endless, lying about their length, hanging)
 //!   that take precedence over everything else.
 //!

@@ -200,8 +200,6 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
         }
     };
     let login = match who {
-        // Gitea tells its version whatever the token; Forgejo refuses a bad token even there.
-        Caller::Invalid if op.id == "getVersion" && shared.opts.flavor == Flavor::Gitea => None,
         Caller::Invalid => return Reply::error(401, root, "user does not exist [uid: 0, name: ]"),
         Caller::Anonymous if method != "GET" && method != "HEAD" => {
             return Reply::error(401, root, "token is required");

@@ -53,12 +53,14 @@ async fn forgejo_version_and_admins() {
 }
 
 #[tokio::test]
-async fn a_bad_token_is_refused_on_forgejo_version_but_not_on_giteas() {
+async fn a_bad_token_is_refused_even_on_version_which_answers_without_one() {
     let bad = [("Authorization", "token nope")];
     let gitea = FakeForge::start(Options::default()).await;
-    let v = send(gitea.addr(), "GET", "/api/v1/version", &bad, b"").await;
+    let a = gitea.addr();
+    assert_eq!(send(a, "GET", "/api/v1/version", &bad, b"").await.status, 401);
+    let v = send(a, "GET", "/api/v1/version", &[], b"").await;
     assert_eq!((v.status, v.json()["version"].clone()), (200, json!("1.27.0")));
-    assert_eq!(send(gitea.addr(), "GET", "/api/forgejo/v1/version", &[], b"").await.status, 404);
+    assert_eq!(send(a, "GET", "/api/forgejo/v1/version", &[], b"").await.status, 404);
 
     let forgejo = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
     let a = forgejo.addr();

@@ -1,6 +1,6 @@
 //! Which forge answers at the URL: `GET /api/v1/version`.
 //!
-//! Gitea tells its version whatever the token; Forgejo refuses a token it does not know on
+//! Both forges tell their version without a token, but refuse a token they do not know on
 //! every route, `/version` too (401). So when the forge refuses the token, the version is
 //! asked again without it, and then at Forgejo's own `/api/forgejo/v1/version` (also without
 //! a credential). The probe says that the token was refused, so that `serve` and `doctor` say
