@@ -31,7 +31,6 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 use support::{Called, Server};
 
-
 /// Tool counts of the embedded specs with `TOOLSETS=all` (operations + the built-in tools).
 const GITEA_TOOLS: usize = 487;
 const FORGEJO_TOOLS: usize = 511;
@@ -671,7 +670,8 @@ async fn e2e_guard_on_what_the_forge_stores() {
     clean(&c, "issue");
 
     // Block mode withholds the whole result and says why.
-    let blocking = spawn_with(&t, &[("EXTRA_SECRETS", extra.as_str()), ("SECRET_DETECTION_MODE", "block")]).await;
+    let blocking =
+        spawn_with(&t, &[("EXTRA_SECRETS", extra.as_str()), ("SECRET_DETECTION_MODE", "block")]).await;
     let args = repo.args(json!({"index": index}));
     let c = blocking.call("issueGetIssue", args).await;
     fails(&c, "secret_blocked", Some(200));
@@ -713,6 +713,12 @@ async fn e2e_text_bodies_are_sent_as_text() {
     assert!(html.contains("<em>text</em>"), "emphasis: {html}");
     assert!(!html.contains("# Title") && !html.starts_with("<p>&#34;"), "rendered as a JSON string: {html}");
     assert_eq!(c.json["request"], json!({"method": "POST", "path": "/markdown/raw"}), "{}", c.text);
+    // The raw tool sends a string body to a text route the same way.
+    let raw = s
+        .call("gitea_api_request", json!({"method": "POST", "path": "/markdown/raw", "body": "# Title"}))
+        .await;
+    let html = ok(&raw, 200).as_str().unwrap_or_default();
+    assert!(html.contains("Title</h1>") && !html.contains("# Title"), "raw tool: {}", raw.text);
     let _ = s.client.cancel().await;
 }
 
@@ -758,7 +764,8 @@ async fn e2e_doctor_reports_the_forge_and_the_token() {
         let mut cmd = command(&t);
         cmd.env("GITEA_TOKEN", token).args(["doctor", "--url", &t.url, "--flavor", "auto"]);
         let out = cmd.output().expect("run doctor");
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         (out.status.code(), text)
     };
     let (code, text) = doctor(&t.token);
@@ -973,6 +980,10 @@ async fn merge_pull_request(r: &Repo<'_>, number: u64, flavor: Flavor) {
     let c = r.call("repoPullRequestIsMerged", json!({"index": number})).await;
     fails(&c, "not_found", Some(404));
     let style = if flavor == Flavor::Gitea { "Do" } else { "do" };
+    // Both spellings at once name one field twice: refused before anything is sent.
+    let both = json!({"do": "merge", "Do": "merge"});
+    let c = r.call("repoMergePullRequest", json!({"index": number, "body": both})).await;
+    fails(&c, "invalid_arguments", None);
     let body = json!({style: "merge", "merge_message_field": "merged by the aegis e2e tests"});
     let mut attempts = 0;
     let c = loop {
