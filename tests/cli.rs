@@ -179,7 +179,8 @@ fn refusal() -> ScriptedResponse {
 
 #[tokio::test]
 async fn serve_with_a_refused_token_says_so_and_names_the_forge_instead_of_doubting_the_url() {
-    for (flavor, named) in [(Flavor::Forgejo, "Forgejo 16.0.1+gitea-1.22.0"), (Flavor::Gitea, "Gitea 1.27.0")] {
+    for (flavor, named) in [(Flavor::Forgejo, "Forgejo 16.0.1+gitea-1.22.0"), (Flavor::Gitea, "Gitea 1.27.0")]
+    {
         let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
         let url = forge.base_url();
         let o = run(&["serve", "--url", &url], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;

@@ -475,13 +475,8 @@ async fn e2e_every_read_operation_gets_an_understood_answer() {
     let t = target();
     // Set up with a writing server, sweep with a read-only one.
     let writer = spawn(&t).await;
-    let owner = whoami(&writer).await;
-    let repo = Repo { s: &writer, owner: owner.clone(), name: format!("aegis-e2e-sweep-{}", suffix()) };
-    let mut guard =
-        RepoGuard { target: t.clone(), owner: owner.clone(), name: repo.name.clone(), armed: false };
-    let c = create_repo(&repo).await;
-    guard.armed = c.kind() != "conflict";
-    ok(&c, 201);
+    let (repo, guard) = scratch_repo(&writer, &t, "sweep").await;
+    let owner = repo.owner.clone();
     let body = json!({"content": B64.encode(FILE_TEXT), "message": "add"});
     ok(&repo.call("repoCreateFile", json!({"filepath": "sweep.md", "body": body})).await, 201);
     ok(&repo.call("issueCreateIssue", json!({"body": {"title": "sweep"}})).await, 201);
@@ -544,8 +539,7 @@ async fn e2e_every_read_operation_gets_an_understood_answer() {
     // Still serving after all of that.
     assert_eq!(whoami(&reader).await, owner);
     let _ = reader.client.cancel().await;
-    delete_repo(&repo).await;
-    guard.armed = false;
+    remove(&repo, guard).await;
     let _ = writer.client.cancel().await;
 }
 
@@ -605,16 +599,8 @@ async fn e2e_repository_scenario() {
     let t = target();
     let s = spawn(&t).await;
     let (flavor, version) = detect(&s).await;
-    let owner = whoami(&s).await;
-    let repo = Repo { s: &s, owner, name: format!("aegis-e2e-{}", suffix()) };
+    let (repo, guard) = scratch_repo(&s, &t, "scenario").await;
     eprintln!("e2e: scenario on {} ({flavor:?} {version})", repo.full_name());
-
-    let mut guard =
-        RepoGuard { target: t.clone(), owner: repo.owner.clone(), name: repo.name.clone(), armed: false };
-    let c = create_repo(&repo).await;
-    // Arm unless the name was taken (then the repository is not ours to delete).
-    guard.armed = c.kind() != "conflict";
-    ok(&c, 201);
 
     write_and_read_file(&repo).await;
     branch_with_slash(&repo, flavor).await;
@@ -625,8 +611,7 @@ async fn e2e_repository_scenario() {
     merge_pull_request(&repo, pull, flavor).await;
     raw_tool(&repo).await;
     missing_repo(&repo).await;
-    delete_repo(&repo).await;
-    guard.armed = false;
+    remove(&repo, guard).await;
     let _ = s.client.cancel().await;
 }
 
@@ -642,12 +627,7 @@ async fn e2e_guard_on_what_the_forge_stores() {
     let github = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
     let secrets = [("EXTRA_SECRETS", extra.as_str()), ("TOOLSETS", "all")];
     let s = spawn_with(&t, &secrets).await;
-    let owner = whoami(&s).await;
-    let repo = Repo { s: &s, owner: owner.clone(), name: format!("aegis-e2e-guard-{}", suffix()) };
-    let mut guard = RepoGuard { target: t.clone(), owner, name: repo.name.clone(), armed: false };
-    let c = create_repo(&repo).await;
-    guard.armed = c.kind() != "conflict";
-    ok(&c, 201);
+    let (repo, guard) = scratch_repo(&s, &t, "guard").await;
     let text = format!("known: {extra}\ngithub: {github}\n");
     let body = json!({"content": B64.encode(&text), "message": "add"});
     ok(&repo.call("repoCreateFile", json!({"filepath": "secrets.txt", "body": body})).await, 201);
@@ -694,8 +674,7 @@ async fn e2e_guard_on_what_the_forge_stores() {
     assert!(how.contains("limit=2"), "says how to get the rest: {}", c.text);
     let _ = bounded.client.cancel().await;
 
-    delete_repo(&repo).await;
-    guard.armed = false;
+    remove(&repo, guard).await;
     let _ = s.client.cancel().await;
 }
 
@@ -785,6 +764,26 @@ async fn e2e_doctor_reports_the_forge_and_the_token() {
 // ---------------------------------------------------------------------------------------
 // Scenario steps
 // ---------------------------------------------------------------------------------------
+
+/// A fresh private repository `aegis-e2e-<what>-<random>` of the server's user, and the guard
+/// that deletes it if the test fails before [`remove`].
+async fn scratch_repo<'a>(s: &'a Server, t: &Target, what: &str) -> (Repo<'a>, RepoGuard) {
+    let owner = whoami(s).await;
+    let repo = Repo { s, owner: owner.clone(), name: format!("aegis-e2e-{what}-{}", suffix()) };
+    let mut guard = RepoGuard { target: t.clone(), owner, name: repo.name.clone(), armed: false };
+    let c = create_repo(&repo).await;
+    // Armed unless the name was taken (then the repository is not ours to delete).
+    guard.armed = c.kind() != "conflict";
+    ok(&c, 201);
+    (repo, guard)
+}
+
+/// Deletes the repository through the server (and checks that it is gone); the guard stands
+/// down.
+async fn remove(r: &Repo<'_>, mut guard: RepoGuard) {
+    delete_repo(r).await;
+    guard.armed = false;
+}
 
 async fn create_repo(r: &Repo<'_>) -> Called {
     let body = json!({"name": r.name, "auto_init": true, "default_branch": "main", "private": true});
