@@ -32,6 +32,7 @@
 #![recursion_limit = "256"]
 
 mod auth;
+mod catch_all;
 mod fallback;
 mod model;
 mod multipart;
@@ -50,7 +51,7 @@ use std::sync::Arc;
 pub use recorded::Recorded;
 pub use script::{Script, ScriptBody, ScriptedResponse};
 
-/// Which server the fake imitates; selects the Swagger spec and the wildcard table.
+/// Which server the fake imitates; selects the Swagger spec and the catch-all routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Flavor {
     /// Gitea 1.27.0.
@@ -60,7 +61,7 @@ pub enum Flavor {
 }
 
 impl Flavor {
-    /// The lower-case name used in `wildcard-params.json` and on the command line.
+    /// The lower-case name, as given to `--flavor` on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Flavor::Gitea => "gitea",
