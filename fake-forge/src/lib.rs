@@ -69,6 +69,14 @@ impl Flavor {
         }
     }
 
+    /// The path parameter of operation `operation_id` (`method path` in this flavor's spec) that
+    /// the forge captures with a catch-all, so that a literal `/` stays inside it; `None` when
+    /// every path parameter of the route is one segment. This is the fake's own table of the
+    /// forges' routes, the one its router uses; tests compare a client's encoding against it.
+    pub fn catch_all_param(self, method: &str, path: &str, operation_id: &str) -> Option<&'static str> {
+        catch_all::param(self, method, path, operation_id)
+    }
+
     /// The version string a real server of this flavor answers on `GET /api/v1/version`.
     pub fn default_version(self) -> &'static str {
         match self {
