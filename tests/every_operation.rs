@@ -2,6 +2,8 @@
 //! For each tool: its schema (as the client received it) compiles; a call with generated
 //! minimal arguments reaches the forge with the spec's method, every path parameter
 //! substituted, and lands on the spec's route; the result is a well-formed envelope or error.
+//! A second sweep sends a `/` in every free-text path parameter and checks it arrives the way
+//! the fake forge's own route table says the forge routes it.
 
 mod support;
 
@@ -132,6 +134,97 @@ async fn every_forgejo_operation() {
         Setup::forgejo().env("TOOLSETS", "all"),
         include_bytes!("../specs/forgejo-16.0.1.swagger.json"),
         506,
+    )
+    .await;
+}
+
+/// A free-text value that needs both encoding rules: a `/`, and a character to percent-encode.
+const SLASHED: &str = "a/b c";
+
+/// Every operation again, with every free-text path parameter set to [`SLASHED`]: the call
+/// reaches the spec's route with the value intact, and the raw path carries the `/` the way the
+/// forge routes it — literal in a catch-all of the fake forge's own route table, `%2F` in every
+/// other parameter. That table is written from the forges' routers, not from the server's
+/// `specs/wildcard-params.json`, so a catch-all missing from the server's table, or one too
+/// many, fails here.
+async fn slash_sweep(setup: Setup, spec: &[u8], expected: (usize, usize)) {
+    let flavor = setup.flavor;
+    let spec: Value = serde_json::from_slice(spec).unwrap();
+    let mut ops = std::collections::HashMap::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let params: Vec<&Value> = item["parameters"]
+                .as_array()
+                .into_iter()
+                .chain(op["parameters"].as_array())
+                .flatten()
+                .filter(|p| p["in"] == "path")
+                .collect();
+            ops.insert(op["operationId"].as_str().unwrap(), (method.to_uppercase(), path.as_str(), params));
+        }
+    }
+    let h = Harness::start(setup).await;
+    support::assert_envelope(&h.call("userGetCurrent", json!({})).await);
+    let (mut swept, mut catch_alls) = (0, 0);
+    for tool in h.tools().await.iter().filter(|t| !t.name.starts_with("gitea_")) {
+        let name = tool.name.as_ref();
+        let (method, path, params) = &ops[name];
+        let catch_all = flavor.catch_all_param(method, path, name);
+        let mut args = minimal(&Value::Object((*tool.input_schema).clone()), "");
+        let mut raw_path = format!("/api/v1{path}");
+        let mut slashed = Vec::new();
+        for p in params {
+            let p_name = p["name"].as_str().unwrap();
+            let sent = if p["type"] == "string" && p.get("enum").is_none() {
+                args[p_name] = json!(SLASHED);
+                slashed.push(p_name);
+                if catch_all == Some(p_name) { "a/b%20c" } else { "a%2Fb%20c" }.to_owned()
+            } else {
+                let v = &args[p_name];
+                let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                assert!(v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)), "{name}: {v}");
+                v
+            };
+            raw_path = raw_path.replace(&format!("{{{p_name}}}"), &sent);
+        }
+        if slashed.is_empty() {
+            continue;
+        }
+        h.forge.clear_requests();
+        let c = h.call(name, args).await;
+        assert_ne!(c.kind(), "invalid_arguments", "{name}: {}", c.text);
+        let r = h.last();
+        let wanted = if catch_all.is_some() { "literal in its catch-all" } else { "as %2F" };
+        assert_eq!(r.raw_path, raw_path, "{name}: the forge routes `/` {wanted} ({method} {path})");
+        assert_eq!(r.operation_id.as_deref(), Some(name), "{name}: {} reached another route", r.raw_path);
+        for p in &slashed {
+            let got = r.path_params.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
+            assert_eq!(got, Some(SLASHED), "{name}: {p} as the forge read it");
+        }
+        swept += 1;
+        catch_alls += usize::from(catch_all.is_some());
+    }
+    // (operations with a free-text path parameter, of which catch-all routes)
+    assert_eq!((swept, catch_alls), expected);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn every_gitea_path_parameter_with_a_slash_is_sent_as_the_forge_routes_it() {
+    slash_sweep(
+        Setup::gitea().env("TOOLSETS", "all"),
+        include_bytes!("../specs/gitea-1.27.0.swagger.json"),
+        (390, 22),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn every_forgejo_path_parameter_with_a_slash_is_sent_as_the_forge_routes_it() {
+    slash_sweep(
+        Setup::forgejo().env("TOOLSETS", "all"),
+        include_bytes!("../specs/forgejo-16.0.1.swagger.json"),
+        (389, 15),
     )
     .await;
 }

@@ -35,6 +35,7 @@
 #![recursion_limit = "256"]
 
 mod auth;
+mod catch_all;
 mod fallback;
 mod model;
 mod multipart;
@@ -53,7 +54,7 @@ use std::sync::Arc;
 pub use recorded::Recorded;
 pub use script::{Script, ScriptBody, ScriptedResponse};
 
-/// Which server the fake imitates; selects the Swagger spec and the wildcard table.
+/// Which server the fake imitates; selects the Swagger spec and the catch-all routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Flavor {
     /// Gitea 1.27.0.
@@ -63,12 +64,20 @@ pub enum Flavor {
 }
 
 impl Flavor {
-    /// The lower-case name used in `wildcard-params.json` and on the command line.
+    /// The lower-case name, as given to `--flavor` on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Flavor::Gitea => "gitea",
             Flavor::Forgejo => "forgejo",
         }
+    }
+
+    /// The path parameter of operation `operation_id` (`method path` in this flavor's spec) that
+    /// the forge captures with a catch-all, so that a literal `/` stays inside it; `None` when
+    /// every path parameter of the route is one segment. This is the fake's own table of the
+    /// forges' routes, the one its router uses; tests compare a client's encoding against it.
+    pub fn catch_all_param(self, method: &str, path: &str, operation_id: &str) -> Option<&'static str> {
+        catch_all::param(self, method, path, operation_id)
     }
 
     /// The version string a real server of this flavor answers on `GET /api/v1/version`.

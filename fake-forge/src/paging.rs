@@ -1,7 +1,7 @@
 //! Gitea's pagination: `page`/`limit` defaults and caps, `X-Total-Count` and the `Link` header.
 //!
-//! Copied in behaviour from Gitea's `genAPILinks`/`SetLinkHeader` (see
-//! `shared/notes/spec-analysis.md` §5): `limit` defaults to 30 and is capped at 50, `page` is at
+//! The same behaviour as Gitea's `genAPILinks`/`SetLinkHeader` (`services/context/api.go`) with
+//! the default `[api]` settings: `limit` defaults to 30 and is capped at 50, `page` is at
 //! least 1, and each link is `ROOT_URL` + the request path + the request query re-encoded the way
 //! Go's `url.Values.Encode` does (keys sorted) with `page` replaced. The host comes from
 //! `ROOT_URL`, never from the request, which is exactly what a client must cope with.

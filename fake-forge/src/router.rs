@@ -1,12 +1,14 @@
 //! Routes a raw request path to a spec operation the way chi does inside Gitea and Forgejo.
 //!
-//! Both servers route on the *escaped* path, so `%2F` stays inside one segment while routing and
-//! is decoded only afterwards (see `shared/specs/wildcard-params.md`). The fake copies that
-//! exactly, because its main use is to prove how a client encodes path parameters:
+//! Both servers hand chi the *escaped* path (their common middleware sets the route path from
+//! the request's escaped path), so `%2F` stays inside one segment while routing and is decoded
+//! only when a handler reads the parameter. The fake copies that exactly, because its main use
+//! is to prove how a client encodes path parameters:
 //!
 //! * `{param}` matches one non-empty segment; the captured value is percent-decoded afterwards.
-//! * a wildcard parameter (chi `/*`) captures one or more segments, literal `/` included. It may
-//!   be followed by static segments (Gitea's `/<ref:*>/status`).
+//! * a catch-all parameter (chi `/*`, listed in [`crate::catch_all`]) captures one or more
+//!   segments, literal `/` included. It may be followed by static segments (Gitea's
+//!   `commits/{ref}/status`).
 //! * a segment mixing literals and parameters (`{sha}.{diffType}`) splits at the first
 //!   occurrence of each literal; a parameter with an `enum` only accepts those values (Gitea
 //!   registers `{diffType:diff|patch}`).

@@ -1,8 +1,10 @@
-//! Reads the embedded Swagger specs and the wildcard table into operations and a router.
+//! Reads the embedded Swagger specs into operations and a router.
 //!
 //! The specs are the single source of truth for what the fake routes: every (method, path) of
 //! the flavor's spec becomes a route, so a client generated from the same spec can reach every
-//! operation. Parsing happens once per flavor per process ([`api`] caches it).
+//! operation. Which parameter of a route is a catch-all comes from the fake's own table
+//! ([`crate::catch_all`]), never from the server under test. Parsing happens once per flavor per
+//! process ([`api`] caches it).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -10,12 +12,12 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use crate::Flavor;
+use crate::catch_all;
 use crate::fallback::Fallback;
 use crate::router::{Router, Template};
 
 const GITEA_SPEC: &[u8] = include_bytes!("../../specs/gitea-1.27.0.swagger.json");
 const FORGEJO_SPEC: &[u8] = include_bytes!("../../specs/forgejo-16.0.1.swagger.json");
-const WILDCARDS: &[u8] = include_bytes!("../../specs/wildcard-params.json");
 
 /// One operation of the spec.
 #[derive(Debug)]
@@ -36,13 +38,7 @@ pub(crate) struct Api {
 
 impl Api {
     fn load(flavor: Flavor) -> Api {
-        let raw = match flavor {
-            Flavor::Gitea => GITEA_SPEC,
-            Flavor::Forgejo => FORGEJO_SPEC,
-        };
-        let spec: Value = serde_json::from_slice(raw).expect("embedded spec is valid JSON");
-        let wildcards: Value =
-            serde_json::from_slice(WILDCARDS).expect("embedded wildcard table is valid JSON");
+        let spec: Value = serde_json::from_slice(raw(flavor)).expect("embedded spec is valid JSON");
         let global_produces = string_list(&spec["produces"]);
         let mut ops = Vec::new();
         let mut router = Router::default();
@@ -67,7 +63,8 @@ impl Api {
                     })
                     .collect();
                 let has_query = |name: &str| params.iter().any(|p| p["in"] == "query" && p["name"] == name);
-                let catch_all = wildcard_param(&wildcards, flavor, path, &method);
+                let id = op["operationId"].as_str().unwrap_or_default().to_string();
+                let catch_all = catch_all::param(flavor, &method, path, &id);
                 let index = ops.len();
                 router.add(&method, Template::parse(path, catch_all, &enums), index);
                 let produces = match op.get("produces") {
@@ -75,13 +72,21 @@ impl Api {
                     None => global_produces.clone(),
                 };
                 ops.push(Operation {
-                    id: op["operationId"].as_str().unwrap_or_default().to_string(),
+                    id,
                     paginated: has_query("page") && has_query("limit"),
                     fallback: Fallback::from_spec(&spec, op, &produces),
                 });
             }
         }
         Api { ops, router }
+    }
+}
+
+/// The embedded Swagger document of `flavor`.
+pub(crate) fn raw(flavor: Flavor) -> &'static [u8] {
+    match flavor {
+        Flavor::Gitea => GITEA_SPEC,
+        Flavor::Forgejo => FORGEJO_SPEC,
     }
 }
 
@@ -124,15 +129,4 @@ fn parameters<'a>(
 
 fn string_list(v: &Value) -> Vec<String> {
     v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect()
-}
-
-/// The catch-all parameter of (`path`, `method`) for `flavor`, per `wildcard-params.json`
-/// (`since` gates are ignored: the specs are the newest versions).
-fn wildcard_param<'a>(table: &'a Value, flavor: Flavor, path: &str, method: &str) -> Option<&'a str> {
-    table.as_array()?.iter().find_map(|e| {
-        let applies = e["path"] == path
-            && e["servers"].as_array().is_some_and(|s| s.iter().any(|s| s == flavor.name()))
-            && e["method"].as_str().is_some_and(|m| m == "*" || m.eq_ignore_ascii_case(method));
-        if applies { e["param"].as_str() } else { None }
-    })
 }
