@@ -47,6 +47,12 @@ fn cpu_time(pid: u32) -> Duration {
 /// raw `Authorization` header value; the response status and body (an open SSE stream is
 /// not read).
 async fn open_with(server: &HttpServer, auth: &[u8]) -> (u16, String) {
+    try_open_with(server, auth).await.unwrap_or_else(|e| panic!("no answer: {e}"))
+}
+
+/// Like [`open_with`]; `Err` when the request could not be sent whole (the server closed
+/// the connection first).
+async fn try_open_with(server: &HttpServer, auth: &[u8]) -> Result<(u16, String), reqwest::Error> {
     let http = http_client();
     let auth = reqwest::header::HeaderValue::from_bytes(auth).unwrap();
     let req = match server.transport.as_str() {
@@ -62,10 +68,10 @@ async fn open_with(server: &HttpServer, auth: &[u8]) -> (u16, String) {
                 .to_string(),
             ),
     };
-    let resp = req.header("authorization", auth).send().await.unwrap();
+    let resp = req.header("authorization", auth).send().await?;
     let status = resp.status().as_u16();
     let body = if status == 200 { String::new() } else { resp.text().await.unwrap_or_default() };
-    (status, body)
+    Ok((status, body))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -80,7 +86,18 @@ async fn a_token_longer_than_the_bound_is_refused_with_431_before_any_work(t: &s
     let (forge, server) = start(t, &[]).await;
     forge.clear_requests();
     for len in [8 * 1024 + 1, 32 * 1024, 64 * 1024, 1024 * 1024] {
-        let (status, body) = open_with(&server, format!("token {}", "A".repeat(len)).as_bytes()).await;
+        let (status, body) =
+            match try_open_with(&server, format!("token {}", "A".repeat(len)).as_bytes()).await {
+                Ok(answer) => answer,
+                // A head far over the limit is refused after its first 64 KiB: the client may
+                // still be writing the rest when the connection closes, and see a reset instead
+                // of the 431 (as with any HTTP server that stops reading).
+                Err(e) if len > 64 * 1024 => {
+                    eprintln!("a {len}-byte token: the connection closed while it was sent ({e})");
+                    continue;
+                }
+                Err(e) => panic!("a {len}-byte token: no answer: {e}"),
+            };
         assert_eq!(status, 431, "a {len}-byte token: {body}");
         assert!(!body.contains("AAAA"), "does not echo the token: {body}");
         // Past 64 KiB the whole request head is refused before it is read (no body then).
@@ -89,6 +106,7 @@ async fn a_token_longer_than_the_bound_is_refused_with_431_before_any_work(t: &s
         }
     }
     assert!(forge.requests().is_empty(), "nothing reached the forge: {:?}", forge.requests());
+    assert!(healthz(&server).await.is_ok(), "still serving");
 }
 
 /// Twenty calls with the longest accepted token, one character repeated (the input that made
@@ -963,7 +981,12 @@ async fn a_connection_whose_client_stopped_reading_is_closed() {
         body.len()
     );
     c.write_all(req.as_bytes()).await.unwrap();
-    // Read nothing for a while: the answer (8 MB) is more than the sockets hold.
+    // Wait for the answer to begin (the call may take long on a busy machine), then read
+    // nothing for three stall timeouts: the rest of the answer (8 MB) is more than the
+    // sockets hold, so the server's writes stall.
+    let mut first = [0u8; 1];
+    let started = tokio::time::timeout(Duration::from_secs(120), c.read_exact(&mut first)).await;
+    assert!(matches!(started, Ok(Ok(_))), "the answer did not begin: {started:?}");
     tokio::time::sleep(Duration::from_secs(6)).await;
     let mut got = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(20), c.read_to_end(&mut got)).await;
