@@ -240,7 +240,7 @@ fn settings_with(flavor: &str, url: &str, more: &[&str]) -> Settings {
     Settings::resolve(cli.common, &|_| None).expect("settings resolve")
 }
 
-/// The goal of issue 5 for the default `tools/list`.
+/// The size goal for the default `tools/list`.
 const DEFAULT_GOAL_BYTES: usize = 40_000;
 
 async fn tools_list_sizes() {

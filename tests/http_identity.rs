@@ -1,5 +1,5 @@
-//! stateless-http-auth (`../shared/seeds/spec-stateless-http-auth.txt`, issue 4) over both HTTP
-//! transports: every scenario of the spec, checked where it matters, at the fake forge — which
+//! Per-request identities over both HTTP transports (the server's stateless-auth rules:
+//! README, "Many users over HTTP"): every scenario of the spec, checked where it matters, at the fake forge — which
 //! token did each outbound request carry, and which one never arrived.
 //!
 //! Scenarios that apply to both transports are written once and run as `<scenario>::http`
@@ -552,7 +552,7 @@ async fn token_absent_from_logs_and_error_text(t: &str) {
 }
 
 /// The spec's "Attachment upload uses per-request token", plus the binary download paths
-/// (attachment bytes, raw file) of issue 4.
+/// (attachment bytes, raw file).
 async fn attachment_upload_and_download_use_per_request_token(t: &str) {
     let (forge, server) = start(t, &[]).await;
     let c = server.connect(None).await.unwrap();
@@ -638,7 +638,7 @@ async fn stdio_handler_receives_global_token_client() {
 }
 
 // ---------------------------------------------------------------------------------------
-// HTTP hygiene (issue 4, item 6).
+// HTTP hygiene: Host and Origin checks, body size, health.
 
 async fn host_outside_allowed_list_is_forbidden(t: &str) {
     let (_forge, server) = start(t, &[]).await;

@@ -1,5 +1,5 @@
 //! Over HTTP a request may narrow the server's tool surface for itself — `X-MCP-Toolsets`,
-//! `X-MCP-Readonly`, `X-MCP-Disabled-Tools` — and never widen it (issue 5). Each scenario
+//! `X-MCP-Readonly`, `X-MCP-Disabled-Tools` — and never widen it. Each scenario
 //! runs on both transports (`::http` Streamable HTTP, `::sse` legacy SSE), and checks
 //! `tools/list`, refused calls (never sent) and what the forge received.
 

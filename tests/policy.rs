@@ -1,4 +1,4 @@
-//! The tool surface over stdio (issue 5): toolsets choose what is listed, the discovery
+//! The tool surface over stdio: toolsets choose what is listed, the discovery
 //! tools reach everything else, and READ_ONLY / ENABLED_TOOLS / DISABLED_TOOLS refuse on
 //! every path — a listed tool, the raw tool, and the discovery tools. Refused calls are
 //! `denied` and never sent.

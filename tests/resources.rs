@@ -1,4 +1,4 @@
-//! MCP resources (issue 5): a file at a ref, an issue with its comments, a pull request —
+//! MCP resources: a file at a ref, an issue with its comments, a pull request —
 //! read with `resources/read` through the same identity, policy, guard and envelope as the
 //! tools, over stdio (rmcp client) and both HTTP transports (per-request tokens).
 

@@ -1,5 +1,5 @@
 //! The pipeline over stdio with a real MCP client (rmcp) against the recording fake forge:
-//! one test per requirement of issue 2 / ADR 0005, named after it.
+//! one test per requirement of the call pipeline and the result envelope, named after it.
 
 mod support;
 

@@ -1,8 +1,8 @@
 //! Known mistakes of the embedded specs, corrected in one place.
 //!
 //! Each row says which operation of which flavor the spec gets wrong, what is really
-//! returned, and how we know (router and handler evidence in `shared/notes/spec-analysis.md`
-//! §2 and §4). The generator applies a row by replacing the response kind it would have
+//! returned, and how we know (each row's comment names the router and handler that show it).
+//! The generator applies a row by replacing the response kind it would have
 //! inferred from `produces` and the declared responses.
 
 use super::{Flavor, ResponseKind};
