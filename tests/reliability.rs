@@ -92,7 +92,7 @@ async fn a_token_longer_than_the_bound_is_refused_with_431_before_any_work(t: &s
                 // A head far over the limit is refused after its first 64 KiB: the client may
                 // still be writing the rest when the connection closes, and see a reset instead
                 // of the 431 (as with any HTTP server that stops reading).
-                Err(e) if len > 64 * 1024 => {
+                Err(e) if len >= 64 * 1024 => {
                     eprintln!("a {len}-byte token: the connection closed while it was sent ({e})");
                     continue;
                 }
