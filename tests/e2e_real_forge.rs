@@ -642,6 +642,12 @@ async fn e2e_guard_on_what_the_forge_stores() {
     clean(&c, "raw file");
     assert_eq!(c.data(), &json!("known: [REDACTED]\ngithub: ghp_…[masked:github_token]\n"), "{}", c.text);
 
+    // The contents API sends the file base64-encoded: redacted inside (masking stays a text pass).
+    let c = repo.call("repoGetContents", json!({"filepath": "secrets.txt"})).await;
+    let content = b64_decode(ok(&c, 200)["content"].as_str().unwrap_or(""), &c.text);
+    let content = String::from_utf8(content).unwrap_or_default();
+    assert_eq!(content, format!("known: [REDACTED]\ngithub: {github}\n"), "{}", c.text);
+
     let c = repo.call("issueCreateIssue", json!({"body": {"title": "guard", "body": text}})).await;
     let index = ok(&c, 201)["number"].as_u64().unwrap();
     clean(&c, "created issue");

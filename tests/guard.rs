@@ -1,5 +1,6 @@
-//! Issue 3 / ADR 0005 "Amendments": no secret leaves. Each test drives the binary over stdio
-//! with a real MCP client; the fake forge echoes secrets back the way Gitea does.
+//! No secret leaves: every configured secret, the caller's token and credential-looking
+//! strings, in every kind of result. Each test drives the binary over stdio with a real MCP
+//! client; the fake forge echoes secrets back the way Gitea does.
 
 mod support;
 
@@ -49,6 +50,37 @@ async fn exact_redaction_is_always_on_for_every_configured_secret_in_values_and_
         assert!(c.data().get("[REDACTED]").is_some(), "{mode}: the key is redacted: {}", c.text);
         h.stop().await;
     }
+}
+
+/// A file read through the contents API comes base64-encoded: a known secret in it is found
+/// and redacted in the decoded text; in bytes that are not text it withholds the result.
+#[tokio::test]
+async fn known_secrets_inside_base64_file_content_are_redacted_or_withheld() {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as B64;
+    let (setup, _dir) = secrets_setup("off");
+    let h = Harness::start(setup).await;
+    let file = format!("GITEA_TOKEN={ALICE_TOKEN}\nother={EXTRA}\n");
+    let body = json!({"type": "file", "path": "env.txt", "encoding": "base64", "content": B64.encode(&file)});
+    h.forge.script(echo("/api/v1/repos/o/r/contents/env.txt", body));
+    let c = h.call("repoGetContents", json!({"owner": "o", "repo": "r", "filepath": "env.txt"})).await;
+    assert_envelope(&c);
+    let content = B64.decode(c.data()["content"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        String::from_utf8(content).unwrap(),
+        "GITEA_TOKEN=[REDACTED]\nother=[REDACTED]\n",
+        "{}",
+        c.text
+    );
+
+    let mut bytes = vec![0u8, 0xff, 0xfe];
+    bytes.extend(EXTRA.as_bytes());
+    let body = json!({"name": "blob", "encoding": "base64", "content": B64.encode(&bytes)});
+    h.forge.script(echo("/api/v1/repos/o/r/git/blobs/abc", body));
+    let c = h.call("GetBlob", json!({"owner": "o", "repo": "r", "sha": "abc"})).await;
+    assert!(c.is_error, "{}", c.text);
+    assert_eq!(c.kind(), "secret_blocked", "{}", c.text);
+    h.stop().await;
 }
 
 #[tokio::test]

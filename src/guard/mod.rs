@@ -3,8 +3,8 @@
 //!
 //! 1. exact redaction (always on): every secret the server knows, plus the caller's token and
 //!    the secrets this call's body carried, become `[REDACTED]` in strings and keys — also
-//!    where JSON escapes spell them; binary content in which one occurs is withheld
-//!    (`secret_blocked`), since it cannot be redacted;
+//!    where JSON escapes spell them, and inside base64 file content (`encoded.rs`); binary
+//!    content in which one occurs is withheld (`secret_blocked`), since it cannot be redacted;
 //! 2. pattern masking (`SECRET_DETECTION_MODE`): `off` skips it, `mask` shortens
 //!    credential-looking strings, `block` withholds the result as `secret_blocked`;
 //!    successful results of credential-issuing operations skip this step, and the answers
@@ -18,6 +18,7 @@
 
 pub mod bound;
 pub mod credential_ops;
+mod encoded;
 pub mod log;
 pub mod mask;
 pub mod redact;
@@ -271,6 +272,17 @@ impl CallGuard {
         // member on, so the envelope's own words (`"mode":"token"`) do not count as hits. A
         // raw `,"data":` cannot occur inside an earlier string, where quotes are escaped.
         let from = text.find(",\"data\":").unwrap_or(0);
+        // File contents come base64-encoded, where no text scan sees a secret.
+        if !self.redactor.secrets().is_empty() && encoded::may_hold(&text[from..]) {
+            if let encoded::Found::InBinary = encoded::redact(&self.redactor, &mut s.data) {
+                return Err(CallError::from_forge(
+                    s.status,
+                    ErrorKind::SecretBlocked,
+                    "the result was withheld because a secret this server knows occurs in base64 content that is not text; fetch it without the server, or remove the secret from it",
+                ));
+            }
+            text = s.to_text();
+        }
         if self.hit(&text[from..]) {
             self.redactor.redact_value(&mut s.data);
             if !issues_credentials {

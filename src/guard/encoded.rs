@@ -1,0 +1,144 @@
+//! Known secrets inside base64 content: the forges return a file's bytes as a base64 string
+//! (`content` next to `"encoding": "base64"` in contents and blobs; `content_base64` in wiki
+//! pages), and a token committed to a repository would leave through it, encoded, past every
+//! text scan. Such a string is decoded and searched: text in which a secret occurs is redacted
+//! and encoded again; other bytes cannot be redacted without corrupting them, so the result is
+//! withheld, as for a binary body. Masking does not look inside (it stays a text pass).
+//!
+//! Only results whose text mentions `base64` are walked; the walk is iterative (the decoder
+//! already bounded the depth) and each string is decoded once, so the cost is linear.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Map, Value};
+
+use super::Redactor;
+
+/// What the walk found.
+pub(super) enum Found {
+    /// No known secret in any base64 content (or none that was not redacted).
+    Clean,
+    /// A known secret occurs in base64 content that is not text.
+    InBinary,
+}
+
+/// Whether `text` (a result as JSON) may hold base64 content worth decoding.
+pub(super) fn may_hold(text: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), b"base64").is_some()
+}
+
+/// Redact known secrets inside the base64 content strings of `v`, in place.
+pub(super) fn redact(redactor: &Redactor, v: &mut Value) -> Found {
+    let mut found = Found::Clean;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            Value::Object(map) => {
+                for key in encoded_fields(map) {
+                    if let Some(Value::String(s)) = map.get_mut(key) {
+                        if !redact_one(redactor, s) {
+                            found = Found::InBinary;
+                        }
+                    }
+                }
+                stack.extend(map.values_mut());
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The members of `map` that hold base64 content.
+fn encoded_fields(map: &Map<String, Value>) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    if map.get("encoding").and_then(Value::as_str).is_some_and(|e| e.eq_ignore_ascii_case("base64")) {
+        keys.push("content");
+    }
+    if map.contains_key("content_base64") {
+        keys.push("content_base64");
+    }
+    keys
+}
+
+/// Redact one base64 string in place; `false` when a secret occurs in bytes that are not
+/// text (left as they are: the caller withholds the result).
+fn redact_one(redactor: &Redactor, s: &mut String) -> bool {
+    // Gitea wraps nothing, but other encoders break lines: white space is not data.
+    let compact: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let Ok(bytes) = STANDARD.decode(compact.as_bytes()) else { return true };
+    if !redactor.occurs_in(&bytes) {
+        return true;
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => {
+            *s = STANDARD.encode(redactor.redact_str(&text));
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const SECRET: &str = "s3cr3t-known-value-42";
+
+    fn redactor() -> Redactor {
+        Redactor::new(vec![SECRET.to_owned()])
+    }
+
+    fn decoded(v: &Value) -> String {
+        String::from_utf8(STANDARD.decode(v.as_str().unwrap()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn text_content_with_a_secret_is_redacted_and_encoded_again() {
+        let file = format!("token = {SECRET}\n");
+        let mut v = json!({"type": "file", "encoding": "base64", "content": STANDARD.encode(&file)});
+        assert!(matches!(redact(&redactor(), &mut v), Found::Clean));
+        assert_eq!(decoded(&v["content"]), "token = [REDACTED]\n");
+    }
+
+    #[test]
+    fn wiki_pages_blobs_in_lists_and_wrapped_lines_are_found() {
+        let enc = STANDARD.encode(format!("a {SECRET} b"));
+        let wrapped = format!("{}\n{}", &enc[..10], &enc[10..]);
+        let mut v = json!([
+            {"title": "Home", "content_base64": enc},
+            {"sha": "abc", "encoding": "BASE64", "content": wrapped},
+        ]);
+        redact(&redactor(), &mut v);
+        assert_eq!(decoded(&v[0]["content_base64"]), "a [REDACTED] b");
+        assert_eq!(decoded(&v[1]["content"]), "a [REDACTED] b");
+    }
+
+    #[test]
+    fn binary_content_with_a_secret_is_reported_and_clean_content_left_alone() {
+        let mut bytes = vec![0xff, 0x00];
+        bytes.extend(SECRET.as_bytes());
+        let mut v = json!({"encoding": "base64", "content": STANDARD.encode(&bytes)});
+        assert!(matches!(redact(&redactor(), &mut v), Found::InBinary));
+
+        let clean = STANDARD.encode("nothing to see");
+        let mut v = json!({"encoding": "base64", "content": clean, "other": "not base64 !"});
+        let before = v.clone();
+        assert!(matches!(redact(&redactor(), &mut v), Found::Clean));
+        assert_eq!(v, before);
+        // `content` without the encoding beside it is plain text, not decoded.
+        let mut v = json!({"content": STANDARD.encode(SECRET)});
+        let before = v.clone();
+        redact(&redactor(), &mut v);
+        assert_eq!(v, before);
+    }
+
+    #[test]
+    fn only_results_that_mention_base64_are_walked() {
+        assert!(may_hold(r#"{"encoding":"base64","content":"..."}"#));
+        assert!(may_hold(r#"{"content_base64":"..."}"#));
+        assert!(!may_hold(r#"{"content":"hello","encoding":"utf-8"}"#));
+    }
+}
