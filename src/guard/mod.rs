@@ -274,14 +274,17 @@ impl CallGuard {
         let from = text.find(",\"data\":").unwrap_or(0);
         // File contents come base64-encoded, where no text scan sees a secret.
         if !self.redactor.secrets().is_empty() && encoded::may_hold(&text[from..]) {
-            if let encoded::Found::InBinary = encoded::redact(&self.redactor, &mut s.data) {
-                return Err(CallError::from_forge(
-                    s.status,
-                    ErrorKind::SecretBlocked,
-                    "the result was withheld because a secret this server knows occurs in base64 content that is not text; fetch it without the server, or remove the secret from it",
-                ));
+            match encoded::redact(&self.redactor, &mut s.data) {
+                encoded::Found::Clean => {}
+                encoded::Found::Redacted => text = s.to_text(),
+                encoded::Found::InBinary => {
+                    return Err(CallError::from_forge(
+                        s.status,
+                        ErrorKind::SecretBlocked,
+                        "the result was withheld because a secret this server knows occurs in base64 content that is not text; fetch it without the server, or remove the secret from it",
+                    ));
+                }
             }
-            text = s.to_text();
         }
         if self.hit(&text[from..]) {
             self.redactor.redact_value(&mut s.data);
