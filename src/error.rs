@@ -173,3 +173,9 @@ impl Outcome {
         }
     }
 }
+
+/// One JSON Pointer segment for an object key (RFC 6901: `~` → `~0`, `/` → `~1`): the
+/// pointers of errors and of `truncated` notes are built with it.
+pub(crate) fn pointer_segment(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::ToolDef;
 use crate::catalog::fields::Shape;
-use crate::error::CallError;
+use crate::error::{CallError, pointer_segment};
 
 /// Rename the body keys of `args` to the spec's spelling of `tool`'s body fields.
 pub(crate) fn normalize(tool: &ToolDef, args: &mut Map<String, Value>) -> Result<(), CallError> {
@@ -23,12 +23,12 @@ pub(crate) fn normalize(tool: &ToolDef, args: &mut Map<String, Value>) -> Result
     };
     walk(shape, body).map_err(|c| {
         let mut pointer = String::from("/body");
-        for segment in c.at.iter().rev() {
+        for segment in c.at.iter().rev().chain([&c.key]) {
             pointer.push('/');
-            pointer.push_str(&segment.replace('~', "~0").replace('/', "~1"));
+            pointer.push_str(&pointer_segment(segment));
         }
         CallError::invalid_argument(
-            format!("{pointer}/{}", c.key.replace('~', "~0").replace('/', "~1")),
+            pointer,
             format!(
                 "`{}` and `{}` name the same field `{}` (field names are matched regardless of letter case); send it once",
                 c.key, c.other, c.spelling

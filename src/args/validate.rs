@@ -53,7 +53,7 @@ pub fn validate(tool: &ToolDef, args: &Map<String, Value>) -> Result<(), CallErr
 
 /// Append one property name to a JSON Pointer, escaping `~` and `/` (RFC 6901).
 fn child(base: &str, name: &str) -> String {
-    format!("{base}/{}", name.replace('~', "~0").replace('/', "~1"))
+    format!("{base}/{}", crate::error::pointer_segment(name))
 }
 
 #[cfg(test)]

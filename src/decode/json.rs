@@ -130,8 +130,8 @@ impl State {
                 Step::Index(i) => out.push_str(&i.to_string()),
                 Step::Key(k) => {
                     let room = MAX_POINTER_CHARS.saturating_sub(out.len());
-                    let escaped: String =
-                        k.chars().take(room + 1).collect::<String>().replace('~', "~0").replace('/', "~1");
+                    let escaped =
+                        crate::error::pointer_segment(&k.chars().take(room + 1).collect::<String>());
                     out.push_str(&escaped);
                 }
             }

@@ -277,11 +277,6 @@ fn longest_list(v: &Value) -> usize {
     longest
 }
 
-/// A JSON Pointer segment (RFC 6901: `~` → `~0`, `/` → `~1`).
-fn segment(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
 /// The pointer of the place `path` names, below `root`.
 fn pointer(root: &str, path: &[String]) -> String {
     let mut out = root.to_owned();
@@ -309,7 +304,7 @@ fn walk(v: &mut Value, path: &mut Vec<String>, f: &mut dyn FnMut(&mut Value, &[S
         }
         Value::Object(m) => {
             for (k, x) in m.iter_mut() {
-                path.push(segment(k));
+                path.push(crate::error::pointer_segment(k));
                 walk(x, path, f);
                 path.pop();
             }
