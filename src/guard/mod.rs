@@ -321,8 +321,34 @@ impl CallGuard {
     fn cleaned(&self, elided: &Elided) -> Elided {
         let mut out = elided.clone();
         for cut in &mut out.cuts {
-            cut.pointer = self.redactor.redact_str(&cut.pointer);
+            cut.pointer = self.pointer(&cut.pointer);
             self.guard.mask_in_place(&mut cut.pointer);
+        }
+        out
+    }
+
+    /// A pointer the parser built from the forge's keys, redacted segment by segment in its
+    /// unescaped form (a secret holding `/` or `~` is spelled `~1`/`~0` in a pointer). A
+    /// pointer cut short (`…`) may end in the first part of a secret: that goes too.
+    fn pointer(&self, pointer: &str) -> String {
+        let (whole, cut) = match pointer.strip_suffix('…') {
+            Some(p) => (p, true),
+            None => (pointer, false),
+        };
+        let segments: Vec<&str> = whole.split('/').collect();
+        let last = segments.len() - 1;
+        let mut out: Vec<String> = Vec::with_capacity(segments.len());
+        for (i, segment) in segments.into_iter().enumerate() {
+            let raw = segment.replace("~1", "/").replace("~0", "~");
+            let mut redacted = self.redactor.redact_str(&raw);
+            if cut && i == last {
+                redacted = self.redactor.redact_cut_tail(&redacted);
+            }
+            out.push(crate::error::pointer_segment(&redacted));
+        }
+        let mut out = out.join("/");
+        if cut {
+            out.push('…');
         }
         out
     }
@@ -631,6 +657,36 @@ mod tests {
             assert!(out.contains("\"returned\":2,\"total\":5"), "{out}");
         }
     }
+
+    /// A secret spelled with `/` or `~` (escaped `~1`/`~0` in a pointer) and a secret that a
+    /// pointer cut at its length limit leaves only the first part of are both redacted.
+    #[test]
+    fn cut_pointers_hold_no_secret_escaped_or_cut_short() {
+        use crate::decode::json::{Keep, MAX_POINTER_CHARS, parse};
+        let slashed = "ab/cd~ef+Gh7/Ij9Kk";
+        let long = "Lq8LONGsecretThatCrossesTheCutOfThePointer0123456789";
+        let g = Guard::new(
+            vec![slashed.into(), long.into()],
+            DetectionMode::Mask,
+            Bounds { max_items: 2, max_chars: 100_000 },
+        )
+        .for_call(Vec::new());
+        let pad = "p".repeat(MAX_POINTER_CHARS - 20);
+        for key in [format!("x{slashed}y"), format!("{pad}{long}")] {
+            let text = format!(r#"{{"{key}": [1,2,3,4,5]}}"#);
+            let parsed = parse(&text, Keep { items: 2, values: 100 }).unwrap();
+            let pointer = &parsed.elided.cuts[0].pointer;
+            let mut s = success(parsed.value);
+            let out = g.success(&mut s, false, &parsed.elided).unwrap().into_string();
+            assert!(out.contains("\"returned\":2,\"total\":5"), "{out}");
+            for leak in ["cd~0ef", "ab~1cd", "Lq8LONG", "cd~ef"] {
+                assert!(!out.contains(leak), "{leak} in {out} (pointer {pointer})");
+            }
+            assert!(out.contains(REDACTED_MARK), "{out}");
+        }
+    }
+
+    const REDACTED_MARK: &str = "[REDACTED]";
 
     #[test]
     fn binary_content_holding_a_known_secret_is_withheld() {

@@ -119,6 +119,25 @@ impl Redactor {
     }
 
     /// Whether any known secret occurs in `bytes` (binary content, which cannot be redacted).
+    /// `s` with a tail that is the first part (4 characters or more) of a known secret
+    /// replaced: for text cut short, where a secret lost its end and no longer matches.
+    pub fn redact_cut_tail(&self, s: &str) -> String {
+        const MIN: usize = 4;
+        let mut from = s.len();
+        for secret in self.secrets.iter() {
+            let Some(&first) = secret.as_bytes().first() else { continue };
+            // The earliest start, so the longest tail, of each secret.
+            for (i, _) in s.bytes().enumerate().filter(|&(_, b)| b == first) {
+                let tail = &s[i..];
+                if i < from && tail.len() >= MIN && tail.len() < secret.len() && secret.starts_with(tail) {
+                    from = i;
+                    break;
+                }
+            }
+        }
+        if from == s.len() { s.to_owned() } else { format!("{}{REDACTED}", &s[..from]) }
+    }
+
     pub fn occurs_in(&self, bytes: &[u8]) -> bool {
         self.automaton.as_ref().is_some_and(|ac| ac.is_match(bytes))
     }
