@@ -9,7 +9,9 @@
 //! already bounded the depth) and each string is decoded once, so the cost is linear.
 
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::alphabet::STANDARD as ALPHABET;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use serde_json::{Map, Value};
 
 use super::Redactor;
@@ -21,11 +23,19 @@ pub(super) enum Found {
     Clean,
     /// Known secrets in base64 text, redacted there: the value changed.
     Redacted,
-    /// A known secret occurs in base64 content that is not text.
+    /// A known secret occurs in base64 content that is not text, or content said to be
+    /// base64 does not decode (so it cannot be checked).
     InBinary,
 }
 
-/// Whether `text` (a result as JSON) may hold base64 content worth decoding.
+/// Reads base64 with or without its padding: the forges pad, other encoders may not.
+const LENIENT: GeneralPurpose = GeneralPurpose::new(
+    &ALPHABET,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Whether `text` (a result as JSON) may hold base64 content worth decoding: it names
+/// `base64` (as the forges spell it; `encoded_fields` matches the same spelling).
 pub(super) fn may_hold(text: &str) -> bool {
     memchr::memmem::find(text.as_bytes(), b"base64").is_some()
 }
@@ -58,7 +68,7 @@ pub(super) fn redact(redactor: &Redactor, v: &mut Value) -> Found {
 /// The members of `map` that hold base64 content.
 fn encoded_fields(map: &Map<String, Value>) -> Vec<&'static str> {
     let mut keys = Vec::new();
-    if map.get("encoding").and_then(Value::as_str).is_some_and(|e| e.eq_ignore_ascii_case("base64")) {
+    if map.get("encoding").and_then(Value::as_str) == Some("base64") {
         keys.push("content");
     }
     if map.contains_key("content_base64") {
@@ -68,16 +78,17 @@ fn encoded_fields(map: &Map<String, Value>) -> Vec<&'static str> {
 }
 
 /// Redact one base64 string in place (bytes that are not text are left as they are: the
-/// caller withholds the result).
+/// caller withholds the result). Content that says it is base64 but does not decode cannot
+/// be checked, so it is withheld too.
 fn redact_one(redactor: &Redactor, s: &mut String) -> Found {
     // The forges wrap nothing, but other encoders break lines: white space is not data.
     let decoded = if s.bytes().any(|b| b.is_ascii_whitespace()) {
         let compact: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        STANDARD.decode(compact)
+        LENIENT.decode(compact)
     } else {
-        STANDARD.decode(s.as_bytes())
+        LENIENT.decode(s.as_bytes())
     };
-    let Ok(bytes) = decoded else { return Found::Clean };
+    let Ok(bytes) = decoded else { return Found::InBinary };
     if !redactor.occurs_in(&bytes) {
         return Found::Clean;
     }
@@ -119,7 +130,7 @@ mod tests {
         let wrapped = format!("{}\n{}", &enc[..10], &enc[10..]);
         let mut v = json!([
             {"title": "Home", "content_base64": enc},
-            {"sha": "abc", "encoding": "BASE64", "content": wrapped},
+            {"sha": "abc", "encoding": "base64", "content": wrapped.trim_end_matches('=')},
         ]);
         assert_eq!(redact(&redactor(), &mut v), Found::Redacted);
         assert_eq!(decoded(&v[0]["content_base64"]), "a [REDACTED] b");
@@ -133,6 +144,8 @@ mod tests {
         let mut v = json!({"encoding": "base64", "content": STANDARD.encode(&bytes)});
         assert_eq!(redact(&redactor(), &mut v), Found::InBinary);
 
+        let mut v = json!({"encoding": "base64", "content": "not base64 !"});
+        assert_eq!(redact(&redactor(), &mut v), Found::InBinary, "undecodable content is withheld");
         let clean = STANDARD.encode("nothing to see");
         let mut v = json!({"encoding": "base64", "content": clean, "other": "not base64 !"});
         let before = v.clone();

@@ -281,7 +281,7 @@ impl CallGuard {
                     return Err(CallError::from_forge(
                         s.status,
                         ErrorKind::SecretBlocked,
-                        "the result was withheld because a secret this server knows occurs in base64 content that is not text; fetch it without the server, or remove the secret from it",
+                        "the result was withheld because a secret this server knows occurs in base64 content that is not text (or the content does not decode, so it could not be checked); fetch it without the server, or remove the secret from it",
                     ));
                 }
             }
