@@ -50,6 +50,19 @@ async fn open_with(server: &HttpServer, auth: &[u8]) -> (u16, String) {
     try_open_with(server, auth).await.unwrap_or_else(|e| panic!("no answer: {e}"))
 }
 
+/// Whether `e` is the connection closing under a request still being sent (reset or broken
+/// pipe), not any other failure.
+fn closed_while_sending(e: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return matches!(io.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset);
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Like [`open_with`]; `Err` when the request could not be sent whole (the server closed
 /// the connection first).
 async fn try_open_with(server: &HttpServer, auth: &[u8]) -> Result<(u16, String), reqwest::Error> {
@@ -92,7 +105,7 @@ async fn a_token_longer_than_the_bound_is_refused_with_431_before_any_work(t: &s
                 // A head far over the limit is refused after its first 64 KiB: the client may
                 // still be writing the rest when the connection closes, and see a reset instead
                 // of the 431 (as with any HTTP server that stops reading).
-                Err(e) if len >= 64 * 1024 => {
+                Err(e) if len >= 64 * 1024 && closed_while_sending(&e) => {
                     eprintln!("a {len}-byte token: the connection closed while it was sent ({e})");
                     continue;
                 }
