@@ -14,38 +14,11 @@ use crate::executor::client::LARGE_BODY;
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
 use crate::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
+use crate::identity::Caller;
 use crate::identity::{Credential, Identity, Mode};
 use crate::policy::Narrowing;
 use crate::server::Server;
 use secrecy::{ExposeSecret, SecretString};
-
-/// Who a call runs as: the server's global identity (stdio, and HTTP requests that use
-/// `MCP_BEARER_TOKEN` or no header), or the caller's own forge token (HTTP).
-#[derive(Clone)]
-pub enum Caller {
-    Global,
-    Token(SecretString),
-}
-
-impl Caller {
-    /// The caller's own token, as text for the guard (none for the global identity, whose
-    /// token the guard always knows).
-    pub fn secret(&self) -> Option<String> {
-        match self {
-            Caller::Global => None,
-            Caller::Token(t) => Some(t.expose_secret().to_owned()),
-        }
-    }
-}
-
-impl std::fmt::Debug for Caller {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Caller::Global => "Caller::Global",
-            Caller::Token(_) => "Caller::Token(..)",
-        })
-    }
-}
 
 /// Run tool `name` with `args` as `caller`, under the server's policy as `narrowing`
 /// narrows it for this request: the text of a success result, or why not. Both can only
@@ -59,7 +32,7 @@ pub async fn run(
 ) -> Result<Guarded, GuardedError> {
     // Every outcome leaves through this call's guard; it knows the caller's token from the
     // start (a client may paste it anywhere), the body's secrets once the operation is known.
-    let guard = server.guard.for_call(caller.secret().into_iter().collect());
+    let guard = server.guard.for_call(caller.secrets());
     // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
     //    discovery tools answer from the catalog, or name the operation to run.
     let (tool, mut args, reached) = match which(server, narrowing, name, args.unwrap_or_default()) {
@@ -200,7 +173,7 @@ pub async fn run_reads(
     reads: Vec<Read>,
     combine: impl FnOnce(Vec<Value>) -> Value,
 ) -> Result<Guarded, GuardedError> {
-    let guard = server.guard.for_call(caller.secret().into_iter().collect());
+    let guard = server.guard.for_call(caller.secrets());
     let mut tools = Vec::with_capacity(reads.len());
     for r in &reads {
         let tool = server.catalog.get(r.operation).ok_or_else(|| {
@@ -265,21 +238,29 @@ pub async fn identify(server: &Server, caller: Caller) -> Result<(Credential, Id
             Ok((credential, Identity { login, mode, sudo: None }))
         }
         Caller::Token(token) => {
-            let credential = Credential::request_token(&token).map_err(|e| {
-                CallError::local(
-                    ErrorKind::IdentityFailed,
-                    format!("the Authorization header's token is unusable: {e}"),
-                )
-            })?;
-            let mode = credential.mode();
-            let login = server
-                .logins
-                .get_or_resolve(&token, || fetch_login(server, &credential))
-                .await
-                .map_err(identity_error)?;
-            Ok((credential, Identity { login: Some(login), mode, sudo: None }))
+            let credential = Credential::request_token(&token).map_err(unusable)?;
+            let login = per_request_login(server, &token, &credential).await?;
+            Ok((credential.clone(), Identity { login: Some(login), mode: credential.mode(), sudo: None }))
+        }
+        Caller::Granted(grant) => {
+            let credential = Credential::bearer(&grant.forge_token).map_err(unusable)?;
+            let login = per_request_login(server, &grant.forge_token, &credential).await?;
+            Ok((credential, Identity { login: Some(login), mode: Mode::OAuth, sudo: None }))
         }
     }
+}
+
+fn unusable(e: crate::identity::InvalidToken) -> CallError {
+    CallError::local(ErrorKind::IdentityFailed, format!("the Authorization header's token is unusable: {e}"))
+}
+
+/// The login behind a per-request forge token: cached by a hash of the token, else asked.
+async fn per_request_login(
+    server: &Server,
+    token: &SecretString,
+    credential: &Credential,
+) -> Result<String, CallError> {
+    server.logins.get_or_resolve(token, || fetch_login(server, credential)).await.map_err(identity_error)
 }
 
 /// Why a per-request identity could not be established, without the token in any word.

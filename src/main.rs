@@ -91,7 +91,7 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                 }
             };
             let result =
-                call::run(&server, call::Caller::Global, &Default::default(), &tool, Some(args)).await;
+                call::run(&server, aegis_gitea_mcp::identity::Caller::Global, &Default::default(), &tool, Some(args)).await;
             match Outcome::from_result(result) {
                 Outcome::Success(text) => {
                     println!("{text}");

@@ -8,7 +8,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::call::{self, Caller, Read};
+use crate::call::{self, Read};
+use crate::identity::Caller;
 use crate::error::{CallError, ErrorKind};
 use crate::guard::{Guarded, GuardedError};
 use crate::policy::Narrowing;
@@ -56,7 +57,7 @@ pub async fn read(
     uri: &str,
 ) -> Result<Guarded, GuardedError> {
     let (reads, shape) =
-        parse(uri).map_err(|e| server.guard.for_call(caller.secret().into_iter().collect()).error(e))?;
+        parse(uri).map_err(|e| server.guard.for_call(caller.secrets()).error(e))?;
     call::run_reads(server, caller, narrowing, reads, |mut datas| match shape {
         Shape::One => datas.pop().unwrap_or(Value::Null),
         Shape::IssueWithComments => {

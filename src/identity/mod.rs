@@ -80,6 +80,14 @@ impl Credential {
         }
     }
 
+    /// A forge OAuth access token, sent as `Bearer` (a signed-in person's grant).
+    pub fn bearer(token: &SecretString) -> Result<Credential, InvalidToken> {
+        let mut hv = HeaderValue::from_str(&format!("Bearer {}", token.expose_secret()))
+            .map_err(|_| InvalidToken)?;
+        hv.set_sensitive(true);
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()) })
+    }
+
     /// A caller's own token from an HTTP request: an OAuth access token issued by the forge
     /// (a JWT) goes as `Bearer`, an access token as `token`; both are marked sensitive.
     pub fn request_token(token: &SecretString) -> Result<Credential, InvalidToken> {
@@ -101,21 +109,54 @@ fn looks_like_jwt(t: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
 }
 
-/// The identity an HTTP request asked for, put into its extensions by the auth layer and
-/// read by the MCP handler (`transport/layers.rs`).
+/// Who is calling: the one answer to that question, from the transport to the forge request.
+/// Over stdio always `Global`; over HTTP what the `Authorization` header said, put into the
+/// request's extensions by the authentication layer (`transport/layers.rs`).
 #[derive(Clone)]
-pub enum RequestIdentity {
-    /// The server's own identity (`MCP_BEARER_TOKEN`, or no header when that is unset).
+pub enum Caller {
+    /// The server's own identity (stdio; over HTTP `MCP_BEARER_TOKEN`, or no header when
+    /// neither that nor sign-in is configured).
     Global,
-    /// The caller's own forge token.
+    /// The caller's own forge token (an access token, or an OAuth access token the forge
+    /// issued), sent to the forge as is.
     Token(SecretString),
+    /// A token this server issued after the person signed in on the forge (`oauth/`): the
+    /// forge grant it carries, and what it allows.
+    Granted(Grant),
 }
 
-impl std::fmt::Debug for RequestIdentity {
+/// What a token issued by this server carries, once opened.
+#[derive(Clone)]
+pub struct Grant {
+    /// The forge's OAuth access token, sent as `Bearer`.
+    pub forge_token: SecretString,
+    /// The token the client presented (ours), redacted from results like the forge's.
+    pub presented: SecretString,
+    /// Signed in with the `read` scope only: every call is held to reads, as with
+    /// `X-MCP-Readonly`.
+    pub read_only: bool,
+}
+
+impl Caller {
+    /// The caller's own secrets, for exact redaction of its results (none for the global
+    /// identity, whose token the guard always knows).
+    pub fn secrets(&self) -> Vec<String> {
+        match self {
+            Caller::Global => Vec::new(),
+            Caller::Token(t) => vec![t.expose_secret().to_owned()],
+            Caller::Granted(g) => {
+                vec![g.forge_token.expose_secret().to_owned(), g.presented.expose_secret().to_owned()]
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Caller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            RequestIdentity::Global => "RequestIdentity::Global",
-            RequestIdentity::Token(_) => "RequestIdentity::Token(..)",
+            Caller::Global => "Caller::Global",
+            Caller::Token(_) => "Caller::Token(..)",
+            Caller::Granted(_) => "Caller::Granted(..)",
         })
     }
 }

@@ -12,11 +12,11 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::call::{self, Caller};
+use crate::call;
 use crate::catalog::ToolDef;
 use crate::error::{CallError, ErrorKind, Outcome};
 use crate::guard::{Guarded, GuardedError};
-use crate::identity::RequestIdentity;
+use crate::identity::Caller;
 use crate::policy::Narrowing;
 use crate::resources;
 use crate::server::Server;
@@ -210,9 +210,8 @@ impl Drop for InFlight {
 /// `None` over stdio. An HTTP request without that identity is refused: fail closed.
 fn caller_of(context: &RequestContext<RoleServer>) -> Option<Result<Caller, CallError>> {
     let parts = context.extensions.get::<http::request::Parts>()?;
-    Some(match parts.extensions.get::<RequestIdentity>() {
-        Some(RequestIdentity::Global) => Ok(Caller::Global),
-        Some(RequestIdentity::Token(t)) => Ok(Caller::Token(t.clone())),
+    Some(match parts.extensions.get::<Caller>() {
+        Some(caller) => Ok(caller.clone()),
         None => Err(CallError::local(
             ErrorKind::IdentityFailed,
             "the request carries no identity; it was not run",

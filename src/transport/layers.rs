@@ -6,7 +6,7 @@
 //!    identity, any other token is the caller's own forge token, no usable header means the
 //!    global identity — or 401 when `MCP_BEARER_TOKEN` is set; a token that is not text 401,
 //!    one over 8 KiB 431. The result travels in the request's extensions as a
-//!    `RequestIdentity`, with the request's `Deadline`; the MCP handler reads both there.
+//!    `Caller`, with the request's `Deadline`; the MCP handler reads both there.
 //! 3. `narrow` — what the request narrows for itself: `X-MCP-Readonly`, `X-MCP-Toolsets`,
 //!    `X-MCP-Disabled-Tools`, as a `Narrowing` in the request's extensions (400 when a
 //!    header cannot be understood: a request that meant to narrow must not run wider).
@@ -32,7 +32,7 @@ use serde_json::json;
 
 use super::{jsonrpc, sessions};
 use crate::catalog::toolsets::Selection;
-use crate::identity::RequestIdentity;
+use crate::identity::Caller;
 use crate::identity::header::{self as auth_header, AuthHeader};
 use crate::policy::Narrowing;
 use crate::server::Server;
@@ -184,9 +184,9 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
                     b.expose_secret().as_bytes(),
                 ) =>
             {
-                RequestIdentity::Global
+                Caller::Global
             }
-            _ => RequestIdentity::Token(t),
+            _ => Caller::Token(t),
         },
         AuthHeader::NotText => {
             return unauthorized(
@@ -208,7 +208,7 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
                 "Unauthorized: send Authorization: Bearer <MCP_BEARER_TOKEN>, or your own forge token as Authorization: token <token>",
             );
         }
-        AuthHeader::None => RequestIdentity::Global,
+        AuthHeader::None => Caller::Global,
     };
     req.extensions_mut().insert(identity);
     req.extensions_mut().insert(Deadline(tokio::time::Instant::now() + cfg.request_timeout));
@@ -301,7 +301,7 @@ pub async fn read_body_within(State(cfg): State<Arc<LayerConfig>>, req: Request,
 /// limits allow (503 overall, 429 for an identity over its share). Other requests without a
 /// session (the stateless 2026-07-28 protocol) pass: each call establishes its identity.
 pub async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request, next: Next) -> Response {
-    let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
+    let Some(identity) = req.extensions().get::<Caller>().cloned() else {
         return no_identity();
     };
     let limit = Deadline::of(req.extensions(), ctx.server.settings.request_timeout).left();

@@ -21,9 +21,9 @@ use axum::response::Response;
 use sha2::{Digest, Sha256};
 
 use super::layers::refuse;
-use crate::call::{self, Caller};
+use crate::call;
 use crate::error::ErrorKind;
-use crate::identity::RequestIdentity;
+use crate::identity::Caller;
 use crate::server::Server;
 use secrecy::ExposeSecret;
 
@@ -43,10 +43,11 @@ pub type Fingerprint = [u8; 32];
 const MAX_FINGERPRINTS: usize = 8;
 
 /// The fingerprint of a request's identity.
-pub fn fingerprint(identity: &RequestIdentity) -> Fingerprint {
+pub fn fingerprint(identity: &Caller) -> Fingerprint {
     match identity {
-        RequestIdentity::Global => [0; 32],
-        RequestIdentity::Token(t) => Sha256::digest(t.expose_secret().as_bytes()).into(),
+        Caller::Global => [0; 32],
+        Caller::Token(t) => Sha256::digest(t.expose_secret().as_bytes()).into(),
+        Caller::Granted(g) => Sha256::digest(g.presented.expose_secret().as_bytes()).into(),
     }
 }
 
@@ -55,14 +56,13 @@ pub fn fingerprint(identity: &RequestIdentity) -> Fingerprint {
 /// answer a client can act on.
 pub async fn establish(
     server: &Server,
-    identity: &RequestIdentity,
+    identity: &Caller,
     limit: Duration,
 ) -> Result<Owner, Box<Response>> {
-    let token = match identity {
-        RequestIdentity::Global => return Ok(Owner::Global),
-        RequestIdentity::Token(t) => t.clone(),
-    };
-    let resolved = tokio::time::timeout(limit, call::identify(server, Caller::Token(token))).await;
+    if let Caller::Global = identity {
+        return Ok(Owner::Global);
+    }
+    let resolved = tokio::time::timeout(limit, call::identify(server, identity.clone())).await;
     match resolved {
         Ok(Ok((_, identity))) => Ok(Owner::Login(identity.login.unwrap_or_default())),
         Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => Err(Box::new(refuse(
@@ -85,7 +85,7 @@ pub async fn admit(
     owners: &Owners,
     server: &Server,
     id: &str,
-    identity: &RequestIdentity,
+    identity: &Caller,
     limit: Duration,
 ) -> Result<(), Box<Response>> {
     let fp = fingerprint(identity);

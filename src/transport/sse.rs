@@ -41,7 +41,7 @@ use super::layers::{Deadline, answer, no_identity, read_body, refuse};
 use super::listener::CloseConnection;
 use super::sessions::{self, Owners};
 use crate::config::Settings;
-use crate::identity::RequestIdentity;
+use crate::identity::Caller;
 use crate::mcp::McpHandler;
 use crate::server::Server;
 
@@ -159,7 +159,7 @@ impl Outbox {
 }
 
 async fn open(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
-    let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
+    let Some(identity) = req.extensions().get::<Caller>().cloned() else {
         return no_identity();
     };
     let connection = req.extensions().get::<CloseConnection>().cloned();
@@ -319,7 +319,7 @@ async fn message(
             "missing sessionId: post to the endpoint the /sse stream announced",
         );
     };
-    let Some(identity) = req.extensions().get::<RequestIdentity>().cloned() else {
+    let Some(identity) = req.extensions().get::<Caller>().cloned() else {
         return no_identity();
     };
     let deadline = Deadline::of(req.extensions(), sessions.limits.request_timeout);
