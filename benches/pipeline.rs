@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aegis_gitea_mcp::args::{plan as arg_plan, validate as arg_validate};
-use aegis_gitea_mcp::call::{self, Caller};
+use aegis_gitea_mcp::call;
+use aegis_gitea_mcp::identity::Caller;
 use aegis_gitea_mcp::catalog::{Catalog, Flavor, Target};
 use aegis_gitea_mcp::config::{Cli, Settings};
 use aegis_gitea_mcp::decode::json::{Elided, Keep};
