@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use aegis_gitea_mcp::args::{plan as arg_plan, validate as arg_validate};
 use aegis_gitea_mcp::call;
-use aegis_gitea_mcp::identity::Caller;
 use aegis_gitea_mcp::catalog::{Catalog, Flavor, Target};
 use aegis_gitea_mcp::config::{Cli, Settings};
 use aegis_gitea_mcp::decode::json::{Elided, Keep};
 use aegis_gitea_mcp::decode::{body, pagination};
 use aegis_gitea_mcp::envelope::{self, RequestInfo, Success};
+use aegis_gitea_mcp::identity::Caller;
 use aegis_gitea_mcp::identity::{Identity, Mode};
 use aegis_gitea_mcp::mcp::McpHandler;
 use aegis_gitea_mcp::mcp::tool_list;

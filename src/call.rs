@@ -108,6 +108,41 @@ fn which<'a>(
     }
 }
 
+/// Whether the call `name` with `args` would be refused only because the request is held to
+/// reads: the HTTP layer answers such a call from a read-only sign-in with 403
+/// `insufficient_scope`, so that the client can ask the person for more. Nothing is answered
+/// or sent here; the call itself meets the same policy again.
+pub fn refused_only_for_reads(
+    server: &Server,
+    narrowing: &Narrowing,
+    name: &str,
+    args: &Map<String, Value>,
+) -> bool {
+    let reads = Narrowing { read_only: true, ..narrowing.clone() };
+    refused(server, &reads, name, args) && !refused(server, narrowing, name, args)
+}
+
+/// Whether the policy refuses the call (as step 1 would decide, without answering it).
+fn refused(server: &Server, narrowing: &Narrowing, name: &str, args: &Map<String, Value>) -> bool {
+    let Some(tool) = server.catalog.get(name) else { return false };
+    let reached = match tool.target {
+        Target::Raw => server.catalog.reached_by_raw(args).map(|t| t.as_ref()),
+        _ => None,
+    };
+    if server.policy.refusal_reaching(narrowing, tool, args, reached).is_some() {
+        return true;
+    }
+    if let Target::CallOperation = tool.target {
+        let empty = Map::new();
+        let arguments = args.get("arguments").and_then(Value::as_object).unwrap_or(&empty);
+        return match discovery::target(server, narrowing, args) {
+            Ok(target) => server.refusal(narrowing, target, arguments).is_some(),
+            Err(e) => e.kind() == Some(ErrorKind::Denied),
+        };
+    }
+    false
+}
+
 /// What one request to the forge brought back, decoded but not yet guarded.
 struct Fetched {
     plan: CallPlan,

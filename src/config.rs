@@ -150,6 +150,16 @@ pub struct CommonArgs {
     /// Client secret of that OAuth2 application; redacted from every result.
     #[arg(long, env = "GITEA_OAUTH_CLIENT_SECRET", hide_env_values = true, global = true)]
     pub oauth_client_secret: Option<SecretString>,
+    /// The URL MCP clients reach this server at (scheme and host, no path), e.g.
+    /// https://mcp.example.com; with the OAuth client id and secret it turns on sign-in with
+    /// the forge. It may differ from --listen behind a reverse proxy.
+    #[arg(long, env = "MCP_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
+    /// A file holding the key (64 hex characters) that seals the tokens this server issues;
+    /// replicas that share it accept each other's tokens. Create one with
+    /// `openssl rand -hex 32`.
+    #[arg(long, env = "MCP_OAUTH_KEY_FILE", global = true)]
+    pub oauth_key_file: Option<PathBuf>,
     /// Offer and allow only operations that read (GET); the raw tool accepts only GET.
     #[arg(long, env = "READ_ONLY", global = true)]
     pub read_only: bool,
@@ -253,6 +263,8 @@ pub struct Settings {
     pub extra_secrets: Vec<SecretString>,
     pub oauth_client_id: Option<String>,
     pub oauth_client_secret: Option<SecretString>,
+    /// Sign-in with the forge, when the client id, secret, public URL and key are all set.
+    pub oauth: Option<OAuthSettings>,
     pub connect_timeout: Duration,
     pub timeout: Duration,
     pub log_level: String,
@@ -269,6 +281,27 @@ pub struct Settings {
     pub max_sse_streams: usize,
     pub max_sessions_per_identity: usize,
     pub stream_stall_timeout: Duration,
+}
+
+/// What sign-in with the forge needs: the OAuth2 application registered on the forge, where
+/// clients reach this server, and the key that seals the tokens it issues.
+#[derive(Clone)]
+pub struct OAuthSettings {
+    pub client_id: String,
+    pub client_secret: SecretString,
+    /// Scheme, host and port, without a path or trailing `/`.
+    pub public_url: String,
+    /// The sealing key (32 bytes, read from 64 hex characters).
+    pub key: std::sync::Arc<secrecy::SecretBox<[u8; 32]>>,
+}
+
+impl std::fmt::Debug for OAuthSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthSettings")
+            .field("client_id", &self.client_id)
+            .field("public_url", &self.public_url)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A setting that cannot be used, with the words to fix it.
@@ -356,6 +389,14 @@ impl Settings {
                 )));
             }
         }
+        let oauth_client_id = args.oauth_client_id.filter(|s| !s.trim().is_empty());
+        let oauth_client_secret = args.oauth_client_secret.filter(|t| !t.expose_secret().trim().is_empty());
+        let oauth = oauth_settings(
+            oauth_client_id.as_deref(),
+            oauth_client_secret.as_ref(),
+            args.public_url.as_deref().filter(|u| !u.trim().is_empty()),
+            args.oauth_key_file.as_deref(),
+        )?;
         Ok(Settings {
             url,
             token,
@@ -381,8 +422,9 @@ impl Settings {
             max_tool_response_items: args.max_tool_response_items,
             max_tool_response_chars: args.max_tool_response_chars,
             extra_secrets,
-            oauth_client_id: args.oauth_client_id.filter(|s| !s.trim().is_empty()),
-            oauth_client_secret: args.oauth_client_secret.filter(|t| !t.expose_secret().trim().is_empty()),
+            oauth_client_id,
+            oauth_client_secret,
+            oauth,
             connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
             timeout: seconds("--timeout", args.timeout)?,
             log_level: args.log_level,
@@ -444,6 +486,103 @@ pub fn parse_base_url(text: &str) -> Result<Url, ConfigError> {
     }
     url.set_path(&format!("{path}/"));
     Ok(url)
+}
+
+/// Sign-in is on when the OAuth2 application and the public URL are given; it then needs the
+/// key. Half a configuration is an error that names what is missing, never a server that
+/// quietly runs without sign-in.
+fn oauth_settings(
+    client_id: Option<&str>,
+    client_secret: Option<&SecretString>,
+    public_url: Option<&str>,
+    key_file: Option<&std::path::Path>,
+) -> Result<Option<OAuthSettings>, ConfigError> {
+    let given = [client_id.is_some(), client_secret.is_some(), public_url.is_some(), key_file.is_some()];
+    if given == [false; 4] || (public_url.is_none() && key_file.is_none()) {
+        // The client id and secret alone are only redacted, as before sign-in existed.
+        return Ok(None);
+    }
+    let missing: Vec<&str> = [
+        ("GITEA_OAUTH_CLIENT_ID", given[0]),
+        ("GITEA_OAUTH_CLIENT_SECRET", given[1]),
+        ("MCP_PUBLIC_URL", given[2]),
+        ("MCP_OAUTH_KEY_FILE", given[3]),
+    ]
+    .into_iter()
+    .filter(|(_, set)| !set)
+    .map(|(name, _)| name)
+    .collect();
+    if !missing.is_empty() {
+        return Err(ConfigError(format!(
+            "sign-in with the forge needs GITEA_OAUTH_CLIENT_ID, GITEA_OAUTH_CLIENT_SECRET, MCP_PUBLIC_URL and MCP_OAUTH_KEY_FILE; missing: {}",
+            missing.join(", ")
+        )));
+    }
+    let (Some(client_id), Some(client_secret), Some(public_url), Some(key_file)) =
+        (client_id, client_secret, public_url, key_file)
+    else {
+        unreachable!("every part was checked above");
+    };
+    Ok(Some(OAuthSettings {
+        client_id: client_id.trim().to_owned(),
+        client_secret: client_secret.clone(),
+        public_url: parse_public_url(public_url)?,
+        key: read_key_file(key_file)?,
+    }))
+}
+
+/// `MCP_PUBLIC_URL`: http(s), a host, no credentials, path, query or fragment; returned
+/// without a trailing `/` (the issuer and the resource are built from it).
+fn parse_public_url(text: &str) -> Result<String, ConfigError> {
+    let url = Url::parse(text.trim()).map_err(|e| {
+        ConfigError(format!("MCP_PUBLIC_URL is not a valid URL ({e}); expected e.g. https://mcp.example.com"))
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(ConfigError(
+            "MCP_PUBLIC_URL must start with https:// (or http:// for a local test)".into(),
+        ));
+    }
+    if !url.username().is_empty()
+        || url.password().is_some()
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || url.path() != "/"
+    {
+        return Err(ConfigError(
+            "MCP_PUBLIC_URL must be only a scheme, host and port (e.g. https://mcp.example.com): serve the server at the root of its host".into(),
+        ));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// The sealing key: 64 hex characters (surrounding white space ignored). The error never
+/// shows the file's content.
+fn read_key_file(
+    path: &std::path::Path,
+) -> Result<std::sync::Arc<secrecy::SecretBox<[u8; 32]>>, ConfigError> {
+    let text = secrecy::SecretString::from(std::fs::read_to_string(path).map_err(|e| {
+        ConfigError(format!("cannot read MCP_OAUTH_KEY_FILE {}: {}", path.display(), e.kind()))
+    })?);
+    let hex = text.expose_secret().trim().as_bytes();
+    let wrong = || {
+        ConfigError(format!(
+            "MCP_OAUTH_KEY_FILE {} must hold 64 hex characters (32 random bytes); create it with `openssl rand -hex 32 > {}`",
+            path.display(),
+            path.display()
+        ))
+    };
+    if hex.len() != 64 {
+        return Err(wrong());
+    }
+    let mut key = Box::new([0u8; 32]);
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let digit = |b: u8| (b as char).to_digit(16);
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(h), Some(l)) => key[i] = (h * 16 + l) as u8,
+            _ => return Err(wrong()),
+        }
+    }
+    Ok(std::sync::Arc::new(secrecy::SecretBox::new(key)))
 }
 
 fn read_token_file(path: &std::path::Path) -> Result<SecretString, ConfigError> {

@@ -16,6 +16,7 @@ pub mod executor;
 pub mod guard;
 pub mod identity;
 pub mod mcp;
+pub mod oauth;
 pub mod policy;
 pub mod resources;
 pub mod server;

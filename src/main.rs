@@ -90,8 +90,14 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let result =
-                call::run(&server, aegis_gitea_mcp::identity::Caller::Global, &Default::default(), &tool, Some(args)).await;
+            let result = call::run(
+                &server,
+                aegis_gitea_mcp::identity::Caller::Global,
+                &Default::default(),
+                &tool,
+                Some(args),
+            )
+            .await;
             match Outcome::from_result(result) {
                 Outcome::Success(text) => {
                     println!("{text}");

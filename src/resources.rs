@@ -9,9 +9,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::call::{self, Read};
-use crate::identity::Caller;
 use crate::error::{CallError, ErrorKind};
 use crate::guard::{Guarded, GuardedError};
+use crate::identity::Caller;
 use crate::policy::Narrowing;
 use crate::server::Server;
 
@@ -56,8 +56,7 @@ pub async fn read(
     narrowing: &Narrowing,
     uri: &str,
 ) -> Result<Guarded, GuardedError> {
-    let (reads, shape) =
-        parse(uri).map_err(|e| server.guard.for_call(caller.secrets()).error(e))?;
+    let (reads, shape) = parse(uri).map_err(|e| server.guard.for_call(caller.secrets()).error(e))?;
     call::run_reads(server, caller, narrowing, reads, |mut datas| match shape {
         Shape::One => datas.pop().unwrap_or(Value::Null),
         Shape::IssueWithComments => {

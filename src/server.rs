@@ -29,6 +29,8 @@ pub struct Server {
     pub in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Logins of per-request tokens (HTTP), by a hash of the token.
     pub logins: crate::identity::cache::LoginCache,
+    /// Sign-in with the forge (HTTP transports, when configured).
+    pub oauth: Option<Arc<crate::oauth::OAuth>>,
     /// How long building the catalog took (spec parse, schemas, validators).
     pub catalog_build: std::time::Duration,
 }
@@ -60,7 +62,11 @@ impl Server {
                 "an EXTRA_SECRETS value is shorter than 4 characters: every occurrence in every result will be redacted"
             );
         }
+        let mcp_path =
+            if settings.transport == crate::config::TransportChoice::Sse { "/sse" } else { "/mcp" };
+        let oauth = settings.oauth.as_ref().map(|o| Arc::new(crate::oauth::OAuth::new(o, mcp_path)));
         Ok(Server {
+            oauth,
             guard: Guard::from_settings(&settings),
             global: GlobalIdentity::new(credential),
             policy: Policy::from_settings(&settings),

@@ -77,6 +77,11 @@ impl Forge {
         Ok(Forge { client, api, base, limits, timeout, large: Arc::new(Semaphore::new(LARGE_CALLS)) })
     }
 
+    /// The shared client, for the OAuth requests of `oauth.rs`.
+    pub(super) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
     /// The base URL of the forge.
     pub fn base(&self) -> &Url {
         &self.base
@@ -253,7 +258,7 @@ fn too_large(status: u16, limit: ReadLimit, declared: Option<u64>) -> CallError 
 /// The innermost cause of a transport error: the part that tells a person what happened
 /// ("Connection refused", "failed to lookup address"). It holds no credential: those
 /// travel only in a sensitive header, which errors do not print.
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+pub(super) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cur: &(dyn std::error::Error + 'static) = e;
     while let Some(next) = cur.source() {
         cur = next;

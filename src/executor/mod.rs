@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod flavor;
+pub mod oauth;
 pub mod path;
 
 pub use client::{Forge, Received};

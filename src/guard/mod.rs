@@ -86,7 +86,8 @@ impl std::fmt::Display for GuardedError {
 /// Longest forge message kept in an error result, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 500;
 
-/// The configured secrets: global token, MCP bearer token, OAuth client secret, extra secrets.
+/// The configured secrets: global token, MCP bearer token, OAuth client secret, extra secrets,
+/// the sealing key.
 pub fn configured_secrets(settings: &Settings) -> Vec<String> {
     let mut out: Vec<String> = [&settings.token, &settings.mcp_bearer_token, &settings.oauth_client_secret]
         .into_iter()
@@ -94,6 +95,12 @@ pub fn configured_secrets(settings: &Settings) -> Vec<String> {
         .map(|s| s.expose_secret().to_owned())
         .collect();
     out.extend(settings.extra_secrets.iter().map(|s| s.expose_secret().to_owned()));
+    if let Some(oauth) = &settings.oauth {
+        // The sealing key as it is written in its file.
+        let hex: String = oauth.key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
+        out.push(hex.to_ascii_uppercase());
+        out.push(hex);
+    }
     out
 }
 

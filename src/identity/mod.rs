@@ -82,8 +82,8 @@ impl Credential {
 
     /// A forge OAuth access token, sent as `Bearer` (a signed-in person's grant).
     pub fn bearer(token: &SecretString) -> Result<Credential, InvalidToken> {
-        let mut hv = HeaderValue::from_str(&format!("Bearer {}", token.expose_secret()))
-            .map_err(|_| InvalidToken)?;
+        let mut hv =
+            HeaderValue::from_str(&format!("Bearer {}", token.expose_secret())).map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
         Ok(Credential { header: Some(hv), secret: Some(token.clone()) })
     }

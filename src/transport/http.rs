@@ -121,6 +121,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         max_body_bytes: s.max_body_bytes,
         body_timeout: s.body_timeout,
         request_timeout: s.request_timeout,
+        oauth: server.oauth.clone(),
     });
     warn_if_open(&server, addr, &cfg);
     let shutdown = CancellationToken::new();
@@ -143,12 +144,19 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
                 .layer(from_fn_with_state(ctx, layers::sessions))
         }
     };
-    let app = mcp
+    let mut app = mcp
+        .layer(from_fn_with_state(server.clone(), layers::scope))
         .layer(from_fn_with_state(cfg.clone(), layers::read_body_within))
         .layer(axum::middleware::from_fn(layers::narrow))
         .layer(from_fn_with_state(cfg.clone(), layers::authenticate))
         .layer(from_fn_with_state(cfg.clone(), layers::guard_host_origin))
         .route("/healthz", get(|| async { "ok" }));
+    if let Some(oauth) = &server.oauth {
+        app = app.merge(
+            super::oauth::routes(server.clone(), oauth.clone())
+                .layer(from_fn_with_state(cfg.clone(), layers::guard_host)),
+        );
+    }
     let path = if transport == TransportChoice::Sse { "/sse" } else { "/mcp" };
     // Always printed, whatever the log level: scripts wait for it. One write, so that a reader
     // polling stderr never sees half the address (stderr is unbuffered and `eprintln!` writes

@@ -34,6 +34,7 @@ use super::{jsonrpc, sessions};
 use crate::catalog::toolsets::Selection;
 use crate::identity::Caller;
 use crate::identity::header::{self as auth_header, AuthHeader};
+use crate::oauth::{OAuth, Presented};
 use crate::policy::Narrowing;
 use crate::server::Server;
 
@@ -51,6 +52,9 @@ pub struct LayerConfig {
     pub body_timeout: std::time::Duration,
     /// How long one request may take in all (`MCP_REQUEST_TIMEOUT`).
     pub request_timeout: std::time::Duration,
+    /// Sign-in with the forge, when configured: its tokens are opened here, and a request
+    /// without a usable token is told where to sign in.
+    pub oauth: Option<Arc<OAuth>>,
 }
 
 /// When a request must be done: set as it is authenticated, and honoured by every later wait
@@ -141,21 +145,8 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
 
 /// 1. `Host` and `Origin` against the allowed lists.
 pub async fn guard_host_origin(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| req.uri().authority().map(|a| a.to_string()));
-    match host {
-        Some(h) if host_allowed(&h, &cfg.allowed_hosts) => {}
-        _ => {
-            return refuse(
-                StatusCode::FORBIDDEN,
-                -32600,
-                "Forbidden: the Host header is not allowed (DNS rebinding protection); add it with --allowed-hosts",
-            );
-        }
+    if !host_ok(&cfg, &req) {
+        return host_refused();
     }
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let ok = origin.to_str().is_ok_and(|o| origin_allowed(o, &cfg.allowed_origins));
@@ -168,6 +159,29 @@ pub async fn guard_host_origin(State(cfg): State<Arc<LayerConfig>>, req: Request
         }
     }
     next.run(req).await
+}
+
+/// `Host` only: the sign-in routes, which clients of other origins use by design.
+pub async fn guard_host(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
+    if host_ok(&cfg, &req) { next.run(req).await } else { host_refused() }
+}
+
+fn host_refused() -> Response {
+    refuse(
+        StatusCode::FORBIDDEN,
+        -32600,
+        "Forbidden: the Host header is not allowed (DNS rebinding protection); add it with --allowed-hosts",
+    )
+}
+
+fn host_ok(cfg: &LayerConfig, req: &Request) -> bool {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()));
+    host.is_some_and(|h| host_allowed(&h, &cfg.allowed_hosts))
 }
 
 /// 2. The request's identity, from its `Authorization` header.
@@ -186,10 +200,23 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
             {
                 Caller::Global
             }
-            _ => Caller::Token(t),
+            _ => match cfg.oauth.as_ref().map(|o| o.verify(&t)) {
+                None | Some(Presented::NotOurs) if !t.expose_secret().starts_with(ISSUED_PREFIX) => {
+                    Caller::Token(t)
+                }
+                None | Some(Presented::NotOurs) => {
+                    return unauthorized(
+                        &cfg,
+                        "this server does not issue tokens (sign-in with the forge is not configured); send a forge access token",
+                    );
+                }
+                Some(Presented::Valid(grant)) => Caller::Granted(grant),
+                Some(Presented::Invalid(why)) => return unauthorized(&cfg, why),
+            },
         },
         AuthHeader::NotText => {
             return unauthorized(
+                &cfg,
                 "the Authorization header's token is not text (UTF-8); send the token exactly as the forge issued it",
             );
         }
@@ -203,8 +230,15 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
                 ),
             );
         }
+        AuthHeader::None if cfg.oauth.is_some() => {
+            return unauthorized(
+                &cfg,
+                "Unauthorized: sign in with the forge (your MCP client finds how from this answer), or send your own forge token as Authorization: token <token>",
+            );
+        }
         AuthHeader::None if cfg.bearer.is_some() => {
             return unauthorized(
+                &cfg,
                 "Unauthorized: send Authorization: Bearer <MCP_BEARER_TOKEN>, or your own forge token as Authorization: token <token>",
             );
         }
@@ -215,20 +249,102 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
     next.run(req).await
 }
 
-/// A 401 with the challenge clients expect.
-fn unauthorized(message: &str) -> Response {
+/// The prefix of the access tokens this server issues (`oauth/seal.rs`).
+const ISSUED_PREFIX: &str = "aegis-at.";
+
+/// A 401 with the challenge clients expect; with sign-in configured it names the resource
+/// metadata, where a client finds how to sign in (RFC 9728).
+fn unauthorized(cfg: &LayerConfig, message: &str) -> Response {
     let mut r = refuse(StatusCode::UNAUTHORIZED, -32001, message);
-    r.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static(r#"Bearer realm="aegis-gitea-mcp", error="invalid_token""#),
-    );
+    let challenge = match &cfg.oauth {
+        Some(oauth) => format!(
+            r#"Bearer realm="aegis-gitea-mcp", error="invalid_token", error_description="{}", resource_metadata="{}""#,
+            quoted(message),
+            oauth.resource_metadata_url()
+        ),
+        None => r#"Bearer realm="aegis-gitea-mcp", error="invalid_token""#.to_owned(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
     r
+}
+
+/// Text fit for a quoted-string of a header: printable ASCII without `"` and `\`.
+fn quoted(text: &str) -> String {
+    text.chars().filter(|c| c.is_ascii_graphic() || *c == ' ').filter(|c| *c != '"' && *c != '\\').collect()
+}
+
+/// After the body is read: a tools/call from a read-only sign-in that only a write sign-in
+/// could make is answered 403 `insufficient_scope` (the client may ask the person to sign in
+/// with more); the call itself would be refused by the policy anyway.
+pub async fn scope(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
+    let read_only = matches!(req.extensions().get::<Caller>(), Some(Caller::Granted(g)) if g.read_only);
+    let (Some(oauth), true) = (&server.oauth, read_only) else { return next.run(req).await };
+    let Some(narrowing) = req.extensions().get::<Narrowing>().cloned() else { return no_identity() };
+    let (parts, body) = req.into_parts();
+    let bytes = match read_body(body).await {
+        Ok(b) => b,
+        Err(refused) => return refused,
+    };
+    #[derive(serde::Deserialize)]
+    struct Call {
+        method: Option<String>,
+        params: Option<CallParams>,
+    }
+    #[derive(serde::Deserialize)]
+    struct CallParams {
+        name: Option<String>,
+        arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    }
+    let calls: Vec<Call> = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Array(items)) => {
+            items.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect()
+        }
+        Ok(v) => serde_json::from_value(v).ok().into_iter().collect(),
+        Err(_) => Vec::new(),
+    };
+    let writes = calls.iter().any(|c| {
+        c.method.as_deref() == Some("tools/call")
+            && c.params.as_ref().is_some_and(|p| {
+                let empty = serde_json::Map::new();
+                p.name.as_deref().is_some_and(|name| {
+                    crate::call::refused_only_for_reads(
+                        &server,
+                        &narrowing,
+                        name,
+                        p.arguments.as_ref().unwrap_or(&empty),
+                    )
+                })
+            })
+    });
+    if writes {
+        let mut r = refuse(
+            StatusCode::FORBIDDEN,
+            -32001,
+            "this sign-in is read-only (scope read) and the call writes; sign in again with scope write",
+        );
+        let challenge = format!(
+            r#"Bearer error="insufficient_scope", scope="{}", resource_metadata="{}", error_description="the call needs scope write""#,
+            OAuth::full_scope(),
+            oauth.resource_metadata_url()
+        );
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        return r;
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
 /// 3. What the request narrows for itself. Each header may appear once.
 pub async fn narrow(mut req: Request, next: Next) -> Response {
     match narrowing(req.headers()) {
-        Ok(n) => {
+        Ok(mut n) => {
+            // A read-only sign-in holds every call to reads, as X-MCP-Readonly does.
+            if let Some(Caller::Granted(g)) = req.extensions().get::<Caller>() {
+                n.read_only |= g.read_only;
+            }
             req.extensions_mut().insert(n);
             next.run(req).await
         }

@@ -54,11 +54,7 @@ pub fn fingerprint(identity: &Caller) -> Fingerprint {
 /// The identity behind a request, confirmed: the global identity as it is, a token by the
 /// login the forge reports for it (cached for a minute), within `limit`. A refusal is an HTTP
 /// answer a client can act on.
-pub async fn establish(
-    server: &Server,
-    identity: &Caller,
-    limit: Duration,
-) -> Result<Owner, Box<Response>> {
+pub async fn establish(server: &Server, identity: &Caller, limit: Duration) -> Result<Owner, Box<Response>> {
     if let Caller::Global = identity {
         return Ok(Owner::Global);
     }

@@ -1,0 +1,140 @@
+//! The forge's OAuth2 provider, asked by the authorization server (`oauth/`): its consent
+//! page's URL, its token endpoint (the client secret goes only there, only to the configured
+//! forge), and client ID metadata documents, which are the only requests this server sends
+//! to an address a client chose: without any credential, within `DOCUMENT_TIMEOUT` and
+//! `MAX_DOCUMENT_BYTES`, never following a redirect.
+
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use secrecy::SecretString;
+use url::Url;
+
+use super::Forge;
+
+/// Largest answer read from the forge's token endpoint or a client's metadata document.
+pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+/// How long a client ID metadata document may take.
+pub const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the forge's token endpoint granted.
+pub struct ForgeGrant {
+    pub access_token: SecretString,
+    pub refresh_token: Option<SecretString>,
+    pub expires_in: Option<u64>,
+}
+
+/// Why the forge's token endpoint gave no grant.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ForgeRefusal {
+    /// The grant (code or refresh token) was refused: sign in again.
+    Refused,
+    /// The forge refused this server's application: the operator must fix the settings.
+    Misconfigured,
+    /// No usable answer: down, slow, or answering something else.
+    Unavailable(String),
+}
+
+const AGENT: &str = concat!("aegis-gitea-mcp/", env!("CARGO_PKG_VERSION"));
+
+impl Forge {
+    /// The forge's consent page with these parameters.
+    pub fn oauth_authorize_url(&self, pairs: &[(&str, &str)]) -> String {
+        let mut url = self.base().join("login/oauth/authorize").expect("a fixed relative path joins");
+        url.query_pairs_mut().extend_pairs(pairs.iter().filter(|(_, v)| !v.is_empty()));
+        url.into()
+    }
+
+    /// POST the form to the forge's token endpoint.
+    pub async fn oauth_token(&self, form: &[(&str, &str)]) -> Result<ForgeGrant, ForgeRefusal> {
+        let url = self.base().join("login/oauth/access_token").expect("a fixed relative path joins");
+        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+        let resp = self
+            .client()
+            .post(url)
+            .header(ACCEPT, "application/json")
+            .header(USER_AGENT, AGENT)
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| {
+                ForgeRefusal::Unavailable(if e.is_timeout() {
+                    "no answer in time".into()
+                } else {
+                    "no connection".into()
+                })
+            })?;
+        let status = resp.status().as_u16();
+        let body = read_bounded(resp).await.map_err(ForgeRefusal::Unavailable)?;
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            access_token: Option<String>,
+            refresh_token: Option<String>,
+            expires_in: Option<u64>,
+            error: Option<String>,
+        }
+        let answer: Option<Answer> = serde_json::from_slice(&body).ok();
+        match (status, answer) {
+            (200, Some(Answer { access_token: Some(a), refresh_token, expires_in, .. })) if !a.is_empty() => {
+                Ok(ForgeGrant {
+                    access_token: SecretString::from(a),
+                    refresh_token: refresh_token.filter(|r| !r.is_empty()).map(SecretString::from),
+                    expires_in,
+                })
+            }
+            (_, Some(Answer { error: Some(e), .. }))
+                if e == "invalid_client" || e == "unauthorized_client" =>
+            {
+                Err(ForgeRefusal::Misconfigured)
+            }
+            (400..=499, _) => Err(ForgeRefusal::Refused),
+            (s, _) => Err(ForgeRefusal::Unavailable(format!("the forge's token endpoint answered {s}"))),
+        }
+    }
+
+    /// The client ID metadata document at `url`: no credential, no redirect, bounded.
+    pub async fn client_document(&self, url: &Url) -> Result<Vec<u8>, String> {
+        if let Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) = url.host() {
+            let private = match url.host() {
+                Some(url::Host::Ipv4(ip)) => ip.is_private() || ip.is_link_local() || ip.is_unspecified(),
+                Some(url::Host::Ipv6(ip)) => ip.is_unspecified() || (ip.segments()[0] & 0xfe00) == 0xfc00,
+                _ => false,
+            };
+            if private {
+                return Err("its host is a private address".into());
+            }
+        }
+        let resp = self
+            .client()
+            .get(url.clone())
+            .header(ACCEPT, "application/json")
+            .header(USER_AGENT, AGENT)
+            .timeout(DOCUMENT_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_timeout() { "no answer within 5 s".to_owned() } else { "no connection".to_owned() }
+            })?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err(format!("it answered {status}"));
+        }
+        read_bounded(resp).await
+    }
+}
+
+/// The body, at most `MAX_DOCUMENT_BYTES`.
+async fn read_bounded(mut resp: reqwest::Response) -> Result<Vec<u8>, String> {
+    if resp.content_length().is_some_and(|n| n > MAX_DOCUMENT_BYTES as u64) {
+        return Err(format!("the answer is larger than {MAX_DOCUMENT_BYTES} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|_| "the answer broke off".to_owned())? {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(format!("the answer is larger than {MAX_DOCUMENT_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}

@@ -1,0 +1,1068 @@
+//! Sign-in with the forge: an OAuth 2.1 authorization server in front of the forge's own.
+//!
+//! MCP clients discover an authorization server, register, and send the person to a sign-in
+//! page; Gitea and Forgejo have no dynamic registration, so the server plays that part for
+//! them and uses the one OAuth2 application the operator registered on the forge:
+//!
+//! ```text
+//! client ─/register─▶ us          (client id = its registration, sealed)
+//! client ─/authorize─▶ us ─302─▶ forge consent ─302─▶ us /oauth/callback ─302─▶ client
+//! client ─/token (code + PKCE)─▶ us ─(forge code)─▶ forge /login/oauth/access_token
+//! client ─/mcp, Bearer aegis-at.…─▶ us ─(forge access token, Bearer)─▶ forge /api/v1
+//! ```
+//!
+//! Everything handed out is sealed with the key of `MCP_OAUTH_KEY_FILE` (`seal.rs`): the
+//! forge's tokens travel inside our tokens, readable only by a server holding the key, and
+//! bound to this server's URL (RFC 8707 audience). No store: replicas sharing the key accept
+//! each other's clients, codes and tokens. Single use is kept twice: each replica refuses a
+//! code or refresh token it has already seen without asking the forge, and the forge itself
+//! refuses a second exchange of its code and, on refresh, a refresh token it has rotated.
+//!
+//! This module decides; `transport/oauth.rs` speaks HTTP; `executor/oauth.rs` asks the forge.
+
+pub mod seal;
+mod used;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use crate::config::OAuthSettings;
+use crate::executor::Forge;
+use crate::executor::oauth::{ForgeGrant, ForgeRefusal};
+use crate::identity::Grant;
+use seal::{Kind, Sealer};
+use used::UsedOnce;
+
+/// The scopes a client may ask for. `read` alone signs in a read-only identity; `write`
+/// includes reading.
+pub const SCOPES: [&str; 2] = ["read", "write"];
+/// How long a person has to sign in on the forge.
+const PENDING_LIFETIME: Duration = Duration::from_secs(600);
+/// How long an authorization code lives.
+const CODE_LIFETIME: Duration = Duration::from_secs(60);
+/// The longest an access token lives (shorter when the forge's token expires sooner).
+const ACCESS_LIFETIME: Duration = Duration::from_secs(3600);
+/// How long a refresh token lives.
+const REFRESH_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How long a used refresh token is remembered here (the forge refuses it for good).
+const REFRESH_REMEMBERED: Duration = Duration::from_secs(600);
+/// Most redirect URIs per client, and their longest length.
+const MAX_REDIRECT_URIS: usize = 5;
+const MAX_URI_CHARS: usize = 512;
+/// Longest `state`, `client_name` and PKCE values accepted.
+const MAX_STATE_CHARS: usize = 512;
+const MAX_NAME_CHARS: usize = 200;
+/// The path of the callback on this server that the forge's application must allow.
+pub const CALLBACK_PATH: &str = "/oauth/callback";
+
+/// An OAuth error answer: HTTP status, RFC 6749 `error` code, and words a person can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthError {
+    pub status: u16,
+    pub code: &'static str,
+    pub description: String,
+}
+
+impl OAuthError {
+    fn new(status: u16, code: &'static str, description: impl Into<String>) -> OAuthError {
+        OAuthError { status, code, description: description.into() }
+    }
+    fn request(description: impl Into<String>) -> OAuthError {
+        OAuthError::new(400, "invalid_request", description)
+    }
+    fn grant(description: impl Into<String>) -> OAuthError {
+        OAuthError::new(400, "invalid_grant", description)
+    }
+    pub fn body(&self) -> Value {
+        json!({"error": self.code, "error_description": self.description})
+    }
+}
+
+/// Where `/authorize` and the callback send the browser, or the page they show instead.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Browser {
+    /// 302 to this URL (the forge's consent page, or back to the client).
+    Redirect(String),
+    /// A page for the person: the request cannot be sent back to any client safely.
+    Page { status: u16, message: String },
+}
+
+/// What the `Authorization` header's token turned out to be.
+pub enum Presented {
+    /// Not a token of this server: a forge token, handled as before.
+    NotOurs,
+    /// Ours and valid.
+    Valid(Grant),
+    /// Ours, but unusable; the words say why.
+    Invalid(&'static str),
+}
+
+/// The authorization server.
+#[derive(Debug)]
+pub struct OAuth {
+    /// This server's URL, without a trailing `/`.
+    issuer: String,
+    /// The resource identifier clients name (the MCP endpoint).
+    resource: String,
+    /// Every spelling of this server accepted as an audience.
+    audiences: Vec<String>,
+    forge_client_id: String,
+    forge_client_secret: SecretString,
+    sealer: Sealer,
+    used: UsedOnce,
+    /// Client ID metadata documents may be fetched over plain HTTP only when the server
+    /// itself is on loopback (a local test); otherwise HTTPS.
+    http_documents: bool,
+}
+
+/// A client registered dynamically; its client id is this, sealed.
+#[derive(Serialize, Deserialize)]
+struct Registration {
+    /// Redirect URIs.
+    r: Vec<String>,
+    /// Client name.
+    n: Option<String>,
+    /// Issued at (Unix seconds).
+    t: u64,
+}
+
+/// The sign-in in progress, sent to the forge as `state` and back to our callback.
+#[derive(Serialize, Deserialize)]
+struct Pending {
+    /// Hash of the client id.
+    c: String,
+    /// The client's redirect URI.
+    r: String,
+    /// The client's state.
+    s: String,
+    /// The client's PKCE challenge (S256).
+    ch: String,
+    /// Granted scope.
+    sc: String,
+    /// The resource (audience).
+    res: String,
+    /// Our PKCE verifier towards the forge.
+    fv: String,
+    /// Expires (Unix seconds).
+    e: u64,
+}
+
+/// An authorization code: the pending sign-in plus the forge's code.
+#[derive(Serialize, Deserialize)]
+struct Code {
+    c: String,
+    r: String,
+    ch: String,
+    sc: String,
+    res: String,
+    fv: String,
+    /// The forge's authorization code.
+    f: String,
+    e: u64,
+    /// Unique id, for single use.
+    id: String,
+}
+
+/// An access token.
+#[derive(Serialize, Deserialize)]
+struct Access {
+    c: String,
+    sc: String,
+    res: String,
+    /// The forge's access token.
+    f: String,
+    e: u64,
+}
+
+/// A refresh token.
+#[derive(Serialize, Deserialize)]
+struct Refresh {
+    c: String,
+    sc: String,
+    res: String,
+    /// The forge's refresh token.
+    f: String,
+    e: u64,
+    id: String,
+}
+
+/// A client as `/authorize` knows it.
+struct Client {
+    redirect_uris: Vec<String>,
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// A short hash of a client id (client ids of registered clients can be kilobytes).
+fn client_hash(client_id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(&Sha256::digest(client_id.as_bytes())[..16])
+}
+
+/// PKCE S256: base64url(SHA-256(verifier)).
+pub fn s256(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// RFC 7636: 43 to 128 characters of `[A-Za-z0-9-._~]`.
+fn valid_pkce(value: &str) -> bool {
+    (43..=128).contains(&value.len())
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
+}
+
+/// The requested scope, normalised to `read` or `read write`; none asked means both.
+fn parse_scope(scope: Option<&str>) -> Result<&'static str, OAuthError> {
+    let words: Vec<&str> = scope.unwrap_or("").split_ascii_whitespace().collect();
+    if let Some(unknown) = words.iter().find(|w| !SCOPES.contains(w)) {
+        return Err(OAuthError::new(
+            400,
+            "invalid_scope",
+            format!("unknown scope {unknown:?}; this server offers `read` and `write`"),
+        ));
+    }
+    Ok(if words.is_empty() || words.contains(&"write") { "read write" } else { "read" })
+}
+
+/// Whether a redirect URI is one a client may register: absolute, no fragment; HTTPS, HTTP
+/// to a loopback host (native apps), or an app's own scheme — never a scheme that runs or
+/// shows something in the browser itself.
+fn valid_redirect_uri(uri: &str) -> Result<(), String> {
+    if uri.chars().count() > MAX_URI_CHARS {
+        return Err(format!("a redirect URI is longer than {MAX_URI_CHARS} characters"));
+    }
+    let url = Url::parse(uri).map_err(|e| format!("redirect URI {uri:?} is not an absolute URL ({e})"))?;
+    if url.fragment().is_some() {
+        return Err(format!("redirect URI {uri:?} must not have a fragment"));
+    }
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if is_loopback(&url) => Ok(()),
+        "http" => {
+            Err(format!("redirect URI {uri:?} must use https (http is allowed only for loopback hosts)"))
+        }
+        "javascript" | "data" | "file" | "vbscript" | "about" | "blob" | "ftp" | "ws" | "wss" => {
+            Err(format!("redirect URI {uri:?} has a scheme that cannot receive a code"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// `url` with `pairs` added to its query.
+fn with_query(url: &str, pairs: &[(&str, &str)]) -> String {
+    match Url::parse(url) {
+        Ok(mut u) => {
+            u.query_pairs_mut().extend_pairs(pairs);
+            u.into()
+        }
+        Err(_) => url.to_owned(),
+    }
+}
+
+/// One parameter of a query or form: refused when repeated (RFC 6749 §3.1).
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Result<Option<&'a str>, OAuthError> {
+    let mut found = params.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let first = found.next();
+    if found.next().is_some() {
+        return Err(OAuthError::request(format!("the parameter {name} is repeated")));
+    }
+    Ok(first.filter(|v| !v.is_empty()))
+}
+
+fn required<'a>(params: &'a [(String, String)], name: &str) -> Result<&'a str, OAuthError> {
+    param(params, name)?.ok_or_else(|| OAuthError::request(format!("the parameter {name} is missing")))
+}
+
+impl OAuth {
+    /// The authorization server `settings` describe, for clients reaching `mcp_path`.
+    pub fn new(settings: &OAuthSettings, mcp_path: &str) -> OAuth {
+        let issuer = settings.public_url.clone();
+        let resource = format!("{issuer}{mcp_path}");
+        let audiences = vec![resource.clone(), format!("{resource}/"), issuer.clone(), format!("{issuer}/")];
+        let http_documents = Url::parse(&issuer).is_ok_and(|u| is_loopback(&u));
+        OAuth {
+            issuer,
+            resource,
+            audiences,
+            forge_client_id: settings.client_id.clone(),
+            forge_client_secret: settings.client_secret.clone(),
+            sealer: Sealer::new(&settings.key),
+            used: UsedOnce::new(100_000),
+            http_documents,
+        }
+    }
+
+    /// `/.well-known/oauth-protected-resource` (RFC 9728).
+    pub fn resource_metadata(&self) -> Value {
+        json!({
+            "resource": self.resource,
+            "authorization_servers": [self.issuer],
+            "scopes_supported": SCOPES,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "aegis-gitea-mcp",
+        })
+    }
+
+    /// Where the resource metadata is, for `WWW-Authenticate`.
+    pub fn resource_metadata_url(&self) -> String {
+        let path = self.resource.strip_prefix(&self.issuer).unwrap_or("");
+        format!("{}/.well-known/oauth-protected-resource{path}", self.issuer)
+    }
+
+    /// `/.well-known/oauth-authorization-server` (RFC 8414).
+    pub fn server_metadata(&self) -> Value {
+        let i = &self.issuer;
+        json!({
+            "issuer": i,
+            "authorization_endpoint": format!("{i}/authorize"),
+            "token_endpoint": format!("{i}/token"),
+            "registration_endpoint": format!("{i}/register"),
+            "scopes_supported": SCOPES,
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "token_endpoint_auth_methods_supported": ["none"],
+            "code_challenge_methods_supported": ["S256"],
+            "client_id_metadata_document_supported": true,
+            "authorization_response_iss_parameter_supported": true,
+        })
+    }
+
+    /// `POST /register` (RFC 7591): the client id is the registration itself, sealed.
+    /// Every client is public (PKCE protects its codes); a client asking for a secret gets
+    /// `none`, which RFC 7591 lets the server decide.
+    pub fn register(&self, body: &[u8]) -> Result<Value, OAuthError> {
+        let meta: Value = serde_json::from_slice(body)
+            .map_err(|_| OAuthError::new(400, "invalid_client_metadata", "the body must be a JSON object"))?;
+        let invalid = |d: String| OAuthError::new(400, "invalid_client_metadata", d);
+        let redirect_uris =
+            redirect_uris_of(&meta).map_err(|d| OAuthError::new(400, "invalid_redirect_uri", d))?;
+        for (field, allowed) in
+            [("grant_types", &["authorization_code", "refresh_token"][..]), ("response_types", &["code"][..])]
+        {
+            if let Some(v) = meta.get(field) {
+                let ok = v
+                    .as_array()
+                    .is_some_and(|a| a.iter().all(|x| x.as_str().is_some_and(|s| allowed.contains(&s))));
+                if !ok {
+                    return Err(invalid(format!("{field} may only contain {allowed:?}")));
+                }
+            }
+        }
+        let name = client_name(&meta).map_err(invalid)?;
+        let issued = now();
+        let client_id = self
+            .sealer
+            .seal(Kind::Client, &Registration { r: redirect_uris.clone(), n: name.clone(), t: issued });
+        let mut out = json!({
+            "client_id": client_id,
+            "client_id_issued_at": issued,
+            "redirect_uris": redirect_uris,
+            "token_endpoint_auth_method": "none",
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+        });
+        if let Some(n) = name {
+            out["client_name"] = json!(n);
+        }
+        Ok(out)
+    }
+
+    /// The client named by `client_id`: a registration of ours, or a client ID metadata
+    /// document at that URL.
+    async fn client(&self, forge: &Forge, client_id: &str) -> Result<Client, String> {
+        if client_id.starts_with(Kind::Client.prefix()) {
+            let reg: Registration = self.sealer.open(Kind::Client, client_id).map_err(|_| {
+                "the client_id was not issued by this server (register the client again)".to_owned()
+            })?;
+            return Ok(Client { redirect_uris: reg.r });
+        }
+        let url = Url::parse(client_id)
+            .map_err(|_| "unknown client_id: register the client first (POST /register), or use the URL of a client ID metadata document".to_owned())?;
+        let secure =
+            url.scheme() == "https" || (url.scheme() == "http" && self.http_documents && is_loopback(&url));
+        if !secure || url.path() == "/" || url.fragment().is_some() || !url.username().is_empty() {
+            return Err(
+                "a client_id URL must be an https URL with a path (a client ID metadata document)".into()
+            );
+        }
+        let bytes = forge
+            .client_document(&url)
+            .await
+            .map_err(|why| format!("the client ID metadata document could not be read: {why}"))?;
+        let meta: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| "the client ID metadata document is not JSON".to_owned())?;
+        if meta.get("client_id").and_then(Value::as_str) != Some(client_id) {
+            return Err("the client ID metadata document's client_id is not its own URL".into());
+        }
+        if meta.get("token_endpoint_auth_method").and_then(Value::as_str).is_some_and(|m| m != "none") {
+            return Err("the client ID metadata document asks for client authentication; this server accepts only public clients (\"none\")".into());
+        }
+        let redirect_uris = redirect_uris_of(&meta)?;
+        client_name(&meta)?;
+        Ok(Client { redirect_uris })
+    }
+
+    /// `GET /authorize`: check the client and its redirect URI (problems there are shown to
+    /// the person: a code must never go to an unchecked address), then everything else
+    /// (problems there go back to the client), then send the person to the forge.
+    pub async fn authorize(&self, forge: &Forge, params: &[(String, String)]) -> Browser {
+        let page = |status: u16, message: String| Browser::Page { status, message };
+        let client_id = match required(params, "client_id") {
+            Ok(c) => c,
+            Err(e) => return page(400, e.description),
+        };
+        let client = match self.client(forge, client_id).await {
+            Ok(c) => c,
+            Err(why) => return page(400, why),
+        };
+        let redirect_uri = match param(params, "redirect_uri") {
+            Ok(Some(r)) if client.redirect_uris.iter().any(|u| u == r) => r.to_owned(),
+            Ok(Some(_)) => {
+                return page(
+                    400,
+                    "the redirect_uri is not one this client registered (it must match exactly)".into(),
+                );
+            }
+            Ok(None) if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
+            Ok(None) => return page(400, "the parameter redirect_uri is missing".into()),
+            Err(e) => return page(400, e.description),
+        };
+        let state = params.iter().find(|(k, _)| k == "state").map(|(_, v)| v.as_str()).unwrap_or("");
+        let back = |e: OAuthError| {
+            let mut pairs = vec![("error", e.code), ("error_description", e.description.as_str())];
+            if !state.is_empty() && state.len() <= MAX_STATE_CHARS {
+                pairs.push(("state", state));
+            }
+            pairs.push(("iss", self.issuer.as_str()));
+            Browser::Redirect(with_query(&redirect_uri, &pairs))
+        };
+        match self.pending(client_id, &redirect_uri, params) {
+            Ok(pending) => {
+                let sealed = self.sealer.seal(Kind::Pending, &pending);
+                let read_only = pending.sc == "read";
+                Browser::Redirect(forge.oauth_authorize_url(&[
+                    ("client_id", &self.forge_client_id),
+                    ("redirect_uri", &format!("{}{CALLBACK_PATH}", self.issuer)),
+                    ("response_type", "code"),
+                    ("state", &sealed),
+                    ("scope", forge_scope(read_only)),
+                    ("code_challenge", &s256(&pending.fv)),
+                    ("code_challenge_method", "S256"),
+                ]))
+            }
+            Err(e) => back(e),
+        }
+    }
+
+    /// The checks of `/authorize` after the client and redirect URI.
+    fn pending(
+        &self,
+        client_id: &str,
+        redirect_uri: &str,
+        params: &[(String, String)],
+    ) -> Result<Pending, OAuthError> {
+        match required(params, "response_type")? {
+            "code" => {}
+            _ => return Err(OAuthError::new(400, "unsupported_response_type", "response_type must be code")),
+        }
+        let state = required(params, "state").map_err(|_| {
+            OAuthError::request("the parameter state is missing; send a random state and check it on return")
+        })?;
+        if state.len() > MAX_STATE_CHARS {
+            return Err(OAuthError::request(format!("state is longer than {MAX_STATE_CHARS} characters")));
+        }
+        let challenge = required(params, "code_challenge").map_err(|_| {
+            OAuthError::request("PKCE is required: send code_challenge and code_challenge_method=S256")
+        })?;
+        if param(params, "code_challenge_method")? != Some("S256") {
+            return Err(OAuthError::request("code_challenge_method must be S256"));
+        }
+        if challenge.len() != 43
+            || !challenge.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(OAuthError::request(
+                "code_challenge must be the base64url SHA-256 of the verifier (43 characters)",
+            ));
+        }
+        let scope = parse_scope(param(params, "scope")?)?;
+        let resource = self.resource_param(param(params, "resource")?)?;
+        Ok(Pending {
+            c: client_hash(client_id),
+            r: redirect_uri.to_owned(),
+            s: state.to_owned(),
+            ch: challenge.to_owned(),
+            sc: scope.to_owned(),
+            res: resource,
+            fv: self.sealer.random_text(48),
+            e: now() + PENDING_LIFETIME.as_secs(),
+        })
+    }
+
+    /// The `resource` a client named (RFC 8707): this server, or none (then this server).
+    fn resource_param(&self, resource: Option<&str>) -> Result<String, OAuthError> {
+        match resource {
+            None => Ok(self.resource.clone()),
+            Some(r) if self.audiences.iter().any(|a| a == r) => Ok(r.to_owned()),
+            Some(r) => Err(OAuthError::new(
+                400,
+                "invalid_target",
+                format!("this server issues tokens only for {} (resource was {r:?})", self.resource),
+            )),
+        }
+    }
+
+    /// `GET /oauth/callback`: the forge sends the person back. A sign-in we did not start,
+    /// or one that took too long, is shown to the person; the forge's refusal goes back to
+    /// the client; otherwise the client gets a code.
+    pub fn callback(&self, params: &[(String, String)]) -> Browser {
+        let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
+        let Ok(Some(state)) = param(params, "state") else {
+            return page("the sign-in came back without its state; start again from your MCP client");
+        };
+        let Ok(pending) = self.sealer.open::<Pending>(Kind::Pending, state) else {
+            return page("this sign-in was not started by this server; start again from your MCP client");
+        };
+        let back = |pairs: &[(&str, &str)]| {
+            let mut all = pairs.to_vec();
+            all.push(("state", &pending.s));
+            all.push(("iss", &self.issuer));
+            Browser::Redirect(with_query(&pending.r, &all))
+        };
+        if pending.e < now() {
+            return back(&[
+                ("error", "access_denied"),
+                ("error_description", "the sign-in took longer than 10 minutes; try again"),
+            ]);
+        }
+        if let Ok(Some(error)) = param(params, "error") {
+            let description = if error == "access_denied" {
+                "the person declined on the forge's consent page"
+            } else {
+                "the forge refused the sign-in"
+            };
+            return back(&[("error", "access_denied"), ("error_description", description)]);
+        }
+        let Ok(Some(forge_code)) = param(params, "code") else {
+            return back(&[("error", "server_error"), ("error_description", "the forge sent no code")]);
+        };
+        let code = Code {
+            c: pending.c.clone(),
+            r: pending.r.clone(),
+            ch: pending.ch.clone(),
+            sc: pending.sc.clone(),
+            res: pending.res.clone(),
+            fv: pending.fv.clone(),
+            f: forge_code.to_owned(),
+            e: now() + CODE_LIFETIME.as_secs(),
+            id: self.sealer.random_text(16),
+        };
+        let sealed = self.sealer.seal(Kind::Code, &code);
+        back(&[("code", &sealed)])
+    }
+
+    /// `POST /token`: the authorization code and refresh grants.
+    pub async fn token(&self, forge: &Forge, params: &[(String, String)]) -> Result<Value, OAuthError> {
+        match required(params, "grant_type")? {
+            "authorization_code" => self.exchange_code(forge, params).await,
+            "refresh_token" => self.refresh(forge, params).await,
+            other => Err(OAuthError::new(
+                400,
+                "unsupported_grant_type",
+                format!("grant_type {other:?} is not supported; use authorization_code or refresh_token"),
+            )),
+        }
+    }
+
+    async fn exchange_code(&self, forge: &Forge, params: &[(String, String)]) -> Result<Value, OAuthError> {
+        let client_id = required(params, "client_id")?;
+        let code: Code = self
+            .sealer
+            .open(Kind::Code, required(params, "code")?)
+            .map_err(|_| OAuthError::grant("the code was not issued by this server"))?;
+        if code.e < now() {
+            return Err(OAuthError::grant("the code has expired (codes live 60 seconds); sign in again"));
+        }
+        if code.c != client_hash(client_id) {
+            return Err(OAuthError::grant("the code was issued to another client"));
+        }
+        if param(params, "redirect_uri")?.is_some_and(|r| r != code.r) {
+            return Err(OAuthError::grant("redirect_uri differs from the one of the authorization request"));
+        }
+        let verifier = required(params, "code_verifier")
+            .map_err(|_| OAuthError::grant("PKCE: the code_verifier is missing"))?;
+        if !valid_pkce(verifier) || s256(verifier) != code.ch {
+            return Err(OAuthError::grant("PKCE: the code_verifier does not match the code_challenge"));
+        }
+        if let Some(r) = param(params, "resource")? {
+            if r != code.res {
+                return Err(OAuthError::new(
+                    400,
+                    "invalid_target",
+                    "resource differs from the one of the authorization request",
+                ));
+            }
+        }
+        if !self.used.first_use(&code.id, code.e) {
+            return Err(OAuthError::grant("the code has already been used; sign in again"));
+        }
+        let callback = format!("{}{CALLBACK_PATH}", self.issuer);
+        let grant = forge
+            .oauth_token(&[
+                ("grant_type", "authorization_code"),
+                ("code", &code.f),
+                ("redirect_uri", &callback),
+                ("code_verifier", &code.fv),
+                ("client_id", &self.forge_client_id),
+                ("client_secret", self.forge_client_secret.expose_secret()),
+            ])
+            .await
+            .map_err(|r| {
+                if let ForgeRefusal::Unavailable(_) = r {
+                    self.used.forget(&code.id);
+                }
+                forge_refusal(
+                    r,
+                    "the forge refused the sign-in's code (it may have been used already); sign in again",
+                )
+            })?;
+        Ok(self.issue(&code.c, &code.sc, &code.res, grant))
+    }
+
+    async fn refresh(&self, forge: &Forge, params: &[(String, String)]) -> Result<Value, OAuthError> {
+        let client_id = required(params, "client_id")?;
+        let old: Refresh = self
+            .sealer
+            .open(Kind::Refresh, required(params, "refresh_token")?)
+            .map_err(|_| OAuthError::grant("the refresh token was not issued by this server"))?;
+        if old.e < now() {
+            return Err(OAuthError::grant("the refresh token has expired; sign in again"));
+        }
+        if old.c != client_hash(client_id) {
+            return Err(OAuthError::grant("the refresh token was issued to another client"));
+        }
+        let scope = match param(params, "scope")? {
+            None => old.sc.clone(),
+            Some(asked) => {
+                let asked = parse_scope(Some(asked))?;
+                if asked == "read write" && old.sc == "read" {
+                    return Err(OAuthError::new(
+                        400,
+                        "invalid_scope",
+                        "a refresh cannot widen a read-only sign-in; sign in again with scope write",
+                    ));
+                }
+                asked.to_owned()
+            }
+        };
+        if let Some(r) = param(params, "resource")? {
+            if r != old.res {
+                return Err(OAuthError::new(
+                    400,
+                    "invalid_target",
+                    "resource differs from the one of the sign-in",
+                ));
+            }
+        }
+        let remembered = now() + REFRESH_REMEMBERED.as_secs();
+        if !self.used.first_use(&old.id, remembered.min(old.e)) {
+            return Err(OAuthError::grant(
+                "the refresh token has already been used (refresh tokens rotate); use the newest one, or sign in again",
+            ));
+        }
+        let grant = forge
+            .oauth_token(&[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", &old.f),
+                ("client_id", &self.forge_client_id),
+                ("client_secret", self.forge_client_secret.expose_secret()),
+            ])
+            .await
+            .map_err(|r| forge_refusal(r, "the forge refused the refresh (it may have been used already, or the person revoked the application); sign in again"))?;
+        Ok(self.issue(&old.c, &scope, &old.res, grant))
+    }
+
+    /// Our tokens for a forge grant.
+    fn issue(&self, client: &str, scope: &str, resource: &str, grant: ForgeGrant) -> Value {
+        let forge_left = grant.expires_in.map(Duration::from_secs).unwrap_or(ACCESS_LIFETIME);
+        let lifetime = forge_left.min(ACCESS_LIFETIME).max(Duration::from_secs(1)).as_secs();
+        let access = Access {
+            c: client.to_owned(),
+            sc: scope.to_owned(),
+            res: resource.to_owned(),
+            f: grant.access_token.expose_secret().to_owned(),
+            e: now() + lifetime,
+        };
+        let mut out = json!({
+            "access_token": self.sealer.seal(Kind::Access, &access),
+            "token_type": "Bearer",
+            "expires_in": lifetime,
+            "scope": scope,
+        });
+        if let Some(forge_refresh) = grant.refresh_token {
+            let refresh = Refresh {
+                c: client.to_owned(),
+                sc: scope.to_owned(),
+                res: resource.to_owned(),
+                f: forge_refresh.expose_secret().to_owned(),
+                e: now() + REFRESH_LIFETIME.as_secs(),
+                id: self.sealer.random_text(16),
+            };
+            out["refresh_token"] = json!(self.sealer.seal(Kind::Refresh, &refresh));
+        }
+        out
+    }
+
+    /// What a presented token is: ours (valid or why not) or not ours at all.
+    pub fn verify(&self, token: &SecretString) -> Presented {
+        let text = token.expose_secret();
+        if !text.starts_with(Kind::Access.prefix()) {
+            return Presented::NotOurs;
+        }
+        let Ok(access) = self.sealer.open::<Access>(Kind::Access, text) else {
+            return Presented::Invalid(
+                "the access token was not issued by this server, or was altered; sign in again",
+            );
+        };
+        if access.e < now() {
+            return Presented::Invalid("the access token has expired; refresh it or sign in again");
+        }
+        if !self.audiences.contains(&access.res) {
+            return Presented::Invalid(
+                "the access token was issued for another resource, not this server; sign in to this server",
+            );
+        }
+        Presented::Valid(Grant {
+            forge_token: SecretString::from(access.f),
+            presented: token.clone(),
+            read_only: access.sc == "read",
+        })
+    }
+
+    /// The scope to ask a client to sign in with again (`insufficient_scope`).
+    pub fn full_scope() -> &'static str {
+        "read write"
+    }
+}
+
+/// The forge's token scopes for a sign-in: a read-only sign-in asks the forge for read
+/// scopes only, so that the forge too refuses a write; a full sign-in asks for nothing
+/// narrower than the application allows.
+fn forge_scope(read_only: bool) -> &'static str {
+    if read_only {
+        "read:activitypub read:issue read:misc read:notification read:organization read:package read:repository read:user"
+    } else {
+        ""
+    }
+}
+
+/// A forge token endpoint's refusal in OAuth terms: its `invalid_grant` stays one (the
+/// client must sign in again); the forge being unreachable is `temporarily_unavailable`.
+fn forge_refusal(r: ForgeRefusal, refused_words: &str) -> OAuthError {
+    match r {
+        ForgeRefusal::Refused => OAuthError::grant(refused_words),
+        ForgeRefusal::Unavailable(why) => OAuthError::new(
+            503,
+            "temporarily_unavailable",
+            format!("the forge could not complete the sign-in ({why}); try again shortly"),
+        ),
+        ForgeRefusal::Misconfigured => OAuthError::new(
+            500,
+            "server_error",
+            "the forge refused this server's OAuth2 application (check GITEA_OAUTH_CLIENT_ID and GITEA_OAUTH_CLIENT_SECRET; run the doctor command)",
+        ),
+    }
+}
+
+/// A client's `redirect_uris`: 1 to `MAX_REDIRECT_URIS` valid, distinct URIs.
+fn redirect_uris_of(meta: &Value) -> Result<Vec<String>, String> {
+    let list = meta
+        .get("redirect_uris")
+        .and_then(Value::as_array)
+        .ok_or("redirect_uris is required: a list of the client's redirect URIs")?;
+    if list.is_empty() || list.len() > MAX_REDIRECT_URIS {
+        return Err(format!("redirect_uris must hold 1 to {MAX_REDIRECT_URIS} URIs"));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(list.len());
+    for v in list {
+        let uri = v.as_str().ok_or("redirect_uris must be strings")?;
+        valid_redirect_uri(uri)?;
+        if !out.iter().any(|u| u == uri) {
+            out.push(uri.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+fn client_name(meta: &Value) -> Result<Option<String>, String> {
+    match meta.get("client_name") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(n)) if n.chars().count() <= MAX_NAME_CHARS => Ok(Some(n.clone())),
+        Some(_) => Err(format!("client_name must be a string of at most {MAX_NAME_CHARS} characters")),
+    }
+}
+
+/// Parameters of a query string or form body.
+pub fn form_params(text: &[u8]) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(text).map(|(k, v)| (k.into_owned(), v.into_owned())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(public: &str) -> OAuthSettings {
+        OAuthSettings {
+            client_id: "forge-app".into(),
+            client_secret: SecretString::from("forge-app-secret".to_owned()),
+            public_url: public.into(),
+            key: std::sync::Arc::new(secrecy::SecretBox::new(Box::new([9u8; 32]))),
+        }
+    }
+
+    fn server() -> OAuth {
+        OAuth::new(&settings("http://127.0.0.1:8080"), "/mcp")
+    }
+
+    /// A forge nothing listens on: any test that reached it would fail to connect.
+    fn forge() -> Forge {
+        let limits = crate::decode::body::Limits { max_binary: 1 << 20, max_response: 1 << 20 };
+        let s = Duration::from_secs(2);
+        Forge::new(Url::parse("http://127.0.0.1:9/").unwrap(), limits, s, s).unwrap()
+    }
+
+    fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    const VERIFIER: &str = "verifier-verifier-verifier-verifier-verifier-0001";
+
+    fn registered(o: &OAuth) -> String {
+        let body = br#"{"redirect_uris":["http://127.0.0.1:5555/cb"],"client_name":"test"}"#;
+        o.register(body).unwrap()["client_id"].as_str().unwrap().to_owned()
+    }
+
+    fn authorize_params(client: &str) -> Vec<(String, String)> {
+        params(&[
+            ("client_id", client),
+            ("redirect_uri", "http://127.0.0.1:5555/cb"),
+            ("response_type", "code"),
+            ("state", "st-1"),
+            ("code_challenge", &s256(VERIFIER)),
+            ("code_challenge_method", "S256"),
+            ("scope", "read"),
+        ])
+    }
+
+    /// A code as the callback would hand it out for the client, for the forge code `F`.
+    async fn code_for(o: &OAuth, client: &str) -> String {
+        let Browser::Redirect(to_forge) = o.authorize(&forge(), &authorize_params(client)).await else {
+            panic!("authorize refused")
+        };
+        let state =
+            Url::parse(&to_forge).unwrap().query_pairs().find(|(k, _)| k == "state").unwrap().1.into_owned();
+        let Browser::Redirect(back) = o.callback(&params(&[("code", "F"), ("state", &state)])) else {
+            panic!("callback refused")
+        };
+        Url::parse(&back).unwrap().query_pairs().find(|(k, _)| k == "code").unwrap().1.into_owned()
+    }
+
+    #[test]
+    fn registration_checks_redirect_uris_and_seals_the_client() {
+        let o = server();
+        let client = registered(&o);
+        assert!(client.starts_with("aegis-client."));
+        for bad in [
+            r#"{"redirect_uris":["http://evil.example/cb"]}"#,
+            r#"{"redirect_uris":["javascript:alert(1)"]}"#,
+            r#"{"redirect_uris":["https://a.example/cb#frag"]}"#,
+            r#"{"redirect_uris":[]}"#,
+            r#"{}"#,
+        ] {
+            let e = o.register(bad.as_bytes()).unwrap_err();
+            assert_eq!(e.code, "invalid_redirect_uri", "{bad}");
+        }
+        let e =
+            o.register(br#"{"redirect_uris":["https://a.example/cb"],"grant_types":["client_credentials"]}"#);
+        assert_eq!(e.unwrap_err().code, "invalid_client_metadata");
+        assert!(o.register(br#"{"redirect_uris":["cursor://app/cb","https://a.example/cb"]}"#).is_ok());
+    }
+
+    #[tokio::test]
+    async fn authorize_shows_client_and_redirect_problems_and_sends_the_rest_back() {
+        let o = server();
+        let f = forge();
+        let client = registered(&o);
+        let mut p = authorize_params("aegis-client.forged");
+        assert!(matches!(o.authorize(&f, &p).await, Browser::Page { status: 400, .. }));
+        p = authorize_params(&client);
+        p[1].1 = "http://127.0.0.1:5555/other".into();
+        assert!(matches!(o.authorize(&f, &p).await, Browser::Page { status: 400, .. }));
+        let error_of = |b: Browser| match b {
+            Browser::Redirect(url) => query(&url, "error"),
+            Browser::Page { message, .. } => panic!("a page: {message}"),
+        };
+        for (drop, expected) in [("state", "invalid_request"), ("code_challenge", "invalid_request")] {
+            let p: Vec<_> = authorize_params(&client).into_iter().filter(|(k, _)| k != drop).collect();
+            assert_eq!(error_of(o.authorize(&f, &p).await), expected, "without {drop}");
+        }
+        let mut p = authorize_params(&client);
+        p[5].1 = "plain".into();
+        assert_eq!(error_of(o.authorize(&f, &p).await), "invalid_request");
+        p = authorize_params(&client);
+        p[6].1 = "admin".into();
+        assert_eq!(error_of(o.authorize(&f, &p).await), "invalid_scope");
+        p = authorize_params(&client);
+        p.push(("resource".into(), "https://other.example/mcp".into()));
+        assert_eq!(error_of(o.authorize(&f, &p).await), "invalid_target");
+        // Valid: to the forge's consent page, with this server's application and callback.
+        let Browser::Redirect(url) = o.authorize(&f, &authorize_params(&client)).await else { panic!() };
+        assert!(url.starts_with("http://127.0.0.1:9/login/oauth/authorize?"), "{url}");
+        assert_eq!(query(&url, "client_id"), "forge-app");
+        assert_eq!(query(&url, "redirect_uri"), "http://127.0.0.1:8080/oauth/callback");
+        assert_eq!(query(&url, "code_challenge_method"), "S256");
+        assert!(query(&url, "scope").contains("read:repository") && !query(&url, "scope").contains("write"));
+        assert!(query(&url, "state").starts_with("aegis-state."));
+    }
+
+    fn query(url: &str, name: &str) -> String {
+        Url::parse(url)
+            .unwrap()
+            .query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn code_exchange_checks_pkce_client_and_single_use_before_the_forge() {
+        let o = server();
+        let f = forge();
+        let client = registered(&o);
+        let code = code_for(&o, &client).await;
+        let token = |verifier: &str, client: &str, code: &str| {
+            params(&[
+                ("grant_type", "authorization_code"),
+                ("code", code),
+                ("client_id", client),
+                ("redirect_uri", "http://127.0.0.1:5555/cb"),
+                ("code_verifier", verifier),
+            ])
+        };
+        let wrong = "wrong-verifier-wrong-verifier-wrong-verifier-0001";
+        assert_eq!(o.token(&f, &token(wrong, &client, &code)).await.unwrap_err().code, "invalid_grant");
+        let no_verifier: Vec<_> =
+            token(VERIFIER, &client, &code).into_iter().filter(|(k, _)| k != "code_verifier").collect();
+        assert_eq!(o.token(&f, &no_verifier).await.unwrap_err().code, "invalid_grant");
+        let other = registered(&o);
+        assert_eq!(o.token(&f, &token(VERIFIER, &other, &code)).await.unwrap_err().code, "invalid_grant");
+        assert_eq!(
+            o.token(&f, &token(VERIFIER, &client, "aegis-code.xyz")).await.unwrap_err().code,
+            "invalid_grant"
+        );
+        // The right verifier reaches the forge (down here: temporarily unavailable, and the
+        // code may be tried again); a code the forge answered for is used up.
+        for _ in 0..2 {
+            let e = o.token(&f, &token(VERIFIER, &client, &code)).await.unwrap_err();
+            assert_eq!(e.code, "temporarily_unavailable");
+            assert_eq!(e.status, 503);
+        }
+        let id = o.sealer.open::<Code>(Kind::Code, &code).unwrap().id;
+        assert!(o.used.first_use(&id, now() + 60));
+        let again = o.token(&f, &token(VERIFIER, &client, &code)).await.unwrap_err();
+        assert!(again.description.contains("already been used"), "{again:?}");
+        // An expired code.
+        let expired = o.sealer.seal(
+            Kind::Code,
+            &Code {
+                c: client_hash(&client),
+                r: "http://127.0.0.1:5555/cb".into(),
+                ch: s256(VERIFIER),
+                sc: "read".into(),
+                res: o.resource.clone(),
+                fv: "x".into(),
+                f: "F".into(),
+                e: now() - 1,
+                id: "old".into(),
+            },
+        );
+        let e = o.token(&f, &token(VERIFIER, &client, &expired)).await.unwrap_err();
+        assert!(e.description.contains("expired"), "{e:?}");
+    }
+
+    #[test]
+    fn access_tokens_are_checked_for_seal_expiry_and_audience() {
+        let o = server();
+        let access = |e: u64, res: &str| Access {
+            c: "c".into(),
+            sc: "read".into(),
+            res: res.into(),
+            f: "forge-tok".into(),
+            e,
+        };
+        let good = o.sealer.seal(Kind::Access, &access(now() + 60, "http://127.0.0.1:8080/mcp"));
+        let Presented::Valid(g) = o.verify(&SecretString::from(good.clone())) else { panic!() };
+        assert_eq!(g.forge_token.expose_secret(), "forge-tok");
+        assert!(g.read_only);
+        let expired = o.sealer.seal(Kind::Access, &access(now() - 1, "http://127.0.0.1:8080/mcp"));
+        assert!(
+            matches!(o.verify(&SecretString::from(expired)), Presented::Invalid(w) if w.contains("expired"))
+        );
+        let elsewhere = o.sealer.seal(Kind::Access, &access(now() + 60, "https://other.example/mcp"));
+        assert!(
+            matches!(o.verify(&SecretString::from(elsewhere)), Presented::Invalid(w) if w.contains("another resource"))
+        );
+        let mut tampered = good.into_bytes();
+        let last = tampered.len() - 3;
+        tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(tampered).unwrap();
+        assert!(matches!(o.verify(&SecretString::from(tampered)), Presented::Invalid(_)));
+        assert!(matches!(o.verify(&SecretString::from("0123456789abcdef".to_owned())), Presented::NotOurs));
+        // A replica with the same key and URL accepts it; one at another URL does not.
+        let twin = OAuth::new(&settings("http://127.0.0.1:8080"), "/mcp");
+        let t = o.sealer.seal(Kind::Access, &access(now() + 60, "http://127.0.0.1:8080/mcp"));
+        assert!(matches!(twin.verify(&SecretString::from(t.clone())), Presented::Valid(_)));
+        let other = OAuth::new(&settings("https://mcp.other.example"), "/mcp");
+        assert!(matches!(other.verify(&SecretString::from(t)), Presented::Invalid(_)));
+    }
+
+    #[test]
+    fn the_callback_refuses_a_state_it_did_not_seal_and_passes_a_refusal_back() {
+        let o = server();
+        assert!(matches!(o.callback(&params(&[("code", "F"), ("state", "made-up")])), Browser::Page { .. }));
+        let pending = Pending {
+            c: "c".into(),
+            r: "http://127.0.0.1:5555/cb".into(),
+            s: "client-state".into(),
+            ch: "x".into(),
+            sc: "read".into(),
+            res: o.resource.clone(),
+            fv: "v".into(),
+            e: now() + 60,
+        };
+        let state = o.sealer.seal(Kind::Pending, &pending);
+        let Browser::Redirect(url) = o.callback(&params(&[("error", "access_denied"), ("state", &state)]))
+        else {
+            panic!()
+        };
+        assert_eq!(query(&url, "error"), "access_denied");
+        assert_eq!(query(&url, "state"), "client-state");
+        assert_eq!(query(&url, "code"), "");
+    }
+}

@@ -1,0 +1,181 @@
+//! The authorization server's HTTP side (the decisions are `oauth/`'s): the two metadata
+//! documents, registration, the authorization and callback redirects, and the token
+//! endpoint. These routes are meant to be reached from other origins (a browser-based
+//! client registers and exchanges codes), so they check `Host` but not `Origin`, and
+//! answer CORS preflights. Bodies are small forms or JSON: at most `MAX_FORM_BYTES`, within
+//! the body timeout.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::Value;
+
+use crate::oauth::{Browser, OAuth, OAuthError, form_params};
+use crate::server::Server;
+
+/// Largest registration or token request body.
+pub const MAX_FORM_BYTES: usize = 16 * 1024;
+
+#[derive(Clone)]
+struct Ctx {
+    server: Arc<Server>,
+    oauth: Arc<OAuth>,
+}
+
+/// The authorization server's routes, for a server with sign-in configured.
+pub fn routes(server: Arc<Server>, oauth: Arc<OAuth>) -> Router {
+    let ctx = Ctx { server, oauth };
+    Router::new()
+        .route("/.well-known/oauth-protected-resource", get(resource_metadata))
+        .route("/.well-known/oauth-protected-resource/{*rest}", get(resource_metadata))
+        .route("/.well-known/oauth-authorization-server", get(server_metadata))
+        .route("/.well-known/oauth-authorization-server/{*rest}", get(server_metadata))
+        .route("/.well-known/openid-configuration", get(server_metadata))
+        .route("/register", post(register).options(preflight))
+        .route("/authorize", get(authorize))
+        .route(crate::oauth::CALLBACK_PATH, get(callback))
+        .route("/token", post(token).options(preflight))
+        .with_state(ctx)
+}
+
+async fn resource_metadata(State(ctx): State<Ctx>) -> Response {
+    json(StatusCode::OK, &ctx.oauth.resource_metadata())
+}
+
+async fn server_metadata(State(ctx): State<Ctx>) -> Response {
+    json(StatusCode::OK, &ctx.oauth.server_metadata())
+}
+
+async fn preflight() -> Response {
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    cors(&mut r);
+    r.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("POST, OPTIONS"));
+    r.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("content-type, authorization"),
+    );
+    r
+}
+
+async fn register(State(ctx): State<Ctx>, req: Request) -> Response {
+    let body = match small_body(&ctx.server, req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    match ctx.oauth.register(&body) {
+        Ok(client) => json(StatusCode::CREATED, &client),
+        Err(e) => error(&e),
+    }
+}
+
+async fn authorize(State(ctx): State<Ctx>, req: Request) -> Response {
+    let params = form_params(req.uri().query().unwrap_or("").as_bytes());
+    browser(ctx.oauth.authorize(&ctx.server.forge, &params).await)
+}
+
+async fn callback(State(ctx): State<Ctx>, req: Request) -> Response {
+    let params = form_params(req.uri().query().unwrap_or("").as_bytes());
+    browser(ctx.oauth.callback(&params))
+}
+
+async fn token(State(ctx): State<Ctx>, req: Request) -> Response {
+    let form = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"));
+    if req.method() == Method::POST && !form {
+        return error(&OAuthError {
+            status: 400,
+            code: "invalid_request",
+            description: "send the token request as application/x-www-form-urlencoded".into(),
+        });
+    }
+    let body = match small_body(&ctx.server, req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    match ctx.oauth.token(&ctx.server.forge, &form_params(&body)).await {
+        Ok(tokens) => json(StatusCode::OK, &tokens),
+        Err(e) => error(&e),
+    }
+}
+
+/// The body, within `MAX_FORM_BYTES` and the body timeout.
+async fn small_body(server: &Server, req: Request) -> Result<Vec<u8>, Response> {
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_FORM_BYTES);
+    let refused = |status: StatusCode, description: String| {
+        error(&OAuthError { status: status.as_u16(), code: "invalid_request", description })
+    };
+    match tokio::time::timeout(server.settings.body_timeout, http_body_util::BodyExt::collect(limited)).await
+    {
+        Ok(Ok(c)) => Ok(c.to_bytes().to_vec()),
+        Ok(Err(_)) => Err(refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than {MAX_FORM_BYTES} bytes, or broke off"),
+        )),
+        Err(_) => Err(refused(StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time".into())),
+    }
+}
+
+fn browser(b: Browser) -> Response {
+    match b {
+        Browser::Redirect(url) => match HeaderValue::from_str(&url) {
+            Ok(location) => {
+                let mut r = StatusCode::FOUND.into_response();
+                r.headers_mut().insert(header::LOCATION, location);
+                r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                r
+            }
+            Err(_) => page(StatusCode::BAD_REQUEST, "the redirect address cannot be sent in a header"),
+        },
+        Browser::Page { status, message } => {
+            page(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), &message)
+        }
+    }
+}
+
+/// A plain page for the person in the browser (no markup from the request is ever echoed).
+fn page(status: StatusCode, message: &str) -> Response {
+    let escaped: String = message
+        .chars()
+        .map(|c| match c {
+            '<' => "&lt;".to_owned(),
+            '>' => "&gt;".to_owned(),
+            '&' => "&amp;".to_owned(),
+            '"' => "&quot;".to_owned(),
+            c => c.to_string(),
+        })
+        .collect();
+    let html = format!(
+        "<!doctype html><meta charset=\"utf-8\"><title>Sign-in failed</title><h1>Sign-in failed</h1><p>{escaped}</p>"
+    );
+    let mut r = (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn error(e: &OAuthError) -> Response {
+    let mut r = json(StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST), &e.body());
+    if e.status == 401 {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    r
+}
+
+fn json(status: StatusCode, body: &Value) -> Response {
+    let mut r =
+        (status, [(header::CONTENT_TYPE, "application/json")], Body::from(body.to_string())).into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    cors(&mut r);
+    r
+}
+
+fn cors(r: &mut Response) {
+    r.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+}
