@@ -1117,3 +1117,202 @@ async fn delete_repo(r: &Repo<'_>) {
     let c = r.call("repoGet", json!({})).await;
     fails(&c, "not_found", Some(404));
 }
+
+// ---------------------------------------------------------------------------------------
+// Sign-in with the forge: the forge's own login and consent pages, driven headless
+// ---------------------------------------------------------------------------------------
+
+/// An OAuth2 application on the forge, owned by the token's user; deleted on drop.
+struct ForgeApp {
+    url: String,
+    token: String,
+    id: u64,
+    client_id: String,
+    client_secret: String,
+}
+
+impl ForgeApp {
+    /// A confidential application whose only redirect URI is `public`'s callback.
+    async fn create(t: &Target, public: &str) -> ForgeApp {
+        let resp = support::http::http_client()
+            .post(format!("{}/api/v1/user/applications/oauth2", t.url.trim_end_matches('/')))
+            .header("Authorization", format!("token {}", t.token))
+            .json(&json!({
+                "name": format!("aegis-e2e-{}", suffix()),
+                "redirect_uris": [format!("{public}/oauth/callback")],
+                "confidential_client": true,
+            }))
+            .send()
+            .await
+            .expect("create the OAuth2 application");
+        assert_eq!(resp.status().as_u16(), 201, "creating the OAuth2 application");
+        let app: Value = resp.json().await.unwrap();
+        ForgeApp {
+            url: t.url.trim_end_matches('/').to_owned(),
+            token: t.token.clone(),
+            id: app["id"].as_u64().expect("the application's id"),
+            client_id: app["client_id"].as_str().unwrap().to_owned(),
+            client_secret: app["client_secret"].as_str().unwrap().to_owned(),
+        }
+    }
+}
+
+impl Drop for ForgeApp {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-X", "DELETE", "-H"])
+            .arg(format!("Authorization: token {}", self.token))
+            .arg(format!("{}/api/v1/user/applications/oauth2/{}", self.url, self.id))
+            .status();
+    }
+}
+
+/// `tests/python/oauth_client.py`: the official SDK's OAuth client against `mcp_url`, signing
+/// in on the forge as `login`; its JSON lines.
+async fn sign_in_and_call(mcp_url: &str, login: &str, password: &str, extra: &[&str]) -> Vec<Value> {
+    let mut cmd = std::process::Command::new(support::python());
+    cmd.current_dir(support::repo_root())
+        .arg("tests/python/oauth_client.py")
+        .args(["--url", mcp_url, "--login", login, "--password", password])
+        .args(extra);
+    let run = support::run_with_timeout(&mut cmd, std::time::Duration::from_secs(120)).await;
+    assert!(
+        run.status.is_some_and(|s| s.success()),
+        "oauth_client.py failed ({:?}):\n{}\n{}",
+        run.status,
+        run.stdout,
+        run.stderr
+    );
+    run.stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect()
+}
+
+fn line<'a>(lines: &'a [Value], key: &str, nth: usize) -> &'a Value {
+    lines
+        .iter()
+        .filter(|l| l.get(key).is_some())
+        .nth(nth)
+        .unwrap_or_else(|| panic!("no {key} line #{nth}: {lines:#?}"))
+}
+
+/// The envelope of the `nth` tool line.
+fn tool_line(lines: &[Value], nth: usize) -> (bool, Value) {
+    let l = line(lines, "tool", nth);
+    let text = l["text"].as_str().unwrap_or_else(|| panic!("tool line without text: {l}"));
+    (l["is_error"] == true, serde_json::from_str(text).unwrap_or_else(|_| panic!("not JSON: {text}")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2, AEGIS_E2E_LOGIN, AEGIS_E2E_PASSWORD, AEGIS_E2E_LOGIN_2, AEGIS_E2E_PASSWORD_2"]
+async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
+    let t = target();
+    let t2 = Target { url: t.url.clone(), token: required("AEGIS_E2E_TOKEN_2") };
+    let (login, password) = (required("AEGIS_E2E_LOGIN"), required("AEGIS_E2E_PASSWORD"));
+    let (login2, password2) = (required("AEGIS_E2E_LOGIN_2"), required("AEGIS_E2E_PASSWORD_2"));
+    preflight(&t);
+    let port = support::http::free_port();
+    let public = format!("http://127.0.0.1:{port}");
+    let app = ForgeApp::create(&t, &public).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("key");
+    let key: String = (0..32).map(|i| format!("{:02x}", (i * 37 + port as usize) % 256)).collect();
+    std::fs::write(&key_file, &key).unwrap();
+    let key_path = key_file.to_str().unwrap().to_owned();
+    let env = [
+        ("GITEA_FLAVOR", "auto"),
+        ("GITEA_OAUTH_CLIENT_ID", app.client_id.as_str()),
+        ("GITEA_OAUTH_CLIENT_SECRET", app.client_secret.as_str()),
+        ("MCP_PUBLIC_URL", public.as_str()),
+        ("MCP_OAUTH_KEY_FILE", key_path.as_str()),
+        ("LOG_LEVEL", "debug"),
+    ];
+    let server =
+        support::http::HttpServer::spawn_listening(&t.url, "http", &env, &format!("127.0.0.1:{port}")).await;
+    let mcp = format!("{public}/mcp");
+
+    // The first person signs in with full access (the SDK asks for what the server offers),
+    // writes, and refreshes: through the forge's real login and consent pages.
+    let repo = format!("aegis-e2e-oauth-{}", suffix());
+    let create = format!("createCurrentUserRepo={}", json!({"body": {"name": repo, "private": true}}));
+    let lines = sign_in_and_call(
+        &mcp,
+        &login,
+        &password,
+        &["--call", "userGetCurrent={}", "--call", &create, "--force-refresh"],
+    )
+    .await;
+    let auth = &line(&lines, "authorization", 0)["authorization"];
+    assert_eq!(auth["signed_in"], true, "the forge's login page was not met: {auth}");
+    assert_eq!(auth["consent_shown"], true, "the forge's consent page was not met: {auth}");
+    let steps = auth["steps"].to_string();
+    for step in ["/authorize", "/login/oauth/authorize", "/oauth/callback"] {
+        assert!(steps.contains(step), "no {step} step: {steps}");
+    }
+    let (failed, me) = tool_line(&lines, 0);
+    assert!(!failed, "{me}");
+    assert_eq!(me["identity"], json!({"login": login, "mode": "oauth", "sudo": null}));
+    assert_eq!(me["data"]["login"], login.as_str());
+    let (failed, created) = tool_line(&lines, 1);
+    assert!(!failed, "a full sign-in writes: {created}");
+    assert_eq!(created["status"], 201);
+    let storage = &line(&lines, "token_storage", 0)["token_storage"];
+    assert_eq!(storage["has_refresh_token"], true, "{storage}");
+    assert_eq!(storage["tokens_stored"], 2, "the refresh grant was not used: {storage}");
+    assert_eq!(storage["scope"], "read write", "{storage}");
+    // The repository exists for the forge, as the person who signed in.
+    let seen = support::http::http_client()
+        .get(format!("{}/api/v1/repos/{login}/{repo}", t.url.trim_end_matches('/')))
+        .header("Authorization", format!("token {}", t.token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(seen.status().as_u16(), 200, "the repository the signed-in call created");
+
+    // The second person signs in read-only: reads run as them; the write never reaches a
+    // forge that would accept it (the server answers insufficient_scope; the forge keeps a
+    // person's first grant to an application, so a second sign-in stays read-only there).
+    let other = format!("aegis-e2e-oauth-ro-{}", suffix());
+    let create2 = format!("createCurrentUserRepo={}", json!({"body": {"name": other}}));
+    let lines2 = sign_in_and_call(
+        &mcp,
+        &login2,
+        &password2,
+        &["--scope", "read", "--call", "userGetCurrent={}", "--call", &create2],
+    )
+    .await;
+    let (failed, me2) = tool_line(&lines2, 0);
+    assert!(!failed, "{me2}");
+    assert_eq!(me2["identity"], json!({"login": login2, "mode": "oauth", "sudo": null}));
+    let write = line(&lines2, "tool", 1);
+    assert!(
+        write["is_error"] == true || write.get("jsonrpc_error").is_some(),
+        "a read-only sign-in wrote: {write}"
+    );
+    let absent = support::http::http_client()
+        .get(format!("{}/api/v1/repos/{login2}/{other}", t.url.trim_end_matches('/')))
+        .header("Authorization", format!("token {}", t2.token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(absent.status().as_u16(), 404, "the read-only sign-in created {other}");
+
+    // No secret of the sign-in in any log line.
+    let log = server.stderr();
+    for (what, secret) in [
+        ("client secret", app.client_secret.as_str()),
+        ("sealing key", key.as_str()),
+        ("password", password.as_str()),
+        ("password 2", password2.as_str()),
+    ] {
+        assert!(!log.contains(secret), "the {what} is in the server's log");
+    }
+    assert!(
+        !log.contains("aegis-at.") && !log.contains("aegis-rt.") && !log.contains("aegis-code."),
+        "a token of ours is in the log"
+    );
+    let _ = support::http::http_client()
+        .delete(format!("{}/api/v1/repos/{login}/{repo}", t.url.trim_end_matches('/')))
+        .header("Authorization", format!("token {}", t.token))
+        .send()
+        .await;
+    drop(server);
+}

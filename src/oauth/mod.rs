@@ -51,8 +51,6 @@ const CODE_LIFETIME: Duration = Duration::from_secs(60);
 const ACCESS_LIFETIME: Duration = Duration::from_secs(3600);
 /// How long a refresh token lives.
 const REFRESH_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
-/// How long a used refresh token is remembered here (the forge refuses it for good).
-const REFRESH_REMEMBERED: Duration = Duration::from_secs(600);
 /// Most redirect URIs per client, and their longest length.
 const MAX_REDIRECT_URIS: usize = 5;
 const MAX_URI_CHARS: usize = 512;
@@ -680,8 +678,7 @@ impl OAuth {
                 ));
             }
         }
-        let remembered = now() + REFRESH_REMEMBERED.as_secs();
-        if !self.used.first_use(&old.id, remembered.min(old.e)) {
+        if !self.used.first_use(&old.id, old.e) {
             return Err(OAuthError::grant(
                 "the refresh token has already been used (refresh tokens rotate); use the newest one, or sign in again",
             ));

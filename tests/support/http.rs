@@ -44,6 +44,12 @@ pub fn http_client() -> reqwest::Client {
         .expect("reqwest client")
 }
 
+/// A loopback port free right now (for a server whose public URL must be known before it
+/// starts; another process could take it in between, which these tests accept).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// The server binary serving `http` or `sse`; killed on drop.
 pub struct HttpServer {
     child: tokio::process::Child,
@@ -62,6 +68,19 @@ impl HttpServer {
     /// with a clean environment (PATH plus `env`) and wait for its `listening on` line.
     pub async fn spawn(forge_url: &str, transport: &str, env: &[(&str, &str)]) -> HttpServer {
         HttpServer::spawn_with_files(forge_url, transport, env, None).await
+    }
+
+    /// Like `spawn`, listening on `listen` (an address whose URL must be known before the
+    /// server starts, such as `MCP_PUBLIC_URL`'s; see [`free_port`]).
+    pub async fn spawn_listening(
+        forge_url: &str,
+        transport: &str,
+        env: &[(&str, &str)],
+        listen: &str,
+    ) -> HttpServer {
+        let mut all = env.to_vec();
+        all.push(("MCP_LISTEN", listen));
+        HttpServer::spawn_with_files(forge_url, transport, &all, None).await
     }
 
     /// Like `spawn`, with the server's open-file limit (soft and hard) set to `nofile` first,
@@ -85,12 +104,13 @@ impl HttpServer {
         };
         // `--flavor gitea` unless the caller chose with GITEA_FLAVOR (e.g. `auto` for a real forge).
         let flavor = env.iter().find(|(k, _)| *k == "GITEA_FLAVOR").map_or("gitea", |(_, v)| *v);
+        let listen = env.iter().find(|(k, _)| *k == "MCP_LISTEN").map_or("127.0.0.1:0", |(_, v)| *v);
         cmd.args([
             "serve",
             "--transport",
             transport,
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--url",
             forge_url,
             "--flavor",
