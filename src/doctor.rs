@@ -144,8 +144,64 @@ pub async fn run(settings: Settings) -> ExitCode {
             Err(e) => r.fail(&format!("the spec does not generate tools: {e}")),
         }
     }
+    if let Some(oauth) = &settings.oauth {
+        oauth_checks(&mut r, &forge, oauth).await;
+    }
     if settings.mcp_bearer_token.as_ref().is_some_and(|t| t.expose_secret().len() < 16) {
         r.warn("MCP_BEARER_TOKEN is shorter than 16 characters: use a long random value");
     }
     if r.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// Sign-in with the forge: ask the forge's token endpoint to exchange a code that does not
+/// exist, with this server's client id, secret and callback. The forge checks them in that
+/// order before the code, so its answer says which one is wrong — or that all three are right.
+async fn oauth_checks(r: &mut Report, forge: &Forge, oauth: &crate::config::OAuthSettings) {
+    let callback = format!("{}{}", oauth.public_url, crate::oauth::CALLBACK_PATH);
+    let public_is_local = url::Url::parse(&oauth.public_url)
+        .is_ok_and(|u| matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "[::1]")));
+    if oauth.public_url.starts_with("http://") && !public_is_local {
+        r.warn(&format!(
+            "MCP_PUBLIC_URL {} is plain http: tokens would cross the network unencrypted; serve it over https",
+            oauth.public_url
+        ));
+    }
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("code", "aegis-doctor-probe"),
+        ("redirect_uri", callback.as_str()),
+        ("client_id", oauth.client_id.as_str()),
+        ("client_secret", oauth.client_secret.expose_secret()),
+    ];
+    let (status, body) = match forge.oauth_token_endpoint(&form).await {
+        Ok(answer) => answer,
+        Err(why) => {
+            r.fail(&format!("the forge's OAuth2 token endpoint (/login/oauth/access_token): {why}"));
+            return;
+        }
+    };
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let error = answer["error"].as_str().unwrap_or("");
+    let description = answer["error_description"].as_str().unwrap_or("").to_ascii_lowercase();
+    if error == "invalid_client" || description.contains("cannot load client") {
+        r.fail(&format!(
+            "the forge has no OAuth2 application with GITEA_OAUTH_CLIENT_ID {}: create one (Settings → Applications) with the redirect URI {callback}",
+            oauth.client_id
+        ));
+    } else if description.contains("client secret") {
+        r.fail("the forge refused GITEA_OAUTH_CLIENT_SECRET for this application: copy the secret again (or regenerate it) on the forge");
+    } else if description.contains("redirect uri") {
+        r.fail(&format!(
+            "the forge's OAuth2 application does not allow the redirect URI {callback}: add it to the application on the forge (it must match MCP_PUBLIC_URL)"
+        ));
+    } else if (400..500).contains(&status) && !error.is_empty() {
+        r.ok(&format!(
+            "sign-in with the forge: the OAuth2 application {} accepts this server's secret and redirect URI {callback}",
+            oauth.client_id
+        ));
+    } else {
+        r.fail(&format!(
+            "the forge's OAuth2 token endpoint answered {status} without an OAuth error: is OAuth2 enabled on the forge ([oauth2] ENABLED)?"
+        ));
+    }
 }

@@ -1225,6 +1225,32 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
         ("MCP_OAUTH_KEY_FILE", key_path.as_str()),
         ("LOG_LEVEL", "debug"),
     ];
+    // doctor checks the application against the forge: each wrong setting is named.
+    let doctor = |id: &str, secret: &str, public: &str| {
+        let out = command(&t)
+            .args(["doctor", "--url", &t.url])
+            .env("GITEA_OAUTH_CLIENT_ID", id)
+            .env("GITEA_OAUTH_CLIENT_SECRET", secret)
+            .env("MCP_PUBLIC_URL", public)
+            .env("MCP_OAUTH_KEY_FILE", &key_path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(!text.contains(secret), "doctor printed the client secret");
+        (out.status.success(), text)
+    };
+    let (passed, text) = doctor(&app.client_id, &app.client_secret, &public);
+    assert!(passed && text.contains("ok    sign-in with the forge"), "{text}");
+    let (passed, text) = doctor(&app.client_id, "gto_not-the-secret", &public);
+    assert!(!passed && text.contains("FAIL  the forge refused GITEA_OAUTH_CLIENT_SECRET"), "{text}");
+    let (passed, text) = doctor(&app.client_id, &app.client_secret, "http://127.0.0.1:9");
+    assert!(
+        !passed && text.contains("does not allow the redirect URI http://127.0.0.1:9/oauth/callback"),
+        "{text}"
+    );
+    let (passed, text) = doctor("00000000-0000-0000-0000-000000000000", &app.client_secret, &public);
+    assert!(!passed && text.contains("FAIL  the forge has no OAuth2 application"), "{text}");
+
     let server =
         support::http::HttpServer::spawn_listening(&t.url, "http", &env, &format!("127.0.0.1:{port}")).await;
     let mcp = format!("{public}/mcp");

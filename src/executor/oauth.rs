@@ -45,8 +45,8 @@ impl Forge {
         url.into()
     }
 
-    /// POST the form to the forge's token endpoint.
-    pub async fn oauth_token(&self, form: &[(&str, &str)]) -> Result<ForgeGrant, ForgeRefusal> {
+    /// POST the form to the forge's token endpoint: its status and body (bounded).
+    pub async fn oauth_token_endpoint(&self, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), String> {
         let url = self.base().join("login/oauth/access_token").expect("a fixed relative path joins");
         let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         let resp = self
@@ -59,20 +59,22 @@ impl Forge {
             .send()
             .await
             .map_err(|e| {
-                ForgeRefusal::Unavailable(if e.is_timeout() {
-                    "no answer in time".into()
-                } else {
-                    "no connection".into()
-                })
+                if e.is_timeout() { "no answer in time".to_owned() } else { "no connection".to_owned() }
             })?;
         let status = resp.status().as_u16();
-        let body = read_bounded(resp).await.map_err(ForgeRefusal::Unavailable)?;
+        Ok((status, read_bounded(resp).await?))
+    }
+
+    /// The grant the forge's token endpoint gives for the form, or why none.
+    pub async fn oauth_token(&self, form: &[(&str, &str)]) -> Result<ForgeGrant, ForgeRefusal> {
+        let (status, body) = self.oauth_token_endpoint(form).await.map_err(ForgeRefusal::Unavailable)?;
         #[derive(serde::Deserialize)]
         struct Answer {
             access_token: Option<String>,
             refresh_token: Option<String>,
             expires_in: Option<u64>,
             error: Option<String>,
+            error_description: Option<String>,
         }
         let answer: Option<Answer> = serde_json::from_slice(&body).ok();
         match (status, answer) {
@@ -83,8 +85,8 @@ impl Forge {
                     expires_in,
                 })
             }
-            (_, Some(Answer { error: Some(e), .. }))
-                if e == "invalid_client" || e == "unauthorized_client" =>
+            (_, Some(Answer { error: Some(e), error_description, .. }))
+                if e == "invalid_client" || client_refused(error_description.as_deref()) =>
             {
                 Err(ForgeRefusal::Misconfigured)
             }
@@ -122,6 +124,15 @@ impl Forge {
         }
         read_bounded(resp).await
     }
+}
+
+/// Whether the forge's words say it refused this server's application rather than the grant
+/// (Gitea and Forgejo answer `unauthorized_client` for both).
+pub fn client_refused(description: Option<&str>) -> bool {
+    description.is_some_and(|d| {
+        let d = d.to_ascii_lowercase();
+        d.contains("client secret") || d.contains("redirect uri") || d.contains("cannot load client")
+    })
 }
 
 /// The body, at most `MAX_DOCUMENT_BYTES`.
