@@ -58,6 +58,11 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
     match command {
         Command::Serve => match server.settings.transport {
             TransportChoice::Stdio => {
+                if server.oauth.is_some() {
+                    tracing::warn!(
+                        "sign-in with the forge (MCP_PUBLIC_URL, MCP_OAUTH_KEY_FILE) is served only by the http and sse transports; over stdio every call runs as the global identity"
+                    );
+                }
                 match transport::stdio::serve(McpHandler::new(server.clone()), server.settings.max_body_bytes)
                     .await
                 {

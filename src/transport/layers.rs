@@ -255,8 +255,13 @@ const ISSUED_PREFIX: &str = "aegis-at.";
 /// A 401 with the challenge clients expect; with sign-in configured it names the resource
 /// metadata, where a client finds how to sign in (RFC 9728).
 fn unauthorized(cfg: &LayerConfig, message: &str) -> Response {
+    unauthorized_for(cfg.oauth.as_deref(), message)
+}
+
+/// A 401 with the challenge, for a server with or without sign-in.
+pub fn unauthorized_for(oauth: Option<&OAuth>, message: &str) -> Response {
     let mut r = refuse(StatusCode::UNAUTHORIZED, -32001, message);
-    let challenge = match &cfg.oauth {
+    let challenge = match oauth {
         Some(oauth) => format!(
             r#"Bearer realm="aegis-gitea-mcp", error="invalid_token", error_description="{}", resource_metadata="{}""#,
             quoted(message),

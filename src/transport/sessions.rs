@@ -61,11 +61,12 @@ pub async fn establish(server: &Server, identity: &Caller, limit: Duration) -> R
     let resolved = tokio::time::timeout(limit, call::identify(server, identity.clone())).await;
     match resolved {
         Ok(Ok((_, identity))) => Ok(Owner::Login(identity.login.unwrap_or_default())),
-        Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => Err(Box::new(refuse(
-            StatusCode::UNAUTHORIZED,
-            -32001,
-            "the forge refused the token of this request; check the token in your Authorization header",
-        ))),
+        Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => {
+            Err(Box::new(super::layers::unauthorized_for(
+                server.oauth.as_deref(),
+                "the forge refused the token of this request (revoked or expired there); send a new token, or sign in again",
+            )))
+        }
         _ => Err(Box::new(refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             -32000,
