@@ -4,8 +4,8 @@
 //! sent and must own its connections: shutting down aborts every connection task, including
 //! ones stuck in a hanging or endless scripted response.
 //!
-//! Pipeline of one request: read it whole (bodies of the OAuth2 routes only up to
-//! [`oauth::BODY_LIMIT`]); route it; record it; then answer with, in order, a matching script,
+//! Pipeline of one request: read it whole (of the OAuth2 routes' bodies only the first
+//! [`oauth::BODY_LIMIT`] bytes are kept); route it; record it; then answer with, in order, a matching script,
 //! 413 for a bounded body over its limit, the OAuth2 provider's routes, the attachment download,
 //! Forgejo's own version route, 404/405 from the router, authentication errors (an issued OAuth2
 //! access token authenticates like a configured token), the OAuth2 applications of the caller,
@@ -173,23 +173,23 @@ async fn handle(
     Ok(answer(&shared, &rec, routed).into_response())
 }
 
-/// Reads the whole body, or with a `limit` at most that many bytes: the first `limit` bytes
-/// and `true` when there were more (the rest is left unread and the connection is not reused).
+/// Reads the whole body, or with a `limit` keeps at most that many bytes: the first `limit`
+/// bytes and `true` when there were more. The rest is read and dropped, so memory stays bounded
+/// while the client still gets to read the answer (closing on unread data would reset it).
 async fn read_body(mut body: Incoming, limit: Option<usize>) -> Result<(Bytes, bool), hyper::Error> {
     let Some(limit) = limit else {
         return Ok((body.collect().await?.to_bytes(), false));
     };
     let mut buf = Vec::new();
+    let mut too_large = false;
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame?.into_data() {
-            if buf.len() + data.len() > limit {
-                buf.extend_from_slice(&data[..limit - buf.len()]);
-                return Ok((Bytes::from(buf), true));
-            }
-            buf.extend_from_slice(&data);
+            let room = limit - buf.len();
+            too_large |= data.len() > room;
+            buf.extend_from_slice(&data[..data.len().min(room)]);
         }
     }
-    Ok((Bytes::from(buf), false))
+    Ok((Bytes::from(buf), too_large))
 }
 
 /// Builds the [`Recorded`] of a request and logs it (when recording is on).
