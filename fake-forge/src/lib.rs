@@ -17,7 +17,8 @@
 //!   `/login/oauth/userinfo`) for the [`OAuthApp`]s of [`Options::oauth_apps`], with Gitea's
 //!   checks, error answers and JWT-shaped tokens; the browser is always signed in as
 //!   [`Options::oauth_user`] and consents at once, so a test drives a sign-in without one.
-//!   Issued access tokens authenticate on `/api/v1` like the configured tokens.
+//!   Issued access tokens authenticate on `/api/v1` like the configured tokens (their scope is
+//!   recorded, not enforced).
 //! * [`Script`]s: canned responses (slow, chunked, endless, lying about their length, hanging,
 //!   closing the connection) that take precedence over everything else, `/login/oauth/*`
 //!   included.

@@ -376,7 +376,7 @@ async fn token_endpoint_errors_match_gitea() {
 #[tokio::test]
 async fn refresh_tokens_rotate_and_old_ones_are_refused() {
     let forge = forge().await;
-    let first = signed_in(&forge, "read:repository").await;
+    let first = signed_in(&forge, "read:user read:repository").await;
     let r1 = first["refresh_token"].as_str().unwrap();
     // JSON body with the client credentials in HTTP Basic.
     let basic = format!("Basic {}", STANDARD.encode(format!("{CLIENT}:{SECRET}")));
@@ -399,7 +399,7 @@ async fn refresh_tokens_rotate_and_old_ones_are_refused() {
     assert_eq!(me.json()["login"], "alice");
     assert_eq!(
         forge.oauth_access(second["access_token"].as_str().unwrap()).unwrap().scope,
-        "read:repository"
+        "read:user read:repository"
     );
 
     oauth_error(&refresh(r1).await, "unauthorized_client", "token was already used");
