@@ -13,8 +13,15 @@
 //! * authentication like the forges: an unknown token is refused with 401 on every route —
 //!   `/api/v1/version` too, which both answer without a token — and a Forgejo fake also
 //!   serves its version at `/api/forgejo/v1/version`, as Forgejo does.
-//! * [`Script`]s: canned responses (slow, chunked, endless, lying about their length, hanging)
-//!   that take precedence over everything else.
+//! * the forge's OAuth2 provider (`/login/oauth/authorize`, `/login/oauth/access_token`,
+//!   `/login/oauth/userinfo`) for the [`OAuthApp`]s of [`Options::oauth_apps`], with Gitea's
+//!   checks, error answers and JWT-shaped tokens; the browser is always signed in as
+//!   [`Options::oauth_user`] and consents at once, so a test drives a sign-in without one.
+//!   Issued access tokens authenticate on `/api/v1` like the configured tokens (their scope is
+//!   recorded, not enforced).
+//! * [`Script`]s: canned responses (slow, chunked, endless, lying about their length, hanging,
+//!   closing the connection) that take precedence over everything else, `/login/oauth/*`
+//!   included.
 //!
 //! Out-of-process users (the binary) can read the recording as JSON at `GET /_fake/requests`
 //! and clear it with `DELETE /_fake/requests`; those control requests are not recorded.
@@ -39,6 +46,7 @@ mod catch_all;
 mod fallback;
 mod model;
 mod multipart;
+mod oauth;
 mod paging;
 mod recorded;
 mod reply;
@@ -50,7 +58,9 @@ mod util;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+pub use oauth::{OAuthAccess, OAuthApp};
 pub use recorded::Recorded;
 pub use script::{Script, ScriptBody, ScriptedResponse};
 
@@ -105,13 +115,23 @@ pub struct Options {
     pub users: Vec<(String, String)>,
     /// Logins that are site admins (`is_admin: true`, may see private repositories).
     pub admins: Vec<String>,
+    /// The OAuth2 applications registered on the forge (client id, secret, redirect URIs).
+    pub oauth_apps: Vec<OAuthApp>,
+    /// The login signed in to the forge's web UI: `/login/oauth/authorize` consents for it at
+    /// once. `None` means the first login of [`Options::users`].
+    pub oauth_user: Option<String>,
+    /// The lifetime of issued OAuth2 access tokens, answered as `expires_in` (whole seconds;
+    /// the JWT `exp` claim has one-second precision, so a zero lifetime issues tokens that are
+    /// already expired).
+    pub oauth_access_ttl: Duration,
 }
 
 /// The default `ROOT_URL`: a host nothing listens on, so a client that follows it blindly fails.
 pub const DEFAULT_ROOT_URL: &str = "https://forge.example.invalid/";
 
 impl Default for Options {
-    /// Gitea, with one user: token `tok-alice-0123456789` -> `alice`.
+    /// Gitea, with one user: token `tok-alice-0123456789` -> `alice`; no OAuth2 application,
+    /// access tokens valid for an hour (Gitea's `ACCESS_TOKEN_EXPIRATION_TIME`).
     fn default() -> Self {
         Options {
             flavor: Flavor::Gitea,
@@ -119,9 +139,15 @@ impl Default for Options {
             root_url: DEFAULT_ROOT_URL.to_string(),
             users: vec![("tok-alice-0123456789".to_string(), "alice".to_string())],
             admins: Vec::new(),
+            oauth_apps: Vec::new(),
+            oauth_user: None,
+            oauth_access_ttl: DEFAULT_OAUTH_ACCESS_TTL,
         }
     }
 }
+
+/// Gitea's default `[oauth2] ACCESS_TOKEN_EXPIRATION_TIME`: one hour.
+pub const DEFAULT_OAUTH_ACCESS_TTL: Duration = Duration::from_secs(3600);
 
 /// A running fake forge. Cloning shares the same server; when the last clone is dropped, or on
 /// [`FakeForge::shutdown`], the server stops and all its open connections are closed.
@@ -200,6 +226,13 @@ impl FakeForge {
     /// posted by the repository owner. Creates the repository first if needed.
     pub fn seed_issues(&self, owner: &str, repo: &str, n: usize) {
         self.shared.model.lock().unwrap().seed_issues(owner, repo, n);
+    }
+
+    /// What an OAuth2 access token issued by this fake stands for (user, application, scope),
+    /// or `None` if it is not one, or no longer valid (expired, or its grant is gone). Gitea's
+    /// access tokens carry only their grant; the scope is the grant's, as on the forge.
+    pub fn oauth_access(&self, access_token: &str) -> Option<OAuthAccess> {
+        self.shared.oauth.access(access_token)
     }
 
     /// How many scripted responses are still in progress: streaming bodies

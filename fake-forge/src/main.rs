@@ -3,7 +3,8 @@
 //! ```text
 //! fake-forge --flavor gitea|forgejo [--port N] [--user TOKEN=LOGIN]... [--root-url URL]
 //!            [--version V] [--seed-repo owner/name]... [--seed-issues N] [--admin LOGIN]...
-//!            [--no-record]
+//!            [--oauth-app CLIENT_ID:CLIENT_SECRET:REDIRECT_URI]... [--oauth-user LOGIN]
+//!            [--oauth-ttl SECONDS] [--no-record]
 //! ```
 //!
 //! Prints exactly one line, `http://127.0.0.1:PORT`, once it is listening, then serves until
@@ -11,15 +12,25 @@
 //! default user (token `tok-alice-0123456789`, login `alice`) is configured. Recorded requests
 //! are served as JSON at `GET /_fake/requests`; `--no-record` turns recording off so that long
 //! load runs (`wrk`) keep memory flat.
+//!
+//! `--oauth-app` registers an OAuth2 application owned by the first user: the text up to the
+//! first `:` is the client id, up to the second the secret (empty for a public client, which
+//! must use PKCE), the rest the redirect URI (which may itself contain `:`). Repeating it with
+//! the same client id and secret adds a redirect URI. `--oauth-user` is the login that is
+//! signed in to the forge and consents at `/login/oauth/authorize` (default: the first user);
+//! `--oauth-ttl` is the lifetime of issued access tokens (default 3600).
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use fake_forge::{FakeForge, Flavor, Options};
+use std::time::Duration;
+
+use fake_forge::{FakeForge, Flavor, OAuthApp, Options};
 
 const USAGE: &str = "usage: fake-forge --flavor gitea|forgejo [--port N] [--user TOKEN=LOGIN]... \
 [--root-url URL] [--version V] [--seed-repo owner/name]... [--seed-issues N] [--admin LOGIN]... \
+[--oauth-app CLIENT_ID:CLIENT_SECRET:REDIRECT_URI]... [--oauth-user LOGIN] [--oauth-ttl SECONDS] \
 [--no-record]";
 
 /// The parsed command line.
@@ -78,6 +89,12 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--seed-issues" => {
                 args.seed_issues = value.parse().map_err(|_| format!("bad count {value:?}"))?
             }
+            "--oauth-app" => add_oauth_app(&mut args.opts.oauth_apps, &value)?,
+            "--oauth-user" => args.opts.oauth_user = Some(value),
+            "--oauth-ttl" => {
+                let secs = value.parse().map_err(|_| format!("bad --oauth-ttl {value:?}"))?;
+                args.opts.oauth_access_ttl = Duration::from_secs(secs);
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -85,6 +102,25 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         args.opts.users = users;
     }
     Ok(args)
+}
+
+/// Adds `CLIENT_ID:CLIENT_SECRET:REDIRECT_URI` to `apps`: a new application, or one more
+/// redirect URI of an application already given with the same id and secret.
+fn add_oauth_app(apps: &mut Vec<OAuthApp>, value: &str) -> Result<(), String> {
+    let mut parts = value.splitn(3, ':');
+    let (Some(id), Some(secret), Some(uri)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(format!("--oauth-app wants CLIENT_ID:CLIENT_SECRET:REDIRECT_URI, got {value:?}"));
+    };
+    if id.is_empty() || uri.is_empty() {
+        return Err(format!("--oauth-app needs a client id and a redirect URI, got {value:?}"));
+    }
+    match apps.iter_mut().find(|a| a.client_id == id) {
+        Some(app) if app.client_secret == secret => app.redirect_uris.push(uri.to_string()),
+        Some(_) => return Err(format!("--oauth-app {id:?} given twice with different secrets")),
+        None if secret.is_empty() => apps.push(OAuthApp::public(id, uri)),
+        None => apps.push(OAuthApp::confidential(id, secret, uri)),
+    }
+    Ok(())
 }
 
 #[tokio::main]
@@ -119,4 +155,44 @@ async fn main() -> ExitCode {
     drop(out);
     std::future::pending::<()>().await;
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Args, String> {
+        parse(list.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn oauth_flags() {
+        let a = args(&[
+            "--oauth-app",
+            "cid:sec:http://127.0.0.1:8080/cb?x=1",
+            "--oauth-app=cid:sec:https://app.example/cb",
+            "--oauth-app",
+            "pub::myapp:/cb",
+            "--oauth-user",
+            "bob",
+            "--oauth-ttl",
+            "5",
+        ])
+        .unwrap();
+        let apps = &a.opts.oauth_apps;
+        assert_eq!(apps.len(), 2);
+        assert_eq!(apps[0].client_secret, "sec");
+        assert!(apps[0].confidential);
+        assert_eq!(apps[0].redirect_uris, ["http://127.0.0.1:8080/cb?x=1", "https://app.example/cb"]);
+        assert_eq!((apps[1].client_id.as_str(), apps[1].confidential), ("pub", false));
+        assert_eq!(apps[1].redirect_uris, ["myapp:/cb"]);
+        assert_eq!(a.opts.oauth_user.as_deref(), Some("bob"));
+        assert_eq!(a.opts.oauth_access_ttl, Duration::from_secs(5));
+        assert!(args(&["--oauth-app", "cid:sec"]).is_err());
+        assert!(args(&["--oauth-app", "a:b:c", "--oauth-app", "a:x:d"]).is_err());
+        assert!(args(&["--oauth-ttl", "-1"]).is_err());
+        let d = args(&[]).unwrap();
+        assert_eq!(d.opts.oauth_access_ttl, Duration::from_secs(3600));
+        assert!(d.opts.oauth_apps.is_empty());
+    }
 }

@@ -104,7 +104,7 @@ fn page_url(root_url: &str, uri: RequestUri<'_>, page: usize) -> String {
 }
 
 /// Go's `url.QueryEscape`.
-fn query_escape(s: &str) -> String {
+pub(crate) fn query_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {

@@ -1,7 +1,8 @@
 //! Scripted responses: canned answers that take precedence over routing and the model.
 //!
 //! They exist to put a client in front of misbehaving servers: slow headers, chunked bodies,
-//! bodies that never end, a `Content-Length` that lies, a server that never answers. Streaming
+//! bodies that never end, a `Content-Length` that lies, a server that never answers or closes
+//! the connection instead of answering. Streaming
 //! bodies are produced lazily, one chunk each time hyper asks for more, so an endless body
 //! costs no memory and stops as soon as the connection is gone (hyper drops the body).
 
@@ -130,6 +131,9 @@ pub enum ScriptBody {
     },
     /// Never answers; the request stays pending until the client gives up.
     Hang,
+    /// Closes the connection without sending a byte of a response (after the delay), like a
+    /// server that crashed mid-request. The status and headers are ignored.
+    Close,
 }
 
 /// Takes the newest script matching the request, counting one use.
@@ -179,9 +183,13 @@ impl Drop for OpenGuard {
     }
 }
 
-/// Plays a scripted response: waits, then builds the body. For [`ScriptBody::Hang`] this never
-/// returns (the connection task is dropped when the client disconnects).
-pub(crate) async fn play(response: ScriptedResponse, counters: Arc<StreamCounters>) -> http::Response<Body> {
+/// Plays a scripted response: waits, then builds the body; `None` means close the connection
+/// ([`ScriptBody::Close`]). For [`ScriptBody::Hang`] this never returns (the connection task is
+/// dropped when the client disconnects).
+pub(crate) async fn play(
+    response: ScriptedResponse,
+    counters: Arc<StreamCounters>,
+) -> Option<http::Response<Body>> {
     tokio::time::sleep(response.delay).await;
     let mut headers: Vec<(String, String)> = response
         .headers
@@ -196,6 +204,7 @@ pub(crate) async fn play(response: ScriptedResponse, counters: Arc<StreamCounter
             let _open = OpenGuard::new(counters);
             std::future::pending().await
         }
+        ScriptBody::Close => return None,
         ScriptBody::Bytes(b) => Full::new(Bytes::from(b)).map_err(|never| match never {}).boxed_unsync(),
         ScriptBody::Chunked { chunks, delay_between } => {
             chunked(chunks, delay_between, OpenGuard::new(counters))
@@ -206,7 +215,7 @@ pub(crate) async fn play(response: ScriptedResponse, counters: Arc<StreamCounter
             lying(actual, OpenGuard::new(counters))
         }
     };
-    build(response.status, &headers, body)
+    Some(build(response.status, &headers, body))
 }
 
 fn chunked(chunks: Vec<Vec<u8>>, delay: Duration, guard: OpenGuard) -> Body {

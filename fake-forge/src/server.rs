@@ -4,11 +4,13 @@
 //! sent and must own its connections: shutting down aborts every connection task, including
 //! ones stuck in a hanging or endless scripted response.
 //!
-//! Pipeline of one request: read it whole; route it; record it; then answer with, in order, a
-//! matching script, the attachment download, Forgejo's own version route, 404/405 from the
-//! router, authentication errors, the model, or the spec-driven fallback.
+//! Pipeline of one request: read it whole (of the OAuth2 routes' bodies only the first
+//! [`oauth::BODY_LIMIT`] bytes are kept); route it; record it; then answer with, in order, a matching script,
+//! 413 for a bounded body over its limit, the OAuth2 provider's routes, the attachment download,
+//! Forgejo's own version route, 404/405 from the router, authentication errors (an issued OAuth2
+//! access token authenticates like a configured token), the OAuth2 applications of the caller,
+//! the model, or the spec-driven fallback.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::auth::{Caller, caller};
 use crate::model::{Ctx, Model, serve_attachment};
+use crate::oauth::{self, ApiCtx, Provider};
 use crate::paging::RequestUri;
 use crate::recorded::Recorded;
 use crate::reply::{Body, Reply};
@@ -44,6 +47,8 @@ pub(crate) struct Shared {
     pub streams: Arc<StreamCounters>,
     /// Whether requests are recorded (off for long load runs).
     pub recording: AtomicBool,
+    /// The OAuth2 provider: applications, grants, codes.
+    pub oauth: Provider,
 }
 
 impl Shared {
@@ -54,6 +59,7 @@ impl Shared {
         }
         let version = opts.version.clone().unwrap_or_else(|| opts.flavor.default_version().to_string());
         let model = Model::new(opts.users.iter().map(|(_, login)| login.clone()));
+        let oauth = Provider::new(&opts, &root_url);
         Shared {
             api: api(opts.flavor),
             opts,
@@ -64,6 +70,7 @@ impl Shared {
             model: Mutex::new(model),
             streams: Arc::default(),
             recording: AtomicBool::new(true),
+            oauth,
         }
     }
 }
@@ -119,16 +126,29 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// The "error" a connection's service returns to make hyper close the connection without
+/// answering ([`crate::ScriptBody::Close`]).
+#[derive(Debug)]
+struct CloseConnection;
+
+impl std::fmt::Display for CloseConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("scripted close")
+    }
+}
+
+impl std::error::Error for CloseConnection {}
+
 async fn handle(
     shared: Arc<Shared>,
     req: http::Request<Incoming>,
-) -> Result<http::Response<Body>, Infallible> {
+) -> Result<http::Response<Body>, CloseConnection> {
     let (parts, body) = req.into_parts();
-    let body = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => return Ok(Reply::empty(400).into_response()),
-    };
     let raw_path = parts.uri.path();
+    let limit = raw_path.starts_with(oauth::PREFIX).then_some(oauth::BODY_LIMIT);
+    let Ok((body, too_large)) = read_body(body, limit).await else {
+        return Ok(Reply::empty(400).into_response());
+    };
     if let Some(what) = raw_path.strip_prefix(CONTROL_PREFIX) {
         return Ok(control(&shared, parts.method.as_str(), what).into_response());
     }
@@ -140,9 +160,36 @@ async fn handle(
 
     let script = take_match(&mut shared.scripts.lock().unwrap(), &rec.method, &rec.raw_path);
     if let Some(response) = script {
-        return Ok(play(response, shared.streams.clone()).await);
+        return play(response, shared.streams.clone()).await.ok_or(CloseConnection);
+    }
+    if too_large {
+        // Go's `http.MaxBytesReader` error text.
+        let reply = Reply::bytes(413, "text/plain; charset=utf-8", "http: request body too large\n");
+        return Ok(reply.into_response());
+    }
+    if let Some(reply) = oauth::web(&shared, &rec) {
+        return Ok(reply.into_response());
     }
     Ok(answer(&shared, &rec, routed).into_response())
+}
+
+/// Reads the whole body, or with a `limit` keeps at most that many bytes: the first `limit`
+/// bytes and `true` when there were more. The rest is read and dropped, so memory stays bounded
+/// while the client still gets to read the answer (closing on unread data would reset it).
+async fn read_body(mut body: Incoming, limit: Option<usize>) -> Result<(Bytes, bool), hyper::Error> {
+    let Some(limit) = limit else {
+        return Ok((body.collect().await?.to_bytes(), false));
+    };
+    let mut buf = Vec::new();
+    let mut too_large = false;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            let room = limit - buf.len();
+            too_large |= data.len() > room;
+            buf.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+    Ok((Bytes::from(buf), too_large))
 }
 
 /// Builds the [`Recorded`] of a request and logs it (when recording is on).
@@ -184,7 +231,12 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
     {
         return serve_attachment(&shared.model.lock().unwrap(), root, uuid);
     }
-    let who = caller(rec.header("authorization"), &shared.opts.users);
+    let who = match caller(rec.header("authorization"), &shared.opts.users) {
+        Caller::Invalid => {
+            shared.oauth.api_login(rec.header("authorization")).map_or(Caller::Invalid, Caller::User)
+        }
+        known => known,
+    };
     if rec.raw_path == FORGEJO_VERSION && method == "GET" && shared.opts.flavor == Flavor::Forgejo {
         return match who {
             Caller::Invalid => Reply::error(401, root, "user does not exist [uid: 0, name: ]"),
@@ -207,6 +259,18 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
         Caller::Anonymous => None,
         Caller::User(login) => Some(login),
     };
+    let apps = ApiCtx {
+        root_url: root,
+        flavor: shared.opts.flavor,
+        op_id: &op.id,
+        caller: login.as_deref(),
+        id: params.iter().find(|(k, _)| k == "id").map_or("", |(_, v)| v.as_str()),
+        query: rec.query_pairs(),
+        uri: RequestUri { raw_path: &rec.raw_path, raw_query: rec.raw_query.as_deref() },
+    };
+    if let Some(reply) = shared.oauth.api_reply(&apps) {
+        return reply;
+    }
     let cx = Ctx {
         root_url: root,
         flavor: shared.opts.flavor,

@@ -56,6 +56,65 @@ async fn binary_serves_and_records() {
     assert_eq!(recorded, serde_json::json!([]));
 }
 
+/// Starts the binary with `args` and returns it with the address it printed.
+async fn spawn(args: &[&str]) -> (Running, SocketAddr) {
+    let child = Command::new(env!("CARGO_BIN_EXE_fake-forge"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn fake-forge");
+    let mut running = Running(child);
+    let stdout = running.0.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let addr = line.trim_end().trim_start_matches("http://").parse().unwrap();
+    (running, addr)
+}
+
+#[tokio::test]
+async fn binary_oauth_flags_register_an_application() {
+    let (_running, addr) = spawn(&[
+        "--user",
+        "t1=bob",
+        "--user",
+        "t2=carol",
+        "--oauth-app",
+        "cid:csecret:http://127.0.0.1:9999/cb",
+        "--oauth-user",
+        "carol",
+        "--oauth-ttl",
+        "60",
+    ])
+    .await;
+    let authorize = "/login/oauth/authorize?client_id=cid&response_type=code&state=s\
+                     &redirect_uri=http%3A%2F%2F127.0.0.1%3A9999%2Fcb";
+    let r = send(addr, "GET", authorize, &[], b"").await;
+    assert_eq!(r.status, 303, "{}", r.text());
+    let location = r.header("location").unwrap();
+    let code = location.split("code=").nth(1).unwrap().split('&').next().unwrap();
+    let body = format!(
+        "grant_type=authorization_code&client_id=cid&client_secret=csecret&code={code}\
+         &redirect_uri=http%3A%2F%2F127.0.0.1%3A9999%2Fcb"
+    );
+    let headers = [("Content-Type", "application/x-www-form-urlencoded")];
+    let tokens = send(addr, "POST", "/login/oauth/access_token", &headers, body.as_bytes()).await;
+    assert_eq!(tokens.status, 200, "{}", tokens.text());
+    let tokens = tokens.json();
+    assert_eq!(tokens["expires_in"], 60);
+    let bearer = format!("Bearer {}", tokens["access_token"].as_str().unwrap());
+    let me = send(addr, "GET", "/api/v1/user", &[("Authorization", &bearer)], b"").await;
+    assert_eq!(me.json()["login"], "carol");
+    // The application belongs to the first user.
+    let apps =
+        send(addr, "GET", "/api/v1/user/applications/oauth2", &[("Authorization", "token t1")], b"").await;
+    assert_eq!(apps.json()[0]["client_id"], "cid");
+}
+
 #[test]
 fn bad_arguments_exit_2() {
     let status = Command::new(env!("CARGO_BIN_EXE_fake-forge"))

@@ -175,3 +175,55 @@ async fn dropping_the_last_handle_stops_the_server() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn scripts_take_over_the_oauth_routes() {
+    let forge = FakeForge::start(Options::default()).await;
+    let token = "/login/oauth/access_token";
+    let form = [("Content-Type", "application/x-www-form-urlencoded")];
+    forge.script(Script::once(
+        Some("POST"),
+        token,
+        ScriptedResponse::json(503, &serde_json::json!({"busy": 1})),
+    ));
+    let r = send(forge.addr(), "POST", token, &form, b"grant_type=refresh_token").await;
+    assert_eq!(r.status, 503);
+    // Used up: the provider answers again (here: Gitea's error for an unknown client).
+    let r = send(forge.addr(), "POST", token, &form, b"grant_type=refresh_token").await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"], "invalid_client");
+
+    // A prefix script catches every provider route; a closed connection sends nothing at all.
+    forge.script(Script::once(
+        None,
+        "/login/oauth/*",
+        ScriptedResponse::status(200).with_body(ScriptBody::Close),
+    ));
+    let mut s = TcpStream::connect(forge.addr()).await.unwrap();
+    s.write_all(&request_bytes("POST", token, &form, b"grant_type=x")).await.unwrap();
+    let mut raw = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut raw))
+        .await
+        .expect("the server closes the connection");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(raw.is_empty(), "{:?}", String::from_utf8_lossy(&raw));
+
+    forge.script(Script::once(
+        None,
+        "/login/oauth/userinfo",
+        ScriptedResponse::status(200).with_body(ScriptBody::Hang),
+    ));
+    let mut hung = open(&forge, "/login/oauth/userinfo").await;
+    let mut buf = [0u8; 16];
+    let waited = tokio::time::timeout(Duration::from_millis(300), hung.read(&mut buf)).await;
+    assert!(waited.is_err(), "a hanging script answered");
+    assert_eq!(forge.open_streams(), 1);
+    drop(hung);
+
+    // Every one of them was recorded, with its body.
+    let recorded = forge.requests();
+    assert_eq!(recorded.len(), 4);
+    assert_eq!(recorded[2].body, b"grant_type=x");
+    assert_eq!(recorded[3].raw_path, "/login/oauth/userinfo");
+    assert_eq!(get(forge.addr(), "/api/v1/version").await.status, 200);
+}

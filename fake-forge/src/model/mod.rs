@@ -23,6 +23,7 @@ use crate::reply::Reply;
 use crate::util::{fake_sha, now_rfc3339};
 
 pub(crate) use issues::serve_attachment;
+pub(crate) use json::user as user_json;
 
 /// Everything a handler may look at about the request.
 #[derive(Debug)]
