@@ -182,7 +182,7 @@ fn read_only_words(p: &Policy) -> &'static str {
     if p.read_only {
         "the server is read-only (READ_ONLY)"
     } else {
-        "this request is read-only (X-MCP-Readonly)"
+        "this request is read-only (X-MCP-Readonly, or a sign-in with scope read)"
     }
 }
 

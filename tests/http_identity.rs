@@ -12,6 +12,9 @@
 #[macro_use]
 mod support;
 
+#[path = "http_identity/oauth.rs"]
+mod oauth;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

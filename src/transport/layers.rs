@@ -286,7 +286,10 @@ fn quoted(text: &str) -> String {
 pub async fn scope(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
     let read_only = matches!(req.extensions().get::<Caller>(), Some(Caller::Granted(g)) if g.read_only);
     let (Some(oauth), true) = (&server.oauth, read_only) else { return next.run(req).await };
+    // What the headers alone narrow (the narrowing in the extensions has the sign-in's
+    // read-only part too): the call is judged with and without reads-only.
     let Some(narrowing) = req.extensions().get::<Narrowing>().cloned() else { return no_identity() };
+    let narrowing = Narrowing { read_only: narrowing_of_headers_read_only(req.headers()), ..narrowing };
     let (parts, body) = req.into_parts();
     let bytes = match read_body(body).await {
         Ok(b) => b,
@@ -355,6 +358,11 @@ pub async fn narrow(mut req: Request, next: Next) -> Response {
         }
         Err(message) => refuse(StatusCode::BAD_REQUEST, -32600, &message),
     }
+}
+
+/// Whether the headers alone hold the request to reads.
+fn narrowing_of_headers_read_only(headers: &axum::http::HeaderMap) -> bool {
+    narrowing(headers).is_ok_and(|n| n.read_only)
 }
 
 /// The `Narrowing` the `X-MCP-*` headers ask for.

@@ -1,0 +1,609 @@
+//! Sign-in with the forge (docs/SIGN-IN.md), over real HTTP against the fake forge's OAuth2
+//! provider: the whole flow a client follows from a 401, then every refusal — each with a
+//! clear error and, where the forge must not be asked, nothing sent to it.
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use fake_forge::{FakeForge, OAuthApp, Options, Recorded};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::support::http::{
+    ACCEPT_BOTH, HttpServer, StreamableClient, free_port, stateless_call, tool_result,
+};
+use super::support::{ALICE_TOKEN, Called};
+use super::{BOB_TOKEN, token};
+
+const FORGE_CLIENT_ID: &str = "forge-app-5d1c";
+const FORGE_CLIENT_SECRET: &str = "gto_forge-app-secret-0f9e8d7c6b5a";
+const KEY: &str = "8f3a5c1e9b7d2046af13ce58b9d07e6a4c2f8e1d3b5a7960c4e2d8f1a3b5c7e9";
+const OTHER_KEY: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+const CLIENT_REDIRECT: &str = "http://127.0.0.1:7/callback";
+const VERIFIER: &str = "pkce-verifier-pkce-verifier-pkce-verifier-0123456789";
+
+fn challenge(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// An HTTP client that never follows redirects: each hop is looked at.
+fn browser() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).no_proxy().build().unwrap()
+}
+
+/// The fake forge (alice, bob; bob is signed in to its web UI) with this server's
+/// application, and a server with sign-in configured.
+struct SignIn {
+    forge: FakeForge,
+    server: HttpServer,
+    public: String,
+    _dir: tempfile::TempDir,
+    key_path: String,
+}
+
+impl SignIn {
+    async fn start(ttl: Duration) -> SignIn {
+        SignIn::start_with(ttl, &[]).await
+    }
+
+    async fn start_with(ttl: Duration, env: &[(&str, &str)]) -> SignIn {
+        let port = free_port();
+        let public = format!("http://127.0.0.1:{port}");
+        let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob")]
+            .iter()
+            .map(|(t, l)| (t.to_string(), l.to_string()))
+            .collect();
+        let forge = FakeForge::start(Options {
+            users,
+            admins: vec!["alice".into()],
+            oauth_apps: vec![OAuthApp::confidential(
+                FORGE_CLIENT_ID,
+                FORGE_CLIENT_SECRET,
+                &format!("{public}/oauth/callback"),
+            )],
+            oauth_user: Some("bob".into()),
+            oauth_access_ttl: ttl,
+            ..Options::default()
+        })
+        .await;
+        forge.seed_repo("bob", "notes");
+        forge.seed_issues("bob", "notes", 1);
+        let dir = tempfile::tempdir().unwrap();
+        let key_path = dir.path().join("key");
+        std::fs::write(&key_path, format!("{KEY}\n")).unwrap();
+        let key_path = key_path.to_str().unwrap().to_owned();
+        let server = SignIn::server(&forge, &public, &key_path, port, env).await;
+        SignIn { forge, server, public, _dir: dir, key_path }
+    }
+
+    /// A server process for `public` with the sign-in settings (another replica when called
+    /// again with the same key).
+    async fn server(
+        forge: &FakeForge,
+        public: &str,
+        key_path: &str,
+        port: u16,
+        env: &[(&str, &str)],
+    ) -> HttpServer {
+        let mut all = vec![
+            ("GITEA_TOKEN", ALICE_TOKEN),
+            ("GITEA_OAUTH_CLIENT_ID", FORGE_CLIENT_ID),
+            ("GITEA_OAUTH_CLIENT_SECRET", FORGE_CLIENT_SECRET),
+            ("MCP_PUBLIC_URL", public),
+            ("MCP_OAUTH_KEY_FILE", key_path),
+            ("LOG_LEVEL", "trace"),
+        ];
+        all.extend_from_slice(env);
+        HttpServer::spawn_listening(&forge.base_url(), "http", &all, &format!("127.0.0.1:{port}")).await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.public)
+    }
+
+    /// `POST /register` → the client id.
+    async fn register(&self) -> String {
+        let resp = browser()
+            .post(self.url("/register"))
+            .json(&json!({"redirect_uris": [CLIENT_REDIRECT], "client_name": "test client",
+                          "token_endpoint_auth_method": "none"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 201);
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["token_endpoint_auth_method"], "none");
+        body["client_id"].as_str().unwrap().to_owned()
+    }
+
+    /// `/authorize` → the forge's consent (automatic) → `/oauth/callback` → the redirect to
+    /// the client: its query parameters. `extra` overrides or adds authorize parameters.
+    async fn authorize(&self, client_id: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let to_forge = self.authorize_hop(client_id, extra).await;
+        let at_forge = browser().get(&to_forge).send().await.unwrap();
+        assert!(at_forge.status().is_redirection(), "the forge's consent: {}", at_forge.status());
+        let callback = location(&at_forge);
+        assert!(callback.starts_with(&self.url("/oauth/callback?")), "{callback}");
+        let back = browser().get(&callback).send().await.unwrap();
+        assert_eq!(back.status().as_u16(), 302);
+        let to_client = location(&back);
+        assert!(to_client.starts_with(CLIENT_REDIRECT), "{to_client}");
+        query(&to_client)
+    }
+
+    /// The first hop: `/authorize` must send the person to the forge; that URL.
+    async fn authorize_hop(&self, client_id: &str, extra: &[(&str, &str)]) -> String {
+        let resp = browser().get(self.authorize_url(client_id, extra)).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 302, "{}", resp.text().await.unwrap_or_default());
+        let to_forge = location(&resp);
+        assert!(
+            to_forge.starts_with(&format!("{}/login/oauth/authorize?", self.forge.base_url())),
+            "{to_forge}"
+        );
+        to_forge
+    }
+
+    fn authorize_url(&self, client_id: &str, extra: &[(&str, &str)]) -> String {
+        let ch = challenge(VERIFIER);
+        let mut params: Vec<(&str, &str)> = vec![
+            ("client_id", client_id),
+            ("redirect_uri", CLIENT_REDIRECT),
+            ("response_type", "code"),
+            ("state", "client-state-1"),
+            ("code_challenge", &ch),
+            ("code_challenge_method", "S256"),
+        ];
+        for (k, v) in extra {
+            params.retain(|(p, _)| p != k);
+            if !v.is_empty() {
+                params.push((k, v));
+            }
+        }
+        let mut url = url::Url::parse(&self.url("/authorize")).unwrap();
+        url.query_pairs_mut().extend_pairs(params);
+        url.into()
+    }
+
+    /// `POST /token` with `form`: status and body.
+    async fn token(&self, form: &[(&str, &str)]) -> (u16, Value) {
+        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+        let resp = browser()
+            .post(self.url("/token"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        assert_eq!(resp.headers().get("cache-control").map(|v| v.to_str().unwrap()), Some("no-store"));
+        (status, resp.json().await.unwrap())
+    }
+
+    async fn exchange(&self, client_id: &str, code: &str) -> (u16, Value) {
+        self.token(&[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("client_id", client_id),
+            ("redirect_uri", CLIENT_REDIRECT),
+            ("code_verifier", VERIFIER),
+        ])
+        .await
+    }
+
+    /// A complete sign-in with `scope`: the token answer.
+    async fn sign_in(&self, scope: &str) -> (String, Value) {
+        let client = self.register().await;
+        let back = self.authorize(&client, &[("scope", scope)]).await;
+        let code = param(&back, "code");
+        let (status, tokens) = self.exchange(&client, &code).await;
+        assert_eq!(status, 200, "{tokens}");
+        (client, tokens)
+    }
+
+    /// The requests the forge got at its token endpoint.
+    fn token_requests(&self) -> Vec<Recorded> {
+        self.forge.requests().into_iter().filter(|r| r.raw_path == "/login/oauth/access_token").collect()
+    }
+
+    /// Every log line the server wrote: no secret of the sign-in may be in it.
+    fn assert_no_secret_in_log(&self, also: &[&str]) {
+        let log = self.server.stderr();
+        for secret in [FORGE_CLIENT_SECRET, KEY, &KEY.to_ascii_uppercase()].iter().chain(also) {
+            assert!(!log.contains(secret), "a secret is in the server's log");
+        }
+        for prefix in ["aegis-at.", "aegis-rt.", "aegis-code.", "aegis-state.", "aegis-client."] {
+            assert!(!log.contains(prefix), "a sealed value ({prefix}…) is in the server's log");
+        }
+    }
+}
+
+fn location(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get("location")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("no Location"))
+}
+
+fn query(url: &str) -> Vec<(String, String)> {
+    url::Url::parse(url).unwrap().query_pairs().into_owned().collect()
+}
+
+fn param(pairs: &[(String, String)], name: &str) -> String {
+    pairs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| panic!("no {name}: {pairs:?}"))
+}
+
+fn bearer(t: &str) -> String {
+    format!("Bearer {t}")
+}
+
+/// A tool call without a session (protocol 2026-07-28) with `auth`: the tool result, or
+/// the HTTP refusal.
+async fn call(s: &SignIn, tool: &str, args: Value, auth: &str) -> Result<Called, (u16, String)> {
+    stateless_call(&browser(), &s.public, tool, args, Some(auth)).await.map(|v| tool_result(&v))
+}
+
+/// A raw POST of an `initialize` to `/mcp`: the response, to read status and headers.
+async fn post_initialize(s: &SignIn, auth: Option<&str>) -> reqwest::Response {
+    let mut req = browser()
+        .post(s.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}})
+            .to_string(),
+        );
+    if let Some(a) = auth {
+        req = req.header("authorization", a);
+    }
+    req.send().await.unwrap()
+}
+
+fn www_authenticate(resp: &reqwest::Response) -> String {
+    resp.headers().get("www-authenticate").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_sign_in_from_a_401_to_a_call_as_the_person_then_refresh_expiry_and_a_replica() {
+    let s = SignIn::start(Duration::from_secs(4)).await;
+
+    // 1. Discovery from a 401.
+    let resp = post_initialize(&s, None).await;
+    assert_eq!(resp.status().as_u16(), 401);
+    let challenge = www_authenticate(&resp);
+    let prm_url = s.url("/.well-known/oauth-protected-resource/mcp");
+    assert!(challenge.contains(&format!("resource_metadata=\"{prm_url}\"")), "{challenge}");
+    let prm: Value = browser().get(&prm_url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(prm["resource"], s.url("/mcp"));
+    assert_eq!(prm["authorization_servers"], json!([s.public]));
+    assert_eq!(prm["scopes_supported"], json!(["read", "write"]));
+    let root_prm: Value = browser()
+        .get(s.url("/.well-known/oauth-protected-resource"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(root_prm, prm);
+    let asm: Value = browser()
+        .get(s.url("/.well-known/oauth-authorization-server"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(asm["issuer"], s.public);
+    assert_eq!(asm["authorization_endpoint"], s.url("/authorize"));
+    assert_eq!(asm["token_endpoint"], s.url("/token"));
+    assert_eq!(asm["registration_endpoint"], s.url("/register"));
+    assert_eq!(asm["code_challenge_methods_supported"], json!(["S256"]));
+    assert_eq!(asm["client_id_metadata_document_supported"], true);
+
+    // 2. Registration, 3. authorize → the forge's consent page with this server's
+    // application, 4. the callback → a code for the client.
+    let client = s.register().await;
+    let to_forge = s.authorize_hop(&client, &[]).await;
+    let forge_params = query(&to_forge);
+    assert_eq!(param(&forge_params, "client_id"), FORGE_CLIENT_ID);
+    assert_eq!(param(&forge_params, "redirect_uri"), s.url("/oauth/callback"));
+    assert_eq!(param(&forge_params, "code_challenge_method"), "S256");
+    assert!(!to_forge.contains(FORGE_CLIENT_SECRET));
+    let back = s.authorize(&client, &[]).await;
+    assert_eq!(param(&back, "state"), "client-state-1");
+    assert_eq!(param(&back, "iss"), s.public);
+    let code = param(&back, "code");
+
+    // 5. The code exchange with PKCE: the forge is asked once, with the secret and PKCE.
+    s.forge.clear_requests();
+    let (status, tokens) = s.exchange(&client, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(tokens["token_type"], "Bearer");
+    assert_eq!(tokens["scope"], "read write");
+    assert!(tokens["expires_in"].as_u64().unwrap() <= 4);
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    let refresh = tokens["refresh_token"].as_str().unwrap().to_owned();
+    assert!(access.starts_with("aegis-at.") && refresh.starts_with("aegis-rt."));
+    let asked = s.token_requests();
+    assert_eq!(asked.len(), 1);
+    let form: Vec<(String, String)> = url::form_urlencoded::parse(&asked[0].body).into_owned().collect();
+    assert_eq!(param(&form, "grant_type"), "authorization_code");
+    assert_eq!(param(&form, "client_secret"), FORGE_CLIENT_SECRET);
+    assert_eq!(param(&form, "redirect_uri"), s.url("/oauth/callback"));
+    assert!(!param(&form, "code_verifier").is_empty());
+    assert!(!form.iter().any(|(_, v)| v.contains("aegis-")), "none of our sealed values reach the forge");
+
+    // 6. A tool call reaches the forge with the person's forge token, never ours.
+    s.forge.clear_requests();
+    let c = call(&s, "repoGet", json!({"owner": "bob", "repo": "notes"}), &bearer(&access)).await.unwrap();
+    assert!(!c.is_error, "{}", c.text);
+    assert_eq!(c.json["identity"], json!({"login": "bob", "mode": "oauth", "sudo": null}));
+    let sent: Vec<Recorded> =
+        s.forge.requests().into_iter().filter(|r| r.raw_path == "/api/v1/repos/bob/notes").collect();
+    assert_eq!(sent.len(), 1);
+    let auth = sent[0].header("authorization").unwrap().to_owned();
+    let forge_token = auth.strip_prefix("Bearer ").expect("the forge token goes as Bearer").to_owned();
+    let behind = s.forge.oauth_access(&forge_token).expect("an access token the forge issued");
+    assert_eq!((behind.login.as_str(), behind.client_id.as_str()), ("bob", FORGE_CLIENT_ID));
+    assert!(!c.text.contains(&forge_token) && !c.text.contains(&access));
+    // A Streamable HTTP session works the same.
+    let session = StreamableClient::connect(&s.public, Some(&bearer(&access))).await.unwrap();
+    let r = tool_result(&session.call("userGetCurrent", json!({}), Some(&bearer(&access))).await.unwrap());
+    assert_eq!(r.json["identity"]["login"], "bob");
+
+    // 7. A second replica with the same key accepts the token.
+    let port2 = free_port();
+    let replica = SignIn::server(&s.forge, &s.public, &s.key_path, port2, &[]).await;
+    let c2 =
+        stateless_call(&browser(), &replica.base, "userGetCurrent", json!({}), Some(&bearer(&access))).await;
+    assert_eq!(tool_result(&c2.unwrap()).json["identity"]["login"], "bob");
+
+    // 8. Refresh: new tokens, the old refresh token refused (here, without asking the forge).
+    fn refresh_form<'a>(rt: &'a str, client: &'a str) -> Vec<(&'static str, &'a str)> {
+        vec![("grant_type", "refresh_token"), ("refresh_token", rt), ("client_id", client)]
+    }
+    let (status, renewed) = s.token(&refresh_form(&refresh, &client)).await;
+    assert_eq!(status, 200, "{renewed}");
+    let access2 = renewed["access_token"].as_str().unwrap().to_owned();
+    let refresh2 = renewed["refresh_token"].as_str().unwrap().to_owned();
+    assert_ne!(refresh2, refresh);
+    s.forge.clear_requests();
+    let (status, again) = s.token(&refresh_form(&refresh, &client)).await;
+    assert_eq!((status, again["error"].as_str()), (400, Some("invalid_grant")), "{again}");
+    assert!(again["error_description"].as_str().unwrap().contains("already been used"));
+    assert!(s.token_requests().is_empty(), "a reused refresh token reached the forge");
+    let c3 = call(&s, "userGetCurrent", json!({}), &bearer(&access2)).await.unwrap();
+    assert_eq!(c3.json["identity"]["login"], "bob");
+
+    // 9. Expiry: after the forge's lifetime the token is refused with where to sign in.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    s.forge.clear_requests();
+    let resp = post_initialize(&s, Some(&bearer(&access2))).await;
+    assert_eq!(resp.status().as_u16(), 401);
+    let challenge = www_authenticate(&resp);
+    assert!(challenge.contains("expired") && challenge.contains("resource_metadata="), "{challenge}");
+    assert!(s.forge.requests().is_empty(), "an expired token reached the forge");
+
+    // Personal access tokens keep working beside sign-in.
+    let pat = call(&s, "userGetCurrent", json!({}), &token(BOB_TOKEN)).await.unwrap();
+    assert_eq!(pat.json["identity"], json!({"login": "bob", "mode": "token", "sudo": null}));
+    s.assert_no_secret_in_log(&[&forge_token, &access, &refresh]);
+    drop(replica);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_sign_in_cannot_write_by_any_path_and_is_told_the_scope_it_lacks() {
+    let s = SignIn::start(Duration::from_secs(3600)).await;
+    let (_, tokens) = s.sign_in("read").await;
+    assert_eq!(tokens["scope"], "read");
+    let access = tokens["access_token"].as_str().unwrap();
+    // The forge was asked for read scopes only.
+    let forge_token = {
+        s.forge.clear_requests();
+        call(&s, "userGetCurrent", json!({}), &bearer(access)).await.unwrap();
+        let r = s.forge.requests().into_iter().find(|r| r.raw_path == "/api/v1/user").unwrap();
+        r.header("authorization").unwrap().trim_start_matches("Bearer ").to_owned()
+    };
+    let scope = s.forge.oauth_access(&forge_token).unwrap().scope;
+    assert!(scope.contains("read:repository") && !scope.contains("write"), "{scope}");
+
+    s.forge.clear_requests();
+    let writes = [
+        ("issueCreateIssue", json!({"owner": "bob", "repo": "notes", "body": {"title": "x"}})),
+        (
+            "gitea_api_request",
+            json!({"method": "POST", "path": "/repos/bob/notes/issues", "body": {"title": "x"}}),
+        ),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "issueCreateIssue", "arguments": {"owner": "bob", "repo": "notes", "body": {"title": "x"}}}),
+        ),
+    ];
+    for (tool, args) in writes {
+        let (status, body) = call(&s, tool, args.clone(), &bearer(access)).await.expect_err(tool);
+        assert_eq!(status, 403, "{tool}: {body}");
+        assert!(body.contains("read-only"), "{tool}: {body}");
+        // The same request as a raw POST shows the challenge.
+        let resp = browser()
+            .post(s.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("authorization", bearer(access))
+            .body(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": tool, "arguments": args,
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 403);
+        let challenge = www_authenticate(&resp);
+        assert!(
+            challenge.contains(r#"error="insufficient_scope""#)
+                && challenge.contains(r#"scope="read write""#),
+            "{challenge}"
+        );
+        assert!(challenge.contains("resource_metadata="), "{challenge}");
+    }
+    // Inside a session the policy holds too (the layer and the policy agree).
+    let session = StreamableClient::connect(&s.public, Some(&bearer(access))).await.unwrap();
+    let list = session.request("tools/list", json!({}), Some(&bearer(access))).await.unwrap();
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"repoGet") && !names.contains(&"issueCreateIssue"), "{names:?}");
+    // Reads work, resources too.
+    let read = call(&s, "repoGet", json!({"owner": "bob", "repo": "notes"}), &bearer(access)).await.unwrap();
+    assert!(!read.is_error, "{}", read.text);
+    let res = session
+        .request("resources/read", json!({"uri": "gitea://repos/bob/notes/issues/1"}), Some(&bearer(access)))
+        .await
+        .unwrap();
+    assert!(res.get("result").is_some(), "{res}");
+    assert!(
+        !s.forge.requests().iter().any(|r| r.method == "POST" && r.raw_path.contains("/issues")),
+        "a write reached the forge"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_of_the_sign_in_is_clear_and_asks_nothing_of_the_forge() {
+    let s = SignIn::start(Duration::from_secs(3600)).await;
+    let client = s.register().await;
+
+    // Unknown client and unregistered redirect URI: a page for the person, no redirect.
+    s.forge.clear_requests();
+    let unknown = browser().get(s.authorize_url("aegis-client.made-up", &[])).send().await.unwrap();
+    let unregistered = browser()
+        .get(s.authorize_url(&client, &[("redirect_uri", "http://127.0.0.1:7/elsewhere")]))
+        .send()
+        .await
+        .unwrap();
+    for (what, resp) in [("unknown client", unknown), ("unregistered redirect", unregistered)] {
+        assert_eq!(resp.status().as_u16(), 400, "{what}");
+        assert!(resp.headers().get("location").is_none(), "{what}: redirected");
+        let page = resp.text().await.unwrap();
+        assert!(page.contains("Sign-in failed"), "{what}: {page}");
+    }
+    // Missing state or PKCE: back to the client with invalid_request.
+    for drop in ["state", "code_challenge"] {
+        let resp = browser().get(s.authorize_url(&client, &[(drop, "")])).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 302);
+        let back = query(&location(&resp));
+        assert_eq!(param(&back, "error"), "invalid_request", "without {drop}");
+    }
+    assert!(s.forge.requests().is_empty(), "an invalid authorization reached the forge");
+
+    // A code: wrong or missing verifier, another client, then reuse.
+    let back = s.authorize(&client, &[]).await;
+    let code = param(&back, "code");
+    s.forge.clear_requests();
+    let bad = |verifier: &'static str| {
+        vec![
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("client_id", client.as_str()),
+            ("redirect_uri", CLIENT_REDIRECT),
+            ("code_verifier", verifier),
+        ]
+    };
+    let (status, e) = s.token(&bad("wrong-verifier-wrong-verifier-wrong-verifier-0123")).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{e}");
+    assert!(e["error_description"].as_str().unwrap().contains("code_verifier"));
+    let (status, e) = s.token(&bad("")).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{e}");
+    let other = s.register().await;
+    let (status, e) = s.exchange(&other, &code).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{e}");
+    assert!(s.token_requests().is_empty(), "a refused exchange reached the forge");
+    let (status, _) = s.exchange(&client, &code).await;
+    assert_eq!(status, 200);
+    let (status, e) = s.exchange(&client, &code).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{e}");
+    assert!(e["error_description"].as_str().unwrap().contains("already been used"));
+    assert_eq!(s.token_requests().len(), 1, "the reused code reached the forge");
+
+    // Tokens: tampered, another key, another resource, not ours at all.
+    let (_, tokens) = s.sign_in("read write").await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    let mut tampered = access.clone().into_bytes();
+    let at = tampered.len() - 5;
+    tampered[at] = if tampered[at] == b'x' { b'y' } else { b'x' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    s.forge.clear_requests();
+    for (what, t) in
+        [("tampered", tampered.as_str()), ("forged", "aegis-at.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")]
+    {
+        let resp = post_initialize(&s, Some(&bearer(t))).await;
+        assert_eq!(resp.status().as_u16(), 401, "{what}");
+        let challenge = www_authenticate(&resp);
+        assert!(
+            challenge.contains("not issued by this server") && challenge.contains("resource_metadata="),
+            "{what}: {challenge}"
+        );
+    }
+    // A server at another URL with the same key: the token names another resource.
+    let dir = tempfile::tempdir().unwrap();
+    let other_port = free_port();
+    let other_public = format!("http://127.0.0.1:{other_port}");
+    let other_server = SignIn::server(&s.forge, &other_public, &s.key_path, other_port, &[]).await;
+    let resp = browser()
+        .post(format!("{other_public}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .header("authorization", bearer(&access))
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    assert!(www_authenticate(&resp).contains("another resource"), "{}", www_authenticate(&resp));
+    // A server with another key: not issued by it.
+    let key2 = dir.path().join("key2");
+    std::fs::write(&key2, OTHER_KEY).unwrap();
+    let port3 = free_port();
+    let third = SignIn::server(&s.forge, &s.public, key2.to_str().unwrap(), port3, &[]).await;
+    let r =
+        stateless_call(&browser(), &third.base, "userGetCurrent", json!({}), Some(&bearer(&access))).await;
+    assert_eq!(r.unwrap_err().0, 401);
+    assert!(s.forge.requests().is_empty(), "a refused token reached the forge");
+    // A resource parameter for another server is refused at authorize and token.
+    let resp = browser()
+        .get(s.authorize_url(&client, &[("resource", "https://elsewhere.example/mcp")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(param(&query(&location(&resp)), "error"), "invalid_target");
+    s.assert_no_secret_in_log(&[&access]);
+    drop((other_server, third));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_forge_down_during_sign_in_is_a_clear_temporary_error_and_the_code_can_be_tried_again() {
+    let s = SignIn::start(Duration::from_secs(3600)).await;
+    let client = s.register().await;
+    let back = s.authorize(&client, &[]).await;
+    let code = param(&back, "code");
+    s.forge.script(fake_forge::Script::once(
+        Some("POST"),
+        "/login/oauth/access_token",
+        fake_forge::ScriptedResponse::status(503),
+    ));
+    let (status, e) = s.exchange(&client, &code).await;
+    assert_eq!((status, e["error"].as_str()), (503, Some("temporarily_unavailable")), "{e}");
+    assert!(e["error_description"].as_str().unwrap().contains("try again"), "{e}");
+    let (status, tokens) = s.exchange(&client, &code).await;
+    assert_eq!(status, 200, "the code is still good once the forge is back: {tokens}");
+    // The forge down at the start of a sign-in: the token endpoint cannot be reached at all.
+    let back = s.authorize(&client, &[]).await;
+    let code = param(&back, "code");
+    s.forge.shutdown();
+    let (status, e) = s.exchange(&client, &code).await;
+    assert_eq!((status, e["error"].as_str()), (503, Some("temporarily_unavailable")), "{e}");
+    s.assert_no_secret_in_log(&[]);
+}
