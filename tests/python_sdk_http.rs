@@ -189,3 +189,108 @@ fn driver_rejects_a_malformed_header_argument() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--header must be"), "{out:?}");
 }
+
+/// Sign-in with the forge, driven by the official SDK's OAuth client
+/// (`mcp.client.auth.OAuthClientProvider`, `tests/python/oauth_client.py`) without a person:
+/// it meets the server's 401, discovers, registers, follows the authorize URL through the fake
+/// forge's consent (bob is signed in there) and the server's callback, exchanges the code with
+/// PKCE, calls as bob, and refreshes. The forge sees only its own token for bob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_oauth_client_signs_in_with_the_forge_and_calls_as_the_person() {
+    let port = support::http::free_port();
+    let public = format!("http://127.0.0.1:{port}");
+    let forge = FakeForge::start(Options {
+        flavor: Flavor::Gitea,
+        users: vec![(ALICE_TOKEN.to_owned(), "alice".to_owned()), (BOB_TOKEN.to_owned(), "bob".to_owned())],
+        oauth_apps: vec![fake_forge::OAuthApp::confidential(
+            "forge-app",
+            "gto_forge-app-secret-for-the-sdk-test",
+            &format!("{public}/oauth/callback"),
+        )],
+        oauth_user: Some("bob".into()),
+        ..Options::default()
+    })
+    .await;
+    forge.seed_repo("bob", "notes");
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "0f".repeat(32)).unwrap();
+    let env = [
+        ("GITEA_TOKEN", ALICE_TOKEN),
+        ("GITEA_OAUTH_CLIENT_ID", "forge-app"),
+        ("GITEA_OAUTH_CLIENT_SECRET", "gto_forge-app-secret-for-the-sdk-test"),
+        ("MCP_PUBLIC_URL", public.as_str()),
+        ("MCP_OAUTH_KEY_FILE", key.to_str().unwrap()),
+    ];
+    let server =
+        HttpServer::spawn_listening(&forge.base_url(), "http", &env, &format!("127.0.0.1:{port}")).await;
+    let mut cmd = Command::new(python());
+    cmd.current_dir(repo_root()).arg("tests/python/oauth_client.py").args([
+        "--url",
+        &server.endpoint,
+        "--login",
+        "bob",
+        "--password",
+        "unused-the-fake-forge-has-bob-signed-in",
+        "--call",
+        "userGetCurrent={}",
+        "--call",
+        r#"repoGet={"owner":"bob","repo":"notes"}"#,
+        "--force-refresh",
+    ]);
+    let run = support::run_with_timeout(&mut cmd, TIMEOUT).await;
+    let report = || format!("{}\n{}\n--- server stderr ---\n{}", run.stdout, run.stderr, server.stderr());
+    assert!(run.status.is_some_and(|s| s.success()), "oauth_client.py failed: {}", report());
+    let lines: Vec<Value> = run.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let of = |key: &str| lines.iter().filter(|l| l.get(key).is_some()).collect::<Vec<_>>();
+    let auth = &of("authorization")[0]["authorization"];
+    let steps = auth["steps"].to_string();
+    assert!(
+        steps.contains("/authorize")
+            && steps.contains("/login/oauth/authorize")
+            && steps.contains("/oauth/callback"),
+        "{}",
+        report()
+    );
+    assert_eq!(auth["authorize_params"]["code_challenge_method"], "S256", "{}", report());
+    assert_eq!(auth["authorize_params"]["resource"], server.endpoint.as_str(), "{}", report());
+    let tools = of("tool");
+    assert_eq!(tools.len(), 2, "{}", report());
+    for t in &tools {
+        assert_eq!(t["is_error"], false, "{}", report());
+        let envelope: Value = serde_json::from_str(t["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            envelope["identity"],
+            json!({"login": "bob", "mode": "oauth", "sudo": null}),
+            "{}",
+            report()
+        );
+    }
+    let storage = &of("token_storage")[0]["token_storage"];
+    assert_eq!(storage["client_id_kind"], "registered", "{}", report());
+    assert_eq!(storage["has_refresh_token"], true, "{}", report());
+    assert_eq!(storage["tokens_stored"], 2, "the SDK did not refresh: {}", report());
+    // The forge saw its own access token for bob on every API call, never ours, never alice's.
+    let api: Vec<Recorded> = forge
+        .requests()
+        .into_iter()
+        .filter(|r| r.raw_path.starts_with("/api/v1/") && r.raw_path != "/api/v1/version")
+        .collect();
+    assert!(!api.is_empty());
+    for r in &api {
+        let auth = r.header("authorization").unwrap_or_default();
+        let t = auth
+            .strip_prefix("Bearer ")
+            .unwrap_or_else(|| panic!("not a forge OAuth token: {}", describe(&api)));
+        assert_eq!(forge.oauth_access(t).map(|a| a.login), Some("bob".to_owned()), "{}", describe(&api));
+    }
+    let refreshes = forge
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.raw_path == "/login/oauth/access_token"
+                && String::from_utf8_lossy(&r.body).contains("grant_type=refresh_token")
+        })
+        .count();
+    assert_eq!(refreshes, 1, "one refresh reached the forge");
+}
