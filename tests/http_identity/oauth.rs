@@ -607,3 +607,55 @@ async fn the_forge_down_during_sign_in_is_a_clear_temporary_error_and_the_code_c
     assert_eq!((status, e["error"].as_str()), (503, Some("temporarily_unavailable")), "{e}");
     s.assert_no_secret_in_log(&[]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_id_metadata_document_is_fetched_checked_and_used() {
+    let s = SignIn::start(Duration::from_secs(3600)).await;
+    let doc_url = |name: &str| format!("{}/clients/{name}.json", s.forge.base_url());
+    let serve = |name: &str, doc: Value| {
+        s.forge.script(fake_forge::Script::always(
+            Some("GET"),
+            &format!("/clients/{name}.json"),
+            fake_forge::ScriptedResponse::json(200, &doc),
+        ));
+    };
+    let good = doc_url("good");
+    serve(
+        "good",
+        json!({"client_id": good, "client_name": "CIMD client", "redirect_uris": [CLIENT_REDIRECT]}),
+    );
+    let back = s.authorize(&good, &[]).await;
+    let (status, tokens) = s.exchange(&good, &param(&back, "code")).await;
+    assert_eq!(status, 200, "{tokens}");
+    let fetched = s.forge.requests().into_iter().filter(|r| r.raw_path == "/clients/good.json").count();
+    assert_eq!(fetched, 1, "fetched once, at the authorization");
+    assert!(
+        s.forge
+            .requests()
+            .iter()
+            .filter(|r| r.raw_path.starts_with("/clients/"))
+            .all(|r| r.header("authorization").is_none()),
+        "a credential was sent with a client's metadata document"
+    );
+
+    // Documents that do not describe the client they are fetched for.
+    let liar = doc_url("liar");
+    serve("liar", json!({"client_id": good, "redirect_uris": [CLIENT_REDIRECT]}));
+    let secretive = doc_url("secretive");
+    serve(
+        "secretive",
+        json!({"client_id": secretive, "redirect_uris": [CLIENT_REDIRECT], "token_endpoint_auth_method": "private_key_jwt"}),
+    );
+    let cases = [
+        (liar.as_str(), "not its own URL"),
+        (secretive.as_str(), "public clients"),
+        (&*doc_url("missing"), "answered 404"),
+        ("http://mcp-client.example/client.json", "https"),
+    ];
+    for (client_id, words) in cases {
+        let resp = browser().get(s.authorize_url(client_id, &[])).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 400, "{client_id}");
+        let page = resp.text().await.unwrap();
+        assert!(page.contains(words), "{client_id}: {page}");
+    }
+}
