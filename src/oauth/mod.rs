@@ -16,7 +16,8 @@
 //! bound to this server's URL (RFC 8707 audience). No store: replicas sharing the key accept
 //! each other's clients, codes and tokens. Single use is kept twice: each replica refuses a
 //! code or refresh token it has already seen without asking the forge, and the forge itself
-//! refuses a second exchange of its code and, on refresh, a refresh token it has rotated.
+//! refuses a second exchange of its code (and an old refresh token, when it is set to
+//! invalidate them: Gitea's `[oauth2] INVALIDATE_REFRESH_TOKENS`).
 //!
 //! This module decides; `transport/oauth.rs` speaks HTTP; `executor/oauth.rs` asks the forge.
 

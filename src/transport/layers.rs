@@ -2,8 +2,9 @@
 //!
 //! 1. `guard_host_origin` — DNS-rebinding protection: `Host` and `Origin` must be allowed.
 //! 2. `authenticate` — the request's identity from its `Authorization` header
-//!    (stateless-http-auth): the shared `MCP_BEARER_TOKEN` means the server's global
-//!    identity, any other token is the caller's own forge token, no usable header means the
+//!    (stateless-http-auth; a token this server issued opens into the person's grant, and with
+//!    sign-in configured a request without a usable token gets 401 naming where to sign in):
+//!    the shared `MCP_BEARER_TOKEN` means the server's global identity, any other token is the caller's own forge token, no usable header means the
 //!    global identity — or 401 when `MCP_BEARER_TOKEN` is set; a token that is not text 401,
 //!    one over 8 KiB 431. The result travels in the request's extensions as a
 //!    `Caller`, with the request's `Deadline`; the MCP handler reads both there.
@@ -12,6 +13,8 @@
 //!    header cannot be understood: a request that meant to narrow must not run wider).
 //! 4. `read_body_within` — the whole body within `--body-timeout` (408) and
 //!    `--max-body-bytes` (413), holding at most 100,000 JSON values (400).
+//!    Then `scope`: a tools/call from a read-only sign-in that needs write gets 403
+//!    `insufficient_scope`.
 //! 5. `sessions` (Streamable HTTP) — a session belongs to the identity that opened it; a new
 //!    one counts only once its identity is established, within `--max-sessions` and
 //!    `--max-sessions-per-identity`.
