@@ -119,7 +119,14 @@ pub struct OAuth {
     /// Client ID metadata documents may be fetched over plain HTTP only when the server
     /// itself is on loopback (a local test); otherwise HTTPS.
     http_documents: bool,
+    /// Client ID metadata documents being fetched at once, at most `MAX_DOCUMENT_FETCHES`:
+    /// `/authorize` needs no credential, so it must not become a way to make the server
+    /// fetch without end.
+    documents: tokio::sync::Semaphore,
 }
+
+/// Most client ID metadata documents fetched at once.
+const MAX_DOCUMENT_FETCHES: usize = 16;
 
 /// A client registered dynamically; its client id is this, sealed.
 #[derive(Serialize, Deserialize)]
@@ -304,6 +311,7 @@ impl OAuth {
             sealer: Sealer::new(&settings.key),
             used: UsedOnce::new(100_000),
             http_documents,
+            documents: tokio::sync::Semaphore::new(MAX_DOCUMENT_FETCHES),
         }
     }
 
@@ -401,6 +409,10 @@ impl OAuth {
                 "a client_id URL must be an https URL with a path (a client ID metadata document)".into()
             );
         }
+        let _permit = self
+            .documents
+            .try_acquire()
+            .map_err(|_| "too many sign-ins are starting at once; try again in a moment".to_owned())?;
         let bytes = forge
             .client_document(&url)
             .await
