@@ -10,9 +10,12 @@
 //! * a small in-memory model (repositories, contents, branches, tags, releases, issues and
 //!   attachments) answering with Gitea's status codes and JSON shapes, and a spec-driven fallback
 //!   for every other operation.
-//! * authentication like the forges: an unknown token is refused with 401 on every route —
-//!   `/api/v1/version` too, which both answer without a token — and a Forgejo fake also
-//!   serves its version at `/api/forgejo/v1/version`, as Forgejo does.
+//! * authentication like the forges: a token, or HTTP Basic with a login and password (which
+//!   alone may create and list access tokens); an unknown token or a wrong password is refused
+//!   with 401 on every route — `/api/v1/version` too, which both answer without a token — and a
+//!   site admin may act as another user with `Sudo` (header) or `sudo` (query), anyone else is
+//!   refused with 403. A Forgejo fake also serves its version at `/api/forgejo/v1/version`, as
+//!   Forgejo does.
 //! * [`Script`]s: canned responses (slow, chunked, endless, lying about their length, hanging)
 //!   that take precedence over everything else.
 //!
@@ -103,15 +106,24 @@ pub struct Options {
     /// Token value -> login. `Authorization: token X` or `Bearer X` (scheme case-insensitive)
     /// with a known `X` acts as that user.
     pub users: Vec<(String, String)>,
-    /// Logins that are site admins (`is_admin: true`, may see private repositories).
+    /// Logins that are site admins (`is_admin: true`, may see private repositories, may act
+    /// as another user with a `Sudo` header or `sudo` query parameter).
     pub admins: Vec<String>,
+    /// Login -> password for HTTP Basic (`Authorization: Basic base64(login:password)`); a
+    /// wrong password is refused with 401, as on the forges. Creating and listing access
+    /// tokens take nothing else.
+    pub passwords: Vec<(String, String)>,
 }
+
+/// The password of the default user `alice` (HTTP Basic).
+pub const ALICE_PASSWORD: &str = "alice-pw-0123456789";
 
 /// The default `ROOT_URL`: a host nothing listens on, so a client that follows it blindly fails.
 pub const DEFAULT_ROOT_URL: &str = "https://forge.example.invalid/";
 
 impl Default for Options {
-    /// Gitea, with one user: token `tok-alice-0123456789` -> `alice`.
+    /// Gitea, with one user: token `tok-alice-0123456789` -> `alice`, whose password is
+    /// [`ALICE_PASSWORD`].
     fn default() -> Self {
         Options {
             flavor: Flavor::Gitea,
@@ -119,6 +131,7 @@ impl Default for Options {
             root_url: DEFAULT_ROOT_URL.to_string(),
             users: vec![("tok-alice-0123456789".to_string(), "alice".to_string())],
             admins: Vec::new(),
+            passwords: vec![("alice".to_string(), ALICE_PASSWORD.to_string())],
         }
     }
 }
