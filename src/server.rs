@@ -11,7 +11,7 @@ use crate::config::{FlavorChoice, Settings};
 use crate::error::{CallError, ErrorKind};
 use crate::executor::{Forge, flavor};
 use crate::guard::Guard;
-use crate::identity::{Credential, GlobalIdentity};
+use crate::identity::{Credential, GlobalIdentity, Mode};
 use crate::policy::{Narrowing, Policy};
 
 /// Everything a call needs besides its arguments.
@@ -39,14 +39,12 @@ pub struct Server {
 pub struct StartError(pub String);
 
 impl Server {
-    /// Build the server: HTTP client, credential, flavor (asking the forge when `auto`),
+    /// Build the server: HTTP client, credential (token or login and password), flavor
+    /// (asking the forge when `auto`),
     /// spec, catalog. The only network access is the version probe of `--flavor auto`.
     pub async fn start(settings: Settings) -> Result<Server, StartError> {
         let forge = Forge::from_settings(&settings).map_err(StartError)?;
-        let credential = match &settings.token {
-            Some(t) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}")))?,
-            None => Credential::anonymous(),
-        };
+        let credential = global_credential(&settings)?;
         let detected = match settings.flavor {
             FlavorChoice::Auto => Some(detect(&forge, &credential).await?),
             FlavorChoice::Gitea | FlavorChoice::Forgejo => None,
@@ -87,6 +85,16 @@ impl Server {
     /// Whether `tools/list` shows `tool` to a request that narrowed the policy so.
     pub fn lists(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
         self.policy.lists(narrowing, &self.catalog, tool)
+    }
+}
+
+/// The server's own credential: the token, else the login and password (HTTP Basic), else
+/// none (anonymous). The settings never hold both (`config.rs` refuses that).
+pub fn global_credential(settings: &Settings) -> Result<Credential, StartError> {
+    match (&settings.token, &settings.username, &settings.password) {
+        (Some(t), _, _) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}"))),
+        (None, Some(username), Some(password)) => Ok(Credential::basic(username, password)),
+        _ => Ok(Credential::anonymous()),
     }
 }
 
@@ -131,6 +139,12 @@ pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Cat
 /// whose every call would answer 401 is better not started.
 async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, StartError> {
     match flavor::detect(forge, credential).await {
+        Ok(probe) if probe.token_refused && credential.mode() == Mode::Basic => Err(StartError(format!(
+            "the forge refused GITEA_USERNAME and GITEA_PASSWORD (401): {} {} answers at {}, but does not sign this login in with this password (a login with two-factor authentication cannot use a password here); fix them, or use a token (GITEA_TOKEN)",
+            probe.version.flavor().display_name(),
+            probe.version.text,
+            forge.base()
+        ))),
         Ok(probe) if probe.token_refused => Err(StartError(format!(
             "the forge refused GITEA_TOKEN (401): {} {} answers at {}, but not to this token; create a new access token and set GITEA_TOKEN (or unset it to run anonymously)",
             probe.version.flavor().display_name(),

@@ -83,6 +83,51 @@ async fn without_a_token_calls_are_anonymous_and_carry_no_credential() {
 }
 
 #[tokio::test]
+async fn a_login_and_password_are_the_global_identity_as_http_basic() {
+    let blob = support::basic_blob("alice", support::ALICE_PASSWORD);
+    for flavor in [Setup::gitea(), Setup::forgejo()] {
+        // `auto`: the version probe itself goes with the credential.
+        let h = Harness::start(flavor.basic().auto()).await;
+        h.forge.seed_repo("alice", "demo");
+        for _ in 0..2 {
+            let c = h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
+            assert_envelope(&c);
+            assert_eq!(c.json["identity"], json!({"login": "alice", "mode": "basic", "sudo": null}));
+        }
+        let basic = format!("Basic {blob}");
+        for r in h.forge.requests() {
+            assert_eq!(r.header("authorization"), Some(basic.as_str()), "{} {}", r.method, r.raw_path);
+        }
+        let lookups = h.forge.requests().iter().filter(|r| r.raw_path == "/api/v1/user").count();
+        assert_eq!(lookups, 1, "the login is resolved once");
+        h.stop().await;
+    }
+}
+
+/// The forges create and list access tokens only for a login and password: with one, the
+/// server can hand a new token to the caller (a credential-issuing operation, so it is not
+/// masked); with a token it gets the forge's 401.
+#[tokio::test]
+async fn user_create_token_works_with_basic_auth_and_returns_the_new_token() {
+    let h = Harness::start(Setup::gitea().basic()).await;
+    let body = json!({"name": "ci", "scopes": ["read:repository"]});
+    let c = h.call("userCreateToken", json!({"username": "alice", "body": body})).await;
+    assert_envelope(&c);
+    assert_eq!(c.json["status"], 201);
+    let sha1 = c.data()["sha1"].as_str().unwrap();
+    assert!(sha1.len() == 40 && sha1.chars().all(|c| c.is_ascii_hexdigit()), "{}", c.text);
+    let listed = h.call("userGetTokens", json!({"username": "alice"})).await;
+    assert_eq!(listed.data()[0]["name"], "ci", "{}", listed.text);
+    h.stop().await;
+
+    let h = Harness::start(Setup::gitea()).await;
+    let c = h.call("userCreateToken", json!({"username": "alice", "body": body})).await;
+    assert_eq!(c.kind(), "unauthorized", "{}", c.text);
+    assert!(c.json["error"]["message"].as_str().unwrap().contains("auth required"), "{}", c.text);
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn unknown_tool_is_a_json_rpc_invalid_params_error() {
     let h = Harness::start(Setup::gitea()).await;
     match h.call_raw("noSuchTool", json!({})).await {

@@ -2,7 +2,8 @@
 //!
 //! An `Identity` cannot exist without its mode; a `Credential` cannot be printed (its
 //! header value is marked sensitive and its `Debug` says nothing). Over stdio every call
-//! runs as the global identity: the configured token, or anonymous without one.
+//! runs as the global identity: the configured token, the configured login and password
+//! (HTTP Basic), or anonymous without either.
 
 pub mod cache;
 pub mod header;
@@ -39,18 +40,44 @@ pub struct Identity {
 pub struct Credential {
     header: Option<HeaderValue>,
     secret: Option<SecretString>,
+    /// HTTP Basic (a login and password) rather than a token.
+    basic: bool,
 }
 
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.header.is_some() { "Credential(token)" } else { "Credential(none)" })
+        f.write_str(match (&self.header, self.basic) {
+            (None, _) => "Credential(none)",
+            (Some(_), true) => "Credential(basic)",
+            (Some(_), false) => "Credential(token)",
+        })
     }
+}
+
+/// The value of HTTP Basic for `username` and `password`: `base64(username:password)`. It
+/// reveals the password to anyone who decodes it, so it is a secret of its own (the guard
+/// redacts it like the password).
+pub fn basic_blob(username: &str, password: &SecretString) -> SecretString {
+    use base64::Engine;
+    let pair = format!("{username}:{}", password.expose_secret());
+    SecretString::from(base64::engine::general_purpose::STANDARD.encode(pair))
 }
 
 impl Credential {
     /// No credential: anonymous access.
     pub fn anonymous() -> Credential {
-        Credential { header: None, secret: None }
+        Credential { header: None, secret: None, basic: false }
+    }
+
+    /// A login and password, sent as `Authorization: Basic base64(login:password)`, marked
+    /// sensitive. The forges serve some routes (creating and listing access tokens) only to
+    /// this. Always a valid header value: base64 is plain ASCII.
+    pub fn basic(username: &str, password: &SecretString) -> Credential {
+        let blob = basic_blob(username, password);
+        let mut hv = HeaderValue::from_str(&format!("Basic {}", blob.expose_secret()))
+            .expect("base64 is a valid header value");
+        hv.set_sensitive(true);
+        Credential { header: Some(hv), secret: Some(password.clone()), basic: true }
     }
 
     /// A forge access token, sent as `Authorization: token <t>`. Fails only for a token
@@ -59,7 +86,7 @@ impl Credential {
         let mut hv =
             HeaderValue::from_str(&format!("token {}", token.expose_secret())).map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
-        Ok(Credential { header: Some(hv), secret: Some(token.clone()) })
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()), basic: false })
     }
 
     /// The header value to send, if any.
@@ -67,7 +94,7 @@ impl Credential {
         self.header.as_ref()
     }
 
-    /// The raw secret, for exact redaction of results.
+    /// The raw secret (the token, or the password), for exact redaction of results.
     pub fn secret(&self) -> Option<&SecretString> {
         self.secret.as_ref()
     }
@@ -75,6 +102,7 @@ impl Credential {
     pub fn mode(&self) -> Mode {
         match (&self.header, &self.secret) {
             (None, _) => Mode::Anonymous,
+            (Some(_), _) if self.basic => Mode::Basic,
             (Some(_), Some(s)) if looks_like_jwt(s.expose_secret()) => Mode::OAuth,
             (Some(_), _) => Mode::Token,
         }
@@ -87,7 +115,7 @@ impl Credential {
         let mut hv = HeaderValue::from_str(&format!("{scheme} {}", token.expose_secret()))
             .map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
-        Ok(Credential { header: Some(hv), secret: Some(token.clone()) })
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()), basic: false })
     }
 }
 
@@ -168,6 +196,21 @@ mod tests {
     fn a_token_with_a_newline_is_refused_without_echoing_it() {
         let e = Credential::token(&SecretString::from("abc\ndef")).unwrap_err();
         assert!(!e.to_string().contains("abc"));
+    }
+
+    #[test]
+    fn basic_credentials_are_sensitive_hide_the_password_and_say_basic() {
+        let pw = SecretString::from("pa:ss wörd");
+        let c = Credential::basic("alice", &pw);
+        assert_eq!(c.mode(), Mode::Basic);
+        let h = c.header().unwrap();
+        assert!(h.is_sensitive());
+        // base64("alice:pa:ss wörd"): the password may hold ':' and any character.
+        assert_eq!(h.as_bytes(), b"Basic YWxpY2U6cGE6c3Mgd8O2cmQ=");
+        assert_eq!(basic_blob("alice", &pw).expose_secret(), "YWxpY2U6cGE6c3Mgd8O2cmQ=");
+        assert_eq!(format!("{c:?}"), "Credential(basic)");
+        assert!(!format!("{h:?}").contains("YWxp"));
+        assert_eq!(c.secret().unwrap().expose_secret(), "pa:ss wörd");
     }
 
     #[test]

@@ -42,6 +42,15 @@ pub const DEFAULT_TOOL_COUNT: usize = 36;
 /// The token of the default fake forge user `alice`.
 pub const ALICE_TOKEN: &str = "tok-alice-0123456789";
 
+/// The password of the default fake forge user `alice` (HTTP Basic).
+pub const ALICE_PASSWORD: &str = fake_forge::ALICE_PASSWORD;
+
+/// The value of HTTP Basic for `login` and `password`: `base64(login:password)`.
+pub fn basic_blob(login: &str, password: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(format!("{login}:{password}"))
+}
+
 /// The server binary under test.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
@@ -225,6 +234,10 @@ impl Setup {
     pub fn auto(mut self) -> Setup {
         self.flavor_arg = "auto";
         self
+    }
+    /// The server's identity is alice's login and password (HTTP Basic), not a token.
+    pub fn basic(self) -> Setup {
+        self.no_token().env("GITEA_USERNAME", "alice").env("GITEA_PASSWORD", ALICE_PASSWORD)
     }
 }
 
