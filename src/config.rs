@@ -234,6 +234,11 @@ pub struct CommonArgs {
     /// Read the password of GITEA_USERNAME from this file (surrounding white space is ignored).
     #[arg(long, env = "GITEA_PASSWORD_FILE", global = true)]
     pub password_file: Option<PathBuf>,
+    /// Comma-separated logins that calls may act as with their `sudo` argument (the forge's
+    /// Sudo header; the caller must be a site administrator), or `*` for any. Unset: no tool
+    /// takes `sudo`.
+    #[arg(long, env = "SUDO_ALLOWED_USERS", global = true)]
+    pub sudo_allowed_users: Option<String>,
 }
 
 /// Resolved settings: checked, typed, secrets wrapped.
@@ -285,6 +290,8 @@ pub struct Settings {
     /// with `token`.
     pub username: Option<String>,
     pub password: Option<SecretString>,
+    /// Who calls may act as with `sudo`; `None`: no tool takes the argument.
+    pub sudo_allowed_users: Option<crate::identity::sudo::Allowed>,
 }
 
 /// A setting that cannot be used, with the words to fix it.
@@ -421,6 +428,13 @@ impl Settings {
             stream_stall_timeout: seconds("--stream-stall-timeout", args.stream_stall_timeout)?,
             username,
             password,
+            sudo_allowed_users: args
+                .sudo_allowed_users
+                .as_deref()
+                .map(crate::identity::sudo::Allowed::parse)
+                .transpose()
+                .map_err(|e| ConfigError(format!("SUDO_ALLOWED_USERS: {e}")))?
+                .flatten(),
         })
     }
 

@@ -91,10 +91,29 @@ pub async fn run(settings: Settings) -> ExitCode {
         (FlavorChoice::Auto, None) => Flavor::Gitea,
     };
 
+    let sudo = settings.sudo_allowed_users.is_some();
+    if sudo && credential.mode() == Mode::Anonymous {
+        r.warn("SUDO_ALLOWED_USERS is set but the server has no identity of its own: sudo is refused to anonymous calls");
+    }
     if credential.mode() != Mode::Anonymous {
-        match crate::call::fetch_login_with(&forge, &credential).await {
-            Ok(login) if basic => r.ok(&format!("signed in as {login} with GITEA_USERNAME and GITEA_PASSWORD")),
-            Ok(login) => r.ok(&format!("the token belongs to {login}")),
+        match crate::call::fetch_user_with(&forge, &credential).await {
+            Ok(user) => {
+                let login = &user.login;
+                if basic {
+                    r.ok(&format!("signed in as {login} with GITEA_USERNAME and GITEA_PASSWORD"));
+                } else {
+                    r.ok(&format!("the token belongs to {login}"));
+                }
+                match (sudo, user.is_admin) {
+                    (true, true) => r.ok(&format!(
+                        "{login} is a site administrator: calls may act as the users SUDO_ALLOWED_USERS lists"
+                    )),
+                    (true, false) => r.warn(&format!(
+                        "SUDO_ALLOWED_USERS is set but {login} is not a site administrator: every sudo of the server's own identity is refused"
+                    )),
+                    (false, _) => {}
+                }
+            }
             Err(e) => match e.kind() {
                 Some(crate::error::ErrorKind::Forbidden) if !basic => r.warn(
                     "GET /api/v1/user is forbidden: the token lacks the read:user scope; calls work, results report login null",

@@ -118,8 +118,15 @@ pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Cat
             .into(),
         None => flavor.embedded_spec().into(),
     };
-    let catalog = Catalog::build(&spec_bytes, flavor, detected)
+    let mut catalog = Catalog::build(&spec_bytes, flavor, detected)
         .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
+    if settings.sudo_allowed_users.is_some() {
+        for name in catalog.offer_sudo() {
+            tracing::warn!(
+                "{name} has a parameter named sudo: its tool keeps it and takes no sudo; act as another user through gitea_call_operation's own sudo"
+            );
+        }
+    }
     for (setting, names) in
         [("DISABLED_TOOLS", &settings.disabled_tools), ("ENABLED_TOOLS", &settings.enabled_tools)]
     {

@@ -5,7 +5,7 @@ mod support;
 use fake_forge::{FakeForge, Flavor, Options, Script, ScriptedResponse};
 use serde_json::Value;
 use std::process::Output;
-use support::{ALICE_PASSWORD, ALICE_TOKEN, bin};
+use support::{ALICE_PASSWORD, ALICE_TOKEN, ROOT_TOKEN, bin};
 
 async fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = tokio::process::Command::new(bin());
@@ -192,6 +192,26 @@ async fn doctor_and_serve_sign_in_with_a_login_and_password_and_say_when_it_is_r
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("the forge refused GITEA_USERNAME and GITEA_PASSWORD (401)"), "{err}");
     assert!(err.contains("Gitea 1.27.0") && !err.contains("wrong-password-xyz"), "{err}");
+}
+
+#[tokio::test]
+async fn doctor_says_whether_sudo_can_work_and_a_bad_sudo_setting_exits_2() {
+    let forge = FakeForge::start(support::sudo_forge()).await;
+    let url = forge.base_url();
+    let o =
+        run(&["doctor", "--url", &url], &[("GITEA_TOKEN", ROOT_TOKEN), ("SUDO_ALLOWED_USERS", "bob")]).await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("ok    root is a site administrator"), "{text}");
+    let o =
+        run(&["doctor", "--url", &url], &[("GITEA_TOKEN", ALICE_TOKEN), ("SUDO_ALLOWED_USERS", "bob")]).await;
+    let text = stdout(&o);
+    assert!(text.contains("warn  SUDO_ALLOWED_USERS is set but alice is not a site administrator"), "{text}");
+    let o = run(&["doctor", "--url", &url], &[("GITEA_TOKEN", ROOT_TOKEN)]).await;
+    assert!(!stdout(&o).contains("site administrator"), "{}", stdout(&o));
+    let o = run(&["serve", "--url", &url], &[("SUDO_ALLOWED_USERS", "bob, *")]).await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("SUDO_ALLOWED_USERS"));
 }
 
 #[tokio::test]

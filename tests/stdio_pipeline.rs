@@ -127,6 +127,65 @@ async fn user_create_token_works_with_basic_auth_and_returns_the_new_token() {
     h.stop().await;
 }
 
+/// A site administrator acts as a listed user on every path (an operation's tool, the raw
+/// tool, the call tool with `sudo` beside or inside `arguments`): the forge gets exactly
+/// `Sudo: <login>` besides the caller's own credential, the argument never as a parameter,
+/// and the envelope reports the login in `identity.sudo` while `identity.login` stays the
+/// caller's.
+#[tokio::test]
+async fn sudo_acts_as_a_listed_user_with_the_sudo_header_on_every_path() {
+    let h = Harness::start(Setup::sudo(Some(support::ROOT_TOKEN), Some("Bob, carol"))).await;
+    h.forge.seed_repo("bob", "demo");
+    let paths = [
+        ("userGetCurrent", json!({"sudo": "bob"})),
+        ("gitea_api_request", json!({"method": "GET", "path": "/user", "sudo": "bob"})),
+        ("gitea_call_operation", json!({"operation_id": "userGetCurrent", "sudo": "bob"})),
+        ("gitea_call_operation", json!({"operation_id": "userGetCurrent", "arguments": {"sudo": "bob"}})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "userGetCurrent", "arguments": {"sudo": "bob"}, "sudo": "bob"}),
+        ),
+        // Listed logins match in any letter case; the header carries the login as given.
+        ("userGetCurrent", json!({"sudo": "BOB"})),
+    ];
+    for (tool, args) in paths {
+        h.forge.clear_requests();
+        let c = h.call(tool, args.clone()).await;
+        assert_envelope(&c);
+        let login = args.get("sudo").or(args.pointer("/arguments/sudo")).unwrap();
+        assert_eq!(c.json["identity"], json!({"login": "root", "mode": "token", "sudo": login}), "{tool}");
+        assert_eq!(c.data()["login"], "bob", "{tool}: the forge acted as bob: {}", c.text);
+        let sent: Vec<_> = h.forge.requests().into_iter().filter(|r| r.header("sudo").is_some()).collect();
+        assert_eq!(sent.len(), 1, "{tool}: only the operation's request acts as bob");
+        assert_eq!(sent[0].header("sudo"), login.as_str(), "{tool}");
+        assert_eq!(sent[0].header("authorization"), Some(format!("token {}", support::ROOT_TOKEN).as_str()));
+        assert_eq!(sent[0].raw_query, None, "{tool}: sudo is not a query parameter");
+    }
+    // A body never carries it either.
+    let c = h
+        .call(
+            "issueCreateIssue",
+            json!({"owner": "bob", "repo": "demo", "body": {"title": "t"}, "sudo": "bob"}),
+        )
+        .await;
+    assert_envelope(&c);
+    assert_eq!(c.data()["user"]["login"], "bob", "{}", c.text);
+    assert_eq!(h.last().json_body(), Some(json!({"title": "t"})));
+    assert_eq!(h.last().header("sudo"), Some("bob"));
+    // Without `sudo` the call is the caller's own.
+    let c = h.call("userGetCurrent", json!({})).await;
+    assert_eq!(c.json["identity"], json!({"login": "root", "mode": "token", "sudo": null}));
+    assert_eq!(c.data()["login"], "root");
+    assert_eq!(h.forge.requests().last().unwrap().header("sudo"), None);
+    h.stop().await;
+
+    let h = Harness::start(Setup::sudo(Some(support::ROOT_TOKEN), Some("*"))).await;
+    let c = h.call("userGetCurrent", json!({"sudo": "alice"})).await;
+    assert_eq!(c.json["identity"]["sudo"], "alice", "{}", c.text);
+    assert_eq!(c.data()["login"], "alice");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn unknown_tool_is_a_json_rpc_invalid_params_error() {
     let h = Harness::start(Setup::gitea()).await;

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::plan::{CallPlan, PageRequest, PlanBody, Root, encode_body, push_query};
 use crate::catalog::{BodyEncoding, Method, Operation, ResponseKind};
-use crate::error::CallError;
+use crate::error::{CallError, ErrorKind};
 use crate::executor::path::encode_segment;
 
 /// Build the plan of a raw call. `args` passed the raw tool's schema already; `reached` is
@@ -25,6 +25,14 @@ pub fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<Ca
     let mut query = Vec::new();
     if let Some(q) = args.get("query").and_then(Value::as_object) {
         for (k, v) in q {
+            // The forges read `?sudo=` as "act as this user": only the `sudo` argument, which
+            // the server judges, may ask that.
+            if k.eq_ignore_ascii_case(crate::identity::sudo::ARGUMENT) {
+                return Err(CallError::local(
+                    ErrorKind::Denied,
+                    "`query` must not carry `sudo`: the forge would act as that user unchecked; acting as another user goes only through the tool's own `sudo` argument (see SUDO_ALLOWED_USERS)",
+                ));
+            }
             push_query(&mut query, k, v, None);
         }
     }
@@ -137,6 +145,14 @@ mod tests {
         assert_eq!(p.body, PlanBody::Json(json!("# T")));
         let p = raw(json!({"method": "POST", "path": "/markdown/raw", "body": {"a": 1}})).unwrap();
         assert_eq!(p.body, PlanBody::Json(json!({"a": 1})));
+    }
+
+    #[test]
+    fn a_sudo_query_parameter_is_refused_in_any_letter_case() {
+        for key in ["sudo", "Sudo", "SUDO"] {
+            let e = raw(json!({"method": "GET", "path": "/user", "query": {key: "bob"}})).unwrap_err();
+            assert!(e.contains("denied") && e.contains("`sudo` argument"), "{key}: {e}");
+        }
     }
 
     #[test]

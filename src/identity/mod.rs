@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod header;
+pub mod sudo;
 
 use std::sync::Arc;
 
@@ -34,14 +35,25 @@ pub struct Identity {
     pub sudo: Option<String>,
 }
 
+/// Who the forge says a credential belongs to (`GET /api/v1/user`): the login, and whether
+/// that user is a site administrator (which sudo needs). Cached together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgeUser {
+    pub login: String,
+    pub is_admin: bool,
+}
+
 /// The `Authorization` header of an identity, attached to outbound requests only by the
-/// executor, only for the configured forge.
+/// executor, only for the configured forge; and, for a call made as another user, the `Sudo`
+/// header that names that user.
 #[derive(Clone)]
 pub struct Credential {
     header: Option<HeaderValue>,
     secret: Option<SecretString>,
     /// HTTP Basic (a login and password) rather than a token.
     basic: bool,
+    /// The login to act as (`Sudo`), once `sudo::authorize` allowed it.
+    sudo: Option<HeaderValue>,
 }
 
 impl std::fmt::Debug for Credential {
@@ -66,7 +78,7 @@ pub fn basic_blob(username: &str, password: &SecretString) -> SecretString {
 impl Credential {
     /// No credential: anonymous access.
     pub fn anonymous() -> Credential {
-        Credential { header: None, secret: None, basic: false }
+        Credential { header: None, secret: None, basic: false, sudo: None }
     }
 
     /// A login and password, sent as `Authorization: Basic base64(login:password)`, marked
@@ -77,7 +89,7 @@ impl Credential {
         let mut hv = HeaderValue::from_str(&format!("Basic {}", blob.expose_secret()))
             .expect("base64 is a valid header value");
         hv.set_sensitive(true);
-        Credential { header: Some(hv), secret: Some(password.clone()), basic: true }
+        Credential { header: Some(hv), secret: Some(password.clone()), basic: true, sudo: None }
     }
 
     /// A forge access token, sent as `Authorization: token <t>`. Fails only for a token
@@ -86,12 +98,24 @@ impl Credential {
         let mut hv =
             HeaderValue::from_str(&format!("token {}", token.expose_secret())).map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
-        Ok(Credential { header: Some(hv), secret: Some(token.clone()), basic: false })
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()), basic: false, sudo: None })
     }
 
     /// The header value to send, if any.
     pub fn header(&self) -> Option<&HeaderValue> {
         self.header.as_ref()
+    }
+
+    /// The `Sudo` header value to send, if the call acts as another user.
+    pub fn sudo(&self) -> Option<&HeaderValue> {
+        self.sudo.as_ref()
+    }
+
+    /// The same credential, acting as `login` (sent as `Sudo: <login>`). Only
+    /// `sudo::authorize` calls this, after checking the caller may.
+    pub(crate) fn acting_as(mut self, login: &str) -> Result<Credential, InvalidToken> {
+        self.sudo = Some(HeaderValue::from_str(login).map_err(|_| InvalidToken)?);
+        Ok(self)
     }
 
     /// The raw secret (the token, or the password), for exact redaction of results.
@@ -115,7 +139,7 @@ impl Credential {
         let mut hv = HeaderValue::from_str(&format!("{scheme} {}", token.expose_secret()))
             .map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
-        Ok(Credential { header: Some(hv), secret: Some(token.clone()), basic: false })
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()), basic: false, sudo: None })
     }
 }
 
@@ -156,26 +180,31 @@ impl std::fmt::Debug for RequestIdentity {
 pub struct InvalidToken;
 
 /// The server's own identity (stdio, and HTTP callers without a token of their own):
-/// the credential plus its login, resolved with `GET /api/v1/user` once and cached.
+/// the credential plus its user, resolved with `GET /api/v1/user` once and cached.
 #[derive(Debug, Clone)]
 pub struct GlobalIdentity {
     pub credential: Credential,
-    login: Arc<OnceCell<String>>,
+    user: Arc<OnceCell<ForgeUser>>,
 }
 
 impl GlobalIdentity {
     pub fn new(credential: Credential) -> GlobalIdentity {
-        GlobalIdentity { credential, login: Arc::new(OnceCell::new()) }
+        GlobalIdentity { credential, user: Arc::new(OnceCell::new()) }
     }
 
     /// The cached login, if resolved.
     pub fn cached_login(&self) -> Option<&str> {
-        self.login.get().map(String::as_str)
+        self.user.get().map(|u| u.login.as_str())
     }
 
-    /// Remember the login (first resolution wins).
-    pub fn remember(&self, login: String) {
-        let _ = self.login.set(login);
+    /// The cached user (login and whether a site administrator), if resolved.
+    pub fn cached_user(&self) -> Option<&ForgeUser> {
+        self.user.get()
+    }
+
+    /// Remember the user (first resolution wins).
+    pub fn remember(&self, user: ForgeUser) {
+        let _ = self.user.set(user);
     }
 }
 
