@@ -1,7 +1,8 @@
 //! The raw tool's arguments → `CallPlan`.
 //!
 //! The path is literal text: we refuse what could change its meaning (`%`, `?`, `#`, dot
-//! and empty segments) and encode each segment ourselves. The operation its route reaches
+//! and empty segments) and encode each segment ourselves. The query may not carry `sudo`
+//! (`identity::sudo`). The operation its route reaches
 //! (looked up once per call, by `call.rs`) gives it paging, response-kind handling and how
 //! a string body is sent (as it is, to an operation that accepts only text).
 
@@ -9,8 +10,9 @@ use serde_json::{Map, Value};
 
 use super::plan::{CallPlan, PageRequest, PlanBody, Root, encode_body, push_query};
 use crate::catalog::{BodyEncoding, Method, Operation, ResponseKind};
-use crate::error::{CallError, ErrorKind};
+use crate::error::CallError;
 use crate::executor::path::encode_segment;
+use crate::identity::sudo;
 
 /// Build the plan of a raw call. `args` passed the raw tool's schema already; `reached` is
 /// the spec operation its method and path reach (`Catalog::reached_by_raw`), if any.
@@ -25,13 +27,8 @@ pub fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<Ca
     let mut query = Vec::new();
     if let Some(q) = args.get("query").and_then(Value::as_object) {
         for (k, v) in q {
-            // The forges read `?sudo=` as "act as this user": only the `sudo` argument, which
-            // the server judges, may ask that.
-            if k.eq_ignore_ascii_case(crate::identity::sudo::ARGUMENT) {
-                return Err(CallError::local(
-                    ErrorKind::Denied,
-                    "`query` must not carry `sudo`: the forge would act as that user unchecked; acting as another user goes only through the tool's own `sudo` argument (see SUDO_ALLOWED_USERS)",
-                ));
+            if sudo::is_query_sudo(k) {
+                return Err(sudo::query_refusal());
             }
             push_query(&mut query, k, v, None);
         }

@@ -150,14 +150,19 @@ impl Catalog {
 
     /// Offer the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see `identity::sudo`) on
     /// every operation, the raw tool and the call tool, in their full and lean schemas; done
-    /// once, right after `build`. An operation with a parameter of that name keeps its own
-    /// parameter and does not offer sudo (the call tool's `sudo` still reaches it); the names
-    /// of those are returned.
+    /// once, right after `build`. An operation with a path, body or form parameter of that name
+    /// (no embedded spec has one) keeps its own parameter and does not offer sudo — the call
+    /// tool's `sudo` still reaches it; the names of those are returned. A query parameter of
+    /// that name is the forges' own sudo: the judged argument takes its place.
     pub fn offer_sudo(&mut self) -> Vec<String> {
         let mut kept = Vec::new();
         for tool in self.tools.iter_mut().chain(self.builtins.iter_mut()) {
             let offers = match &tool.target {
-                Target::Operation(op) if op.param(crate::identity::sudo::ARGUMENT).is_some() => {
+                Target::Operation(op)
+                    if op
+                        .param(crate::identity::sudo::ARGUMENT)
+                        .is_some_and(|p| p.location != Location::Query) =>
+                {
                     kept.push(op.id.clone());
                     false
                 }
@@ -276,13 +281,18 @@ mod tests {
     #[test]
     fn an_operation_with_its_own_sudo_parameter_keeps_it() {
         let spec = br#"{"swagger":"2.0","info":{"version":"1"},"paths":{
-            "/a":{"get":{"operationId":"withSudo","parameters":[{"name":"sudo","in":"query","type":"integer"}],"responses":{"200":{"description":"ok"}}}},
+            "/a/{sudo}":{"get":{"operationId":"withSudo","parameters":[{"name":"sudo","in":"path","required":true,"type":"integer"}],"responses":{"200":{"description":"ok"}}}},
+            "/q":{"get":{"operationId":"querySudo","parameters":[{"name":"sudo","in":"query","type":"integer"}],"responses":{"200":{"description":"ok"}}}},
             "/b":{"get":{"operationId":"plain","responses":{"200":{"description":"ok"}}}}}}"#;
         let mut c = Catalog::build(spec, Flavor::Gitea, None).unwrap();
         assert_eq!(c.offer_sudo(), ["withSudo"]);
         let own = c.get("withSudo").unwrap();
         assert!(!own.offers_sudo);
         assert_eq!(own.input_schema["properties"]["sudo"]["type"], "integer");
+        // `?sudo=` is the forges' impersonation: the judged argument replaces it.
+        let query = c.get("querySudo").unwrap();
+        assert!(query.offers_sudo);
+        assert_eq!(query.input_schema["properties"]["sudo"]["type"], "string");
         assert!(c.get("plain").unwrap().offers_sudo);
     }
 
