@@ -186,6 +186,27 @@ async fn sudo_acts_as_a_listed_user_with_the_sudo_header_on_every_path() {
     h.stop().await;
 }
 
+/// Both together: an administrator signed in with a password may mint a token for a listed
+/// user by acting as that user, as the forges allow.
+#[tokio::test]
+async fn an_administrator_with_a_password_creates_a_token_for_another_user_with_sudo() {
+    let mut options = support::sudo_forge();
+    options.admins.push("alice".to_owned());
+    let h = Harness::start(
+        Setup { forge_options: Some(options), ..Setup::gitea().basic() }.env("SUDO_ALLOWED_USERS", "bob"),
+    )
+    .await;
+    let body = json!({"name": "for-bob", "scopes": ["read:user"]});
+    let c = h.call("userCreateToken", json!({"username": "bob", "body": body, "sudo": "bob"})).await;
+    assert_envelope(&c);
+    assert_eq!(c.json["identity"], json!({"login": "alice", "mode": "basic", "sudo": "bob"}));
+    assert_eq!(c.data()["name"], "for-bob");
+    let sent = h.last();
+    assert_eq!(sent.header("sudo"), Some("bob"));
+    assert!(sent.header("authorization").unwrap().starts_with("Basic "));
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn unknown_tool_is_a_json_rpc_invalid_params_error() {
     let h = Harness::start(Setup::gitea()).await;
