@@ -14,8 +14,7 @@ use crate::executor::client::LARGE_BODY;
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
 use crate::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
-use crate::identity::Caller;
-use crate::identity::{Credential, Identity, Mode};
+use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, sudo};
 use crate::policy::Narrowing;
 use crate::server::Server;
 use secrecy::{ExposeSecret, SecretString};
@@ -33,9 +32,13 @@ pub async fn run(
     // Every outcome leaves through this call's guard; it knows the caller's token from the
     // start (a client may paste it anywhere), the body's secrets once the operation is known.
     let guard = server.guard.for_call(caller.secrets());
+    // Sudo (only with SUDO_ALLOWED_USERS): the `sudo` argument is a header, never a
+    // parameter; it leaves the arguments here and is judged once the caller is known.
+    let mut args = args.unwrap_or_default();
+    let asked_sudo = sudo::take(&server.catalog, name, &mut args);
     // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
     //    discovery tools answer from the catalog, or name the operation to run.
-    let (tool, mut args, reached) = match which(server, narrowing, name, args.unwrap_or_default()) {
+    let (tool, mut args, reached) = match which(server, narrowing, name, args) {
         Ok(Which::Answer(value)) => return guard.answer(value),
         Ok(Which::Run { tool, args, reached }) => (tool, args, reached),
         Err(e) => return Err(guard.error(e)),
@@ -43,6 +46,9 @@ pub async fn run(
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.
     let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
+    // Sudo allowed (the credential now carries the `Sudo` header) or refused, before sending.
+    let (credential, identity) =
+        sudo::authorize(server, asked_sudo, credential, identity).await.map_err(|e| guard.error(e))?;
     // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
     // call to a credential operation is treated like the operation's tool).
     let operation_id = tool.operation().or(reached.and_then(ToolDef::operation)).map(|op| op.id.as_str());
@@ -295,7 +301,12 @@ async fn per_request_login(
     token: &SecretString,
     credential: &Credential,
 ) -> Result<String, CallError> {
-    server.logins.get_or_resolve(token, || fetch_login(server, credential)).await.map_err(identity_error)
+    server
+        .logins
+        .get_or_resolve(token, || fetch_user(server, credential))
+        .await
+        .map_err(identity_error)
+        .map(|u| u.login)
 }
 
 /// Why a per-request identity could not be established, without the token in any word.
@@ -326,9 +337,10 @@ async fn global_login(server: &Server) -> Option<String> {
     if let Some(l) = server.global.cached_login() {
         return Some(l.to_owned());
     }
-    match fetch_login(server, &server.global.credential).await {
-        Ok(login) => {
-            server.global.remember(login.clone());
+    match fetch_user(server, &server.global.credential).await {
+        Ok(user) => {
+            let login = user.login.clone();
+            server.global.remember(user);
             Some(login)
         }
         Err(e) => {
@@ -343,23 +355,36 @@ pub async fn fetch_login(server: &Server, credential: &Credential) -> Result<Str
     fetch_login_with(&server.forge, credential).await
 }
 
+/// `GET /api/v1/user` → `login` and `is_admin`.
+pub async fn fetch_user(server: &Server, credential: &Credential) -> Result<ForgeUser, CallError> {
+    fetch_user_with(&server.forge, credential).await
+}
+
 /// `GET /api/v1/user` → `login`, with any forge client (used by `doctor` before a server exists).
 pub async fn fetch_login_with(forge: &Forge, credential: &Credential) -> Result<String, CallError> {
+    fetch_user_with(forge, credential).await.map(|u| u.login)
+}
+
+/// `GET /api/v1/user` → `login` and `is_admin`, with any forge client.
+pub async fn fetch_user_with(forge: &Forge, credential: &Credential) -> Result<ForgeUser, CallError> {
     let got = forge.send(&simple_get("/user"), credential).await?;
     if let Some(kind) = status::kind_for(got.status) {
         let redactor = Redactor::once(credential.secret().map(|s| s.expose_secret()));
         return Err(forge_error(got.status, kind, &got.body, &redactor));
     }
-    // Only the login is read (the rest is skipped, not stored); a login is a short name, and
-    // it is cached per token, so a longer one is not accepted.
+    // Only the login and the admin flag are read (the rest is skipped, not stored); a login
+    // is a short name, and it is cached per token, so a longer one is not accepted.
     #[derive(serde::Deserialize)]
     struct User {
         login: Option<String>,
+        #[serde(default)]
+        is_admin: Option<bool>,
     }
-    serde_json::from_slice::<User>(&got.body)
-        .ok()
-        .and_then(|u| u.login)
+    let user = serde_json::from_slice::<User>(&got.body).ok();
+    let is_admin = user.as_ref().and_then(|u| u.is_admin).unwrap_or(false);
+    user.and_then(|u| u.login)
         .filter(|l| !l.is_empty() && l.chars().count() <= MAX_LOGIN_CHARS)
+        .map(|login| ForgeUser { login, is_admin })
         .ok_or_else(|| {
             CallError::from_forge(
                 got.status,

@@ -232,6 +232,23 @@ pub struct CommonArgs {
     /// Log filter (tracing syntax, e.g. `info`, `aegis_gitea_mcp=debug`). Logs go to stderr.
     #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
     pub log_level: String,
+    /// Login of the server's own identity with HTTP Basic, together with GITEA_PASSWORD (or
+    /// --password-file) instead of a token: the forges create and list access tokens only
+    /// for a login and password.
+    #[arg(long, env = "GITEA_USERNAME", global = true)]
+    pub username: Option<String>,
+    /// The password of GITEA_USERNAME. Prefer the environment or --password-file: a flag is
+    /// visible to other local users.
+    #[arg(long, env = "GITEA_PASSWORD", hide_env_values = true, global = true)]
+    pub password: Option<SecretString>,
+    /// Read the password of GITEA_USERNAME from this file (surrounding white space is ignored).
+    #[arg(long, env = "GITEA_PASSWORD_FILE", global = true)]
+    pub password_file: Option<PathBuf>,
+    /// Comma-separated logins that calls may act as with their `sudo` argument (the forge's
+    /// Sudo header; the caller must be a site administrator), or `*` for any. Unset: no tool
+    /// takes `sudo`.
+    #[arg(long, env = "SUDO_ALLOWED_USERS", global = true)]
+    pub sudo_allowed_users: Option<String>,
 }
 
 /// Resolved settings: checked, typed, secrets wrapped.
@@ -281,6 +298,12 @@ pub struct Settings {
     pub max_sse_streams: usize,
     pub max_sessions_per_identity: usize,
     pub stream_stall_timeout: Duration,
+    /// The global identity's login and password for HTTP Basic: both or neither, and never
+    /// with `token`.
+    pub username: Option<String>,
+    pub password: Option<SecretString>,
+    /// Who calls may act as with `sudo`; `None`: no tool takes the argument.
+    pub sudo_allowed_users: Option<crate::identity::sudo::Allowed>,
 }
 
 /// What sign-in with the forge needs: the OAuth2 application registered on the forge, where
@@ -379,10 +402,14 @@ impl Settings {
             );
         }
         let mcp_bearer_token = args.mcp_bearer_token.filter(|t| !t.expose_secret().trim().is_empty());
+        let (username, password) =
+            basic_auth(args.username, args.password, args.password_file.as_deref(), token.is_some())?;
         // A bearer token longer than any Authorization header the server accepts could never
         // be presented; a longer global token is no forge's.
         let max = crate::identity::header::MAX_TOKEN_BYTES;
-        for (name, secret) in [("GITEA_TOKEN", &token), ("MCP_BEARER_TOKEN", &mcp_bearer_token)] {
+        for (name, secret) in
+            [("GITEA_TOKEN", &token), ("MCP_BEARER_TOKEN", &mcp_bearer_token), ("GITEA_PASSWORD", &password)]
+        {
             if secret.as_ref().is_some_and(|t| t.expose_secret().len() > max) {
                 return Err(ConfigError(format!(
                     "{name} is longer than {max} bytes; check that it holds only the token"
@@ -441,6 +468,15 @@ impl Settings {
             max_sse_streams: args.max_sse_streams.max(1),
             max_sessions_per_identity: args.max_sessions_per_identity.max(1),
             stream_stall_timeout: seconds("--stream-stall-timeout", args.stream_stall_timeout)?,
+            username,
+            password,
+            sudo_allowed_users: args
+                .sudo_allowed_users
+                .as_deref()
+                .map(crate::identity::sudo::Allowed::parse)
+                .transpose()
+                .map_err(|e| ConfigError(format!("SUDO_ALLOWED_USERS: {e}")))?
+                .flatten(),
         })
     }
 
@@ -585,14 +621,60 @@ fn read_key_file(
     Ok(std::sync::Arc::new(secrecy::SecretBox::new(key)))
 }
 
-fn read_token_file(path: &std::path::Path) -> Result<SecretString, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("cannot read the token file {}: {}", path.display(), e.kind())))?;
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(ConfigError(format!("the token file {} is empty", path.display())));
+/// The login and password of HTTP Basic: both or neither, and not besides a token (`token`:
+/// whether one was given). The password is taken as given (it may hold white space); a
+/// password file is trimmed like the token file. Errors never echo a value.
+fn basic_auth(
+    username: Option<String>,
+    password: Option<SecretString>,
+    password_file: Option<&std::path::Path>,
+    token: bool,
+) -> Result<(Option<String>, Option<SecretString>), ConfigError> {
+    let username = username.as_deref().map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned);
+    let password = match (password, password_file) {
+        (Some(p), _) if !p.expose_secret().is_empty() => Some(p),
+        (_, Some(path)) => Some(read_secret_file(path, "password file")?),
+        _ => None,
+    };
+    match (&username, &password) {
+        (None, None) => return Ok((None, None)),
+        (None, Some(_)) => {
+            return Err(ConfigError(
+                "GITEA_PASSWORD (or GITEA_PASSWORD_FILE) is set but GITEA_USERNAME is not: HTTP Basic needs the login too".into(),
+            ));
+        }
+        (Some(_), None) => {
+            return Err(ConfigError(
+                "GITEA_USERNAME is set but no password: set GITEA_PASSWORD or GITEA_PASSWORD_FILE as well"
+                    .into(),
+            ));
+        }
+        (Some(_), Some(_)) => {}
     }
-    Ok(SecretString::from(token.to_owned()))
+    if token {
+        return Err(ConfigError(
+            "both a token (GITEA_TOKEN) and a password (GITEA_USERNAME with GITEA_PASSWORD) are set: the server has one identity, so unset one of them".into(),
+        ));
+    }
+    if username.as_deref().is_some_and(|u| u.contains(':') || u.chars().any(char::is_control)) {
+        return Err(ConfigError("GITEA_USERNAME must be a login: no ':' and no control characters".into()));
+    }
+    Ok((username, password))
+}
+
+fn read_token_file(path: &std::path::Path) -> Result<SecretString, ConfigError> {
+    read_secret_file(path, "token file")
+}
+
+/// A secret read from a file, surrounding white space removed; the file must hold one.
+fn read_secret_file(path: &std::path::Path, what: &str) -> Result<SecretString, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read the {what} {}: {}", path.display(), e.kind())))?;
+    let secret = text.trim();
+    if secret.is_empty() {
+        return Err(ConfigError(format!("the {what} {} is empty", path.display())));
+    }
+    Ok(SecretString::from(secret.to_owned()))
 }
 
 #[cfg(test)]
@@ -670,6 +752,54 @@ mod tests {
                 .to_string();
             assert!(e.contains("longer than") && !e.contains("AAAA"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_login_and_password_make_basic_auth_and_the_password_file_is_trimmed() {
+        let s =
+            Settings::resolve(args(&["--username", "alice", "--password", " pw with spaces "]), &|_| None)
+                .unwrap();
+        assert_eq!(s.username.as_deref(), Some("alice"));
+        assert_eq!(s.password.unwrap().expose_secret(), " pw with spaces ");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("pw");
+        std::fs::write(&f, "  from-file\n").unwrap();
+        let s = Settings::resolve(
+            args(&["--username", "alice", "--password-file", f.to_str().unwrap()]),
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(s.password.unwrap().expose_secret(), "from-file");
+        assert!(
+            !format!(
+                "{:?}",
+                Settings::resolve(args(&["--username", "a", "--password", "hunter22"]), &|_| None).unwrap()
+            )
+            .contains("hunter22")
+        );
+    }
+
+    #[test]
+    fn basic_auth_needs_both_halves_and_no_token_and_never_echoes_the_password() {
+        let err = |a: &[&str]| Settings::resolve(args(a), &|_| None).unwrap_err().to_string();
+        let e = err(&["--password", "hunter22"]);
+        assert!(e.contains("GITEA_USERNAME is not") && !e.contains("hunter22"), "{e}");
+        let e = err(&["--username", "alice"]);
+        assert!(e.contains("no password"), "{e}");
+        let e = err(&["--username", "alice", "--password", "hunter22", "--token", "t0k3n"]);
+        assert!(e.contains("both a token") && !e.contains("hunter22") && !e.contains("t0k3n"), "{e}");
+        let token_env = |k: &str| (k == "GITEA_ACCESS_TOKEN").then(|| "t0k3n".to_owned());
+        let e = Settings::resolve(args(&["--username", "alice", "--password", "hunter22"]), &token_env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("both a token"), "{e}");
+        let e = err(&["--username", "al:ice", "--password", "hunter22"]);
+        assert!(e.contains("no ':'"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("empty");
+        std::fs::write(&f, " \n").unwrap();
+        let e = err(&["--username", "alice", "--password-file", f.to_str().unwrap()]);
+        assert!(e.contains("password file") && e.contains("is empty"), "{e}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use secrecy::ExposeSecret;
 use crate::catalog::{Catalog, Flavor, Version};
 use crate::config::{FlavorChoice, Settings};
 use crate::executor::{Forge, flavor};
-use crate::identity::Credential;
+use crate::identity::{Credential, Mode};
 
 struct Report {
     failed: bool,
@@ -45,25 +45,29 @@ pub async fn run(settings: Settings) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let credential = match &settings.token {
-        None => {
-            r.warn("no token (GITEA_TOKEN, --token or --token-file): only public data is reachable");
+    let credential = match crate::server::global_credential(&settings) {
+        Ok(c) => c,
+        Err(e) => {
+            r.fail(&e.to_string());
             Credential::anonymous()
         }
-        Some(t) => match Credential::token(t) {
-            Ok(c) => c,
-            Err(e) => {
-                r.fail(&format!("token: {e}"));
-                Credential::anonymous()
-            }
-        },
     };
+    let basic = credential.mode() == Mode::Basic;
+    if credential.mode() == Mode::Anonymous {
+        r.warn(
+            "no token (GITEA_TOKEN, --token or --token-file) and no login and password (GITEA_USERNAME, GITEA_PASSWORD): only public data is reachable",
+        );
+    }
 
     let detected: Option<Version> = match flavor::detect(&forge, &credential).await {
         Ok(probe) => {
             let v = probe.version;
             // A refused token is reported by the token check below.
-            let asked = if probe.token_refused { " (asked without the token, which it refused)" } else { "" };
+            let asked = match (probe.token_refused, basic) {
+                (false, _) => "",
+                (true, false) => " (asked without the token, which it refused)",
+                (true, true) => " (asked without the login and password, which it refused)",
+            };
             r.ok(&format!("{} {} answers at {url}{asked}", v.flavor().display_name(), v.text));
             Some(v)
         }
@@ -87,12 +91,35 @@ pub async fn run(settings: Settings) -> ExitCode {
         (FlavorChoice::Auto, None) => Flavor::Gitea,
     };
 
-    if settings.token.is_some() {
-        match crate::call::fetch_login_with(&forge, &credential).await {
-            Ok(login) => r.ok(&format!("the token belongs to {login}")),
+    let sudo = settings.sudo_allowed_users.is_some();
+    if sudo && credential.mode() == Mode::Anonymous {
+        r.warn("SUDO_ALLOWED_USERS is set but the server has no identity of its own: sudo is refused to anonymous calls");
+    }
+    if credential.mode() != Mode::Anonymous {
+        match crate::call::fetch_user_with(&forge, &credential).await {
+            Ok(user) => {
+                let login = &user.login;
+                if basic {
+                    r.ok(&format!("signed in as {login} with GITEA_USERNAME and GITEA_PASSWORD"));
+                } else {
+                    r.ok(&format!("the token belongs to {login}"));
+                }
+                match (sudo, user.is_admin) {
+                    (true, true) => r.ok(&format!(
+                        "{login} is a site administrator: calls may act as the users SUDO_ALLOWED_USERS lists"
+                    )),
+                    (true, false) => r.warn(&format!(
+                        "SUDO_ALLOWED_USERS is set but {login} is not a site administrator: every sudo of the server's own identity is refused"
+                    )),
+                    (false, _) => {}
+                }
+            }
             Err(e) => match e.kind() {
-                Some(crate::error::ErrorKind::Forbidden) => r.warn(
+                Some(crate::error::ErrorKind::Forbidden) if !basic => r.warn(
                     "GET /api/v1/user is forbidden: the token lacks the read:user scope; calls work, results report login null",
+                ),
+                Some(crate::error::ErrorKind::Unauthorized) if basic => r.fail(
+                    "the forge refused GITEA_USERNAME and GITEA_PASSWORD (401): check them (a login with two-factor authentication cannot use a password here), or use a token",
                 ),
                 Some(crate::error::ErrorKind::Unauthorized) => {
                     r.fail("the forge refused the token (401): create a new access token and set GITEA_TOKEN")

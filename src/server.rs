@@ -11,7 +11,7 @@ use crate::config::{FlavorChoice, Settings};
 use crate::error::{CallError, ErrorKind};
 use crate::executor::{Forge, flavor};
 use crate::guard::Guard;
-use crate::identity::{Credential, GlobalIdentity};
+use crate::identity::{Credential, GlobalIdentity, Mode};
 use crate::policy::{Narrowing, Policy};
 
 /// Everything a call needs besides its arguments.
@@ -41,14 +41,12 @@ pub struct Server {
 pub struct StartError(pub String);
 
 impl Server {
-    /// Build the server: HTTP client, credential, flavor (asking the forge when `auto`),
+    /// Build the server: HTTP client, credential (token or login and password), flavor
+    /// (asking the forge when `auto`),
     /// spec, catalog. The only network access is the version probe of `--flavor auto`.
     pub async fn start(settings: Settings) -> Result<Server, StartError> {
         let forge = Forge::from_settings(&settings).map_err(StartError)?;
-        let credential = match &settings.token {
-            Some(t) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}")))?,
-            None => Credential::anonymous(),
-        };
+        let credential = global_credential(&settings)?;
         let detected = match settings.flavor {
             FlavorChoice::Auto => Some(detect(&forge, &credential).await?),
             FlavorChoice::Gitea | FlavorChoice::Forgejo => None,
@@ -96,6 +94,16 @@ impl Server {
     }
 }
 
+/// The server's own credential: the token, else the login and password (HTTP Basic), else
+/// none (anonymous). The settings never hold both (`config.rs` refuses that).
+pub fn global_credential(settings: &Settings) -> Result<Credential, StartError> {
+    match (&settings.token, &settings.username, &settings.password) {
+        (Some(t), _, _) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}"))),
+        (None, Some(username), Some(password)) => Ok(Credential::basic(username, password)),
+        _ => Ok(Credential::anonymous()),
+    }
+}
+
 /// The catalog the settings describe: the tools of the flavor they name, or of the forge's
 /// `detected` version (`--flavor auto`), from the embedded spec or `--spec`. No network
 /// access, so `tools --flavor gitea|forgejo` needs neither a URL nor a token.
@@ -116,8 +124,15 @@ pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Cat
             .into(),
         None => flavor.embedded_spec().into(),
     };
-    let catalog = Catalog::build(&spec_bytes, flavor, detected)
+    let mut catalog = Catalog::build(&spec_bytes, flavor, detected)
         .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
+    if settings.sudo_allowed_users.is_some() {
+        for name in catalog.offer_sudo() {
+            tracing::warn!(
+                "{name} has a parameter named sudo: its tool keeps it and takes no sudo; act as another user through gitea_call_operation's own sudo"
+            );
+        }
+    }
     for (setting, names) in
         [("DISABLED_TOOLS", &settings.disabled_tools), ("ENABLED_TOOLS", &settings.enabled_tools)]
     {
@@ -137,6 +152,12 @@ pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Cat
 /// whose every call would answer 401 is better not started.
 async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, StartError> {
     match flavor::detect(forge, credential).await {
+        Ok(probe) if probe.token_refused && credential.mode() == Mode::Basic => Err(StartError(format!(
+            "the forge refused GITEA_USERNAME and GITEA_PASSWORD (401): {} {} answers at {}, but does not sign this login in with this password (a login with two-factor authentication cannot use a password here); fix them, or use a token (GITEA_TOKEN)",
+            probe.version.flavor().display_name(),
+            probe.version.text,
+            forge.base()
+        ))),
         Ok(probe) if probe.token_refused => Err(StartError(format!(
             "the forge refused GITEA_TOKEN (401): {} {} answers at {}, but not to this token; create a new access token and set GITEA_TOKEN (or unset it to run anonymously)",
             probe.version.flavor().display_name(),

@@ -5,7 +5,7 @@ mod support;
 use fake_forge::{FakeForge, Flavor, Options, Script, ScriptedResponse};
 use serde_json::Value;
 use std::process::Output;
-use support::{ALICE_TOKEN, bin};
+use support::{ALICE_PASSWORD, ALICE_TOKEN, ROOT_TOKEN, bin};
 
 async fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = tokio::process::Command::new(bin());
@@ -25,12 +25,18 @@ async fn help_documents_settings_but_never_prints_secret_values() {
     let secret = "sekrit-token-value-123";
     let o = run(
         &["--help"],
-        &[("GITEA_TOKEN", secret), ("MCP_BEARER_TOKEN", secret), ("GITEA_URL", "https://g.example")],
+        &[
+            ("GITEA_TOKEN", secret),
+            ("MCP_BEARER_TOKEN", secret),
+            ("GITEA_PASSWORD", secret),
+            ("GITEA_URL", "https://g.example"),
+        ],
     )
     .await;
     let text = stdout(&o);
     assert!(o.status.success());
     assert!(text.contains("GITEA_TOKEN") && text.contains("MCP_BEARER_TOKEN"));
+    assert!(text.contains("GITEA_USERNAME") && text.contains("GITEA_PASSWORD_FILE"));
     assert!(!text.contains(secret), "{text}");
     for sub in ["tools", "call", "doctor", "serve"] {
         let o = run(&[sub, "--help"], &[("GITEA_TOKEN", secret)]).await;
@@ -130,6 +136,82 @@ async fn settings_errors_exit_2_with_a_fix() {
     let o = run(&["tools", "--url", "https://bob:pw-secret@g.example", "--flavor", "gitea"], &[]).await;
     assert_eq!(o.status.code(), Some(2));
     assert!(!String::from_utf8_lossy(&o.stderr).contains("pw-secret"));
+}
+
+#[tokio::test]
+async fn basic_auth_settings_need_both_halves_and_no_token_and_never_echo_the_password() {
+    let pw = "hunter2-secret-pw";
+    for (env, says) in [
+        (&[("GITEA_PASSWORD", pw)][..], "GITEA_USERNAME is not"),
+        (&[("GITEA_USERNAME", "alice")][..], "no password"),
+        (
+            &[("GITEA_USERNAME", "alice"), ("GITEA_PASSWORD", pw), ("GITEA_TOKEN", ALICE_TOKEN)][..],
+            "both a token",
+        ),
+    ] {
+        for command in ["serve", "doctor"] {
+            let o = run(&[command, "--url", "http://127.0.0.1:9"], env).await;
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{env:?}: {err}");
+            assert!(err.contains(says), "{env:?}: {err}");
+            assert!(!err.contains(pw) && !err.contains(ALICE_TOKEN), "{err}");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pw");
+    std::fs::write(&file, format!("  {ALICE_PASSWORD}\n")).unwrap();
+    let forge = FakeForge::start(Options::default()).await;
+    let env = [("GITEA_USERNAME", "alice"), ("GITEA_PASSWORD_FILE", file.to_str().unwrap())];
+    let o = run(&["call", "userGetCurrent", "--url", &forge.base_url()], &env).await;
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["identity"], serde_json::json!({"login": "alice", "mode": "basic", "sudo": null}));
+}
+
+#[tokio::test]
+async fn doctor_and_serve_sign_in_with_a_login_and_password_and_say_when_it_is_refused() {
+    let forge = FakeForge::start(Options::default()).await;
+    let url = forge.base_url();
+    let o =
+        run(&["doctor", "--url", &url], &[("GITEA_USERNAME", "alice"), ("GITEA_PASSWORD", ALICE_PASSWORD)])
+            .await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("signed in as alice with GITEA_USERNAME and GITEA_PASSWORD"), "{text}");
+    assert!(!text.contains(ALICE_PASSWORD) && !text.contains("no token"), "{text}");
+
+    let wrong = [("GITEA_USERNAME", "alice"), ("GITEA_PASSWORD", "wrong-password-xyz")];
+    let o = run(&["doctor", "--url", &url], &wrong).await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("asked without the login and password"), "{text}");
+    assert!(text.contains("FAIL  the forge refused GITEA_USERNAME and GITEA_PASSWORD (401)"), "{text}");
+    assert!(!text.contains("wrong-password-xyz"), "{text}");
+    let o = run(&["serve", "--url", &url], &wrong).await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the forge refused GITEA_USERNAME and GITEA_PASSWORD (401)"), "{err}");
+    assert!(err.contains("Gitea 1.27.0") && !err.contains("wrong-password-xyz"), "{err}");
+}
+
+#[tokio::test]
+async fn doctor_says_whether_sudo_can_work_and_a_bad_sudo_setting_exits_2() {
+    let forge = FakeForge::start(support::sudo_forge()).await;
+    let url = forge.base_url();
+    let o =
+        run(&["doctor", "--url", &url], &[("GITEA_TOKEN", ROOT_TOKEN), ("SUDO_ALLOWED_USERS", "bob")]).await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("ok    root is a site administrator"), "{text}");
+    let o =
+        run(&["doctor", "--url", &url], &[("GITEA_TOKEN", ALICE_TOKEN), ("SUDO_ALLOWED_USERS", "bob")]).await;
+    let text = stdout(&o);
+    assert!(text.contains("warn  SUDO_ALLOWED_USERS is set but alice is not a site administrator"), "{text}");
+    let o = run(&["doctor", "--url", &url], &[("GITEA_TOKEN", ROOT_TOKEN)]).await;
+    assert!(!stdout(&o).contains("site administrator"), "{}", stdout(&o));
+    let o = run(&["serve", "--url", &url], &[("SUDO_ALLOWED_USERS", "bob, *")]).await;
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("SUDO_ALLOWED_USERS"));
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ mod support;
 
 use fake_forge::{Script, ScriptedResponse};
 use serde_json::{Value, json};
-use support::{ALICE_TOKEN, Harness, Setup, assert_envelope};
+use support::{ALICE_PASSWORD, ALICE_TOKEN, Harness, Setup, assert_envelope, basic_blob};
 
 const EXTRA: &str = "extra-secret-value-1";
 const EXTRA_2: &str = "second-extra-secret";
@@ -320,6 +320,47 @@ async fn logs_at_the_most_verbose_level_contain_no_secret() {
         "user-log-password",
     ] {
         assert!(!log.contains(s), "{s} in the log:\n{log}");
+    }
+    h.stop().await;
+}
+
+/// With a login and password as the global identity, the password and the HTTP Basic value
+/// made of it (which gives the password away to anyone who decodes it) are redacted from
+/// every result, success or error, and never reach the log at the most verbose level.
+#[tokio::test]
+async fn the_password_and_its_basic_value_never_leave_in_results_or_logs() {
+    let blob = basic_blob("alice", ALICE_PASSWORD);
+    let h = Harness::start(
+        Setup::gitea()
+            .basic()
+            .env("SECRET_DETECTION_MODE", "off")
+            .env("LOG_LEVEL", "trace")
+            .env("RUST_LOG", "trace"),
+    )
+    .await;
+    h.forge.script(echo(
+        "/api/v1/repos/o/r",
+        json!({"description": format!("pw={ALICE_PASSWORD} header=Basic {blob}"), blob.clone(): 1}),
+    ));
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "r"})).await;
+    assert_envelope(&c);
+    assert_eq!(c.json["identity"]["mode"], "basic");
+    assert_eq!(c.data()["description"], "pw=[REDACTED] header=Basic [REDACTED]", "{}", c.text);
+    h.forge.script(Script::always(
+        None,
+        "/api/v1/repos/o/e",
+        ScriptedResponse::json(500, &json!({"message": format!("failed for {ALICE_PASSWORD} / {blob}")})),
+    ));
+    let c = h.call("repoGet", json!({"owner": "o", "repo": "e"})).await;
+    assert_eq!(c.kind(), "upstream_error", "{}", c.text);
+    let body = json!({"name": "ci", "scopes": ["all"]});
+    assert!(!h.call("userCreateToken", json!({"username": "alice", "body": body})).await.is_error);
+    h.call("gitea_api_request", json!({"method": "GET", "path": "/users/alice/tokens"})).await;
+    let log = h.stderr();
+    assert!(log.lines().count() > 5, "trace logging produced output:\n{log}");
+    for (what, text) in [("the error", c.text.as_str()), ("the log", log.as_str())] {
+        assert!(!text.contains(ALICE_PASSWORD), "the password in {what}:\n{text}");
+        assert!(!text.contains(&blob), "the Basic value in {what}:\n{text}");
     }
     h.stop().await;
 }

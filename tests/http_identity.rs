@@ -199,6 +199,65 @@ async fn assert_refused_without_downgrade(
 }
 
 // ---------------------------------------------------------------------------------------
+// Sudo is judged for each request's own identity.
+
+on_both_transports!(sudo_is_judged_for_each_requests_own_identity);
+
+/// With `SUDO_ALLOWED_USERS`, whether a call may act as another user depends on who makes
+/// it: bob (a site administrator, with his own token) may; carol (not one) and the server's
+/// own identity (alice, not one) may not, and nothing is sent for their calls.
+async fn sudo_is_judged_for_each_requests_own_identity(t: &str) {
+    let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob"), (CAROL_TOKEN, "carol")]
+        .iter()
+        .map(|(t, l)| (t.to_string(), l.to_string()))
+        .collect();
+    let forge = FakeForge::start(Options { users, admins: vec!["bob".into()], ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("SUDO_ALLOWED_USERS", "carol")];
+    let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
+    let mut pool = Pool::new(&server);
+    let args = json!({"sudo": "carol"});
+    let bob = token(BOB_TOKEN);
+    for _ in 0..2 {
+        forge.clear_requests();
+        let c =
+            pool.client(Some(&bob)).await.unwrap().call_ok("userGetCurrent", args.clone(), Some(&bob)).await;
+        assert!(!c.is_error, "{}", c.text);
+        assert_eq!(
+            c.json["identity"],
+            json!({"login": "bob", "mode": "token", "sudo": "carol"}),
+            "{}",
+            c.text
+        );
+        assert_eq!(c.json["data"]["login"], "carol");
+        let sent = forge.requests();
+        let acting: Vec<&Recorded> = sent.iter().filter(|r| r.header("sudo").is_some()).collect();
+        assert_eq!(acting.len(), 1, "{}", describe(&sent));
+        assert_eq!(acting[0].header("sudo"), Some("carol"));
+        assert_eq!(acting[0].header("authorization"), Some(bob.as_str()));
+    }
+    let carol = token(CAROL_TOKEN);
+    for (auth, who) in [(Some(carol.as_str()), "carol"), (None, "alice")] {
+        forge.clear_requests();
+        let c = pool
+            .client(auth)
+            .await
+            .unwrap()
+            .call_ok("repoGet", json!({"owner": "alice", "repo": "demo", "sudo": "carol"}), auth)
+            .await;
+        assert_eq!(c.json["error"]["kind"], "denied", "{who}: {}", c.text);
+        let message = c.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("the caller ({who}) is not a site administrator")), "{message}");
+        let sent = forge.requests();
+        assert!(
+            tool_requests(&sent).is_empty() && sent.iter().all(|r| r.header("sudo").is_none()),
+            "{}",
+            describe(&sent)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Requirement: HTTP / SSE transport extracts the per-request token from Authorization.
 
 on_both_transports!(

@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{DEFAULT_TOOL_COUNT, Harness, Setup};
+use support::{ALICE_TOKEN, DEFAULT_TOOL_COUNT, Harness, ROOT_TOKEN, Setup};
 
 fn names(tools: &[rmcp::model::Tool]) -> Vec<String> {
     tools.iter().map(|t| t.name.to_string()).collect()
@@ -295,4 +295,111 @@ async fn same_names_are_described_for_the_flavor_served() {
         assert_eq!(s.json["method"], Value::from(method));
         h.stop().await;
     }
+}
+
+/// One call of `repoGet bob/demo` acting as `login`, on every path that takes `sudo`.
+fn sudo_calls(login: &str) -> [(&'static str, Value); 4] {
+    let repo = json!({"owner": "bob", "repo": "demo"});
+    let mut with = repo.clone();
+    with["sudo"] = json!(login);
+    [
+        ("repoGet", with.clone()),
+        ("gitea_api_request", json!({"method": "GET", "path": "/repos/bob/demo", "sudo": login})),
+        ("gitea_call_operation", json!({"operation_id": "repoGet", "arguments": repo, "sudo": login})),
+        ("gitea_call_operation", json!({"operation_id": "repoGet", "arguments": with})),
+    ]
+}
+
+/// Every sudo call is refused with `kind` and words saying why, and nothing reaches the forge
+/// for it: no tool request at all, and no request that asks to act as anyone.
+async fn assert_sudo_refused(h: &Harness, login: &str, kind: &str, says: &str) {
+    for (tool, args) in sudo_calls(login) {
+        let c = h.call(tool, args.clone()).await;
+        assert!(c.is_error, "{tool} {args}: {}", c.text);
+        assert_eq!(c.kind(), kind, "{tool} {args}: {}", c.text);
+        let message = c.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{tool} {args}: {message}");
+        assert!(h.tool_requests().is_empty(), "{tool} {args}: sent {:?}", h.tool_requests());
+        assert!(h.forge.requests().iter().all(|r| r.header("sudo").is_none() && r.raw_query.is_none()));
+    }
+}
+
+#[tokio::test]
+async fn sudo_is_refused_to_a_caller_who_is_not_a_site_administrator_on_every_path() {
+    let h = Harness::start(Setup::sudo(Some(ALICE_TOKEN), Some("bob"))).await;
+    assert_sudo_refused(&h, "bob", "denied", "the caller (alice) is not a site administrator").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn sudo_is_refused_for_a_user_sudo_allowed_users_does_not_list_on_every_path() {
+    let h = Harness::start(Setup::sudo(Some(ROOT_TOKEN), Some("carol, dave"))).await;
+    assert_sudo_refused(&h, "bob", "denied", "SUDO_ALLOWED_USERS does not list").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn sudo_is_refused_to_anonymous_calls_on_every_path() {
+    let h = Harness::start(Setup::sudo(None, Some("*"))).await;
+    assert_sudo_refused(&h, "bob", "denied", "anonymously").await;
+    h.stop().await;
+}
+
+/// Without SUDO_ALLOWED_USERS no tool offers `sudo`: it is an unknown argument, refused as
+/// any other is, before anything is sent; and the listed schemas do not show it.
+#[tokio::test]
+async fn without_sudo_allowed_users_sudo_is_an_unknown_argument_on_every_path() {
+    let h = Harness::start(Setup::sudo(Some(ROOT_TOKEN), None)).await;
+    assert_sudo_refused(&h, "bob", "invalid_arguments", "unknown argument `sudo`").await;
+    for tool in h.tools().await {
+        assert!(tool.input_schema.get("properties").and_then(|p| p.get("sudo")).is_none(), "{}", tool.name);
+    }
+    h.stop().await;
+    let h = Harness::start(Setup::sudo(Some(ROOT_TOKEN), Some("bob"))).await;
+    let offering: Vec<String> = h
+        .tools()
+        .await
+        .into_iter()
+        .filter(|t| t.input_schema.get("properties").and_then(|p| p.get("sudo")).is_some())
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(
+        offering.len(),
+        DEFAULT_TOOL_COUNT - 3,
+        "all but search, schema, attachment download: {offering:?}"
+    );
+    let schema = h.call("gitea_get_operation_schema", json!({"operation_id": "repoGet"})).await;
+    assert_eq!(schema.json["input_schema"]["properties"]["sudo"]["type"], "string", "{}", schema.text);
+    h.stop().await;
+}
+
+/// The `sudo` a call gives is checked like any argument, and the forge's own `?sudo=` cannot
+/// be reached around the check through the raw tool's `query`.
+#[tokio::test]
+async fn a_malformed_sudo_and_a_sudo_query_parameter_are_refused_before_sending() {
+    let h = Harness::start(Setup::sudo(Some(ROOT_TOKEN), Some("*"))).await;
+    for bad in [json!(""), json!("bob smith"), json!(7), json!("a:b")] {
+        let c = h.call("repoGet", json!({"owner": "bob", "repo": "demo", "sudo": bad})).await;
+        assert_eq!(c.kind(), "invalid_arguments", "{bad}: {}", c.text);
+        assert_eq!(c.json["error"]["path"], "/sudo");
+    }
+    let c = h
+        .call(
+            "gitea_call_operation",
+            json!({"operation_id": "repoGet", "arguments": {"owner": "bob", "repo": "demo", "sudo": "bob"}, "sudo": "carol"}),
+        )
+        .await;
+    assert_eq!(c.kind(), "invalid_arguments", "{}", c.text);
+    for key in ["sudo", "SUDO"] {
+        let c = h
+            .call(
+                "gitea_api_request",
+                json!({"method": "GET", "path": "/repos/bob/demo", "query": {key: "bob"}}),
+            )
+            .await;
+        assert_eq!(c.kind(), "denied", "{}", c.text);
+        assert!(c.json["error"]["message"].as_str().unwrap().contains("`sudo` argument"), "{}", c.text);
+    }
+    assert!(h.tool_requests().is_empty(), "{:?}", h.tool_requests());
+    h.stop().await;
 }

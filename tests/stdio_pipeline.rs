@@ -83,6 +83,131 @@ async fn without_a_token_calls_are_anonymous_and_carry_no_credential() {
 }
 
 #[tokio::test]
+async fn a_login_and_password_are_the_global_identity_as_http_basic() {
+    let blob = support::basic_blob("alice", support::ALICE_PASSWORD);
+    for flavor in [Setup::gitea(), Setup::forgejo()] {
+        // `auto`: the version probe itself goes with the credential.
+        let h = Harness::start(flavor.basic().auto()).await;
+        h.forge.seed_repo("alice", "demo");
+        for _ in 0..2 {
+            let c = h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
+            assert_envelope(&c);
+            assert_eq!(c.json["identity"], json!({"login": "alice", "mode": "basic", "sudo": null}));
+        }
+        let basic = format!("Basic {blob}");
+        for r in h.forge.requests() {
+            assert_eq!(r.header("authorization"), Some(basic.as_str()), "{} {}", r.method, r.raw_path);
+        }
+        let lookups = h.forge.requests().iter().filter(|r| r.raw_path == "/api/v1/user").count();
+        assert_eq!(lookups, 1, "the login is resolved once");
+        h.stop().await;
+    }
+}
+
+/// The forges create and list access tokens only for a login and password: with one, the
+/// server can hand a new token to the caller (a credential-issuing operation, so it is not
+/// masked); with a token it gets the forge's 401.
+#[tokio::test]
+async fn user_create_token_works_with_basic_auth_and_returns_the_new_token() {
+    let h = Harness::start(Setup::gitea().basic()).await;
+    let body = json!({"name": "ci", "scopes": ["read:repository"]});
+    let c = h.call("userCreateToken", json!({"username": "alice", "body": body})).await;
+    assert_envelope(&c);
+    assert_eq!(c.json["status"], 201);
+    let sha1 = c.data()["sha1"].as_str().unwrap();
+    assert!(sha1.len() == 40 && sha1.chars().all(|c| c.is_ascii_hexdigit()), "{}", c.text);
+    let listed = h.call("userGetTokens", json!({"username": "alice"})).await;
+    assert_eq!(listed.data()[0]["name"], "ci", "{}", listed.text);
+    h.stop().await;
+
+    let h = Harness::start(Setup::gitea()).await;
+    let c = h.call("userCreateToken", json!({"username": "alice", "body": body})).await;
+    assert_eq!(c.kind(), "unauthorized", "{}", c.text);
+    assert!(c.json["error"]["message"].as_str().unwrap().contains("auth required"), "{}", c.text);
+    h.stop().await;
+}
+
+/// A site administrator acts as a listed user on every path (an operation's tool, the raw
+/// tool, the call tool with `sudo` beside or inside `arguments`): the forge gets exactly
+/// `Sudo: <login>` besides the caller's own credential, the argument never as a parameter,
+/// and the envelope reports the login in `identity.sudo` while `identity.login` stays the
+/// caller's.
+#[tokio::test]
+async fn sudo_acts_as_a_listed_user_with_the_sudo_header_on_every_path() {
+    let h = Harness::start(Setup::sudo(Some(support::ROOT_TOKEN), Some("Bob, carol"))).await;
+    h.forge.seed_repo("bob", "demo");
+    let paths = [
+        ("userGetCurrent", json!({"sudo": "bob"})),
+        ("gitea_api_request", json!({"method": "GET", "path": "/user", "sudo": "bob"})),
+        ("gitea_call_operation", json!({"operation_id": "userGetCurrent", "sudo": "bob"})),
+        ("gitea_call_operation", json!({"operation_id": "userGetCurrent", "arguments": {"sudo": "bob"}})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "userGetCurrent", "arguments": {"sudo": "bob"}, "sudo": "bob"}),
+        ),
+        // Listed logins match in any letter case; the header carries the login as given.
+        ("userGetCurrent", json!({"sudo": "BOB"})),
+    ];
+    for (tool, args) in paths {
+        h.forge.clear_requests();
+        let c = h.call(tool, args.clone()).await;
+        assert_envelope(&c);
+        let login = args.get("sudo").or(args.pointer("/arguments/sudo")).unwrap();
+        assert_eq!(c.json["identity"], json!({"login": "root", "mode": "token", "sudo": login}), "{tool}");
+        assert_eq!(c.data()["login"], "bob", "{tool}: the forge acted as bob: {}", c.text);
+        let sent: Vec<_> = h.forge.requests().into_iter().filter(|r| r.header("sudo").is_some()).collect();
+        assert_eq!(sent.len(), 1, "{tool}: only the operation's request acts as bob");
+        assert_eq!(sent[0].header("sudo"), login.as_str(), "{tool}");
+        assert_eq!(sent[0].header("authorization"), Some(format!("token {}", support::ROOT_TOKEN).as_str()));
+        assert_eq!(sent[0].raw_query, None, "{tool}: sudo is not a query parameter");
+    }
+    // A body never carries it either.
+    let c = h
+        .call(
+            "issueCreateIssue",
+            json!({"owner": "bob", "repo": "demo", "body": {"title": "t"}, "sudo": "bob"}),
+        )
+        .await;
+    assert_envelope(&c);
+    assert_eq!(c.data()["user"]["login"], "bob", "{}", c.text);
+    assert_eq!(h.last().json_body(), Some(json!({"title": "t"})));
+    assert_eq!(h.last().header("sudo"), Some("bob"));
+    // Without `sudo` the call is the caller's own.
+    let c = h.call("userGetCurrent", json!({})).await;
+    assert_eq!(c.json["identity"], json!({"login": "root", "mode": "token", "sudo": null}));
+    assert_eq!(c.data()["login"], "root");
+    assert_eq!(h.forge.requests().last().unwrap().header("sudo"), None);
+    h.stop().await;
+
+    let h = Harness::start(Setup::sudo(Some(support::ROOT_TOKEN), Some("*"))).await;
+    let c = h.call("userGetCurrent", json!({"sudo": "alice"})).await;
+    assert_eq!(c.json["identity"]["sudo"], "alice", "{}", c.text);
+    assert_eq!(c.data()["login"], "alice");
+    h.stop().await;
+}
+
+/// Both together: an administrator signed in with a password may mint a token for a listed
+/// user by acting as that user, as the forges allow.
+#[tokio::test]
+async fn an_administrator_with_a_password_creates_a_token_for_another_user_with_sudo() {
+    let mut options = support::sudo_forge();
+    options.admins.push("alice".to_owned());
+    let h = Harness::start(
+        Setup { forge_options: Some(options), ..Setup::gitea().basic() }.env("SUDO_ALLOWED_USERS", "bob"),
+    )
+    .await;
+    let body = json!({"name": "for-bob", "scopes": ["read:user"]});
+    let c = h.call("userCreateToken", json!({"username": "bob", "body": body, "sudo": "bob"})).await;
+    assert_envelope(&c);
+    assert_eq!(c.json["identity"], json!({"login": "alice", "mode": "basic", "sudo": "bob"}));
+    assert_eq!(c.data()["name"], "for-bob");
+    let sent = h.last();
+    assert_eq!(sent.header("sudo"), Some("bob"));
+    assert!(sent.header("authorization").unwrap().starts_with("Basic "));
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn unknown_tool_is_a_json_rpc_invalid_params_error() {
     let h = Harness::start(Setup::gitea()).await;
     match h.call_raw("noSuchTool", json!({})).await {

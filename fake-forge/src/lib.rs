@@ -10,9 +10,12 @@
 //! * a small in-memory model (repositories, contents, branches, tags, releases, issues and
 //!   attachments) answering with Gitea's status codes and JSON shapes, and a spec-driven fallback
 //!   for every other operation.
-//! * authentication like the forges: an unknown token is refused with 401 on every route —
-//!   `/api/v1/version` too, which both answer without a token — and a Forgejo fake also
-//!   serves its version at `/api/forgejo/v1/version`, as Forgejo does.
+//! * authentication like the forges: a token, or HTTP Basic with a login and password (which
+//!   alone may create and list access tokens); an unknown token or a wrong password is refused
+//!   with 401 on every route — `/api/v1/version` too, which both answer without a token — and a
+//!   site admin may act as another user with `Sudo` (header) or `sudo` (query), anyone else is
+//!   refused with 403. A Forgejo fake also serves its version at `/api/forgejo/v1/version`, as
+//!   Forgejo does.
 //! * the forge's OAuth2 provider (`/login/oauth/authorize`, `/login/oauth/access_token`,
 //!   `/login/oauth/userinfo`) for the [`OAuthApp`]s of [`Options::oauth_apps`], with Gitea's
 //!   checks, error answers and JWT-shaped tokens; the browser is always signed in as
@@ -113,7 +116,8 @@ pub struct Options {
     /// Token value -> login. `Authorization: token X` or `Bearer X` (scheme case-insensitive)
     /// with a known `X` acts as that user.
     pub users: Vec<(String, String)>,
-    /// Logins that are site admins (`is_admin: true`, may see private repositories).
+    /// Logins that are site admins (`is_admin: true`, may see private repositories, may act
+    /// as another user with a `Sudo` header or `sudo` query parameter).
     pub admins: Vec<String>,
     /// The OAuth2 applications registered on the forge (client id, secret, redirect URIs).
     pub oauth_apps: Vec<OAuthApp>,
@@ -124,14 +128,22 @@ pub struct Options {
     /// the JWT `exp` claim has one-second precision, so a zero lifetime issues tokens that are
     /// already expired).
     pub oauth_access_ttl: Duration,
+    /// Login -> password for HTTP Basic (`Authorization: Basic base64(login:password)`); a
+    /// wrong password is refused with 401, as on the forges. Creating and listing access
+    /// tokens take nothing else.
+    pub passwords: Vec<(String, String)>,
 }
+
+/// The password of the default user `alice` (HTTP Basic).
+pub const ALICE_PASSWORD: &str = "alice-pw-0123456789";
 
 /// The default `ROOT_URL`: a host nothing listens on, so a client that follows it blindly fails.
 pub const DEFAULT_ROOT_URL: &str = "https://forge.example.invalid/";
 
 impl Default for Options {
-    /// Gitea, with one user: token `tok-alice-0123456789` -> `alice`; no OAuth2 application,
-    /// access tokens valid for an hour (Gitea's `ACCESS_TOKEN_EXPIRATION_TIME`).
+    /// Gitea, with one user: token `tok-alice-0123456789` -> `alice`, whose password is
+    /// [`ALICE_PASSWORD`]; no OAuth2 application, access tokens valid for an hour (Gitea's
+    /// `ACCESS_TOKEN_EXPIRATION_TIME`).
     fn default() -> Self {
         Options {
             flavor: Flavor::Gitea,
@@ -142,6 +154,7 @@ impl Default for Options {
             oauth_apps: Vec::new(),
             oauth_user: None,
             oauth_access_ttl: DEFAULT_OAUTH_ACCESS_TTL,
+            passwords: vec![("alice".to_string(), ALICE_PASSWORD.to_string())],
         }
     }
 }

@@ -1,15 +1,16 @@
 //! `fake-forge`: runs the fake as a process, for Python tests and `wrk` load runs.
 //!
 //! ```text
-//! fake-forge --flavor gitea|forgejo [--port N] [--user TOKEN=LOGIN]... [--root-url URL]
-//!            [--version V] [--seed-repo owner/name]... [--seed-issues N] [--admin LOGIN]...
-//!            [--oauth-app CLIENT_ID:CLIENT_SECRET:REDIRECT_URI]... [--oauth-user LOGIN]
-//!            [--oauth-ttl SECONDS] [--no-record]
+//! fake-forge --flavor gitea|forgejo [--port N] [--user TOKEN=LOGIN]... [--password LOGIN=PW]...
+//!            [--root-url URL] [--version V] [--seed-repo owner/name]... [--seed-issues N]
+//!            [--admin LOGIN]... [--oauth-app CLIENT_ID:CLIENT_SECRET:REDIRECT_URI]...
+//!            [--oauth-user LOGIN] [--oauth-ttl SECONDS] [--no-record]
 //! ```
 //!
 //! Prints exactly one line, `http://127.0.0.1:PORT`, once it is listening, then serves until
 //! killed. `--seed-issues N` adds N issues to every seeded repository. Without `--user`, the
-//! default user (token `tok-alice-0123456789`, login `alice`) is configured. Recorded requests
+//! default user (token `tok-alice-0123456789`, login `alice`) is configured; without
+//! `--password`, alice's default password (for HTTP Basic). Recorded requests
 //! are served as JSON at `GET /_fake/requests`; `--no-record` turns recording off so that long
 //! load runs (`wrk`) keep memory flat.
 //!
@@ -29,8 +30,8 @@ use std::time::Duration;
 use fake_forge::{FakeForge, Flavor, OAuthApp, Options};
 
 const USAGE: &str = "usage: fake-forge --flavor gitea|forgejo [--port N] [--user TOKEN=LOGIN]... \
-[--root-url URL] [--version V] [--seed-repo owner/name]... [--seed-issues N] [--admin LOGIN]... \
-[--oauth-app CLIENT_ID:CLIENT_SECRET:REDIRECT_URI]... [--oauth-user LOGIN] [--oauth-ttl SECONDS] \
+[--password LOGIN=PW]... [--root-url URL] [--version V] [--seed-repo owner/name]... [--seed-issues N] \
+[--admin LOGIN]... [--oauth-app CLIENT_ID:CLIENT_SECRET:REDIRECT_URI]... [--oauth-user LOGIN] [--oauth-ttl SECONDS] \
 [--no-record]";
 
 /// The parsed command line.
@@ -46,6 +47,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut args =
         Args { opts: Options::default(), port: 0, seed_repos: Vec::new(), seed_issues: 0, record: true };
     let mut users = Vec::new();
+    let mut passwords = Vec::new();
     while let Some(flag) = argv.next() {
         if flag == "--help" || flag == "-h" {
             return Err(String::new());
@@ -77,6 +79,11 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
                     .ok_or_else(|| format!("--user wants TOKEN=LOGIN, got {value:?}"))?;
                 users.push((token.to_string(), login.to_string()));
             }
+            "--password" => {
+                let (login, password) =
+                    value.split_once('=').ok_or_else(|| "--password wants LOGIN=PASSWORD".to_string())?;
+                passwords.push((login.to_string(), password.to_string()));
+            }
             "--admin" => args.opts.admins.push(value),
             "--root-url" => args.opts.root_url = value,
             "--version" => args.opts.version = Some(value),
@@ -100,6 +107,9 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     }
     if !users.is_empty() {
         args.opts.users = users;
+    }
+    if !passwords.is_empty() {
+        args.opts.passwords = passwords;
     }
     Ok(args)
 }

@@ -5,11 +5,11 @@
 //! ones stuck in a hanging or endless scripted response.
 //!
 //! Pipeline of one request: read it whole (of the OAuth2 routes' bodies only the first
-//! [`oauth::BODY_LIMIT`] bytes are kept); route it; record it; then answer with, in order, a matching script,
-//! 413 for a bounded body over its limit, the OAuth2 provider's routes, the attachment download,
-//! Forgejo's own version route, 404/405 from the router, authentication errors (an issued OAuth2
-//! access token authenticates like a configured token), the OAuth2 applications of the caller,
-//! the model, or the spec-driven fallback.
+//! [`oauth::BODY_LIMIT`] bytes are kept); route it; record it; then answer with, in order, a
+//! matching script, 413 for a bounded body over its limit, the OAuth2 provider's routes, the
+//! attachment download, Forgejo's own version route, 404/405 from the router, authentication
+//! errors (an issued OAuth2 access token authenticates like a configured token), sudo, the
+//! OAuth2 applications of the caller, the model, or the spec-driven fallback.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +24,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::auth::{Caller, caller};
+use crate::auth::{Caller, caller, sudo_target};
 use crate::model::{Ctx, Model, serve_attachment};
 use crate::oauth::{self, ApiCtx, Provider};
 use crate::paging::RequestUri;
@@ -58,7 +58,9 @@ impl Shared {
             root_url.push('/');
         }
         let version = opts.version.clone().unwrap_or_else(|| opts.flavor.default_version().to_string());
-        let model = Model::new(opts.users.iter().map(|(_, login)| login.clone()));
+        let logins =
+            opts.users.iter().map(|(_, login)| login).chain(opts.passwords.iter().map(|(login, _)| login));
+        let model = Model::new(logins.cloned());
         let oauth = Provider::new(&opts, &root_url);
         Shared {
             api: api(opts.flavor),
@@ -231,7 +233,7 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
     {
         return serve_attachment(&shared.model.lock().unwrap(), root, uuid);
     }
-    let who = match caller(rec.header("authorization"), &shared.opts.users) {
+    let who = match caller(rec.header("authorization"), &shared.opts.users, &shared.opts.passwords) {
         Caller::Invalid => {
             shared.oauth.api_login(rec.header("authorization")).map_or(Caller::Invalid, Caller::User)
         }
@@ -239,7 +241,7 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
     };
     if rec.raw_path == FORGEJO_VERSION && method == "GET" && shared.opts.flavor == Flavor::Forgejo {
         return match who {
-            Caller::Invalid => Reply::error(401, root, "user does not exist [uid: 0, name: ]"),
+            Caller::Invalid | Caller::WrongPassword(_) => refused(shared, &who),
             _ => Reply::json(200, &json!({"version": shared.version})),
         };
     }
@@ -251,14 +253,17 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
             return Reply::json(404, &json!({"errors": null, "message": "not found", "url": url}));
         }
     };
-    let login = match who {
-        Caller::Invalid => return Reply::error(401, root, "user does not exist [uid: 0, name: ]"),
-        Caller::Anonymous if method != "GET" && method != "HEAD" => {
-            return Reply::error(401, root, "token is required");
-        }
-        Caller::Anonymous => None,
-        Caller::User(login) => Some(login),
+    if matches!(who, Caller::Invalid | Caller::WrongPassword(_)) {
+        return refused(shared, &who);
+    }
+    let query = rec.query_pairs();
+    let login = match sudo(shared, who.login(), &query, rec.header("sudo")) {
+        Ok(login) => login,
+        Err(reply) => return reply,
     };
+    if login.is_none() && method != "GET" && method != "HEAD" {
+        return Reply::error(401, root, "token is required");
+    }
     let apps = ApiCtx {
         root_url: root,
         flavor: shared.opts.flavor,
@@ -276,16 +281,54 @@ fn answer(shared: &Shared, rec: &Recorded, routed: RouteMatch) -> Reply {
         flavor: shared.opts.flavor,
         version: &shared.version,
         caller: login.as_deref(),
+        basic: matches!(who, Caller::Basic(_)),
         admins: &shared.opts.admins,
         op_id: &op.id,
         params: &params,
-        query: rec.query_pairs(),
+        query,
         uri: RequestUri { raw_path: &rec.raw_path, raw_query: rec.raw_query.as_deref() },
         content_type: rec.header("content-type"),
         body: &rec.body,
     };
     let reply = shared.model.lock().unwrap().handle(&cx);
     reply.unwrap_or_else(|| op.fallback.reply(op.paginated))
+}
+
+/// Gitea's 401 for credentials that match no user: an unknown token, or a login and password
+/// that do not sign in (the message names the user the login belongs to, if any).
+fn refused(shared: &Shared, who: &Caller) -> Reply {
+    let message = match who {
+        Caller::WrongPassword(login) => {
+            let model = shared.model.lock().unwrap();
+            let uid = model.known_user_id(login);
+            let name = model.login_of(login).unwrap_or_else(|| login.clone());
+            format!("user does not exist [uid: {uid}, name: {name}]")
+        }
+        _ => "user does not exist [uid: 0, name: ]".to_string(),
+    };
+    Reply::error(401, &shared.root_url, &message)
+}
+
+/// Who the request acts as: the signed-in login, or the user a site admin names with `sudo`
+/// (query parameter first, then the `Sudo` header), as Gitea's sudo middleware decides.
+fn sudo(
+    shared: &Shared,
+    login: Option<&str>,
+    query: &[(String, String)],
+    header: Option<&str>,
+) -> Result<Option<String>, Reply> {
+    let Some(target) = sudo_target(query, header) else {
+        return Ok(login.map(str::to_owned));
+    };
+    match login {
+        Some(l) if shared.opts.admins.iter().any(|a| a.eq_ignore_ascii_case(l)) => {
+            match shared.model.lock().unwrap().login_of(target) {
+                Some(user) => Ok(Some(user)),
+                None => Err(Reply::not_found(&shared.root_url)),
+            }
+        }
+        _ => Err(Reply::json(403, &json!({"message": "Only administrators allowed to sudo."}))),
+    }
 }
 
 /// Forgejo's own API serves the version outside `/api/v1` too (Gitea has no such route).

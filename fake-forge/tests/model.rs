@@ -72,6 +72,92 @@ async fn a_bad_token_is_refused_even_on_version_which_answers_without_one() {
     }
 }
 
+fn basic(login: &str, password: &str) -> String {
+    format!("Basic {}", STANDARD.encode(format!("{login}:{password}")))
+}
+
+#[tokio::test]
+async fn basic_auth_signs_in_with_the_password_and_a_wrong_one_is_refused_like_gitea() {
+    let forge = FakeForge::start(Options::default()).await;
+    let a = forge.addr();
+    let ok = basic("alice", fake_forge::ALICE_PASSWORD);
+    let me = send(a, "GET", "/api/v1/user", &[("Authorization", &ok)], b"").await;
+    assert_eq!((me.status, me.json()["login"].clone()), (200, json!("alice")));
+    let wrong = send(a, "GET", "/api/v1/user", &[("Authorization", &basic("alice", "nope"))], b"").await;
+    assert_eq!(wrong.status, 401);
+    assert_eq!(wrong.json()["message"], "user does not exist [uid: 1, name: alice]");
+    let unknown = send(a, "GET", "/api/v1/version", &[("Authorization", &basic("zed", "x"))], b"").await;
+    assert_eq!(unknown.status, 401);
+    assert_eq!(unknown.json()["message"], "user does not exist [uid: 0, name: zed]");
+}
+
+#[tokio::test]
+async fn access_tokens_are_created_and_listed_only_over_basic_auth() {
+    let forge = FakeForge::start(Options::default()).await;
+    let a = forge.addr();
+    let ok = basic("alice", fake_forge::ALICE_PASSWORD);
+    let token = format!("token {TOKEN}");
+    let body = br#"{"name": "ci", "scopes": ["read:repository"]}"#;
+    let refused = send(a, "POST", "/api/v1/users/alice/tokens", &[("Authorization", &token)], body).await;
+    assert_eq!((refused.status, refused.json()["message"].clone()), (401, json!("auth required")));
+    let refused = send(a, "GET", "/api/v1/users/alice/tokens", &[("Authorization", &token)], b"").await;
+    assert_eq!(refused.status, 401);
+    let anonymous = send(a, "GET", "/api/v1/users/alice/tokens", &[], b"").await;
+    assert_eq!(anonymous.status, 403);
+    assert_eq!(anonymous.json()["message"], "doer should be the site admin or be same as the contextUser");
+
+    let created = send(a, "POST", "/api/v1/users/alice/tokens", &[("Authorization", &ok)], body).await;
+    assert_eq!(created.status, 201);
+    let sha1 = created.json()["sha1"].as_str().unwrap().to_owned();
+    assert_eq!(sha1.len(), 40);
+    assert_eq!(created.json()["token_last_eight"], sha1[32..]);
+    let again = send(a, "POST", "/api/v1/users/alice/tokens", &[("Authorization", &ok)], body).await;
+    assert_eq!(
+        (again.status, again.json()["message"].clone()),
+        (400, json!("access token name has been used already"))
+    );
+    let no_scope =
+        send(a, "POST", "/api/v1/users/alice/tokens", &[("Authorization", &ok)], br#"{"name": "x"}"#).await;
+    assert_eq!(
+        (no_scope.status, no_scope.json()["message"].clone()),
+        (400, json!("access token must have a scope"))
+    );
+    let list = send(a, "GET", "/api/v1/users/alice/tokens", &[("Authorization", &ok)], b"").await;
+    assert_eq!(list.status, 200);
+    assert_eq!(list.json()[0]["name"], "ci");
+    assert_eq!(list.json()[0]["sha1"], "", "the secret is shown once");
+    let gone = send(a, "DELETE", "/api/v1/users/alice/tokens/ci", &[("Authorization", &ok)], b"").await;
+    assert_eq!(gone.status, 204);
+}
+
+#[tokio::test]
+async fn sudo_lets_an_admin_act_as_another_user_and_refuses_anyone_else() {
+    let forge = FakeForge::start(Options {
+        users: vec![("t-root".into(), "root".into()), (TOKEN.into(), "alice".into())],
+        admins: vec!["root".into()],
+        ..Options::default()
+    })
+    .await;
+    let a = forge.addr();
+    let root = [("Authorization", "token t-root"), ("Sudo", "ALICE")];
+    let me = send(a, "GET", "/api/v1/user", &root, b"").await;
+    assert_eq!((me.status, me.json()["login"].clone()), (200, json!("alice")));
+    let me = send(a, "GET", "/api/v1/user?sudo=alice", &[("Authorization", "token t-root")], b"").await;
+    assert_eq!(me.json()["login"], "alice");
+    let nobody =
+        send(a, "GET", "/api/v1/user", &[("Authorization", "token t-root"), ("Sudo", "zed")], b"").await;
+    assert_eq!(
+        (nobody.status, nobody.json()["message"].clone()),
+        (404, json!("The target couldn't be found."))
+    );
+    let token = format!("token {TOKEN}");
+    for headers in [vec![("Authorization", token.as_str()), ("Sudo", "root")], vec![("Sudo", "root")]] {
+        let refused = send(a, "GET", "/api/v1/version", &headers, b"").await;
+        assert_eq!(refused.status, 403, "{headers:?}");
+        assert_eq!(refused.json(), json!({"message": "Only administrators allowed to sudo."}));
+    }
+}
+
 fn link_of(resp: &common::Response) -> String {
     resp.header("link").unwrap_or("").to_string()
 }

@@ -81,6 +81,10 @@ pub fn for_operation(
         let Some(v) = args.get(&p.name) else { continue };
         match p.location {
             Location::Path => {}
+            // Only in a spec given with --spec: see `Catalog::offer_sudo`.
+            Location::Query if crate::identity::sudo::is_query_sudo(&p.name) => {
+                return Err(crate::identity::sudo::query_refusal());
+            }
             Location::Query => push_query(&mut query, &p.name, v, p.collection.and_then(|c| c.separator())),
             Location::Body => json_body = Some(encode_body(op.body, v)),
             Location::FormField => fields.push((p.name.clone(), scalar(v))),
@@ -201,6 +205,17 @@ mod tests {
         assert_eq!(p.body, PlanBody::Text("# Title \"q\"".into()));
         let p = plan("issueCreateIssue", json!({"owner": "o", "repo": "r", "body": {"title": "t"}})).unwrap();
         assert_eq!(p.body, PlanBody::Json(json!({"title": "t"})));
+    }
+
+    #[test]
+    fn a_query_parameter_named_sudo_is_never_sent() {
+        let spec = br#"{"swagger":"2.0","info":{"version":"1"},"paths":{
+            "/q":{"get":{"operationId":"q","parameters":[{"name":"Sudo","in":"query","type":"string"}],"responses":{"200":{"description":"ok"}}}}}}"#;
+        let c = Catalog::build(spec, Flavor::Gitea, None).unwrap();
+        let op = c.get("q").unwrap().operation().unwrap().clone();
+        let e = for_operation(&op, json!({"Sudo": "bob"}).as_object().unwrap(), 1).unwrap_err();
+        assert_eq!(e.kind(), Some(crate::error::ErrorKind::Denied), "{e}");
+        assert!(for_operation(&op, &Map::new(), 1).unwrap().query.is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The raw tool's arguments → `CallPlan`.
 //!
 //! The path is literal text: we refuse what could change its meaning (`%`, `?`, `#`, dot
-//! and empty segments) and encode each segment ourselves. The operation its route reaches
+//! and empty segments) and encode each segment ourselves. The query may not carry `sudo`
+//! (`identity::sudo`). The operation its route reaches
 //! (looked up once per call, by `call.rs`) gives it paging, response-kind handling and how
 //! a string body is sent (as it is, to an operation that accepts only text).
 
@@ -11,6 +12,7 @@ use super::plan::{CallPlan, PageRequest, PlanBody, Root, encode_body, push_query
 use crate::catalog::{BodyEncoding, Method, Operation, ResponseKind};
 use crate::error::CallError;
 use crate::executor::path::encode_segment;
+use crate::identity::sudo;
 
 /// Build the plan of a raw call. `args` passed the raw tool's schema already; `reached` is
 /// the spec operation its method and path reach (`Catalog::reached_by_raw`), if any.
@@ -25,6 +27,9 @@ pub fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<Ca
     let mut query = Vec::new();
     if let Some(q) = args.get("query").and_then(Value::as_object) {
         for (k, v) in q {
+            if sudo::is_query_sudo(k) {
+                return Err(sudo::query_refusal());
+            }
             push_query(&mut query, k, v, None);
         }
     }
@@ -137,6 +142,14 @@ mod tests {
         assert_eq!(p.body, PlanBody::Json(json!("# T")));
         let p = raw(json!({"method": "POST", "path": "/markdown/raw", "body": {"a": 1}})).unwrap();
         assert_eq!(p.body, PlanBody::Json(json!({"a": 1})));
+    }
+
+    #[test]
+    fn a_sudo_query_parameter_is_refused_in_any_letter_case() {
+        for key in ["sudo", "Sudo", "SUDO"] {
+            let e = raw(json!({"method": "GET", "path": "/user", "query": {key: "bob"}})).unwrap_err();
+            assert!(e.contains("denied") && e.contains("`sudo` argument"), "{key}: {e}");
+        }
     }
 
     #[test]

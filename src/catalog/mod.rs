@@ -148,6 +148,34 @@ impl Catalog {
         Ok(Catalog { flavor, version, spec_version: spec.info_version, tools, by_name, builtins, index })
     }
 
+    /// Offer the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see `identity::sudo`) on
+    /// every operation, the raw tool and the call tool, in their full and lean schemas; done
+    /// once, right after `build`. An operation with a path, body or form parameter of that name
+    /// (no embedded spec has one) keeps its own parameter and does not offer sudo — the call
+    /// tool's `sudo` still reaches it; the names of those are returned. A query parameter of
+    /// that name is the forges' own sudo: the judged argument takes its place.
+    pub fn offer_sudo(&mut self) -> Vec<String> {
+        let mut kept = Vec::new();
+        for tool in self.tools.iter_mut().chain(self.builtins.iter_mut()) {
+            let offers = match &tool.target {
+                Target::Operation(op)
+                    if op
+                        .param(crate::identity::sudo::ARGUMENT)
+                        .is_some_and(|p| p.location != Location::Query) =>
+                {
+                    kept.push(op.id.clone());
+                    false
+                }
+                Target::Operation(_) | Target::Raw | Target::CallOperation => true,
+                Target::AttachmentDownload | Target::SearchOperations | Target::OperationSchema => false,
+            };
+            if offers {
+                Arc::get_mut(tool).expect("the catalog is not shared while it is built").offer_sudo();
+            }
+        }
+        kept
+    }
+
     /// The tools generated from the spec, in spec order (without the raw tool).
     pub fn operations(&self) -> impl Iterator<Item = &Arc<ToolDef>> {
         self.tools.iter()
@@ -227,6 +255,45 @@ mod tests {
         let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
         assert_eq!(f.operations().count(), 506);
         assert_eq!(f.all_tools().count(), 511);
+    }
+
+    #[test]
+    fn sudo_is_offered_on_operations_the_raw_and_the_call_tool_and_no_operation_has_its_own() {
+        for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+            let mut c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
+            assert!(c.all_tools().all(|t| !t.offers_sudo));
+            assert_eq!(c.offer_sudo(), Vec::<String>::new(), "{flavor:?}: no operation has a sudo parameter");
+            let without: Vec<&str> = c.all_tools().filter(|t| !t.offers_sudo).map(|t| t.name()).collect();
+            assert_eq!(
+                without,
+                ["gitea_search_operations", "gitea_get_operation_schema", "gitea_download_attachment"]
+            );
+            for t in c.all_tools().filter(|t| t.offers_sudo) {
+                for schema in [&t.input_schema, &t.listed_schema] {
+                    assert_eq!(schema["properties"]["sudo"]["type"], "string", "{}", t.name);
+                    let required = schema.get("required").and_then(|r| r.as_array());
+                    assert!(!required.is_some_and(|r| r.iter().any(|n| n == "sudo")), "{}", t.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_operation_with_its_own_sudo_parameter_keeps_it() {
+        let spec = br#"{"swagger":"2.0","info":{"version":"1"},"paths":{
+            "/a/{sudo}":{"get":{"operationId":"withSudo","parameters":[{"name":"sudo","in":"path","required":true,"type":"integer"}],"responses":{"200":{"description":"ok"}}}},
+            "/q":{"get":{"operationId":"querySudo","parameters":[{"name":"sudo","in":"query","type":"integer"}],"responses":{"200":{"description":"ok"}}}},
+            "/b":{"get":{"operationId":"plain","responses":{"200":{"description":"ok"}}}}}}"#;
+        let mut c = Catalog::build(spec, Flavor::Gitea, None).unwrap();
+        assert_eq!(c.offer_sudo(), ["withSudo"]);
+        let own = c.get("withSudo").unwrap();
+        assert!(!own.offers_sudo);
+        assert_eq!(own.input_schema["properties"]["sudo"]["type"], "integer");
+        // `?sudo=` is the forges' impersonation: the judged argument replaces it.
+        let query = c.get("querySudo").unwrap();
+        assert!(query.offers_sudo);
+        assert_eq!(query.input_schema["properties"]["sudo"]["type"], "string");
+        assert!(c.get("plain").unwrap().offers_sudo);
     }
 
     #[test]

@@ -435,6 +435,9 @@ pub struct ToolDef {
     pub toolset: &'static str,
     /// Whether the operation is one of the everyday ones (`toolsets::CORE_OPERATIONS`).
     pub core: bool,
+    /// Whether the tool takes the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see
+    /// `identity::sudo`); it is then in both schemas, and taken out before validation.
+    pub offers_sudo: bool,
 }
 
 impl ToolDef {
@@ -464,6 +467,7 @@ impl ToolDef {
             validator,
             toolset: super::toolsets::area_of(&op.path),
             core: super::toolsets::is_core(&op.id),
+            offers_sudo: false,
             target: Target::Operation(op),
         })
     }
@@ -493,7 +497,35 @@ impl ToolDef {
             target,
             toolset: "",
             core: false,
+            offers_sudo: false,
         }
+    }
+
+    /// Add the optional `sudo` argument to both schemas. The validator stays as it is: the
+    /// argument is taken out of the arguments before they are validated.
+    pub(crate) fn offer_sudo(&mut self) {
+        const FULL: &str = "Act as this user (a login) for this call only: sent to the forge as the Sudo header, never as a parameter. Allowed when the caller is a site administrator and SUDO_ALLOWED_USERS lists the login; otherwise the call is refused before anything is sent.";
+        const LEAN: &str =
+            "Act as this user (a login): needs a site administrator and a login SUDO_ALLOWED_USERS lists.";
+        for (schema, text) in
+            [(Arc::make_mut(&mut self.input_schema), FULL), (Arc::make_mut(&mut self.listed_schema), LEAN)]
+        {
+            let property = serde_json::json!({
+                "type": "string",
+                "minLength": 1,
+                "maxLength": crate::call::MAX_LOGIN_CHARS,
+                "pattern": "^[A-Za-z0-9_.-]+$",
+                "description": text,
+            });
+            if let Some(Value::Object(props)) = schema.get_mut("properties") {
+                props.insert(crate::identity::sudo::ARGUMENT.to_owned(), property);
+            } else {
+                let mut props = Map::new();
+                props.insert(crate::identity::sudo::ARGUMENT.to_owned(), property);
+                schema.insert("properties".into(), Value::Object(props));
+            }
+        }
+        self.offers_sudo = true;
     }
 
     pub fn name(&self) -> &str {

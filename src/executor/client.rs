@@ -1,7 +1,8 @@
 //! The one HTTP client to the forge.
 //!
 //! Nothing else builds an HTTP client. Credentials are attached here, per request, as a
-//! sensitive header, and only ever to URLs under the configured base URL. Redirects are
+//! sensitive header, and only ever to URLs under the configured base URL; so is the `Sudo`
+//! header of a call allowed to act as another user. Redirects are
 //! not followed (a 3xx is a result). Bodies are read in chunks and never beyond their
 //! limit plus one byte; a `Content-Length` over the limit is refused without reading. Of an
 //! error answer only the first `ERROR_BODY_BYTES` are read: its message is all we use.
@@ -20,6 +21,9 @@ use crate::args::{CallPlan, PlanBody, Root};
 use crate::decode::body::{Limits, ReadLimit, read_limit};
 use crate::error::{CallError, ErrorKind};
 use crate::identity::Credential;
+
+/// The header by which both forges let a site administrator act as another user.
+const SUDO: &str = "Sudo";
 
 /// Bodies larger than this count as large (see `LARGE_CALLS`).
 pub const LARGE_BODY: usize = 1 << 20;
@@ -128,6 +132,9 @@ impl Forge {
             .header(USER_AGENT, concat!("aegis-gitea-mcp/", env!("CARGO_PKG_VERSION")));
         if let Some(h) = credential.header() {
             req = req.header(AUTHORIZATION, h.clone());
+        }
+        if let Some(login) = credential.sudo() {
+            req = req.header(SUDO, login.clone());
         }
         req = match &plan.body {
             PlanBody::None => req,

@@ -1,7 +1,7 @@
 //! Which forge answers at the URL: `GET /api/v1/version`.
 //!
-//! Both forges tell their version without a token, but refuse a token they do not know on
-//! every route, `/version` too (401). So when the forge refuses the token, the version is
+//! Both forges tell their version without a token, but refuse a token they do not know (or a
+//! wrong password) on every route, `/version` too (401). So when the forge refuses the token, the version is
 //! asked again without it, and then at Forgejo's own `/api/forgejo/v1/version` (also without
 //! a credential). The probe says that the token was refused, so that `serve` and `doctor` say
 //! so plainly instead of doubting the URL.
@@ -47,7 +47,9 @@ pub async fn detect(forge: &Forge, credential: &Credential) -> Result<Probe, Cal
     Err(CallError::from_forge(
         401,
         ErrorKind::Unauthorized,
-        if token_refused {
+        if token_refused && credential.mode() == Mode::Basic {
+            "the forge refused GITEA_USERNAME and GITEA_PASSWORD (401) and tells its version only to signed-in users: fix them, or pass --flavor gitea|forgejo to skip detection"
+        } else if token_refused {
             "the forge refused GITEA_TOKEN (401) and tells its version only to signed-in users: create a new access token and set GITEA_TOKEN, or pass --flavor gitea|forgejo to skip detection"
         } else {
             "GET /api/v1/version answered 401: this forge tells its version only to signed-in users; set GITEA_TOKEN, or pass --flavor gitea|forgejo to skip detection"

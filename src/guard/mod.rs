@@ -86,8 +86,10 @@ impl std::fmt::Display for GuardedError {
 /// Longest forge message kept in an error result, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 500;
 
-/// The configured secrets: global token, MCP bearer token, OAuth client secret, extra secrets,
-/// the sealing key.
+/// The configured secrets: global token, MCP bearer token, OAuth client secret, extra
+/// secrets, the global password with the HTTP Basic value made of it (base64 of
+/// `login:password`, which gives the password away to anyone who decodes it), and the
+/// sealing key.
 pub fn configured_secrets(settings: &Settings) -> Vec<String> {
     let mut out: Vec<String> = [&settings.token, &settings.mcp_bearer_token, &settings.oauth_client_secret]
         .into_iter()
@@ -100,6 +102,12 @@ pub fn configured_secrets(settings: &Settings) -> Vec<String> {
         let hex: String = oauth.key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
         out.push(hex.to_ascii_uppercase());
         out.push(hex);
+    }
+    if let Some(password) = &settings.password {
+        out.push(password.expose_secret().to_owned());
+        if let Some(username) = &settings.username {
+            out.push(crate::identity::basic_blob(username, password).expose_secret().to_owned());
+        }
     }
     out
 }

@@ -1,5 +1,5 @@
-//! Logins of per-request tokens, cached by a SHA-256 of the token: bounded in size, short
-//! lived. The token itself is never stored; a collision-resistant hash is used because a
+//! Logins of per-request tokens (with whether each is a site administrator), cached by a
+//! SHA-256 of the token: bounded in size, short lived. The token itself is never stored; a collision-resistant hash is used because a
 //! collision would hand one caller another's login.
 
 use std::collections::HashMap;
@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
+
+use super::ForgeUser;
 
 /// How long a resolved login is trusted without asking the forge again.
 pub const TTL: Duration = Duration::from_secs(60);
@@ -19,7 +21,7 @@ type Key = [u8; 32];
 /// The cache.
 #[derive(Debug, Default)]
 pub struct LoginCache {
-    entries: Mutex<HashMap<Key, (String, Instant)>>,
+    entries: Mutex<HashMap<Key, (ForgeUser, Instant)>>,
     /// One lock per token being resolved, so that concurrent first calls of one token ask
     /// the forge once.
     resolving: Mutex<HashMap<Key, std::sync::Arc<tokio::sync::Mutex<()>>>>,
@@ -30,15 +32,15 @@ fn key(token: &SecretString) -> Key {
 }
 
 impl LoginCache {
-    /// The cached login of `token`, if fresh.
-    pub fn get(&self, token: &SecretString) -> Option<String> {
+    /// The cached user of `token`, if fresh.
+    pub fn get(&self, token: &SecretString) -> Option<ForgeUser> {
         let k = key(token);
         let map = self.entries.lock().expect("cache lock");
         map.get(&k).filter(|(_, at)| at.elapsed() < TTL).map(|(l, _)| l.clone())
     }
 
-    /// Remember a login; when full, expired entries go first, then the oldest.
-    pub fn put(&self, token: &SecretString, login: String) {
+    /// Remember a user; when full, expired entries go first, then the oldest.
+    pub fn put(&self, token: &SecretString, user: ForgeUser) {
         let k = key(token);
         let mut map = self.entries.lock().expect("cache lock");
         if map.len() >= CAPACITY && !map.contains_key(&k) {
@@ -49,15 +51,15 @@ impl LoginCache {
                 }
             }
         }
-        map.insert(k, (login, Instant::now()));
+        map.insert(k, (user, Instant::now()));
     }
 
-    /// The login of `token`: cached, or resolved by `resolve` — once for all concurrent
+    /// The user of `token`: cached, or resolved by `resolve` — once for all concurrent
     /// callers of the same token. Failures are not cached.
-    pub async fn get_or_resolve<F, Fut, E>(&self, token: &SecretString, resolve: F) -> Result<String, E>
+    pub async fn get_or_resolve<F, Fut, E>(&self, token: &SecretString, resolve: F) -> Result<ForgeUser, E>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<String, E>>,
+        Fut: std::future::Future<Output = Result<ForgeUser, E>>,
     {
         if let Some(l) = self.get(token) {
             return Ok(l);
@@ -70,8 +72,8 @@ impl LoginCache {
                 Some(l) => Ok(l),
                 None => {
                     let r = resolve().await;
-                    if let Ok(login) = &r {
-                        self.put(token, login.clone());
+                    if let Ok(user) = &r {
+                        self.put(token, user.clone());
                     }
                     r
                 }
@@ -97,6 +99,10 @@ impl LoginCache {
 mod tests {
     use super::*;
 
+    fn user(login: &str) -> ForgeUser {
+        ForgeUser { login: login.to_owned(), is_admin: false }
+    }
+
     #[tokio::test]
     async fn concurrent_first_calls_of_one_token_resolve_once() {
         let c = std::sync::Arc::new(LoginCache::default());
@@ -108,13 +114,13 @@ mod tests {
                 c.get_or_resolve(&SecretString::from("tok"), || async {
                     calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                    Ok::<_, ()>("alice".to_owned())
+                    Ok::<_, ()>(user("alice"))
                 })
                 .await
             }));
         }
         for t in tasks {
-            assert_eq!(t.await.unwrap(), Ok("alice".to_owned()));
+            assert_eq!(t.await.unwrap(), Ok(user("alice")));
         }
         assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
@@ -123,11 +129,11 @@ mod tests {
     fn remembers_by_token_and_is_bounded() {
         let c = LoginCache::default();
         let a = SecretString::from("token-a");
-        c.put(&a, "alice".into());
-        assert_eq!(c.get(&a).as_deref(), Some("alice"));
+        c.put(&a, ForgeUser { login: "alice".into(), is_admin: true });
+        assert_eq!(c.get(&a), Some(ForgeUser { login: "alice".into(), is_admin: true }));
         assert_eq!(c.get(&SecretString::from("token-b")), None);
         for i in 0..CAPACITY + 10 {
-            c.put(&SecretString::from(format!("t{i}")), format!("u{i}"));
+            c.put(&SecretString::from(format!("t{i}")), user(&format!("u{i}")));
         }
         assert!(c.len() <= CAPACITY);
     }

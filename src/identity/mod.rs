@@ -2,10 +2,12 @@
 //!
 //! An `Identity` cannot exist without its mode; a `Credential` cannot be printed (its
 //! header value is marked sensitive and its `Debug` says nothing). Over stdio every call
-//! runs as the global identity: the configured token, or anonymous without one.
+//! runs as the global identity: the configured token, the configured login and password
+//! (HTTP Basic), or anonymous without either.
 
 pub mod cache;
 pub mod header;
+pub mod sudo;
 
 use std::sync::Arc;
 
@@ -33,24 +35,61 @@ pub struct Identity {
     pub sudo: Option<String>,
 }
 
+/// Who the forge says a credential belongs to (`GET /api/v1/user`): the login, and whether
+/// that user is a site administrator (which sudo needs). Cached together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgeUser {
+    pub login: String,
+    pub is_admin: bool,
+}
+
 /// The `Authorization` header of an identity, attached to outbound requests only by the
-/// executor, only for the configured forge.
+/// executor, only for the configured forge; and, for a call made as another user, the `Sudo`
+/// header that names that user.
 #[derive(Clone)]
 pub struct Credential {
     header: Option<HeaderValue>,
     secret: Option<SecretString>,
+    /// HTTP Basic (a login and password) rather than a token.
+    basic: bool,
+    /// The login to act as (`Sudo`), once `sudo::authorize` allowed it.
+    sudo: Option<HeaderValue>,
 }
 
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.header.is_some() { "Credential(token)" } else { "Credential(none)" })
+        f.write_str(match (&self.header, self.basic) {
+            (None, _) => "Credential(none)",
+            (Some(_), true) => "Credential(basic)",
+            (Some(_), false) => "Credential(token)",
+        })
     }
+}
+
+/// The value of HTTP Basic for `username` and `password`: `base64(username:password)`. It
+/// reveals the password to anyone who decodes it, so it is a secret of its own (the guard
+/// redacts it like the password).
+pub fn basic_blob(username: &str, password: &SecretString) -> SecretString {
+    use base64::Engine;
+    let pair = format!("{username}:{}", password.expose_secret());
+    SecretString::from(base64::engine::general_purpose::STANDARD.encode(pair))
 }
 
 impl Credential {
     /// No credential: anonymous access.
     pub fn anonymous() -> Credential {
-        Credential { header: None, secret: None }
+        Credential { header: None, secret: None, basic: false, sudo: None }
+    }
+
+    /// A login and password, sent as `Authorization: Basic base64(login:password)`, marked
+    /// sensitive. The forges serve some routes (creating and listing access tokens) only to
+    /// this. Always a valid header value: base64 is plain ASCII.
+    pub fn basic(username: &str, password: &SecretString) -> Credential {
+        let blob = basic_blob(username, password);
+        let mut hv = HeaderValue::from_str(&format!("Basic {}", blob.expose_secret()))
+            .expect("base64 is a valid header value");
+        hv.set_sensitive(true);
+        Credential { header: Some(hv), secret: Some(password.clone()), basic: true, sudo: None }
     }
 
     /// A forge access token, sent as `Authorization: token <t>`. Fails only for a token
@@ -59,7 +98,7 @@ impl Credential {
         let mut hv =
             HeaderValue::from_str(&format!("token {}", token.expose_secret())).map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
-        Ok(Credential { header: Some(hv), secret: Some(token.clone()) })
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()), basic: false, sudo: None })
     }
 
     /// The header value to send, if any.
@@ -67,7 +106,19 @@ impl Credential {
         self.header.as_ref()
     }
 
-    /// The raw secret, for exact redaction of results.
+    /// The `Sudo` header value to send, if the call acts as another user.
+    pub fn sudo(&self) -> Option<&HeaderValue> {
+        self.sudo.as_ref()
+    }
+
+    /// The same credential, acting as `login` (sent as `Sudo: <login>`). Only
+    /// `sudo::authorize` calls this, after checking the caller may.
+    pub(crate) fn acting_as(mut self, login: &str) -> Result<Credential, InvalidToken> {
+        self.sudo = Some(HeaderValue::from_str(login).map_err(|_| InvalidToken)?);
+        Ok(self)
+    }
+
+    /// The raw secret (the token, or the password), for exact redaction of results.
     pub fn secret(&self) -> Option<&SecretString> {
         self.secret.as_ref()
     }
@@ -75,6 +126,7 @@ impl Credential {
     pub fn mode(&self) -> Mode {
         match (&self.header, &self.secret) {
             (None, _) => Mode::Anonymous,
+            (Some(_), _) if self.basic => Mode::Basic,
             (Some(_), Some(s)) if looks_like_jwt(s.expose_secret()) => Mode::OAuth,
             (Some(_), _) => Mode::Token,
         }
@@ -85,7 +137,7 @@ impl Credential {
         let mut hv =
             HeaderValue::from_str(&format!("Bearer {}", token.expose_secret())).map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
-        Ok(Credential { header: Some(hv), secret: Some(token.clone()) })
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()), basic: false, sudo: None })
     }
 
     /// A caller's own token from an HTTP request: an OAuth access token issued by the forge
@@ -95,7 +147,7 @@ impl Credential {
         let mut hv = HeaderValue::from_str(&format!("{scheme} {}", token.expose_secret()))
             .map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
-        Ok(Credential { header: Some(hv), secret: Some(token.clone()) })
+        Ok(Credential { header: Some(hv), secret: Some(token.clone()), basic: false, sudo: None })
     }
 }
 
@@ -169,26 +221,31 @@ impl std::fmt::Debug for Caller {
 pub struct InvalidToken;
 
 /// The server's own identity (stdio, and HTTP callers without a token of their own):
-/// the credential plus its login, resolved with `GET /api/v1/user` once and cached.
+/// the credential plus its user, resolved with `GET /api/v1/user` once and cached.
 #[derive(Debug, Clone)]
 pub struct GlobalIdentity {
     pub credential: Credential,
-    login: Arc<OnceCell<String>>,
+    user: Arc<OnceCell<ForgeUser>>,
 }
 
 impl GlobalIdentity {
     pub fn new(credential: Credential) -> GlobalIdentity {
-        GlobalIdentity { credential, login: Arc::new(OnceCell::new()) }
+        GlobalIdentity { credential, user: Arc::new(OnceCell::new()) }
     }
 
     /// The cached login, if resolved.
     pub fn cached_login(&self) -> Option<&str> {
-        self.login.get().map(String::as_str)
+        self.user.get().map(|u| u.login.as_str())
     }
 
-    /// Remember the login (first resolution wins).
-    pub fn remember(&self, login: String) {
-        let _ = self.login.set(login);
+    /// The cached user (login and whether a site administrator), if resolved.
+    pub fn cached_user(&self) -> Option<&ForgeUser> {
+        self.user.get()
+    }
+
+    /// Remember the user (first resolution wins).
+    pub fn remember(&self, user: ForgeUser) {
+        let _ = self.user.set(user);
     }
 }
 
@@ -209,6 +266,21 @@ mod tests {
     fn a_token_with_a_newline_is_refused_without_echoing_it() {
         let e = Credential::token(&SecretString::from("abc\ndef")).unwrap_err();
         assert!(!e.to_string().contains("abc"));
+    }
+
+    #[test]
+    fn basic_credentials_are_sensitive_hide_the_password_and_say_basic() {
+        let pw = SecretString::from("pa:ss wörd");
+        let c = Credential::basic("alice", &pw);
+        assert_eq!(c.mode(), Mode::Basic);
+        let h = c.header().unwrap();
+        assert!(h.is_sensitive());
+        // base64("alice:pa:ss wörd"): the password may hold ':' and any character.
+        assert_eq!(h.as_bytes(), b"Basic YWxpY2U6cGE6c3Mgd8O2cmQ=");
+        assert_eq!(basic_blob("alice", &pw).expose_secret(), "YWxpY2U6cGE6c3Mgd8O2cmQ=");
+        assert_eq!(format!("{c:?}"), "Credential(basic)");
+        assert!(!format!("{h:?}").contains("YWxp"));
+        assert_eq!(c.secret().unwrap().expose_secret(), "pa:ss wörd");
     }
 
     #[test]

@@ -244,12 +244,12 @@ fn warn_if_open(server: &Server, addr: SocketAddr, cfg: &LayerConfig) {
     if addr.ip().is_loopback() {
         return;
     }
-    if server.settings.token.is_some() && cfg.bearer.is_none() {
+    if server.global.credential.header().is_some() && cfg.bearer.is_none() {
         tracing::warn!(
-            "listening on {addr} (not loopback) with a global token and no MCP_BEARER_TOKEN: any client that can reach this address calls the forge as the token's owner; set MCP_BEARER_TOKEN or remove GITEA_TOKEN"
+            "listening on {addr} (not loopback) with a global token or password and no MCP_BEARER_TOKEN: any client that can reach this address calls the forge as its owner; set MCP_BEARER_TOKEN or remove GITEA_TOKEN (GITEA_PASSWORD)"
         );
         eprintln!(
-            "WARNING: listening on {addr} with a global token and no MCP_BEARER_TOKEN: unauthenticated clients act as the token's owner"
+            "WARNING: listening on {addr} with a global token or password and no MCP_BEARER_TOKEN: unauthenticated clients act as its owner"
         );
     }
     if cfg.allowed_hosts.is_empty() {

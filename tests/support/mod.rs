@@ -42,6 +42,32 @@ pub const DEFAULT_TOOL_COUNT: usize = 36;
 /// The token of the default fake forge user `alice`.
 pub const ALICE_TOKEN: &str = "tok-alice-0123456789";
 
+/// The token of `root`, the site administrator of [`sudo_forge`].
+pub const ROOT_TOKEN: &str = "tok-root-a11ce0ffee";
+
+/// A forge for sudo: `root` (a site administrator, [`ROOT_TOKEN`]), `alice` (not one,
+/// [`ALICE_TOKEN`]) and `bob`, who owns the repository `bob/demo`.
+pub fn sudo_forge() -> Options {
+    Options {
+        users: vec![
+            (ROOT_TOKEN.to_owned(), "root".to_owned()),
+            (ALICE_TOKEN.to_owned(), "alice".to_owned()),
+            ("tok-bob-b0b0b0b0b0".to_owned(), "bob".to_owned()),
+        ],
+        admins: vec!["root".to_owned()],
+        ..Options::default()
+    }
+}
+
+/// The password of the default fake forge user `alice` (HTTP Basic).
+pub const ALICE_PASSWORD: &str = fake_forge::ALICE_PASSWORD;
+
+/// The value of HTTP Basic for `login` and `password`: `base64(login:password)`.
+pub fn basic_blob(login: &str, password: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(format!("{login}:{password}"))
+}
+
 /// The server binary under test.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
@@ -225,6 +251,20 @@ impl Setup {
     pub fn auto(mut self) -> Setup {
         self.flavor_arg = "auto";
         self
+    }
+    /// Against [`sudo_forge`] as `token` (`None`: anonymous), with `SUDO_ALLOWED_USERS` set to
+    /// `allowed` when given.
+    pub fn sudo(token: Option<&str>, allowed: Option<&str>) -> Setup {
+        let mut s =
+            Setup { forge_options: Some(sudo_forge()), token: token.map(str::to_owned), ..Setup::gitea() };
+        if let Some(a) = allowed {
+            s = s.env("SUDO_ALLOWED_USERS", a);
+        }
+        s
+    }
+    /// The server's identity is alice's login and password (HTTP Basic), not a token.
+    pub fn basic(self) -> Setup {
+        self.no_token().env("GITEA_USERNAME", "alice").env("GITEA_PASSWORD", ALICE_PASSWORD)
     }
 }
 

@@ -1,9 +1,10 @@
 //! The in-memory forge behind the operations an end-to-end test exercises.
 //!
 //! Only what such a test needs is modelled: repositories, files per branch, branches, tags,
-//! releases, issues, comments, pull requests and issue attachments, plus `/version`, `/user` and
-//! `/markdown/raw` (which, like the forges, renders its body as it arrived). Each handler answers
-//! with Gitea's status codes and JSON field names, so a client sees realistic successes *and*
+//! releases, issues, comments, pull requests, issue attachments and a user's access tokens, plus
+//! `/version`, `/user` and `/markdown/raw` (which, like the forges, renders its body as it
+//! arrived). Each handler answers with Gitea's status codes and JSON field names, so a client
+//! sees realistic successes *and*
 //! failures (404 for a missing repository, 409 for a duplicate, 422 for a bad SHA). Every other
 //! operation returns `None` here and goes to the spec-driven fallback.
 
@@ -12,6 +13,7 @@ mod issues;
 mod json;
 mod refs;
 mod repos;
+mod tokens;
 
 use std::collections::BTreeMap;
 
@@ -31,8 +33,10 @@ pub(crate) struct Ctx<'a> {
     pub root_url: &'a str,
     pub flavor: Flavor,
     pub version: &'a str,
-    /// The login of the authenticated caller, if any.
+    /// The login of the authenticated caller, if any (the user a site admin acts as with sudo).
     pub caller: Option<&'a str>,
+    /// Whether the caller signed in with HTTP Basic (login and password).
+    pub basic: bool,
     pub admins: &'a [String],
     pub op_id: &'a str,
     pub params: &'a [(String, String)],
@@ -205,6 +209,7 @@ pub(crate) struct Model {
     users: Vec<String>,
     repos: BTreeMap<String, Repo>,
     attachments: Vec<Attachment>,
+    tokens: Vec<tokens::AccessToken>,
     last_id: i64,
 }
 
@@ -235,8 +240,14 @@ impl Model {
         pos as i64 + 1
     }
 
-    fn known_user_id(&self, login: &str) -> i64 {
+    /// The id of a registered `login` (any letter case), 0 when there is none.
+    pub(crate) fn known_user_id(&self, login: &str) -> i64 {
         self.users.iter().position(|u| u.eq_ignore_ascii_case(login)).map_or(0, |p| p as i64 + 1)
+    }
+
+    /// A registered login as it was registered, found in any letter case.
+    pub(crate) fn login_of(&self, login: &str) -> Option<String> {
+        self.users.iter().find(|u| u.eq_ignore_ascii_case(login)).cloned()
     }
 
     /// A fresh id, shared by every kind of object (ids only need to be unique).
@@ -352,6 +363,9 @@ impl Model {
             "issueCreateIssueAttachment" => issues::create_attachment(self, cx),
             "issueListIssueAttachments" => issues::list_attachments(self, cx),
             "issueGetIssueAttachment" => issues::get_attachment(self, cx),
+            "userGetTokens" => tokens::list(self, cx),
+            "userCreateToken" => tokens::create(self, cx),
+            "userDeleteAccessToken" => tokens::delete(self, cx),
             _ => return None,
         };
         Some(reply)

@@ -250,7 +250,7 @@ fn userinfo(shared: &Shared, rec: &Recorded) -> Reply {
 
 /// The login of a configured token or of an issued OAuth2 access token.
 fn token_login(shared: &Shared, token: &str) -> Option<String> {
-    match caller(Some(&format!("token {token}")), &shared.opts.users) {
+    match caller(Some(&format!("token {token}")), &shared.opts.users, &[]) {
         Caller::User(login) => Some(login),
         _ => shared.oauth.access(token).map(|a| a.login),
     }
