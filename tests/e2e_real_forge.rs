@@ -1342,3 +1342,105 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
         .await;
     drop(server);
 }
+
+// ---------------------------------------------------------------------------------------
+// A login and password as the server's identity, and sudo
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_LOGIN, AEGIS_E2E_PASSWORD"]
+async fn e2e_basic_auth_identity_creates_an_access_token_only_it_may() {
+    let t = target();
+    preflight(&t);
+    let (login, password) = (required("AEGIS_E2E_LOGIN"), required("AEGIS_E2E_PASSWORD"));
+    let mut env = server_env();
+    env.extend([
+        ("GITEA_USERNAME".to_owned(), login.clone()),
+        ("GITEA_PASSWORD".to_owned(), password.clone()),
+        ("TOOLSETS".to_owned(), "all".to_owned()),
+        ("LOG_LEVEL".to_owned(), "debug".to_owned()),
+    ]);
+    let s = Server::spawn(&t.url, "auto", None, env).await;
+    let me = s.call("userGetCurrent", json!({})).await;
+    assert_eq!(ok(&me, 200)["login"], login.as_str());
+    assert_eq!(me.json["identity"], json!({"login": login, "mode": "basic", "sudo": null}), "{}", me.text);
+    // The forges create access tokens only for HTTP Basic; the new token comes back whole.
+    let name = format!("aegis-e2e-{}", suffix());
+    let created = s
+        .call("userCreateToken", json!({"username": login, "body": {"name": name, "scopes": ["read:user"]}}))
+        .await;
+    let data = ok(&created, 201);
+    let sha1 = data["sha1"].as_str().unwrap_or_else(|| panic!("no sha1: {}", created.text));
+    assert_eq!(sha1.len(), 40, "the token is not masked: {}", created.text);
+    // It works, and it is removed again.
+    let who = support::http::http_client()
+        .get(format!("{}/api/v1/user", t.url.trim_end_matches('/')))
+        .header("Authorization", format!("token {sha1}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(who.status().as_u16(), 200);
+    let deleted = s.call("userDeleteAccessToken", json!({"username": login, "token": name})).await;
+    ok(&deleted, 204);
+    // The password never reaches a result or the log.
+    assert!(!created.text.contains(&password) && !me.text.contains(&password));
+    let log = std::fs::read_to_string(&s.stderr_path).unwrap_or_default();
+    assert!(!log.contains(&password), "the password is in the server's log");
+    let basic = B64.encode(format!("{login}:{password}"));
+    assert!(!log.contains(&basic), "the Basic header value is in the server's log");
+    let _ = s.client.cancel().await;
+
+    // With a token instead, the forge refuses token creation (basic only).
+    let s = spawn(&t).await;
+    let refused = s
+        .call(
+            "userCreateToken",
+            json!({"username": login, "body": {"name": format!("{name}-2"), "scopes": ["read:user"]}}),
+        )
+        .await;
+    assert!(refused.is_error, "a token created a token: {}", refused.text);
+    let _ = s.client.cancel().await;
+}
+
+#[tokio::test]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN (a site administrator's), AEGIS_E2E_TOKEN_2, AEGIS_E2E_LOGIN_2"]
+async fn e2e_sudo_acts_as_a_listed_user_for_an_administrator_only() {
+    let t = target();
+    let t2 = Target { url: t.url.clone(), token: required("AEGIS_E2E_TOKEN_2") };
+    let other = required("AEGIS_E2E_LOGIN_2");
+    let admin = spawn_with(&t, &[("SUDO_ALLOWED_USERS", other.as_str())]).await;
+    let me = whoami(&admin).await;
+    let as_other = admin.call("userGetCurrent", json!({"sudo": other})).await;
+    assert_eq!(ok(&as_other, 200)["login"], other.as_str(), "the forge did not act as {other}");
+    assert_eq!(
+        as_other.json["identity"],
+        json!({"login": me, "mode": "token", "sudo": other}),
+        "{}",
+        as_other.text
+    );
+    // The raw tool and the call tool too.
+    let raw = admin.call("gitea_api_request", json!({"method": "GET", "path": "/user", "sudo": other})).await;
+    assert_eq!(ok(&raw, 200)["login"], other.as_str());
+    let via = admin
+        .call(
+            "gitea_call_operation",
+            json!({"operation_id": "userGetCurrent", "arguments": {}, "sudo": other}),
+        )
+        .await;
+    assert_eq!(ok(&via, 200)["login"], other.as_str());
+    // Not listed: refused before anything is sent.
+    let unlisted = admin.call("userGetCurrent", json!({"sudo": me})).await;
+    fails(&unlisted, "denied", None);
+    let _ = admin.client.cancel().await;
+    // Not an administrator: refused by the server, before the forge would.
+    let user = spawn_with(&t2, &[("SUDO_ALLOWED_USERS", "*")]).await;
+    let tried = user.call("userGetCurrent", json!({"sudo": me})).await;
+    fails(&tried, "denied", None);
+    assert!(tried.text.contains("administrator"), "{}", tried.text);
+    let _ = user.client.cancel().await;
+    // Without the setting the argument does not exist.
+    let plain = spawn(&t).await;
+    let unknown = plain.call("userGetCurrent", json!({"sudo": other})).await;
+    fails(&unknown, "invalid_arguments", None);
+    let _ = plain.client.cancel().await;
+}
