@@ -49,19 +49,9 @@ impl Forge {
     pub async fn oauth_token_endpoint(&self, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), String> {
         let url = self.base().join("login/oauth/access_token").expect("a fixed relative path joins");
         let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
-        let resp = self
-            .client()
-            .post(url)
-            .header(ACCEPT, "application/json")
-            .header(USER_AGENT, AGENT)
-            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_timeout() { "no answer in time".to_owned() } else { "no connection".to_owned() }
-            })?;
-        let status = resp.status().as_u16();
+        let req =
+            self.client().post(url).header(CONTENT_TYPE, "application/x-www-form-urlencoded").body(body);
+        let (status, resp) = exchange(req).await?;
         Ok((status, read_bounded(resp).await?))
     }
 
@@ -107,18 +97,7 @@ impl Forge {
                 return Err("its host is a private address".into());
             }
         }
-        let resp = self
-            .client()
-            .get(url.clone())
-            .header(ACCEPT, "application/json")
-            .header(USER_AGENT, AGENT)
-            .timeout(DOCUMENT_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_timeout() { "no answer within 5 s".to_owned() } else { "no connection".to_owned() }
-            })?;
-        let status = resp.status().as_u16();
+        let (status, resp) = exchange(self.client().get(url.clone()).timeout(DOCUMENT_TIMEOUT)).await?;
         if status != 200 {
             return Err(format!("it answered {status}"));
         }
@@ -133,6 +112,15 @@ pub fn client_refused(description: Option<&str>) -> bool {
         let d = d.to_ascii_lowercase();
         d.contains("client secret") || d.contains("redirect uri") || d.contains("cannot load client")
     })
+}
+
+/// Send `req` asking for JSON: the status and the response, or in words why there is none.
+async fn exchange(req: reqwest::RequestBuilder) -> Result<(u16, reqwest::Response), String> {
+    let resp =
+        req.header(ACCEPT, "application/json").header(USER_AGENT, AGENT).send().await.map_err(|e| {
+            if e.is_timeout() { "no answer in time".to_owned() } else { "no connection".to_owned() }
+        })?;
+    Ok((resp.status().as_u16(), resp))
 }
 
 /// The body, at most `MAX_DOCUMENT_BYTES`.

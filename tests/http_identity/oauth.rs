@@ -237,6 +237,12 @@ fn param(pairs: &[(String, String)], name: &str) -> String {
         .unwrap_or_else(|| panic!("no {name}: {pairs:?}"))
 }
 
+async fn get_json(url: &str) -> Value {
+    let resp = browser().get(url).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 200, "GET {url}");
+    resp.json().await.unwrap()
+}
+
 fn bearer(t: &str) -> String {
     format!("Bearer {t}")
 }
@@ -279,27 +285,13 @@ async fn the_whole_sign_in_from_a_401_to_a_call_as_the_person_then_refresh_expir
     let challenge = www_authenticate(&resp);
     let prm_url = s.url("/.well-known/oauth-protected-resource/mcp");
     assert!(challenge.contains(&format!("resource_metadata=\"{prm_url}\"")), "{challenge}");
-    let prm: Value = browser().get(&prm_url).send().await.unwrap().json().await.unwrap();
+    let prm = get_json(&prm_url).await;
     assert_eq!(prm["resource"], s.url("/mcp"));
     assert_eq!(prm["authorization_servers"], json!([s.public]));
     assert_eq!(prm["scopes_supported"], json!(["read", "write"]));
-    let root_prm: Value = browser()
-        .get(s.url("/.well-known/oauth-protected-resource"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let root_prm = get_json(&s.url("/.well-known/oauth-protected-resource")).await;
     assert_eq!(root_prm, prm);
-    let asm: Value = browser()
-        .get(s.url("/.well-known/oauth-authorization-server"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let asm = get_json(&s.url("/.well-known/oauth-authorization-server")).await;
     assert_eq!(asm["issuer"], s.public);
     assert_eq!(asm["authorization_endpoint"], s.url("/authorize"));
     assert_eq!(asm["token_endpoint"], s.url("/token"));
