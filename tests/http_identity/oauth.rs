@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::support::http::{
-    ACCEPT_BOTH, HttpServer, StreamableClient, free_port, stateless_call, tool_result,
+    ACCEPT_BOTH, HttpServer, SseClient, StreamableClient, free_port, stateless_call, tool_result,
 };
 use super::support::{ALICE_TOKEN, Called};
 use super::{BOB_TOKEN, token};
@@ -95,7 +95,8 @@ impl SignIn {
             ("LOG_LEVEL", "trace"),
         ];
         all.extend_from_slice(env);
-        HttpServer::spawn_listening(&forge.base_url(), "http", &all, &format!("127.0.0.1:{port}")).await
+        let transport = env.iter().find(|(k, _)| *k == "MCP_TRANSPORT").map_or("http", |(_, v)| *v);
+        HttpServer::spawn_listening(&forge.base_url(), transport, &all, &format!("127.0.0.1:{port}")).await
     }
 
     fn url(&self, path: &str) -> String {
@@ -650,4 +651,21 @@ async fn a_client_id_metadata_document_is_fetched_checked_and_used() {
         let page = resp.text().await.unwrap();
         assert!(page.contains(words), "{client_id}: {page}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_serves_the_legacy_sse_transport_too() {
+    let s = SignIn::start_with(Duration::from_secs(3600), &[("MCP_TRANSPORT", "sse")]).await;
+    let resp = browser().get(s.url("/sse")).header("accept", "text/event-stream").send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    let challenge = www_authenticate(&resp);
+    let prm_url = s.url("/.well-known/oauth-protected-resource/sse");
+    assert!(challenge.contains(&format!("resource_metadata=\"{prm_url}\"")), "{challenge}");
+    assert_eq!(get_json(&prm_url).await["resource"], s.url("/sse"));
+    let (_, tokens) = s.sign_in("read write").await;
+    let access = tokens["access_token"].as_str().unwrap();
+    let sse = SseClient::connect(&s.public, Some(&bearer(access))).await;
+    let me = sse.call("userGetCurrent", json!({}), Some(&bearer(access))).await;
+    let me = tool_result(&me);
+    assert_eq!(me.json["identity"], json!({"login": "bob", "mode": "oauth", "sudo": null}), "{}", me.text);
 }
