@@ -310,7 +310,7 @@ async fn per_request_login(
 }
 
 /// Why a per-request identity could not be established, without the token in any word.
-/// The forge's words in it were sanitized with the token already (`fetch_login_with`), and
+/// The forge's words in it were sanitized with the token already (`fetch_user_with`), and
 /// every caller guards the error again with the token known.
 fn identity_error(e: CallError) -> CallError {
     match e {
@@ -350,22 +350,13 @@ async fn global_login(server: &Server) -> Option<String> {
     }
 }
 
-/// `GET /api/v1/user` → `login`.
-pub async fn fetch_login(server: &Server, credential: &Credential) -> Result<String, CallError> {
-    fetch_login_with(&server.forge, credential).await
-}
-
 /// `GET /api/v1/user` → `login` and `is_admin`.
 pub async fn fetch_user(server: &Server, credential: &Credential) -> Result<ForgeUser, CallError> {
     fetch_user_with(&server.forge, credential).await
 }
 
-/// `GET /api/v1/user` → `login`, with any forge client (used by `doctor` before a server exists).
-pub async fn fetch_login_with(forge: &Forge, credential: &Credential) -> Result<String, CallError> {
-    fetch_user_with(forge, credential).await.map(|u| u.login)
-}
-
-/// `GET /api/v1/user` → `login` and `is_admin`, with any forge client.
+/// `GET /api/v1/user` → `login` and `is_admin`, with any forge client (`doctor` uses it
+/// before a server exists).
 pub async fn fetch_user_with(forge: &Forge, credential: &Credential) -> Result<ForgeUser, CallError> {
     let got = forge.send(&simple_get("/user"), credential).await?;
     if let Some(kind) = status::kind_for(got.status) {
