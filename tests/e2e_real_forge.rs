@@ -1227,6 +1227,7 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
         ("MCP_PUBLIC_URL", public.as_str()),
         ("MCP_OAUTH_KEY_FILE", key_path.as_str()),
         ("LOG_LEVEL", "debug"),
+        ("SUDO_ALLOWED_USERS", login2.as_str()),
     ];
     // doctor checks the application against the forge: each wrong setting is named.
     let doctor = |id: &str, secret: &str, public: &str| {
@@ -1262,11 +1263,12 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
     // writes, and refreshes: through the forge's real login and consent pages.
     let repo = format!("aegis-e2e-oauth-{}", suffix());
     let create = format!("createCurrentUserRepo={}", json!({"body": {"name": repo, "private": true}}));
+    let as_other = format!("userGetCurrent={}", json!({"sudo": login2}));
     let lines = sign_in_and_call(
         &mcp,
         &login,
         &password,
-        &["--call", "userGetCurrent={}", "--call", &create, "--force-refresh"],
+        &["--call", "userGetCurrent={}", "--call", &create, "--call", &as_other, "--force-refresh"],
     )
     .await;
     let auth = &line(&lines, "authorization", 0)["authorization"];
@@ -1283,6 +1285,12 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
     let (failed, created) = tool_line(&lines, 1);
     assert!(!failed, "a full sign-in writes: {created}");
     assert_eq!(created["status"], 201);
+    // A signed-in administrator may act as a listed user (sudo works with the forge's OAuth
+    // tokens as with access tokens).
+    let (failed, sudo) = tool_line(&lines, 2);
+    assert!(!failed, "{sudo}");
+    assert_eq!(sudo["identity"], json!({"login": login, "mode": "oauth", "sudo": login2}));
+    assert_eq!(sudo["data"]["login"], login2.as_str());
     let storage = &line(&lines, "token_storage", 0)["token_storage"];
     assert_eq!(storage["has_refresh_token"], true, "{storage}");
     assert_eq!(storage["tokens_stored"], 2, "the refresh grant was not used: {storage}");
