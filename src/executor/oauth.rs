@@ -85,23 +85,42 @@ impl Forge {
         }
     }
 
-    /// The client ID metadata document at `url`: no credential, no redirect, bounded.
-    pub async fn client_document(&self, url: &Url) -> Result<Vec<u8>, String> {
-        if let Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) = url.host() {
-            let private = match url.host() {
-                Some(url::Host::Ipv4(ip)) => ip.is_private() || ip.is_link_local() || ip.is_unspecified(),
-                Some(url::Host::Ipv6(ip)) => ip.is_unspecified() || (ip.segments()[0] & 0xfe00) == 0xfc00,
-                _ => false,
+    /// The client ID metadata document at `url`: https on port 443, a host whose every
+    /// address is public (checked after resolving it, and the request pinned to those
+    /// addresses), no credential, no redirect, bounded. `loopback` allows plain http to a
+    /// loopback address on any port (a server that itself listens on loopback: a local test).
+    /// Every failure reads the same, so that the answer says nothing about what is behind an
+    /// address.
+    pub async fn client_document(&self, url: &Url, loopback: bool) -> Result<Vec<u8>, String> {
+        const UNFETCHABLE: &str = "it could not be fetched (it must be served over https on port 443 from a public address, answering 200 with JSON within 5 s and 64 KiB)";
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return Err(UNFETCHABLE.into());
+        };
+        let local_test = loopback && url.scheme() == "http";
+        if !local_test && (url.scheme() != "https" || port != 443) {
+            return Err(UNFETCHABLE.into());
+        }
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<std::net::SocketAddr> =
+            match tokio::time::timeout(DOCUMENT_TIMEOUT, tokio::net::lookup_host((host, port))).await {
+                Ok(Ok(found)) => found.take(16).collect(),
+                _ => return Err(UNFETCHABLE.into()),
             };
-            if private {
-                return Err("its host is a private address".into());
-            }
+        let allowed = |ip: std::net::IpAddr| is_public(ip) || (local_test && ip.is_loopback());
+        if addrs.is_empty() || !addrs.iter().all(|a| allowed(a.ip())) {
+            return Err(UNFETCHABLE.into());
         }
-        let (status, resp) = exchange(self.client().get(url.clone()).timeout(DOCUMENT_TIMEOUT)).await?;
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(DOCUMENT_TIMEOUT)
+            .resolve_to_addrs(host, &addrs)
+            .build()
+            .map_err(|_| UNFETCHABLE.to_owned())?;
+        let (status, resp) = exchange(client.get(url.clone())).await.map_err(|_| UNFETCHABLE.to_owned())?;
         if status != 200 {
-            return Err(format!("it answered {status}"));
+            return Err(UNFETCHABLE.into());
         }
-        read_bounded(resp).await
+        read_bounded(resp).await.map_err(|_| UNFETCHABLE.to_owned())
     }
 }
 
@@ -112,6 +131,42 @@ pub fn client_refused(description: Option<&str>) -> bool {
         let d = d.to_ascii_lowercase();
         d.contains("client secret") || d.contains("redirect uri") || d.contains("cannot load client")
     })
+}
+
+/// Whether an address is on the public internet: not loopback, private, link-local,
+/// shared (100.64/10), unspecified, multicast, documentation or reserved, in IPv4, IPv6, or
+/// IPv4 written as IPv6.
+fn is_public(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            !(v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xc0) == 64)
+                || o[0] >= 240
+                || (o[0] == 192 && o[1] == 0 && o[2] == 0))
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
+                || (s[0] == 0x64 && s[1] == 0xff9b))
+        }
+    }
 }
 
 /// Send `req` asking for JSON: the status and the response, or in words why there is none.
@@ -136,4 +191,35 @@ async fn read_bounded(mut resp: reqwest::Response) -> Result<Vec<u8>, String> {
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_public;
+
+    #[test]
+    fn only_public_addresses_are_public() {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "::",
+            "fc00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "::ffff:127.0.0.1",
+            "64:ff9b::a00:1",
+            "224.0.0.1",
+        ] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        for public in ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"] {
+            assert!(is_public(public.parse().unwrap()), "{public}");
+        }
+    }
 }

@@ -37,7 +37,7 @@ use url::Url;
 use crate::config::OAuthSettings;
 use crate::executor::Forge;
 use crate::executor::oauth::{ForgeGrant, ForgeRefusal};
-use crate::identity::Grant;
+use crate::identity::{Grant, header};
 use seal::{Kind, Sealer};
 use used::UsedOnce;
 
@@ -58,6 +58,10 @@ const MAX_URI_CHARS: usize = 512;
 /// Longest `state`, `client_name` and PKCE values accepted.
 const MAX_STATE_CHARS: usize = 512;
 const MAX_NAME_CHARS: usize = 200;
+/// What every value this server issues starts with: none is ever sent to the forge.
+pub const ISSUED: &str = "aegis-";
+/// Longest code accepted from the forge (Gitea's are 43 characters).
+const MAX_FORGE_CODE_CHARS: usize = 512;
 /// The path of the callback on this server that the forge's application must allow.
 pub const CALLBACK_PATH: &str = "/oauth/callback";
 
@@ -91,7 +95,30 @@ pub enum Browser {
     Redirect(String),
     /// A page for the person: the request cannot be sent back to any client safely.
     Page { status: u16, message: String },
+    /// This server's own consent page: which client asks, where the answer goes, what it may
+    /// do. The browser gets the sign-in's `browser` id as a cookie; only the browser that
+    /// holds it can approve the request and finish the sign-in.
+    Consent(Consent),
 }
+
+/// What the consent page shows, and the sealed sign-in it approves.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Consent {
+    /// The client's name as it gave it (unverified), or its client id URL.
+    pub client: String,
+    /// Where the answer goes: the redirect URI's scheme, host and port.
+    pub redirect_to: String,
+    /// Held to reads.
+    pub read_only: bool,
+    /// The sealed sign-in (the form's hidden field, then the forge's `state`).
+    pub pending: String,
+    /// The browser binding, for the cookie.
+    pub browser: String,
+}
+
+/// The cookie that binds a sign-in to the browser that approved it (over https its name
+/// carries the `__Host-` prefix: only this host, over https, may set it).
+const COOKIE: &str = "aegis-signin";
 
 /// What the `Authorization` header's token turned out to be.
 pub enum Presented {
@@ -156,6 +183,10 @@ struct Pending {
     res: String,
     /// Our PKCE verifier towards the forge.
     fv: String,
+    /// The browser that may approve and finish it (the cookie's value).
+    b: String,
+    /// Unique id: the callback accepts a sign-in once.
+    id: String,
     /// Expires (Unix seconds).
     e: u64,
 }
@@ -202,10 +233,26 @@ struct Refresh {
 /// A client as `/authorize` knows it.
 struct Client {
     redirect_uris: Vec<String>,
+    /// The name the client gave itself (unverified).
+    name: Option<String>,
 }
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// What a browser id looks like (`Sealer::random_text(16)`).
+fn valid_browser_id(b: &str) -> bool {
+    b.len() == 22 && b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+}
+
+/// A client without a name, for the consent page: its client id URL, or "an unnamed client".
+fn client_label(client_id: &str) -> String {
+    if client_id.starts_with("https://") || client_id.starts_with("http://") {
+        client_id.chars().take(MAX_URI_CHARS).collect()
+    } else {
+        "an unnamed client".to_owned()
+    }
 }
 
 /// A short hash of a client id (client ids of registered clients can be kilobytes).
@@ -261,6 +308,25 @@ fn valid_redirect_uri(uri: &str) -> Result<(), String> {
     }
 }
 
+/// Whether `asked` is the registered redirect URI: exactly, or for a loopback IP address over
+/// http with any port (RFC 8252 §7.3: native apps listen on whatever port is free).
+fn same_redirect(registered: &str, asked: &str) -> bool {
+    if registered == asked {
+        return true;
+    }
+    let (Ok(mut a), Ok(mut b)) = (Url::parse(registered), Url::parse(asked)) else { return false };
+    let loopback_ip = |u: &Url| {
+        u.scheme() == "http" && matches!(u.host(), Some(url::Host::Ipv4(ip)) if ip.is_loopback())
+            || u.scheme() == "http" && matches!(u.host(), Some(url::Host::Ipv6(ip)) if ip.is_loopback())
+    };
+    if !loopback_ip(&a) || !loopback_ip(&b) {
+        return false;
+    }
+    let _ = a.set_port(None);
+    let _ = b.set_port(None);
+    a == b
+}
+
 fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
@@ -313,6 +379,17 @@ impl OAuth {
             http_documents,
             documents: tokio::sync::Semaphore::new(MAX_DOCUMENT_FETCHES),
         }
+    }
+
+    /// The sign-in cookie's name, and whether it is `Secure` (when the server is reached
+    /// over https).
+    pub fn cookie(&self) -> (&'static str, bool) {
+        if self.issuer.starts_with("https://") { ("__Host-aegis-signin", true) } else { (COOKIE, false) }
+    }
+
+    /// Where the browser sends the answer of the consent page (an origin, for `Origin` checks).
+    pub fn origin(&self) -> &str {
+        &self.issuer
     }
 
     /// `/.well-known/oauth-protected-resource` (RFC 9728).
@@ -398,7 +475,7 @@ impl OAuth {
             let reg: Registration = self.sealer.open(Kind::Client, client_id).map_err(|_| {
                 "the client_id was not issued by this server (register the client again)".to_owned()
             })?;
-            return Ok(Client { redirect_uris: reg.r });
+            return Ok(Client { redirect_uris: reg.r, name: reg.n });
         }
         let url = Url::parse(client_id)
             .map_err(|_| "unknown client_id: register the client first (POST /register), or use the URL of a client ID metadata document".to_owned())?;
@@ -414,7 +491,7 @@ impl OAuth {
             .try_acquire()
             .map_err(|_| "too many sign-ins are starting at once; try again in a moment".to_owned())?;
         let bytes = forge
-            .client_document(&url)
+            .client_document(&url, self.http_documents)
             .await
             .map_err(|why| format!("the client ID metadata document could not be read: {why}"))?;
         let meta: Value = serde_json::from_slice(&bytes)
@@ -426,14 +503,19 @@ impl OAuth {
             return Err("the client ID metadata document asks for client authentication; this server accepts only public clients (\"none\")".into());
         }
         let redirect_uris = redirect_uris_of(&meta)?;
-        client_name(&meta)?;
-        Ok(Client { redirect_uris })
+        let name = client_name(&meta)?;
+        Ok(Client { redirect_uris, name })
     }
 
     /// `GET /authorize`: check the client and its redirect URI (problems there are shown to
     /// the person: a code must never go to an unchecked address), then everything else
     /// (problems there go back to the client), then send the person to the forge.
-    pub async fn authorize(&self, forge: &Forge, params: &[(String, String)]) -> Browser {
+    pub async fn authorize(
+        &self,
+        forge: &Forge,
+        params: &[(String, String)],
+        browser: Option<&str>,
+    ) -> Browser {
         let page = |status: u16, message: String| Browser::Page { status, message };
         let client_id = match required(params, "client_id") {
             Ok(c) => c,
@@ -444,7 +526,7 @@ impl OAuth {
             Err(why) => return page(400, why),
         };
         let redirect_uri = match param(params, "redirect_uri") {
-            Ok(Some(r)) if client.redirect_uris.iter().any(|u| u == r) => r.to_owned(),
+            Ok(Some(r)) if client.redirect_uris.iter().any(|u| same_redirect(u, r)) => r.to_owned(),
             Ok(Some(_)) => {
                 return page(
                     400,
@@ -455,31 +537,60 @@ impl OAuth {
             Ok(None) => return page(400, "the parameter redirect_uri is missing".into()),
             Err(e) => return page(400, e.description),
         };
-        let state = params.iter().find(|(k, _)| k == "state").map(|(_, v)| v.as_str()).unwrap_or("");
-        let back = |e: OAuthError| {
-            let mut pairs = vec![("error", e.code), ("error_description", e.description.as_str())];
-            if !state.is_empty() && state.len() <= MAX_STATE_CHARS {
-                pairs.push(("state", state));
-            }
-            pairs.push(("iss", self.issuer.as_str()));
-            Browser::Redirect(with_query(&redirect_uri, &pairs))
-        };
-        match self.pending(client_id, &redirect_uri, params) {
-            Ok(pending) => {
-                let sealed = self.sealer.seal(Kind::Pending, &pending);
-                let read_only = pending.sc == "read";
-                Browser::Redirect(forge.oauth_authorize_url(&[
-                    ("client_id", &self.forge_client_id),
-                    ("redirect_uri", &format!("{}{CALLBACK_PATH}", self.issuer)),
-                    ("response_type", "code"),
-                    ("state", &sealed),
-                    ("scope", forge_scope(read_only)),
-                    ("code_challenge", &s256(&pending.fv)),
-                    ("code_challenge_method", "S256"),
-                ]))
-            }
-            Err(e) => back(e),
+        // Nothing goes back to a client before the person approved it: every other problem is
+        // shown here, so that this endpoint never redirects anywhere on a stranger's behalf.
+        match self.pending(client_id, &redirect_uri, params, browser) {
+            Ok(pending) => Browser::Consent(Consent {
+                client: client.name.unwrap_or_else(|| client_label(client_id)),
+                redirect_to: Url::parse(&redirect_uri)
+                    .map(|u| u.origin().ascii_serialization())
+                    .ok()
+                    .filter(|o| o != "null")
+                    .unwrap_or_else(|| redirect_uri.clone()),
+                read_only: pending.sc == "read",
+                pending: self.sealer.seal(Kind::Pending, &pending),
+                browser: pending.b,
+            }),
+            Err(e) => page(e.status, format!("{} ({})", e.description, e.code)),
         }
+    }
+
+    /// `POST /authorize`: the person's answer on the consent page. Only the browser the
+    /// page was shown to (its cookie) may answer; an answer from anywhere else is refused.
+    pub fn approve(&self, forge: &Forge, form: &[(String, String)], browser: Option<&str>) -> Browser {
+        let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
+        let Ok(Some(sealed)) = param(form, "pending") else {
+            return page("the answer came without its sign-in; start again from your MCP client");
+        };
+        let Ok(pending) = self.sealer.open::<Pending>(Kind::Pending, sealed) else {
+            return page("this sign-in was not started by this server; start again from your MCP client");
+        };
+        if pending.e < now() {
+            return page("the sign-in took longer than 10 minutes; start again from your MCP client");
+        }
+        if !browser.is_some_and(|b| header::constant_time_eq(b.as_bytes(), pending.b.as_bytes())) {
+            return page(
+                "this answer did not come from the browser the sign-in was shown in; start again from your MCP client",
+            );
+        }
+        if param(form, "granted").ok().flatten() != Some("true") {
+            let pairs = [
+                ("error", "access_denied"),
+                ("error_description", "the person declined"),
+                ("state", pending.s.as_str()),
+                ("iss", self.issuer.as_str()),
+            ];
+            return Browser::Redirect(with_query(&pending.r, &pairs));
+        }
+        Browser::Redirect(forge.oauth_authorize_url(&[
+            ("client_id", &self.forge_client_id),
+            ("redirect_uri", &format!("{}{CALLBACK_PATH}", self.issuer)),
+            ("response_type", "code"),
+            ("state", sealed),
+            ("scope", forge_scope(pending.sc == "read")),
+            ("code_challenge", &s256(&pending.fv)),
+            ("code_challenge_method", "S256"),
+        ]))
     }
 
     /// The checks of `/authorize` after the client and redirect URI.
@@ -488,6 +599,7 @@ impl OAuth {
         client_id: &str,
         redirect_uri: &str,
         params: &[(String, String)],
+        browser: Option<&str>,
     ) -> Result<Pending, OAuthError> {
         match required(params, "response_type")? {
             "code" => {}
@@ -522,6 +634,11 @@ impl OAuth {
             sc: scope.to_owned(),
             res: resource,
             fv: self.sealer.random_text(48),
+            // A browser keeps its id across sign-ins (two at once in one browser both work).
+            b: browser
+                .filter(|b| valid_browser_id(b))
+                .map_or_else(|| self.sealer.random_text(16), str::to_owned),
+            id: self.sealer.random_text(16),
             e: now() + PENDING_LIFETIME.as_secs(),
         })
     }
@@ -542,7 +659,7 @@ impl OAuth {
     /// `GET /oauth/callback`: the forge sends the person back. A sign-in we did not start,
     /// or one that took too long, is shown to the person; the forge's refusal goes back to
     /// the client; otherwise the client gets a code.
-    pub fn callback(&self, params: &[(String, String)]) -> Browser {
+    pub fn callback(&self, params: &[(String, String)], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
         let Ok(Some(state)) = param(params, "state") else {
             return page("the sign-in came back without its state; start again from your MCP client");
@@ -562,6 +679,16 @@ impl OAuth {
                 ("error_description", "the sign-in took longer than 10 minutes; try again"),
             ]);
         }
+        // The browser that approved the sign-in must be the one coming back, once: a code is
+        // never handed to a browser that did not approve it.
+        if !browser.is_some_and(|b| header::constant_time_eq(b.as_bytes(), pending.b.as_bytes())) {
+            return page(
+                "this sign-in was approved in another browser (or its cookie was lost); start again from your MCP client",
+            );
+        }
+        if !self.used.first_use(&pending.id, pending.e) {
+            return page("this sign-in has already come back once; start again from your MCP client");
+        }
         if let Ok(Some(error)) = param(params, "error") {
             let description = if error == "access_denied" {
                 "the person declined on the forge's consent page"
@@ -570,8 +697,14 @@ impl OAuth {
             };
             return back(&[("error", "access_denied"), ("error_description", description)]);
         }
-        let Ok(Some(forge_code)) = param(params, "code") else {
-            return back(&[("error", "server_error"), ("error_description", "the forge sent no code")]);
+        let forge_code = match param(params, "code") {
+            Ok(Some(c)) if c.len() <= MAX_FORGE_CODE_CHARS => c,
+            _ => {
+                return back(&[
+                    ("error", "server_error"),
+                    ("error_description", "the forge sent no usable code"),
+                ]);
+            }
         };
         let code = Code {
             c: pending.c.clone(),
@@ -613,7 +746,7 @@ impl OAuth {
         if code.c != client_hash(client_id) {
             return Err(OAuthError::grant("the code was issued to another client"));
         }
-        if param(params, "redirect_uri")?.is_some_and(|r| r != code.r) {
+        if param(params, "redirect_uri")? != Some(code.r.as_str()) {
             return Err(OAuthError::grant("redirect_uri differs from the one of the authorization request"));
         }
         let verifier = required(params, "code_verifier")
@@ -653,7 +786,7 @@ impl OAuth {
                     "the forge refused the sign-in's code (it may have been used already); sign in again",
                 )
             })?;
-        Ok(self.issue(&code.c, &code.sc, &code.res, grant))
+        Ok(self.issue(&code.c, &code.sc, &code.sc, &code.res, grant))
     }
 
     async fn refresh(&self, forge: &Forge, params: &[(String, String)]) -> Result<Value, OAuthError> {
@@ -683,7 +816,7 @@ impl OAuth {
             }
         };
         if let Some(r) = param(params, "resource")? {
-            if r != old.res {
+            if !self.audiences.iter().any(|a| a == r) {
                 return Err(OAuthError::new(
                     400,
                     "invalid_target",
@@ -704,12 +837,25 @@ impl OAuth {
                 ("client_secret", self.forge_client_secret.expose_secret()),
             ])
             .await
-            .map_err(|r| forge_refusal(r, "the forge refused the refresh (it may have been used already, or the person revoked the application); sign in again"))?;
-        Ok(self.issue(&old.c, &scope, &old.res, grant))
+            .map_err(|r| {
+                if let ForgeRefusal::Unavailable(_) = r {
+                    self.used.forget(&old.id);
+                }
+                forge_refusal(r, "the forge refused the refresh (it may have been used already, or the person revoked the application); sign in again")
+            })?;
+        // The new refresh token keeps the sign-in's scope; only the access token is narrowed.
+        Ok(self.issue(&old.c, &scope, &old.sc, &old.res, grant))
     }
 
     /// Our tokens for a forge grant.
-    fn issue(&self, client: &str, scope: &str, resource: &str, grant: ForgeGrant) -> Value {
+    fn issue(
+        &self,
+        client: &str,
+        scope: &str,
+        refresh_scope: &str,
+        resource: &str,
+        grant: ForgeGrant,
+    ) -> Value {
         let forge_left = grant.expires_in.map(Duration::from_secs).unwrap_or(ACCESS_LIFETIME);
         let lifetime = forge_left.min(ACCESS_LIFETIME).max(Duration::from_secs(1)).as_secs();
         let access = Access {
@@ -728,7 +874,7 @@ impl OAuth {
         if let Some(forge_refresh) = grant.refresh_token {
             let refresh = Refresh {
                 c: client.to_owned(),
-                sc: scope.to_owned(),
+                sc: refresh_scope.to_owned(),
                 res: resource.to_owned(),
                 f: forge_refresh.expose_secret().to_owned(),
                 e: now() + REFRESH_LIFETIME.as_secs(),
@@ -742,8 +888,13 @@ impl OAuth {
     /// What a presented token is: ours (valid or why not) or not ours at all.
     pub fn verify(&self, token: &SecretString) -> Presented {
         let text = token.expose_secret();
-        if !text.starts_with(Kind::Access.prefix()) {
+        if !text.starts_with(ISSUED) {
             return Presented::NotOurs;
+        }
+        if !text.starts_with(Kind::Access.prefix()) {
+            return Presented::Invalid(
+                "this is not an access token (a refresh token, code or client id of this server?); send the access_token from the token endpoint",
+            );
         }
         let Ok(access) = self.sealer.open::<Access>(Kind::Access, text) else {
             return Presented::Invalid(
@@ -880,17 +1031,20 @@ mod tests {
         ])
     }
 
-    /// A code as the callback would hand it out for the client, for the forge code `F`.
+    /// A code as the callback would hand it out for the client, for the forge code `F`: the
+    /// consent page, the person's approval and the callback, all in one browser.
     async fn code_for(o: &OAuth, client: &str) -> String {
-        let Browser::Redirect(to_forge) = o.authorize(&forge(), &authorize_params(client)).await else {
+        let Browser::Consent(consent) = o.authorize(&forge(), &authorize_params(client), None).await else {
             panic!("authorize refused")
         };
-        let state =
-            Url::parse(&to_forge).unwrap().query_pairs().find(|(k, _)| k == "state").unwrap().1.into_owned();
-        let Browser::Redirect(back) = o.callback(&params(&[("code", "F"), ("state", &state)])) else {
-            panic!("callback refused")
+        let approve = params(&[("pending", &consent.pending), ("granted", "true")]);
+        let Browser::Redirect(to_forge) = o.approve(&forge(), &approve, Some(&consent.browser)) else {
+            panic!("approval refused")
         };
-        Url::parse(&back).unwrap().query_pairs().find(|(k, _)| k == "code").unwrap().1.into_owned()
+        let state = query(&to_forge, "state");
+        let back = o.callback(&params(&[("code", "F"), ("state", &state)]), Some(&consent.browser));
+        let Browser::Redirect(back) = back else { panic!("callback refused: {back:?}") };
+        query(&back, "code")
     }
 
     #[test]
@@ -915,40 +1069,67 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn authorize_shows_client_and_redirect_problems_and_sends_the_rest_back() {
+    async fn authorize_shows_every_problem_to_the_person_and_asks_before_anything_else() {
         let o = server();
         let f = forge();
         let client = registered(&o);
+        let status_of = |b: Browser| match b {
+            Browser::Page { status, message } => (status, message),
+            other => panic!("not a page: {other:?}"),
+        };
         let mut p = authorize_params("aegis-client.forged");
-        assert!(matches!(o.authorize(&f, &p).await, Browser::Page { status: 400, .. }));
+        assert_eq!(status_of(o.authorize(&f, &p, None).await).0, 400);
         p = authorize_params(&client);
         p[1].1 = "http://127.0.0.1:5555/other".into();
-        assert!(matches!(o.authorize(&f, &p).await, Browser::Page { status: 400, .. }));
-        let error_of = |b: Browser| match b {
-            Browser::Redirect(url) => query(&url, "error"),
-            Browser::Page { message, .. } => panic!("a page: {message}"),
-        };
+        assert_eq!(status_of(o.authorize(&f, &p, None).await).0, 400);
+        // Nothing is redirected before the person approved: no open redirector.
         for (drop, expected) in [("state", "invalid_request"), ("code_challenge", "invalid_request")] {
             let p: Vec<_> = authorize_params(&client).into_iter().filter(|(k, _)| k != drop).collect();
-            assert_eq!(error_of(o.authorize(&f, &p).await), expected, "without {drop}");
+            assert!(status_of(o.authorize(&f, &p, None).await).1.contains(expected), "without {drop}");
         }
         let mut p = authorize_params(&client);
         p[5].1 = "plain".into();
-        assert_eq!(error_of(o.authorize(&f, &p).await), "invalid_request");
+        assert!(status_of(o.authorize(&f, &p, None).await).1.contains("S256"));
         p = authorize_params(&client);
         p[6].1 = "admin".into();
-        assert_eq!(error_of(o.authorize(&f, &p).await), "invalid_scope");
+        assert!(status_of(o.authorize(&f, &p, None).await).1.contains("invalid_scope"));
         p = authorize_params(&client);
         p.push(("resource".into(), "https://other.example/mcp".into()));
-        assert_eq!(error_of(o.authorize(&f, &p).await), "invalid_target");
-        // Valid: to the forge's consent page, with this server's application and callback.
-        let Browser::Redirect(url) = o.authorize(&f, &authorize_params(&client)).await else { panic!() };
+        assert!(status_of(o.authorize(&f, &p, None).await).1.contains("invalid_target"));
+        // Valid: this server's consent page first, naming the client and where the answer goes.
+        let Browser::Consent(c) = o.authorize(&f, &authorize_params(&client), None).await else { panic!() };
+        assert_eq!(
+            (c.client.as_str(), c.redirect_to.as_str(), c.read_only),
+            ("test", "http://127.0.0.1:5555", true)
+        );
+        // Approved from the same browser: on to the forge's consent page, with this server's
+        // application and callback.
+        let approve = params(&[("pending", &c.pending), ("granted", "true")]);
+        let Browser::Redirect(url) = o.approve(&f, &approve, Some(&c.browser)) else { panic!() };
         assert!(url.starts_with("http://127.0.0.1:9/login/oauth/authorize?"), "{url}");
         assert_eq!(query(&url, "client_id"), "forge-app");
         assert_eq!(query(&url, "redirect_uri"), "http://127.0.0.1:8080/oauth/callback");
         assert_eq!(query(&url, "code_challenge_method"), "S256");
         assert!(query(&url, "scope").contains("read:repository") && !query(&url, "scope").contains("write"));
         assert!(query(&url, "state").starts_with("aegis-state."));
+        // From another browser (no cookie, or another one): refused.
+        assert!(matches!(o.approve(&f, &approve, None), Browser::Page { .. }));
+        assert!(matches!(o.approve(&f, &approve, Some("AAAAAAAAAAAAAAAAAAAAAA")), Browser::Page { .. }));
+        // Denied: back to the client with access_denied.
+        let deny = params(&[("pending", &c.pending), ("granted", "false")]);
+        let Browser::Redirect(back) = o.approve(&f, &deny, Some(&c.browser)) else { panic!() };
+        assert!(back.starts_with("http://127.0.0.1:5555/cb?"), "{back}");
+        assert_eq!(query(&back, "error"), "access_denied");
+        assert_eq!(query(&back, "state"), "st-1");
+    }
+
+    #[test]
+    fn loopback_redirects_match_on_any_port_and_nothing_else_does() {
+        assert!(same_redirect("http://127.0.0.1/cb", "http://127.0.0.1:33418/cb"));
+        assert!(same_redirect("http://[::1]:5/cb", "http://[::1]:6/cb"));
+        assert!(!same_redirect("http://127.0.0.1/cb", "http://127.0.0.1:33418/other"));
+        assert!(!same_redirect("http://localhost/cb", "http://localhost:8080/cb"));
+        assert!(!same_redirect("https://a.example/cb", "https://a.example:444/cb"));
     }
 
     fn query(url: &str, name: &str) -> String {
@@ -1053,10 +1234,14 @@ mod tests {
     }
 
     #[test]
-    fn the_callback_refuses_a_state_it_did_not_seal_and_passes_a_refusal_back() {
+    fn the_callback_needs_the_approving_browser_once_and_passes_a_refusal_back() {
         let o = server();
-        assert!(matches!(o.callback(&params(&[("code", "F"), ("state", "made-up")])), Browser::Page { .. }));
-        let pending = Pending {
+        let b = "BBBBBBBBBBBBBBBBBBBBBB";
+        assert!(matches!(
+            o.callback(&params(&[("code", "F"), ("state", "made-up")]), Some(b)),
+            Browser::Page { .. }
+        ));
+        let pending = |id: &str| Pending {
             c: "c".into(),
             r: "http://127.0.0.1:5555/cb".into(),
             s: "client-state".into(),
@@ -1064,15 +1249,35 @@ mod tests {
             sc: "read".into(),
             res: o.resource.clone(),
             fv: "v".into(),
+            b: b.into(),
+            id: id.into(),
             e: now() + 60,
         };
-        let state = o.sealer.seal(Kind::Pending, &pending);
-        let Browser::Redirect(url) = o.callback(&params(&[("error", "access_denied"), ("state", &state)]))
+        let state = o.sealer.seal(Kind::Pending, &pending("p1"));
+        // Another browser, or none: no code.
+        for other in [None, Some("CCCCCCCCCCCCCCCCCCCCCC")] {
+            assert!(matches!(
+                o.callback(&params(&[("code", "F"), ("state", &state)]), other),
+                Browser::Page { .. }
+            ));
+        }
+        let Browser::Redirect(url) =
+            o.callback(&params(&[("error", "access_denied"), ("state", &state)]), Some(b))
         else {
             panic!()
         };
         assert_eq!(query(&url, "error"), "access_denied");
         assert_eq!(query(&url, "state"), "client-state");
         assert_eq!(query(&url, "code"), "");
+        // Once only.
+        let state = o.sealer.seal(Kind::Pending, &pending("p2"));
+        assert!(matches!(
+            o.callback(&params(&[("code", "F"), ("state", &state)]), Some(b)),
+            Browser::Redirect(_)
+        ));
+        assert!(matches!(
+            o.callback(&params(&[("code", "F"), ("state", &state)]), Some(b)),
+            Browser::Page { .. }
+        ));
     }
 }

@@ -204,7 +204,7 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
                 Caller::Global
             }
             _ => match cfg.oauth.as_ref().map(|o| o.verify(&t)) {
-                None | Some(Presented::NotOurs) if !t.expose_secret().starts_with(ISSUED_PREFIX) => {
+                None | Some(Presented::NotOurs) if !t.expose_secret().starts_with(crate::oauth::ISSUED) => {
                     Caller::Token(t)
                 }
                 None | Some(Presented::NotOurs) => {
@@ -234,7 +234,7 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
             );
         }
         AuthHeader::None if cfg.oauth.is_some() => {
-            return unauthorized(
+            return sign_in_needed(
                 &cfg,
                 "Unauthorized: sign in with the forge (your MCP client finds how from this answer), or send your own forge token as Authorization: token <token>",
             );
@@ -252,13 +252,28 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
     next.run(req).await
 }
 
-/// The prefix of the access tokens this server issues (`oauth/seal.rs`).
-const ISSUED_PREFIX: &str = "aegis-at.";
-
 /// A 401 with the challenge clients expect; with sign-in configured it names the resource
 /// metadata, where a client finds how to sign in (RFC 9728).
 fn unauthorized(cfg: &LayerConfig, message: &str) -> Response {
     unauthorized_for(cfg.oauth.as_deref(), message)
+}
+
+/// A 401 for a request without credentials on a server with sign-in: where to sign in, and
+/// no error (RFC 6750 §3.1: none was presented). No `scope` either: a client then asks for
+/// the scopes the resource metadata lists, or for fewer if its user wants only reads — a
+/// scope here would override that choice in clients that prefer the challenge's.
+fn sign_in_needed(cfg: &LayerConfig, message: &str) -> Response {
+    let mut r = refuse(StatusCode::UNAUTHORIZED, -32001, message);
+    if let Some(oauth) = &cfg.oauth {
+        let challenge = format!(
+            r#"Bearer realm="aegis-gitea-mcp", resource_metadata="{}""#,
+            oauth.resource_metadata_url()
+        );
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+    }
+    r
 }
 
 /// A 401 with the challenge, for a server with or without sign-in.

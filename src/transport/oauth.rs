@@ -16,6 +16,7 @@ use axum::routing::{get, post};
 use serde_json::Value;
 
 use crate::oauth::{Browser, OAuth, OAuthError, form_params};
+
 use crate::server::Server;
 
 /// Largest registration or token request body.
@@ -35,9 +36,8 @@ pub fn routes(server: Arc<Server>, oauth: Arc<OAuth>) -> Router {
         .route("/.well-known/oauth-protected-resource/{*rest}", get(resource_metadata))
         .route("/.well-known/oauth-authorization-server", get(server_metadata))
         .route("/.well-known/oauth-authorization-server/{*rest}", get(server_metadata))
-        .route("/.well-known/openid-configuration", get(server_metadata))
         .route("/register", post(register).options(preflight))
-        .route("/authorize", get(authorize))
+        .route("/authorize", get(authorize).post(approve))
         .route(crate::oauth::CALLBACK_PATH, get(callback))
         .route("/token", post(token).options(preflight))
         .with_state(ctx)
@@ -75,12 +75,46 @@ async fn register(State(ctx): State<Ctx>, req: Request) -> Response {
 
 async fn authorize(State(ctx): State<Ctx>, req: Request) -> Response {
     let params = form_params(req.uri().query().unwrap_or("").as_bytes());
-    browser(ctx.oauth.authorize(&ctx.server.forge, &params).await)
+    let cookie = sign_in_cookie(&ctx.oauth, &req);
+    browser(&ctx.oauth, ctx.oauth.authorize(&ctx.server.forge, &params, cookie.as_deref()).await)
+}
+
+/// The consent page's answer. A browser sends `Origin` with a form POST: it must be this
+/// server (a page elsewhere cannot answer for the person, and with `SameSite=Lax` its
+/// request would not carry the cookie either).
+async fn approve(State(ctx): State<Ctx>, req: Request) -> Response {
+    let origin = req.headers().get(header::ORIGIN).map(|o| o.to_str().unwrap_or(""));
+    if origin.is_some_and(|o| o != ctx.oauth.origin()) {
+        return page(
+            StatusCode::FORBIDDEN,
+            "the answer came from another site; start again from your MCP client",
+        );
+    }
+    let cookie = sign_in_cookie(&ctx.oauth, &req);
+    let body = match small_body(&ctx.server, req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    browser(&ctx.oauth, ctx.oauth.approve(&ctx.server.forge, &form_params(&body), cookie.as_deref()))
 }
 
 async fn callback(State(ctx): State<Ctx>, req: Request) -> Response {
     let params = form_params(req.uri().query().unwrap_or("").as_bytes());
-    browser(ctx.oauth.callback(&params))
+    let cookie = sign_in_cookie(&ctx.oauth, &req);
+    browser(&ctx.oauth, ctx.oauth.callback(&params, cookie.as_deref()))
+}
+
+/// The sign-in cookie's value, if the browser sent it.
+fn sign_in_cookie(oauth: &OAuth, req: &Request) -> Option<String> {
+    let (name, _) = oauth.cookie();
+    req.headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
 }
 
 async fn token(State(ctx): State<Ctx>, req: Request) -> Response {
@@ -123,8 +157,9 @@ async fn small_body(server: &Server, req: Request) -> Result<Vec<u8>, Response> 
     }
 }
 
-fn browser(b: Browser) -> Response {
+fn browser(oauth: &OAuth, b: Browser) -> Response {
     match b {
+        Browser::Consent(consent) => consent_page(oauth, &consent),
         Browser::Redirect(url) => match HeaderValue::from_str(&url) {
             Ok(location) => {
                 let mut r = StatusCode::FOUND.into_response();
@@ -140,23 +175,72 @@ fn browser(b: Browser) -> Response {
     }
 }
 
-/// A plain page for the person in the browser (no markup from the request is ever echoed).
-fn page(status: StatusCode, message: &str) -> Response {
-    let escaped: String = message
-        .chars()
+/// Text for HTML: nothing a client or the request chose can become markup.
+fn escape(text: &str) -> String {
+    text.chars()
         .map(|c| match c {
             '<' => "&lt;".to_owned(),
             '>' => "&gt;".to_owned(),
             '&' => "&amp;".to_owned(),
             '"' => "&quot;".to_owned(),
+            '\'' => "&#39;".to_owned(),
             c => c.to_string(),
         })
-        .collect();
+        .collect()
+}
+
+/// A plain page for the person in the browser.
+fn page(status: StatusCode, message: &str) -> Response {
     let html = format!(
-        "<!doctype html><meta charset=\"utf-8\"><title>Sign-in failed</title><h1>Sign-in failed</h1><p>{escaped}</p>"
+        "<!doctype html><meta charset=\"utf-8\"><title>Sign-in failed</title><h1>Sign-in failed</h1><p>{}</p>",
+        escape(message)
     );
+    html_response(status, html)
+}
+
+/// The consent page: who asks, where the answer goes, what it may do; Allow or Deny. It
+/// sets the cookie that binds the sign-in to this browser, and may not be framed.
+fn consent_page(oauth: &OAuth, c: &crate::oauth::Consent) -> Response {
+    let access =
+        if c.read_only { "read your data on the forge" } else { "read and change your data on the forge" };
+    let html = format!(
+        "<!doctype html><meta charset=\"utf-8\"><title>Allow access?</title>\
+         <h1>Allow access?</h1>\
+         <p><strong>{client}</strong> (a name the client chose; this server has not verified it) asks to \
+         {access} as you, through this MCP server.</p>\
+         <p>If you allow it, you sign in on the forge next, and the answer goes to <code>{to}</code>.</p>\
+         <p>Allow only if you started this from your own MCP client just now.</p>\
+         <form method=\"post\" action=\"/authorize\">\
+         <input type=\"hidden\" name=\"pending\" value=\"{pending}\">\
+         <button type=\"submit\" name=\"granted\" value=\"true\">Allow</button> \
+         <button type=\"submit\" name=\"granted\" value=\"false\">Deny</button>\
+         </form>",
+        client = escape(&c.client),
+        to = escape(&c.redirect_to),
+        pending = escape(&c.pending),
+    );
+    let mut r = html_response(StatusCode::OK, html);
+    let (name, secure) = oauth.cookie();
+    let cookie = format!(
+        "{name}={}; Path=/; Max-Age=600; HttpOnly; SameSite=Lax{}",
+        c.browser,
+        if secure { "; Secure" } else { "" }
+    );
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+fn html_response(status: StatusCode, html: String) -> Response {
     let mut r = (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response();
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     r
 }
 

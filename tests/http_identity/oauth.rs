@@ -118,31 +118,68 @@ impl SignIn {
         body["client_id"].as_str().unwrap().to_owned()
     }
 
-    /// `/authorize` → the forge's consent (automatic) → `/oauth/callback` → the redirect to
-    /// the client: its query parameters. `extra` overrides or adds authorize parameters.
+    /// `/authorize` → this server's consent page (allowed) → the forge's consent (automatic)
+    /// → `/oauth/callback` → the redirect to the client: its query parameters. `extra`
+    /// overrides or adds authorize parameters.
     async fn authorize(&self, client_id: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
-        let to_forge = self.authorize_hop(client_id, extra).await;
+        let (to_forge, cookie) = self.authorize_hop(client_id, extra).await;
         let at_forge = browser().get(&to_forge).send().await.unwrap();
         assert!(at_forge.status().is_redirection(), "the forge's consent: {}", at_forge.status());
         let callback = location(&at_forge);
         assert!(callback.starts_with(&self.url("/oauth/callback?")), "{callback}");
-        let back = browser().get(&callback).send().await.unwrap();
+        let back = browser().get(&callback).header("cookie", &cookie).send().await.unwrap();
         assert_eq!(back.status().as_u16(), 302);
         let to_client = location(&back);
         assert!(to_client.starts_with(CLIENT_REDIRECT), "{to_client}");
         query(&to_client)
     }
 
-    /// The first hop: `/authorize` must send the person to the forge; that URL.
-    async fn authorize_hop(&self, client_id: &str, extra: &[(&str, &str)]) -> String {
+    /// `/authorize` must show this server's consent page: its sealed sign-in and the cookie
+    /// it sets (`name=value`).
+    async fn consent(&self, client_id: &str, extra: &[(&str, &str)]) -> (String, String) {
         let resp = browser().get(self.authorize_url(client_id, extra)).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        assert_eq!(resp.headers().get("x-frame-options").map(|v| v.to_str().unwrap()), Some("DENY"));
+        let cookie =
+            resp.headers().get("set-cookie").expect("the sign-in cookie").to_str().unwrap().to_owned();
+        assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+        let cookie = cookie.split(';').next().unwrap().to_owned();
+        let page = resp.text().await.unwrap();
+        assert!(page.contains("Allow access?"), "{page}");
+        let at = page.find("name=\"pending\" value=\"").expect("the sealed sign-in")
+            + "name=\"pending\" value=\"".len();
+        let pending = page[at..].split('"').next().unwrap().to_owned();
+        (pending, cookie)
+    }
+
+    /// The person's answer on the consent page, from the browser holding `cookie`.
+    async fn answer(&self, pending: &str, granted: bool, cookie: Option<&str>) -> reqwest::Response {
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs([("pending", pending), ("granted", if granted { "true" } else { "false" })])
+            .finish();
+        let mut req = browser()
+            .post(self.url("/authorize"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("origin", &self.public)
+            .body(body);
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// Consent, allowed: `/authorize` must then send the person to the forge; that URL, and
+    /// the cookie of the browser.
+    async fn authorize_hop(&self, client_id: &str, extra: &[(&str, &str)]) -> (String, String) {
+        let (pending, cookie) = self.consent(client_id, extra).await;
+        let resp = self.answer(&pending, true, Some(&cookie)).await;
         assert_eq!(resp.status().as_u16(), 302, "{}", resp.text().await.unwrap_or_default());
         let to_forge = location(&resp);
         assert!(
             to_forge.starts_with(&format!("{}/login/oauth/authorize?", self.forge.base_url())),
             "{to_forge}"
         );
-        to_forge
+        (to_forge, cookie)
     }
 
     fn authorize_url(&self, client_id: &str, extra: &[(&str, &str)]) -> String {
@@ -303,7 +340,7 @@ async fn the_whole_sign_in_from_a_401_to_a_call_as_the_person_then_refresh_expir
     // 2. Registration, 3. authorize → the forge's consent page with this server's
     // application, 4. the callback → a code for the client.
     let client = s.register().await;
-    let to_forge = s.authorize_hop(&client, &[]).await;
+    let (to_forge, _) = s.authorize_hop(&client, &[]).await;
     let forge_params = query(&to_forge);
     assert_eq!(param(&forge_params, "client_id"), FORGE_CLIENT_ID);
     assert_eq!(param(&forge_params, "redirect_uri"), s.url("/oauth/callback"));
@@ -483,13 +520,47 @@ async fn every_refusal_of_the_sign_in_is_clear_and_asks_nothing_of_the_forge() {
         let page = resp.text().await.unwrap();
         assert!(page.contains("Sign-in failed"), "{what}: {page}");
     }
-    // Missing state or PKCE: back to the client with invalid_request.
+    // Missing state or PKCE: shown to the person too (nothing is redirected anywhere before
+    // the person approved the client: no open redirector).
     for drop in ["state", "code_challenge"] {
         let resp = browser().get(s.authorize_url(&client, &[(drop, "")])).send().await.unwrap();
-        assert_eq!(resp.status().as_u16(), 302);
-        let back = query(&location(&resp));
-        assert_eq!(param(&back, "error"), "invalid_request", "without {drop}");
+        assert_eq!(resp.status().as_u16(), 400, "without {drop}");
+        assert!(resp.headers().get("location").is_none());
+        assert!(resp.text().await.unwrap().contains("invalid_request"), "without {drop}");
     }
+    // The consent answered from another site, or from a browser without the sign-in's cookie,
+    // or the callback reached by another browser: refused, no code anywhere.
+    let (pending, cookie) = s.consent(&client, &[]).await;
+    let forged = s.answer(&pending, true, None).await;
+    assert_eq!(forged.status().as_u16(), 400);
+    assert!(forged.text().await.unwrap().contains("did not come from the browser"));
+    let body = format!("pending={pending}&granted=true");
+    let cross_site = browser()
+        .post(s.url("/authorize"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("origin", "https://evil.example")
+        .header("cookie", &cookie)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status().as_u16(), 403);
+    let (to_forge, _) = s.authorize_hop(&client, &[]).await;
+    let at_forge = browser().get(&to_forge).send().await.unwrap();
+    let callback = location(&at_forge);
+    s.forge.clear_requests();
+    let stolen = browser().get(&callback).send().await.unwrap();
+    assert_eq!(stolen.status().as_u16(), 400, "a callback from a browser without the cookie");
+    assert!(stolen.headers().get("location").is_none());
+    // Denied on the consent page: back to the client with access_denied, the forge never asked.
+    let (pending, cookie) = s.consent(&client, &[]).await;
+    let denied = s.answer(&pending, false, Some(&cookie)).await;
+    assert_eq!(denied.status().as_u16(), 302);
+    let back = query(&location(&denied));
+    assert_eq!(
+        (param(&back, "error").as_str(), param(&back, "state").as_str()),
+        ("access_denied", "client-state-1")
+    );
     assert!(s.forge.requests().is_empty(), "an invalid authorization reached the forge");
 
     // A code: wrong or missing verifier, another client, then reuse.
@@ -529,6 +600,13 @@ async fn every_refusal_of_the_sign_in_is_clear_and_asks_nothing_of_the_forge() {
     tampered[at] = if tampered[at] == b'x' { b'y' } else { b'x' };
     let tampered = String::from_utf8(tampered).unwrap();
     s.forge.clear_requests();
+    // Our other kinds (a refresh token, a client id) are never taken for forge tokens.
+    let refresh = tokens["refresh_token"].as_str().unwrap();
+    for t in [refresh, client.as_str()] {
+        let resp = post_initialize(&s, Some(&bearer(t))).await;
+        assert_eq!(resp.status().as_u16(), 401);
+        assert!(www_authenticate(&resp).contains("not an access token"), "{}", www_authenticate(&resp));
+    }
     for (what, t) in
         [("tampered", tampered.as_str()), ("forged", "aegis-at.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")]
     {
@@ -571,7 +649,8 @@ async fn every_refusal_of_the_sign_in_is_clear_and_asks_nothing_of_the_forge() {
         .send()
         .await
         .unwrap();
-    assert_eq!(param(&query(&location(&resp)), "error"), "invalid_target");
+    assert_eq!(resp.status().as_u16(), 400);
+    assert!(resp.text().await.unwrap().contains("invalid_target"));
     s.assert_no_secret_in_log(&[&access]);
     drop((other_server, third));
 }
@@ -642,8 +721,13 @@ async fn a_client_id_metadata_document_is_fetched_checked_and_used() {
     let cases = [
         (liar.as_str(), "not its own URL"),
         (secretive.as_str(), "public clients"),
-        (&*doc_url("missing"), "answered 404"),
+        (&*doc_url("missing"), "could not be fetched"),
         ("http://mcp-client.example/client.json", "https"),
+        // Private, link-local and mapped addresses, and other ports: never fetched.
+        ("https://10.0.0.1/client.json", "could not be fetched"),
+        ("https://169.254.169.254/latest/meta-data.json", "could not be fetched"),
+        ("https://[::ffff:192.168.0.1]/client.json", "could not be fetched"),
+        ("https://localhost:8443/client.json", "could not be fetched"),
     ];
     for (client_id, words) in cases {
         let resp = browser().get(s.authorize_url(client_id, &[])).send().await.unwrap();

@@ -12,7 +12,8 @@ returned; any other redirect is followed (301/302/303 as a GET, 307/308 repeatin
 body); a page with a password form is the login page: its hidden inputs (`_csrf` on forges that
 have one; Gitea 1.26 and 1.27 have none and check the `Sec-Fetch-Site`/`Origin` headers instead,
 which a non-browser client does not send) are posted back with `user_name` and `password`; a page
-with a form posting to `.../login/oauth/grant` is the consent page: its hidden inputs (`client_id`,
+with a form posting to `.../login/oauth/grant`, or with a `granted` button (the MCP server's own
+consent page, which comes first), is a consent page: its hidden inputs (`client_id`,
 `state`, `scope`, `nonce`, `redirect_uri`, and `_csrf` where there is one) are posted back with
 `granted=true` (or `false` when `grant=False`). The walk may pass through other servers (e.g. an
 MCP server's `/authorize` and its `/oauth/callback`): one cookie jar serves all of them, as in a
@@ -212,6 +213,7 @@ class ForgeBrowser:
         signed_in = False
         consent_shown = False
         consent_fields: list[str] = []
+        answered: set[str] = set()
         method, target, data = "GET", url, None
         for step in range(1, self.max_steps + 1):
             where = f"step {step}: {method} {_bare(target)}"
@@ -289,14 +291,17 @@ class ForgeBrowser:
                 signed_in = True
                 continue
             if consent_form is not None:
-                if consent_shown:
+                # Two consent pages may come in turn (the MCP server's own, then the forge's);
+                # the same one twice means the answer was not taken.
+                target = urljoin(str(resp.url), consent_form.action or "")
+                if _bare(target) in answered:
                     raise ForgeBrowserError(f"{where}: the consent page came back after answering it")
+                answered.add(_bare(target))
                 consent_shown = True
-                consent_fields = consent_form.field_names()
+                consent_fields += consent_form.field_names()
                 fields = consent_form.hidden()
                 fields["granted"] = "true" if grant else "false"
                 method = consent_form.method
-                target = urljoin(str(resp.url), consent_form.action or "")
                 data = fields
                 continue
             raise ForgeBrowserError(
