@@ -150,7 +150,14 @@ pub struct OAuth {
     /// `/authorize` needs no credential, so it must not become a way to make the server
     /// fetch without end.
     documents: tokio::sync::Semaphore,
+    /// Client ID metadata documents read recently, by URL (expiry, client): a client that
+    /// signs people in again is not fetched again, nor held up by others' slow documents.
+    known_documents: std::sync::Mutex<std::collections::HashMap<String, (u64, Client)>>,
 }
+
+/// How long a client ID metadata document is trusted, and how many are remembered.
+const DOCUMENT_LIFETIME: Duration = Duration::from_secs(300);
+const MAX_KNOWN_DOCUMENTS: usize = 1024;
 
 /// Most client ID metadata documents fetched at once.
 const MAX_DOCUMENT_FETCHES: usize = 16;
@@ -231,6 +238,7 @@ struct Refresh {
 }
 
 /// A client as `/authorize` knows it.
+#[derive(Debug, Clone)]
 struct Client {
     redirect_uris: Vec<String>,
     /// The name the client gave itself (unverified).
@@ -378,6 +386,7 @@ impl OAuth {
             used: UsedOnce::new(100_000),
             http_documents,
             documents: tokio::sync::Semaphore::new(MAX_DOCUMENT_FETCHES),
+            known_documents: Default::default(),
         }
     }
 
@@ -486,6 +495,11 @@ impl OAuth {
                 "a client_id URL must be an https URL with a path (a client ID metadata document)".into()
             );
         }
+        if let Some((expires, client)) = self.known_documents.lock().expect("never poisoned").get(client_id) {
+            if *expires >= now() {
+                return Ok(client.clone());
+            }
+        }
         let _permit = self
             .documents
             .try_acquire()
@@ -504,7 +518,17 @@ impl OAuth {
         }
         let redirect_uris = redirect_uris_of(&meta)?;
         let name = client_name(&meta)?;
-        Ok(Client { redirect_uris, name })
+        let client = Client { redirect_uris, name };
+        let mut known = self.known_documents.lock().expect("never poisoned");
+        if known.len() >= MAX_KNOWN_DOCUMENTS {
+            let t = now();
+            known.retain(|_, (expires, _)| *expires >= t);
+            if known.len() >= MAX_KNOWN_DOCUMENTS {
+                known.clear();
+            }
+        }
+        known.insert(client_id.to_owned(), (now() + DOCUMENT_LIFETIME.as_secs(), client.clone()));
+        Ok(client)
     }
 
     /// `GET /authorize`: check the client and its redirect URI (problems there are shown to

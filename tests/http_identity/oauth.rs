@@ -701,6 +701,10 @@ async fn a_client_id_metadata_document_is_fetched_checked_and_used() {
     assert_eq!(status, 200, "{tokens}");
     let fetched = s.forge.requests().into_iter().filter(|r| r.raw_path == "/clients/good.json").count();
     assert_eq!(fetched, 1, "fetched once, at the authorization");
+    // A second sign-in with the same client within minutes uses what was read.
+    s.authorize(&good, &[]).await;
+    let fetched = s.forge.requests().into_iter().filter(|r| r.raw_path == "/clients/good.json").count();
+    assert_eq!(fetched, 1, "fetched again within its lifetime");
     assert!(
         s.forge
             .requests()
