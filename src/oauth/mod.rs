@@ -58,8 +58,13 @@ const MAX_URI_CHARS: usize = 512;
 /// Longest `state`, `client_name` and PKCE values accepted.
 const MAX_STATE_CHARS: usize = 512;
 const MAX_NAME_CHARS: usize = 200;
-/// What every value this server issues starts with: none is ever sent to the forge.
-pub const ISSUED: &str = "aegis-";
+/// Whether `text` has the shape of a value this server issues (a client id, state, code,
+/// access or refresh token): such a value is never sent to the forge as a token.
+pub fn looks_issued(text: &str) -> bool {
+    [Kind::Client, Kind::Pending, Kind::Code, Kind::Access, Kind::Refresh]
+        .iter()
+        .any(|k| text.starts_with(k.prefix()))
+}
 /// Longest code accepted from the forge (Gitea's are 43 characters).
 const MAX_FORGE_CODE_CHARS: usize = 512;
 /// The path of the callback on this server that the forge's application must allow.
@@ -912,7 +917,7 @@ impl OAuth {
     /// What a presented token is: ours (valid or why not) or not ours at all.
     pub fn verify(&self, token: &SecretString) -> Presented {
         let text = token.expose_secret();
-        if !text.starts_with(ISSUED) {
+        if !looks_issued(text) {
             return Presented::NotOurs;
         }
         if !text.starts_with(Kind::Access.prefix()) {
@@ -1145,6 +1150,16 @@ mod tests {
         assert!(back.starts_with("http://127.0.0.1:5555/cb?"), "{back}");
         assert_eq!(query(&back, "error"), "access_denied");
         assert_eq!(query(&back, "state"), "st-1");
+    }
+
+    #[test]
+    fn only_the_shapes_of_issued_values_count_as_ours() {
+        for ours in ["aegis-at.x", "aegis-rt.x", "aegis-code.x", "aegis-client.x", "aegis-state.x"] {
+            assert!(looks_issued(ours), "{ours}");
+        }
+        for theirs in ["aegis-e2e-not-a-token", "aegis-", "0123456789abcdef", "eyJhbGciOi.x.y"] {
+            assert!(!looks_issued(theirs), "{theirs}");
+        }
     }
 
     #[test]

@@ -204,7 +204,7 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
                 Caller::Global
             }
             _ => match cfg.oauth.as_ref().map(|o| o.verify(&t)) {
-                None | Some(Presented::NotOurs) if !t.expose_secret().starts_with(crate::oauth::ISSUED) => {
+                None | Some(Presented::NotOurs) if !crate::oauth::looks_issued(t.expose_secret()) => {
                     Caller::Token(t)
                 }
                 None | Some(Presented::NotOurs) => {
