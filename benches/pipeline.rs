@@ -202,6 +202,7 @@ fn guard_throughput() {
                         untrusted_content: envelope::untrusted_notice(Flavor::Gitea),
                         data: data.clone(),
                         truncated: None,
+                        hidden_content: None,
                     };
                     let t = Instant::now();
                     let r = guard.success(std::hint::black_box(&mut s), false, &Elided::default());
@@ -597,6 +598,7 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
         untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
         data: data.clone(),
         truncated: None,
+        hidden_content: None,
     };
     let serialize = time(&mut || {
         std::hint::black_box(success.to_text());

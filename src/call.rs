@@ -51,15 +51,19 @@ pub async fn run(
         sudo::authorize(server, asked_sudo, credential, identity).await.map_err(|e| guard.error(e))?;
     // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
     // call to a credential operation is treated like the operation's tool).
-    let operation_id = tool.operation().or(reached.and_then(ToolDef::operation)).map(|op| op.id.as_str());
-    let guard = guard.with(secrets::from_body(operation_id, args.get("body")));
+    let operation = tool.operation().or(reached.and_then(ToolDef::operation));
+    let operation_id = operation.map(|op| op.id.as_str());
+    // File bytes (raw files, archives) are exact content: no hygiene, even when sent as text.
+    let file_bytes = operation.is_some_and(|op| op.response == crate::catalog::ResponseKind::Binary);
+    let guard = guard.with(secrets::from_body(operation_id, args.get("body"))).for_file_bytes(file_bytes);
     let issues_credentials = credential_ops::issues_credentials(operation_id);
     // 3.–6. validate, plan, send, decode.
     let mut fetched =
         fetch(server, tool, &mut args, reached, &credential, &guard).await.map_err(|e| guard.error(e))?;
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
-    // 7. guard: exact redaction → pattern masking (or block) → bounds; 8. the envelope text.
+    // 7. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 8. the
+    //    envelope text.
     guard.success(&mut success, issues_credentials, &elided)
 }
 
@@ -168,6 +172,7 @@ impl Fetched {
             untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
             data: self.data,
             truncated: None,
+            hidden_content: None,
         }
     }
 }

@@ -93,6 +93,29 @@ pub enum DetectionMode {
     Block,
 }
 
+/// `CONTENT_HYGIENE`: what the guard does with text from the forge that a person reading it
+/// rendered would not see (invisible and bidirectional-control characters, HTML comments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContentHygiene {
+    /// Make them visible in place (`[U+202E]`, `[hidden comment: …]`) and count them in the
+    /// envelope's `hidden_content` member.
+    Mark,
+    /// Remove them (a comment with its text) and count them.
+    Strip,
+    /// Leave forge text as it is.
+    Off,
+}
+
+impl ContentHygiene {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContentHygiene::Mark => "mark",
+            ContentHygiene::Strip => "strip",
+            ContentHygiene::Off => "off",
+        }
+    }
+}
+
 /// Settings shared by every command.
 #[derive(Debug, Args)]
 pub struct CommonArgs {
@@ -249,6 +272,10 @@ pub struct CommonArgs {
     /// takes `sudo`.
     #[arg(long, env = "SUDO_ALLOWED_USERS", global = true)]
     pub sudo_allowed_users: Option<String>,
+    /// Forge text a reader would not see — invisible and bidirectional-control characters,
+    /// HTML comments: `mark` shows them in place, `strip` removes them, `off` leaves them.
+    #[arg(long, env = "CONTENT_HYGIENE", value_enum, default_value = "mark", global = true)]
+    pub content_hygiene: ContentHygiene,
 }
 
 /// Resolved settings: checked, typed, secrets wrapped.
@@ -304,6 +331,7 @@ pub struct Settings {
     pub password: Option<SecretString>,
     /// Who calls may act as with `sudo`; `None`: no tool takes the argument.
     pub sudo_allowed_users: Option<crate::identity::sudo::Allowed>,
+    pub content_hygiene: ContentHygiene,
 }
 
 /// What sign-in with the forge needs: the OAuth2 application registered on the forge, where
@@ -477,6 +505,7 @@ impl Settings {
                 .transpose()
                 .map_err(|e| ConfigError(format!("SUDO_ALLOWED_USERS: {e}")))?
                 .flatten(),
+            content_hygiene: args.content_hygiene,
         })
     }
 

@@ -550,6 +550,7 @@ mod tests {
             untrusted_content: untrusted_notice(Flavor::Gitea),
             data,
             truncated: None,
+            hidden_content: None,
         }
     }
 

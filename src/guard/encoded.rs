@@ -66,7 +66,7 @@ pub(super) fn redact(redactor: &Redactor, v: &mut Value) -> Found {
 }
 
 /// The members of `map` that hold base64 content.
-fn encoded_fields(map: &Map<String, Value>) -> Vec<&'static str> {
+pub(super) fn encoded_fields(map: &Map<String, Value>) -> Vec<&'static str> {
     let mut keys = Vec::new();
     if map.get("encoding").and_then(Value::as_str) == Some("base64") {
         keys.push("content");

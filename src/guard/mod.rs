@@ -1,6 +1,10 @@
 //! The guard: every result — success and error, generated tools and built-in ones alike —
 //! passes here after decoding and before it is sent, in this order:
 //!
+//! 0. content hygiene (`CONTENT_HYGIENE`, `hygiene.rs`): invisible and bidirectional-control
+//!    characters and HTML comments in forge text are marked (`mark`) or removed (`strip`)
+//!    and counted in `hidden_content`; first, so that the steps below see the text as it
+//!    leaves (a secret split by zero-width characters is joined for them);
 //! 1. exact redaction (always on): every secret the server knows, plus the caller's token and
 //!    the secrets this call's body carried, become `[REDACTED]` in strings and keys — also
 //!    where JSON escapes spell them, and inside base64 file content (`encoded.rs`); binary
@@ -19,6 +23,7 @@
 pub mod bound;
 pub mod credential_ops;
 mod encoded;
+pub mod hygiene;
 pub mod log;
 pub mod mask;
 pub mod redact;
@@ -38,9 +43,9 @@ pub use redact::Redactor;
 
 use serde_json::Value;
 
-use crate::config::{DetectionMode, Settings};
+use crate::config::{ContentHygiene, DetectionMode, Settings};
 use crate::decode::json::Elided;
-use crate::envelope::Success;
+use crate::envelope::{HiddenContent, Success};
 use crate::error::{CallError, ErrorKind, ToolFailure};
 
 /// The text of a result that passed the guard: the only form in which a result leaves a call.
@@ -119,6 +124,7 @@ pub struct Guard {
     mode: DetectionMode,
     masker: Arc<Masker>,
     bounds: Bounds,
+    hygiene: ContentHygiene,
     /// One case-insensitive pass over a result's text that finds everything the walks
     /// below could act on: the configured secrets (also as JSON escapes them), the rules'
     /// anchors and the secret field names. No hit — the common case — means no walk.
@@ -162,7 +168,20 @@ impl Guard {
     pub fn new(secrets: Vec<String>, mode: DetectionMode, bounds: Bounds) -> Guard {
         let patterns = scan_patterns(&secrets, mode);
         let scan = scanner(&patterns, redact::automaton_kind(&patterns));
-        Guard { redactor: Redactor::new(secrets), mode, masker: Arc::new(Masker::new()), bounds, scan }
+        Guard {
+            redactor: Redactor::new(secrets),
+            mode,
+            masker: Arc::new(Masker::new()),
+            bounds,
+            hygiene: ContentHygiene::Mark,
+            scan,
+        }
+    }
+
+    /// This guard with `CONTENT_HYGIENE` set to `mode` (`new` marks).
+    pub fn with_hygiene(mut self, mode: ContentHygiene) -> Guard {
+        self.hygiene = mode;
+        self
     }
 
     pub fn from_settings(settings: &Settings) -> Guard {
@@ -174,6 +193,7 @@ impl Guard {
                 max_chars: settings.max_tool_response_chars,
             },
         )
+        .with_hygiene(settings.content_hygiene)
     }
 
     /// Exact redaction of the configured secrets only.
@@ -192,13 +212,18 @@ impl Guard {
             .filter(|s| !s.is_empty() && !self.redactor.secrets().contains(s))
             .collect();
         let extra_scan = scanner(&scan_patterns(&new, DetectionMode::Off), AhoCorasickKind::ContiguousNFA);
-        CallGuard { redactor: self.redactor.with(new), guard: self.clone(), extra_scan }
+        CallGuard { redactor: self.redactor.with(new), guard: self.clone(), extra_scan, file_bytes: false }
     }
 
     /// A failure outside any call (a request that could not become one), guarded with the
     /// configured secrets.
     pub fn error(&self, e: CallError) -> GuardedError {
         guard_error(&self.redactor, self, e)
+    }
+
+    /// The masker when pattern masking is on.
+    fn masking(&self) -> Option<&Masker> {
+        (self.mode != DetectionMode::Off).then_some(&*self.masker)
     }
 
     /// Mask a string in place when masking is on; whether it changed.
@@ -217,16 +242,23 @@ impl Guard {
 }
 
 /// Redact and mask an error's words (errors are masked, never blocked: the status and kind
-/// stay useful), then cut the message to `MAX_MESSAGE_CHARS`.
+/// stay useful), then cut the message to `MAX_MESSAGE_CHARS`. The message, which can quote
+/// the forge, has its hidden content marked or removed first (not counted: an error has no
+/// `hidden_content` member).
 fn guard_error(redactor: &Redactor, guard: &Guard, e: CallError) -> GuardedError {
     let clean = |s: &str| {
         let mut s = redactor.redact_str(s);
         guard.mask_in_place(&mut s);
         s
     };
+    let visible = |s: &str| {
+        let mut counts = hygiene::Counts::default();
+        hygiene::clean_str(s, guard.hygiene, redactor, guard.masking(), &mut counts)
+            .unwrap_or_else(|| s.to_owned())
+    };
     GuardedError(match e {
         CallError::Result(f) => CallError::Result(ToolFailure {
-            message: redact::truncate_chars(&clean(&f.message), MAX_MESSAGE_CHARS + 200),
+            message: redact::truncate_chars(&clean(&visible(&f.message)), MAX_MESSAGE_CHARS + 200),
             // A pointer into the arguments names what the client sent: guarded the same.
             path: f.path.as_deref().map(|p| redact::truncate_chars(&clean(p), MAX_MESSAGE_CHARS)),
             ..f
@@ -244,9 +276,18 @@ pub struct CallGuard {
     redactor: Redactor,
     guard: Guard,
     extra_scan: Option<Arc<AhoCorasick>>,
+    /// The operation returns file bytes: its result is exact content, no hygiene.
+    file_bytes: bool,
 }
 
 impl CallGuard {
+    /// This guard for an operation that returns file bytes (`true`): content hygiene leaves
+    /// its result alone, whatever the forge sent it as.
+    pub fn for_file_bytes(mut self, file_bytes: bool) -> CallGuard {
+        self.file_bytes = file_bytes;
+        self
+    }
+
     /// This guard, also knowing `more` secrets (a request body's, once the operation is known).
     pub fn with(&self, more: Vec<String>) -> CallGuard {
         if more.is_empty() {
@@ -254,7 +295,7 @@ impl CallGuard {
         }
         let mut all = self.redactor.secrets().to_vec();
         all.extend(more);
-        self.guard.for_call(all)
+        self.guard.for_call(all).for_file_bytes(self.file_bytes)
     }
 
     /// Redact, mask (or block) and bound a success; its text. `issues_credentials`: the
@@ -299,6 +340,19 @@ impl CallGuard {
                         "the result was withheld because a secret this server knows occurs in base64 content that is not text (or the content does not decode, so it could not be checked); fetch it without the server, or remove the secret from it",
                     ));
                 }
+            }
+        }
+        // Hidden content first, so that redaction and masking see the text as it leaves.
+        if self.guard.hygiene != ContentHygiene::Off && !self.file_bytes && hygiene::may_hold(&text[from..]) {
+            let masker = if issues_credentials { None } else { self.guard.masking() };
+            let found = hygiene::clean_value(&mut s.data, self.guard.hygiene, &self.redactor, masker);
+            if found.any() {
+                s.hidden_content = Some(HiddenContent {
+                    characters: found.characters,
+                    comments: found.comments,
+                    mode: self.guard.hygiene.as_str(),
+                });
+                text = s.to_text();
             }
         }
         if self.hit(&text[from..]) {
@@ -445,6 +499,7 @@ mod tests {
             untrusted_content: untrusted_notice(Flavor::Gitea),
             data,
             truncated: None,
+            hidden_content: None,
         }
     }
 
