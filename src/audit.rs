@@ -545,9 +545,9 @@ pub fn verify(paths: &[PathBuf]) -> (String, bool) {
                 report.last.as_ref().map_or(0, |l| l.0),
                 report.last.as_ref().map_or(GENESIS, |l| l.1.as_str())
             )),
-            Some((_, why)) => {
+            Some((n, why)) => {
                 ok = false;
-                out.push_str(&format!("{}: BROKEN at {why}\n", path.display()));
+                out.push_str(&format!("{}: BROKEN at line {n}: {why}\n", path.display()));
             }
         }
         if let (Some((prev_path, (seq, hash))), Some((first_seq, first_prev))) = (&before, &report.first) {
