@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aegis_gitea_mcp::args::{plan as arg_plan, validate as arg_validate};
-use aegis_gitea_mcp::call;
 use aegis_gitea_mcp::catalog::{Catalog, Flavor, Target};
 use aegis_gitea_mcp::config::{Cli, Settings};
 use aegis_gitea_mcp::decode::json::{Elided, Keep};
@@ -20,6 +19,7 @@ use aegis_gitea_mcp::identity::{Identity, Mode};
 use aegis_gitea_mcp::mcp::McpHandler;
 use aegis_gitea_mcp::mcp::tool_list;
 use aegis_gitea_mcp::server::Server;
+use aegis_gitea_mcp::{audit, call};
 use clap::Parser;
 use fake_forge::{FakeForge, Flavor as FFlavor, Options};
 use serde_json::{Map, Value, json};
@@ -376,12 +376,15 @@ async fn direct(client: &reqwest::Client, url: &str) -> usize {
     resp.bytes().await.expect("direct body").len()
 }
 
+/// One call as the handler makes it, audit line included when `AUDIT_LOG` is set.
 async fn ours(server: &Server, case: &Case) -> usize {
-    call::run(server, Caller::Global, &Default::default(), case.tool, Some(case.args.clone()))
-        .await
-        .expect("tool call succeeds")
-        .as_str()
-        .len()
+    let origin = audit::Origin { transport: "stdio", client: None };
+    let args = case.args.clone();
+    let pending = audit::begin(server, origin, case.tool, Some(&args)).expect("audit log writable");
+    let mut trace = audit::Trace::default();
+    let result =
+        call::run(server, Caller::Global, &Default::default(), case.tool, Some(args), &mut trace).await;
+    pending.finish(&trace, result).expect("tool call succeeds").as_str().len()
 }
 
 async fn per_call() {

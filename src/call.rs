@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::args::{self, CallPlan};
+use crate::audit::Trace;
 use crate::catalog::{Target, ToolDef};
 use crate::decode::json::{Elided, Keep};
 use crate::decode::{body, pagination, status};
@@ -21,14 +22,17 @@ use secrecy::{ExposeSecret, SecretString};
 
 /// Run tool `name` with `args` as `caller`, under the server's policy as `narrowing`
 /// narrows it for this request: the text of a success result, or why not. Both can only
-/// be built by the guard, so every outcome has passed it.
+/// be built by the guard, so every outcome has passed it. `trace` keeps what the audit
+/// line needs (who, which operation, what was sent, the forge's status) as far as the call got.
 pub async fn run(
     server: &Server,
     caller: Caller,
     narrowing: &Narrowing,
     name: &str,
     args: Option<Map<String, Value>>,
+    trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
+    trace.caller(server, &caller);
     // Every outcome leaves through this call's guard; it knows the caller's token from the
     // start (a client may paste it anywhere), the body's secrets once the operation is known.
     let guard = server.guard.for_call(caller.secrets());
@@ -49,17 +53,20 @@ pub async fn run(
     // Sudo allowed (the credential now carries the `Sudo` header) or refused, before sending.
     let (credential, identity) =
         sudo::authorize(server, asked_sudo, credential, identity).await.map_err(|e| guard.error(e))?;
+    trace.identity = Some(identity.clone());
     // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
     // call to a credential operation is treated like the operation's tool).
     let operation = tool.operation().or(reached.and_then(ToolDef::operation));
     let operation_id = operation.map(|op| op.id.as_str());
+    trace.operation = operation_id.map(str::to_owned);
     // File bytes (raw files, archives) are exact content: no hygiene, even when sent as text.
     let file_bytes = operation.is_some_and(|op| op.response == crate::catalog::ResponseKind::Binary);
     let guard = guard.with(secrets::from_body(operation_id, args.get("body"))).for_file_bytes(file_bytes);
     let issues_credentials = credential_ops::issues_credentials(operation_id);
     // 3.–6. validate, plan, send, decode.
-    let mut fetched =
-        fetch(server, tool, &mut args, reached, &credential, &guard).await.map_err(|e| guard.error(e))?;
+    let mut fetched = fetch(server, tool, &mut args, reached, &credential, &guard, trace)
+        .await
+        .map_err(|e| guard.error(e))?;
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
     // 7. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 8. the
@@ -186,6 +193,7 @@ async fn fetch(
     reached: Option<&ToolDef>,
     credential: &Credential,
     guard: &CallGuard,
+    trace: &mut Trace,
 ) -> Result<Fetched, CallError> {
     // 3. valid? body field names in the spec's spelling (the forges take any letter case),
     //    then against the tool's JSON Schema, before anything is sent.
@@ -193,8 +201,10 @@ async fn fetch(
     args::validate::validate(tool, args)?;
     // 4. plan: encoded path, query, body or multipart.
     let plan = plan(server, tool, args, reached)?;
+    trace.sent(&plan, guard.redactor());
     // 5. send, within timeouts and size limits.
     let received = server.forge.send(&plan, credential).await?;
+    trace.status = Some(received.status);
     // 6. decode: status → error kind, body → data, headers → pagination.
     let (status, data, pagination, elided) = decode(server, &plan, received, guard).await?;
     Ok(Fetched { plan, status, data, pagination, elided })
@@ -218,7 +228,9 @@ pub async fn run_reads(
     narrowing: &Narrowing,
     reads: Vec<Read>,
     combine: impl FnOnce(Vec<Value>) -> Value,
+    trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
+    trace.caller(server, &caller);
     let guard = server.guard.for_call(caller.secrets());
     let mut tools = Vec::with_capacity(reads.len());
     for r in &reads {
@@ -234,13 +246,19 @@ pub async fn run_reads(
         tools.push(tool);
     }
     let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
+    trace.identity = Some(identity.clone());
     let mut first: Option<Fetched> = None;
     let mut datas = Vec::with_capacity(reads.len());
     let mut elided = Elided::default();
     for (tool, mut read) in tools.into_iter().zip(reads) {
-        let mut got = fetch(server, tool, &mut read.args, None, &credential, &guard)
-            .await
-            .map_err(|e| guard.error(e))?;
+        // The audit line names the first read (as the envelope's `request` does), or the one that failed.
+        let mut this = Trace::default();
+        let fetched = fetch(server, tool, &mut read.args, None, &credential, &guard, &mut this).await;
+        if first.is_none() || fetched.is_err() {
+            (trace.operation, trace.method, trace.path, trace.status) =
+                (this.operation, this.method, this.path, this.status);
+        }
+        let mut got = fetched.map_err(|e| guard.error(e))?;
         datas.push(std::mem::take(&mut got.data));
         elided.merge(std::mem::take(&mut got.elided).under(read.at));
         first.get_or_insert(got);

@@ -60,6 +60,24 @@ pub enum Command {
     /// Check the URL, detect the forge and its version, resolve the identity, and report
     /// problems in plain words. Exits 1 when something needs fixing.
     Doctor,
+    /// Work with the audit trail (AUDIT_LOG).
+    Audit {
+        #[command(subcommand)]
+        action: AuditCommand,
+    },
+}
+
+/// What `audit` does.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check that audit log files are complete and unedited: each file's hash chain from its
+    /// first line, and, given several files oldest first, that each continues the one
+    /// before. Exits 1 at a break, naming the line and why.
+    Verify {
+        /// The files, oldest first (e.g. audit.jsonl.1 audit.jsonl).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
 /// Which forge the spec is for.
@@ -276,6 +294,14 @@ pub struct CommonArgs {
     /// HTML comments: `mark` shows them in place, `strip` removes them, `off` leaves them.
     #[arg(long, env = "CONTENT_HYGIENE", value_enum, default_value = "mark", global = true)]
     pub content_hygiene: ContentHygiene,
+    /// Append one JSON line per tool call and resource read to this file, each chained to
+    /// the one before by its hash (see `audit verify`). Unset: no audit trail.
+    #[arg(long, env = "AUDIT_LOG", global = true)]
+    pub audit_log: Option<PathBuf>,
+    /// When the audit log cannot be written, run calls anyway with a warning instead of
+    /// failing them with audit_failed.
+    #[arg(long, env = "AUDIT_FAIL_OPEN", global = true)]
+    pub audit_fail_open: bool,
 }
 
 /// Resolved settings: checked, typed, secrets wrapped.
@@ -332,6 +358,10 @@ pub struct Settings {
     /// Who calls may act as with `sudo`; `None`: no tool takes the argument.
     pub sudo_allowed_users: Option<crate::identity::sudo::Allowed>,
     pub content_hygiene: ContentHygiene,
+    /// The audit trail's file; `None`: none.
+    pub audit_log: Option<PathBuf>,
+    /// Run calls unrecorded (with a warning) when the audit log cannot be written.
+    pub audit_fail_open: bool,
 }
 
 /// What sign-in with the forge needs: the OAuth2 application registered on the forge, where
@@ -506,6 +536,8 @@ impl Settings {
                 .map_err(|e| ConfigError(format!("SUDO_ALLOWED_USERS: {e}")))?
                 .flatten(),
             content_hygiene: args.content_hygiene,
+            audit_log: args.audit_log.filter(|p| !p.as_os_str().is_empty()),
+            audit_fail_open: args.audit_fail_open,
         })
     }
 

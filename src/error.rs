@@ -31,11 +31,13 @@ pub enum ErrorKind {
     ConnectionFailed,
     IdentityFailed,
     Denied,
+    /// The audit log (`AUDIT_LOG`) could not be written.
+    AuditFailed,
 }
 
 impl ErrorKind {
     /// Every kind, for tests that loop over the table.
-    pub const ALL: [ErrorKind; 18] = [
+    pub const ALL: [ErrorKind; 19] = [
         ErrorKind::BadRequest,
         ErrorKind::Unauthorized,
         ErrorKind::Forbidden,
@@ -54,6 +56,7 @@ impl ErrorKind {
         ErrorKind::ConnectionFailed,
         ErrorKind::IdentityFailed,
         ErrorKind::Denied,
+        ErrorKind::AuditFailed,
     ];
 
     /// The wire name of the kind.
@@ -77,6 +80,7 @@ impl ErrorKind {
             ErrorKind::ConnectionFailed => "connection_failed",
             ErrorKind::IdentityFailed => "identity_failed",
             ErrorKind::Denied => "denied",
+            ErrorKind::AuditFailed => "audit_failed",
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Read `call.rs` first: it calls every stage below in order, top to bottom.
 
 pub mod args;
+pub mod audit;
 pub mod call;
 pub mod catalog;
 pub mod config;

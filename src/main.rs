@@ -1,4 +1,4 @@
-//! `aegis-gitea-mcp`: serve | tools | call | doctor. Exit codes: 0 ok, 1 an error result or
+//! `aegis-gitea-mcp`: serve | tools | call | doctor | audit verify. Exit codes: 0 ok, 1 an error result or
 //! a problem found by `doctor`, 2 bad settings or usage. Nothing else lives here.
 
 use std::process::ExitCode;
@@ -6,15 +6,21 @@ use std::sync::Arc;
 
 use clap::Parser;
 
-use aegis_gitea_mcp::config::{Cli, Command, FlavorChoice, Settings, TransportChoice};
+use aegis_gitea_mcp::config::{AuditCommand, Cli, Command, FlavorChoice, Settings, TransportChoice};
 use aegis_gitea_mcp::error::Outcome;
 use aegis_gitea_mcp::mcp::{McpHandler, tool_list};
 use aegis_gitea_mcp::policy::Policy;
 use aegis_gitea_mcp::server::{Server, catalog_for};
-use aegis_gitea_mcp::{call, catalog, doctor, transport};
+use aegis_gitea_mcp::{audit, call, catalog, doctor, transport};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Needs no settings and no forge: only the files.
+    if let Some(Command::Audit { action: AuditCommand::Verify { files } }) = &cli.command {
+        let (report, ok) = audit::verify(files);
+        print!("{report}");
+        return if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    }
     let log_level = cli.common.log_level.clone();
     let settings = match Settings::resolve(cli.common, &|k| std::env::var(k).ok()) {
         Ok(s) => s,
@@ -95,14 +101,17 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let result = call::run(
-                &server,
-                aegis_gitea_mcp::identity::Caller::Global,
-                &Default::default(),
-                &tool,
-                Some(args),
-            )
-            .await;
+            let origin = audit::Origin { transport: "cli", client: None };
+            let result = match audit::begin(&server, origin, &tool, Some(&args)) {
+                Ok(pending) => {
+                    let mut trace = audit::Trace::default();
+                    let caller = aegis_gitea_mcp::identity::Caller::Global;
+                    let result =
+                        call::run(&server, caller, &Default::default(), &tool, Some(args), &mut trace).await;
+                    pending.finish(&trace, result)
+                }
+                Err(e) => Err(e),
+            };
             match Outcome::from_result(result) {
                 Outcome::Success(text) => {
                     println!("{text}");
@@ -118,7 +127,7 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                 }
             }
         }
-        Command::Doctor | Command::Tools { .. } => unreachable!("handled above"),
+        Command::Doctor | Command::Tools { .. } | Command::Audit { .. } => unreachable!("handled above"),
     }
 }
 

@@ -49,23 +49,26 @@ pub const TEMPLATES: &[Template] = &[
     },
 ];
 
-/// Read the resource at `uri` as `caller`: the envelope text, or why not.
+/// Read the resource at `uri` as `caller`: the envelope text, or why not (`trace`: as for
+/// `call::run`).
 pub async fn read(
     server: &Server,
     caller: Caller,
     narrowing: &Narrowing,
     uri: &str,
+    trace: &mut crate::audit::Trace,
 ) -> Result<Guarded, GuardedError> {
+    trace.caller(server, &caller);
     let (reads, shape) = parse(uri).map_err(|e| server.guard.for_call(caller.secrets()).error(e))?;
-    call::run_reads(server, caller, narrowing, reads, |mut datas| match shape {
+    let combine = move |mut datas: Vec<Value>| match shape {
         Shape::One => datas.pop().unwrap_or(Value::Null),
         Shape::IssueWithComments => {
             let comments = datas.pop().unwrap_or(Value::Null);
             let issue = datas.pop().unwrap_or(Value::Null);
             json!({"issue": issue, "comments": comments})
         }
-    })
-    .await
+    };
+    call::run_reads(server, caller, narrowing, reads, combine, trace).await
 }
 
 /// How the data of a resource's reads become one.

@@ -33,6 +33,8 @@ pub struct Server {
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
     /// How long building the catalog took (spec parse, schemas, validators).
     pub catalog_build: std::time::Duration,
+    /// The audit trail, when `AUDIT_LOG` is set.
+    pub audit: Option<crate::audit::AuditLog>,
 }
 
 /// Why the server could not start, in words a person can act on.
@@ -63,7 +65,10 @@ impl Server {
         let mcp_path =
             if settings.transport == crate::config::TransportChoice::Sse { "/sse" } else { "/mcp" };
         let oauth = settings.oauth.as_ref().map(|o| Arc::new(crate::oauth::OAuth::new(o, mcp_path)));
+        let audit =
+            settings.audit_log.as_deref().map(|p| crate::audit::AuditLog::open(p, settings.audit_fail_open));
         Ok(Server {
+            audit,
             oauth,
             guard: Guard::from_settings(&settings),
             global: GlobalIdentity::new(credential),

@@ -745,3 +745,139 @@ async fn spec_fixes_runner_token_body_archive_binary_job_logs_text() {
     assert_eq!(c.data(), "step 1\nok\n");
     h.stop().await;
 }
+
+/// The audit log's lines, parsed.
+fn audit_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// `aegis-gitea-mcp audit verify FILE...`: exit success and stdout.
+fn audit_verify(files: &[&std::path::Path]) -> (bool, String) {
+    let out =
+        std::process::Command::new(support::bin()).args(["audit", "verify"]).args(files).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test]
+async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let log_s = log.to_str().unwrap();
+    let setup = Setup::gitea().env("AUDIT_LOG", log_s).env("DISABLED_TOOLS", "repoDelete");
+    let h = Harness::start(setup).await;
+    let json_ct = [("content-type", "application/json")];
+    h.forge.script(script(
+        "/api/v1/repos/alice/demo",
+        respond(200, &json_ct, br#"{"full_name":"alice/demo","description":"FORGEDATA-Q7Z"}"#),
+    ));
+    assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
+    assert_eq!(h.call("repoGet", json!({"owner": "alice", "repo": "gone"})).await.kind(), "not_found");
+    let bad = h.call("repoGet", json!({"owner": "alice", "repo": "demo", "extra": "ARGVALUE-K3P"})).await;
+    assert_eq!(bad.kind(), "invalid_arguments");
+    let c = h.call("repoSearch", json!({"q": "ARGVALUE-K3P"})).await;
+    let searched = if c.is_error { c.kind().to_owned() } else { "ok".to_owned() };
+    assert_eq!(h.call("repoDelete", json!({"owner": "alice", "repo": "demo"})).await.kind(), "denied");
+    assert!(h.call_raw("noSuchTool", json!({"x": "ARGVALUE-K3P"})).await.is_err());
+    let raw = json!({"method": "GET", "path": "/repos/alice/demo"});
+    assert!(!h.call("gitea_api_request", raw).await.is_error);
+    h.stop().await;
+
+    let lines = audit_lines(&log);
+    let outcomes: Vec<&str> = lines.iter().map(|l| l["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["ok", "not_found", "invalid_arguments", &searched, "denied", "unknown_tool", "ok"]);
+    let first = &lines[0];
+    let keys: Vec<&str> = first.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "seq",
+            "time",
+            "id",
+            "transport",
+            "client",
+            "identity",
+            "tool",
+            "operation",
+            "method",
+            "path",
+            "outcome",
+            "status",
+            "duration_ms",
+            "bytes",
+            "args_sha256",
+            "prev"
+        ]
+    );
+    assert_eq!(first["transport"], "stdio");
+    assert!(first["client"]["name"].is_string(), "{first}");
+    assert_eq!(first["identity"], json!({"login": "alice", "mode": "token", "sudo": null}));
+    assert_eq!(
+        (&first["operation"], &first["method"], &first["path"]),
+        (&json!("repoGet"), &json!("GET"), &json!("/repos/alice/demo"))
+    );
+    assert_eq!(first["status"], 200);
+    assert!(first["bytes"].as_u64().unwrap() > 50);
+    assert_eq!(first["prev"], "0".repeat(64));
+    assert!(first["time"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(lines[1]["status"], 404);
+    assert_eq!(lines[4]["identity"]["mode"], "token", "a refused call still says who");
+    assert_eq!(lines[6]["operation"], "repoGet", "the raw tool's route names its operation");
+    let text = std::fs::read_to_string(&log).unwrap();
+    for never in [support::ALICE_TOKEN, "ARGVALUE-K3P", "FORGEDATA-Q7Z"] {
+        assert!(!text.contains(never), "{never} reached the audit log");
+    }
+    let (ok, report) = audit_verify(&[&log]);
+    assert!(ok, "{report}");
+
+    // A second server on the same file continues the chain.
+    let h = Harness::start(Setup::gitea().env("AUDIT_LOG", log_s)).await;
+    h.forge.seed_repo("alice", "demo");
+    assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
+    h.stop().await;
+    let lines = audit_lines(&log);
+    assert_eq!(lines.len(), 8);
+    assert_eq!(lines[7]["seq"], 8);
+    let (ok, report) = audit_verify(&[&log]);
+    assert!(ok, "{report}");
+
+    // Edited, deleted, reordered: the first break is named by its line.
+    let original: Vec<String> = text
+        .lines()
+        .map(str::to_owned)
+        .chain([std::fs::read_to_string(&log).unwrap().lines().last().unwrap().to_owned()])
+        .collect();
+    let tampered = dir.path().join("tampered.jsonl");
+    for (change, expect) in [
+        (0, "line 4: line 3 was edited"),
+        (1, "line 3: 1 line(s) deleted between line 2 and line 3"),
+        (2, "line 3: line 3 is out of order"),
+    ] {
+        let mut l = original.clone();
+        match change {
+            0 => l[2] = l[2].replace("invalid_arguments", "ok"),
+            1 => drop(l.remove(2)),
+            _ => l.swap(2, 3),
+        }
+        std::fs::write(&tampered, l.join("\n") + "\n").unwrap();
+        let (ok, report) = audit_verify(&[&tampered]);
+        assert!(!ok && report.contains(&format!("BROKEN at {expect}")), "{expect}: {report}");
+    }
+}
+
+#[tokio::test]
+async fn an_unwritable_audit_log_fails_calls_closed_unless_fail_open() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory cannot be appended to.
+    let h = Harness::start(Setup::gitea().env("AUDIT_LOG", dir.path().to_str().unwrap())).await;
+    h.forge.seed_repo("alice", "demo");
+    let c = h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
+    assert_eq!(c.kind(), "audit_failed", "{}", c.text);
+    assert!(h.tool_requests().is_empty(), "nothing was sent unrecorded");
+    h.stop().await;
+    let setup = Setup::gitea().env("AUDIT_LOG", dir.path().to_str().unwrap()).env("AUDIT_FAIL_OPEN", "true");
+    let h = Harness::start(setup).await;
+    h.forge.seed_repo("alice", "demo");
+    assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
+    assert!(h.stderr().contains("AUDIT_FAIL_OPEN"), "{}", h.stderr());
+    h.stop().await;
+}

@@ -12,8 +12,10 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use crate::audit::{self, Origin, Trace};
 use crate::call;
 use crate::catalog::ToolDef;
+use crate::config::TransportChoice;
 use crate::error::{CallError, ErrorKind, Outcome};
 use crate::guard::{Guarded, GuardedError};
 use crate::identity::Caller;
@@ -109,11 +111,18 @@ impl ServerHandler for McpHandler {
         let _running = InFlight::enter(&self.server.in_flight);
         let server = &self.server;
         let uri = request.uri.as_str();
+        let mut uri_arg = serde_json::Map::new();
+        uri_arg.insert("uri".into(), uri.into());
+        let audit = audit::begin(server, self.origin(&context), "resources/read", Some(&uri_arg))
+            .map_err(resource_error)?;
+        let mut trace = Trace::default();
+        let traced = &mut trace;
         let result = self
             .as_caller(&context, |caller, narrowing| async move {
-                resources::read(server, caller, &narrowing, uri).await
+                resources::read(server, caller, &narrowing, uri, traced).await
             })
             .await;
+        let result = audit.finish(&trace, result);
         tracing::debug!(
             outcome =
                 result.as_ref().map(|_| "ok").unwrap_or_else(|e| e.kind().map(|k| k.as_str()).unwrap_or("?")),
@@ -137,11 +146,19 @@ impl ServerHandler for McpHandler {
         let _running = InFlight::enter(&self.server.in_flight);
         let server = &self.server;
         let (name, arguments) = (&request.name, request.arguments);
+        let audit = match audit::begin(server, self.origin(&context), name, arguments.as_ref()) {
+            Ok(a) => a,
+            Err(e) => return to_rmcp(Outcome::from_result(Err(e))).map(Into::into),
+        };
+        let mut trace = Trace::default();
+        let traced = &mut trace;
         let result = self
             .as_caller(&context, |caller, narrowing| async move {
-                call::run(server, caller, &narrowing, name, arguments).await
+                call::run(server, caller, &narrowing, name, arguments, traced).await
             })
             .await;
+        // Recorded before the result goes back; a line that cannot be written fails the call.
+        let result = audit.finish(&trace, result);
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) => e.kind().map(|k| k.as_str()).unwrap_or("unknown_tool"),
@@ -152,6 +169,20 @@ impl ServerHandler for McpHandler {
 }
 
 impl McpHandler {
+    /// The transport a request came over, and the client as it named itself when it
+    /// initialized the session.
+    fn origin(&self, context: &RequestContext<RoleServer>) -> Origin {
+        let transport =
+            match (context.extensions.get::<http::request::Parts>(), self.server.settings.transport) {
+                (None, _) => "stdio",
+                (Some(_), TransportChoice::Sse) => "sse",
+                (Some(_), _) => "http",
+            };
+        let client =
+            context.peer.peer_info().map(|p| (p.client_info.name.clone(), p.client_info.version.clone()));
+        Origin { transport, client }
+    }
+
     /// Run `work` as the request's caller under the request's narrowing: the global identity
     /// and no narrowing over stdio; over HTTP what the layers established, within
     /// `MCP_REQUEST_TIMEOUT`.
