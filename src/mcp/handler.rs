@@ -250,16 +250,21 @@ fn caller_of(context: &RequestContext<RoleServer>) -> Option<Result<Caller, Call
     })
 }
 
-/// What an HTTP request narrowed for itself (the layers parsed its `X-MCP-*` headers);
-/// nothing over stdio. An HTTP request that did not pass that layer is refused: it might
+/// What an HTTP request narrowed for itself (the layers parsed its `X-MCP-*` headers), held
+/// to reads for a read-only sign-in; nothing over stdio. An HTTP request that did not pass that layer is refused: it might
 /// have meant to narrow (fail closed, like `caller_of`).
 fn narrowing_of(context: &RequestContext<RoleServer>) -> Result<Narrowing, String> {
     let Some(parts) = context.extensions.get::<http::request::Parts>() else {
         return Ok(Narrowing::default());
     };
-    parts.extensions.get::<Narrowing>().cloned().ok_or_else(|| {
+    let mut narrowing = parts.extensions.get::<Narrowing>().cloned().ok_or_else(|| {
         "the request did not pass the server's X-MCP-* header layer; it was not run".to_owned()
-    })
+    })?;
+    // A read-only sign-in holds every call to reads, as X-MCP-Readonly does.
+    if let Some(Caller::Granted(grant)) = parts.extensions.get::<Caller>() {
+        narrowing.read_only |= grant.read_only;
+    }
+    Ok(narrowing)
 }
 
 /// A failed resource read as a JSON-RPC error: -32002 for a resource the forge does not

@@ -8,7 +8,8 @@
 //!    global identity — or 401 when `MCP_BEARER_TOKEN` is set; a token that is not text 401,
 //!    one over 8 KiB 431. The result travels in the request's extensions as a
 //!    `Caller`, with the request's `Deadline`; the MCP handler reads both there.
-//! 3. `narrow` — what the request narrows for itself: `X-MCP-Readonly`, `X-MCP-Toolsets`,
+//! 3. `narrow` — what the request's headers narrow (the handler adds a read-only sign-in's
+//!    hold on reads): `X-MCP-Readonly`, `X-MCP-Toolsets`,
 //!    `X-MCP-Disabled-Tools`, as a `Narrowing` in the request's extensions (400 when a
 //!    header cannot be understood: a request that meant to narrow must not run wider).
 //! 4. `read_body_within` — the whole body within `--body-timeout` (408) and
@@ -304,10 +305,9 @@ fn quoted(text: &str) -> String {
 pub async fn scope(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
     let read_only = matches!(req.extensions().get::<Caller>(), Some(Caller::Granted(g)) if g.read_only);
     let (Some(oauth), true) = (&server.oauth, read_only) else { return next.run(req).await };
-    // What the headers alone narrow (the narrowing in the extensions has the sign-in's
-    // read-only part too): the call is judged with and without reads-only.
+    // What the headers narrow (the sign-in's own read-only part is added by the handler):
+    // the call is judged with and without reads-only.
     let Some(narrowing) = req.extensions().get::<Narrowing>().cloned() else { return no_identity() };
-    let narrowing = Narrowing { read_only: narrowing_of_headers_read_only(req.headers()), ..narrowing };
     let (parts, body) = req.into_parts();
     let bytes = match read_body(body).await {
         Ok(b) => b,
@@ -366,21 +366,12 @@ pub async fn scope(State(server): State<Arc<Server>>, req: Request, next: Next) 
 /// 3. What the request narrows for itself. Each header may appear once.
 pub async fn narrow(mut req: Request, next: Next) -> Response {
     match narrowing(req.headers()) {
-        Ok(mut n) => {
-            // A read-only sign-in holds every call to reads, as X-MCP-Readonly does.
-            if let Some(Caller::Granted(g)) = req.extensions().get::<Caller>() {
-                n.read_only |= g.read_only;
-            }
+        Ok(n) => {
             req.extensions_mut().insert(n);
             next.run(req).await
         }
         Err(message) => refuse(StatusCode::BAD_REQUEST, -32600, &message),
     }
-}
-
-/// Whether the headers alone hold the request to reads.
-fn narrowing_of_headers_read_only(headers: &axum::http::HeaderMap) -> bool {
-    narrowing(headers).is_ok_and(|n| n.read_only)
 }
 
 /// The `Narrowing` the `X-MCP-*` headers ask for.
