@@ -242,6 +242,42 @@ struct Refresh {
     id: String,
 }
 
+/// What a client redeems at the token endpoint: a code or a refresh token.
+trait Redeemable: serde::de::DeserializeOwned {
+    const KIND: Kind;
+    /// The form field it comes in.
+    const FIELD: &'static str;
+    /// How messages name it.
+    const WHAT: &'static str;
+    fn expires(&self) -> u64;
+    /// The hash of the client id it was issued to.
+    fn client(&self) -> &str;
+}
+
+impl Redeemable for Code {
+    const KIND: Kind = Kind::Code;
+    const FIELD: &'static str = "code";
+    const WHAT: &'static str = "code";
+    fn expires(&self) -> u64 {
+        self.e
+    }
+    fn client(&self) -> &str {
+        &self.c
+    }
+}
+
+impl Redeemable for Refresh {
+    const KIND: Kind = Kind::Refresh;
+    const FIELD: &'static str = "refresh_token";
+    const WHAT: &'static str = "refresh token";
+    fn expires(&self) -> u64 {
+        self.e
+    }
+    fn client(&self) -> &str {
+        &self.c
+    }
+}
+
 /// A client as `/authorize` knows it.
 #[derive(Debug, Clone)]
 struct Client {
@@ -764,17 +800,7 @@ impl OAuth {
     }
 
     async fn exchange_code(&self, forge: &Forge, params: &[(String, String)]) -> Result<Value, OAuthError> {
-        let client_id = required(params, "client_id")?;
-        let code: Code = self
-            .sealer
-            .open(Kind::Code, required(params, "code")?)
-            .map_err(|_| OAuthError::grant("the code was not issued by this server"))?;
-        if code.e < now() {
-            return Err(OAuthError::grant("the code has expired (codes live 60 seconds); sign in again"));
-        }
-        if code.c != client_hash(client_id) {
-            return Err(OAuthError::grant("the code was issued to another client"));
-        }
+        let code: Code = self.redeem(params, "codes live 60 seconds")?;
         if param(params, "redirect_uri")? != Some(code.r.as_str()) {
             return Err(OAuthError::grant("redirect_uri differs from the one of the authorization request"));
         }
@@ -783,53 +809,24 @@ impl OAuth {
         if !valid_pkce(verifier) || s256(verifier) != code.ch {
             return Err(OAuthError::grant("PKCE: the code_verifier does not match the code_challenge"));
         }
-        if let Some(r) = param(params, "resource")? {
-            if r != code.res {
-                return Err(OAuthError::new(
-                    400,
-                    "invalid_target",
-                    "resource differs from the one of the authorization request",
-                ));
-            }
-        }
+        self.check_resource(params)?;
         if !self.used.first_use(&code.id, code.e) {
             return Err(OAuthError::grant("the code has already been used; sign in again"));
         }
         let callback = format!("{}{CALLBACK_PATH}", self.issuer);
-        let grant = forge
-            .oauth_token(&[
-                ("grant_type", "authorization_code"),
-                ("code", &code.f),
-                ("redirect_uri", &callback),
-                ("code_verifier", &code.fv),
-                ("client_id", &self.forge_client_id),
-                ("client_secret", self.forge_client_secret.expose_secret()),
-            ])
-            .await
-            .map_err(|r| {
-                if let ForgeRefusal::Unavailable(_) = r {
-                    self.used.forget(&code.id);
-                }
-                forge_refusal(
-                    r,
-                    "the forge refused the sign-in's code (it may have been used already); sign in again",
-                )
-            })?;
+        let form = [
+            ("grant_type", "authorization_code"),
+            ("code", code.f.as_str()),
+            ("redirect_uri", &callback),
+            ("code_verifier", &code.fv),
+        ];
+        let refused = "the forge refused the sign-in's code (it may have been used already); sign in again";
+        let grant = self.ask_forge(forge, &form, &code.id, refused).await?;
         Ok(self.issue(&code.c, &code.sc, &code.sc, &code.res, grant))
     }
 
     async fn refresh(&self, forge: &Forge, params: &[(String, String)]) -> Result<Value, OAuthError> {
-        let client_id = required(params, "client_id")?;
-        let old: Refresh = self
-            .sealer
-            .open(Kind::Refresh, required(params, "refresh_token")?)
-            .map_err(|_| OAuthError::grant("the refresh token was not issued by this server"))?;
-        if old.e < now() {
-            return Err(OAuthError::grant("the refresh token has expired; sign in again"));
-        }
-        if old.c != client_hash(client_id) {
-            return Err(OAuthError::grant("the refresh token was issued to another client"));
-        }
+        let old: Refresh = self.redeem(params, "refresh tokens live 30 days")?;
         let scope = match param(params, "scope")? {
             None => old.sc.clone(),
             Some(asked) => {
@@ -844,36 +841,68 @@ impl OAuth {
                 asked.to_owned()
             }
         };
-        if let Some(r) = param(params, "resource")? {
-            if !self.audiences.iter().any(|a| a == r) {
-                return Err(OAuthError::new(
-                    400,
-                    "invalid_target",
-                    "resource differs from the one of the sign-in",
-                ));
-            }
-        }
+        self.check_resource(params)?;
         if !self.used.first_use(&old.id, old.e) {
             return Err(OAuthError::grant(
                 "the refresh token has already been used (refresh tokens rotate); use the newest one, or sign in again",
             ));
         }
-        let grant = forge
-            .oauth_token(&[
-                ("grant_type", "refresh_token"),
-                ("refresh_token", &old.f),
-                ("client_id", &self.forge_client_id),
-                ("client_secret", self.forge_client_secret.expose_secret()),
-            ])
-            .await
-            .map_err(|r| {
-                if let ForgeRefusal::Unavailable(_) = r {
-                    self.used.forget(&old.id);
-                }
-                forge_refusal(r, "the forge refused the refresh (it may have been used already, or the person revoked the application); sign in again")
-            })?;
+        let form = [("grant_type", "refresh_token"), ("refresh_token", old.f.as_str())];
+        let refused = "the forge refused the refresh (it may have been used already, or the person revoked the application); sign in again";
+        let grant = self.ask_forge(forge, &form, &old.id, refused).await?;
         // The new refresh token keeps the sign-in's scope; only the access token is narrowed.
         Ok(self.issue(&old.c, &scope, &old.sc, &old.res, grant))
+    }
+
+    /// The code or refresh token a client presents, opened and checked: sealed here, not
+    /// expired (`lifetime` says how long they live), issued to this client.
+    fn redeem<T: Redeemable>(&self, params: &[(String, String)], lifetime: &str) -> Result<T, OAuthError> {
+        let client_id = required(params, "client_id")?;
+        let what = T::WHAT;
+        let value: T = self
+            .sealer
+            .open(T::KIND, required(params, T::FIELD)?)
+            .map_err(|_| OAuthError::grant(format!("the {what} was not issued by this server")))?;
+        if value.expires() < now() {
+            return Err(OAuthError::grant(format!("the {what} has expired ({lifetime}); sign in again")));
+        }
+        if value.client() != client_hash(client_id) {
+            return Err(OAuthError::grant(format!("the {what} was issued to another client")));
+        }
+        Ok(value)
+    }
+
+    /// A `resource` at the token endpoint must name this server (any of its spellings).
+    fn check_resource(&self, params: &[(String, String)]) -> Result<(), OAuthError> {
+        match param(params, "resource")? {
+            Some(r) if !self.audiences.iter().any(|a| a == r) => Err(OAuthError::new(
+                400,
+                "invalid_target",
+                format!("this server issues tokens only for {} (resource was {r:?})", self.resource),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The forge's token endpoint with this server's application and `form`. The code or
+    /// refresh token `id` stays used unless the forge could not be reached (then the client
+    /// may try again).
+    async fn ask_forge(
+        &self,
+        forge: &Forge,
+        form: &[(&str, &str)],
+        id: &str,
+        refused: &str,
+    ) -> Result<ForgeGrant, OAuthError> {
+        let mut full = form.to_vec();
+        full.push(("client_id", &self.forge_client_id));
+        full.push(("client_secret", self.forge_client_secret.expose_secret()));
+        forge.oauth_token(&full).await.map_err(|r| {
+            if let ForgeRefusal::Unavailable(_) = r {
+                self.used.forget(id);
+            }
+            forge_refusal(r, refused)
+        })
     }
 
     /// Our tokens for a forge grant.
