@@ -20,24 +20,21 @@ impl Drop for Running {
 
 #[tokio::test]
 async fn binary_serves_and_records() {
-    let child = Command::new(env!("CARGO_BIN_EXE_fake-forge"))
-        .args(["--flavor", "forgejo", "--user", "t1=bob", "--root-url", "https://f.invalid"])
-        .args(["--seed-repo", "bob/demo", "--seed-issues", "3", "--version", "9.9.9"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn fake-forge");
-    let mut running = Running(child);
-    let stdout = running.0.stdout.take().unwrap();
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
-        line
-    })
-    .await
-    .unwrap();
-    let url = line.trim_end();
-    assert!(url.starts_with("http://127.0.0.1:"), "{line:?}");
-    let addr: SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let (_running, addr) = spawn(&[
+        "--flavor",
+        "forgejo",
+        "--user",
+        "t1=bob",
+        "--root-url",
+        "https://f.invalid",
+        "--seed-repo",
+        "bob/demo",
+        "--seed-issues",
+        "3",
+        "--version",
+        "9.9.9",
+    ])
+    .await;
 
     let v = send(addr, "GET", "/api/v1/version", &[], b"").await.json();
     assert_eq!(v["version"], "9.9.9");
@@ -72,7 +69,9 @@ async fn spawn(args: &[&str]) -> (Running, SocketAddr) {
     })
     .await
     .unwrap();
-    let addr = line.trim_end().trim_start_matches("http://").parse().unwrap();
+    let url = line.trim_end();
+    assert!(url.starts_with("http://127.0.0.1:"), "{line:?}");
+    let addr = url.trim_start_matches("http://").parse().unwrap();
     (running, addr)
 }
 
