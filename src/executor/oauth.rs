@@ -14,6 +14,8 @@ use super::Forge;
 
 /// Largest answer read from the forge's token endpoint or a client's metadata document.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+/// Longest forge access or refresh token accepted (Gitea's JWTs are a few hundred bytes).
+pub const MAX_FORGE_TOKEN_BYTES: usize = 4096;
 /// How long a client ID metadata document may take.
 pub const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -68,6 +70,15 @@ impl Forge {
         }
         let answer: Option<Answer> = serde_json::from_slice(&body).ok();
         match (status, answer) {
+            // A token travels sealed inside ours, which must fit an Authorization header.
+            (200, Some(Answer { access_token: Some(a), refresh_token, .. }))
+                if a.len() > MAX_FORGE_TOKEN_BYTES
+                    || refresh_token.as_ref().is_some_and(|r| r.len() > MAX_FORGE_TOKEN_BYTES) =>
+            {
+                Err(ForgeRefusal::Unavailable(format!(
+                    "the forge answered a token longer than {MAX_FORGE_TOKEN_BYTES} bytes"
+                )))
+            }
             (200, Some(Answer { access_token: Some(a), refresh_token, expires_in, .. })) if !a.is_empty() => {
                 Ok(ForgeGrant {
                     access_token: SecretString::from(a),

@@ -669,6 +669,19 @@ async fn the_forge_down_during_sign_in_is_a_clear_temporary_error_and_the_code_c
     let (status, e) = s.exchange(&client, &code).await;
     assert_eq!((status, e["error"].as_str()), (503, Some("temporarily_unavailable")), "{e}");
     assert!(e["error_description"].as_str().unwrap().contains("try again"), "{e}");
+    // A forge answering a token too long to travel inside ours: a clear error, not a token
+    // no client could send back.
+    s.forge.script(fake_forge::Script::once(
+        Some("POST"),
+        "/login/oauth/access_token",
+        fake_forge::ScriptedResponse::json(
+            200,
+            &json!({"access_token": format!("eyJ{}", "x".repeat(5000)), "token_type": "bearer", "expires_in": 3600}),
+        ),
+    ));
+    let (status, e) = s.exchange(&client, &code).await;
+    assert_eq!((status, e["error"].as_str()), (503, Some("temporarily_unavailable")), "{e}");
+    assert!(e["error_description"].as_str().unwrap().contains("longer than 4096 bytes"), "{e}");
     let (status, tokens) = s.exchange(&client, &code).await;
     assert_eq!(status, 200, "the code is still good once the forge is back: {tokens}");
     // The forge down at the start of a sign-in: the token endpoint cannot be reached at all.
