@@ -73,6 +73,19 @@ impl Trace {
     }
 }
 
+/// Longest client name, version or tool name written (a client chooses them), and longest
+/// path: a line stays small whatever a client sends.
+const MAX_NAME: usize = 200;
+const MAX_PATH: usize = 2000;
+
+/// `text` cut to `max` characters, marked with `…` when cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((at, _)) => format!("{}…", &text[..at]),
+    }
+}
+
 /// Where a call came from: the transport, and the MCP client as it named itself.
 #[derive(Debug, Clone)]
 pub struct Origin {
@@ -134,13 +147,16 @@ impl Pending<'_> {
         line.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
         line.insert("transport".into(), self.origin.transport.into());
         if let Some((name, version)) = &self.origin.client {
-            line.insert("client".into(), json!({"name": name, "version": version}));
+            line.insert(
+                "client".into(),
+                json!({"name": clip(name, MAX_NAME), "version": clip(version, MAX_NAME)}),
+            );
         }
         line.insert("identity".into(), serde_json::to_value(&trace.identity).unwrap_or(Value::Null));
-        line.insert("tool".into(), self.tool.into());
+        line.insert("tool".into(), clip(&self.tool, MAX_NAME).into());
         line.insert("operation".into(), json!(trace.operation));
         line.insert("method".into(), json!(trace.method));
-        line.insert("path".into(), json!(trace.path));
+        line.insert("path".into(), json!(trace.path.as_deref().map(|p| clip(p, MAX_PATH))));
         line.insert("outcome".into(), outcome.into());
         line.insert("status".into(), json!(status));
         line.insert("duration_ms".into(), json!(self.started.elapsed().as_secs_f64() * 1000.0));
@@ -600,6 +616,13 @@ mod tests {
         assert_eq!(r.broken, None);
         assert_eq!(r.lines, 5);
         assert_eq!(r.first, Some((1, GENESIS.to_owned())));
+    }
+
+    #[test]
+    fn client_chosen_names_are_clipped() {
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("abcd", 3), "abc…");
+        assert_eq!(clip(&"é".repeat(10), 2), "éé…");
     }
 
     #[test]
