@@ -153,7 +153,7 @@ impl Pending<'_> {
             );
         }
         line.insert("identity".into(), serde_json::to_value(&trace.identity).unwrap_or(Value::Null));
-        line.insert("tool".into(), clip(&self.tool, MAX_NAME).into());
+        line.insert("tool".into(), clip(self.tool, MAX_NAME).into());
         line.insert("operation".into(), json!(trace.operation));
         line.insert("method".into(), json!(trace.method));
         line.insert("path".into(), json!(trace.path.as_deref().map(|p| clip(p, MAX_PATH))));
