@@ -592,7 +592,9 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
     });
     let redactor = server.guard.redactor().clone();
     let mut scratch = data.clone();
-    let redact = time(&mut || redactor.redact_value(std::hint::black_box(&mut scratch)));
+    let redact = time(&mut || {
+        redactor.redact_value(std::hint::black_box(&mut scratch));
+    });
     let success = Success {
         identity: Identity { login: Some("alice".into()), mode: Mode::Token, sudo: None },
         request: RequestInfo { method: the_plan.method.as_str(), path: the_plan.path.clone() },

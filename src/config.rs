@@ -302,6 +302,11 @@ pub struct CommonArgs {
     /// failing them with audit_failed.
     #[arg(long, env = "AUDIT_FAIL_OPEN", global = true)]
     pub audit_fail_open: bool,
+    /// Where Prometheus metrics are served at /metrics: unset, on the MCP address (http and
+    /// sse only); an IP address and port such as 127.0.0.1:9464, only there, on a listener of
+    /// its own (with every transport, stdio too); `off`, nowhere.
+    #[arg(long, env = "METRICS_LISTEN", global = true)]
+    pub metrics_listen: Option<String>,
 }
 
 /// Resolved settings: checked, typed, secrets wrapped.
@@ -362,6 +367,37 @@ pub struct Settings {
     pub audit_log: Option<PathBuf>,
     /// Run calls unrecorded (with a warning) when the audit log cannot be written.
     pub audit_fail_open: bool,
+    /// Where `/metrics` is served.
+    pub metrics_listen: MetricsListen,
+}
+
+/// `METRICS_LISTEN`: where `/metrics` is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsListen {
+    /// On the MCP listener, beside `/mcp` (the HTTP transports; stdio has no listener).
+    Main,
+    /// Only on a listener of its own at this address, so that it need not be exposed with
+    /// the MCP routes.
+    Own(std::net::SocketAddr),
+    /// Nowhere.
+    Off,
+}
+
+impl MetricsListen {
+    /// Unset or empty: `Main`; `off`: `Off`; else an IP address and port.
+    pub fn parse(text: Option<&str>) -> Result<MetricsListen, ConfigError> {
+        let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
+            return Ok(MetricsListen::Main);
+        };
+        if text.eq_ignore_ascii_case("off") {
+            return Ok(MetricsListen::Off);
+        }
+        text.parse().map(MetricsListen::Own).map_err(|_| {
+            ConfigError(format!(
+                "METRICS_LISTEN must be an IP address and port such as 127.0.0.1:9464, or off (not {text:?})"
+            ))
+        })
+    }
 }
 
 /// What sign-in with the forge needs: the OAuth2 application registered on the forge, where
@@ -538,6 +574,7 @@ impl Settings {
             content_hygiene: args.content_hygiene,
             audit_log: args.audit_log.filter(|p| !p.as_os_str().is_empty()),
             audit_fail_open: args.audit_fail_open,
+            metrics_listen: MetricsListen::parse(args.metrics_listen.as_deref())?,
         })
     }
 
@@ -787,6 +824,24 @@ mod tests {
         let s = Settings::resolve(a, &env).unwrap();
         assert_eq!(s.forge_url().unwrap().as_str(), "https://flag.example/");
         assert_eq!(s.token.unwrap().expose_secret(), "filetoken");
+    }
+
+    #[test]
+    fn metrics_listen_is_the_mcp_address_an_address_of_its_own_or_off() {
+        assert_eq!(Settings::resolve(args(&[]), &|_| None).unwrap().metrics_listen, MetricsListen::Main);
+        for (text, want) in [
+            ("", MetricsListen::Main),
+            (" OFF ", MetricsListen::Off),
+            ("127.0.0.1:9464", MetricsListen::Own("127.0.0.1:9464".parse().unwrap())),
+            ("[::1]:9464", MetricsListen::Own("[::1]:9464".parse().unwrap())),
+        ] {
+            let s = Settings::resolve(args(&["--metrics-listen", text]), &|_| None).unwrap();
+            assert_eq!(s.metrics_listen, want, "{text:?}");
+        }
+        for bad in ["localhost:9464", "9464", "127.0.0.1", "on", "127.0.0.1:99999"] {
+            let e = Settings::resolve(args(&["--metrics-listen", bad]), &|_| None).unwrap_err();
+            assert!(e.to_string().contains("METRICS_LISTEN"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod executor;
 pub mod guard;
 pub mod identity;
 pub mod mcp;
+pub(crate) mod metrics;
 pub mod oauth;
 pub mod policy;
 pub mod resources;

@@ -69,6 +69,11 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                         "sign-in with the forge (MCP_PUBLIC_URL, MCP_OAUTH_KEY_FILE) is served only by the http and sse transports; over stdio every call runs as the global identity"
                     );
                 }
+                // Over stdio only a listener of its own serves /metrics (METRICS_LISTEN=address).
+                if let Err(e) = transport::metrics::serve_own(&server).await {
+                    eprintln!("aegis-gitea-mcp: {e}");
+                    return ExitCode::from(2);
+                }
                 match transport::stdio::serve(McpHandler::new(server.clone()), server.settings.max_body_bytes)
                     .await
                 {

@@ -12,6 +12,7 @@ use crate::error::{CallError, ErrorKind};
 use crate::executor::{Forge, flavor};
 use crate::guard::Guard;
 use crate::identity::{Credential, GlobalIdentity, Mode};
+use crate::metrics::Metrics;
 use crate::policy::{Narrowing, Policy};
 
 /// Everything a call needs besides its arguments.
@@ -35,6 +36,8 @@ pub struct Server {
     pub catalog_build: std::time::Duration,
     /// The audit trail, when `AUDIT_LOG` is set.
     pub audit: Option<crate::audit::AuditLog>,
+    /// What `/metrics` shows; every part of the server counts into it.
+    pub(crate) metrics: Metrics,
 }
 
 /// Why the server could not start, in words a person can act on.
@@ -47,7 +50,8 @@ impl Server {
     /// (asking the forge when `auto`),
     /// spec, catalog. The only network access is the version probe of `--flavor auto`.
     pub async fn start(settings: Settings) -> Result<Server, StartError> {
-        let forge = Forge::from_settings(&settings).map_err(StartError)?;
+        let metrics = Metrics::new();
+        let forge = Forge::from_settings(&settings).map_err(StartError)?.counted(metrics.forge());
         let credential = global_credential(&settings)?;
         let detected = match settings.flavor {
             FlavorChoice::Auto => Some(detect(&forge, &credential).await?),
@@ -70,14 +74,15 @@ impl Server {
         Ok(Server {
             audit,
             oauth,
-            guard: Guard::from_settings(&settings),
+            guard: Guard::from_settings(&settings).counted(metrics.guard()),
             global: GlobalIdentity::new(credential),
             policy: Policy::from_settings(&settings),
             catalog: Arc::new(catalog),
             forge,
             settings,
             catalog_build,
-            logins: Default::default(),
+            logins: crate::identity::cache::LoginCache::counted(metrics.identity_cache()),
+            metrics,
             in_flight: Default::default(),
         })
     }

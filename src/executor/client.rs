@@ -8,10 +8,11 @@
 //! error answer only the first `ERROR_BODY_BYTES` are read: its message is all we use.
 //! A body larger than `LARGE_BODY` needs one of `LARGE_CALLS` permits before it is read
 //! further, held until the body is decoded: however many calls run, at most that many large
-//! bodies are in memory at once.
+//! bodies are in memory at once. Each request's time and the status it was answered with
+//! are recorded for `/metrics`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, USER_AGENT};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -21,6 +22,7 @@ use crate::args::{CallPlan, PlanBody, Root};
 use crate::decode::body::{Limits, ReadLimit, read_limit};
 use crate::error::{CallError, ErrorKind};
 use crate::identity::Credential;
+use crate::metrics::ForgeMetrics;
 
 /// The header by which both forges let a site administrator act as another user.
 const SUDO: &str = "Sudo";
@@ -60,6 +62,8 @@ pub struct Forge {
     timeout: Duration,
     /// Permits for large bodies (`LARGE_CALLS`), shared by every clone.
     large: Arc<Semaphore>,
+    /// How long requests take and what the forge answers.
+    metrics: ForgeMetrics,
 }
 
 impl Forge {
@@ -78,7 +82,21 @@ impl Forge {
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let api = format!("{}api/v1", base.as_str());
-        Ok(Forge { client, api, base, limits, timeout, large: Arc::new(Semaphore::new(LARGE_CALLS)) })
+        Ok(Forge {
+            client,
+            api,
+            base,
+            limits,
+            timeout,
+            large: Arc::new(Semaphore::new(LARGE_CALLS)),
+            metrics: ForgeMetrics::default(),
+        })
+    }
+
+    /// This client, recording each request's time and status into `metrics`.
+    pub(crate) fn counted(mut self, metrics: ForgeMetrics) -> Forge {
+        self.metrics = metrics;
+        self
     }
 
     /// The shared client, for the OAuth requests of `oauth.rs`.
@@ -124,6 +142,24 @@ impl Forge {
     /// Send a plan with a credential and read the answer within the limits.
     pub async fn send(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
         let url = self.url_of(plan)?;
+        let started = Instant::now();
+        let got = self.exchange(url, plan, credential).await;
+        let status = match &got {
+            Ok(r) => Some(r.status),
+            Err(CallError::Result(f)) => f.status,
+            Err(CallError::UnknownTool(_)) => None,
+        };
+        self.metrics.request(started.elapsed(), status);
+        got
+    }
+
+    /// One request and its answer, read within the limits.
+    async fn exchange(
+        &self,
+        url: Url,
+        plan: &CallPlan,
+        credential: &Credential,
+    ) -> Result<Received, CallError> {
         let method = reqwest::Method::from_bytes(plan.method.as_str().as_bytes()).expect("standard method");
         let mut req = self
             .client

@@ -19,6 +19,8 @@
 //! sent. What leaves a call is a `Guarded` text or a `GuardedError`, which only this module
 //! can build, so no path can skip the guard. Log lines go through steps 1 and 2 as well
 //! (`log.rs`).
+//! What the guard did to each result (redacted, masked, blocked, truncated, hidden content
+//! found) is counted once per result for `/metrics`.
 
 pub mod bound;
 pub mod credential_ops;
@@ -47,6 +49,7 @@ use crate::config::{ContentHygiene, DetectionMode, Settings};
 use crate::decode::json::Elided;
 use crate::envelope::{HiddenContent, Success};
 use crate::error::{CallError, ErrorKind, ToolFailure};
+use crate::metrics::GuardActions;
 
 /// The text of a result that passed the guard: the only form in which a result leaves a call.
 /// Only the guard builds one.
@@ -129,6 +132,8 @@ pub struct Guard {
     /// below could act on: the configured secrets (also as JSON escapes them), the rules'
     /// anchors and the secret field names. No hit — the common case — means no walk.
     scan: Option<Arc<AhoCorasick>>,
+    /// What the guard did, for `/metrics`.
+    actions: Arc<GuardActions>,
 }
 
 /// The literals whose presence in a result's JSON text means the guard must look closer.
@@ -175,7 +180,14 @@ impl Guard {
             bounds,
             hygiene: ContentHygiene::Mark,
             scan,
+            actions: Arc::default(),
         }
+    }
+
+    /// This guard, counting what it does to results into `actions`.
+    pub(crate) fn counted(mut self, actions: Arc<GuardActions>) -> Guard {
+        self.actions = actions;
+        self
     }
 
     /// This guard with `CONTENT_HYGIENE` set to `mode` (`new` marks).
@@ -246,17 +258,19 @@ impl Guard {
 /// the forge, has its hidden content marked or removed first (not counted: an error has no
 /// `hidden_content` member).
 fn guard_error(redactor: &Redactor, guard: &Guard, e: CallError) -> GuardedError {
+    let (redacted, masked) = (std::cell::Cell::new(false), std::cell::Cell::new(false));
     let clean = |s: &str| {
-        let mut s = redactor.redact_str(s);
-        guard.mask_in_place(&mut s);
-        s
+        let mut out = redactor.redact_str(s);
+        redacted.set(redacted.get() || out != s);
+        masked.set(guard.mask_in_place(&mut out) || masked.get());
+        out
     };
     let visible = |s: &str| {
         let mut counts = hygiene::Counts::default();
         hygiene::clean_str(s, guard.hygiene, redactor, guard.masking(), &mut counts)
             .unwrap_or_else(|| s.to_owned())
     };
-    GuardedError(match e {
+    let guarded = GuardedError(match e {
         CallError::Result(f) => CallError::Result(ToolFailure {
             message: redact::truncate_chars(&clean(&visible(&f.message)), MAX_MESSAGE_CHARS + 200),
             // A pointer into the arguments names what the client sent: guarded the same.
@@ -267,7 +281,18 @@ fn guard_error(redactor: &Redactor, guard: &Guard, e: CallError) -> GuardedError
         CallError::UnknownTool(name) => {
             CallError::UnknownTool(redact::truncate_chars(&clean(&name), MAX_MESSAGE_CHARS))
         }
-    })
+    });
+    let actions = &guard.actions;
+    for (done, counter) in [
+        (redacted.get(), &actions.redaction),
+        (masked.get(), &actions.mask),
+        (guarded.kind() == Some(ErrorKind::SecretBlocked), &actions.block),
+    ] {
+        if done {
+            counter.inc();
+        }
+    }
+    guarded
 }
 
 /// The guard of one call.
@@ -307,7 +332,11 @@ impl CallGuard {
         issues_credentials: bool,
         elided: &Elided,
     ) -> Result<Guarded, GuardedError> {
-        self.try_success(s, issues_credentials, elided).map(Guarded).map_err(|e| self.error(e))
+        let mut done = Done::default();
+        let result = self.try_success(s, issues_credentials, elided, &mut done);
+        done.truncated = s.truncated.is_some();
+        done.count(&self.guard.actions);
+        result.map(Guarded).map_err(|e| self.error(e))
     }
 
     fn try_success(
@@ -315,13 +344,18 @@ impl CallGuard {
         s: &mut Success,
         issues_credentials: bool,
         elided: &Elided,
+        done: &mut Done,
     ) -> Result<String, CallError> {
         // The path as sent can hold argument values; it is ours to redact, never to mask.
-        s.request.path = self.redactor.redact_str(&s.request.path);
+        let path = self.redactor.redact_str(&s.request.path);
+        done.redacted |= path != s.request.path;
+        s.request.path = path;
         // The login is the forge's word: guarded like data.
         if let Some(login) = &mut s.identity.login {
-            *login = self.redactor.redact_str(login);
-            self.guard.mask_in_place(login);
+            let redacted = self.redactor.redact_str(login);
+            done.redacted |= redacted != *login;
+            *login = redacted;
+            done.masked |= self.guard.mask_in_place(login);
         }
         let mut text = s.to_text();
         // The rest that comes from the forge is `data` (and `truncated`): scan from the `data`
@@ -332,7 +366,10 @@ impl CallGuard {
         if !self.redactor.secrets().is_empty() && encoded::may_hold(&text[from..]) {
             match encoded::redact(&self.redactor, &mut s.data) {
                 encoded::Found::Clean => {}
-                encoded::Found::Redacted => text = s.to_text(),
+                encoded::Found::Redacted => {
+                    done.redacted = true;
+                    text = s.to_text();
+                }
                 encoded::Found::InBinary => {
                     return Err(CallError::from_forge(
                         s.status,
@@ -347,6 +384,7 @@ impl CallGuard {
             let masker = if issues_credentials { None } else { self.guard.masking() };
             let found = hygiene::clean_value(&mut s.data, self.guard.hygiene, &self.redactor, masker);
             if found.any() {
+                done.hidden = true;
                 s.hidden_content = Some(HiddenContent {
                     characters: found.characters,
                     comments: found.comments,
@@ -356,12 +394,12 @@ impl CallGuard {
             }
         }
         if self.hit(&text[from..]) {
-            self.redactor.redact_value(&mut s.data);
+            done.redacted |= self.redactor.redact_value(&mut s.data);
             if !issues_credentials {
                 match self.guard.mode {
                     DetectionMode::Off => {}
                     DetectionMode::Mask => {
-                        self.guard.masker.mask_value(&mut s.data);
+                        done.masked |= self.guard.masker.mask_value(&mut s.data) > 0;
                     }
                     DetectionMode::Block => {
                         let kinds = self.guard.masker.kinds_in_value(&s.data);
@@ -426,17 +464,19 @@ impl CallGuard {
     /// data): redacted (a query can carry a secret), masked but never withheld, and bounded.
     pub fn answer(&self, value: Value) -> Result<Guarded, GuardedError> {
         let mut a = bound::Answer { value, truncated: None };
+        let mut done = Done::default();
         let text = a.text_now();
         if self.hit(&text) {
-            self.redactor.redact_value(&mut a.value);
+            done.redacted = self.redactor.redact_value(&mut a.value);
             if self.guard.mode != DetectionMode::Off {
-                self.guard.masker.mask_value(&mut a.value);
+                done.masked = self.guard.masker.mask_value(&mut a.value) > 0;
             }
         }
         let text = a.text_now();
-        bound::fit(&mut a, self.guard.bounds, text, &Elided::default())
-            .map(Guarded)
-            .map_err(|e| self.error(e))
+        let result = bound::fit(&mut a, self.guard.bounds, text, &Elided::default());
+        done.truncated = a.truncated.is_some();
+        done.count(&self.guard.actions);
+        result.map(Guarded).map_err(|e| self.error(e))
     }
 
     /// Binary content may not leave when a known secret occurs in its bytes: it cannot be
@@ -470,6 +510,30 @@ impl CallGuard {
     /// Exact redaction with this call's secrets.
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
+    }
+}
+
+/// What the guard did to one result, each counted once.
+#[derive(Default)]
+struct Done {
+    redacted: bool,
+    masked: bool,
+    hidden: bool,
+    truncated: bool,
+}
+
+impl Done {
+    fn count(&self, actions: &GuardActions) {
+        for (done, counter) in [
+            (self.redacted, &actions.redaction),
+            (self.masked, &actions.mask),
+            (self.hidden, &actions.hidden_content),
+            (self.truncated, &actions.truncation),
+        ] {
+            if done {
+                counter.inc();
+            }
+        }
     }
 }
 

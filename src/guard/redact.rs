@@ -142,30 +142,41 @@ impl Redactor {
         self.automaton.as_ref().is_some_and(|ac| ac.is_match(bytes))
     }
 
-    /// Redact every string and object key of a JSON value, in place.
-    pub fn redact_value(&self, v: &mut Value) {
-        let Some(ac) = &self.automaton else { return };
+    /// Redact every string and object key of a JSON value, in place; whether any changed.
+    pub fn redact_value(&self, v: &mut Value) -> bool {
+        let Some(ac) = &self.automaton else { return false };
         // A string needs a closer look when a secret occurs in it or escapes might spell one.
         let may_hold = |s: &str| s.contains('\\') || ac.is_match(s);
+        let mut changed = false;
         let mut stack = vec![v];
         while let Some(v) = stack.pop() {
             match v {
                 Value::String(s) => {
                     if may_hold(s) {
-                        *s = self.redact_str(s);
+                        let redacted = self.redact_str(s);
+                        changed |= redacted != *s;
+                        *s = redacted;
                     }
                 }
                 Value::Array(a) => stack.extend(a.iter_mut()),
                 Value::Object(m) => {
                     if m.keys().any(|k| may_hold(k)) {
                         let old = std::mem::take(m);
-                        *m = old.into_iter().map(|(k, v)| (self.redact_str(&k), v)).collect::<Map<_, _>>();
+                        *m = old
+                            .into_iter()
+                            .map(|(k, v)| {
+                                let redacted = self.redact_str(&k);
+                                changed |= redacted != k;
+                                (redacted, v)
+                            })
+                            .collect::<Map<_, _>>();
                     }
                     stack.extend(m.values_mut());
                 }
                 _ => {}
             }
         }
+        changed
     }
 
     /// A forge error message made safe: known secrets, Authorization text and token-looking

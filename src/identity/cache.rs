@@ -1,6 +1,7 @@
 //! Logins of per-request tokens (with whether each is a site administrator), cached by a
 //! SHA-256 of the token: bounded in size, short lived. The token itself is never stored; a collision-resistant hash is used because a
-//! collision would hand one caller another's login.
+//! collision would hand one caller another's login. Hits, misses and failures are counted
+//! for `/metrics`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -10,6 +11,7 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
 
 use super::ForgeUser;
+use crate::metrics::IdentityCacheCounts;
 
 /// How long a resolved login is trusted without asking the forge again.
 pub const TTL: Duration = Duration::from_secs(60);
@@ -25,6 +27,8 @@ pub struct LoginCache {
     /// One lock per token being resolved, so that concurrent first calls of one token ask
     /// the forge once.
     resolving: Mutex<HashMap<Key, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+    /// Hits, misses and failures, for `/metrics`.
+    counts: IdentityCacheCounts,
 }
 
 fn key(token: &SecretString) -> Key {
@@ -32,6 +36,11 @@ fn key(token: &SecretString) -> Key {
 }
 
 impl LoginCache {
+    /// An empty cache that counts how it answers into `counts`.
+    pub(crate) fn counted(counts: IdentityCacheCounts) -> LoginCache {
+        LoginCache { counts, ..LoginCache::default() }
+    }
+
     /// The cached user of `token`, if fresh.
     pub fn get(&self, token: &SecretString) -> Option<ForgeUser> {
         let k = key(token);
@@ -62,6 +71,7 @@ impl LoginCache {
         Fut: std::future::Future<Output = Result<ForgeUser, E>>,
     {
         if let Some(l) = self.get(token) {
+            self.counts.hit.inc();
             return Ok(l);
         }
         let k = key(token);
@@ -69,11 +79,20 @@ impl LoginCache {
         let result = {
             let _one_at_a_time = lock.lock().await;
             match self.get(token) {
-                Some(l) => Ok(l),
+                Some(l) => {
+                    self.counts.hit.inc();
+                    Ok(l)
+                }
                 None => {
                     let r = resolve().await;
-                    if let Ok(user) = &r {
-                        self.put(token, user.clone());
+                    match &r {
+                        Ok(user) => {
+                            self.counts.miss.inc();
+                            self.put(token, user.clone());
+                        }
+                        Err(_) => {
+                            self.counts.failure.inc();
+                        }
                     }
                     r
                 }

@@ -19,6 +19,7 @@ use crate::config::TransportChoice;
 use crate::error::{CallError, ErrorKind, Outcome};
 use crate::guard::{Guarded, GuardedError};
 use crate::identity::Caller;
+use crate::metrics::{error_outcome, outcome};
 use crate::policy::Narrowing;
 use crate::resources;
 use crate::server::Server;
@@ -113,8 +114,11 @@ impl ServerHandler for McpHandler {
         let uri = request.uri.as_str();
         let mut uri_arg = serde_json::Map::new();
         uri_arg.insert("uri".into(), uri.into());
-        let audit = audit::begin(server, self.origin(&context), "resources/read", Some(&uri_arg))
-            .map_err(resource_error)?;
+        let audit =
+            audit::begin(server, self.origin(&context), "resources/read", Some(&uri_arg)).map_err(|e| {
+                server.metrics.resource_read(error_outcome(&e));
+                resource_error(e)
+            })?;
         let mut trace = Trace::default();
         let traced = &mut trace;
         let result = self
@@ -123,11 +127,9 @@ impl ServerHandler for McpHandler {
             })
             .await;
         let result = audit.finish(&trace, result);
-        tracing::debug!(
-            outcome =
-                result.as_ref().map(|_| "ok").unwrap_or_else(|e| e.kind().map(|k| k.as_str()).unwrap_or("?")),
-            "resources/read"
-        );
+        let outcome = outcome(&result);
+        server.metrics.resource_read(outcome);
+        tracing::debug!(outcome, "resources/read");
         match result {
             Ok(text) => Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(text.into_string(), uri).with_mime_type("application/json"),
@@ -146,24 +148,25 @@ impl ServerHandler for McpHandler {
         let _running = InFlight::enter(&self.server.in_flight);
         let server = &self.server;
         let (name, arguments) = (&request.name, request.arguments);
-        let audit = match audit::begin(server, self.origin(&context), name, arguments.as_ref()) {
-            Ok(a) => a,
-            Err(e) => return to_rmcp(Outcome::from_result(Err(e))).map(Into::into),
+        let result = match audit::begin(server, self.origin(&context), name, arguments.as_ref()) {
+            Err(e) => Err(e),
+            Ok(audit) => {
+                let mut trace = Trace::default();
+                let traced = &mut trace;
+                let result = self
+                    .as_caller(&context, |caller, narrowing| async move {
+                        call::run(server, caller, &narrowing, name, arguments, traced).await
+                    })
+                    .await;
+                // Recorded before the result goes back; a line that cannot be written fails the call.
+                audit.finish(&trace, result)
+            }
         };
-        let mut trace = Trace::default();
-        let traced = &mut trace;
-        let result = self
-            .as_caller(&context, |caller, narrowing| async move {
-                call::run(server, caller, &narrowing, name, arguments, traced).await
-            })
-            .await;
-        // Recorded before the result goes back; a line that cannot be written fails the call.
-        let result = audit.finish(&trace, result);
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(e) => e.kind().map(|k| k.as_str()).unwrap_or("unknown_tool"),
-        };
-        tracing::debug!(tool = %request.name, outcome, elapsed_ms = started.elapsed().as_millis() as u64, "tools/call");
+        let outcome = outcome(&result);
+        let took = started.elapsed();
+        // Labelled by the catalog's own tool, never by the client's text.
+        server.metrics.call(server.catalog.get(name), outcome, took);
+        tracing::debug!(tool = %request.name, outcome, elapsed_ms = took.as_millis() as u64, "tools/call");
         to_rmcp(Outcome::from_result(result)).map(Into::into)
     }
 }

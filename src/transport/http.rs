@@ -1,5 +1,6 @@
 //! Streamable HTTP (`/mcp`, rmcp's service) and legacy SSE (`/sse`, `/message`, ours) on one
-//! axum router, behind the layers of `layers.rs`, plus `/healthz`, served by our own accept
+//! axum router, behind the layers of `layers.rs`, plus `/healthz` and `/metrics` (unless
+//! `METRICS_LISTEN` moves it to a listener of its own), served by our own accept
 //! loop (`listener.rs`: connection caps, header and idle timeouts). SIGTERM or Ctrl-C stops
 //! accepting, lets in-flight calls finish (up to `DRAIN`), ends open streams, then exits.
 
@@ -11,7 +12,7 @@ use super::layers::{self, LayerConfig};
 use super::listener::{self, ConnLimits};
 use super::sessions;
 use super::sse;
-use crate::config::TransportChoice;
+use crate::config::{MetricsListen, TransportChoice};
 use crate::mcp::McpHandler;
 use crate::server::Server;
 use axum::Router;
@@ -129,7 +130,12 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     let mcp: Router = match transport {
         TransportChoice::Sse => sse::router(handler, sse::limits(s), server.clone(), shutdown.clone()),
         _ => {
-            let owners = sessions::Owners::new(s.max_sessions, s.max_sessions_per_identity, SESSION_WORDS);
+            let owners = sessions::Owners::new(
+                s.max_sessions,
+                s.max_sessions_per_identity,
+                SESSION_WORDS,
+                server.metrics.sessions_open(),
+            );
             let manager =
                 Arc::new(OwnedSessions { inner: LocalSessionManager::default(), owners: owners.clone() });
             let config = StreamableHttpServerConfig::default()
@@ -151,12 +157,17 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         .layer(from_fn_with_state(cfg.clone(), layers::authenticate))
         .layer(from_fn_with_state(cfg.clone(), layers::guard_host_origin))
         .route("/healthz", get(|| async { "ok" }));
+    if s.metrics_listen == MetricsListen::Main {
+        app = app.merge(super::metrics::router(server.clone()));
+    }
     if let Some(oauth) = &server.oauth {
         app = app.merge(
             super::oauth::routes(server.clone(), oauth.clone())
                 .layer(from_fn_with_state(cfg.clone(), layers::guard_host)),
         );
     }
+    // Bound before the MCP address is announced: whoever waits for that line can scrape.
+    super::metrics::serve_own(&server).await?;
     let path = if transport == TransportChoice::Sse { "/sse" } else { "/mcp" };
     // Always printed, whatever the log level: scripts wait for it. One write, so that a reader
     // polling stderr never sees half the address (stderr is unbuffered and `eprintln!` writes

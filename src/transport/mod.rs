@@ -5,6 +5,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod layers;
 pub mod listener;
+pub mod metrics;
 pub mod oauth;
 pub mod sessions;
 pub mod sse;

@@ -107,7 +107,12 @@ pub struct Owners {
     /// What a session is called in messages ("MCP sessions", "SSE streams") and the settings
     /// that bound them.
     words: Words,
+    /// How many are open, for `/metrics`.
+    gauge: OpenGauge,
 }
+
+/// The gauge of open sessions (or streams) that `/metrics` shows.
+pub type OpenGauge = prometheus_client::metrics::gauge::Gauge<i64, std::sync::atomic::AtomicI64>;
 
 /// How refusals name things.
 #[derive(Debug, Clone, Copy)]
@@ -144,8 +149,9 @@ pub enum Access {
 }
 
 impl Owners {
-    pub fn new(max: usize, per_owner: usize, words: Words) -> Arc<Owners> {
-        Arc::new(Owners { inner: Mutex::default(), max, per_owner: per_owner.min(max).max(1), words })
+    /// The sessions of one transport, counted open in `gauge`.
+    pub fn new(max: usize, per_owner: usize, words: Words, gauge: OpenGauge) -> Arc<Owners> {
+        Arc::new(Owners { inner: Mutex::default(), max, per_owner: per_owner.min(max).max(1), words, gauge })
     }
 
     /// Count a session about to be opened by `owner`, or refuse: 503 at the overall limit,
@@ -194,6 +200,7 @@ impl Owners {
         let mut st = self.inner.lock().expect("sessions lock");
         if let Some(e) = st.sessions.remove(id) {
             release(&mut st, &e.owner);
+            self.gauge.dec();
         }
     }
 
@@ -247,7 +254,9 @@ impl Opening {
         let owner = self.owner.take().expect("opened once");
         let mut st = self.owners.inner.lock().expect("sessions lock");
         st.opening -= 1;
-        st.sessions.insert(id, Entry { owner, fingerprints: vec![fingerprint] });
+        if st.sessions.insert(id, Entry { owner, fingerprints: vec![fingerprint] }).is_none() {
+            self.owners.gauge.inc();
+        }
     }
 }
 
@@ -278,7 +287,7 @@ mod tests {
 
     #[test]
     fn the_overall_limit_and_each_identitys_share() {
-        let o = Owners::new(3, 2, WORDS);
+        let o = Owners::new(3, 2, WORDS, OpenGauge::default());
         o.open(alice()).unwrap().opened("a1".into(), [1; 32]);
         o.open(alice()).unwrap().opened("a2".into(), [1; 32]);
         let refused = o.open(alice()).unwrap_err();
@@ -288,11 +297,12 @@ mod tests {
         o.close("a1");
         o.open(alice()).unwrap().opened("a3".into(), [1; 32]);
         assert_eq!(o.len(), 3);
+        assert_eq!(o.gauge.get(), 3, "the gauge counts what is open");
     }
 
     #[test]
     fn an_opening_that_never_names_its_session_gives_its_slot_back() {
-        let o = Owners::new(1, 1, WORDS);
+        let o = Owners::new(1, 1, WORDS, OpenGauge::default());
         drop(o.open(alice()).unwrap());
         o.open(alice()).unwrap().opened("a".into(), [1; 32]);
         assert!(o.open(alice()).is_err());
@@ -300,7 +310,7 @@ mod tests {
 
     #[test]
     fn access_by_fingerprint_then_by_owner() {
-        let o = Owners::new(10, 10, WORDS);
+        let o = Owners::new(10, 10, WORDS, OpenGauge::default());
         o.open(alice()).unwrap().opened("s".into(), [1; 32]);
         assert_eq!(o.access("s", &[1; 32]), Access::Granted);
         assert_eq!(o.access("s", &[2; 32]), Access::OwnedBy(alice()));

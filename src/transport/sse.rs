@@ -134,7 +134,7 @@ pub fn router(
 ) -> Router {
     let sessions = Arc::new(Sessions {
         open: Mutex::new(HashMap::new()),
-        owners: Owners::new(limits.max_streams, limits.per_identity, WORDS),
+        owners: Owners::new(limits.max_streams, limits.per_identity, WORDS, server.metrics.streams_open()),
         handler,
         server,
         shutdown,

@@ -1,0 +1,411 @@
+//! What the server counts for an operator: calls by tool and outcome, how long calls and
+//! forge requests take, the forge's status codes, what the guard did, how the identity
+//! cache answered, the sessions and streams open, and rate-limit refusals. One registry per
+//! `Server` (never a global: a process may run several), rendered as Prometheus text at
+//! `/metrics` (`transport/metrics.rs`).
+//!
+//! Every label value comes from a set this server fixes: a catalog tool name (any other
+//! name is `unknown`), an error kind, a guard action, a status code. Nothing a client or the
+//! forge writes — a login, a token, an argument — ever becomes a label, so a client cannot
+//! grow the registry and a scrape reveals no one. The hot path is an atomic increment, a
+//! read-locked map lookup per labelled counter, and a short mutex per histogram.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::catalog::ToolDef;
+use crate::error::ErrorKind;
+use crate::guard::{Guarded, GuardedError};
+
+/// The `Content-Type` of what `render` writes (Prometheus text format 0.0.4).
+pub(crate) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Durations from 1 ms to about 33 s, doubling.
+fn seconds_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.001, 2.0, 16)
+}
+
+/// The server's metrics and the registry that renders them.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    call_duration: Histogram,
+    resource_reads: Family<OutcomeLabel, Counter>,
+    forge: ForgeMetrics,
+    guard: Arc<GuardActions>,
+    identity_cache: IdentityCacheCounts,
+    sessions_open: Gauge<i64, AtomicI64>,
+    streams_open: Gauge<i64, AtomicI64>,
+    rate_limited: Family<LimitLabel, Counter>,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("aegis");
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "calls",
+            "Tool calls by tool (a catalog name, else unknown) and outcome (ok or the error kind)",
+            calls.clone(),
+        );
+        let call_duration = Histogram::new(seconds_buckets());
+        registry.register(
+            "call_duration_seconds",
+            "Time of a whole tool call, from its arrival to its answer",
+            call_duration.clone(),
+        );
+        let resource_reads = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "resource_reads",
+            "Resource reads by outcome (ok or the error kind)",
+            resource_reads.clone(),
+        );
+        let forge = ForgeMetrics::default();
+        registry.register(
+            "forge_request_duration_seconds",
+            "Time of one request to the forge, its body read included",
+            forge.duration.clone(),
+        );
+        registry.register(
+            "forge_responses",
+            "Answers of the forge by HTTP status code",
+            forge.responses.clone(),
+        );
+        let actions = Family::<ActionLabel, Counter>::default();
+        registry.register(
+            "guard_actions",
+            "Results the guard acted on, by action (each action counted once per result)",
+            actions.clone(),
+        );
+        let action = |name: &'static str| actions.get_or_create(&ActionLabel { action: name }).clone();
+        let guard = Arc::new(GuardActions {
+            redaction: action("redaction"),
+            mask: action("mask"),
+            block: action("block"),
+            truncation: action("truncation"),
+            hidden_content: action("hidden_content"),
+        });
+        let lookups = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "identity_cache",
+            "Logins of per-request tokens: hit (cached), miss (asked the forge), failure (the forge could not say)",
+            lookups.clone(),
+        );
+        let lookup = |name: &'static str| lookups.get_or_create(&ResultLabel { result: name }).clone();
+        let identity_cache =
+            IdentityCacheCounts { hit: lookup("hit"), miss: lookup("miss"), failure: lookup("failure") };
+        let sessions_open = Gauge::<i64, AtomicI64>::default();
+        registry.register("sessions_open", "Open Streamable HTTP sessions", sessions_open.clone());
+        let streams_open = Gauge::<i64, AtomicI64>::default();
+        registry.register("streams_open", "Open legacy SSE streams", streams_open.clone());
+        let rate_limited = Family::<LimitLabel, Counter>::default();
+        registry.register("rate_limited", "Requests refused by a rate limit, by limit", rate_limited.clone());
+        Metrics {
+            registry,
+            calls,
+            call_duration,
+            resource_reads,
+            forge,
+            guard,
+            identity_cache,
+            sessions_open,
+            streams_open,
+            rate_limited,
+        }
+    }
+
+    /// A finished tool call: `tool` is the catalog's tool of that name (`None`: no such
+    /// tool), `outcome` `ok` or an error kind's wire name.
+    pub(crate) fn call(&self, tool: Option<&Arc<ToolDef>>, outcome: &'static str, took: Duration) {
+        self.calls.get_or_create(&CallLabels { tool: ToolLabel(tool.cloned()), outcome }).inc();
+        self.call_duration.observe(took.as_secs_f64());
+    }
+
+    /// A finished resource read: `ok` or an error kind's wire name.
+    pub(crate) fn resource_read(&self, outcome: &'static str) {
+        self.resource_reads.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+
+    /// A request refused by the rate limit named `limit` (a fixed name of the limiter's,
+    /// never a caller's identity or address).
+    #[cfg_attr(not(test), expect(dead_code, reason = "the rate limiter reports its refusals here"))]
+    pub(crate) fn rate_limited(&self, limit: &'static str) {
+        self.rate_limited.get_or_create(&LimitLabel { limit }).inc();
+    }
+
+    /// What the forge client records.
+    pub(crate) fn forge(&self) -> ForgeMetrics {
+        self.forge.clone()
+    }
+
+    /// What the guard records.
+    pub(crate) fn guard(&self) -> Arc<GuardActions> {
+        self.guard.clone()
+    }
+
+    /// What the login cache records.
+    pub(crate) fn identity_cache(&self) -> IdentityCacheCounts {
+        self.identity_cache.clone()
+    }
+
+    /// The gauge of open Streamable HTTP sessions.
+    pub(crate) fn sessions_open(&self) -> Gauge<i64, AtomicI64> {
+        self.sessions_open.clone()
+    }
+
+    /// The gauge of open legacy SSE streams.
+    pub(crate) fn streams_open(&self) -> Gauge<i64, AtomicI64> {
+        self.streams_open.clone()
+    }
+
+    /// Every metric as Prometheus text.
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+            .expect("writing to a String does not fail");
+        out
+    }
+}
+
+/// How a call or read ended, as `/metrics` and the debug log name it: `ok`, the error's kind,
+/// or `unknown_tool`.
+pub(crate) fn outcome(result: &Result<Guarded, GuardedError>) -> &'static str {
+    result.as_ref().map_or_else(error_outcome, |_| "ok")
+}
+
+/// How a failed call or read ended: the error's kind, or `unknown_tool`.
+pub(crate) fn error_outcome(e: &GuardedError) -> &'static str {
+    e.kind().map_or("unknown_tool", ErrorKind::as_str)
+}
+
+/// The forge client's metrics (cloned into `executor::Forge`; a default one counts into
+/// nothing a registry shows, for a client built outside a server).
+#[derive(Debug, Clone)]
+pub(crate) struct ForgeMetrics {
+    duration: Histogram,
+    responses: Family<StatusLabel, Counter>,
+}
+
+impl Default for ForgeMetrics {
+    fn default() -> ForgeMetrics {
+        ForgeMetrics { duration: Histogram::new(seconds_buckets()), responses: Family::default() }
+    }
+}
+
+impl ForgeMetrics {
+    /// One request to the forge took `took`; `status` is the status it answered with, if it
+    /// answered at all.
+    pub(crate) fn request(&self, took: Duration, status: Option<u16>) {
+        self.duration.observe(took.as_secs_f64());
+        if let Some(status) = status {
+            self.responses.get_or_create(&StatusLabel { status }).inc();
+        }
+    }
+}
+
+/// The guard's counters, one per action.
+#[derive(Debug, Default)]
+pub(crate) struct GuardActions {
+    /// A known secret was replaced by `[REDACTED]`.
+    pub(crate) redaction: Counter,
+    /// A credential-looking string was shortened (`SECRET_DETECTION_MODE=mask`).
+    pub(crate) mask: Counter,
+    /// The result was withheld as `secret_blocked`.
+    pub(crate) block: Counter,
+    /// The result was cut to its bounds (it carries a `truncated` note).
+    pub(crate) truncation: Counter,
+    /// Hidden content was marked or stripped (it carries `hidden_content`).
+    pub(crate) hidden_content: Counter,
+}
+
+/// The login cache's counters.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IdentityCacheCounts {
+    pub(crate) hit: Counter,
+    pub(crate) miss: Counter,
+    pub(crate) failure: Counter,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: ToolLabel,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabel {
+    action: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabel {
+    limit: &'static str,
+}
+
+/// A tool as a label: the catalog's own definition (its name is shared, not copied per
+/// call), or `unknown` for a name the catalog does not have.
+#[derive(Clone)]
+struct ToolLabel(Option<Arc<ToolDef>>);
+
+impl ToolLabel {
+    fn name(&self) -> &str {
+        self.0.as_ref().map_or("unknown", |t| t.name.as_str())
+    }
+}
+
+impl PartialEq for ToolLabel {
+    fn eq(&self, other: &ToolLabel) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for ToolLabel {}
+
+impl Hash for ToolLabel {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl fmt::Debug for ToolLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl EncodeLabelValue for ToolLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
+        EncodeLabelValue::encode(&self.name(), encoder)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use secrecy::SecretString;
+    use serde_json::json;
+
+    fn sample<'a>(text: &'a str, name: &str, labels: &str) -> Option<&'a str> {
+        let head = format!("{name}{labels} ");
+        text.lines().find_map(|l| l.strip_prefix(head.as_str()))
+    }
+
+    #[test]
+    fn every_metric_is_rendered_with_its_prefix_and_type() {
+        let m = Metrics::new();
+        m.call(None, "unknown_tool", Duration::from_millis(3));
+        m.resource_read("ok");
+        m.forge().request(Duration::from_millis(2), Some(404));
+        m.guard().mask.inc();
+        m.identity_cache().hit.inc();
+        m.sessions_open().inc();
+        m.rate_limited("per_identity");
+        let text = m.render();
+        for (name, kind) in [
+            ("aegis_calls_total", "counter"),
+            ("aegis_call_duration_seconds", "histogram"),
+            ("aegis_resource_reads_total", "counter"),
+            ("aegis_forge_request_duration_seconds", "histogram"),
+            ("aegis_forge_responses_total", "counter"),
+            ("aegis_guard_actions_total", "counter"),
+            ("aegis_identity_cache_total", "counter"),
+            ("aegis_sessions_open", "gauge"),
+            ("aegis_streams_open", "gauge"),
+            ("aegis_rate_limited_total", "counter"),
+        ] {
+            assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name} {kind} in\n{text}");
+        }
+        assert_eq!(
+            sample(&text, "aegis_calls_total", r#"{tool="unknown",outcome="unknown_tool"}"#),
+            Some("1")
+        );
+        assert_eq!(sample(&text, "aegis_forge_responses_total", r#"{status="404"}"#), Some("1"));
+        assert_eq!(sample(&text, "aegis_guard_actions_total", r#"{action="mask"}"#), Some("1"));
+        assert_eq!(sample(&text, "aegis_guard_actions_total", r#"{action="block"}"#), Some("0"));
+        assert_eq!(sample(&text, "aegis_identity_cache_total", r#"{result="hit"}"#), Some("1"));
+        assert_eq!(sample(&text, "aegis_sessions_open", ""), Some("1"));
+        assert_eq!(sample(&text, "aegis_rate_limited_total", r#"{limit="per_identity"}"#), Some("1"));
+        assert_eq!(sample(&text, "aegis_call_duration_seconds_count", ""), Some("1"));
+    }
+
+    /// Calls as a caller whose token, login and arguments are known: none of them shows in
+    /// what a scrape reads, whatever tool names the client makes up.
+    #[tokio::test]
+    async fn no_label_carries_a_login_a_token_or_an_argument() {
+        const TOKEN: &str = "tok-Zq7metricsSECRET0x";
+        const LOGIN: &str = "login-Xc9metricsSECRET";
+        const ARG: &str = "arg-Pw4metricsSECRET";
+        let forge = fake_forge::FakeForge::start(fake_forge::Options {
+            users: vec![(TOKEN.to_owned(), LOGIN.to_owned())],
+            ..fake_forge::Options::default()
+        })
+        .await;
+        let url = forge.base_url();
+        let cli = crate::config::Cli::try_parse_from(["aegis-gitea-mcp", "--url", &url, "--flavor", "gitea"])
+            .unwrap();
+        let server =
+            crate::server::Server::start(crate::config::Settings::resolve(cli.common, &|_| None).unwrap())
+                .await
+                .unwrap();
+        let calls = [
+            ("repoGet", json!({"owner": LOGIN, "repo": ARG})),
+            ("repoGet", json!({"owner": LOGIN, "repo": ARG, "token": TOKEN})),
+            (TOKEN, json!({})),
+            (ARG, json!({"x": TOKEN})),
+        ];
+        for (tool, args) in calls {
+            let started = std::time::Instant::now();
+            let result = crate::call::run(
+                &server,
+                crate::identity::Caller::Token(SecretString::from(TOKEN)),
+                &crate::policy::Narrowing::default(),
+                tool,
+                args.as_object().cloned(),
+                &mut crate::audit::Trace::default(),
+            )
+            .await;
+            server.metrics.call(server.catalog.get(tool), outcome(&result), started.elapsed());
+        }
+        let text = server.metrics.render();
+        for secret in [TOKEN, LOGIN, ARG] {
+            assert!(!text.contains(secret), "{secret} in\n{text}");
+        }
+        assert_eq!(
+            sample(&text, "aegis_calls_total", r#"{tool="unknown",outcome="unknown_tool"}"#),
+            Some("2")
+        );
+        assert_eq!(sample(&text, "aegis_calls_total", r#"{tool="repoGet",outcome="not_found"}"#), Some("1"));
+        assert_eq!(
+            sample(&text, "aegis_calls_total", r#"{tool="repoGet",outcome="invalid_arguments"}"#),
+            Some("1")
+        );
+        assert_eq!(sample(&text, "aegis_identity_cache_total", r#"{result="miss"}"#), Some("1"));
+    }
+}
