@@ -1,8 +1,12 @@
 //! Streamable HTTP speaks every protocol version the MCP layer knows: `initialize` with
 //! 2024-11-05 … 2025-11-25 negotiates that version, and 2026-07-28 clients get an answer to
-//! `server/discover` and stateless calls without any `initialize`.
+//! `server/discover` and stateless calls without any `initialize`. `http_protocols/metrics.rs`:
+//! the `/metrics` endpoint, scraped with the Prometheus Python parser.
 
 mod support;
+
+#[path = "http_protocols/metrics.rs"]
+mod metrics;
 
 use fake_forge::{FakeForge, Options};
 use serde_json::{Value, json};
