@@ -1,8 +1,8 @@
 //! `/metrics`: after a known set of calls, a scrape read by the Prometheus project's own
 //! Python parser (`tests/python/scrape_metrics.py`) counts exactly those calls, forge answers,
 //! guard actions, identity lookups and open sessions, and no label carries a login, a token
-//! or an argument. `METRICS_LISTEN` moves the endpoint to an address of its own, or turns it
-//! off.
+//! or an argument. `METRICS_LISTEN` moves the endpoint to an address of its own (the only
+//! way to get metrics over stdio), or turns it off.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
 use serde_json::{Value, json};
 
 use super::support::http::{HttpServer, McpClient, SseClient, free_port, http_client, tool_result};
-use super::support::{ALICE_TOKEN, python, repo_root, run_with_timeout};
+use super::support::{ALICE_TOKEN, Harness, Setup, python, repo_root, run_with_timeout};
 
 /// A value the server redacts (`EXTRA_SECRETS`), answered by the forge.
 const SECRET: &str = "xsecret-metrics-7Yq2Lp";
@@ -223,4 +223,15 @@ async fn metrics_listen_off_serves_no_metrics() {
     let http = http_client();
     assert_eq!(http.get(server.url("/metrics")).send().await.unwrap().status(), 404);
     assert_eq!(http.get(server.url("/healthz")).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_metrics_are_served_only_on_an_address_of_their_own() {
+    let own = format!("127.0.0.1:{}", free_port());
+    let h = Harness::start(Setup::gitea().env("METRICS_LISTEN", &own)).await;
+    h.forge.seed_repo("alice", "demo");
+    assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
+    let doc = scrape(&format!("http://{own}/metrics")).await;
+    let calls = value(&doc, "aegis_calls", "aegis_calls_total", &[("tool", "repoGet"), ("outcome", "ok")]);
+    assert_eq!(calls, Some(1.0), "{doc}");
 }
