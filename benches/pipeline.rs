@@ -203,6 +203,7 @@ fn guard_throughput() {
                         data: data.clone(),
                         truncated: None,
                         hidden_content: None,
+                        filtered: None,
                     };
                     let t = Instant::now();
                     let r = guard.success(std::hint::black_box(&mut s), false, &Elided::default());
@@ -602,6 +603,7 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
         data: data.clone(),
         truncated: None,
         hidden_content: None,
+        filtered: None,
     };
     let serialize = time(&mut || {
         std::hint::black_box(success.to_text());

@@ -17,6 +17,7 @@ use crate::executor::{Forge, Received};
 use crate::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
 use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, sudo};
 use crate::policy::Narrowing;
+use crate::policy::repos::{self, Filter, Values};
 use crate::server::Server;
 use secrecy::{ExposeSecret, SecretString};
 
@@ -54,6 +55,11 @@ pub async fn run(
     let (credential, identity) =
         sudo::authorize(server, asked_sudo, credential, identity).await.map_err(|e| guard.error(e))?;
     trace.identity = Some(identity.clone());
+    // A new repository that goes to the caller (a fork, a migration, the caller's own new
+    // repository) is judged by the repository allowlists now that the caller is known.
+    if let Some(why) = caller_place_refusal(server, narrowing, tool, reached, &args, &identity) {
+        return Err(guard.error(CallError::local(ErrorKind::Denied, why)));
+    }
     // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
     // call to a credential operation is treated like the operation's tool).
     let operation = tool.operation().or(reached.and_then(ToolDef::operation));
@@ -67,8 +73,22 @@ pub async fn run(
     let mut fetched = fetch(server, tool, &mut args, reached, &credential, &guard, trace)
         .await
         .map_err(|e| guard.error(e))?;
+    // Listings across repositories keep only what the repository allowlists allow.
+    let fence = server.policy.fence(narrowing);
+    let filtered = match repos::filter(
+        &fence,
+        operation_id,
+        &mut fetched.data,
+        fetched.pagination.as_mut(),
+        &mut fetched.elided,
+    ) {
+        Filter::Untouched => None,
+        Filter::Removed(f) => Some(f),
+        Filter::Withheld(why) => return Err(guard.error(CallError::local(ErrorKind::Denied, why))),
+    };
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
+    success.filtered = filtered;
     // 7. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 8. the
     //    envelope text.
     guard.success(&mut success, issues_credentials, &elided)
@@ -160,6 +180,28 @@ fn refused(server: &Server, narrowing: &Narrowing, name: &str, args: &Map<String
     false
 }
 
+/// Why the new place of a repository that the call would put under its caller is outside the
+/// repository allowlists, if it is (the route and the body were judged in step 1).
+fn caller_place_refusal(
+    server: &Server,
+    narrowing: &Narrowing,
+    tool: &ToolDef,
+    reached: Option<&ToolDef>,
+    args: &Map<String, Value>,
+    identity: &Identity,
+) -> Option<String> {
+    let fence = server.policy.fence(narrowing);
+    if fence.is_open() {
+        return None;
+    }
+    let op = tool.operation().or(reached.and_then(ToolDef::operation))?;
+    let caller = identity.sudo.as_deref().or(identity.login.as_deref());
+    let path = args.get("path").and_then(Value::as_str).unwrap_or("");
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let values = if tool.operation().is_some() { Values::Args(args) } else { Values::Segments(&segments) };
+    repos::caller_refusal(&fence, op, &values, args.get("body"), caller)
+}
+
 /// What one request to the forge brought back, decoded but not yet guarded.
 struct Fetched {
     plan: CallPlan,
@@ -180,6 +222,7 @@ impl Fetched {
             data: self.data,
             truncated: None,
             hidden_content: None,
+            filtered: None,
         }
     }
 }

@@ -208,6 +208,13 @@ pub struct CommonArgs {
     /// lacks); by default they are refused, since no policy can judge them.
     #[arg(long, env = "ALLOW_UNKNOWN_ROUTES", global = true)]
     pub allow_unknown_routes: bool,
+    /// Comma-separated `owner/repo`, `owner/*` or `*`: the repositories calls may touch (unset:
+    /// every one). Matched case-insensitively; listings across repositories are filtered.
+    #[arg(long, env = "ALLOWED_REPOS", global = true)]
+    pub allowed_repos: Option<String>,
+    /// The same for calls that write (any method but GET); narrows ALLOWED_REPOS, never widens it.
+    #[arg(long, env = "WRITE_ALLOWED_REPOS", global = true)]
+    pub write_allowed_repos: Option<String>,
     /// Comma-separated tool names: when set, only these are offered and callable, besides
     /// the three discovery tools, which then reach only these (DISABLED_TOOLS still removes).
     #[arg(long, env = "ENABLED_TOOLS", value_delimiter = ',', global = true)]
@@ -322,6 +329,10 @@ pub struct Settings {
     pub read_only: bool,
     /// Whether the raw tool may send routes that no operation of the spec has.
     pub allow_unknown_routes: bool,
+    /// `ALLOWED_REPOS` (`None`: every repository).
+    pub allowed_repos: Option<crate::policy::repos::RepoList>,
+    /// `WRITE_ALLOWED_REPOS`.
+    pub write_allowed_repos: Option<crate::policy::repos::RepoList>,
     /// Empty: every tool; otherwise only these.
     pub enabled_tools: BTreeSet<String>,
     /// Which operations `tools/list` shows.
@@ -500,6 +511,8 @@ impl Settings {
                 .collect(),
             read_only: args.read_only,
             allow_unknown_routes: args.allow_unknown_routes,
+            allowed_repos: repo_list("ALLOWED_REPOS", args.allowed_repos.as_deref())?,
+            write_allowed_repos: repo_list("WRITE_ALLOWED_REPOS", args.write_allowed_repos.as_deref())?,
             enabled_tools: clean_list(args.enabled_tools).into_iter().collect(),
             toolsets: crate::catalog::toolsets::Selection::parse(&args.toolsets)
                 .map_err(|e| ConfigError(format!("TOOLSETS: {e}")))?,
@@ -548,6 +561,12 @@ impl Settings {
             ConfigError("no forge URL: pass --url https://gitea.example.com or set GITEA_URL".into())
         })
     }
+}
+
+/// A repository allowlist setting, if set.
+fn repo_list(name: &str, text: Option<&str>) -> Result<Option<crate::policy::repos::RepoList>, ConfigError> {
+    text.map(|t| crate::policy::repos::RepoList::parse(t).map_err(|e| ConfigError(format!("{name}: {e}"))))
+        .transpose()
 }
 
 fn clean_list(v: Vec<String>) -> Vec<String> {

@@ -15,6 +15,9 @@
 //! - `hidden_content` (only when the guard found any): `{characters, comments, mode}` — how
 //!   many invisible or bidirectional-control characters and HTML comments forge text held,
 //!   and whether they were made visible (`mark`) or removed (`strip`).
+//! - `filtered` (only for a listing under a repository allowlist): `{removed, note}` — how
+//!   many items of this page named a repository outside the allowlist and were left out;
+//!   `pagination.total_count` is then `null`, since the forge's total counts them.
 //!
 //! ## Error
 //! `isError: true` and one text item `{"error": {"status", "kind", "message"[, "path"]}}`.
@@ -49,6 +52,26 @@ pub struct Success {
     /// Present only when forge text held content hidden from a reader (see `guard::hygiene`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hidden_content: Option<HiddenContent>,
+    /// Present only for a listing filtered to the repository allowlist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filtered: Option<Filtered>,
+}
+
+/// The envelope's `filtered` member.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct Filtered {
+    /// Items of this page left out.
+    pub removed: usize,
+    pub note: &'static str,
+}
+
+impl Filtered {
+    pub fn new(removed: usize) -> Filtered {
+        Filtered {
+            removed,
+            note: "items naming a repository outside the repository allowlist are left out; the next page may still hold allowed items, and the total is unknown",
+        }
+    }
 }
 
 /// The envelope's `hidden_content` member.
@@ -121,6 +144,7 @@ mod tests {
             data: serde_json::json!({"id": 1}),
             truncated: None,
             hidden_content: None,
+            filtered: None,
         };
         let text = s.to_text();
         let v: Value = serde_json::from_str(&text).unwrap();

@@ -500,6 +500,7 @@ mod tests {
             data,
             truncated: None,
             hidden_content: None,
+            filtered: None,
         }
     }
 

@@ -44,7 +44,7 @@ impl McpHandler {
 
     /// The tools a request narrowed so sees.
     fn tools_for(&self, narrowing: &Narrowing) -> Vec<Tool> {
-        if *narrowing == Narrowing::default() {
+        if !narrowing.narrows_tools() {
             return self.tools.as_ref().clone();
         }
         super::tool_list::listed(&self.server.catalog, &self.server.policy, &self.all, narrowing)
