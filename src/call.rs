@@ -16,6 +16,7 @@ use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
 use crate::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
 use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, sudo};
+use crate::limits::Key;
 use crate::policy::Narrowing;
 use crate::policy::repos::{self, Filter, Values};
 use crate::server::Server;
@@ -50,7 +51,12 @@ pub async fn run(
     };
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.
+    let key = limit_key(&caller);
     let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
+    trace.identity = Some(identity.clone());
+    // Within this identity's limits, or refused before anything is sent for the call; it
+    // counts as running until it returns.
+    let _admitted = server.limits.admit(key(&identity)).map_err(|e| guard.error(e))?;
     // Sudo allowed (the credential now carries the `Sudo` header) or refused, before sending.
     let (credential, identity) =
         sudo::authorize(server, asked_sudo, credential, identity).await.map_err(|e| guard.error(e))?;
@@ -288,8 +294,11 @@ pub async fn run_reads(
         }
         tools.push(tool);
     }
+    let key = limit_key(&caller);
     let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
     trace.identity = Some(identity.clone());
+    // One resource read is one call for the limits, however many reads it makes.
+    let _admitted = server.limits.admit(key(&identity)).map_err(|e| guard.error(e))?;
     let mut first: Option<Fetched> = None;
     let mut datas = Vec::with_capacity(reads.len());
     let mut elided = Elided::default();
@@ -326,6 +335,16 @@ fn plan(
         Target::SearchOperations | Target::OperationSchema | Target::CallOperation => {
             unreachable!("discovery tools are answered or resolved before planning")
         }
+    }
+}
+
+/// Whose limits a call of `caller` counts against, once its identity is known: the server's
+/// own identity is one, a caller's token counts for the login it resolved to.
+fn limit_key(caller: &Caller) -> impl FnOnce(&Identity) -> Key + use<> {
+    let global = matches!(caller, Caller::Global);
+    move |identity| match (&identity.login, global) {
+        (Some(login), false) => Key::login(login),
+        _ => Key::Global,
     }
 }
 
@@ -385,7 +404,10 @@ fn identity_error(e: CallError) -> CallError {
             kind: ErrorKind::Unauthorized,
             message: "the forge refused the token of this request (401); check the token in your Authorization header".into(),
             path: None,
+            retry_after: None,
         }),
+        // A limit (FORGE_MAX_CONCURRENT, or the forge's own 429) stays what it is: wait and retry.
+        CallError::Result(f) if f.kind == ErrorKind::RateLimited => CallError::Result(f),
         CallError::Result(f) => CallError::Result(crate::error::ToolFailure {
             status: f.status,
             kind: ErrorKind::IdentityFailed,
@@ -394,6 +416,7 @@ fn identity_error(e: CallError) -> CallError {
                 f.kind, f.message
             ),
             path: None,
+            retry_after: None,
         }),
         other => other,
     }
@@ -427,7 +450,7 @@ pub async fn fetch_user_with(forge: &Forge, credential: &Credential) -> Result<F
     let got = forge.send(&simple_get("/user"), credential).await?;
     if let Some(kind) = status::kind_for(got.status) {
         let redactor = Redactor::once(credential.secret().map(|s| s.expose_secret()));
-        return Err(forge_error(got.status, kind, &got.body, &redactor));
+        return Err(forge_error(&got, kind, &redactor));
     }
     // Only the login and the admin flag are read (the rest is skipped, not stored); a login
     // is a short name, and it is cached per token, so a longer one is not accepted.
@@ -465,7 +488,7 @@ async fn decode(
 ) -> Result<Decoded, CallError> {
     let st = got.status;
     if let Some(kind) = status::kind_for(st) {
-        return Err(forge_error(st, kind, &got.body, guard.redactor()));
+        return Err(forge_error(&got, kind, guard.redactor()));
     }
     if (300..400).contains(&st) {
         // Not followed: the target is the result (a signed download URL, "see the public members").
@@ -510,11 +533,19 @@ async fn decode(
     Ok((st, data, paging, elided))
 }
 
-/// An error the forge answered with: its message, sanitized and truncated, plus a hint.
-fn forge_error(status: u16, kind: ErrorKind, body: &[u8], redactor: &Redactor) -> CallError {
-    let message = status::forge_message(body);
-    let hint = status::hint(status, kind, &message);
+/// An error the forge answered with: its message, sanitized and truncated, plus a hint —
+/// the wait it asked for with `Retry-After` (also passed on as `retry_after_seconds`), else
+/// the hint of its kind or words.
+fn forge_error(got: &Received, kind: ErrorKind, redactor: &Redactor) -> CallError {
+    let status = got.status;
+    let message = status::forge_message(&got.body);
+    let retry_after = status::retry_after(got.header("retry-after"), std::time::SystemTime::now());
+    let hint = match retry_after {
+        Some(s) => format!(" (the forge asks to wait {s} s before retrying)"),
+        None => status::hint(status, kind, &message).to_owned(),
+    };
     let said = redactor.sanitize_message(&message);
     let said = if said.is_empty() { "(no message)".to_owned() } else { said };
     CallError::from_forge(status, kind, format!("the forge answered {status}: {said}{hint}"))
+        .with_retry_after(retry_after)
 }

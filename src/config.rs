@@ -6,6 +6,7 @@
 //! and clap never shows their environment values in `--help` (`hide_env_values`).
 
 use std::collections::BTreeSet;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -309,6 +310,18 @@ pub struct CommonArgs {
     /// failing them with audit_failed.
     #[arg(long, env = "AUDIT_FAIL_OPEN", global = true)]
     pub audit_fail_open: bool,
+    /// Tool calls and resource reads one identity may make per minute (at most this many at
+    /// once, then one every 60/N s); above it calls fail with rate_limited. 0: no limit.
+    #[arg(long, env = "RATE_LIMIT_PER_MINUTE", default_value_t = 0, global = true)]
+    pub rate_limit_per_minute: u32,
+    /// Calls one identity may have running at once; above it calls fail with rate_limited.
+    /// 0: no limit.
+    #[arg(long, env = "RATE_LIMIT_CONCURRENT", default_value_t = 0, global = true)]
+    pub rate_limit_concurrent: u32,
+    /// Requests to the forge running at once, for all identities together; a request that
+    /// finds no slot within 200 ms fails with rate_limited. 0: no limit.
+    #[arg(long, env = "FORGE_MAX_CONCURRENT", default_value_t = 0, global = true)]
+    pub forge_max_concurrent: u32,
 }
 
 /// Resolved settings: checked, typed, secrets wrapped.
@@ -373,6 +386,12 @@ pub struct Settings {
     pub audit_log: Option<PathBuf>,
     /// Run calls unrecorded (with a warning) when the audit log cannot be written.
     pub audit_fail_open: bool,
+    /// Calls per identity per minute; `None`: no limit.
+    pub rate_limit_per_minute: Option<NonZeroU32>,
+    /// Calls of one identity running at once; `None`: no limit.
+    pub rate_limit_concurrent: Option<NonZeroU32>,
+    /// Requests to the forge running at once, overall; `None`: no limit.
+    pub forge_max_concurrent: Option<NonZeroU32>,
 }
 
 /// What sign-in with the forge needs: the OAuth2 application registered on the forge, where
@@ -551,6 +570,9 @@ impl Settings {
             content_hygiene: args.content_hygiene,
             audit_log: args.audit_log.filter(|p| !p.as_os_str().is_empty()),
             audit_fail_open: args.audit_fail_open,
+            rate_limit_per_minute: NonZeroU32::new(args.rate_limit_per_minute),
+            rate_limit_concurrent: NonZeroU32::new(args.rate_limit_concurrent),
+            forge_max_concurrent: NonZeroU32::new(args.forge_max_concurrent),
         })
     }
 
@@ -880,6 +902,45 @@ mod tests {
         std::fs::write(&f, " \n").unwrap();
         let e = err(&["--username", "alice", "--password-file", f.to_str().unwrap()]);
         assert!(e.contains("password file") && e.contains("is empty"), "{e}");
+    }
+
+    #[test]
+    fn limits_are_off_by_default_and_zero_means_no_limit() {
+        let s = Settings::resolve(args(&[]), &|_| None).unwrap();
+        assert_eq!(
+            (s.rate_limit_per_minute, s.rate_limit_concurrent, s.forge_max_concurrent),
+            (None, None, None)
+        );
+        let s = Settings::resolve(
+            args(&[
+                "--rate-limit-per-minute",
+                "120",
+                "--rate-limit-concurrent",
+                "0",
+                "--forge-max-concurrent",
+                "8",
+            ]),
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(s.rate_limit_per_minute, NonZeroU32::new(120));
+        assert_eq!(s.rate_limit_concurrent, None);
+        assert_eq!(s.forge_max_concurrent, NonZeroU32::new(8));
+    }
+
+    #[test]
+    fn a_limit_that_is_not_a_whole_number_is_refused_naming_its_variable() {
+        for (flag, name) in [
+            ("--rate-limit-per-minute", "RATE_LIMIT_PER_MINUTE"),
+            ("--rate-limit-concurrent", "RATE_LIMIT_CONCURRENT"),
+            ("--forge-max-concurrent", "FORGE_MAX_CONCURRENT"),
+        ] {
+            for bad in ["-1", "ten", "1.5", "99999999999"] {
+                let arg = format!("{flag}={bad}");
+                let e = Cli::try_parse_from(["aegis-gitea-mcp", &arg]).unwrap_err().to_string();
+                assert!(e.contains(name), "{flag} {bad}: {e}");
+            }
+        }
     }
 
     #[test]

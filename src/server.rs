@@ -29,6 +29,8 @@ pub struct Server {
     pub in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Logins of per-request tokens (HTTP), by a hash of the token.
     pub logins: crate::identity::cache::LoginCache,
+    /// Calls per minute and calls running, per identity (`RATE_LIMIT_*`).
+    pub(crate) limits: crate::limits::Limits,
     /// Sign-in with the forge (HTTP transports, when configured).
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
     /// How long building the catalog took (spec parse, schemas, validators).
@@ -67,6 +69,7 @@ impl Server {
         let oauth = settings.oauth.as_ref().map(|o| Arc::new(crate::oauth::OAuth::new(o, mcp_path)));
         let audit =
             settings.audit_log.as_deref().map(|p| crate::audit::AuditLog::open(p, settings.audit_fail_open));
+        let limits = crate::limits::Limits::from_settings(&settings);
         Ok(Server {
             audit,
             oauth,
@@ -78,6 +81,7 @@ impl Server {
             settings,
             catalog_build,
             logins: Default::default(),
+            limits,
             in_flight: Default::default(),
         })
     }

@@ -15,6 +15,9 @@ mod support;
 #[path = "http_identity/oauth.rs"]
 mod oauth;
 
+#[path = "http_identity/limits.rs"]
+mod limits;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

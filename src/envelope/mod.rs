@@ -20,7 +20,14 @@
 //!   `pagination.total_count` is then `null`, since the forge's total counts them.
 //!
 //! ## Error
-//! `isError: true` and one text item `{"error": {"status", "kind", "message"[, "path"]}}`.
+//! `isError: true` and one text item
+//! `{"error": {"status", "kind", "message"[, "path"][, "retry_after_seconds"]}}`:
+//! - `status`: the forge's HTTP status, `null` when the forge was not reached.
+//! - `kind`: what went wrong, one word (`error::ErrorKind`).
+//! - `message`: what happened and what to do, for a person or a model.
+//! - `path` (only for `invalid_arguments`): a JSON Pointer to the argument.
+//! - `retry_after_seconds` (only when known): whole seconds to wait before trying again — a
+//!   limit of this server (`rate_limited`, status `null`) or the forge's `Retry-After`.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -100,13 +107,20 @@ impl Success {
     }
 }
 
+/// The envelope's `error` member (see the module documentation).
 #[derive(Serialize)]
 struct ErrorBody<'a> {
+    /// The forge's HTTP status; `null` when the forge was not reached.
     status: Option<u16>,
     kind: &'static str,
     message: &'a str,
+    /// For `invalid_arguments`: a JSON Pointer to the argument.
     #[serde(skip_serializing_if = "Option::is_none")]
     path: Option<&'a str>,
+    /// Whole seconds to wait before trying again, when known: a limit of this server
+    /// (`RATE_LIMIT_*`, `FORGE_MAX_CONCURRENT`) or the forge's `Retry-After`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_seconds: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -122,6 +136,7 @@ pub fn error_text(f: &ToolFailure) -> String {
             kind: f.kind.as_str(),
             message: &f.message,
             path: f.path.as_deref(),
+            retry_after_seconds: f.retry_after,
         },
     })
     .expect("error envelope serializes")
@@ -169,19 +184,36 @@ mod tests {
     }
 
     #[test]
-    fn error_has_path_only_when_given() {
-        let f =
-            ToolFailure { status: Some(404), kind: ErrorKind::NotFound, message: "gone".into(), path: None };
+    fn error_has_path_and_retry_after_only_when_given() {
+        let f = ToolFailure {
+            status: Some(404),
+            kind: ErrorKind::NotFound,
+            message: "gone".into(),
+            path: None,
+            retry_after: None,
+        };
         assert_eq!(error_text(&f), r#"{"error":{"status":404,"kind":"not_found","message":"gone"}}"#);
         let f = ToolFailure {
             status: None,
             kind: ErrorKind::InvalidArguments,
             message: "m".into(),
             path: Some("/a".into()),
+            retry_after: None,
         };
         assert_eq!(
             error_text(&f),
             r#"{"error":{"status":null,"kind":"invalid_arguments","message":"m","path":"/a"}}"#
+        );
+        let f = ToolFailure {
+            status: Some(429),
+            kind: ErrorKind::RateLimited,
+            message: "slow down".into(),
+            path: None,
+            retry_after: Some(30),
+        };
+        assert_eq!(
+            error_text(&f),
+            r#"{"error":{"status":429,"kind":"rate_limited","message":"slow down","retry_after_seconds":30}}"#
         );
     }
 }
