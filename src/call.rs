@@ -45,9 +45,15 @@ pub async fn run(
     // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
     //    discovery tools answer from the catalog, or name the operation to run.
     let (tool, mut args, reached) = match which(server, narrowing, name, args) {
-        Ok(Which::Answer(value)) => return guard.answer(value),
+        Ok(Which::Answer(value)) => {
+            note_who(server, caller, trace).await;
+            return guard.answer(value);
+        }
         Ok(Which::Run { tool, args, reached }) => (tool, args, reached),
-        Err(e) => return Err(guard.error(e)),
+        Err(e) => {
+            note_who(server, caller, trace).await;
+            return Err(guard.error(e));
+        }
     };
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.
@@ -98,6 +104,21 @@ pub async fn run(
     // 7. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 8. the
     //    envelope text.
     guard.success(&mut success, issues_credentials, &elided)
+}
+
+/// How long a refused call waits to learn its caller's login for the audit line.
+const WHO_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// For the audit line of a call answered or refused before its identity was needed: who made
+/// it (from the login cache, or asked once like any call would). Without an audit log, nothing.
+async fn note_who(server: &Server, caller: Caller, trace: &mut Trace) {
+    if server.audit.is_none() || trace.identity.as_ref().is_some_and(|i| i.login.is_some()) {
+        return;
+    }
+    // Bounded: a refusal is not held up by a slow forge; the line then says only the mode.
+    if let Ok(Ok((_, identity))) = tokio::time::timeout(WHO_WAIT, identify(server, caller)).await {
+        trace.identity = Some(identity);
+    }
 }
 
 /// What step 1 decided.
