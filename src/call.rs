@@ -37,7 +37,9 @@ pub async fn run(
     trace.caller(server, &caller);
     // Every outcome leaves through this call's guard; it knows the caller's token from the
     // start (a client may paste it anywhere), the body's secrets once the operation is known.
-    let guard = server.guard.for_call(caller.secrets());
+    // It is built once the call is admitted; what is answered before uses one of its own.
+    let secrets = caller.secrets();
+    let early_guard = || server.guard.for_call(secrets.clone());
     // Sudo (only with SUDO_ALLOWED_USERS): the `sudo` argument is a header, never a
     // parameter; it leaves the arguments here and is judged once the caller is known.
     let mut args = args.unwrap_or_default();
@@ -47,22 +49,25 @@ pub async fn run(
     let (tool, mut args, reached) = match which(server, narrowing, name, args) {
         Ok(Which::Answer(value)) => {
             note_who(server, caller, trace).await;
-            return guard.answer(value);
+            return early_guard().answer(value);
         }
         Ok(Which::Run { tool, args, reached }) => (tool, args, reached),
         Err(e) => {
             note_who(server, caller, trace).await;
-            return Err(guard.error(e));
+            return Err(early_guard().error(e));
         }
     };
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.
     let key = limit_key(&caller);
-    let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
+    let (credential, identity) = identify(server, caller).await.map_err(|e| early_guard().error(e))?;
     trace.identity = Some(identity.clone());
     // Within this identity's limits, or refused before anything is sent for the call; it
-    // counts as running until it returns.
-    let _admitted = server.limits.admit(key(&identity)).map_err(|e| guard.error(e))?;
+    // counts as running until it returns. A refusal is this server's own words (which limit,
+    // when to retry), guarded with the configured secrets: refusing costs a client's
+    // neighbours as little as possible.
+    let _admitted = server.limits.admit(key(&identity)).map_err(|e| server.guard.error(e))?;
+    let guard = server.guard.for_call(secrets);
     // Sudo allowed (the credential now carries the `Sudo` header) or refused, before sending.
     let (credential, identity) =
         sudo::authorize(server, asked_sudo, credential, identity).await.map_err(|e| guard.error(e))?;
