@@ -96,14 +96,15 @@ async fn over_the_rate_limit_a_call_is_refused_before_anything_is_sent_and_audit
     h.stop().await;
 }
 
-#[tokio::test]
-async fn a_call_over_the_concurrency_limit_is_refused_while_the_first_still_runs() {
-    let h = Harness::start(Setup::gitea().env("RATE_LIMIT_CONCURRENT", "1")).await;
+/// With `setting` at 1, a second call while a slow first one runs is refused naming it, with
+/// a retry after 1 s and nothing sent; once the first has returned, calls go through again.
+async fn second_call_refused_while_a_slow_one_runs(setting: &str, delay_ms: u64) {
+    let h = Harness::start(Setup::gitea().env(setting, "1")).await;
     h.forge.seed_repo("alice", "demo");
     h.forge.script(Script::once(
         Some("GET"),
         "/api/v1/repos/alice/demo",
-        ScriptedResponse::json(200, &json!({"name": "demo"})).with_delay(Duration::from_millis(1500)),
+        ScriptedResponse::json(200, &json!({"name": "demo"})).with_delay(Duration::from_millis(delay_ms)),
     ));
     let slow = h.call("repoGet", repo());
     let second = async {
@@ -112,7 +113,7 @@ async fn a_call_over_the_concurrency_limit_is_refused_while_the_first_still_runs
     };
     let (slow, second) = tokio::join!(slow, second);
     assert!(!slow.is_error, "{}", slow.text);
-    assert_eq!(assert_refused_by(&second, "RATE_LIMIT_CONCURRENT"), 1);
+    assert_eq!(assert_refused_by(&second, setting), 1);
     assert_eq!(h.tool_requests().len(), 1, "the refused call was not sent");
     // The first call has returned: its place is free again.
     let c = h.call("repoGet", repo()).await;
@@ -121,26 +122,14 @@ async fn a_call_over_the_concurrency_limit_is_refused_while_the_first_still_runs
 }
 
 #[tokio::test]
+async fn a_call_over_the_concurrency_limit_is_refused_while_the_first_still_runs() {
+    second_call_refused_while_a_slow_one_runs("RATE_LIMIT_CONCURRENT", 1500).await;
+}
+
+/// The forge's overall limit waits a little for a slot (200 ms), then refuses.
+#[tokio::test]
 async fn with_every_forge_slot_taken_a_call_is_refused_after_a_short_wait() {
-    let h = Harness::start(Setup::gitea().env("FORGE_MAX_CONCURRENT", "1")).await;
-    h.forge.seed_repo("alice", "demo");
-    h.forge.script(Script::once(
-        Some("GET"),
-        "/api/v1/repos/alice/demo",
-        ScriptedResponse::json(200, &json!({"name": "demo"})).with_delay(Duration::from_millis(2000)),
-    ));
-    let slow = h.call("repoGet", repo());
-    let second = async {
-        until_forge_has(&h, 1).await;
-        h.call("repoGet", repo()).await
-    };
-    let (slow, second) = tokio::join!(slow, second);
-    assert!(!slow.is_error, "{}", slow.text);
-    assert_eq!(assert_refused_by(&second, "FORGE_MAX_CONCURRENT"), 1);
-    assert_eq!(h.tool_requests().len(), 1, "the refused call was not sent");
-    let c = h.call("repoGet", repo()).await;
-    assert!(!c.is_error, "{}", c.text);
-    h.stop().await;
+    second_call_refused_while_a_slow_one_runs("FORGE_MAX_CONCURRENT", 2000).await;
 }
 
 #[tokio::test]
