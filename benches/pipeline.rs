@@ -1,5 +1,6 @@
-//! End-to-end figures for docs/PERFORMANCE.md: catalog start-up, `tools/list` size, and the
-//! per-call overhead of the pipeline over a plain HTTP request to the same (fake) forge.
+//! End-to-end figures for docs/PERFORMANCE.md: catalog start-up, `tools/list` size, the
+//! per-call overhead of the pipeline over a plain HTTP request to the same (fake) forge, and
+//! one identity's latency beside another over its rate limit.
 //!
 //! Run with `cargo bench --bench pipeline` (or `-- guard`, `-- calls`… for some sections).
 //! Plain `fn main`, no harness: every figure is printed with its label. Everything runs in one process on one tokio runtime, the fake
@@ -64,7 +65,7 @@ fn main() {
     println!();
 
     // `cargo bench --bench pipeline -- guard` runs only the sections whose name holds a word
-    // (startup, tools, calls, guard, signin).
+    // (startup, tools, calls, guard, signin, limits).
     let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let run = |name: &str| only.is_empty() || only.iter().any(|w| name.contains(w.as_str()));
     if run("startup") {
@@ -84,6 +85,135 @@ fn main() {
     if run("signin") {
         sign_in_tokens();
     }
+    if run("limits") {
+        rt.block_on(limits_neighbour());
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Limits: one identity far over its limit beside another making its calls.
+
+/// The neighbour's token (the fake forge knows it as `bob`).
+const BOB_TOKEN: &str = "tok-bob-5c0ffee5b0b";
+/// Tasks of the neighbour, each calling in a loop.
+const NEIGHBOUR_TASKS: usize = 8;
+/// Calls of the measured identity per scenario.
+const MEASURED_CALLS: usize = 500;
+/// High enough for the measured identity's calls (warm-up and two scenarios fit its burst),
+/// far below what the neighbour tries.
+const PER_MINUTE: &str = "2000";
+
+/// `repoGet alice/demo` as the owner of `token`: `Ok`, or the error kind.
+async fn call_as(server: &Server, token: &str) -> Result<(), String> {
+    let caller = Caller::Token(secrecy::SecretString::from(token.to_owned()));
+    let args = obj(json!({"owner": "alice", "repo": "demo"}));
+    let mut trace = audit::Trace::default();
+    match call::run(server, caller, &Default::default(), "repoGet", Some(args), &mut trace).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.into_error().kind().map(|k| k.as_str().to_owned()).unwrap_or_default()),
+    }
+}
+
+/// What the neighbour got while the measured identity made its calls.
+#[derive(Default)]
+struct Neighbour {
+    admitted: u64,
+    refused: u64,
+    seconds: f64,
+}
+
+/// `MEASURED_CALLS` sequential calls as alice, with bob calling from `NEIGHBOUR_TASKS` tasks
+/// meanwhile when `hammer`: alice's latencies, and what bob got.
+async fn beside_neighbour(server: &Arc<Server>, hammer: bool) -> (Stats, Neighbour) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let (admitted, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let tasks: Vec<_> = (0..if hammer { NEIGHBOUR_TASKS } else { 0 })
+        .map(|_| {
+            let (server, stop, admitted, refused) =
+                (server.clone(), stop.clone(), admitted.clone(), refused.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    match call_as(&server, BOB_TOKEN).await {
+                        Ok(()) => admitted.fetch_add(1, Ordering::Relaxed),
+                        Err(kind) if kind == "rate_limited" => refused.fetch_add(1, Ordering::Relaxed),
+                        Err(kind) => panic!("the neighbour got {kind}"),
+                    };
+                    // A refusal awaits nothing; over a network each call would.
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let mut samples = Vec::with_capacity(MEASURED_CALLS);
+    for _ in 0..MEASURED_CALLS {
+        let t = Instant::now();
+        call_as(server, TOKEN).await.expect("the measured identity is never refused");
+        samples.push(t.elapsed());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("neighbour task");
+    }
+    let neighbour = Neighbour {
+        admitted: admitted.load(Ordering::Relaxed),
+        refused: refused.load(Ordering::Relaxed),
+        seconds,
+    };
+    (stats(&samples), neighbour)
+}
+
+async fn limits_neighbour() {
+    println!(
+        "== 6. Limits: alice's repoGet latency ({MEASURED_CALLS} sequential calls) beside bob calling from {NEIGHBOUR_TASKS} tasks"
+    );
+    let users = vec![(TOKEN.to_owned(), "alice".to_owned()), (BOB_TOKEN.to_owned(), "bob".to_owned())];
+    let forge = FakeForge::start(Options { flavor: FFlavor::Gitea, users, ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    forge.set_recording(false);
+    let limited = ["--rate-limit-per-minute", PER_MINUTE, "--rate-limit-concurrent", "4"];
+    let with_limits = Arc::new(
+        Server::start(settings_with("gitea", &forge.base_url(), &limited)).await.expect("server starts"),
+    );
+    let without = Arc::new(Server::start(settings("gitea", &forge.base_url())).await.expect("server starts"));
+    for server in [&with_limits, &without] {
+        for _ in 0..100 {
+            call_as(server, TOKEN).await.expect("warm-up");
+        }
+    }
+    // Bob uses up his burst first: from then on he is over his limit.
+    let mut burst = 0;
+    while call_as(&with_limits, BOB_TOKEN).await.is_ok() {
+        burst += 1;
+    }
+    println!("  RATE_LIMIT_PER_MINUTE={PER_MINUTE} RATE_LIMIT_CONCURRENT=4; bob's burst: {burst} calls");
+    let (alone, _) = beside_neighbour(&with_limits, false).await;
+    let (limited, n_limited) = beside_neighbour(&with_limits, true).await;
+    let (unlimited, n_unlimited) = beside_neighbour(&without, true).await;
+    let row = |label: &str, s: &Stats, n: Option<&Neighbour>| {
+        let bob = n.map_or(String::new(), |n| {
+            format!(
+                "   bob: {:.0} admitted/s, {:.0} refused/s",
+                n.admitted as f64 / n.seconds,
+                n.refused as f64 / n.seconds
+            )
+        });
+        println!(
+            "  {label:<34} alice p50 {:>7.1} us ({:.2}x)  p99 {:>7.1} us ({:.2}x){bob}",
+            us(s.median),
+            s.median.as_secs_f64() / alone.median.as_secs_f64(),
+            us(s.p99),
+            s.p99.as_secs_f64() / alone.p99.as_secs_f64(),
+        );
+    };
+    row("alone (limits on)", &alone, None);
+    row("bob over his limit (limits on)", &limited, Some(&n_limited));
+    row("bob unlimited (no limits)", &unlimited, Some(&n_unlimited));
+    println!();
+    forge.shutdown();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -203,6 +333,7 @@ fn guard_throughput() {
                         data: data.clone(),
                         truncated: None,
                         hidden_content: None,
+                        filtered: None,
                     };
                     let t = Instant::now();
                     let r = guard.success(std::hint::black_box(&mut s), false, &Elided::default());
@@ -604,6 +735,7 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
         data: data.clone(),
         truncated: None,
         hidden_content: None,
+        filtered: None,
     };
     let serialize = time(&mut || {
         std::hint::black_box(success.to_text());

@@ -16,7 +16,9 @@ use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
 use crate::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
 use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, sudo};
+use crate::limits::Key;
 use crate::policy::Narrowing;
+use crate::policy::repos::{self, Filter, Values};
 use crate::server::Server;
 use secrecy::{ExposeSecret, SecretString};
 
@@ -35,7 +37,9 @@ pub async fn run(
     trace.caller(server, &caller);
     // Every outcome leaves through this call's guard; it knows the caller's token from the
     // start (a client may paste it anywhere), the body's secrets once the operation is known.
-    let guard = server.guard.for_call(caller.secrets());
+    // It is built once the call is admitted; what is answered before uses one of its own.
+    let secrets = caller.secrets();
+    let early_guard = || server.guard.for_call(secrets.clone());
     // Sudo (only with SUDO_ALLOWED_USERS): the `sudo` argument is a header, never a
     // parameter; it leaves the arguments here and is judged once the caller is known.
     let mut args = args.unwrap_or_default();
@@ -43,17 +47,36 @@ pub async fn run(
     // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
     //    discovery tools answer from the catalog, or name the operation to run.
     let (tool, mut args, reached) = match which(server, narrowing, name, args) {
-        Ok(Which::Answer(value)) => return guard.answer(value),
+        Ok(Which::Answer(value)) => {
+            note_who(server, caller, trace).await;
+            return early_guard().answer(value);
+        }
         Ok(Which::Run { tool, args, reached }) => (tool, args, reached),
-        Err(e) => return Err(guard.error(e)),
+        Err(e) => {
+            note_who(server, caller, trace).await;
+            return Err(early_guard().error(e));
+        }
     };
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.
-    let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
+    let key = limit_key(&caller);
+    let (credential, identity) = identify(server, caller).await.map_err(|e| early_guard().error(e))?;
+    trace.identity = Some(identity.clone());
+    // Within this identity's limits, or refused before anything is sent for the call; it
+    // counts as running until it returns. A refusal is this server's own words (which limit,
+    // when to retry), guarded with the configured secrets: refusing costs a client's
+    // neighbours as little as possible.
+    let _admitted = server.limits.admit(key(&identity)).map_err(|e| server.guard.error(e))?;
+    let guard = server.guard.for_call(secrets);
     // Sudo allowed (the credential now carries the `Sudo` header) or refused, before sending.
     let (credential, identity) =
         sudo::authorize(server, asked_sudo, credential, identity).await.map_err(|e| guard.error(e))?;
     trace.identity = Some(identity.clone());
+    // A new repository that goes to the caller (a fork, a migration, the caller's own new
+    // repository) is judged by the repository allowlists now that the caller is known.
+    if let Some(why) = caller_place_refusal(server, narrowing, tool, reached, &args, &identity) {
+        return Err(guard.error(CallError::local(ErrorKind::Denied, why)));
+    }
     // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
     // call to a credential operation is treated like the operation's tool).
     let operation = tool.operation().or(reached.and_then(ToolDef::operation));
@@ -67,11 +90,40 @@ pub async fn run(
     let mut fetched = fetch(server, tool, &mut args, reached, &credential, &guard, trace)
         .await
         .map_err(|e| guard.error(e))?;
+    // Listings across repositories keep only what the repository allowlists allow.
+    let fence = server.policy.fence(narrowing);
+    let filtered = match repos::filter(
+        &fence,
+        operation_id,
+        &mut fetched.data,
+        fetched.pagination.as_mut(),
+        &mut fetched.elided,
+    ) {
+        Filter::Untouched => None,
+        Filter::Removed(f) => Some(f),
+        Filter::Withheld(why) => return Err(guard.error(CallError::local(ErrorKind::Denied, why))),
+    };
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
+    success.filtered = filtered;
     // 7. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 8. the
     //    envelope text.
     guard.success(&mut success, issues_credentials, &elided)
+}
+
+/// How long a refused call waits to learn its caller's login for the audit line.
+const WHO_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// For the audit line of a call answered or refused before its identity was needed: who made
+/// it (from the login cache, or asked once like any call would). Without an audit log, nothing.
+async fn note_who(server: &Server, caller: Caller, trace: &mut Trace) {
+    if server.audit.is_none() || trace.identity.as_ref().is_some_and(|i| i.login.is_some()) {
+        return;
+    }
+    // Bounded: a refusal is not held up by a slow forge; the line then says only the mode.
+    if let Ok(Ok((_, identity))) = tokio::time::timeout(WHO_WAIT, identify(server, caller)).await {
+        trace.identity = Some(identity);
+    }
 }
 
 /// What step 1 decided.
@@ -160,6 +212,28 @@ fn refused(server: &Server, narrowing: &Narrowing, name: &str, args: &Map<String
     false
 }
 
+/// Why the new place of a repository that the call would put under its caller is outside the
+/// repository allowlists, if it is (the route and the body were judged in step 1).
+fn caller_place_refusal(
+    server: &Server,
+    narrowing: &Narrowing,
+    tool: &ToolDef,
+    reached: Option<&ToolDef>,
+    args: &Map<String, Value>,
+    identity: &Identity,
+) -> Option<String> {
+    let fence = server.policy.fence(narrowing);
+    if fence.is_open() {
+        return None;
+    }
+    let op = tool.operation().or(reached.and_then(ToolDef::operation))?;
+    let caller = identity.sudo.as_deref().or(identity.login.as_deref());
+    let path = args.get("path").and_then(Value::as_str).unwrap_or("");
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let values = if tool.operation().is_some() { Values::Args(args) } else { Values::Segments(&segments) };
+    repos::caller_refusal(&fence, op, &values, args.get("body"), caller)
+}
+
 /// What one request to the forge brought back, decoded but not yet guarded.
 struct Fetched {
     plan: CallPlan,
@@ -180,6 +254,7 @@ impl Fetched {
             data: self.data,
             truncated: None,
             hidden_content: None,
+            filtered: None,
         }
     }
 }
@@ -245,8 +320,11 @@ pub async fn run_reads(
         }
         tools.push(tool);
     }
+    let key = limit_key(&caller);
     let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
     trace.identity = Some(identity.clone());
+    // One resource read is one call for the limits, however many reads it makes.
+    let _admitted = server.limits.admit(key(&identity)).map_err(|e| guard.error(e))?;
     let mut first: Option<Fetched> = None;
     let mut datas = Vec::with_capacity(reads.len());
     let mut elided = Elided::default();
@@ -283,6 +361,16 @@ fn plan(
         Target::SearchOperations | Target::OperationSchema | Target::CallOperation => {
             unreachable!("discovery tools are answered or resolved before planning")
         }
+    }
+}
+
+/// Whose limits a call of `caller` counts against, once its identity is known: the server's
+/// own identity is one, a caller's token counts for the login it resolved to.
+fn limit_key(caller: &Caller) -> impl FnOnce(&Identity) -> Key + use<> {
+    let global = matches!(caller, Caller::Global);
+    move |identity| match (&identity.login, global) {
+        (Some(login), false) => Key::login(login),
+        _ => Key::Global,
     }
 }
 
@@ -342,7 +430,10 @@ fn identity_error(e: CallError) -> CallError {
             kind: ErrorKind::Unauthorized,
             message: "the forge refused the token of this request (401); check the token in your Authorization header".into(),
             path: None,
+            retry_after: None,
         }),
+        // A limit (FORGE_MAX_CONCURRENT, or the forge's own 429) stays what it is: wait and retry.
+        CallError::Result(f) if f.kind == ErrorKind::RateLimited => CallError::Result(f),
         CallError::Result(f) => CallError::Result(crate::error::ToolFailure {
             status: f.status,
             kind: ErrorKind::IdentityFailed,
@@ -351,6 +442,7 @@ fn identity_error(e: CallError) -> CallError {
                 f.kind, f.message
             ),
             path: None,
+            retry_after: None,
         }),
         other => other,
     }
@@ -384,7 +476,7 @@ pub async fn fetch_user_with(forge: &Forge, credential: &Credential) -> Result<F
     let got = forge.send(&simple_get("/user"), credential).await?;
     if let Some(kind) = status::kind_for(got.status) {
         let redactor = Redactor::once(credential.secret().map(|s| s.expose_secret()));
-        return Err(forge_error(got.status, kind, &got.body, &redactor));
+        return Err(forge_error(&got, kind, &redactor));
     }
     // Only the login and the admin flag are read (the rest is skipped, not stored); a login
     // is a short name, and it is cached per token, so a longer one is not accepted.
@@ -422,7 +514,7 @@ async fn decode(
 ) -> Result<Decoded, CallError> {
     let st = got.status;
     if let Some(kind) = status::kind_for(st) {
-        return Err(forge_error(st, kind, &got.body, guard.redactor()));
+        return Err(forge_error(&got, kind, guard.redactor()));
     }
     if (300..400).contains(&st) {
         // Not followed: the target is the result (a signed download URL, "see the public members").
@@ -467,11 +559,19 @@ async fn decode(
     Ok((st, data, paging, elided))
 }
 
-/// An error the forge answered with: its message, sanitized and truncated, plus a hint.
-fn forge_error(status: u16, kind: ErrorKind, body: &[u8], redactor: &Redactor) -> CallError {
-    let message = status::forge_message(body);
-    let hint = status::hint(status, kind, &message);
+/// An error the forge answered with: its message, sanitized and truncated, plus a hint —
+/// the wait it asked for with `Retry-After` (also passed on as `retry_after_seconds`), else
+/// the hint of its kind or words.
+fn forge_error(got: &Received, kind: ErrorKind, redactor: &Redactor) -> CallError {
+    let status = got.status;
+    let message = status::forge_message(&got.body);
+    let retry_after = status::retry_after(got.header("retry-after"), std::time::SystemTime::now());
+    let hint = match retry_after {
+        Some(s) => format!(" (the forge asks to wait {s} s before retrying)"),
+        None => status::hint(status, kind, &message).to_owned(),
+    };
     let said = redactor.sanitize_message(&message);
     let said = if said.is_empty() { "(no message)".to_owned() } else { said };
     CallError::from_forge(status, kind, format!("the forge answered {status}: {said}{hint}"))
+        .with_retry_after(retry_after)
 }

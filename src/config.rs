@@ -6,6 +6,7 @@
 //! and clap never shows their environment values in `--help` (`hide_env_values`).
 
 use std::collections::BTreeSet;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -208,6 +209,13 @@ pub struct CommonArgs {
     /// lacks); by default they are refused, since no policy can judge them.
     #[arg(long, env = "ALLOW_UNKNOWN_ROUTES", global = true)]
     pub allow_unknown_routes: bool,
+    /// Comma-separated `owner/repo`, `owner/*` or `*`: the repositories calls may touch (unset:
+    /// every one). Matched case-insensitively; listings across repositories are filtered.
+    #[arg(long, env = "ALLOWED_REPOS", global = true)]
+    pub allowed_repos: Option<String>,
+    /// The same for calls that write (any method but GET); narrows ALLOWED_REPOS, never widens it.
+    #[arg(long, env = "WRITE_ALLOWED_REPOS", global = true)]
+    pub write_allowed_repos: Option<String>,
     /// Comma-separated tool names: when set, only these are offered and callable, besides
     /// the three discovery tools, which then reach only these (DISABLED_TOOLS still removes).
     #[arg(long, env = "ENABLED_TOOLS", value_delimiter = ',', global = true)]
@@ -307,6 +315,18 @@ pub struct CommonArgs {
     /// its own (with every transport, stdio too); `off`, nowhere.
     #[arg(long, env = "METRICS_LISTEN", global = true)]
     pub metrics_listen: Option<String>,
+    /// Tool calls and resource reads one identity may make per minute (at most this many at
+    /// once, then one every 60/N s); above it calls fail with rate_limited. 0: no limit.
+    #[arg(long, env = "RATE_LIMIT_PER_MINUTE", default_value_t = 0, global = true)]
+    pub rate_limit_per_minute: u32,
+    /// Calls one identity may have running at once; above it calls fail with rate_limited.
+    /// 0: no limit.
+    #[arg(long, env = "RATE_LIMIT_CONCURRENT", default_value_t = 0, global = true)]
+    pub rate_limit_concurrent: u32,
+    /// Requests to the forge running at once, for all identities together; a request that
+    /// finds no slot within 200 ms fails with rate_limited. 0: no limit.
+    #[arg(long, env = "FORGE_MAX_CONCURRENT", default_value_t = 0, global = true)]
+    pub forge_max_concurrent: u32,
 }
 
 /// Resolved settings: checked, typed, secrets wrapped.
@@ -327,6 +347,10 @@ pub struct Settings {
     pub read_only: bool,
     /// Whether the raw tool may send routes that no operation of the spec has.
     pub allow_unknown_routes: bool,
+    /// `ALLOWED_REPOS` (`None`: every repository).
+    pub allowed_repos: Option<crate::policy::repos::RepoList>,
+    /// `WRITE_ALLOWED_REPOS`.
+    pub write_allowed_repos: Option<crate::policy::repos::RepoList>,
     /// Empty: every tool; otherwise only these.
     pub enabled_tools: BTreeSet<String>,
     /// Which operations `tools/list` shows.
@@ -367,6 +391,12 @@ pub struct Settings {
     pub audit_log: Option<PathBuf>,
     /// Run calls unrecorded (with a warning) when the audit log cannot be written.
     pub audit_fail_open: bool,
+    /// Calls per identity per minute; `None`: no limit.
+    pub rate_limit_per_minute: Option<NonZeroU32>,
+    /// Calls of one identity running at once; `None`: no limit.
+    pub rate_limit_concurrent: Option<NonZeroU32>,
+    /// Requests to the forge running at once, overall; `None`: no limit.
+    pub forge_max_concurrent: Option<NonZeroU32>,
     /// Where `/metrics` is served.
     pub metrics_listen: MetricsListen,
 }
@@ -536,6 +566,8 @@ impl Settings {
                 .collect(),
             read_only: args.read_only,
             allow_unknown_routes: args.allow_unknown_routes,
+            allowed_repos: repo_list("ALLOWED_REPOS", args.allowed_repos.as_deref())?,
+            write_allowed_repos: repo_list("WRITE_ALLOWED_REPOS", args.write_allowed_repos.as_deref())?,
             enabled_tools: clean_list(args.enabled_tools).into_iter().collect(),
             toolsets: crate::catalog::toolsets::Selection::parse(&args.toolsets)
                 .map_err(|e| ConfigError(format!("TOOLSETS: {e}")))?,
@@ -574,6 +606,9 @@ impl Settings {
             content_hygiene: args.content_hygiene,
             audit_log: args.audit_log.filter(|p| !p.as_os_str().is_empty()),
             audit_fail_open: args.audit_fail_open,
+            rate_limit_per_minute: NonZeroU32::new(args.rate_limit_per_minute),
+            rate_limit_concurrent: NonZeroU32::new(args.rate_limit_concurrent),
+            forge_max_concurrent: NonZeroU32::new(args.forge_max_concurrent),
             metrics_listen: MetricsListen::parse(args.metrics_listen.as_deref())?,
         })
     }
@@ -585,6 +620,12 @@ impl Settings {
             ConfigError("no forge URL: pass --url https://gitea.example.com or set GITEA_URL".into())
         })
     }
+}
+
+/// A repository allowlist setting, if set.
+fn repo_list(name: &str, text: Option<&str>) -> Result<Option<crate::policy::repos::RepoList>, ConfigError> {
+    text.map(|t| crate::policy::repos::RepoList::parse(t).map_err(|e| ConfigError(format!("{name}: {e}"))))
+        .transpose()
 }
 
 fn clean_list(v: Vec<String>) -> Vec<String> {
@@ -916,6 +957,45 @@ mod tests {
         std::fs::write(&f, " \n").unwrap();
         let e = err(&["--username", "alice", "--password-file", f.to_str().unwrap()]);
         assert!(e.contains("password file") && e.contains("is empty"), "{e}");
+    }
+
+    #[test]
+    fn limits_are_off_by_default_and_zero_means_no_limit() {
+        let s = Settings::resolve(args(&[]), &|_| None).unwrap();
+        assert_eq!(
+            (s.rate_limit_per_minute, s.rate_limit_concurrent, s.forge_max_concurrent),
+            (None, None, None)
+        );
+        let s = Settings::resolve(
+            args(&[
+                "--rate-limit-per-minute",
+                "120",
+                "--rate-limit-concurrent",
+                "0",
+                "--forge-max-concurrent",
+                "8",
+            ]),
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(s.rate_limit_per_minute, NonZeroU32::new(120));
+        assert_eq!(s.rate_limit_concurrent, None);
+        assert_eq!(s.forge_max_concurrent, NonZeroU32::new(8));
+    }
+
+    #[test]
+    fn a_limit_that_is_not_a_whole_number_is_refused_naming_its_variable() {
+        for (flag, name) in [
+            ("--rate-limit-per-minute", "RATE_LIMIT_PER_MINUTE"),
+            ("--rate-limit-concurrent", "RATE_LIMIT_CONCURRENT"),
+            ("--forge-max-concurrent", "FORGE_MAX_CONCURRENT"),
+        ] {
+            for bad in ["-1", "ten", "1.5", "99999999999"] {
+                let arg = format!("{flag}={bad}");
+                let e = Cli::try_parse_from(["aegis-gitea-mcp", &arg]).unwrap_err().to_string();
+                assert!(e.contains(name), "{flag} {bad}: {e}");
+            }
+        }
     }
 
     #[test]

@@ -101,7 +101,8 @@ pub enum CallError {
     Result(ToolFailure),
 }
 
-/// The body of an error result: `{"error": {"status", "kind", "message"[, "path"]}}`.
+/// The body of an error result:
+/// `{"error": {"status", "kind", "message"[, "path"][, "retry_after_seconds"]}}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolFailure {
     /// The forge's HTTP status, or `None` when the forge was not reached.
@@ -110,12 +111,43 @@ pub struct ToolFailure {
     pub message: String,
     /// For `invalid_arguments`: a JSON Pointer into the arguments.
     pub path: Option<String>,
+    /// Seconds to wait before trying again: a limit of this server, or the forge's own
+    /// `Retry-After`.
+    pub retry_after: Option<u64>,
 }
 
 impl CallError {
     /// A failure that happened before anything reached the forge.
     pub fn local(kind: ErrorKind, message: impl Into<String>) -> Self {
-        CallError::Result(ToolFailure { status: None, kind, message: message.into(), path: None })
+        CallError::Result(ToolFailure {
+            status: None,
+            kind,
+            message: message.into(),
+            path: None,
+            retry_after: None,
+        })
+    }
+
+    /// A call refused by a limit of this server before anything was sent: `rate_limited`,
+    /// to be tried again after `retry_after` seconds.
+    pub fn rate_limited(message: impl Into<String>, retry_after: u64) -> Self {
+        CallError::Result(ToolFailure {
+            status: None,
+            kind: ErrorKind::RateLimited,
+            message: message.into(),
+            path: None,
+            retry_after: Some(retry_after),
+        })
+    }
+
+    /// The same failure with the wait the forge asked for (`Retry-After`), if it asked.
+    pub fn with_retry_after(self, retry_after: Option<u64>) -> Self {
+        match self {
+            CallError::Result(f) => {
+                CallError::Result(ToolFailure { retry_after: retry_after.or(f.retry_after), ..f })
+            }
+            other => other,
+        }
     }
 
     /// An argument that failed validation, pointing at it with a JSON Pointer.
@@ -125,12 +157,19 @@ impl CallError {
             kind: ErrorKind::InvalidArguments,
             message: message.into(),
             path: Some(path.into()),
+            retry_after: None,
         })
     }
 
     /// A failure the forge answered with.
     pub fn from_forge(status: u16, kind: ErrorKind, message: impl Into<String>) -> Self {
-        CallError::Result(ToolFailure { status: Some(status), kind, message: message.into(), path: None })
+        CallError::Result(ToolFailure {
+            status: Some(status),
+            kind,
+            message: message.into(),
+            path: None,
+            retry_after: None,
+        })
     }
 
     /// The kind, when this is a tool result.

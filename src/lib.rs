@@ -16,6 +16,7 @@ pub mod error;
 pub mod executor;
 pub mod guard;
 pub mod identity;
+pub(crate) mod limits;
 pub mod mcp;
 pub(crate) mod metrics;
 pub mod oauth;

@@ -30,6 +30,8 @@ pub struct Server {
     pub in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Logins of per-request tokens (HTTP), by a hash of the token.
     pub logins: crate::identity::cache::LoginCache,
+    /// Calls per minute and calls running, per identity (`RATE_LIMIT_*`).
+    pub(crate) limits: crate::limits::Limits,
     /// Sign-in with the forge (HTTP transports, when configured).
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
     /// How long building the catalog took (spec parse, schemas, validators).
@@ -71,6 +73,7 @@ impl Server {
         let oauth = settings.oauth.as_ref().map(|o| Arc::new(crate::oauth::OAuth::new(o, mcp_path)));
         let audit =
             settings.audit_log.as_deref().map(|p| crate::audit::AuditLog::open(p, settings.audit_fail_open));
+        let limits = crate::limits::Limits::from_settings(&settings);
         Ok(Server {
             audit,
             oauth,
@@ -83,6 +86,7 @@ impl Server {
             catalog_build,
             logins: crate::identity::cache::LoginCache::counted(metrics.identity_cache()),
             metrics,
+            limits,
             in_flight: Default::default(),
         })
     }

@@ -139,6 +139,16 @@ async fn settings_errors_exit_2_with_a_fix() {
 }
 
 #[tokio::test]
+async fn a_limit_that_is_not_a_whole_number_stops_serve_naming_its_variable() {
+    for name in ["RATE_LIMIT_PER_MINUTE", "RATE_LIMIT_CONCURRENT", "FORGE_MAX_CONCURRENT"] {
+        let o = run(&["serve", "--url", "http://127.0.0.1:9", "--flavor", "gitea"], &[(name, "ten")]).await;
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(name) && err.contains("ten"), "{name}: {err}");
+    }
+}
+
+#[tokio::test]
 async fn basic_auth_settings_need_both_halves_and_no_token_and_never_echo_the_password() {
     let pw = "hunter2-secret-pw";
     for (env, says) in [

@@ -618,6 +618,75 @@ async fn e2e_repository_scenario() {
     let _ = s.client.cancel().await;
 }
 
+/// The repository allowlists against a real forge: a repository outside is refused on every
+/// path, the repository search shows only what is allowed, an id does not open a way around
+/// the list, and a renamed repository's old name (which the forge answers with a redirect)
+/// does not lead to it.
+#[tokio::test]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
+async fn e2e_repository_allowlist() {
+    let t = target();
+    let open = spawn(&t).await;
+    let (inside, in_guard) = scratch_repo(&open, &t, "fence-in").await;
+    let (outside, out_guard) = scratch_repo(&open, &t, "fence-out").await;
+    // The list names the repository in another letter case than the forge's.
+    let list = format!("{}/{}", inside.owner.to_uppercase(), inside.name.to_uppercase());
+    let fenced = spawn_with(&t, &[("ALLOWED_REPOS", list.as_str())]).await;
+    let (f_in, f_out) = (
+        Repo { s: &fenced, owner: inside.owner.clone(), name: inside.name.clone() },
+        Repo { s: &fenced, owner: outside.owner.clone(), name: outside.name.clone() },
+    );
+    let out_id = ok(&outside.call("repoGet", json!({})).await, 200)["id"].clone();
+    for c in [
+        f_out.call("repoGet", json!({})).await,
+        f_out.call("issueListIssues", json!({})).await,
+        fenced.call("gitea_api_request", json!({"method": "GET", "path": format!("/repos/{}/{}", outside.owner.to_uppercase(), outside.name)})).await,
+        fenced.call("gitea_call_operation", json!({"operation_id": "repoGet", "arguments": {"owner": outside.owner, "repo": outside.name}})).await,
+        fenced.call("repoGetByID", json!({"id": out_id})).await,
+    ] {
+        fails(&c, "denied", None);
+        assert!(c.text.contains("ALLOWED_REPOS"), "{}", c.text);
+    }
+    ok(&f_in.call("repoGet", json!({})).await, 200);
+    // The search finds both on the forge; the fenced server shows only the allowed one.
+    let q = json!({"q": "aegis-e2e-fence-", "limit": 50});
+    let both = open.call("repoSearch", q.clone()).await;
+    let fenced_search = fenced.call("repoSearch", q).await;
+    let names = |c: &Called| -> Vec<String> {
+        ok(c, 200)["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["full_name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(names(&both).contains(&outside.full_name()), "{}", both.text);
+    assert_eq!(names(&fenced_search), [inside.full_name()], "{}", fenced_search.text);
+    assert!(fenced_search.json["filtered"]["removed"].as_u64().unwrap() >= 1, "{}", fenced_search.text);
+    assert_eq!(fenced_search.json["pagination"]["total_count"], Value::Null, "{}", fenced_search.text);
+    // Renamed on the forge: the old name is answered with a redirect that is not followed, and
+    // the new name is not on the list.
+    let renamed = format!("{}-renamed", inside.name);
+    ok(&inside.call("repoEdit", json!({"body": {"name": renamed}})).await, 200);
+    let old = f_in.call("repoGet", json!({})).await;
+    assert!(
+        old.is_error
+            || (old.json["status"].as_u64().is_some_and(|s| (300..400).contains(&s))
+                && old.data().get("full_name").is_none()),
+        "the old name does not lead to the renamed repository: {}",
+        old.text
+    );
+    let new = Repo { s: &fenced, owner: inside.owner.clone(), name: renamed.clone() };
+    fails(&new.call("repoGet", json!({})).await, "denied", None);
+    let _ = fenced.client.cancel().await;
+    let inside = Repo { s: &open, owner: inside.owner.clone(), name: renamed };
+    let mut in_guard = in_guard;
+    in_guard.name = inside.name.clone();
+    remove(&inside, in_guard).await;
+    remove(&outside, out_guard).await;
+    let _ = open.client.cancel().await;
+}
+
 /// What the forge stores comes back through the guard: a known secret (`EXTRA_SECRETS`) is
 /// redacted exactly and a credential-looking string masked, in a raw file and in an issue;
 /// in block mode the result is withheld; and with a small item bound a long list is cut and

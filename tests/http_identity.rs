@@ -15,6 +15,11 @@ mod support;
 #[path = "http_identity/oauth.rs"]
 mod oauth;
 
+#[path = "http_identity/audit.rs"]
+mod audit;
+#[path = "http_identity/limits.rs"]
+mod limits;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
 //! Over HTTP a request may narrow the server's tool surface for itself — `X-MCP-Toolsets`,
-//! `X-MCP-Readonly`, `X-MCP-Disabled-Tools` — and never widen it. Each scenario
+//! `X-MCP-Readonly`, `X-MCP-Disabled-Tools` — and the repositories it may touch —
+//! `X-MCP-Allowed-Repos`, `X-MCP-Write-Allowed-Repos` — and never widen either. Each scenario
 //! runs on both transports (`::http` Streamable HTTP, `::sse` legacy SSE), and checks
 //! `tools/list`, refused calls (never sent) and what the forge received.
 
@@ -15,6 +16,7 @@ on_both_transports!(
     readonly_header_refuses_writes_on_every_path_for_that_request_only,
     disabled_tools_header_removes_tools_for_that_request_only,
     headers_cannot_undo_the_servers_read_only_or_disabled_tools,
+    repo_allowlist_headers_narrow_every_path_and_never_widen,
 );
 
 async fn start(transport: &str, env: &[(&str, &str)]) -> (FakeForge, HttpServer, McpClient) {
@@ -196,4 +198,87 @@ async fn stateless_requests_narrow_with_the_same_headers() {
         !read_only.contains(&"repoCreateFile".to_owned())
             && everything.contains(&"repoCreateFile".to_owned())
     );
+}
+
+async fn repo_allowlist_headers_narrow_every_path_and_never_widen(transport: &str) {
+    let (forge, _server, mut c) =
+        start(transport, &[("ALLOWED_REPOS", "o/*,bob/demo"), ("WRITE_ALLOWED_REPOS", "o/*")]).await;
+    for (owner, name) in [("o", "other"), ("bob", "demo"), ("bob", "secret")] {
+        forge.seed_issues(owner, name, 1);
+    }
+    let everything = listed(&c).await;
+    let call = |tool: &'static str, args: Value| {
+        let c = &c;
+        async move { tool_result(&c.call(tool, args, None).await.unwrap()) }
+    };
+    // The server's own lists hold over HTTP on every path.
+    for (tool, args) in [
+        ("repoGet", json!({"owner": "bob", "repo": "secret"})),
+        ("gitea_api_request", json!({"method": "GET", "path": "/repos/Bob/Secret/issues"})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "repoGet", "arguments": {"owner": "bob", "repo": "secret"}}),
+        ),
+        ("issueCreateIssue", json!({"owner": "bob", "repo": "demo", "body": {"title": "t"}})),
+    ] {
+        let r = call(tool, args).await;
+        assert_eq!(r.kind(), "denied", "{tool}: {}", r.text);
+        assert!(r.text.contains("ALLOWED_REPOS"), "{}", r.text);
+    }
+    // A request narrows to one repository; tools/list does not change.
+    c.set_headers(&[("X-MCP-Allowed-Repos", "o/r")]);
+    assert_eq!(listed(&c).await, everything, "the allowlists are about data, not tools");
+    for (tool, args) in [
+        ("repoGet", json!({"owner": "o", "repo": "other"})),
+        ("gitea_api_request", json!({"method": "GET", "path": "/repos/bob/demo"})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "issueListIssues", "arguments": {"owner": "O", "repo": "Other"}}),
+        ),
+    ] {
+        let r = tool_result(&c.call(tool, args, None).await.unwrap());
+        assert_eq!(r.kind(), "denied", "{tool}: {}", r.text);
+        assert!(r.text.contains("X-MCP-Allowed-Repos"), "{}", r.text);
+    }
+    let r = tool_result(&c.call("repoGet", json!({"owner": "o", "repo": "r"}), None).await.unwrap());
+    assert!(!r.is_error, "{}", r.text);
+    // A listing is filtered to the request's list as well.
+    let r = tool_result(&c.call("repoSearch", json!({"q": ""}), None).await.unwrap());
+    let names: Vec<&str> =
+        r.json["data"]["data"].as_array().unwrap().iter().map(|x| x["full_name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["o/r"], "{}", r.text);
+    assert_eq!(r.json["filtered"]["removed"], 3, "{}", r.text);
+    // Asking for more than the server allows gets nothing more.
+    c.set_headers(&[("X-MCP-Allowed-Repos", "*"), ("X-MCP-Write-Allowed-Repos", "*")]);
+    for (tool, args) in [
+        ("repoGet", json!({"owner": "bob", "repo": "secret"})),
+        ("issueCreateIssue", json!({"owner": "bob", "repo": "demo", "body": {"title": "t"}})),
+    ] {
+        let r = tool_result(&c.call(tool, args, None).await.unwrap());
+        assert_eq!(r.kind(), "denied", "{tool}: {}", r.text);
+    }
+    // The write header narrows writes only.
+    c.set_headers(&[("X-MCP-Write-Allowed-Repos", "o/r")]);
+    let r = tool_result(
+        &c.call("issueCreateIssue", json!({"owner": "o", "repo": "other", "body": {"title": "t"}}), None)
+            .await
+            .unwrap(),
+    );
+    assert!(r.kind() == "denied" && r.text.contains("X-MCP-Write-Allowed-Repos"), "{}", r.text);
+    assert!(
+        !tool_result(&c.call("repoGet", json!({"owner": "o", "repo": "other"}), None).await.unwrap())
+            .is_error
+    );
+    assert_eq!(writes_sent(&forge), 0, "nothing was written");
+    assert!(
+        forge.requests().iter().all(|r| !r.raw_path.contains("secret")),
+        "nothing about bob/secret was sent"
+    );
+    // A list the server cannot understand is refused, not ignored.
+    for bad in ["", "o", "o/r/x", "o/r, bad name/x"] {
+        c.set_headers(&[("X-MCP-Allowed-Repos", bad)]);
+        let err = c.request("tools/list", json!({}), None).await.unwrap_err();
+        assert_eq!(err.0, 400, "{bad:?}: {err:?}");
+        assert!(err.1.contains("X-MCP-Allowed-Repos"), "{err:?}");
+    }
 }

@@ -403,3 +403,189 @@ async fn a_malformed_sudo_and_a_sudo_query_parameter_are_refused_before_sending(
     assert!(h.tool_requests().is_empty(), "{:?}", h.tool_requests());
     h.stop().await;
 }
+
+// ---- Repository allowlists -------------------------------------------------------------------
+
+/// alice's server: every repository of alice, and bob's `demo`; writes only to `alice/demo`.
+async fn fenced() -> Harness {
+    let h = Harness::start(
+        Setup::gitea().env("ALLOWED_REPOS", "alice/*, Bob/Demo").env("WRITE_ALLOWED_REPOS", "alice/demo"),
+    )
+    .await;
+    for (owner, name) in [("alice", "demo"), ("alice", "notes"), ("bob", "demo"), ("bob", "secret")] {
+        h.forge.seed_issues(owner, name, 1);
+    }
+    h
+}
+
+/// The requests the forge received whose path names `needle`.
+fn sent_to(h: &Harness, needle: &str) -> usize {
+    h.tool_requests().iter().filter(|r| r.raw_path.to_lowercase().contains(needle)).count()
+}
+
+#[tokio::test]
+async fn allowed_repos_refuse_other_repositories_on_every_path_before_sending() {
+    let h = fenced().await;
+    let outside = json!({"owner": "bob", "repo": "secret"});
+    for (tool, args) in [
+        ("repoGet", outside.clone()),
+        ("issueListIssues", json!({"owner": "BOB", "repo": "Secret"})),
+        ("gitea_call_operation", json!({"operation_id": "repoGet", "arguments": outside})),
+        ("gitea_api_request", json!({"method": "GET", "path": "/repos/bob/secret"})),
+        // Odd spellings of the same route: letter case, a deeper route, the contents wildcard.
+        ("gitea_api_request", json!({"method": "GET", "path": "/repos/BOB/SECRET/issues/1"})),
+        ("gitea_api_request", json!({"method": "GET", "path": "/repos/bob/secret/contents/a/b.txt"})),
+        ("gitea_api_request", json!({"method": "GET", "path": "/repos/Bob/sEcReT/raw/main/x"})),
+        // An owner on its own needs the whole owner on the list.
+        ("orgGet", json!({"org": "bob"})),
+        ("gitea_api_request", json!({"method": "GET", "path": "/orgs/bob/teams"})),
+    ] {
+        let c = h.call(tool, args.clone()).await;
+        assert_eq!(c.kind(), "denied", "{tool} {args}: {}", c.text);
+        assert!(c.text.contains("ALLOWED_REPOS"), "{tool}: {}", c.text);
+    }
+    // A resource is judged the same way.
+    let read = h
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new("gitea://repos/bob/secret/issues/1"))
+        .await;
+    let Err(rmcp::ServiceError::McpError(e)) = read else { panic!("{read:?}") };
+    assert_eq!(e.data.unwrap()["kind"], "denied", "{}", e.message);
+    // Spellings the raw tool's own rules refuse never get as far as the list.
+    for path in
+        ["/repos/bob/secret/", "/repos//bob/secret", "/repos/alice/../bob/secret", "/repos/bob%2Fsecret"]
+    {
+        let c = h.call("gitea_api_request", json!({"method": "GET", "path": path})).await;
+        assert_eq!(c.kind(), "invalid_arguments", "{path}: {}", c.text);
+    }
+    assert_eq!(sent_to(&h, "secret"), 0, "nothing about bob/secret was sent");
+    assert!(
+        h.tool_requests().iter().all(|r| !r.raw_path.starts_with("/api/v1/orgs/")),
+        "nor about the owner bob"
+    );
+    // Allowed repositories, in any letter case, on every path.
+    for (tool, args) in [
+        ("repoGet", json!({"owner": "BOB", "repo": "demo"})),
+        ("gitea_api_request", json!({"method": "GET", "path": "/repos/alice/notes/issues"})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "repoGet", "arguments": {"owner": "alice", "repo": "notes"}}),
+        ),
+    ] {
+        let c = h.call(tool, args).await;
+        assert!(!c.is_error, "{tool}: {}", c.text);
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn write_allowed_repos_narrow_writes_including_new_and_moved_repositories() {
+    let h = fenced().await;
+    let issue = json!({"title": "t"});
+    for (tool, args, says) in [
+        ("issueCreateIssue", json!({"owner": "bob", "repo": "demo", "body": issue}), "WRITE_ALLOWED_REPOS"),
+        (
+            "gitea_api_request",
+            json!({"method": "POST", "path": "/repos/alice/notes/issues", "body": issue}),
+            "WRITE_ALLOWED_REPOS",
+        ),
+        // New repositories go where the write list allows, whoever's name the body gives.
+        ("createCurrentUserRepo", json!({"body": {"name": "fresh"}}), "alice/fresh"),
+        (
+            "createFork",
+            json!({"owner": "bob", "repo": "demo", "body": {"organization": "alice", "name": "copy"}}),
+            "alice/copy",
+        ),
+        ("createFork", json!({"owner": "bob", "repo": "secret"}), "bob/secret"),
+        (
+            "repoMigrate",
+            json!({"body": {"clone_addr": "https://example.com/x.git", "repo_name": "m", "uid": 7}}),
+            "by id",
+        ),
+        ("repoEdit", json!({"owner": "alice", "repo": "demo", "body": {"name": "renamed"}}), "alice/renamed"),
+        ("repoTransfer", json!({"owner": "alice", "repo": "demo", "body": {"new_owner": "bob"}}), "bob/demo"),
+    ] {
+        let c = h.call(tool, args.clone()).await;
+        assert_eq!(c.kind(), "denied", "{tool} {args}: {}", c.text);
+        assert!(c.text.contains(says), "{tool}: {}", c.text);
+    }
+    assert_eq!(h.tool_requests().iter().filter(|r| r.method != "GET").count(), 0, "nothing was written");
+    // Writes inside both lists go through; reads of read-only repositories too.
+    let c = h.call("issueCreateIssue", json!({"owner": "Alice", "repo": "Demo", "body": issue})).await;
+    assert!(!c.is_error, "{}", c.text);
+    assert!(!h.call("issueListIssues", json!({"owner": "bob", "repo": "demo"})).await.is_error);
+    h.stop().await;
+}
+
+/// Every page of a listing, following `next_page`: the items' `full_name` (or their
+/// repository's), and each page's envelope.
+async fn every_page(
+    h: &Harness,
+    tool: &str,
+    args: Value,
+    name: fn(&Value) -> String,
+) -> (Vec<String>, Vec<Value>) {
+    let (mut names, mut pages) = (Vec::new(), Vec::new());
+    let mut page = 1;
+    loop {
+        let mut a = args.clone();
+        a["page"] = json!(page);
+        let c = h.call(tool, a).await;
+        assert!(!c.is_error, "{}", c.text);
+        let items = c.json["data"].pointer(if tool == "repoSearch" { "/data" } else { "" }).unwrap().clone();
+        names.extend(items.as_array().unwrap().iter().map(name));
+        let next = c.json["pagination"]["next_page"].as_u64();
+        pages.push(c.json);
+        match next {
+            Some(n) => page = n,
+            None => return (names, pages),
+        }
+        assert!(page < 20, "paging ends");
+    }
+}
+
+#[tokio::test]
+async fn listings_across_repositories_show_only_allowed_ones_and_paging_stays_true() {
+    let h = fenced().await;
+    // Interleave allowed and other repositories, so every page loses some.
+    for i in 0..6 {
+        h.forge.seed_issues("carol", &format!("demo-c{i}"), 1);
+        h.forge.seed_issues("alice", &format!("demo-a{i}"), 1);
+    }
+    let (names, pages) = every_page(&h, "repoSearch", json!({"q": "demo", "limit": 4}), |r| {
+        r["full_name"].as_str().unwrap().to_owned()
+    })
+    .await;
+    let mut want: Vec<String> = (0..6).map(|i| format!("alice/demo-a{i}")).collect();
+    want.extend(["alice/demo".to_owned(), "bob/demo".to_owned()]);
+    let (mut got, mut want) = (names.clone(), want);
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "following next_page finds every allowed repository, and only those");
+    let mut removed = 0;
+    for p in &pages {
+        assert_eq!(
+            p["pagination"]["total_count"],
+            Value::Null,
+            "the forge's total counts what was left out: {p}"
+        );
+        removed += p["filtered"]["removed"].as_u64().unwrap();
+    }
+    assert_eq!(removed, 6, "carol's six");
+    assert_eq!(pages.len(), 4, "the forge's pages, each asked once: 14 repositories at 4 per page");
+    // The issue search: issues of allowed repositories only.
+    let (repos, _) = every_page(&h, "issueSearchIssues", json!({"limit": 5}), |i| {
+        i["repository"]["full_name"].as_str().unwrap().to_owned()
+    })
+    .await;
+    assert_eq!(repos.len(), 2 + 6 + 1, "alice's issues and bob/demo's: {repos:?}");
+    assert!(repos.iter().all(|r| r.starts_with("alice/") || r == "bob/demo"), "{repos:?}");
+    // A repository named only by id is judged by what the forge answers (ids follow the
+    // seeding order: alice/demo 1, alice/notes 3, bob/demo 5, bob/secret 7).
+    let c = h.call("repoGetByID", json!({"id": 7})).await;
+    assert_eq!(c.kind(), "denied", "{}", c.text);
+    assert!(c.text.contains("bob/secret") && !c.text.contains("\"id\""), "{}", c.text);
+    let c = h.call("repoGetByID", json!({"id": 5})).await;
+    assert_eq!(c.data()["full_name"], "bob/demo", "{}", c.text);
+    h.stop().await;
+}

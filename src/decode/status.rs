@@ -1,6 +1,8 @@
-//! Forge statuses → error kinds, and the forge's own words about an error: its message, and
-//! the hint that tells the reader what to do — by kind, or for an answer whose words change
-//! what its status means (`RECOGNISED`).
+//! Forge statuses → error kinds, and the forge's own words about an error: its message, the
+//! wait it asks for (`Retry-After`), and the hint that tells the reader what to do — by kind,
+//! or for an answer whose words change what its status means (`RECOGNISED`).
+
+use std::time::SystemTime;
 
 use serde_json::Value;
 
@@ -74,6 +76,25 @@ fn kind_hint(kind: ErrorKind) -> &'static str {
     }
 }
 
+/// Longest wait passed on from a forge's `Retry-After`: a day (a larger one is a mistake or a
+/// way to park the client; the forge refuses it again if it still means it).
+pub const MAX_RETRY_AFTER: u64 = 86_400;
+
+/// The seconds a forge's `Retry-After` asks to wait, as of `now`: delay-seconds, or an
+/// HTTP-date (any of the three forms HTTP allows; a date already past is 0). `None` when
+/// absent or unreadable. At most `MAX_RETRY_AFTER`.
+pub fn retry_after(value: Option<&str>, now: SystemTime) -> Option<u64> {
+    let v = value?.trim();
+    let seconds = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        v.parse::<u64>().unwrap_or(u64::MAX)
+    } else {
+        let at = httpdate::parse_http_date(v).ok()?;
+        let wait = at.duration_since(now).unwrap_or_default();
+        wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+    };
+    Some(seconds.min(MAX_RETRY_AFTER))
+}
+
 /// What the forge said about an error: Gitea's `{"message", "errors"}` JSON, else the text.
 pub fn forge_message(body: &[u8]) -> String {
     if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(body) {
@@ -129,6 +150,24 @@ mod tests {
             assert_eq!(hint(r.status + 1, kind, r.message), kind_hint(kind), "the status matters too");
         }
         assert_eq!(hint(404, ErrorKind::NotFound, "not found"), kind_hint(ErrorKind::NotFound));
+    }
+
+    #[test]
+    fn retry_after_is_read_as_seconds_or_as_an_http_date() {
+        use std::time::Duration;
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
+        assert_eq!(retry_after(Some("120"), now), Some(120));
+        assert_eq!(retry_after(Some(" 0 "), now), Some(0));
+        assert_eq!(retry_after(Some("Sun, 06 Nov 1994 08:50:07 GMT"), now), Some(30));
+        assert_eq!(retry_after(Some("Sunday, 06-Nov-94 08:50:07 GMT"), now), Some(30));
+        assert_eq!(retry_after(Some("Sun Nov  6 08:50:07 1994"), now), Some(30));
+        assert_eq!(retry_after(Some("Sun, 06 Nov 1994 08:00:00 GMT"), now), Some(0), "a date already past");
+        assert_eq!(retry_after(Some("99999999999999999999999"), now), Some(MAX_RETRY_AFTER));
+        assert_eq!(retry_after(Some("Sat, 06 Nov 2094 08:49:37 GMT"), now), Some(MAX_RETRY_AFTER));
+        for unreadable in ["", "-5", "1.5", "soon", "Sun, 06 Nov 1994"] {
+            assert_eq!(retry_after(Some(unreadable), now), None, "{unreadable:?}");
+        }
+        assert_eq!(retry_after(None, now), None);
     }
 
     #[test]

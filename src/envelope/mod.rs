@@ -15,9 +15,19 @@
 //! - `hidden_content` (only when the guard found any): `{characters, comments, mode}` — how
 //!   many invisible or bidirectional-control characters and HTML comments forge text held,
 //!   and whether they were made visible (`mark`) or removed (`strip`).
+//! - `filtered` (only for a listing under a repository allowlist): `{removed, note}` — how
+//!   many items of this page named a repository outside the allowlist and were left out;
+//!   `pagination.total_count` is then `null`, since the forge's total counts them.
 //!
 //! ## Error
-//! `isError: true` and one text item `{"error": {"status", "kind", "message"[, "path"]}}`.
+//! `isError: true` and one text item
+//! `{"error": {"status", "kind", "message"[, "path"][, "retry_after_seconds"]}}`:
+//! - `status`: the forge's HTTP status, `null` when the forge was not reached.
+//! - `kind`: what went wrong, one word (`error::ErrorKind`).
+//! - `message`: what happened and what to do, for a person or a model.
+//! - `path` (only for `invalid_arguments`): a JSON Pointer to the argument.
+//! - `retry_after_seconds` (only when known): whole seconds to wait before trying again — a
+//!   limit of this server (`rate_limited`, status `null`) or the forge's `Retry-After`.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -49,6 +59,26 @@ pub struct Success {
     /// Present only when forge text held content hidden from a reader (see `guard::hygiene`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hidden_content: Option<HiddenContent>,
+    /// Present only for a listing filtered to the repository allowlist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filtered: Option<Filtered>,
+}
+
+/// The envelope's `filtered` member.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct Filtered {
+    /// Items of this page left out.
+    pub removed: usize,
+    pub note: &'static str,
+}
+
+impl Filtered {
+    pub fn new(removed: usize) -> Filtered {
+        Filtered {
+            removed,
+            note: "items naming a repository outside the repository allowlist are left out; the next page may still hold allowed items, and the total is unknown",
+        }
+    }
 }
 
 /// The envelope's `hidden_content` member.
@@ -77,13 +107,20 @@ impl Success {
     }
 }
 
+/// The envelope's `error` member (see the module documentation).
 #[derive(Serialize)]
 struct ErrorBody<'a> {
+    /// The forge's HTTP status; `null` when the forge was not reached.
     status: Option<u16>,
     kind: &'static str,
     message: &'a str,
+    /// For `invalid_arguments`: a JSON Pointer to the argument.
     #[serde(skip_serializing_if = "Option::is_none")]
     path: Option<&'a str>,
+    /// Whole seconds to wait before trying again, when known: a limit of this server
+    /// (`RATE_LIMIT_*`, `FORGE_MAX_CONCURRENT`) or the forge's `Retry-After`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_seconds: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -99,6 +136,7 @@ pub fn error_text(f: &ToolFailure) -> String {
             kind: f.kind.as_str(),
             message: &f.message,
             path: f.path.as_deref(),
+            retry_after_seconds: f.retry_after,
         },
     })
     .expect("error envelope serializes")
@@ -121,6 +159,7 @@ mod tests {
             data: serde_json::json!({"id": 1}),
             truncated: None,
             hidden_content: None,
+            filtered: None,
         };
         let text = s.to_text();
         let v: Value = serde_json::from_str(&text).unwrap();
@@ -145,19 +184,36 @@ mod tests {
     }
 
     #[test]
-    fn error_has_path_only_when_given() {
-        let f =
-            ToolFailure { status: Some(404), kind: ErrorKind::NotFound, message: "gone".into(), path: None };
+    fn error_has_path_and_retry_after_only_when_given() {
+        let f = ToolFailure {
+            status: Some(404),
+            kind: ErrorKind::NotFound,
+            message: "gone".into(),
+            path: None,
+            retry_after: None,
+        };
         assert_eq!(error_text(&f), r#"{"error":{"status":404,"kind":"not_found","message":"gone"}}"#);
         let f = ToolFailure {
             status: None,
             kind: ErrorKind::InvalidArguments,
             message: "m".into(),
             path: Some("/a".into()),
+            retry_after: None,
         };
         assert_eq!(
             error_text(&f),
             r#"{"error":{"status":null,"kind":"invalid_arguments","message":"m","path":"/a"}}"#
+        );
+        let f = ToolFailure {
+            status: Some(429),
+            kind: ErrorKind::RateLimited,
+            message: "slow down".into(),
+            path: None,
+            retry_after: Some(30),
+        };
+        assert_eq!(
+            error_text(&f),
+            r#"{"error":{"status":429,"kind":"rate_limited","message":"slow down","retry_after_seconds":30}}"#
         );
     }
 }

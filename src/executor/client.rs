@@ -8,14 +8,16 @@
 //! error answer only the first `ERROR_BODY_BYTES` are read: its message is all we use.
 //! A body larger than `LARGE_BODY` needs one of `LARGE_CALLS` permits before it is read
 //! further, held until the body is decoded: however many calls run, at most that many large
-//! bodies are in memory at once. Each request's time and the status it was answered with
-//! are recorded for `/metrics`.
+//! bodies are in memory at once. With `FORGE_MAX_CONCURRENT`, each request holds one of that
+//! many slots from before it is sent until its body is read; a request that finds none free
+//! within `SLOT_WAIT` is not sent and fails as `rate_limited`. Each request sent is timed, and
+//! the status it was answered with counted, for `/metrics`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, USER_AGENT};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 use url::Url;
 
 use crate::args::{CallPlan, PlanBody, Root};
@@ -33,6 +35,11 @@ pub const LARGE_BODY: usize = 1 << 20;
 pub const LARGE_CALLS: usize = 4;
 /// Most bytes read of an error answer.
 pub const ERROR_BODY_BYTES: usize = 64 * 1024;
+/// How long a request waits for a slot of `FORGE_MAX_CONCURRENT` before it fails: long
+/// enough to ride out a burst, short enough to stay a fast answer.
+pub const SLOT_WAIT: Duration = Duration::from_millis(200);
+/// The wait suggested to a request refused for want of a slot.
+const SLOT_RETRY_AFTER: u64 = 1;
 
 /// A forge answer as received: status, headers, and the body or why it was not read.
 #[derive(Debug)]
@@ -64,6 +71,9 @@ pub struct Forge {
     large: Arc<Semaphore>,
     /// How long requests take and what the forge answers.
     metrics: ForgeMetrics,
+    /// Slots for requests in flight (`FORGE_MAX_CONCURRENT`) and their number, shared by
+    /// every clone; `None`: no limit.
+    slots: Option<(Arc<Semaphore>, u32)>,
 }
 
 impl Forge {
@@ -90,12 +100,19 @@ impl Forge {
             timeout,
             large: Arc::new(Semaphore::new(LARGE_CALLS)),
             metrics: ForgeMetrics::default(),
+            slots: None,
         })
     }
 
     /// This client, recording each request's time and status into `metrics`.
     pub(crate) fn counted(mut self, metrics: ForgeMetrics) -> Forge {
         self.metrics = metrics;
+        self
+    }
+
+    /// The same forge with at most `max` requests in flight at once (`None`: no limit).
+    pub fn with_max_concurrent(mut self, max: Option<std::num::NonZeroU32>) -> Forge {
+        self.slots = max.map(|n| (Arc::new(Semaphore::new(n.get() as usize)), n.get()));
         self
     }
 
@@ -113,7 +130,8 @@ impl Forge {
     pub fn from_settings(s: &crate::config::Settings) -> Result<Forge, String> {
         let limits = Limits { max_binary: s.max_binary_bytes, max_response: s.max_response_bytes };
         let url = s.forge_url().map_err(|e| e.to_string())?;
-        Forge::new(url.clone(), limits, s.connect_timeout, s.timeout)
+        Ok(Forge::new(url.clone(), limits, s.connect_timeout, s.timeout)?
+            .with_max_concurrent(s.forge_max_concurrent))
     }
 
     /// The full URL of a plan (for direct comparisons in benchmarks and tests).
@@ -139,8 +157,29 @@ impl Forge {
         Ok(url)
     }
 
-    /// Send a plan with a credential and read the answer within the limits.
+    /// Send a plan with a credential and read the answer within the limits, holding a slot
+    /// of `FORGE_MAX_CONCURRENT` meanwhile.
     pub async fn send(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
+        let _slot = self.slot().await?;
+        self.send_now(plan, credential).await
+    }
+
+    /// A slot for one request (none needed without `FORGE_MAX_CONCURRENT`), or `rate_limited`
+    /// when none frees up within `SLOT_WAIT`.
+    async fn slot(&self) -> Result<Option<SemaphorePermit<'_>>, CallError> {
+        let Some((slots, max)) = &self.slots else { return Ok(None) };
+        match tokio::time::timeout(SLOT_WAIT, slots.acquire()).await {
+            Ok(permit) => Ok(Some(permit.expect("the semaphore is never closed"))),
+            Err(_) => Err(CallError::rate_limited(
+                format!(
+                    "the server already has {max} requests to the forge in flight, its limit for all callers together (FORGE_MAX_CONCURRENT); nothing was sent — retry after {SLOT_RETRY_AFTER} s"
+                ),
+                SLOT_RETRY_AFTER,
+            )),
+        }
+    }
+
+    async fn send_now(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
         let url = self.url_of(plan)?;
         let started = Instant::now();
         let got = self.exchange(url, plan, credential).await;

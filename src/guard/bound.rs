@@ -551,6 +551,7 @@ mod tests {
             data,
             truncated: None,
             hidden_content: None,
+            filtered: None,
         }
     }
 

@@ -564,6 +564,7 @@ mod tests {
             data,
             truncated: None,
             hidden_content: None,
+            filtered: None,
         }
     }
 
@@ -703,7 +704,7 @@ mod tests {
         fn no_secret_survives_in_error_messages(which in 0usize..4, spelling in any::<u8>(), prefix in ".{0,600}", suffix in ".{0,600}") {
             let g = guard(DetectionMode::Mask, 100, 100_000);
             let secret = spell(SECRETS[which], spelling);
-            let f = ToolFailure { status: Some(500), kind: ErrorKind::UpstreamError, message: format!("{prefix}{secret}{suffix}"), path: Some(format!("/{secret}")) };
+            let f = ToolFailure { status: Some(500), kind: ErrorKind::UpstreamError, message: format!("{prefix}{secret}{suffix}"), path: Some(format!("/{secret}")), retry_after: None };
             let text = match g.error(CallError::Result(f)).into_error() {
                 CallError::Result(f) => crate::envelope::error_text(&f),
                 other => panic!("{other}"),

@@ -45,7 +45,7 @@ impl McpHandler {
 
     /// The tools a request narrowed so sees.
     fn tools_for(&self, narrowing: &Narrowing) -> Vec<Tool> {
-        if *narrowing == Narrowing::default() {
+        if !narrowing.narrows_tools() {
             return self.tools.as_ref().clone();
         }
         super::tool_list::listed(&self.server.catalog, &self.server.policy, &self.all, narrowing)
@@ -272,18 +272,23 @@ fn narrowing_of(context: &RequestContext<RoleServer>) -> Result<Narrowing, Strin
 
 /// A failed resource read as a JSON-RPC error: -32002 for a resource the forge does not
 /// have (rmcp sends -32602 instead to peers on protocol 2026-07-28, SEP-2164), -32602 for a
-/// URI we cannot read, -32603 otherwise; the kind and status travel in `data`.
+/// URI we cannot read, -32603 otherwise; the kind and status travel in `data`, with
+/// `retry_after_seconds` when known (as in an error result).
 fn resource_error(e: GuardedError) -> ErrorData {
-    let (kind, status, message) = match e.into_error() {
-        CallError::Result(f) => (f.kind, f.status, f.message),
-        CallError::UnknownTool(name) => (ErrorKind::InvalidArguments, None, name),
+    let (kind, status, message, retry_after) = match e.into_error() {
+        CallError::Result(f) => (f.kind, f.status, f.message, f.retry_after),
+        CallError::UnknownTool(name) => (ErrorKind::InvalidArguments, None, name, None),
     };
     let code = match kind {
         ErrorKind::NotFound => rmcp::model::ErrorCode::RESOURCE_NOT_FOUND,
         ErrorKind::InvalidArguments => rmcp::model::ErrorCode::INVALID_PARAMS,
         _ => rmcp::model::ErrorCode::INTERNAL_ERROR,
     };
-    ErrorData::new(code, message, Some(serde_json::json!({"kind": kind.as_str(), "status": status})))
+    let mut data = serde_json::json!({"kind": kind.as_str(), "status": status});
+    if let Some(seconds) = retry_after {
+        data["retry_after_seconds"] = seconds.into();
+    }
+    ErrorData::new(code, message, Some(data))
 }
 
 /// An `Outcome` in rmcp's terms.

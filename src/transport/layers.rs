@@ -9,8 +9,8 @@
 //!    one over 8 KiB 431. The result travels in the request's extensions as a
 //!    `Caller`, with the request's `Deadline`; the MCP handler reads both there.
 //! 3. `narrow` — what the request's headers narrow (the handler adds a read-only sign-in's
-//!    hold on reads): `X-MCP-Readonly`, `X-MCP-Toolsets`,
-//!    `X-MCP-Disabled-Tools`, as a `Narrowing` in the request's extensions (400 when a
+//!    hold on reads): `X-MCP-Readonly`, `X-MCP-Toolsets`, `X-MCP-Allowed-Repos`,
+//!    `X-MCP-Write-Allowed-Repos`, `X-MCP-Disabled-Tools`, as a `Narrowing` in the request's extensions (400 when a
 //!    header cannot be understood: a request that meant to narrow must not run wider).
 //! 4. `read_body_within` — the whole body within `--body-timeout` (408) and
 //!    `--max-body-bytes` (413), holding at most 100,000 JSON values (400).
@@ -40,6 +40,7 @@ use crate::identity::Caller;
 use crate::identity::header::{self as auth_header, AuthHeader};
 use crate::oauth::{OAuth, Presented};
 use crate::policy::Narrowing;
+use crate::policy::repos::RepoList;
 use crate::server::Server;
 
 /// What the layers need to know.
@@ -395,7 +396,14 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
     let disabled = one("x-mcp-disabled-tools")?
         .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
         .unwrap_or_default();
-    Ok(Narrowing { read_only, disabled, toolsets })
+    let list = |name: &str| -> Result<Option<Arc<RepoList>>, String> {
+        one(&name.to_ascii_lowercase())?
+            .map(|v| RepoList::parse(&v).map(Arc::new).map_err(|e| format!("{name}: {e}")))
+            .transpose()
+    };
+    let repos = list("X-MCP-Allowed-Repos")?;
+    let write_repos = list("X-MCP-Write-Allowed-Repos")?;
+    Ok(Narrowing { read_only, disabled, toolsets, repos, write_repos })
 }
 
 /// Step 4: the request body, read whole within `body_timeout` and `max_body_bytes` (a body that

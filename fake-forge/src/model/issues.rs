@@ -209,3 +209,25 @@ pub(super) fn get_pull(m: &mut Model, cx: &Ctx) -> Reply {
         None => cx.not_found(),
     }
 }
+
+/// `GET /repos/issues/search`: open issues (`state`, `q` as for one repository) of every
+/// repository, newest first, each with its `repository`.
+pub(super) fn search(m: &mut Model, cx: &Ctx) -> Reply {
+    let state = cx.query("state").unwrap_or("open");
+    let q = cx.query("q").map(str::to_lowercase);
+    let mut found: Vec<(&super::Repo, &Issue)> = m
+        .repos
+        .values()
+        .flat_map(|r| r.issues.iter().map(move |i| (r, i)))
+        .filter(|(_, i)| state == "all" || i.state == state)
+        .filter(|(_, i)| q.as_ref().is_none_or(|q| i.title.to_lowercase().contains(q)))
+        .collect();
+    found.sort_by_key(|(_, i)| std::cmp::Reverse(i.id));
+    let page = Page::from_query(&cx.query);
+    let items: Vec<Value> = page
+        .slice(&found)
+        .iter()
+        .map(|(r, i)| json::issue(cx.root_url, r, i, assets(m, cx, &repo_key(&r.owner, &r.name), i.number)))
+        .collect();
+    paginate(Reply::json(200, &Value::Array(items)), cx.root_url, cx.uri, found.len(), page, true)
+}

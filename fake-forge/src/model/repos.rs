@@ -1,10 +1,12 @@
-//! The current user and repositories: create (`POST /user/repos`), get, delete.
+//! The current user and repositories: create (`POST /user/repos`), get (by name or id),
+//! delete, and the listings (`/repos/search`, the caller's own).
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Branch, Commit, Ctx, File, Model, json, repo_key, tri};
+use super::{Branch, Commit, Ctx, File, Model, Repo, json, repo_key, tri};
+use crate::paging::{Page, paginate};
 use crate::reply::Reply;
 use crate::util::fake_sha;
 
@@ -70,4 +72,44 @@ pub(super) fn delete(m: &mut Model, cx: &Ctx) -> Reply {
 /// The message of a commit request body, or a Gitea-like default.
 pub(super) fn message_or(body: &Value, default: String) -> String {
     body["message"].as_str().filter(|s| !s.is_empty()).map_or(default, str::to_string)
+}
+
+/// The repositories a listing shows, oldest first, as Gitea orders them by id.
+fn listed(m: &Model, keep: impl Fn(&Repo) -> bool) -> Vec<&Repo> {
+    let mut repos: Vec<&Repo> = m.repos.values().filter(|r| keep(r)).collect();
+    repos.sort_by_key(|r| r.id);
+    repos
+}
+
+/// A paged answer of repositories, wrapped as `repoSearch` wraps them or bare.
+fn page_of(cx: &Ctx, repos: &[&Repo], wrap: bool) -> Reply {
+    let page = Page::from_query(&cx.query);
+    let items: Vec<Value> = page.slice(repos).iter().map(|r| json::repo(cx.root_url, r, false)).collect();
+    let body = if wrap { serde_json::json!({"ok": true, "data": items}) } else { Value::Array(items) };
+    paginate(Reply::json(200, &body), cx.root_url, cx.uri, repos.len(), page, true)
+}
+
+/// `GET /repos/search`: every repository whose name holds `q` (any letter case).
+pub(super) fn search(m: &mut Model, cx: &Ctx) -> Reply {
+    let q = cx.query("q").unwrap_or("").to_lowercase();
+    let repos = listed(m, |r| r.name.to_lowercase().contains(&q));
+    page_of(cx, &repos, true)
+}
+
+/// `GET /user/repos`: the caller's own repositories.
+pub(super) fn list_mine(m: &mut Model, cx: &Ctx) -> Reply {
+    let Some(login) = cx.caller else {
+        return cx.error(401, "token is required");
+    };
+    let repos = listed(m, |r| r.owner.eq_ignore_ascii_case(login));
+    page_of(cx, &repos, false)
+}
+
+/// `GET /repositories/{id}`.
+pub(super) fn get_by_id(m: &mut Model, cx: &Ctx) -> Reply {
+    let id: i64 = cx.param("id").parse().unwrap_or(0);
+    match m.repos.values().find(|r| r.id == id) {
+        Some(r) => Reply::json(200, &json::repo(cx.root_url, r, false)),
+        None => cx.error(404, "repository does not exist [id: 0, uid: 0, owner_name: , name: ]"),
+    }
 }

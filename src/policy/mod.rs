@@ -10,8 +10,16 @@
 //! Over HTTP a request may narrow both for itself (`X-MCP-Readonly`, `X-MCP-Disabled-Tools`,
 //! `X-MCP-Toolsets`, see `Narrowing`); nothing a request sends can widen the server's
 //! settings, because a narrowing only ever adds refusals or removes listed tools.
+//!
+//! A third question is about data, not tools: which repositories a call may touch
+//! (`ALLOWED_REPOS`, `WRITE_ALLOWED_REPOS`, and the request's `X-MCP-Allowed-Repos`,
+//! `X-MCP-Write-Allowed-Repos`), in `repos`. It refuses calls on the same paths and never
+//! changes what is listed.
+
+pub mod repos;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -19,6 +27,7 @@ use crate::catalog::toolsets::Selection;
 use crate::catalog::{Catalog, Method, Operation, Target, ToolDef};
 use crate::config::Settings;
 use crate::guard::credential_ops;
+use repos::{Fence, RepoList, Values};
 
 /// The server's own policy, from its settings.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +39,10 @@ pub struct Policy {
     pub enabled: BTreeSet<String>,
     pub disabled: BTreeSet<String>,
     pub toolsets: Selection,
+    /// `ALLOWED_REPOS` (`None`: every repository).
+    pub repos: Option<Arc<RepoList>>,
+    /// `WRITE_ALLOWED_REPOS`: writes answer to both lists.
+    pub write_repos: Option<Arc<RepoList>>,
 }
 
 /// What one HTTP request asked for itself, on top of the server's policy. The default
@@ -40,6 +53,17 @@ pub struct Narrowing {
     pub disabled: BTreeSet<String>,
     /// `None`: the server's selection as is.
     pub toolsets: Option<Selection>,
+    /// `X-MCP-Allowed-Repos`: a list every call of this request answers to as well.
+    pub repos: Option<Arc<RepoList>>,
+    /// `X-MCP-Write-Allowed-Repos`: the same for writes.
+    pub write_repos: Option<Arc<RepoList>>,
+}
+
+impl Narrowing {
+    /// Whether it changes what `tools/list` shows (the repository lists do not).
+    pub fn narrows_tools(&self) -> bool {
+        self.read_only || !self.disabled.is_empty() || self.toolsets.is_some()
+    }
 }
 
 impl Policy {
@@ -50,7 +74,19 @@ impl Policy {
             enabled: s.enabled_tools.clone(),
             disabled: s.disabled_tools.clone(),
             toolsets: s.toolsets.clone(),
+            repos: s.allowed_repos.clone().map(Arc::new),
+            write_repos: s.write_allowed_repos.clone().map(Arc::new),
         }
+    }
+
+    /// The repository lists a call under `narrowing` answers to.
+    pub fn fence<'a>(&'a self, narrowing: &'a Narrowing) -> Fence<'a> {
+        Fence::new(
+            self.repos.as_ref(),
+            self.write_repos.as_ref(),
+            narrowing.repos.as_ref(),
+            narrowing.write_repos.as_ref(),
+        )
     }
 
     /// Why `tool` may not be called with `args`, if it may not. For the raw tool the
@@ -84,9 +120,13 @@ impl Policy {
         }
         let read_only = self.read_only || narrowing.read_only;
         let name = tool.name.as_str();
+        let fence = self.fence(narrowing);
         match &tool.target {
-            Target::Operation(op) if read_only => {
-                read_only_refusal(op).map(|why| format!("{}: {name} {why}", read_only_words(self)))
+            Target::Operation(op) => {
+                if let Some(why) = read_only.then(|| read_only_refusal(op)).flatten() {
+                    return Some(format!("{}: {name} {why}", read_only_words(self)));
+                }
+                repos::refusal(&fence, op, &Values::Args(args), args.get("body"))
             }
             Target::Raw => {
                 let method = args.get("method").and_then(Value::as_str).unwrap_or("GET");
@@ -94,14 +134,27 @@ impl Policy {
                     // The method is not echoed: it is client text, not yet checked.
                     return Some(format!("{}: {name} accepts only GET", read_only_words(self)));
                 }
+                // A path the raw tool's own rules refuse is left to them (a clearer message).
+                let path = args
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .filter(|p| crate::args::raw::check_path(p).is_ok());
                 let Some(reached) = reached else {
-                    return self.unknown_route_refusal(args);
+                    return self
+                        .unknown_route_refusal(args)
+                        .or_else(|| path.and_then(|p| repos::unknown_route_refusal(&fence, method, p)));
                 };
                 if let Some(why) = reached.operation().filter(|_| read_only).and_then(read_only_refusal) {
                     let words = read_only_words(self);
                     return Some(format!("{words}: {} {why} (reached through {name})", reached.name));
                 }
-                self.refusal_of_name(narrowing, reached).map(|why| format!("{why} (reached through {name})"))
+                if let Some(why) = self.refusal_of_name(narrowing, reached) {
+                    return Some(format!("{why} (reached through {name})"));
+                }
+                let (op, path) = (reached.operation()?, path?);
+                let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+                repos::refusal(&fence, op, &Values::Segments(&segments), args.get("body"))
+                    .map(|why| format!("{why} (reached through {name})"))
             }
             _ => None,
         }

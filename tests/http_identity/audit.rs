@@ -1,0 +1,72 @@
+//! The audit trail over HTTP: each line names the transport, the client, and the identity the
+//! call ran as — per request, not the server's — including resource reads and refusals; the
+//! chain verifies; no token, argument value or forge data reaches the file.
+
+use serde_json::{Value, json};
+
+use super::support::http::{HttpServer, McpClient, tool_result};
+use super::{BOB_TOKEN, forge, token};
+
+on_both_transports!(audit_lines_name_each_requests_own_identity_and_transport);
+
+async fn audit_lines_name_each_requests_own_identity_and_transport(t: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let forge = forge().await;
+    forge.seed_issues("alice", "demo", 1);
+    let env = [
+        ("GITEA_TOKEN", super::ALICE_TOKEN),
+        ("AUDIT_LOG", log.to_str().unwrap()),
+        ("ALLOWED_REPOS", "alice/*"),
+    ];
+    let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
+    let bob = token(BOB_TOKEN);
+    let as_bob = McpClient::connect(&server, Some(&bob)).await.expect("bob connects");
+    let as_server = McpClient::connect(&server, None).await.expect("connects");
+    let ok = tool_result(
+        &as_bob.call("repoGet", json!({"owner": "alice", "repo": "demo"}), Some(&bob)).await.unwrap(),
+    );
+    assert!(!ok.is_error, "{}", ok.text);
+    let denied = tool_result(
+        &as_bob.call("repoGet", json!({"owner": "carol", "repo": "ARGVALUE-H5"}), Some(&bob)).await.unwrap(),
+    );
+    assert_eq!(denied.kind(), "denied", "{}", denied.text);
+    let read = as_server
+        .request("resources/read", json!({"uri": "gitea://repos/alice/demo/issues/1"}), None)
+        .await
+        .expect("read");
+    assert!(read["result"]["contents"].is_array(), "{read}");
+    drop((as_bob, as_server));
+    drop(server);
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let transport = if t == "sse" { "sse" } else { "http" };
+    let summary: Vec<(String, String, String)> = lines
+        .iter()
+        .map(|l| {
+            assert_eq!(l["transport"], transport, "{l}");
+            (
+                l["tool"].as_str().unwrap_or("").to_owned(),
+                l["identity"]["login"].as_str().unwrap_or("").to_owned(),
+                l["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let s = |a: &str, b: &str, c: &str| (a.to_owned(), b.to_owned(), c.to_owned());
+    assert_eq!(
+        summary,
+        [s("repoGet", "bob", "ok"), s("repoGet", "bob", "denied"), s("resources/read", "alice", "ok")],
+        "{text}"
+    );
+    assert_eq!(lines[2]["operation"], "issueGetIssue", "{text}");
+    for never in [BOB_TOKEN, super::ALICE_TOKEN, "ARGVALUE-H5"] {
+        assert!(!text.contains(never), "{never} reached the audit log: {text}");
+    }
+    let out = std::process::Command::new(super::support::bin())
+        .args(["audit", "verify"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+}
