@@ -76,7 +76,8 @@ fn main() {
             tools_list_sizes().await;
         }
         if run("calls") {
-            per_call().await;
+            per_call(false).await;
+            per_call(true).await;
         }
     });
     if run("guard") {
@@ -509,20 +510,56 @@ async fn direct(client: &reqwest::Client, url: &str) -> usize {
 
 /// One call as the handler makes it, audit line included when `AUDIT_LOG` is set.
 async fn ours(server: &Server, case: &Case) -> usize {
+    // The path of every MCP tool call: the audit trail and the metrics around `call::run`.
     let origin = audit::Origin { transport: "stdio", client: None };
-    let args = case.args.clone();
-    let pending = audit::begin(server, origin, case.tool, Some(&args)).expect("audit log writable");
-    let mut trace = audit::Trace::default();
     let result =
-        call::run(server, Caller::Global, &Default::default(), case.tool, Some(args), &mut trace).await;
-    pending.finish(&trace, result).expect("tool call succeeds").as_str().len()
+        call::recorded(server, origin, case.tool, Some(case.args.clone()), |args, mut trace| async move {
+            let result =
+                call::run(server, Caller::Global, &Default::default(), case.tool, args, &mut trace).await;
+            (result, trace)
+        })
+        .await;
+    result.expect("tool call succeeds").as_str().len()
 }
 
-async fn per_call() {
+/// Every guardrail on and configured: repository allowlists (read and write), the three rate
+/// and concurrency limits far above what the bench asks, an audit log, content hygiene
+/// (`mark`, the default) and metrics (always counted).
+fn guardrails(audit_log: &str) -> Vec<String> {
+    [
+        "--allowed-repos",
+        "alice/*,team/tools,bob/demo",
+        "--write-allowed-repos",
+        "alice/demo",
+        "--rate-limit-per-minute",
+        "60000000",
+        "--rate-limit-concurrent",
+        "64",
+        "--forge-max-concurrent",
+        "64",
+        "--content-hygiene",
+        "mark",
+        "--audit-log",
+        audit_log,
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// Sections 3a–3c with the default settings; with `guarded`, section 3a again with every
+/// guardrail on (`guardrails`).
+async fn per_call(guarded: bool) {
     let forge = FakeForge::start(Options { flavor: FFlavor::Gitea, ..Options::default() }).await;
     forge.seed_repo("alice", "demo");
     forge.seed_issues("alice", "demo", 50);
-    let server = Arc::new(Server::start(settings("gitea", &forge.base_url())).await.expect("server starts"));
+    let audit_log = std::env::temp_dir().join(format!("aegis-bench-audit-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&audit_log);
+    let flags = if guarded { guardrails(audit_log.to_str().expect("a UTF-8 temp path")) } else { Vec::new() };
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = Arc::new(
+        Server::start(settings_with("gitea", &forge.base_url(), &flags)).await.expect("server starts"),
+    );
     let client = reqwest::Client::new();
 
     let mut cases = vec![
@@ -550,9 +587,15 @@ async fn per_call() {
     forge.set_recording(false);
     forge.clear_requests();
 
-    println!(
-        "== 3a. Per-call latency, sequential: {CALLS} calls each after {CALL_WARMUP} warm-ups, ours and direct interleaved"
-    );
+    if guarded {
+        println!(
+            "== 3a+. The same with every guardrail on: allowlists, limits, audit log, content hygiene, metrics"
+        );
+    } else {
+        println!(
+            "== 3a. Per-call latency, sequential: {CALLS} calls each after {CALL_WARMUP} warm-ups, ours and direct interleaved"
+        );
+    }
     println!("       ours   = call::run (validate, plan, HTTP, decode, redact, envelope)");
     println!("       direct = one shared reqwest::Client, GET same URL + Authorization, read full body");
     for case in &cases {
@@ -595,6 +638,14 @@ async fn per_call() {
         );
     }
     println!();
+    if guarded {
+        let lines = std::fs::read_to_string(&audit_log).map_or(0, |t| t.lines().count());
+        println!("  (the audit log got {lines} lines)");
+        println!();
+        let _ = std::fs::remove_file(&audit_log);
+        forge.shutdown();
+        return;
+    }
 
     println!(
         "== 3b. Throughput, concurrent: {TASKS} tasks, {CONCURRENT_CALLS} calls in total (after a warm-up round)"

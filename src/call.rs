@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::args::{self, CallPlan};
-use crate::audit::Trace;
+use crate::audit::{Origin, Trace};
 use crate::catalog::{Target, ToolDef};
 use crate::decode::json::{Elided, Keep};
 use crate::decode::{body, pagination, status};
@@ -109,6 +109,34 @@ pub async fn run(
     // 7. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 8. the
     //    envelope text.
     guard.success(&mut success, issues_credentials, &elided)
+}
+
+/// A tool call as every entry point makes it (the MCP handler, the `call` command, the
+/// benchmarks): recorded in the audit trail before its result returns (a line that cannot be
+/// written fails the call), and counted in the metrics. `call` runs it as its caller,
+/// filling in the trace it is given; it is not run when the audit log refuses to start.
+pub async fn recorded<F, Fut>(
+    server: &Server,
+    origin: Origin,
+    name: &str,
+    arguments: Option<Map<String, Value>>,
+    call: F,
+) -> Result<Guarded, GuardedError>
+where
+    F: FnOnce(Option<Map<String, Value>>, Trace) -> Fut,
+    Fut: std::future::Future<Output = (Result<Guarded, GuardedError>, Trace)>,
+{
+    let started = std::time::Instant::now();
+    let result = match crate::audit::begin(server, origin, name, arguments.as_ref()) {
+        Err(e) => Err(e),
+        Ok(pending) => {
+            let (result, trace) = call(arguments, Trace::default()).await;
+            pending.finish(&trace, result)
+        }
+    };
+    // Labelled by the catalog's own tool, never by the client's text.
+    server.metrics.call(server.catalog.get(name), crate::metrics::outcome(&result), started.elapsed());
+    result
 }
 
 /// How long a refused call waits to learn its caller's login for the audit line.

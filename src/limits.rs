@@ -81,6 +81,8 @@ pub(crate) struct Limits {
     concurrent: Option<u32>,
     shards: Box<[Mutex<HashMap<Key, Entry>>]>,
     hasher: RandomState,
+    /// Where refusals are counted.
+    refused: crate::metrics::RateLimits,
 }
 
 /// A call let through; while it lives, it counts as running for its identity.
@@ -108,11 +110,13 @@ impl Limits {
             concurrent: concurrent.map(NonZeroU32::get),
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             hasher: RandomState::new(),
+            refused: Default::default(),
         }
     }
 
-    pub(crate) fn from_settings(s: &crate::config::Settings) -> Limits {
-        Limits::new(s.rate_limit_per_minute, s.rate_limit_concurrent)
+    /// The limits of the settings, counting their refusals into `refused`.
+    pub(crate) fn from_settings(s: &crate::config::Settings, refused: crate::metrics::RateLimits) -> Limits {
+        Limits { refused, ..Limits::new(s.rate_limit_per_minute, s.rate_limit_concurrent) }
     }
 
     /// Let a call of `key` through, or say which limit refuses it and for how long.
@@ -133,6 +137,7 @@ impl Limits {
         if let Some(max) = self.concurrent {
             let running = entry.running.load(Ordering::Acquire);
             if running >= max {
+                self.refused.refused("concurrent");
                 return Err(CallError::rate_limited(
                     format!(
                         "this identity already has {running} calls running, its limit (RATE_LIMIT_CONCURRENT); nothing was sent — retry after {BUSY_RETRY_AFTER} s, or when one of them has finished"
@@ -146,6 +151,7 @@ impl Limits {
             let ahead = tat - now;
             if ahead > rate.tolerance {
                 let wait = retry_seconds(ahead - rate.tolerance);
+                self.refused.refused("per_minute");
                 return Err(CallError::rate_limited(
                     format!(
                         "this identity is over its limit of {} calls per minute (RATE_LIMIT_PER_MINUTE); nothing was sent — retry after {wait} s",

@@ -107,16 +107,16 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                 }
             };
             let origin = audit::Origin { transport: "cli", client: None };
-            let result = match audit::begin(&server, origin, &tool, Some(&args)) {
-                Ok(pending) => {
-                    let mut trace = audit::Trace::default();
+            let result = call::recorded(&server, origin, &tool, Some(args), |args, mut trace| {
+                let server = &server;
+                let tool = &tool;
+                async move {
                     let caller = aegis_gitea_mcp::identity::Caller::Global;
-                    let result =
-                        call::run(&server, caller, &Default::default(), &tool, Some(args), &mut trace).await;
-                    pending.finish(&trace, result)
+                    let result = call::run(server, caller, &Default::default(), tool, args, &mut trace).await;
+                    (result, trace)
                 }
-                Err(e) => Err(e),
-            };
+            })
+            .await;
             match Outcome::from_result(result) {
                 Outcome::Success(text) => {
                     println!("{text}");

@@ -47,7 +47,7 @@ pub(crate) struct Metrics {
     identity_cache: IdentityCacheCounts,
     sessions_open: Gauge<i64, AtomicI64>,
     streams_open: Gauge<i64, AtomicI64>,
-    rate_limited: Family<LimitLabel, Counter>,
+    rate_limited: RateLimits,
 }
 
 impl Metrics {
@@ -71,7 +71,13 @@ impl Metrics {
             "Resource reads by outcome (ok or the error kind)",
             resource_reads.clone(),
         );
-        let forge = ForgeMetrics::default();
+        let rate_limited = RateLimits::default();
+        registry.register(
+            "rate_limited",
+            "Requests refused by a rate limit, by limit",
+            rate_limited.0.clone(),
+        );
+        let forge = ForgeMetrics { refused: rate_limited.clone(), ..ForgeMetrics::default() };
         registry.register(
             "forge_request_duration_seconds",
             "Time of one request to the forge, its body read included",
@@ -109,8 +115,6 @@ impl Metrics {
         registry.register("sessions_open", "Open Streamable HTTP sessions", sessions_open.clone());
         let streams_open = Gauge::<i64, AtomicI64>::default();
         registry.register("streams_open", "Open legacy SSE streams", streams_open.clone());
-        let rate_limited = Family::<LimitLabel, Counter>::default();
-        registry.register("rate_limited", "Requests refused by a rate limit, by limit", rate_limited.clone());
         Metrics {
             registry,
             calls,
@@ -137,11 +141,9 @@ impl Metrics {
         self.resource_reads.get_or_create(&OutcomeLabel { outcome }).inc();
     }
 
-    /// A request refused by the rate limit named `limit` (a fixed name of the limiter's,
-    /// never a caller's identity or address).
-    #[cfg_attr(not(test), expect(dead_code, reason = "the rate limiter reports its refusals here"))]
-    pub(crate) fn rate_limited(&self, limit: &'static str) {
-        self.rate_limited.get_or_create(&LimitLabel { limit }).inc();
+    /// Where the per-identity limiter counts its refusals.
+    pub(crate) fn rate_limits(&self) -> RateLimits {
+        self.rate_limited.clone()
     }
 
     /// What the forge client records.
@@ -195,17 +197,39 @@ pub(crate) fn error_outcome(e: &GuardedError) -> &'static str {
 pub(crate) struct ForgeMetrics {
     duration: Histogram,
     responses: Family<StatusLabel, Counter>,
+    /// Requests refused a slot (`FORGE_MAX_CONCURRENT`).
+    refused: RateLimits,
 }
 
 impl Default for ForgeMetrics {
     fn default() -> ForgeMetrics {
-        ForgeMetrics { duration: Histogram::new(seconds_buckets()), responses: Family::default() }
+        ForgeMetrics {
+            duration: Histogram::new(seconds_buckets()),
+            responses: Family::default(),
+            refused: RateLimits::default(),
+        }
+    }
+}
+
+/// Refusals of a rate limit, by the limit's fixed name (never a caller's identity or address):
+/// `per_minute` and `concurrent` (per identity), `forge_concurrent` (overall).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RateLimits(Family<LimitLabel, Counter>);
+
+impl RateLimits {
+    pub(crate) fn refused(&self, limit: &'static str) {
+        self.0.get_or_create(&LimitLabel { limit }).inc();
     }
 }
 
 impl ForgeMetrics {
     /// One request to the forge took `took`; `status` is the status it answered with, if it
     /// answered at all.
+    /// A request found every forge slot taken.
+    pub(crate) fn slot_refused(&self) {
+        self.refused.refused("forge_concurrent");
+    }
+
     pub(crate) fn request(&self, took: Duration, status: Option<u16>) {
         self.duration.observe(took.as_secs_f64());
         if let Some(status) = status {
@@ -326,7 +350,7 @@ mod tests {
         m.guard().mask.inc();
         m.identity_cache().hit.inc();
         m.sessions_open().inc();
-        m.rate_limited("per_identity");
+        m.rate_limits().refused("per_minute");
         let text = m.render();
         for (name, kind) in [
             ("aegis_calls_total", "counter"),
@@ -351,7 +375,7 @@ mod tests {
         assert_eq!(sample(&text, "aegis_guard_actions_total", r#"{action="block"}"#), Some("0"));
         assert_eq!(sample(&text, "aegis_identity_cache_total", r#"{result="hit"}"#), Some("1"));
         assert_eq!(sample(&text, "aegis_sessions_open", ""), Some("1"));
-        assert_eq!(sample(&text, "aegis_rate_limited_total", r#"{limit="per_identity"}"#), Some("1"));
+        assert_eq!(sample(&text, "aegis_rate_limited_total", r#"{limit="per_minute"}"#), Some("1"));
         assert_eq!(sample(&text, "aegis_call_duration_seconds_count", ""), Some("1"));
     }
 

@@ -73,7 +73,7 @@ impl Server {
         let oauth = settings.oauth.as_ref().map(|o| Arc::new(crate::oauth::OAuth::new(o, mcp_path)));
         let audit =
             settings.audit_log.as_deref().map(|p| crate::audit::AuditLog::open(p, settings.audit_fail_open));
-        let limits = crate::limits::Limits::from_settings(&settings);
+        let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits());
         Ok(Server {
             audit,
             oauth,

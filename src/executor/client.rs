@@ -170,12 +170,15 @@ impl Forge {
         let Some((slots, max)) = &self.slots else { return Ok(None) };
         match tokio::time::timeout(SLOT_WAIT, slots.acquire()).await {
             Ok(permit) => Ok(Some(permit.expect("the semaphore is never closed"))),
-            Err(_) => Err(CallError::rate_limited(
-                format!(
-                    "the server already has {max} requests to the forge in flight, its limit for all callers together (FORGE_MAX_CONCURRENT); nothing was sent — retry after {SLOT_RETRY_AFTER} s"
-                ),
-                SLOT_RETRY_AFTER,
-            )),
+            Err(_) => Err({
+                self.metrics.slot_refused();
+                CallError::rate_limited(
+                    format!(
+                        "the server already has {max} requests to the forge in flight, its limit for all callers together (FORGE_MAX_CONCURRENT); nothing was sent — retry after {SLOT_RETRY_AFTER} s"
+                    ),
+                    SLOT_RETRY_AFTER,
+                )
+            }),
         }
     }
 

@@ -148,24 +148,22 @@ impl ServerHandler for McpHandler {
         let _running = InFlight::enter(&self.server.in_flight);
         let server = &self.server;
         let (name, arguments) = (&request.name, request.arguments);
-        let result = match audit::begin(server, self.origin(&context), name, arguments.as_ref()) {
-            Err(e) => Err(e),
-            Ok(audit) => {
-                let mut trace = Trace::default();
-                let traced = &mut trace;
-                let result = self
-                    .as_caller(&context, |caller, narrowing| async move {
-                        call::run(server, caller, &narrowing, name, arguments, traced).await
-                    })
-                    .await;
-                // Recorded before the result goes back; a line that cannot be written fails the call.
-                audit.finish(&trace, result)
-            }
-        };
+        let result =
+            call::recorded(server, self.origin(&context), name, arguments, |arguments, mut trace| {
+                let context = &context;
+                async move {
+                    let traced = &mut trace;
+                    let result = self
+                        .as_caller(context, |caller, narrowing| async move {
+                            call::run(server, caller, &narrowing, name, arguments, traced).await
+                        })
+                        .await;
+                    (result, trace)
+                }
+            })
+            .await;
         let outcome = outcome(&result);
         let took = started.elapsed();
-        // Labelled by the catalog's own tool, never by the client's text.
-        server.metrics.call(server.catalog.get(name), outcome, took);
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = took.as_millis() as u64, "tools/call");
         to_rmcp(Outcome::from_result(result)).map(Into::into)
     }

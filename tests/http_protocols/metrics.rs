@@ -235,3 +235,28 @@ async fn over_stdio_metrics_are_served_only_on_an_address_of_their_own() {
     let calls = value(&doc, "aegis_calls", "aegis_calls_total", &[("tool", "repoGet"), ("outcome", "ok")]);
     assert_eq!(calls, Some(1.0), "{doc}");
 }
+
+/// Refusals of each limit are counted by the limit's name, and the refused calls by their
+/// outcome; nothing names who was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_refusals_are_counted_by_limit() {
+    let own = format!("127.0.0.1:{}", free_port());
+    let h =
+        Harness::start(Setup::gitea().env("METRICS_LISTEN", &own).env("RATE_LIMIT_PER_MINUTE", "2")).await;
+    h.forge.seed_repo("alice", "demo");
+    let repo = json!({"owner": "alice", "repo": "demo"});
+    for _ in 0..2 {
+        assert!(!h.call("repoGet", repo.clone()).await.is_error);
+    }
+    for _ in 0..3 {
+        assert_eq!(h.call("repoGet", repo.clone()).await.kind(), "rate_limited");
+    }
+    let doc = scrape(&format!("http://{own}/metrics")).await;
+    let refused = samples(&doc, "aegis_rate_limited", "aegis_rate_limited_total");
+    assert_eq!(refused, [(json!({"limit": "per_minute"}), 3.0)], "{doc}");
+    let calls = |outcome| {
+        value(&doc, "aegis_calls", "aegis_calls_total", &[("tool", "repoGet"), ("outcome", outcome)])
+    };
+    assert_eq!((calls("ok"), calls("rate_limited")), (Some(2.0), Some(3.0)), "{doc}");
+    assert!(!doc.to_string().contains("alice"), "no label names the caller: {doc}");
+}
