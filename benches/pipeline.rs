@@ -525,26 +525,31 @@ async fn ours(server: &Server, case: &Case) -> usize {
 /// Every guardrail on and configured: repository allowlists (read and write), the three rate
 /// and concurrency limits far above what the bench asks, an audit log, content hygiene
 /// (`mark`, the default) and metrics (always counted).
+/// `AEGIS_BENCH_GUARDRAILS` (comma-separated `repos`, `limits`, `audit`; default all three)
+/// picks a part, to see what each one costs.
 fn guardrails(audit_log: &str) -> Vec<String> {
-    [
-        "--allowed-repos",
-        "alice/*,team/tools,bob/demo",
-        "--write-allowed-repos",
-        "alice/demo",
-        "--rate-limit-per-minute",
-        "60000000",
-        "--rate-limit-concurrent",
-        "64",
-        "--forge-max-concurrent",
-        "64",
-        "--content-hygiene",
-        "mark",
-        "--audit-log",
-        audit_log,
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()
+    let parts = std::env::var("AEGIS_BENCH_GUARDRAILS").unwrap_or_else(|_| "repos,limits,audit".into());
+    let mut flags = vec!["--content-hygiene", "mark"];
+    for part in parts.split(',').map(str::trim) {
+        let more: Vec<&str> = match part {
+            "repos" => {
+                vec!["--allowed-repos", "alice/*,team/tools,bob/demo", "--write-allowed-repos", "alice/demo"]
+            }
+            "limits" => vec![
+                "--rate-limit-per-minute",
+                "60000000",
+                "--rate-limit-concurrent",
+                "64",
+                "--forge-max-concurrent",
+                "64",
+            ],
+            "audit" => vec!["--audit-log", audit_log],
+            "" => vec![],
+            other => panic!("AEGIS_BENCH_GUARDRAILS: unknown part {other}"),
+        };
+        flags.extend(more);
+    }
+    flags.iter().map(|s| (*s).to_owned()).collect()
 }
 
 /// Sections 3a–3c with the default settings; with `guarded`, section 3a again with every
@@ -641,6 +646,10 @@ async fn per_call(guarded: bool) {
     if guarded {
         let lines = std::fs::read_to_string(&audit_log).map_or(0, |t| t.lines().count());
         println!("  (the audit log got {lines} lines)");
+        println!("== 3d. What the guardrails add to one call, in isolation ({CALLS} runs each, median us)");
+        for case in &cases {
+            guardrail_stages(&server, case).await;
+        }
         println!();
         let _ = std::fs::remove_file(&audit_log);
         forge.shutdown();
@@ -706,6 +715,59 @@ async fn run_concurrent(
         h.await.expect("task");
     }
     t.elapsed()
+}
+
+/// The parts a guarded call adds, each alone: the policy with the repository allowlists
+/// (route judged), the recording (audit line written, metrics counted) around a call that
+/// answers at once, and the content-hygiene prefilter over the call's result text.
+async fn guardrail_stages(server: &Server, case: &Case) {
+    let tool = server.catalog.get(case.tool).expect("tool exists");
+    let narrowing = Default::default();
+    let samples = |f: &mut dyn FnMut()| {
+        let mut v = Vec::with_capacity(CALLS);
+        for i in 0..CALLS + 50 {
+            let t = Instant::now();
+            f();
+            if i >= 50 {
+                v.push(t.elapsed());
+            }
+        }
+        us(stats(&v).median)
+    };
+    let policy = samples(&mut || {
+        assert!(server.refusal(&narrowing, tool, std::hint::black_box(&case.args)).is_none());
+    });
+    let mut recording_times = Vec::with_capacity(CALLS);
+    for i in 0..CALLS + 50 {
+        let origin = audit::Origin { transport: "stdio", client: None };
+        let t = Instant::now();
+        let r = call::recorded(server, origin, case.tool, Some(case.args.clone()), |_, trace| async move {
+            let e =
+                aegis_gitea_mcp::error::CallError::local(aegis_gitea_mcp::error::ErrorKind::Denied, "bench");
+            (Err(server.guard.error(e)), trace)
+        })
+        .await;
+        if i >= 50 {
+            recording_times.push(t.elapsed());
+        }
+        assert!(r.is_err());
+    }
+    let recording = us(stats(&recording_times).median);
+    let mut trace = audit::Trace::default();
+    let text = call::run(server, Caller::Global, &narrowing, case.tool, Some(case.args.clone()), &mut trace)
+        .await
+        .expect("tool call succeeds")
+        .as_str()
+        .to_owned();
+    let hygiene = samples(&mut || {
+        std::hint::black_box(aegis_gitea_mcp::guard::hygiene::may_hold(std::hint::black_box(&text)));
+    });
+    println!(
+        "  {:<16} policy with allowlists {policy:>5.1}   audit line + metrics {recording:>5.1}   hygiene prefilter ({} B) {hygiene:>5.1}   sum {:>5.1}",
+        case.tool,
+        text.len(),
+        policy + recording + hygiene
+    );
 }
 
 /// Time the CPU-only stages of `call::run` separately on the real forge body, to see which

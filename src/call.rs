@@ -46,7 +46,7 @@ pub async fn run(
     let asked_sudo = sudo::take(&server.catalog, name, &mut args);
     // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
     //    discovery tools answer from the catalog, or name the operation to run.
-    let (tool, mut args, reached) = match which(server, narrowing, name, args) {
+    let (tool, mut args, reached) = match which(server, narrowing, name, args, trace) {
         Ok(Which::Answer(value)) => {
             note_who(server, caller, trace).await;
             return early_guard().answer(value);
@@ -168,6 +168,7 @@ fn which<'a>(
     narrowing: &Narrowing,
     name: &str,
     mut args: Map<String, Value>,
+    trace: &mut Trace,
 ) -> Result<Which<'a>, CallError> {
     let tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
     // A raw-tool call's route, resolved once: the policy, the guard and the plan need it.
@@ -175,6 +176,8 @@ fn which<'a>(
         Target::Raw => server.catalog.reached_by_raw(&args).map(|t| t.as_ref()),
         _ => None,
     };
+    // The audit line names the operation reached, also when the call is refused.
+    trace.operation = tool.operation().or(reached.and_then(ToolDef::operation)).map(|op| op.id.clone());
     if let Some(why) = server.policy.refusal_reaching(narrowing, tool, &args, reached) {
         return Err(CallError::local(ErrorKind::Denied, why));
     }
@@ -196,6 +199,7 @@ fn which<'a>(
             };
             args::validate::validate(tool, &args)?;
             let target = discovery::target(server, narrowing, &args)?;
+            trace.operation = target.operation().map(|op| op.id.clone());
             if let Some(why) = server.refusal(narrowing, target, &arguments) {
                 return Err(CallError::local(ErrorKind::Denied, why));
             }

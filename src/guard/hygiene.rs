@@ -42,15 +42,13 @@
 //! mode, so that the redaction and masking that follow see the secret whole.
 //!
 //! ## Cost
-//! A result is first searched once, as bytes, for the UTF-8 encodings of these characters
-//! and for `<!--` (`may_hold`): no hit — the common case — costs that one pass. Otherwise
+//! A result is first searched, as bytes, for the lead bytes of these characters' UTF-8
+//! encodings and for `<` (`may_hold`: two vectorised passes, each hit decoded and judged): no
+//! hidden content — the common case — costs those passes. Otherwise
 //! the values are walked with an explicit stack (no recursion), each string once, and each
 //! comment's end is found with one forward search, so the work is linear. A marked string
 //! grows at most fourfold (`[U+00AD]` is 8 bytes for 2), and the bounds cut the result after.
 
-use std::sync::LazyLock;
-
-use aho_corasick::AhoCorasick;
 use serde_json::Value;
 
 use super::{Masker, Redactor};
@@ -79,40 +77,21 @@ impl Counts {
 /// What a marked comment starts with; it ends with `]`.
 pub const COMMENT_OPEN: &str = "[hidden comment: ";
 
-/// The UTF-8 encodings of every character `kind` does not call visible, and `<!--`.
-static SCAN: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    let mut patterns: Vec<Vec<u8>> = vec![b"<!--".to_vec()];
-    let ranges: [(u32, u32); 10] = [
-        (0x00AD, 0x00AD),
-        (0x061C, 0x061C),
-        (0x200B, 0x200F),
-        (0x202A, 0x202E),
-        (0x2060, 0x2064),
-        (0x2066, 0x206F),
-        (0xFE00, 0xFE0F),
-        (0xFEFF, 0xFEFF),
-        // Tag characters and the supplementary variation selectors share their first three
-        // bytes by groups of 64: the four-byte characters go in as prefixes.
-        (0xE0000, 0xE007F),
-        (0xE0100, 0xE01EF),
-    ];
-    for (from, to) in ranges {
-        for cp in from..=to {
-            let c = char::from_u32(cp).expect("scalar values");
-            let mut buf = [0u8; 4];
-            let bytes = c.encode_utf8(&mut buf).as_bytes();
-            let pattern = if bytes.len() == 4 { bytes[..3].to_vec() } else { bytes.to_vec() };
-            if !patterns.contains(&pattern) {
-                patterns.push(pattern);
-            }
-        }
-    }
-    AhoCorasick::new(&patterns).expect("literal patterns always build")
-});
-
-/// Whether `text` (a result as JSON, or one string) may hold hidden content.
+/// Whether `text` (a result as JSON, or one string) may hold hidden content: a character
+/// `kind` does not call visible, or `<!--`. Every such character's UTF-8 encoding starts with
+/// one of five lead bytes (`C2 D8 E2 EF F3`), never a continuation byte, so two vectorised
+/// passes over the bytes find the only places worth decoding; plain ASCII costs those passes.
 pub fn may_hold(text: &str) -> bool {
-    SCAN.is_match(text.as_bytes())
+    let bytes = text.as_bytes();
+    let hidden_at = |i: usize| {
+        if bytes[i] == b'<' {
+            bytes[i..].starts_with(b"<!--")
+        } else {
+            text[i..].chars().next().is_some_and(|c| kind(c) != Kind::Visible)
+        }
+    };
+    memchr::memchr3_iter(0xE2, 0xEF, 0xC2, bytes).any(hidden_at)
+        || memchr::memchr3_iter(0xD8, 0xF3, b'<', bytes).any(hidden_at)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

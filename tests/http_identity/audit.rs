@@ -60,6 +60,8 @@ async fn audit_lines_name_each_requests_own_identity_and_transport(t: &str) {
         "{text}"
     );
     assert_eq!(lines[2]["operation"], "issueGetIssue", "{text}");
+    // A refused call names the operation it would have reached, and that nothing was sent.
+    assert_eq!((&lines[1]["operation"], &lines[1]["method"]), (&json!("repoGet"), &Value::Null), "{text}");
     for never in [BOB_TOKEN, super::ALICE_TOKEN, "ARGVALUE-H5"] {
         assert!(!text.contains(never), "{never} reached the audit log: {text}");
     }
