@@ -338,25 +338,30 @@ pub async fn run_reads(
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
     trace.caller(server, &caller);
-    let guard = server.guard.for_call(caller.secrets());
+    // As in `run`: the read's own guard is built once it is admitted.
+    let secrets = caller.secrets();
+    let early_guard = || server.guard.for_call(secrets.clone());
     let mut tools = Vec::with_capacity(reads.len());
     for r in &reads {
+        trace.operation = Some(r.operation.to_owned());
         let tool = server.catalog.get(r.operation).ok_or_else(|| {
-            guard.error(CallError::local(
+            early_guard().error(CallError::local(
                 ErrorKind::NotFound,
                 format!("this forge has no {} operation", r.operation),
             ))
         })?;
         if let Some(why) = server.refusal(narrowing, tool, &r.args) {
-            return Err(guard.error(CallError::local(ErrorKind::Denied, why)));
+            return Err(early_guard().error(CallError::local(ErrorKind::Denied, why)));
         }
         tools.push(tool);
     }
     let key = limit_key(&caller);
-    let (credential, identity) = identify(server, caller).await.map_err(|e| guard.error(e))?;
+    let (credential, identity) = identify(server, caller).await.map_err(|e| early_guard().error(e))?;
     trace.identity = Some(identity.clone());
-    // One resource read is one call for the limits, however many reads it makes.
-    let _admitted = server.limits.admit(key(&identity)).map_err(|e| guard.error(e))?;
+    // One resource read is one call for the limits, however many reads it makes; a refusal is
+    // this server's own words.
+    let _admitted = server.limits.admit(key(&identity)).map_err(|e| server.guard.error(e))?;
+    let guard = server.guard.for_call(secrets);
     let mut first: Option<Fetched> = None;
     let mut datas = Vec::with_capacity(reads.len());
     let mut elided = Elided::default();

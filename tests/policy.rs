@@ -504,6 +504,8 @@ async fn write_allowed_repos_narrow_writes_including_new_and_moved_repositories(
         ),
         ("repoEdit", json!({"owner": "alice", "repo": "demo", "body": {"name": "renamed"}}), "alice/renamed"),
         ("repoTransfer", json!({"owner": "alice", "repo": "demo", "body": {"new_owner": "bob"}}), "bob/demo"),
+        // A write that touches repositories its route does not name cannot be judged.
+        ("notifyReadList", json!({}), "notifyReadRepoList"),
     ] {
         let c = h.call(tool, args.clone()).await;
         assert_eq!(c.kind(), "denied", "{tool} {args}: {}", c.text);
