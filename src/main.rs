@@ -163,6 +163,7 @@ async fn tools(settings: Settings, json: bool, list_toolsets: bool) -> ExitCode 
 fn init_logging(filter: &str, settings: &Settings) {
     use aegis_gitea_mcp::guard::{Masker, Redactor, configured_secrets, log};
     use tracing_subscriber::prelude::*;
+    let cap = log::third_party_cap(filter);
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let writer =
@@ -171,7 +172,7 @@ fn init_logging(filter: &str, settings: &Settings) {
         .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
-        .with_filter(tracing_subscriber::filter::filter_fn(log::third_party_cap))
+        .with_filter(tracing_subscriber::filter::filter_fn(cap))
         .with_filter(filter);
     tracing_subscriber::registry().with(layer).init();
 }

@@ -145,3 +145,38 @@ async fn serving_the_global_token_to_anyone_on_a_public_address_warns_at_start_u
         guarded.stderr
     );
 }
+
+/// At the default log level a request leaves no line: the MCP and HTTP libraries log each
+/// request at `info`, so they are held to `warn` unless the log filter names them.
+#[tokio::test]
+async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    for (level, expect_library_lines) in [(None, false), (Some("info,rmcp=info"), true)] {
+        let mut env = vec![("GITEA_TOKEN", ALICE_TOKEN)];
+        env.extend(level.map(|l| ("LOG_LEVEL", l)));
+        let server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+        let http = support::http::http_client();
+        let before = server.stderr().lines().count();
+        for _ in 0..3 {
+            let r = support::http::stateless_call(
+                &http,
+                &server.url(""),
+                "repoGet",
+                json!({"owner": "alice", "repo": "demo"}),
+                None,
+            )
+            .await
+            .expect("call");
+            assert!(r["result"]["isError"] != json!(true), "{r}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let log = server.stderr();
+        let added: Vec<&str> = log.lines().skip(before).collect();
+        if expect_library_lines {
+            assert!(added.iter().any(|l| l.contains("INFO")), "rmcp=info asked for its lines: {log}");
+        } else {
+            assert!(added.is_empty(), "{level:?}: requests logged {added:#?}");
+        }
+    }
+}

@@ -3,7 +3,8 @@
 //! This is the second line of defence: the code does not log secrets in the first place
 //! (credentials are sensitive headers, argument values are never logged, and the MCP and
 //! HTTP libraries, whose debug output prints raw messages and headers, are capped at `info`
-//! by `third_party_cap`).
+//! by `third_party_cap` — at `warn` unless the log filter names them: their `info` lines
+//! come with every request).
 
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -17,11 +18,29 @@ use super::{Masker, Redactor};
 const CAPPED: &[&str] =
     &["rmcp", "hyper", "hyper_util", "h2", "reqwest", "rustls", "tower", "tower_http", "axum"];
 
-/// Whether an event passes the cap on third-party debug output.
-pub fn third_party_cap(meta: &Metadata<'_>) -> bool {
-    let target = meta.target();
-    let capped = CAPPED.iter().any(|c| target == *c || target.starts_with(&format!("{c}::")));
-    !(capped && *meta.level() > Level::INFO)
+/// The cap on third-party output for a log filter (`LOG_LEVEL`): their events pass up to
+/// `warn`, or up to `info` for a library the filter names (`info,rmcp=info`); never `debug`.
+pub fn third_party_cap(filter: &str) -> impl Fn(&Metadata<'_>) -> bool + Send + Sync + 'static {
+    let named: Vec<&'static str> = CAPPED
+        .iter()
+        .copied()
+        .filter(|c| {
+            filter.split(',').map(str::trim).any(|d| {
+                d.strip_prefix(c).is_some_and(|rest| rest.starts_with('=') || rest.starts_with("::"))
+            })
+        })
+        .collect();
+    move |meta: &Metadata<'_>| {
+        let target = meta.target();
+        let library = CAPPED
+            .iter()
+            .find(|c| target == **c || target.strip_prefix(**c).is_some_and(|r| r.starts_with("::")));
+        match library {
+            None => true,
+            Some(c) if named.contains(c) => *meta.level() <= Level::INFO,
+            Some(_) => *meta.level() <= Level::WARN,
+        }
+    }
 }
 
 /// A `MakeWriter` for stderr that redacts each formatted event.
