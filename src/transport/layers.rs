@@ -453,7 +453,14 @@ pub async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request, next: 
     let limit = Deadline::of(req.extensions(), ctx.server.settings.request_timeout).left();
     if let Some(id) = req.headers().get("mcp-session-id") {
         let id = id.to_str().unwrap_or_default().to_owned();
+        let delete = req.method() == axum::http::Method::DELETE;
         return match sessions::admit(&ctx.owners, &ctx.server, &id, &identity, limit).await {
+            // A session closed is answered 200, as the official clients expect (the MCP
+            // library says 202, which the Python SDK reports as a failed termination).
+            Ok(()) if delete => match next.run(req).await {
+                r if r.status() == StatusCode::ACCEPTED => StatusCode::OK.into_response(),
+                r => r,
+            },
             Ok(()) => next.run(req).await,
             Err(refused) => *refused,
         };
