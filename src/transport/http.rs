@@ -138,7 +138,10 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
             );
             let manager =
                 Arc::new(OwnedSessions { inner: LocalSessionManager::default(), owners: owners.clone() });
+            // A request that needs no stream (a stateless one whose handler sends nothing
+            // before its answer) gets plain JSON with a length: less for clients to parse.
             let config = StreamableHttpServerConfig::default()
+                .with_json_response(true)
                 .disable_allowed_hosts()
                 .with_cancellation_token(shutdown.child_token())
                 .with_max_request_body_bytes(s.max_body_bytes);
