@@ -506,6 +506,27 @@ async fn write_allowed_repos_narrow_writes_including_new_and_moved_repositories(
         ("repoTransfer", json!({"owner": "alice", "repo": "demo", "body": {"new_owner": "bob"}}), "bob/demo"),
         // A write that touches repositories its route does not name cannot be judged.
         ("notifyReadList", json!({}), "notifyReadRepoList"),
+        ("orgEditTeam", json!({"id": 7, "body": {"permission": "admin"}}), "orgEditTeam"),
+        // The caller's own account is an owner: a hook sees every repository's events.
+        (
+            "userCreateHook",
+            json!({"body": {"type": "gitea", "config": {"url": "https://example.com/h", "content_type": "json"}}}),
+            "alice/*",
+        ),
+        // Another repository's issue named in the body.
+        (
+            "issueCreateIssueBlocking",
+            json!({"owner": "alice", "repo": "demo", "index": 1, "body": {"owner": "bob", "repo": "secret", "index": 1}}),
+            "bob/secret",
+        ),
+        // One member twice in different letter case: the policy cannot know which one counts.
+        (
+            "createFork",
+            json!({"owner": "bob", "repo": "demo", "body": {"organization": "alice", "Organization": "bob", "name": "demo"}}),
+            "letter case",
+        ),
+        // An attachment named by its uuid alone.
+        ("gitea_download_attachment", json!({"uuid": "0b1a5a0e-8d4b-4e7c-9a51-8f7e5a2c3d4e"}), "uuid"),
     ] {
         let c = h.call(tool, args.clone()).await;
         assert_eq!(c.kind(), "denied", "{tool} {args}: {}", c.text);

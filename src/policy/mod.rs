@@ -156,6 +156,11 @@ impl Policy {
                 repos::refusal(&fence, op, &Values::Segments(&segments), args.get("body"))
                     .map(|why| format!("{why} (reached through {name})"))
             }
+            // An attachment is named by its uuid alone: which repository it belongs to is
+            // known only once it is fetched (without arguments: the listing question).
+            Target::AttachmentDownload if !fence.is_open() && !args.is_empty() => Some(format!(
+                "{name} names an attachment by its uuid alone, so under a repository allowlist it is refused; read attachments through the operations of their repository (e.g. repoGetReleaseAttachment, issueGetIssueAttachment)"
+            )),
             _ => None,
         }
     }

@@ -313,6 +313,14 @@ const MOVES: &[Moves] = &[
     },
 ];
 
+/// Whether a body names one member twice in different letter case (the forges take either,
+/// so the policy could judge one value and the forge use the other).
+fn ambiguous(body: Option<&Value>) -> bool {
+    let Some(map) = body.and_then(Value::as_object) else { return false };
+    let mut seen = std::collections::HashSet::with_capacity(map.len());
+    map.keys().any(|k| !seen.insert(k.to_ascii_lowercase()))
+}
+
 /// The value of one source for the new place (`None`: this source gives none).
 fn from_source(source: From, op: &Operation, values: &Values, body: Option<&Value>) -> Option<String> {
     match source {
@@ -349,6 +357,21 @@ pub fn refusal(fence: &Fence, op: &Operation, values: &Values, body: Option<&Val
         ));
     }
     let moves = MOVES.iter().find(|m| m.op == op.id);
+    let body_repo = BODY_REPOS.iter().find(|(id, _)| *id == op.id);
+    if (moves.is_some() || body_repo.is_some()) && ambiguous(body) {
+        return Some(format!(
+            "the body of {} names one member twice in different letter case; under a repository allowlist send each once",
+            op.id
+        ));
+    }
+    if let Some((_, changes)) = body_repo {
+        let get = |key: &'static str| from_source(From::Body(key), op, values, body);
+        if let (Some(o), Some(r)) = (get("owner"), get("repo")) {
+            if let Some(why) = fence.repo_refusal(&o, &r, *changes) {
+                return Some(format!("{} names another repository's issue: {why}", op.id));
+            }
+        }
+    }
     let write = op.method != Method::Get;
     let route = moves.map_or(RouteUse::AsMethod, |m| m.route);
     if route != RouteUse::Skip {
@@ -381,6 +404,15 @@ pub fn caller_refusal(
 ) -> Option<String> {
     if fence.is_open() {
         return None;
+    }
+    if CALLER_OWNER_PREFIXES.iter().any(|p| op.path.starts_with(p)) {
+        let write = op.method != Method::Get;
+        return match caller.filter(|c| !c.is_empty()) {
+            Some(login) => fence.owner_refusal(login, write),
+            None => {
+                Some(format!("{} acts on the caller's account, and this call runs without a login", op.id))
+            }
+        };
     }
     let m = MOVES.iter().find(|m| m.op == op.id)?;
     if !m.owner.contains(&From::Caller) {
@@ -416,7 +448,9 @@ fn place_refusal(
                 });
             }
             From::ById(key) => {
-                let by_id = body.and_then(|b| b.get(key)).is_some_and(|v| !(v.is_null() || v == 0));
+                let by_id = body.and_then(Value::as_object).is_some_and(|b| {
+                    b.iter().any(|(k, v)| k.eq_ignore_ascii_case(key) && !(v.is_null() || v == 0))
+                });
                 if by_id {
                     owner = Some(Err("the body names the owner by id; name it by login instead"));
                 }
@@ -461,7 +495,30 @@ pub fn unknown_route_refusal(fence: &Fence, method: &str, path: &str) -> Option<
 /// Writes whose route names no repository but which change things of repositories (every
 /// notification marked read, a notification thread by id): refused under an allowlist, since
 /// they can be judged only after they ran.
-const UNJUDGED_WRITES: &[&str] = &["notifyReadList", "notifyReadThread"];
+const UNJUDGED_WRITES: &[&str] = &[
+    "notifyReadList",
+    "notifyReadThread",
+    // A team, named by id, can be given access to its organisation's repositories.
+    "orgEditTeam",
+    "orgDeleteTeam",
+    "orgAddTeamMember",
+    "orgRemoveTeamMember",
+];
+
+/// Routes that act on the caller's own account as an owner of repositories (its hooks, which
+/// see every repository's events; its runners, secrets and variables, which every repository's
+/// workflows use; its runs, jobs and quota lists, which show every repository's): they need the
+/// caller's whole account (`login/*`), judged once the caller is known.
+const CALLER_OWNER_PREFIXES: &[&str] = &["/user/hooks", "/user/actions/", "/user/quota/"];
+
+/// Operations whose body names another repository (an issue of it, `IssueMeta`): that
+/// repository is judged too, for a write when the operation changes it.
+const BODY_REPOS: &[(&str, bool)] = &[
+    ("issueCreateIssueBlocking", true),
+    ("issueRemoveIssueBlocking", true),
+    ("issueCreateIssueDependencies", false),
+    ("issueRemoveIssueDependencies", false),
+];
 
 /// Where a listing's items name their repository.
 #[derive(Clone, Copy)]
@@ -474,6 +531,9 @@ enum Item {
     Stopwatch,
     /// A tracked time: its issue's repository.
     IssueRepository,
+    /// A timeline event: kept unless an issue it refers to (`ref_issue`, `dependent_issue`)
+    /// belongs to a repository outside; one that refers to none stays.
+    References,
 }
 
 /// An answer whose route cannot be judged: where its list is (`""`: the data itself), how its
@@ -510,6 +570,13 @@ const LISTINGS: &[Listing] = &[
     list("orgListTeamActivityFeeds", Item::Member("repo")),
     list("userGetStopWatches", Item::Stopwatch),
     list("userCurrentTrackedTimes", Item::IssueRepository),
+    list("issueGetCommentsAndTimeline", Item::References),
+    Listing {
+        op: "getUserWorkflowRuns",
+        at: "/workflow_runs",
+        item: Item::Member("repository"),
+        single: false,
+    },
     Listing { op: "repoGetByID", at: "", item: Item::Repository, single: true },
     Listing { op: "notifyGetThread", at: "", item: Item::Member("repository"), single: true },
 ];
@@ -532,6 +599,18 @@ fn item_repo(item: &Value, kind: Item) -> Option<String> {
             Some(format!("{}/{}", item.get("repo_owner_name")?.as_str()?, item.get("repo_name")?.as_str()?))
         }
         Item::IssueRepository => repo_name(item.get("issue")?.get("repository")?),
+        Item::References => None,
+    }
+}
+
+/// Whether a listing's item may be shown.
+fn keeps(fence: &Fence, item: &Value, kind: Item) -> bool {
+    match kind {
+        Item::References => ["ref_issue", "dependent_issue"].iter().all(|k| match item.get(*k) {
+            None | Some(Value::Null) => true,
+            Some(issue) => issue.get("repository").and_then(repo_name).is_some_and(|n| fence.shows(&n)),
+        }),
+        _ => item_repo(item, kind).is_some_and(|n| fence.shows(&n)),
     }
 }
 
@@ -575,10 +654,13 @@ pub fn filter(
         p.total_count = None;
     }
     let Some(items) = data.pointer_mut(l.at).and_then(Value::as_array_mut) else {
-        return Filter::Removed(Filtered::new(0));
+        // Not the list the spec promises: nothing in it can be judged.
+        return Filter::Withheld(
+            "the forge's answer is not the list this operation returns, so under a repository allowlist it is withheld".into(),
+        );
     };
     let before = items.len();
-    items.retain(|item| item_repo(item, l.item).is_some_and(|n| fence.shows(&n)));
+    items.retain(|item| keeps(fence, item, l.item));
     let removed = before - items.len();
     if let Some(cut) = elided.cuts.iter_mut().find(|c| c.pointer == l.at) {
         cut.kept = items.len();
@@ -701,6 +783,40 @@ mod tests {
         assert_eq!(caller_refusal(&f, o, &Values::Args(a), a.get("body"), Some("ACME")), None);
         assert!(caller_refusal(&f, o, &Values::Args(a), a.get("body"), Some("bob")).is_some());
         assert!(caller_refusal(&f, o, &Values::Args(a), a.get("body"), None).is_some());
+        // An owner given by id, in any letter case; one member twice in different cases.
+        let uid = json!({"body": {"clone_addr": "https://x/y.git", "repo_name": "widgets", "UID": 42}});
+        let a2 = uid.as_object().unwrap();
+        let m = op(&c, "repoMigrate");
+        assert!(
+            caller_refusal(&f, m, &Values::Args(a2), a2.get("body"), Some("acme"))
+                .is_some_and(|w| w.contains("by id"))
+        );
+        for (id, args) in [
+            ("createOrgRepo", json!({"org": "acme", "body": {"name": "widgets", "Name": "x"}})),
+            (
+                "createFork",
+                json!({"owner": "src", "repo": "x", "body": {"organization": "acme", "Organization": "evil", "name": "widgets"}}),
+            ),
+        ] {
+            assert!(judge(id, args).is_some_and(|w| w.contains("letter case")), "{id}");
+        }
+        // Another repository's issue named in the body.
+        assert!(judge("issueCreateIssueBlocking", json!({"owner": "acme", "repo": "widgets", "index": 1, "body": {"owner": "evil", "repo": "secret", "index": 1}})).is_some());
+        assert!(judge("issueCreateIssueDependencies", json!({"owner": "acme", "repo": "widgets", "index": 1, "body": {"owner": "src", "repo": "lib", "index": 1}})).is_none(), "read of an allowed one");
+        // The caller's own account as an owner: its hooks, runners, secrets need `login/*`.
+        let hook = op(&c, "userCreateHook");
+        let none = Map::new();
+        assert!(caller_refusal(&f, hook, &Values::Args(&none), None, Some("bob")).is_some());
+        assert!(
+            caller_refusal(&f, hook, &Values::Args(&none), None, Some("acme")).is_some(),
+            "writes need acme/* on the write list"
+        );
+        assert_eq!(
+            caller_refusal(&f, op(&c, "userListHooks"), &Values::Args(&none), None, Some("ACME")),
+            None
+        );
+        // Team writes by id cannot be judged.
+        assert!(judge("orgEditTeam", json!({"id": 7, "body": {}})).is_some());
         // Writes that name no repository but touch many are refused; their reads are not.
         assert!(judge("notifyReadList", json!({})).is_some_and(|w| w.contains("notifyReadRepoList")));
         assert!(judge("notifyReadThread", json!({"id": "3"})).is_some());
@@ -742,6 +858,25 @@ mod tests {
             panic!()
         };
         assert_eq!(issues.as_array().unwrap().len(), 1);
+        // A timeline keeps its events, except those referring to an issue outside.
+        let mut timeline = json!([
+            {"type": "comment"},
+            {"type": "issue_ref", "ref_issue": {"repository": {"full_name": "acme/a"}}},
+            {"type": "issue_ref", "ref_issue": {"repository": {"full_name": "evil/x"}}},
+            {"type": "add_dependency", "dependent_issue": {"title": "no repository said"}},
+        ]);
+        let Filter::Removed(r) =
+            filter(&f, Some("issueGetCommentsAndTimeline"), &mut timeline, None, &mut elided)
+        else {
+            panic!()
+        };
+        assert_eq!((r.removed, timeline.as_array().unwrap().len()), (2, 2));
+        // An answer that is not the promised list is withheld.
+        let mut odd = json!({"unexpected": true});
+        assert!(matches!(
+            filter(&f, Some("userListRepos"), &mut odd, None, &mut elided),
+            Filter::Withheld(_)
+        ));
         let mut one = json!({"full_name": "evil/x"});
         assert!(matches!(filter(&f, Some("repoGetByID"), &mut one, None, &mut elided), Filter::Withheld(_)));
         assert!(matches!(filter(&f, Some("repoGet"), &mut one, None, &mut elided), Filter::Untouched));
