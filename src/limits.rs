@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::error::CallError;
 
 /// Most identities remembered at once (as many as the login cache holds).
-pub(crate) const CAPACITY: usize = 4096;
+pub(crate) const CAPACITY: usize = crate::identity::cache::CAPACITY;
 const SHARDS: usize = 16;
 const PER_SHARD: usize = CAPACITY / SHARDS;
 
