@@ -152,7 +152,7 @@ impl Policy {
                     return Some(format!("{why} (reached through {name})"));
                 }
                 let (op, path) = (reached.operation()?, path?);
-                let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+                let segments = repos::segments(path);
                 repos::refusal(&fence, op, &Values::Segments(&segments), args.get("body"))
                     .map(|why| format!("{why} (reached through {name})"))
             }
@@ -163,6 +163,30 @@ impl Policy {
             )),
             _ => None,
         }
+    }
+
+    /// The second look of the repository allowlists, once the caller is known (`login`: the
+    /// user the call runs as): a new repository that goes to the caller, or a route that acts
+    /// on the caller's own account (`repos::caller_refusal`).
+    pub fn caller_refusal(
+        &self,
+        narrowing: &Narrowing,
+        tool: &ToolDef,
+        reached: Option<&ToolDef>,
+        args: &Map<String, Value>,
+        login: Option<&str>,
+    ) -> Option<String> {
+        let fence = self.fence(narrowing);
+        if fence.is_open() {
+            return None;
+        }
+        let (op, segments) = match tool.operation() {
+            Some(op) => (op, Vec::new()),
+            None => (reached?.operation()?, repos::segments(args.get("path").and_then(Value::as_str)?)),
+        };
+        let values =
+            if tool.operation().is_some() { Values::Args(args) } else { Values::Segments(&segments) };
+        repos::caller_refusal(&fence, op, &values, args.get("body"), login)
     }
 
     /// Why a raw call whose route reaches no operation of the spec may not run: nothing could

@@ -24,6 +24,9 @@ use crate::decode::json::Elided;
 use crate::decode::pagination::Pagination;
 use crate::envelope::Filtered;
 
+/// Most entries of a list sent in a request header.
+pub const MAX_REQUEST_ENTRIES: usize = 256;
+
 /// Longest list entry or name echoed in a message.
 const ECHO_CHARS: usize = 100;
 
@@ -66,6 +69,17 @@ impl RepoList {
         Ok(list)
     }
 
+    /// A list a request sends in a header: at most `MAX_REQUEST_ENTRIES` entries, counted
+    /// before any is parsed, so a large header costs no more than reading it.
+    pub fn parse_request(text: &str) -> Result<RepoList, String> {
+        if text.bytes().filter(|b| *b == b',').count() >= MAX_REQUEST_ENTRIES {
+            return Err(format!(
+                "names more than {MAX_REQUEST_ENTRIES} entries; use owner/* for many repositories of one owner"
+            ));
+        }
+        RepoList::parse(text)
+    }
+
     /// `owner` and `repo` lower-case.
     fn allows_repo(&self, owner: &str, repo: &str) -> bool {
         self.any
@@ -85,13 +99,7 @@ fn is_name(s: &str) -> bool {
 }
 
 fn clip(s: &str) -> String {
-    if s.chars().count() <= ECHO_CHARS {
-        s.to_owned()
-    } else {
-        let mut c: String = s.chars().take(ECHO_CHARS).collect();
-        c.push('…');
-        c
-    }
+    crate::guard::redact::truncate_chars(s, ECHO_CHARS)
 }
 
 /// The lists one call answers to: the server's and the request's, for reads, and for writes
@@ -183,6 +191,11 @@ impl Values<'_> {
             Values::Segments(s) => s.get(index).map(|s| (*s).to_owned()),
         }
     }
+}
+
+/// The segments of a raw path (relative to `/api/v1`), as `Values::Segments` takes them.
+pub fn segments(path: &str) -> Vec<&str> {
+    path.trim_start_matches('/').split('/').collect()
 }
 
 /// Parameters that name a repository, and those that name its owner.
@@ -482,8 +495,7 @@ pub fn unknown_route_refusal(fence: &Fence, method: &str, path: &str) -> Option<
         return None;
     }
     let write = !method.eq_ignore_ascii_case("GET");
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    match segments.as_slice() {
+    match segments(path).as_slice() {
         ["repos", owner, repo, ..] => fence.repo_refusal(owner, repo, write),
         ["orgs" | "org" | "packages", owner, ..] => fence.owner_refusal(owner, write),
         _ => Some(
@@ -689,6 +701,10 @@ mod tests {
         for bad in ["", " , ", "acme", "acme/", "/x", "*/x", "acme/a/b", "acme/wid gets", "acme/%2e"] {
             assert!(RepoList::parse(bad).is_err(), "{bad:?}");
         }
+        let many = |n: usize| (0..n).map(|i| format!("o/r{i}")).collect::<Vec<_>>().join(",");
+        assert!(RepoList::parse_request(&many(MAX_REQUEST_ENTRIES)).is_ok());
+        assert!(RepoList::parse_request(&many(MAX_REQUEST_ENTRIES + 1)).unwrap_err().contains("more than"));
+        assert!(RepoList::parse(&many(10_000)).is_ok(), "the server's own list is not capped");
     }
 
     #[test]

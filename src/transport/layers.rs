@@ -398,7 +398,7 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
         .unwrap_or_default();
     let list = |name: &str| -> Result<Option<Arc<RepoList>>, String> {
         one(&name.to_ascii_lowercase())?
-            .map(|v| RepoList::parse(&v).map(Arc::new).map_err(|e| format!("{name}: {e}")))
+            .map(|v| RepoList::parse_request(&v).map(Arc::new).map_err(|e| format!("{name}: {e}")))
             .transpose()
     };
     let repos = list("X-MCP-Allowed-Repos")?;
