@@ -57,8 +57,10 @@ impl Trace {
             Caller::Global => {
                 (server.global.cached_login().map(str::to_owned), server.global.credential.mode())
             }
-            Caller::Token(_) => (None, Mode::Token),
-            Caller::Granted(_) => (None, Mode::OAuth),
+            // A call answered or refused before it is identified still names its caller when
+            // the login is known already; nothing is asked of the forge for the audit line.
+            Caller::Token(t) => (server.logins.get(t).map(|u| u.login), Mode::Token),
+            Caller::Granted(g) => (server.logins.get(&g.forge_token).map(|u| u.login), Mode::OAuth),
         };
         self.identity = Some(Identity { login, mode, sudo: None });
     }
@@ -113,16 +115,16 @@ pub fn begin<'a>(
     args: Option<&Map<String, Value>>,
 ) -> Result<Pending<'a>, GuardedError> {
     let started = Instant::now();
-    let args_sha256 = match (&server.audit, args) {
-        (None, _) => String::new(),
-        (Some(_), Some(a)) => sha256_hex(&canonical_object(a)),
-        (Some(_), None) => sha256_hex(b"{}"),
-    };
     if let Some(log) = &server.audit {
         if let Err(why) = log.ready() {
             refuse_or_warn(server, log, why)?;
         }
     }
+    let args_sha256 = match (&server.audit, args) {
+        (None, _) => String::new(),
+        (Some(_), Some(a)) => sha256_hex(&canonical_object(a)),
+        (Some(_), None) => sha256_hex(b"{}"),
+    };
     Ok(Pending { server, started, origin, tool, args_sha256 })
 }
 
@@ -135,11 +137,12 @@ impl Pending<'_> {
         result: Result<Guarded, GuardedError>,
     ) -> Result<Guarded, GuardedError> {
         let Some(log) = &self.server.audit else { return result };
-        let (outcome, status, bytes) = match &result {
-            Ok(text) => ("ok", trace.status, text.as_str().len()),
+        let outcome = crate::metrics::outcome(&result);
+        let (status, bytes) = match &result {
+            Ok(text) => (trace.status, text.as_str().len()),
             Err(e) => match e.error() {
-                CallError::UnknownTool(_) => ("unknown_tool", None, 0),
-                CallError::Result(f) => (f.kind.as_str(), f.status, crate::envelope::error_text(f).len()),
+                CallError::UnknownTool(_) => (None, 0),
+                CallError::Result(f) => (f.status, crate::envelope::error_text(f).len()),
             },
         };
         let mut line = Map::new();
@@ -153,7 +156,11 @@ impl Pending<'_> {
             );
         }
         line.insert("identity".into(), serde_json::to_value(&trace.identity).unwrap_or(Value::Null));
-        line.insert("tool".into(), clip(self.tool, MAX_NAME).into());
+        // A name the catalog does not have is the client's text, which may hold anything
+        // (a pasted token): it is not written.
+        let tool = self.server.catalog.get(self.tool).map(|_| clip(self.tool, MAX_NAME));
+        let tool = tool.or_else(|| (self.tool == "resources/read").then(|| self.tool.to_owned()));
+        line.insert("tool".into(), json!(tool));
         line.insert("operation".into(), json!(trace.operation));
         line.insert("method".into(), json!(trace.method));
         line.insert("path".into(), json!(trace.path.as_deref().map(|p| clip(p, MAX_PATH))));
@@ -304,6 +311,9 @@ fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
 /// `None` for an empty file.
 fn last_line(file: &mut File) -> std::io::Result<Option<Vec<u8>>> {
     const BLOCK: u64 = 4096;
+    // Lines are small (client text is clipped): a longer "last line" is not an audit line, and
+    // is not read whole.
+    const MAX_LINE: usize = 1 << 20;
     let len = file.seek(SeekFrom::End(0))?;
     if len == 0 {
         return Ok(None);
@@ -315,8 +325,14 @@ fn last_line(file: &mut File) -> std::io::Result<Option<Vec<u8>>> {
         file.read_exact(&mut last)?;
         if last[0] == b'\n' { len - 1 } else { len }
     };
-    let mut tail: Vec<u8> = Vec::new();
+    // Blocks from the end backwards, joined once the line's start is found.
+    let mut blocks: Vec<Vec<u8>> = Vec::new();
+    let mut read = 0usize;
     let mut pos = end;
+    let joined = |mut first: Vec<u8>, blocks: Vec<Vec<u8>>| {
+        first.extend(blocks.into_iter().rev().flatten());
+        first
+    };
     while pos > 0 {
         let start = pos.saturating_sub(BLOCK);
         let mut block = vec![0u8; (pos - start) as usize];
@@ -324,14 +340,16 @@ fn last_line(file: &mut File) -> std::io::Result<Option<Vec<u8>>> {
         file.read_exact(&mut block)?;
         if let Some(i) = memchr::memrchr(b'\n', &block) {
             block.drain(..=i);
-            block.extend_from_slice(&tail);
-            return Ok(Some(block));
+            return Ok(Some(joined(block, blocks)));
         }
-        block.extend_from_slice(&tail);
-        tail = block;
+        read += block.len();
+        if read > MAX_LINE {
+            return Ok(Some(b"(longer than any audit line)".to_vec()));
+        }
+        blocks.push(block);
         pos = start;
     }
-    Ok(Some(tail))
+    Ok(Some(joined(Vec::new(), blocks)))
 }
 
 /// `2026-11-30T22:10:00.123Z`.
@@ -702,6 +720,11 @@ mod tests {
         std::fs::write(&path, &long).unwrap();
         let mut f = File::open(&path).unwrap();
         assert_eq!(last_line(&mut f).unwrap().unwrap(), long.as_bytes());
+        // A "line" longer than any audit line is not read whole, and is not an audit line.
+        std::fs::write(&path, format!("first\n{}", "y".repeat(3 << 20))).unwrap();
+        let mut f = File::open(&path).unwrap();
+        let got = last_line(&mut f).unwrap().unwrap();
+        assert!(got.len() < 100 && serde_json::from_slice::<Value>(&got).is_err(), "{}", got.len());
     }
 
     #[test]

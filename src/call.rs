@@ -18,7 +18,7 @@ use crate::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, s
 use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, sudo};
 use crate::limits::Key;
 use crate::policy::Narrowing;
-use crate::policy::repos::{self, Filter, Values};
+use crate::policy::repos::{self, Filter};
 use crate::server::Server;
 use secrecy::{ExposeSecret, SecretString};
 
@@ -47,15 +47,9 @@ pub async fn run(
     // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
     //    discovery tools answer from the catalog, or name the operation to run.
     let (tool, mut args, reached) = match which(server, narrowing, name, args, trace) {
-        Ok(Which::Answer(value)) => {
-            note_who(server, caller, trace).await;
-            return early_guard().answer(value);
-        }
+        Ok(Which::Answer(value)) => return early_guard().answer(value),
         Ok(Which::Run { tool, args, reached }) => (tool, args, reached),
-        Err(e) => {
-            note_who(server, caller, trace).await;
-            return Err(early_guard().error(e));
-        }
+        Err(e) => return Err(early_guard().error(e)),
     };
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.
@@ -74,7 +68,8 @@ pub async fn run(
     trace.identity = Some(identity.clone());
     // A new repository that goes to the caller (a fork, a migration, the caller's own new
     // repository) is judged by the repository allowlists now that the caller is known.
-    if let Some(why) = caller_place_refusal(server, narrowing, tool, reached, &args, &identity) {
+    let login = identity.sudo.as_deref().or(identity.login.as_deref());
+    if let Some(why) = server.policy.caller_refusal(narrowing, tool, reached, &args, login) {
         return Err(guard.error(CallError::local(ErrorKind::Denied, why)));
     }
     // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
@@ -137,21 +132,6 @@ where
     // Labelled by the catalog's own tool, never by the client's text.
     server.metrics.call(server.catalog.get(name), crate::metrics::outcome(&result), started.elapsed());
     result
-}
-
-/// How long a refused call waits to learn its caller's login for the audit line.
-const WHO_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// For the audit line of a call answered or refused before its identity was needed: who made
-/// it (from the login cache, or asked once like any call would). Without an audit log, nothing.
-async fn note_who(server: &Server, caller: Caller, trace: &mut Trace) {
-    if server.audit.is_none() || trace.identity.as_ref().is_some_and(|i| i.login.is_some()) {
-        return;
-    }
-    // Bounded: a refusal is not held up by a slow forge; the line then says only the mode.
-    if let Ok(Ok((_, identity))) = tokio::time::timeout(WHO_WAIT, identify(server, caller)).await {
-        trace.identity = Some(identity);
-    }
 }
 
 /// What step 1 decided.
@@ -242,28 +222,6 @@ fn refused(server: &Server, narrowing: &Narrowing, name: &str, args: &Map<String
         };
     }
     false
-}
-
-/// Why the new place of a repository that the call would put under its caller is outside the
-/// repository allowlists, if it is (the route and the body were judged in step 1).
-fn caller_place_refusal(
-    server: &Server,
-    narrowing: &Narrowing,
-    tool: &ToolDef,
-    reached: Option<&ToolDef>,
-    args: &Map<String, Value>,
-    identity: &Identity,
-) -> Option<String> {
-    let fence = server.policy.fence(narrowing);
-    if fence.is_open() {
-        return None;
-    }
-    let op = tool.operation().or(reached.and_then(ToolDef::operation))?;
-    let caller = identity.sudo.as_deref().or(identity.login.as_deref());
-    let path = args.get("path").and_then(Value::as_str).unwrap_or("");
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let values = if tool.operation().is_some() { Values::Args(args) } else { Values::Segments(&segments) };
-    repos::caller_refusal(&fence, op, &values, args.get("body"), caller)
 }
 
 /// What one request to the forge brought back, decoded but not yet guarded.

@@ -822,6 +822,7 @@ async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_s
     assert_eq!(lines[1]["status"], 404);
     assert_eq!(lines[4]["identity"]["mode"], "token", "a refused call still says who");
     assert_eq!(lines[6]["operation"], "repoGet", "the raw tool's route names its operation");
+    assert_eq!(lines[5]["tool"], Value::Null, "a name the catalog does not have is client text, not written");
     let text = std::fs::read_to_string(&log).unwrap();
     for never in [support::ALICE_TOKEN, "ARGVALUE-K3P", "FORGEDATA-Q7Z"] {
         assert!(!text.contains(never), "{never} reached the audit log");
