@@ -119,6 +119,6 @@ fn schema(server: &Server, narrowing: &Narrowing, t: &ToolDef) -> Value {
         "description": t.description,
         "details": t.details,
         "annotations": {"readOnlyHint": a.read_only, "destructiveHint": a.destructive, "idempotentHint": a.idempotent},
-        "input_schema": Value::Object((*t.input_schema).clone()),
+        "input_schema": Value::Object((**t.input_schema()).clone()),
     })
 }

@@ -129,18 +129,16 @@ pub async fn run(settings: Settings) -> ExitCode {
         }
     }
 
-    let spec: Vec<u8> = match &settings.spec {
-        Some(p) => match std::fs::read(p) {
-            Ok(b) => b,
-            Err(e) => {
-                r.fail(&format!("cannot read the spec {}: {}", p.display(), e.kind()));
-                Vec::new()
-            }
-        },
-        None => flavor.embedded_spec().to_vec(),
+    let spec: &'static [u8] = match crate::catalog::spec::bytes(settings.spec.as_deref(), flavor) {
+        Ok(b) => b,
+        Err(e) => {
+            let path = settings.spec.as_deref().unwrap_or_else(|| std::path::Path::new(""));
+            r.fail(&format!("cannot read the spec {}: {e}", path.display()));
+            &[]
+        }
     };
     if !spec.is_empty() {
-        match Catalog::build(&spec, flavor, detected.clone()) {
+        match Catalog::build(spec, flavor, detected.clone()) {
             Ok(c) => {
                 let policy = crate::policy::Policy::from_settings(&settings);
                 let none = crate::policy::Narrowing::default();
@@ -151,6 +149,9 @@ pub async fn run(settings: Settings) -> ExitCode {
                     c.spec_version,
                     c.all_tools().filter(|t| policy.lists(&none, &c, t)).count(),
                 ));
+                for (name, why) in c.uncompilable() {
+                    r.fail(&format!("{name}: {why}; calls to it are refused"));
+                }
                 for (setting, names) in
                     [("DISABLED_TOOLS", &settings.disabled_tools), ("ENABLED_TOOLS", &settings.enabled_tools)]
                 {

@@ -18,7 +18,7 @@ use crate::error::{CallError, pointer_segment};
 
 /// Rename the body keys of `args` to the spec's spelling of `tool`'s body fields.
 pub(crate) fn normalize(tool: &ToolDef, args: &mut Map<String, Value>) -> Result<(), CallError> {
-    let (Some(shape), Some(body)) = (tool.body_fields.as_ref(), args.get_mut("body")) else {
+    let (Some(shape), Some(body)) = (tool.body_fields(), args.get_mut("body")) else {
         return Ok(());
     };
     walk(shape, body).map_err(|c| {

@@ -11,8 +11,14 @@ use jsonschema::error::ValidationErrorKind;
 
 /// Check `args`; the first problem becomes an `invalid_arguments` error.
 pub fn validate(tool: &ToolDef, args: &Map<String, Value>) -> Result<(), CallError> {
+    let validator = tool.validator().map_err(|why| {
+        CallError::local(
+            crate::error::ErrorKind::InvalidArguments,
+            format!("the arguments of {} cannot be checked, so the call is not sent: {why}", tool.name),
+        )
+    })?;
     let instance = Value::Object(args.clone());
-    let mut errors = tool.validator.iter_errors(&instance);
+    let mut errors = validator.iter_errors(&instance);
     let Some(first) = errors.next() else {
         return Ok(());
     };
@@ -28,7 +34,7 @@ pub fn validate(tool: &ToolDef, args: &Map<String, Value>) -> Result<(), CallErr
             let name = unexpected.first().map(String::as_str).unwrap_or_default();
             let known = if base.is_empty() {
                 let names: Vec<&str> = tool
-                    .input_schema
+                    .input_schema()
                     .get("properties")
                     .and_then(Value::as_object)
                     .map(|p| p.keys().map(String::as_str).collect())

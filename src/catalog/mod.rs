@@ -18,7 +18,7 @@ pub mod toolsets;
 pub mod wildcard;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub use operation::{
     BodyEncoding, CollectionFormat, Location, Method, Operation, Paging, Param, PathTemplate, Piece,
@@ -108,19 +108,19 @@ pub struct Catalog {
     /// The built-in tools that are not spec operations: discovery, raw request, attachment
     /// download.
     builtins: Vec<Arc<ToolDef>>,
-    /// Word search over `tools` (the discovery search tool).
-    index: search::Index,
+    /// Word search over `tools` (the discovery search tool), built at the first search.
+    index: OnceLock<search::Index>,
 }
 
 impl Catalog {
     /// Build the catalog from spec bytes. `version` is the forge's version when known;
     /// otherwise the spec's own `info.version` is assumed.
     pub fn build(
-        spec_bytes: &[u8],
+        spec_bytes: &'static [u8],
         flavor: Flavor,
         version: Option<Version>,
     ) -> Result<Catalog, CatalogError> {
-        let spec = spec::Spec::parse(spec_bytes)?;
+        let spec = Arc::new(spec::Spec::parse(spec_bytes)?);
         let version = version
             .or_else(|| Version::parse(&spec.info_version))
             .unwrap_or(Version { text: spec.info_version.clone(), numbers: (0, 0, 0) });
@@ -128,9 +128,9 @@ impl Catalog {
         let fixes = fixes::for_flavor(flavor);
         let mut tools = Vec::with_capacity(spec.operations.len());
         let mut by_name = HashMap::with_capacity(spec.operations.len());
-        for raw in &spec.operations {
+        for (index, raw) in spec.operations.iter().enumerate() {
             let op = operation::Operation::from_spec(raw, &spec, flavor, &version, &wildcards, &fixes)?;
-            let tool = ToolDef::new(op, raw, &spec, flavor)?;
+            let tool = ToolDef::new(op, &spec, index, flavor);
             if by_name.insert(tool.name().to_owned(), tools.len()).is_some() {
                 return Err(CatalogError::Operation {
                     op: tool.name().to_owned(),
@@ -144,8 +144,14 @@ impl Catalog {
             .chain([raw_tool::definition(flavor), attachment_tool::definition(flavor)])
             .map(Arc::new)
             .collect();
-        let index = search::Index::build(tools.iter().map(|t| t.as_ref()));
-        Ok(Catalog { flavor, version, spec_version: spec.info_version, tools, by_name, builtins, index })
+        let spec_version = spec.info_version.clone();
+        Ok(Catalog { flavor, version, spec_version, tools, by_name, builtins, index: OnceLock::new() })
+    }
+
+    /// Every tool whose input schema does not compile, with the reason (`doctor` reports
+    /// them; a call to one is refused with the reason).
+    pub fn uncompilable(&self) -> Vec<(&str, String)> {
+        self.all_tools().filter_map(|t| t.validator().err().map(|e| (t.name(), e.to_owned()))).collect()
     }
 
     /// Offer the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see `identity::sudo`) on
@@ -203,6 +209,7 @@ impl Catalog {
         allowed: impl Fn(&ToolDef) -> bool,
     ) -> Vec<&Arc<ToolDef>> {
         self.index
+            .get_or_init(|| search::Index::build(self.tools.iter().map(|t| t.as_ref())))
             .search(query, limit, |i| allowed(&self.tools[i]))
             .into_iter()
             .map(|h| &self.tools[h.position])
@@ -258,6 +265,31 @@ mod tests {
     }
 
     #[test]
+    fn every_embedded_tool_has_a_validator_and_nothing_is_built_before_it_is_needed() {
+        for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+            let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
+            assert!(c.all_tools().all(|t| !t.is_built()), "{flavor:?}: schemas wait for their first use");
+            assert!(c.index.get().is_none());
+            assert_eq!(c.uncompilable(), Vec::<(&str, String)>::new(), "{flavor:?}");
+            assert!(c.all_tools().all(|t| t.is_built()));
+        }
+    }
+
+    #[test]
+    fn a_schema_the_validator_refuses_is_reported_and_refuses_its_calls() {
+        let spec = br#"{"swagger":"2.0","info":{"version":"1"},"paths":{
+            "/a":{"get":{"operationId":"badPattern","parameters":[{"name":"q","in":"query","type":"string","pattern":"(unclosed"}],"responses":{"200":{"description":"ok"}}}},
+            "/b":{"get":{"operationId":"fine","responses":{"200":{"description":"ok"}}}}}}"#;
+        let c = Catalog::build(spec, Flavor::Gitea, None).unwrap();
+        let bad = c.uncompilable();
+        assert_eq!(bad.iter().map(|(n, _)| *n).collect::<Vec<_>>(), ["badPattern"]);
+        assert!(bad[0].1.contains("does not compile"), "{}", bad[0].1);
+        let e =
+            crate::args::validate::validate(c.get("badPattern").unwrap(), &Default::default()).unwrap_err();
+        assert!(e.to_string().contains("cannot be checked"), "{e}");
+    }
+
+    #[test]
     fn sudo_is_offered_on_operations_the_raw_and_the_call_tool_and_no_operation_has_its_own() {
         for flavor in [Flavor::Gitea, Flavor::Forgejo] {
             let mut c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
@@ -269,7 +301,7 @@ mod tests {
                 ["gitea_search_operations", "gitea_get_operation_schema", "gitea_download_attachment"]
             );
             for t in c.all_tools().filter(|t| t.offers_sudo) {
-                for schema in [&t.input_schema, &t.listed_schema] {
+                for schema in [t.input_schema(), t.listed_schema()] {
                     assert_eq!(schema["properties"]["sudo"]["type"], "string", "{}", t.name);
                     let required = schema.get("required").and_then(|r| r.as_array());
                     assert!(!required.is_some_and(|r| r.iter().any(|n| n == "sudo")), "{}", t.name);
@@ -288,11 +320,11 @@ mod tests {
         assert_eq!(c.offer_sudo(), ["withSudo"]);
         let own = c.get("withSudo").unwrap();
         assert!(!own.offers_sudo);
-        assert_eq!(own.input_schema["properties"]["sudo"]["type"], "integer");
+        assert_eq!(own.input_schema()["properties"]["sudo"]["type"], "integer");
         // `?sudo=` is the forges' impersonation: the judged argument replaces it.
         let query = c.get("querySudo").unwrap();
         assert!(query.offers_sudo);
-        assert_eq!(query.input_schema["properties"]["sudo"]["type"], "string");
+        assert_eq!(query.input_schema()["properties"]["sudo"]["type"], "string");
         assert!(c.get("plain").unwrap().offers_sudo);
     }
 

@@ -1,7 +1,7 @@
 //! One spec operation turned into a tool definition: name, description, input schema,
 //! annotations, a compiled validator, and what the executor needs to build the request.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 
@@ -299,12 +299,7 @@ impl Operation {
             // to say so: without it the forge can only answer 422.
             let required = location == Location::Path
                 || p.get("required").and_then(Value::as_bool).unwrap_or(false)
-                || (location == Location::Body
-                    && p.get("schema")
-                        .map(|s| spec.definition(s))
-                        .and_then(|s| s.get("required"))
-                        .and_then(Value::as_array)
-                        .is_some_and(|r| !r.is_empty()));
+                || (location == Location::Body && p.get("schema").is_some_and(|s| spec.has_required(s)));
             let collection = (p.get("type").and_then(Value::as_str) == Some("array"))
                 .then(|| CollectionFormat::parse(p.get("collectionFormat").and_then(Value::as_str)));
             let wildcard = location == Location::Path
@@ -413,7 +408,9 @@ pub enum Target {
     CallOperation,
 }
 
-/// A tool as offered to clients, with its compiled validator.
+/// A tool as offered to clients. Its schemas and validator are built on first use: a
+/// server start reads every operation but builds only what `tools/list` shows, and compiles a
+/// validator only for a tool that is called.
 #[derive(Debug)]
 pub struct ToolDef {
     pub name: String,
@@ -422,14 +419,7 @@ pub struct ToolDef {
     pub description: String,
     /// Everything the spec says about the operation (the discovery schema tool shows it).
     pub details: String,
-    /// The schema arguments are validated against (the discovery schema tool shows it).
-    pub input_schema: Arc<Map<String, Value>>,
-    /// The same schema with descriptions cut to their first sentence, for `tools/list`.
-    pub listed_schema: Arc<Map<String, Value>>,
-    /// The body's field names regardless of letter case (`None`: nothing to rename).
-    pub(crate) body_fields: Option<super::fields::Shape>,
     pub annotations: Annotations,
-    pub validator: jsonschema::Validator,
     pub target: Target,
     /// The area toolset of a spec operation (`toolsets::AREAS`); empty for built-in tools.
     pub toolset: &'static str,
@@ -438,38 +428,50 @@ pub struct ToolDef {
     /// Whether the tool takes the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see
     /// `identity::sudo`); it is then in both schemas, and taken out before validation.
     pub offers_sudo: bool,
+    /// Where the schemas come from.
+    source: Source,
+    schemas: OnceLock<Schemas>,
+    validator: OnceLock<Result<jsonschema::Validator, String>>,
+}
+
+/// What a tool's schemas are built from.
+#[derive(Debug)]
+enum Source {
+    /// The spec and the operation's place in it.
+    Spec(Arc<Spec>, usize),
+    /// A built-in tool's own schema, already lean.
+    Given(Arc<Map<String, Value>>),
+}
+
+#[derive(Debug)]
+struct Schemas {
+    /// The schema arguments are validated against (the discovery schema tool shows it).
+    input: Arc<Map<String, Value>>,
+    /// The same schema with descriptions cut to their first sentence, for `tools/list`.
+    listed: Arc<Map<String, Value>>,
+    /// The body's field names regardless of letter case (`None`: nothing to rename).
+    body_fields: Option<super::fields::Shape>,
 }
 
 impl ToolDef {
-    /// The tool of a spec operation.
-    pub fn new(
-        op: Operation,
-        raw: &RawOperation,
-        spec: &Spec,
-        flavor: Flavor,
-    ) -> Result<ToolDef, CatalogError> {
-        let input_schema = schema::input_schema(raw, &op, spec);
-        let validator = schema::compile(&input_schema)
-            .map_err(|msg| CatalogError::Operation { op: op.id.clone(), msg })?;
+    /// The tool of the operation `spec.operations[index]`.
+    pub fn new(op: Operation, spec: &Arc<Spec>, index: usize, flavor: Flavor) -> ToolDef {
+        let raw = &spec.operations[index];
         let meaning = super::meanings::summary_for(flavor, &op.id);
-        Ok(ToolDef {
+        ToolDef {
             name: op.id.clone(),
             title: title_of(&op, meaning),
             description: describe(raw, &op, meaning, flavor),
             details: raw.description.trim().to_owned(),
-            listed_schema: Arc::new(schema::lean(&input_schema)),
-            body_fields: input_schema
-                .get("properties")
-                .and_then(|p| p.get("body"))
-                .and_then(super::fields::Shape::of),
-            input_schema: Arc::new(input_schema),
             annotations: Annotations::for_method(op.method),
-            validator,
             toolset: super::toolsets::area_of(&op.path),
             core: super::toolsets::is_core(&op.id),
             offers_sudo: false,
             target: Target::Operation(op),
-        })
+            source: Source::Spec(spec.clone(), index),
+            schemas: OnceLock::new(),
+            validator: OnceLock::new(),
+        }
     }
 
     /// A built-in tool (not a spec operation): its schema is already lean.
@@ -482,49 +484,78 @@ impl ToolDef {
         target: Target,
     ) -> ToolDef {
         let Value::Object(schema) = schema else { panic!("{name}: a tool schema is an object") };
-        let validator = schema::compile(&schema).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let schema = Arc::new(schema);
         ToolDef {
             name: name.to_owned(),
             title: title.to_owned(),
             details: String::new(),
             description,
-            listed_schema: schema.clone(),
-            body_fields: None,
-            input_schema: schema,
             annotations,
-            validator,
             target,
             toolset: "",
             core: false,
             offers_sudo: false,
+            source: Source::Given(Arc::new(schema)),
+            schemas: OnceLock::new(),
+            validator: OnceLock::new(),
         }
     }
 
-    /// Add the optional `sudo` argument to both schemas. The validator stays as it is: the
-    /// argument is taken out of the arguments before they are validated.
-    pub(crate) fn offer_sudo(&mut self) {
-        const FULL: &str = "Act as this user (a login) for this call only: sent to the forge as the Sudo header, never as a parameter. Allowed when the caller is a site administrator and SUDO_ALLOWED_USERS lists the login; otherwise the call is refused before anything is sent.";
-        const LEAN: &str =
-            "Act as this user (a login): needs a site administrator and a login SUDO_ALLOWED_USERS lists.";
-        for (schema, text) in
-            [(Arc::make_mut(&mut self.input_schema), FULL), (Arc::make_mut(&mut self.listed_schema), LEAN)]
-        {
-            let property = serde_json::json!({
-                "type": "string",
-                "minLength": 1,
-                "maxLength": crate::call::MAX_LOGIN_CHARS,
-                "pattern": "^[A-Za-z0-9_.-]+$",
-                "description": text,
-            });
-            if let Some(Value::Object(props)) = schema.get_mut("properties") {
-                props.insert(crate::identity::sudo::ARGUMENT.to_owned(), property);
-            } else {
-                let mut props = Map::new();
-                props.insert(crate::identity::sudo::ARGUMENT.to_owned(), property);
-                schema.insert("properties".into(), Value::Object(props));
+    fn schemas(&self) -> &Schemas {
+        self.schemas.get_or_init(|| {
+            let (mut input, mut listed) = match &self.source {
+                Source::Spec(spec, index) => {
+                    let Target::Operation(op) = &self.target else {
+                        unreachable!("a spec tool runs an operation")
+                    };
+                    let input = schema::input_schema(&spec.operations[*index], op, spec);
+                    let listed = schema::lean(&input);
+                    (Arc::new(input), Arc::new(listed))
+                }
+                Source::Given(schema) => (schema.clone(), schema.clone()),
+            };
+            if self.offers_sudo {
+                offer_sudo_in(Arc::make_mut(&mut input), SUDO_FULL);
+                offer_sudo_in(Arc::make_mut(&mut listed), SUDO_LEAN);
             }
-        }
+            let body_fields =
+                input.get("properties").and_then(|p| p.get("body")).and_then(super::fields::Shape::of);
+            Schemas { input, listed, body_fields }
+        })
+    }
+
+    /// Whether the schemas have been built (tests of what a start builds).
+    #[cfg(test)]
+    pub(crate) fn is_built(&self) -> bool {
+        self.schemas.get().is_some() && self.validator.get().is_some()
+    }
+
+    /// The schema arguments are validated against (the discovery schema tool shows it).
+    pub fn input_schema(&self) -> &Arc<Map<String, Value>> {
+        &self.schemas().input
+    }
+
+    /// The same schema with descriptions cut to their first sentence, for `tools/list`.
+    pub fn listed_schema(&self) -> &Arc<Map<String, Value>> {
+        &self.schemas().listed
+    }
+
+    /// The body's field names regardless of letter case (`None`: nothing to rename).
+    pub(crate) fn body_fields(&self) -> Option<&super::fields::Shape> {
+        self.schemas().body_fields.as_ref()
+    }
+
+    /// The compiled input schema, or why it does not compile (a spec given with `--spec`
+    /// may hold a schema the validator refuses; the embedded ones all compile).
+    pub fn validator(&self) -> Result<&jsonschema::Validator, &str> {
+        self.validator.get_or_init(|| schema::compile(self.input_schema())).as_ref().map_err(String::as_str)
+    }
+
+    /// Offer the optional `sudo` argument in both schemas. Done while the catalog is built,
+    /// before any schema is: the argument is taken out of the arguments before they are
+    /// validated, so the validator need not know it.
+    pub(crate) fn offer_sudo(&mut self) {
+        debug_assert!(self.schemas.get().is_none(), "sudo is offered before the schemas are built");
+        self.schemas = OnceLock::new();
         self.offers_sudo = true;
     }
 
@@ -538,6 +569,28 @@ impl ToolDef {
             Target::Operation(op) => Some(op),
             _ => None,
         }
+    }
+}
+
+const SUDO_FULL: &str = "Act as this user (a login) for this call only: sent to the forge as the Sudo header, never as a parameter. Allowed when the caller is a site administrator and SUDO_ALLOWED_USERS lists the login; otherwise the call is refused before anything is sent.";
+const SUDO_LEAN: &str =
+    "Act as this user (a login): needs a site administrator and a login SUDO_ALLOWED_USERS lists.";
+
+/// Add the `sudo` property, described by `text`, to a schema.
+fn offer_sudo_in(schema: &mut Map<String, Value>, text: &str) {
+    let property = serde_json::json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": crate::call::MAX_LOGIN_CHARS,
+        "pattern": "^[A-Za-z0-9_.-]+$",
+        "description": text,
+    });
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        props.insert(crate::identity::sudo::ARGUMENT.to_owned(), property);
+    } else {
+        let mut props = Map::new();
+        props.insert(crate::identity::sudo::ARGUMENT.to_owned(), property);
+        schema.insert("properties".into(), Value::Object(props));
     }
 }
 

@@ -150,16 +150,15 @@ fn clean(schema: &Value, spec: &Spec, stack: &mut Vec<String>) -> Value {
     let Value::Object(src) = schema else {
         return schema.clone();
     };
-    if let Some(name) = src.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/definitions/"))
-    {
+    if let Some(name) = super::spec::definition_name(schema) {
         if stack.iter().any(|s| s == name) {
             return json!({"type": "object", "description": format!("A {name} (recursive; any object is accepted).")});
         }
-        let Some(target) = spec.definitions.get(name) else {
+        let Some(target) = spec.definition(schema) else {
             return json!({});
         };
         stack.push(name.to_owned());
-        let mut inlined = clean(target, spec, stack);
+        let mut inlined = clean(&target, spec, stack);
         stack.pop();
         if let (Some(d), Value::Object(m)) = (src.get("description"), &mut inlined) {
             m.entry("description").or_insert_with(|| d.clone());
@@ -331,7 +330,7 @@ mod tests {
             let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
             for t in c.all_tools() {
                 let mut keys = Vec::new();
-                let schema = Value::Object((*t.input_schema).clone());
+                let schema = Value::Object((**t.input_schema()).clone());
                 walk(&schema, &mut keys);
                 for (k, _) in keys {
                     // Property names can be anything; the keywords we check never name properties
@@ -349,7 +348,7 @@ mod tests {
     #[test]
     fn create_issue_schema_has_path_params_and_an_inlined_body() {
         let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
-        let s = &c.get("issueCreateIssue").unwrap().input_schema;
+        let s = &c.get("issueCreateIssue").unwrap().input_schema();
         assert_eq!(s["required"], serde_json::json!(["owner", "repo", "body"]));
         assert_eq!(s["additionalProperties"], false);
         assert_eq!(s["properties"]["owner"]["type"], "string");
@@ -360,9 +359,9 @@ mod tests {
     #[test]
     fn upload_field_is_a_base64_object_and_wildcards_say_so() {
         let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
-        let s = &c.get("issueCreateIssueAttachment").unwrap().input_schema;
+        let s = &c.get("issueCreateIssueAttachment").unwrap().input_schema();
         assert_eq!(s["properties"]["attachment"]["required"], serde_json::json!(["content_base64"]));
-        let f = &c.get("repoGetContents").unwrap().input_schema;
+        let f = &c.get("repoGetContents").unwrap().input_schema();
         assert!(f["properties"]["filepath"]["description"].as_str().unwrap().contains("May contain '/'"));
     }
 }

@@ -3,7 +3,18 @@
 //! No maintained crate parses Swagger 2.0, and we need little of it: operations with their
 //! parameters, `consumes`, `produces`, success responses, and the `definitions` / `responses` that
 //! `$ref`s point into. Schemas stay `serde_json::Value` because they become input schemas.
+//!
+//! Read for a fast start with little memory: the document is checked and scanned once,
+//! borrowing from its bytes (which live as long as the process); each operation is read into
+//! a small struct, and a definition is parsed only when an input schema follows a `$ref` to it
+//! — most definitions describe answers, which no input schema needs.
 
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::CatalogError;
@@ -33,84 +44,149 @@ pub struct Spec {
     pub consumes: Vec<String>,
     pub produces: Vec<String>,
     pub operations: Vec<RawOperation>,
-    pub definitions: Map<String, Value>,
+    /// Each definition's text, parsed when a reference is followed.
+    definitions: HashMap<String, &'static RawValue>,
     pub responses: Map<String, Value>,
 }
 
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 
+/// An object's members in document order, each value left unparsed.
+struct Entries(Vec<(String, &'static RawValue)>);
+
+impl<'de: 'static> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Entries, D::Error> {
+        struct Members;
+        impl<'de: 'static> Visitor<'de> for Members {
+            type Value = Entries;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<Entries, M::Error> {
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0));
+                while let Some(entry) = m.next_entry::<String, &'static RawValue>()? {
+                    out.push(entry);
+                }
+                Ok(Entries(out))
+            }
+        }
+        d.deserialize_map(Members)
+    }
+}
+
+impl Entries {
+    /// The members of an object, or `None` when `raw` is not one.
+    fn of(raw: &'static RawValue) -> Option<Entries> {
+        serde_json::from_str(raw.get()).ok()
+    }
+}
+
+/// The members of an operation the generator reads; the rest is skipped unparsed.
+#[derive(Deserialize)]
+struct OperationDoc {
+    #[serde(rename = "operationId", default)]
+    id: Option<String>,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    parameters: Vec<Value>,
+    #[serde(default)]
+    consumes: Vec<String>,
+    #[serde(default)]
+    produces: Vec<String>,
+    #[serde(default)]
+    responses: Map<String, Value>,
+    #[serde(default)]
+    deprecated: bool,
+}
+
+/// Only whether a definition lists required members.
+#[derive(Deserialize)]
+struct RequiredOnly {
+    #[serde(default)]
+    required: Vec<serde::de::IgnoredAny>,
+}
+
 impl Spec {
-    /// Parse and check the shape of a Swagger 2.0 document.
-    pub fn parse(bytes: &[u8]) -> Result<Spec, CatalogError> {
-        let doc: Value = serde_json::from_slice(bytes).map_err(|e| CatalogError::Json(e.to_string()))?;
-        let Value::Object(mut doc) = doc else {
-            return Err(CatalogError::Shape("the document is not a JSON object".into()));
-        };
-        if doc.get("swagger").and_then(Value::as_str) != Some("2.0") {
+    /// Parse and check the shape of a Swagger 2.0 document. The bytes are borrowed for as
+    /// long as the spec lives: embedded specs are static, a spec file is read once.
+    pub fn parse(bytes: &'static [u8]) -> Result<Spec, CatalogError> {
+        let top: Entries = serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => {
+                CatalogError::Shape("the document is not a JSON object".into())
+            }
+            _ => CatalogError::Json(e.to_string()),
+        })?;
+        let member = |key: &str| top.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+        let value = |key: &str| member(key).and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+        if value("swagger").as_ref().and_then(Value::as_str) != Some("2.0") {
             return Err(CatalogError::Shape("`swagger` must be \"2.0\"".into()));
         }
-        let info_version =
-            doc.get("info").and_then(|i| i.get("version")).and_then(Value::as_str).unwrap_or("").to_owned();
-        let consumes = strings(doc.get("consumes"));
-        let produces = strings(doc.get("produces"));
-        let take_map = |doc: &mut Map<String, Value>, key: &str| match doc.remove(key) {
+        let info_version = value("info")
+            .as_ref()
+            .and_then(|i| i.get("version"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let consumes = strings(value("consumes").as_ref());
+        let produces = strings(value("produces").as_ref());
+        let definitions = member("definitions").and_then(Entries::of).map(|e| e.0.into_iter().collect());
+        let responses = match value("responses") {
             Some(Value::Object(m)) => m,
             _ => Map::new(),
         };
-        let definitions = take_map(&mut doc, "definitions");
-        let responses = take_map(&mut doc, "responses");
-        let Some(Value::Object(paths)) = doc.remove("paths") else {
-            return Err(CatalogError::Shape("`paths` is missing".into()));
-        };
+        let paths = member("paths")
+            .and_then(Entries::of)
+            .ok_or_else(|| CatalogError::Shape("`paths` is missing".into()))?;
         let mut operations = Vec::new();
-        for (path, item) in paths {
-            let Value::Object(item) = item else { continue };
-            for (method, op) in item {
+        for (path, item) in paths.0 {
+            let Some(item) = Entries::of(item) else { continue };
+            for (method, op) in item.0 {
                 if !METHODS.contains(&method.as_str()) {
                     continue;
                 }
-                let Value::Object(mut op) = op else { continue };
-                let id = op
-                    .get("operationId")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .ok_or_else(|| CatalogError::Operation {
-                        op: format!("{} {path}", method.to_uppercase()),
-                        msg: "has no operationId".into(),
-                    })?
-                    .to_owned();
-                let text = |op: &Map<String, Value>, k: &str| {
-                    op.get(k).and_then(Value::as_str).unwrap_or("").trim().to_owned()
-                };
-                let parameters = match op.remove("parameters") {
-                    Some(Value::Array(ps)) => ps
+                let name = || format!("{} {path}", method.to_uppercase());
+                let doc: OperationDoc = serde_json::from_str(op.get())
+                    .map_err(|e| CatalogError::Operation { op: name(), msg: e.to_string() })?;
+                let id = doc.id.filter(|s| !s.is_empty()).ok_or_else(|| CatalogError::Operation {
+                    op: name(),
+                    msg: "has no operationId".into(),
+                })?;
+                let text = |t: Option<String>| t.map(|t| t.trim().to_owned()).unwrap_or_default();
+                operations.push(RawOperation {
+                    summary: text(doc.summary),
+                    description: text(doc.description),
+                    tags: doc.tags,
+                    consumes: doc.consumes,
+                    produces: doc.produces,
+                    responses: doc.responses,
+                    deprecated: doc.deprecated,
+                    parameters: doc
+                        .parameters
                         .into_iter()
                         .filter_map(|p| match p {
                             Value::Object(m) => Some(m),
                             _ => None,
                         })
                         .collect(),
-                    _ => Vec::new(),
-                };
-                operations.push(RawOperation {
-                    summary: text(&op, "summary"),
-                    description: text(&op, "description"),
-                    tags: strings(op.get("tags")),
-                    consumes: strings(op.get("consumes")),
-                    produces: strings(op.get("produces")),
-                    responses: match op.remove("responses") {
-                        Some(Value::Object(m)) => m,
-                        _ => Map::new(),
-                    },
-                    deprecated: op.get("deprecated").and_then(Value::as_bool).unwrap_or(false),
-                    parameters,
                     id,
                     method: method.to_uppercase(),
                     path: path.clone(),
                 });
             }
         }
-        Ok(Spec { info_version, consumes, produces, operations, definitions, responses })
+        Ok(Spec {
+            info_version,
+            consumes,
+            produces,
+            operations,
+            definitions: definitions.unwrap_or_default(),
+            responses,
+        })
     }
 
     /// Follow a `#/responses/X` reference (one level, as the specs use them).
@@ -121,13 +197,42 @@ impl Spec {
         }
     }
 
-    /// Follow a `#/definitions/X` reference, if `schema` is one.
-    pub fn definition<'a>(&'a self, schema: &'a Value) -> &'a Value {
-        match schema.get("$ref").and_then(Value::as_str).and_then(|s| s.strip_prefix("#/definitions/")) {
-            Some(name) => self.definitions.get(name).unwrap_or(schema),
-            None => schema,
+    /// The definition a `#/definitions/X` reference names, parsed (`None`: not a reference to
+    /// a definition the spec has, or one that is not JSON this parser takes).
+    pub fn definition(&self, schema: &Value) -> Option<Value> {
+        let raw = self.definitions.get(definition_name(schema)?)?;
+        serde_json::from_str(raw.get()).ok()
+    }
+
+    /// Whether `schema` (or the definition it refers to) lists required members, read
+    /// without building the definition.
+    pub fn has_required(&self, schema: &Value) -> bool {
+        match definition_name(schema) {
+            Some(name) => self
+                .definitions
+                .get(name)
+                .and_then(|raw| serde_json::from_str::<RequiredOnly>(raw.get()).ok())
+                .is_some_and(|r| !r.required.is_empty()),
+            None => schema.get("required").and_then(Value::as_array).is_some_and(|r| !r.is_empty()),
         }
     }
+}
+
+/// The spec to read: the file at `path`, else the one embedded for `flavor`. A file is read
+/// once and kept for the life of the process, since the catalog borrows from it.
+pub fn bytes(
+    path: Option<&std::path::Path>,
+    flavor: super::Flavor,
+) -> Result<&'static [u8], std::io::ErrorKind> {
+    match path {
+        Some(p) => std::fs::read(p).map(|b| &*b.leak()).map_err(|e| e.kind()),
+        None => Ok(flavor.embedded_spec()),
+    }
+}
+
+/// The name in a `#/definitions/X` reference.
+pub fn definition_name(schema: &Value) -> Option<&str> {
+    schema.get("$ref").and_then(Value::as_str).and_then(|s| s.strip_prefix("#/definitions/"))
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {

@@ -1,7 +1,7 @@
 //! rmcp `ServerHandler` over the catalog: list tools, call one through `call::run`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -14,7 +14,6 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::audit::{self, Origin, Trace};
 use crate::call;
-use crate::catalog::ToolDef;
 use crate::config::TransportChoice;
 use crate::error::{CallError, ErrorKind, Outcome};
 use crate::guard::{Guarded, GuardedError};
@@ -29,31 +28,33 @@ use crate::transport::layers::Deadline;
 #[derive(Clone)]
 pub struct McpHandler {
     server: Arc<Server>,
-    /// Every tool with its definition, built once.
-    all: Arc<Vec<(Arc<ToolDef>, Tool)>>,
-    /// What `tools/list` shows a request that narrows nothing (stdio, most HTTP requests).
-    tools: Arc<Vec<Tool>>,
+    /// What `tools/list` shows a request that narrows nothing (stdio, most HTTP requests),
+    /// built at the first such list: its schemas are built then, not at start.
+    tools: Arc<OnceLock<Vec<Tool>>>,
 }
 
 impl McpHandler {
     pub fn new(server: Arc<Server>) -> McpHandler {
-        let all = super::tool_list::definitions(&server.catalog);
-        let tools =
-            Arc::new(super::tool_list::listed(&server.catalog, &server.policy, &all, &Narrowing::default()));
-        McpHandler { server, all: Arc::new(all), tools }
+        McpHandler { server, tools: Default::default() }
     }
 
     /// The tools a request narrowed so sees.
     fn tools_for(&self, narrowing: &Narrowing) -> Vec<Tool> {
         if !narrowing.narrows_tools() {
-            return self.tools.as_ref().clone();
+            return self.listed().clone();
         }
-        super::tool_list::listed(&self.server.catalog, &self.server.policy, &self.all, narrowing)
+        super::tool_list::listed(&self.server.catalog, &self.server.policy, narrowing)
+    }
+
+    fn listed(&self) -> &Vec<Tool> {
+        self.tools.get_or_init(|| {
+            super::tool_list::listed(&self.server.catalog, &self.server.policy, &Narrowing::default())
+        })
     }
 
     /// The size in bytes of the whole `tools/list` result, as sent.
     pub fn tools_list_bytes(&self) -> usize {
-        serde_json::to_vec(&ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        serde_json::to_vec(&ListToolsResult::with_all_items(self.listed().clone()))
             .map(|v| v.len())
             .unwrap_or(0)
     }
@@ -84,7 +85,7 @@ impl ServerHandler for McpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.all.iter().find(|(t, _)| t.name == name).map(|(_, tool)| tool.clone())
+        self.server.catalog.get(name).map(|t| super::tool_list::to_rmcp(t))
     }
 
     async fn list_resource_templates(

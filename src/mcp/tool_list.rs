@@ -1,6 +1,4 @@
-//! Catalog → rmcp `Tool` definitions, built once per server and filtered per request.
-
-use std::sync::Arc;
+//! Catalog → rmcp `Tool` definitions, filtered per request.
 
 use rmcp::model::{Tool, ToolAnnotations};
 
@@ -18,37 +16,28 @@ pub fn to_rmcp(t: &ToolDef) -> Tool {
     } else {
         ToolAnnotations::from_raw(None, Some(false), Some(a.destructive), Some(a.idempotent), None)
     };
-    let mut tool = Tool::new(t.name.clone(), t.description.clone(), t.listed_schema.clone())
+    let mut tool = Tool::new(t.name.clone(), t.description.clone(), t.listed_schema().clone())
         .with_annotations(annotations);
     tool.title = Some(t.title.clone());
     tool
 }
 
-/// Every tool of the catalog with its definition, in catalog order (discovery first).
-pub fn definitions(catalog: &Catalog) -> Vec<(Arc<ToolDef>, Tool)> {
-    let mut all: Vec<(Arc<ToolDef>, Tool)> = catalog.all_tools().map(|t| (t.clone(), to_rmcp(t))).collect();
-    // Built-in tools first: a client that truncates a long list keeps the way to the rest.
-    all.sort_by_key(|(t, _)| t.operation().is_some());
-    all
-}
-
-/// The tools `tools/list` shows to a request narrowed so. When the call is read-only (the
-/// server's `READ_ONLY` or the request's `X-MCP-Readonly`), the raw tool and
-/// `gitea_call_operation` can only read, and say so: clients may then run them unasked.
-pub fn listed(
-    catalog: &Catalog,
-    policy: &Policy,
-    all: &[(Arc<ToolDef>, Tool)],
-    narrowing: &Narrowing,
-) -> Vec<Tool> {
+/// The tools `tools/list` shows to a request narrowed so, built-in tools first (a client that
+/// truncates a long list keeps the way to the rest), then the operations in spec order. When
+/// the call is read-only (the server's `READ_ONLY` or the request's `X-MCP-Readonly`), the raw
+/// tool and `gitea_call_operation` can only read, and say so: clients may then run them unasked.
+pub fn listed(catalog: &Catalog, policy: &Policy, narrowing: &Narrowing) -> Vec<Tool> {
     let read_only = policy.read_only || narrowing.read_only;
-    all.iter()
-        .filter(|(t, _)| policy.lists(narrowing, catalog, t))
-        .map(|(t, tool)| match t.target {
+    let builtins = catalog.all_tools().filter(|t| t.operation().is_none());
+    let operations = catalog.all_tools().filter(|t| t.operation().is_some());
+    builtins
+        .chain(operations)
+        .filter(|t| policy.lists(narrowing, catalog, t))
+        .map(|t| match t.target {
             Target::Raw | Target::CallOperation if read_only => {
-                tool.clone().with_annotations(ToolAnnotations::from_raw(None, Some(true), None, None, None))
+                to_rmcp(t).with_annotations(ToolAnnotations::from_raw(None, Some(true), None, None, None))
             }
-            _ => tool.clone(),
+            _ => to_rmcp(t),
         })
         .collect()
 }
@@ -57,7 +46,7 @@ pub fn listed(
 /// line per tool with its name and the first line of its description. Needs only the catalog
 /// and the policy, no server: with an explicit flavor it runs without a URL or a token.
 pub fn printout(catalog: &Catalog, policy: &Policy, json: bool) -> String {
-    let tools = listed(catalog, policy, &definitions(catalog), &Narrowing::default());
+    let tools = listed(catalog, policy, &Narrowing::default());
     if json {
         return format!("{}\n", serde_json::to_string_pretty(&tools).expect("tools serialize"));
     }
