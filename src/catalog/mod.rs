@@ -120,17 +120,20 @@ impl Catalog {
         flavor: Flavor,
         version: Option<Version>,
     ) -> Result<Catalog, CatalogError> {
-        let spec = Arc::new(spec::Spec::parse(spec_bytes)?);
+        let mut spec = spec::Spec::parse(spec_bytes)?;
+        // The operations as read are needed only here: the tools keep what they use.
+        let operations = std::mem::take(&mut spec.operations);
+        let spec = Arc::new(spec);
         let version = version
             .or_else(|| Version::parse(&spec.info_version))
             .unwrap_or(Version { text: spec.info_version.clone(), numbers: (0, 0, 0) });
         let wildcards = wildcard::WildcardTable::embedded();
         let fixes = fixes::for_flavor(flavor);
-        let mut tools = Vec::with_capacity(spec.operations.len());
-        let mut by_name = HashMap::with_capacity(spec.operations.len());
-        for (index, raw) in spec.operations.iter().enumerate() {
+        let mut tools = Vec::with_capacity(operations.len());
+        let mut by_name = HashMap::with_capacity(operations.len());
+        for (index, raw) in operations.iter().enumerate() {
             let op = operation::Operation::from_spec(raw, &spec, flavor, &version, &wildcards, &fixes)?;
-            let tool = ToolDef::new(op, &spec, index, flavor);
+            let tool = ToolDef::new(op, raw, &spec, index, flavor);
             if by_name.insert(tool.name().to_owned(), tools.len()).is_some() {
                 return Err(CatalogError::Operation {
                     op: tool.name().to_owned(),

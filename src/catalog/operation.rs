@@ -454,9 +454,8 @@ struct Schemas {
 }
 
 impl ToolDef {
-    /// The tool of the operation `spec.operations[index]`.
-    pub fn new(op: Operation, spec: &Arc<Spec>, index: usize, flavor: Flavor) -> ToolDef {
-        let raw = &spec.operations[index];
+    /// The tool of operation `raw`, the `index`th of `spec`.
+    pub fn new(op: Operation, raw: &RawOperation, spec: &Arc<Spec>, index: usize, flavor: Flavor) -> ToolDef {
         let meaning = super::meanings::summary_for(flavor, &op.id);
         ToolDef {
             name: op.id.clone(),
@@ -507,7 +506,7 @@ impl ToolDef {
                     let Target::Operation(op) = &self.target else {
                         unreachable!("a spec tool runs an operation")
                     };
-                    let input = schema::input_schema(&spec.operations[*index], op, spec);
+                    let input = schema::input_schema(&spec.parameters(*index), op, spec);
                     let listed = schema::lean(&input);
                     (Arc::new(input), Arc::new(listed))
                 }

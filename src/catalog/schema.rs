@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use super::operation::{Location, Operation};
-use super::spec::{RawOperation, Spec};
+use super::spec::Spec;
 
 /// Keywords kept from Swagger schemas. Everything else is noise to a JSON Schema client.
 const KEPT: &[&str] = &[
@@ -32,11 +32,11 @@ const KEPT: &[&str] = &[
     "description",
 ];
 
-/// The input schema of one operation.
-pub fn input_schema(raw: &RawOperation, op: &Operation, spec: &Spec) -> Map<String, Value> {
+/// The input schema of one operation, from its parameters as the spec declares them.
+pub fn input_schema(parameters: &[Map<String, Value>], op: &Operation, spec: &Spec) -> Map<String, Value> {
     let mut properties = Map::new();
     let mut required = Vec::new();
-    for p in &raw.parameters {
+    for p in parameters {
         let name = match p.get("in").and_then(Value::as_str) {
             Some("body") => "body",
             Some("path" | "query" | "formData") => p.get("name").and_then(Value::as_str).unwrap_or(""),

@@ -43,7 +43,11 @@ pub struct Spec {
     /// The media types every operation accepts unless it names its own.
     pub consumes: Vec<String>,
     pub produces: Vec<String>,
+    /// Read while the catalog is built, which then takes them (`Catalog::build`).
     pub operations: Vec<RawOperation>,
+    /// Each operation's text, in the order of `operations`: its parameters are read again
+    /// when its tool's schema is built, rather than kept.
+    texts: Vec<&'static RawValue>,
     /// Each definition's text, parsed when a reference is followed.
     definitions: HashMap<String, &'static RawValue>,
     pub responses: Map<String, Value>,
@@ -104,6 +108,13 @@ struct OperationDoc {
     deprecated: bool,
 }
 
+/// Only an operation's parameters.
+#[derive(Deserialize)]
+struct ParametersOnly {
+    #[serde(default)]
+    parameters: Vec<Value>,
+}
+
 /// Only whether a definition lists required members.
 #[derive(Deserialize)]
 struct RequiredOnly {
@@ -143,6 +154,7 @@ impl Spec {
             .and_then(Entries::of)
             .ok_or_else(|| CatalogError::Shape("`paths` is missing".into()))?;
         let mut operations = Vec::new();
+        let mut texts = Vec::new();
         for (path, item) in paths.0 {
             let Some(item) = Entries::of(item) else { continue };
             for (method, op) in item.0 {
@@ -157,6 +169,7 @@ impl Spec {
                     msg: "has no operationId".into(),
                 })?;
                 let text = |t: Option<String>| t.map(|t| t.trim().to_owned()).unwrap_or_default();
+                texts.push(op);
                 operations.push(RawOperation {
                     summary: text(doc.summary),
                     description: text(doc.description),
@@ -165,14 +178,7 @@ impl Spec {
                     produces: doc.produces,
                     responses: doc.responses,
                     deprecated: doc.deprecated,
-                    parameters: doc
-                        .parameters
-                        .into_iter()
-                        .filter_map(|p| match p {
-                            Value::Object(m) => Some(m),
-                            _ => None,
-                        })
-                        .collect(),
+                    parameters: objects(doc.parameters),
                     id,
                     method: method.to_uppercase(),
                     path: path.clone(),
@@ -184,9 +190,20 @@ impl Spec {
             consumes,
             produces,
             operations,
+            texts,
             definitions: definitions.unwrap_or_default(),
             responses,
         })
+    }
+
+    /// The parameters of operation `index` (its place in `operations` as read), read again
+    /// from the document.
+    pub fn parameters(&self, index: usize) -> Vec<Map<String, Value>> {
+        self.texts
+            .get(index)
+            .and_then(|raw| serde_json::from_str::<ParametersOnly>(raw.get()).ok())
+            .map(|p| objects(p.parameters))
+            .unwrap_or_default()
     }
 
     /// Follow a `#/responses/X` reference (one level, as the specs use them).
@@ -233,6 +250,16 @@ pub fn bytes(
 /// The name in a `#/definitions/X` reference.
 pub fn definition_name(schema: &Value) -> Option<&str> {
     schema.get("$ref").and_then(Value::as_str).and_then(|s| s.strip_prefix("#/definitions/"))
+}
+
+fn objects(values: Vec<Value>) -> Vec<Map<String, Value>> {
+    values
+        .into_iter()
+        .filter_map(|p| match p {
+            Value::Object(m) => Some(m),
+            _ => None,
+        })
+        .collect()
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
