@@ -84,7 +84,11 @@ impl Forge {
         connect_timeout: Duration,
         timeout: Duration,
     ) -> Result<Forge, String> {
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder();
+        // Redirects are not followed, so a forge reached over plain HTTP never needs TLS:
+        // reading and parsing the system's certificate store would only slow the start.
+        let builder = if base.scheme() == "http" { builder.tls_certs_only([]) } else { builder };
+        let client = builder
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(connect_timeout)
             .timeout(timeout)

@@ -7,7 +7,6 @@
 //! come with every request).
 
 use std::io::{self, Write};
-use std::sync::Arc;
 
 use tracing::{Level, Metadata};
 use tracing_subscriber::fmt::MakeWriter;
@@ -47,11 +46,11 @@ pub fn third_party_cap(filter: &str) -> impl Fn(&Metadata<'_>) -> bool + Send + 
 #[derive(Clone)]
 pub struct RedactingStderr {
     redactor: Redactor,
-    masker: Arc<Masker>,
+    masker: &'static Masker,
 }
 
 impl RedactingStderr {
-    pub fn new(redactor: Redactor, masker: Arc<Masker>) -> RedactingStderr {
+    pub fn new(redactor: Redactor, masker: &'static Masker) -> RedactingStderr {
         RedactingStderr { redactor, masker }
     }
 }
@@ -60,7 +59,7 @@ impl RedactingStderr {
 pub struct EventWriter {
     buf: Vec<u8>,
     redactor: Redactor,
-    masker: Arc<Masker>,
+    masker: &'static Masker,
 }
 
 impl Write for EventWriter {
@@ -85,10 +84,6 @@ impl Drop for EventWriter {
 impl<'a> MakeWriter<'a> for RedactingStderr {
     type Writer = EventWriter;
     fn make_writer(&'a self) -> EventWriter {
-        EventWriter {
-            buf: Vec::with_capacity(256),
-            redactor: self.redactor.clone(),
-            masker: self.masker.clone(),
-        }
+        EventWriter { buf: Vec::with_capacity(256), redactor: self.redactor.clone(), masker: self.masker }
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! One case-insensitive literal automaton over the rules' anchors decides which rules can
 //! match a string at all; only those rules' regexes run. Strings without an anchor — almost
-//! all of them — cost one automaton pass.
+//! all of them — cost one automaton pass. A rule's regex is compiled when its anchor is
+//! first seen, so a process that never meets a credential-looking string never compiles one.
 
 use std::collections::BTreeSet;
+use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::{Captures, Regex};
@@ -16,7 +18,7 @@ use super::secrets::is_secret_key;
 /// The compiled rules.
 #[derive(Debug)]
 pub struct Masker {
-    rules: Vec<(Rule, Regex)>,
+    rules: Vec<(Rule, OnceLock<Regex>)>,
     anchors: AhoCorasick,
     /// anchor pattern index → rule index
     anchor_rule: Vec<usize>,
@@ -29,10 +31,15 @@ impl Default for Masker {
 }
 
 impl Masker {
-    /// Compile the table.
+    /// The masker of this process: the rules are a constant table, compiled once.
+    pub fn shared() -> &'static Masker {
+        static SHARED: LazyLock<Masker> = LazyLock::new(Masker::new);
+        &SHARED
+    }
+
+    /// Build the anchors of the table; each rule's regex waits for its first candidate.
     pub fn new() -> Masker {
-        let rules: Vec<(Rule, Regex)> =
-            RULES.iter().map(|r| (*r, Regex::new(r.pattern).expect("rules compile (tested)"))).collect();
+        let rules = RULES.iter().map(|r| (*r, OnceLock::new())).collect();
         let mut anchor_rule = Vec::new();
         let mut anchors = Vec::new();
         for (i, r) in RULES.iter().enumerate() {
@@ -47,6 +54,12 @@ impl Masker {
             .build(&anchors)
             .expect("anchors build");
         Masker { rules, anchors, anchor_rule }
+    }
+
+    /// Rule `i` and its regex, compiled at its first use.
+    fn rule(&self, i: usize) -> (&Rule, &Regex) {
+        let (rule, re) = &self.rules[i];
+        (rule, re.get_or_init(|| Regex::new(rule.pattern).expect("rules compile (tested)")))
     }
 
     /// The rules whose anchors occur in `s`, in table order.
@@ -71,7 +84,7 @@ impl Masker {
         }
         let mut out: Option<String> = None;
         for i in candidates {
-            let (rule, re) = &self.rules[i];
+            let (rule, re) = self.rule(i);
             let cur = out.as_deref().unwrap_or(s);
             if !re.is_match(cur) {
                 continue;
@@ -85,7 +98,7 @@ impl Masker {
     /// The kinds of secret found in `s`.
     pub fn kinds_in(&self, s: &str, found: &mut BTreeSet<&'static str>) {
         for i in self.candidates(s) {
-            let (rule, re) = &self.rules[i];
+            let (rule, re) = self.rule(i);
             if re.is_match(s) {
                 found.insert(rule.name);
             }

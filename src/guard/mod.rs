@@ -125,13 +125,13 @@ pub fn configured_secrets(settings: &Settings) -> Vec<String> {
 pub struct Guard {
     redactor: Redactor,
     mode: DetectionMode,
-    masker: Arc<Masker>,
+    masker: &'static Masker,
     bounds: Bounds,
     hygiene: ContentHygiene,
     /// One case-insensitive pass over a result's text that finds everything the walks
     /// below could act on: the configured secrets (also as JSON escapes them), the rules'
     /// anchors and the secret field names. No hit — the common case — means no walk.
-    scan: Option<Arc<AhoCorasick>>,
+    scan: Arc<LazyScan>,
     /// What the guard did, for `/metrics`.
     actions: Arc<GuardActions>,
 }
@@ -156,6 +156,19 @@ fn scan_patterns(secrets: &[String], mode: DetectionMode) -> Vec<String> {
     out
 }
 
+/// The scanner of a guard, built at the first result it reads (not at start).
+#[derive(Debug)]
+struct LazyScan {
+    patterns: Vec<String>,
+    built: std::sync::OnceLock<Option<Arc<AhoCorasick>>>,
+}
+
+impl LazyScan {
+    fn get(&self) -> Option<&AhoCorasick> {
+        self.built.get_or_init(|| scanner(&self.patterns, redact::automaton_kind(&self.patterns))).as_deref()
+    }
+}
+
 /// A case-insensitive scanner for `patterns`, of `kind` (see `redact.rs` for which).
 fn scanner(patterns: &[String], kind: AhoCorasickKind) -> Option<Arc<AhoCorasick>> {
     (!patterns.is_empty()).then(|| {
@@ -171,12 +184,11 @@ fn scanner(patterns: &[String], kind: AhoCorasickKind) -> Option<Arc<AhoCorasick
 
 impl Guard {
     pub fn new(secrets: Vec<String>, mode: DetectionMode, bounds: Bounds) -> Guard {
-        let patterns = scan_patterns(&secrets, mode);
-        let scan = scanner(&patterns, redact::automaton_kind(&patterns));
+        let scan = Arc::new(LazyScan { patterns: scan_patterns(&secrets, mode), built: Default::default() });
         Guard {
             redactor: Redactor::new(secrets),
             mode,
-            masker: Arc::new(Masker::new()),
+            masker: Masker::shared(),
             bounds,
             hygiene: ContentHygiene::Mark,
             scan,
@@ -213,8 +225,8 @@ impl Guard {
         &self.redactor
     }
 
-    pub fn masker(&self) -> &Arc<Masker> {
-        &self.masker
+    pub fn masker(&self) -> &'static Masker {
+        self.masker
     }
 
     /// The guard of one call: the configured secrets plus this call's own.
@@ -235,7 +247,7 @@ impl Guard {
 
     /// The masker when pattern masking is on.
     fn masking(&self) -> Option<&Masker> {
-        (self.mode != DetectionMode::Off).then_some(&*self.masker)
+        (self.mode != DetectionMode::Off).then_some(self.masker)
     }
 
     /// Mask a string in place when masking is on; whether it changed.
@@ -497,7 +509,7 @@ impl CallGuard {
     /// may begin an escape that spells one. The backslash is looked for on its own, with a
     /// vectorised search: as a pattern of the scanners it made every scan twice as slow.
     fn hit(&self, t: &str) -> bool {
-        self.guard.scan.as_ref().is_some_and(|a| a.is_match(t))
+        self.guard.scan.get().is_some_and(|a| a.is_match(t))
             || self.extra_scan.as_ref().is_some_and(|a| a.is_match(t))
             || (!self.redactor.secrets().is_empty() && memchr::memmem::find(t.as_bytes(), br"\\").is_some())
     }
@@ -869,10 +881,10 @@ mod tests {
     fn scanners_from_long_secrets_and_of_one_call_are_nfas() {
         let long = "A".repeat(1 << 20);
         let g = Guard::new(vec![long.clone()], DetectionMode::Mask, Bounds { max_items: 1, max_chars: 2000 });
-        assert_eq!(g.scan.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
+        assert_eq!(g.scan.get().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
         let short =
             Guard::new(vec!["tok".into()], DetectionMode::Mask, Bounds { max_items: 1, max_chars: 2000 });
-        assert_eq!(short.scan.as_ref().unwrap().kind(), AhoCorasickKind::DFA);
+        assert_eq!(short.scan.get().unwrap().kind(), AhoCorasickKind::DFA);
         let c = g.for_call(vec!["C".repeat(1 << 16)]);
         assert_eq!(c.extra_scan.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
     }
@@ -884,7 +896,7 @@ mod tests {
         let text = s.to_text();
         let from = text.find(",\"data\":").unwrap();
         assert!(text[..from].contains("\"mode\":\"token\""));
-        assert!(!g.guard.scan.as_ref().unwrap().is_match(&text[from..]));
+        assert!(!g.guard.scan.get().unwrap().is_match(&text[from..]));
     }
 
     #[test]
