@@ -37,7 +37,16 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     init_logging(&log_level, &settings);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    // One person's stdio session (and every one-shot command) is served on this thread: its
+    // messages come one at a time, and handing each to a pool of workers would only add
+    // wake-ups. The HTTP transports serve many clients at once, on a worker per core.
+    let serves_many = matches!(command, Command::Serve) && settings.transport != TransportChoice::Stdio;
+    let runtime = if serves_many {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    }
+    .expect("tokio runtime");
     runtime.block_on(run(command, settings))
 }
 
@@ -166,8 +175,7 @@ fn init_logging(filter: &str, settings: &Settings) {
     let cap = log::third_party_cap(filter);
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let writer =
-        log::RedactingStderr::new(Redactor::new(configured_secrets(settings)), Arc::new(Masker::new()));
+    let writer = log::RedactingStderr::new(Redactor::new(configured_secrets(settings)), Masker::shared());
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
