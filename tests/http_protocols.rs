@@ -180,3 +180,56 @@ async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
         }
     }
 }
+
+/// A call inside a session is answered as plain JSON with a length (its answer is its only
+/// message), and the server logs one line to say where it listens and nothing when clients
+/// go away: a standalone stream dropped, a call dropped before its answer, a session closed.
+#[tokio::test]
+async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_lines() {
+    use support::http::StreamableClient;
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    forge.seed_issues("alice", "demo", 3);
+    let server = start(&forge).await;
+    let client = StreamableClient::connect(&server.url(""), None).await.expect("session");
+    let sid = client.session_id().expect("a session id").to_owned();
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}}});
+    let resp = client.post(&call, None).await.expect("call");
+    let kind = resp.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+    assert_eq!(kind.as_deref(), Some("application/json"));
+    let length: usize = resp.headers()["content-length"].to_str().unwrap().parse().unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body.to_string().len(), length);
+    assert_eq!(body["id"], 9);
+    assert!(body["result"]["content"][0]["text"].as_str().unwrap().contains("\"full_name\":\"alice/demo\""));
+
+    let http = support::http::http_client();
+    let session = |r: reqwest::RequestBuilder| {
+        r.header("mcp-session-id", &sid).header("mcp-protocol-version", support::http::PROTOCOL_VERSION)
+    };
+    // The standalone stream, opened and dropped.
+    let stream =
+        session(http.get(server.url("/mcp")).header("accept", "text/event-stream")).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    drop(stream);
+    // A call whose client leaves before the answer.
+    let slow = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+        "params": {"name": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo"}}});
+    let left = tokio::time::timeout(
+        std::time::Duration::from_millis(1),
+        session(http.post(server.url("/mcp")))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(slow.to_string())
+            .send(),
+    )
+    .await;
+    drop(left);
+    let closed = session(http.delete(server.url("/mcp"))).send().await.unwrap();
+    assert_eq!(closed.status(), 200);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let log = server.stderr();
+    let lines: Vec<&str> = log.lines().filter(|l| !l.contains("catalog ready")).collect();
+    assert_eq!(lines, [format!("listening on {}", server.url("/mcp"))], "{log}");
+}

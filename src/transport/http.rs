@@ -138,8 +138,9 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
             );
             let manager =
                 Arc::new(OwnedSessions { inner: LocalSessionManager::default(), owners: owners.clone() });
-            // A request that needs no stream (a stateless one whose handler sends nothing
-            // before its answer) gets plain JSON with a length: less for clients to parse.
+            // A request that needs no stream (one whose handler sends nothing before its
+            // answer) gets plain JSON with a length: less for clients to parse. The library
+            // does that for stateless requests; `plain_json` for those in a session.
             let config = StreamableHttpServerConfig::default()
                 .with_json_response(true)
                 .disable_allowed_hosts()
@@ -149,6 +150,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
             let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
             Router::new()
                 .route_service("/mcp", service)
+                .layer(axum::middleware::from_fn(super::plain_json::plain_json))
                 .layer(axum::middleware::from_fn(layers::json_rpc_errors))
                 .layer(from_fn_with_state(ctx, layers::sessions))
         }

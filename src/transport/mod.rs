@@ -7,6 +7,7 @@ pub mod layers;
 pub mod listener;
 pub mod metrics;
 pub mod oauth;
+pub(crate) mod plain_json;
 pub mod sessions;
 pub mod sse;
 pub mod stdio;
