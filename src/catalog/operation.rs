@@ -277,9 +277,8 @@ impl Operation {
             Method::parse(&raw.method).ok_or_else(|| err(format!("unsupported method {}", raw.method)))?;
         let mut params: Vec<Param> = Vec::new();
         for p in &raw.parameters {
-            let name = p.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
-            let location = match (p.get("in").and_then(Value::as_str), p.get("type").and_then(Value::as_str))
-            {
+            let name = p.name.clone().unwrap_or_default();
+            let location = match (p.location.as_deref(), p.kind.as_deref()) {
                 (Some("path"), _) => Location::Path,
                 (Some("query"), _) => Location::Query,
                 (Some("body"), _) => Location::Body,
@@ -298,10 +297,10 @@ impl Operation {
             // A body whose schema has required fields is required even where the spec forgot
             // to say so: without it the forge can only answer 422.
             let required = location == Location::Path
-                || p.get("required").and_then(Value::as_bool).unwrap_or(false)
-                || (location == Location::Body && p.get("schema").is_some_and(|s| spec.has_required(s)));
-            let collection = (p.get("type").and_then(Value::as_str) == Some("array"))
-                .then(|| CollectionFormat::parse(p.get("collectionFormat").and_then(Value::as_str)));
+                || p.required
+                || (location == Location::Body && p.schema.as_ref().is_some_and(|s| spec.has_required(s)));
+            let collection = (p.kind.as_deref() == Some("array"))
+                .then(|| CollectionFormat::parse(p.collection_format.as_deref()));
             let wildcard = location == Location::Path
                 && wildcards.is_wildcard(flavor, version, method.as_str(), &raw.path, &name);
             params.push(Param { name, location, required, collection, wildcard });

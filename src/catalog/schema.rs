@@ -243,37 +243,32 @@ const COMMON_ARGUMENTS: &[(&str, &str)] = &[
 /// creating a file") dropped, and the common arguments described alike. Nothing that constrains a
 /// value changes.
 pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
+    fn object(m: &Map<String, Value>) -> Map<String, Value> {
+        // Only the description of an object or an enum is a copied type doc ("ReviewStateType
+        // review state type"); a field's ("DefaultBranch of the repository") says what the
+        // field is.
+        let typed = m.get("type").and_then(Value::as_str) == Some("object") || m.contains_key("enum");
+        m.iter()
+            .filter(|(k, x)| !(typed && k.as_str() == "description" && x.as_str().is_some_and(names_a_type)))
+            .map(|(k, x)| match (k.as_str(), x) {
+                ("description", Value::String(d)) => (k.clone(), Value::String(first_sentence(d))),
+                // Property names are data, not keywords: keep them, lean their schemas.
+                ("properties", Value::Object(props)) => {
+                    (k.clone(), Value::Object(props.iter().map(|(n, s)| (n.clone(), go(s))).collect()))
+                }
+                ("enum" | "default", _) => (k.clone(), x.clone()),
+                _ => (k.clone(), go(x)),
+            })
+            .collect()
+    }
     fn go(v: &Value) -> Value {
         match v {
-            Value::Object(m) => Value::Object(
-                m.iter()
-                    .filter(|(k, x)| {
-                        // Only the description of an object or an enum is a copied type doc
-                        // ("ReviewStateType review state type"); a field's ("DefaultBranch of
-                        // the repository") says what the field is.
-                        let typed =
-                            m.get("type").and_then(Value::as_str) == Some("object") || m.contains_key("enum");
-                        !(typed && k.as_str() == "description" && x.as_str().is_some_and(names_a_type))
-                    })
-                    .map(|(k, x)| match (k.as_str(), x) {
-                        ("description", Value::String(d)) => (k.clone(), Value::String(first_sentence(d))),
-                        // Property names are data, not keywords: keep them, lean their schemas.
-                        ("properties", Value::Object(props)) => (
-                            k.clone(),
-                            Value::Object(props.iter().map(|(n, s)| (n.clone(), go(s))).collect()),
-                        ),
-                        ("enum" | "default", _) => (k.clone(), x.clone()),
-                        _ => (k.clone(), go(x)),
-                    })
-                    .collect(),
-            ),
+            Value::Object(m) => Value::Object(object(m)),
             Value::Array(a) => Value::Array(a.iter().map(go).collect()),
             other => other.clone(),
         }
     }
-    let Value::Object(mut out) = go(&Value::Object(schema.clone())) else {
-        unreachable!("an object stays an object")
-    };
+    let mut out = object(schema);
     if let Some(Value::Object(props)) = out.get_mut("properties") {
         for (name, text) in COMMON_ARGUMENTS {
             if let Some(Value::Object(p)) = props.get_mut(*name) {

@@ -28,7 +28,7 @@ pub struct RawOperation {
     pub summary: String,
     pub description: String,
     pub tags: Vec<String>,
-    pub parameters: Vec<Map<String, Value>>,
+    pub parameters: Vec<ParamDoc>,
     /// The media types the operation accepts as its body; empty: the spec's.
     pub consumes: Vec<String>,
     pub produces: Vec<String>,
@@ -97,7 +97,7 @@ struct OperationDoc {
     #[serde(default)]
     tags: Vec<String>,
     #[serde(default)]
-    parameters: Vec<Value>,
+    parameters: Vec<ParamDoc>,
     #[serde(default)]
     consumes: Vec<String>,
     #[serde(default)]
@@ -106,6 +106,25 @@ struct OperationDoc {
     responses: Map<String, Value>,
     #[serde(default)]
     deprecated: bool,
+}
+
+/// What the catalog reads of a parameter to plan a call; its schema keywords are read again
+/// when the tool's input schema is built.
+#[derive(Debug, Deserialize)]
+pub struct ParamDoc {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(rename = "in", default)]
+    pub location: Option<String>,
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub required: bool,
+    #[serde(rename = "collectionFormat", default)]
+    pub collection_format: Option<String>,
+    /// A body's schema (usually a reference to a definition).
+    #[serde(default)]
+    pub schema: Option<Value>,
 }
 
 /// Only an operation's parameters.
@@ -178,7 +197,7 @@ impl Spec {
                     produces: doc.produces,
                     responses: doc.responses,
                     deprecated: doc.deprecated,
-                    parameters: objects(doc.parameters),
+                    parameters: doc.parameters,
                     id,
                     method: method.to_uppercase(),
                     path: path.clone(),

@@ -10,17 +10,59 @@
 //! (`READ_ONLY`, `ENABLED_TOOLS`, `DISABLED_TOOLS`) forbids.
 
 use std::collections::BTreeSet;
-use std::sync::LazyLock;
 
-use regex::Regex;
-
-/// One area: its name, what it holds (for people), and the route pattern that puts an
-/// operation in it (matched against the spec path, e.g. `/repos/{owner}/{repo}/pulls`).
+/// One area: its name, what it holds (for people), and the rules that put an operation in
+/// it (matched against the spec path, e.g. `/repos/{owner}/{repo}/pulls`; any rule will do).
 #[derive(Debug)]
 pub struct Area {
     pub name: &'static str,
     pub description: &'static str,
-    route: &'static str,
+    rules: &'static [Rule],
+}
+
+/// How a route is recognised. Plain string tests, not regular expressions: every operation
+/// is placed at every start, and compiling patterns for that cost more than the rest of it.
+#[derive(Debug)]
+enum Rule {
+    /// The route starts with this.
+    Starts(&'static str),
+    /// The route is exactly this.
+    Is(&'static str),
+    /// The route contains this.
+    Contains(&'static str),
+    /// One of the names follows the prefix, then `/` or the end of the route.
+    Under(&'static str, &'static [&'static str]),
+    /// `/` and the name appear anywhere, then `/` or the end of the route.
+    Segment(&'static str),
+    /// Every route.
+    Any,
+}
+
+use Rule::{Any, Contains, Is, Segment, Starts, Under};
+
+/// The route prefix of everything in one repository.
+const REPO: &str = "/repos/{owner}/{repo}/";
+
+/// Whether `rest` is empty or goes on with a new segment.
+fn segment_ends(rest: &str) -> bool {
+    rest.is_empty() || rest.starts_with('/')
+}
+
+impl Rule {
+    fn matches(&self, path: &str) -> bool {
+        match *self {
+            Starts(p) => path.starts_with(p),
+            Is(p) => path == p,
+            Contains(p) => path.contains(p),
+            Under(prefix, names) => path
+                .strip_prefix(prefix)
+                .is_some_and(|rest| names.iter().any(|n| rest.strip_prefix(n).is_some_and(segment_ends))),
+            Segment(name) => path
+                .match_indices('/')
+                .any(|(i, _)| path[i + 1..].strip_prefix(name).is_some_and(segment_ends)),
+            Any => true,
+        }
+    }
 }
 
 /// Every area, in matching order.
@@ -28,71 +70,124 @@ pub const AREAS: &[Area] = &[
     Area {
         name: "admin",
         description: "Site administration: users, organizations, hooks, cron, quota (site admins only)",
-        route: r"^/admin/",
+        rules: &[Starts("/admin/")],
     },
-    Area { name: "activitypub", description: "ActivityPub federation", route: r"^/activitypub/" },
+    Area { name: "activitypub", description: "ActivityPub federation", rules: &[Starts("/activitypub/")] },
     Area {
         name: "actions",
         description: "Actions: workflow runs, jobs, artifacts, runners, secrets, variables",
-        route: r"/actions(/|$)",
+        rules: &[Segment("actions")],
     },
     Area {
         name: "webhooks",
         description: "Webhooks of repositories, organizations and the user",
-        route: r"/hooks(/|$)",
+        rules: &[Segment("hooks")],
     },
     Area {
         name: "notifications",
         description: "Notification threads",
-        route: r"^/notifications|^/repos/\{owner\}/\{repo\}/notifications",
+        rules: &[Starts("/notifications"), Starts("/repos/{owner}/{repo}/notifications")],
     },
-    Area { name: "packages", description: "Packages and their versions", route: r"^/packages/" },
-    Area { name: "wiki", description: "Wiki pages", route: r"/wiki/" },
-    Area { name: "releases", description: "Releases and their attachments", route: r"/releases(/|$)" },
+    Area { name: "packages", description: "Packages and their versions", rules: &[Starts("/packages/")] },
+    Area { name: "wiki", description: "Wiki pages", rules: &[Contains("/wiki/")] },
+    Area { name: "releases", description: "Releases and their attachments", rules: &[Segment("releases")] },
     Area {
         name: "pulls",
         description: "Pull requests, reviews, review comments and reviewers",
-        route: r"/pulls(/|$)|^/repos/\{owner\}/\{repo\}/reviewers$",
+        rules: &[Segment("pulls"), Is("/repos/{owner}/{repo}/reviewers")],
     },
     Area {
         name: "issues",
         description: "Issues, comments, labels, milestones, reactions, attachments, time tracking",
-        route: r"^/repos/\{owner\}/\{repo\}/(issues|labels|milestones|times|assignees|issue_templates|issue_config|new_pin_allowed)(/|$)|^/repos/issues/search|^/orgs/\{org\}/labels|^/label/|^/user/(times|stopwatches)",
+        rules: &[
+            Under(
+                REPO,
+                &[
+                    "issues",
+                    "labels",
+                    "milestones",
+                    "times",
+                    "assignees",
+                    "issue_templates",
+                    "issue_config",
+                    "new_pin_allowed",
+                ],
+            ),
+            Starts("/repos/issues/search"),
+            Starts("/orgs/{org}/labels"),
+            Starts("/label/"),
+            Starts("/user/times"),
+            Starts("/user/stopwatches"),
+        ],
     },
     Area {
         name: "branches",
         description: "Branches and tags, and their protection rules",
-        route: r"^/repos/\{owner\}/\{repo\}/(branches|branch_protections|tags|tag_protections)(/|$)",
+        rules: &[Under(REPO, &["branches", "branch_protections", "tags", "tag_protections"])],
     },
     Area {
         name: "commits",
         description: "Commits, commit statuses, comparisons, git refs, tag objects and notes",
-        route: r"^/repos/\{owner\}/\{repo\}/(commits|statuses|compare|git/(commits|refs|tags|notes))(/|$)",
+        rules: &[Under(
+            REPO,
+            &["commits", "statuses", "compare", "git/commits", "git/refs", "git/tags", "git/notes"],
+        )],
     },
     Area {
         name: "contents",
         description: "Files: read, create, update, delete; trees, blobs, archives, patches",
-        route: r"^/repos/\{owner\}/\{repo\}/(contents|contents-ext|file-contents|raw|media|archive|editorconfig|diffpatch|git/(blobs|trees))(/|$)",
+        rules: &[Under(
+            REPO,
+            &[
+                "contents",
+                "contents-ext",
+                "file-contents",
+                "raw",
+                "media",
+                "archive",
+                "editorconfig",
+                "diffpatch",
+                "git/blobs",
+                "git/trees",
+            ],
+        )],
     },
     Area {
         name: "repos",
         description: "Repositories: search, create, fork, settings, collaborators, topics, mirrors, stars",
-        route: r"^/repos/|^/repositories/|^/(user|users/\{username\}|orgs/\{org\}|org/\{org\})/repos$|^/topics/|/(starred|subscriptions)(/|$)",
+        rules: &[
+            Starts("/repos/"),
+            Starts("/repositories/"),
+            Is("/user/repos"),
+            Is("/users/{username}/repos"),
+            Is("/orgs/{org}/repos"),
+            Is("/org/{org}/repos"),
+            Starts("/topics/"),
+            Segment("starred"),
+            Segment("subscriptions"),
+        ],
     },
     Area {
         name: "orgs",
         description: "Organizations, members and teams",
-        route: r"^/orgs(/|$)|^/org/|^/teams/|^/user/(orgs|teams)$|^/users/\{username\}/orgs",
+        rules: &[
+            Under("/", &["orgs"]),
+            Starts("/org/"),
+            Starts("/teams/"),
+            Is("/user/orgs"),
+            Is("/user/teams"),
+            Starts("/users/{username}/orgs"),
+        ],
     },
     Area {
         name: "users",
         description: "Users, followers, keys, emails, tokens, OAuth2 apps, blocks, settings",
-        route: r"^/users?(/|$)|^/token$",
+        rules: &[Under("/", &["user", "users"]), Is("/token")],
     },
     Area {
         name: "misc",
         description: "Version, server settings, markdown rendering, templates, signing keys",
-        route: r"",
+        rules: &[Any],
     },
 ];
 
@@ -145,12 +240,9 @@ pub const CORE_OPERATIONS: &[&str] = &[
     "repoCreateRelease",
 ];
 
-static ROUTES: LazyLock<Vec<Regex>> =
-    LazyLock::new(|| AREAS.iter().map(|a| Regex::new(a.route).expect("area routes compile")).collect());
-
 /// The area of a spec route.
 pub fn area_of(path: &str) -> &'static str {
-    AREAS.iter().zip(ROUTES.iter()).find(|(_, re)| re.is_match(path)).map(|(a, _)| a.name).unwrap_or("misc")
+    AREAS.iter().find(|a| a.rules.iter().any(|r| r.matches(path))).map_or("misc", |a| a.name)
 }
 
 /// Whether an operation is one of the everyday ones.
@@ -312,6 +404,17 @@ mod tests {
             ("/user/keys", "users"),
             ("/users/{username}/tokens", "users"),
             ("/version", "misc"),
+            // Where a name must be a whole segment, a longer word is not it.
+            ("/repos/{owner}/{repo}/reviewers", "pulls"),
+            ("/repos/{owner}/{repo}/issuesx", "repos"),
+            ("/x/actionsy", "misc"),
+            ("/a/starredx", "misc"),
+            ("/orgsx", "misc"),
+            ("/token", "users"),
+            ("/tokenx", "misc"),
+            ("/user/orgs", "orgs"),
+            ("/users/{username}/orgs", "orgs"),
+            ("/notifications", "notifications"),
         ] {
             assert_eq!(area_of(path), area, "{path}");
         }
