@@ -180,7 +180,7 @@ fn init_logging(filter: &str, settings: &Settings) {
         .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
-        .with_filter(tracing_subscriber::filter::filter_fn(cap))
+        .with_filter(cap)
         .with_filter(filter);
     tracing_subscriber::registry().with(layer).init();
 }

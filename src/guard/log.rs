@@ -4,12 +4,15 @@
 //! (credentials are sensitive headers, argument values are never logged, and the MCP and
 //! HTTP libraries, whose debug output prints raw messages and headers, are capped at `info`
 //! by `third_party_cap` — at `warn` unless the log filter names them: their `info` lines
-//! come with every request).
+//! come with every request; the errors they report when a client has simply gone away are
+//! not logged at all).
 
 use std::io::{self, Write};
 
-use tracing::{Level, Metadata};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Metadata};
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::{Context, Filter};
 
 use super::{Masker, Redactor};
 
@@ -17,10 +20,15 @@ use super::{Masker, Redactor};
 const CAPPED: &[&str] =
     &["rmcp", "hyper", "hyper_util", "h2", "reqwest", "rustls", "tower", "tower_http", "axum"];
 
+/// What the MCP library reports as an error when it cannot hand an answer to a client that
+/// has gone away (a closed connection, a session deleted while a call ran): the client left,
+/// nothing failed on this side, so nothing is logged.
+const CLIENT_GONE: &[&str] = &["failed to send pending response during drain", "fail to response message"];
+
 /// The cap on third-party output for a log filter (`LOG_LEVEL`): their events pass up to
 /// `warn`, or up to `info` for a library the filter names (`info,rmcp=info`); never `debug`.
-pub fn third_party_cap(filter: &str) -> impl Fn(&Metadata<'_>) -> bool + Send + Sync + 'static {
-    let named: Vec<&'static str> = CAPPED
+pub fn third_party_cap(filter: &str) -> ThirdPartyCap {
+    let named = CAPPED
         .iter()
         .copied()
         .filter(|c| {
@@ -29,16 +37,52 @@ pub fn third_party_cap(filter: &str) -> impl Fn(&Metadata<'_>) -> bool + Send + 
             })
         })
         .collect();
-    move |meta: &Metadata<'_>| {
-        let target = meta.target();
-        let library = CAPPED
-            .iter()
-            .find(|c| target == **c || target.strip_prefix(**c).is_some_and(|r| r.starts_with("::")));
-        match library {
+    ThirdPartyCap { named }
+}
+
+/// The filter `third_party_cap` builds.
+pub struct ThirdPartyCap {
+    named: Vec<&'static str>,
+}
+
+/// The capped library an event's target belongs to.
+fn library(target: &str) -> Option<&'static str> {
+    CAPPED
+        .iter()
+        .copied()
+        .find(|c| target == *c || target.strip_prefix(*c).is_some_and(|r| r.starts_with("::")))
+}
+
+impl<S> Filter<S> for ThirdPartyCap {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        match library(meta.target()) {
             None => true,
-            Some(c) if named.contains(c) => *meta.level() <= Level::INFO,
+            Some(c) if self.named.contains(&c) => *meta.level() <= Level::INFO,
             Some(_) => *meta.level() <= Level::WARN,
         }
+    }
+
+    fn event_enabled(&self, event: &Event<'_>, _: &Context<'_, S>) -> bool {
+        if library(event.metadata().target()) != Some("rmcp") {
+            return true;
+        }
+        /// Whether the event's message is one of `CLIENT_GONE`.
+        struct Gone(bool);
+        impl Visit for Gone {
+            fn record_str(&mut self, field: &Field, value: &str) {
+                if field.name() == "message" {
+                    self.0 = CLIENT_GONE.contains(&value);
+                }
+            }
+            fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = CLIENT_GONE.iter().any(|m| format!("{value:?}") == *m);
+                }
+            }
+        }
+        let mut gone = Gone(false);
+        event.record(&mut gone);
+        !gone.0
     }
 }
 
@@ -85,5 +129,65 @@ impl<'a> MakeWriter<'a> for RedactingStderr {
     type Writer = EventWriter;
     fn make_writer(&'a self) -> EventWriter {
         EventWriter { buf: Vec::with_capacity(256), redactor: self.redactor.clone(), masker: self.masker }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::prelude::*;
+
+    /// What the events logged inside `f` look like under `third_party_cap(filter)` and the
+    /// filter itself, layered as the server's log is.
+    fn logged(filter: &str, f: impl FnOnce()) -> String {
+        let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = out.clone();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(move || Sink(sink.clone()))
+            .with_ansi(false)
+            .with_filter(third_party_cap(filter))
+            .with_filter(tracing_subscriber::EnvFilter::new(filter));
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), f);
+        String::from_utf8(out.lock().unwrap().clone()).unwrap()
+    }
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_client_that_left_is_not_an_error_but_other_library_errors_are() {
+        let log = logged("info", || {
+            let error = "Transport closed";
+            tracing::error!(target: "rmcp::service", %error, "failed to send pending response during drain");
+            tracing::error!(target: "rmcp::service", %error, "fail to response message");
+            tracing::error!(target: "rmcp::service", %error, "response send task failed");
+            tracing::info!(target: "rmcp::service", "serve finished");
+            tracing::error!(target: "aegis", "fail to response message");
+        });
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(lines.len(), 2, "{log}");
+        assert!(lines[0].contains("response send task failed"), "{log}");
+        assert!(lines[1].contains("aegis") || lines[1].contains("fail to response message"), "{log}");
+    }
+
+    #[test]
+    fn a_named_library_is_shown_at_info_and_never_at_debug() {
+        let log = logged("debug,rmcp=debug", || {
+            tracing::info!(target: "rmcp::service", "serve finished");
+            tracing::debug!(target: "rmcp::service", "raw message");
+            tracing::debug!(target: "hyper::proto", "raw header");
+            tracing::warn!(target: "hyper::proto", "a warning");
+        });
+        assert!(log.contains("serve finished") && log.contains("a warning"), "{log}");
+        assert!(!log.contains("raw message") && !log.contains("raw header"), "{log}");
     }
 }
