@@ -74,7 +74,8 @@ pub async fn plain_json(req: Request, next: Next) -> Response {
             Err(_) => {}
         }
     }
-    let head = futures::stream::iter(std::iter::once(Ok::<Bytes, axum::Error>(Bytes::from(held))).chain(next_item));
+    let head =
+        futures::stream::iter(std::iter::once(Ok::<Bytes, axum::Error>(Bytes::from(held))).chain(next_item));
     let body = head.chain(stream);
     Response::from_parts(parts, Body::from_stream(body))
 }
@@ -287,8 +288,9 @@ mod tests {
     #[tokio::test]
     async fn what_follows_the_answer_at_once_goes_out_with_it() {
         let data: &'static str = Box::leak(format!("data: {ANSWER}\n\n").into_boxed_str());
-        let r = through(vec![data, ": keep-alive\n\n", "data:\n\n"], "application/json, text/event-stream", None)
-            .await;
+        let r =
+            through(vec![data, ": keep-alive\n\n", "data:\n\n"], "application/json, text/event-stream", None)
+                .await;
         assert_eq!(content_type(&r), "text/event-stream");
         assert_eq!(text(r).await, format!("{data}: keep-alive\n\ndata:\n\n"));
     }
