@@ -185,3 +185,46 @@ async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, Start
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[tokio::test]
+    async fn a_server_printed_for_debugging_shows_no_credential() {
+        const TOKEN: &str = "tok-Qx8debugSECRET0y";
+        let forge = fake_forge::FakeForge::start(fake_forge::Options {
+            users: vec![(TOKEN.to_owned(), "alice".to_owned())],
+            ..fake_forge::Options::default()
+        })
+        .await;
+        forge.seed_repo("alice", "demo");
+        let url = forge.base_url();
+        let cli = crate::config::Cli::try_parse_from([
+            "aegis-gitea-mcp",
+            "--url",
+            &url,
+            "--flavor",
+            "gitea",
+            "--token",
+            TOKEN,
+        ])
+        .unwrap();
+        let server =
+            Server::start(crate::config::Settings::resolve(cli.common, &|_| None).unwrap()).await.unwrap();
+        // A call builds what the server builds lazily (the guard's scanner, the login).
+        let result = crate::call::run(
+            &server,
+            crate::identity::Caller::Global,
+            &crate::policy::Narrowing::default(),
+            "repoGet",
+            serde_json::json!({"owner": "alice", "repo": "demo"}).as_object().cloned(),
+            &mut crate::audit::Trace::default(),
+        )
+        .await;
+        assert!(result.is_ok());
+        let printed = format!("{server:?}");
+        assert!(!printed.contains("debugSECRET"), "{printed}");
+    }
+}

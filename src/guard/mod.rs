@@ -157,10 +157,19 @@ fn scan_patterns(secrets: &[String], mode: DetectionMode) -> Vec<String> {
 }
 
 /// The scanner of a guard, built at the first result it reads (not at start).
-#[derive(Debug)]
 struct LazyScan {
     patterns: Vec<String>,
     built: std::sync::OnceLock<Option<Arc<AhoCorasick>>>,
+}
+
+/// The patterns are secrets, and an automaton's states spell them: neither is shown.
+impl std::fmt::Debug for LazyScan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyScan")
+            .field("patterns", &self.patterns.len())
+            .field("built", &self.built.get().is_some())
+            .finish()
+    }
 }
 
 impl LazyScan {
@@ -308,13 +317,25 @@ fn guard_error(redactor: &Redactor, guard: &Guard, e: CallError) -> GuardedError
 }
 
 /// The guard of one call.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CallGuard {
     redactor: Redactor,
     guard: Guard,
     extra_scan: Option<Arc<AhoCorasick>>,
     /// The operation returns file bytes: its result is exact content, no hygiene.
     file_bytes: bool,
+}
+
+/// The call's own scanner spells its secrets in its states: only whether there is one.
+impl std::fmt::Debug for CallGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallGuard")
+            .field("redactor", &self.redactor)
+            .field("guard", &self.guard)
+            .field("extra_scan", &self.extra_scan.is_some())
+            .field("file_bytes", &self.file_bytes)
+            .finish()
+    }
 }
 
 impl CallGuard {
@@ -875,6 +896,24 @@ mod tests {
         let mut s = success(json!({"a": format!("x{tricky}y"), "b": "call\"secret\\x"}));
         let text = g.success(&mut s, false, &Elided::default()).unwrap().into_string();
         assert_eq!(s.data, json!({"a": "x[REDACTED]y", "b": "[REDACTED]"}), "{text}");
+    }
+
+    #[test]
+    fn a_guard_printed_for_debugging_shows_no_secret_in_any_form() {
+        let bounds = Bounds { max_items: 1, max_chars: 2000 };
+        let printed = |configured: &str, caller: &str| {
+            let g = Guard::new(vec![configured.into()], DetectionMode::Mask, bounds);
+            let c = g.for_call(vec![caller.into()]);
+            // Build the lazy scanner too: an automaton's states spell its patterns.
+            let _ = c.guard.scan.get();
+            format!("{c:?}")
+        };
+        let one = printed("Zq9Xw7Vk-configured", "Callersecret-77");
+        for s in ["Zq9Xw7Vk", "Callersecret"] {
+            assert!(!one.contains(s), "{s} in {one}");
+        }
+        // Nothing that depends on the secrets' text: other secrets of the same shape print alike.
+        assert_eq!(one, printed("Ab1Cd2Ef-configured", "Otherssecret-42"));
     }
 
     #[test]

@@ -20,10 +20,18 @@ use super::unescape;
 pub const REDACTED: &str = "[REDACTED]";
 
 /// Replaces every occurrence of known secret values, in strings and object keys.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Redactor {
     secrets: Arc<Vec<String>>,
     automaton: Option<Arc<AhoCorasick>>,
+}
+
+/// A redactor printed for debugging (a panic message, a `{:?}` in a log line) shows how many
+/// secrets it knows, never them: the automaton's states would spell them too.
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor").field("secrets", &self.secrets.len()).finish_non_exhaustive()
+    }
 }
 
 impl Redactor {
