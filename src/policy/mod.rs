@@ -259,6 +259,12 @@ fn read_only_refusal(op: &Operation) -> Option<&'static str> {
     }
 }
 
+/// Whether `op` counts as a write wherever reads and writes are told apart (read-only mode,
+/// the write allowlists): it changes data, or it hands out a credential that can.
+pub(crate) fn is_write(op: &Operation) -> bool {
+    read_only_refusal(op).is_some()
+}
+
 /// Who made the call read-only: the server's setting wins the credit when both did.
 fn read_only_words(p: &Policy) -> &'static str {
     if p.read_only {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::catalog::operation::Piece;
-use crate::catalog::{Method, Operation};
+use crate::catalog::Operation;
 use crate::decode::json::Elided;
 use crate::decode::pagination::Pagination;
 use crate::envelope::Filtered;
@@ -157,6 +157,15 @@ impl<'a> Fence<'a> {
             "the owner {} is not wholly among {why}: an operation on an owner itself (not on one of its repositories) needs `{}/*` on the list",
             clip(owner),
             clip(owner)
+        ))
+    }
+
+    /// Why an operation on every repository of the instance may not run, if it may not: it
+    /// needs `*` on every list that applies.
+    fn everything_refusal(&self, op_id: &str, write: bool) -> Option<String> {
+        let (_, why) = self.applying(write).find(|(l, _)| !l.any)?;
+        Some(format!(
+            "{op_id} acts on every repository of the instance, and not all of them are among {why}: it needs `*` on the list"
         ))
     }
 
@@ -385,7 +394,10 @@ pub fn refusal(fence: &Fence, op: &Operation, values: &Values, body: Option<&Val
             }
         }
     }
-    let write = op.method != Method::Get;
+    let write = super::is_write(op);
+    if INSTANCE_PREFIXES.iter().any(|p| op.path.starts_with(p)) {
+        return fence.everything_refusal(&op.id, write);
+    }
     let route = moves.map_or(RouteUse::AsMethod, |m| m.route);
     if route != RouteUse::Skip {
         let write = write && route == RouteUse::AsMethod;
@@ -419,7 +431,7 @@ pub fn caller_refusal(
         return None;
     }
     if CALLER_OWNER_PREFIXES.iter().any(|p| op.path.starts_with(p)) {
-        let write = op.method != Method::Get;
+        let write = super::is_write(op);
         return match caller.filter(|c| !c.is_empty()) {
             Some(login) => fence.owner_refusal(login, write),
             None => {
@@ -522,6 +534,11 @@ const UNJUDGED_WRITES: &[&str] = &[
 /// workflows use; its runs, jobs and quota lists, which show every repository's): they need the
 /// caller's whole account (`login/*`), judged once the caller is known.
 const CALLER_OWNER_PREFIXES: &[&str] = &["/user/hooks", "/user/actions/", "/user/quota/"];
+
+/// Routes that act on every repository of the instance (system hooks, which see every
+/// repository's events; the instance's runners, which run every repository's jobs, and its
+/// runs and jobs lists): they need a list that allows everything (`*`).
+const INSTANCE_PREFIXES: &[&str] = &["/admin/hooks", "/admin/actions/", "/admin/runners/"];
 
 /// Operations whose body names another repository (an issue of it, `IssueMeta`): that
 /// repository is judged too, for a write when the operation changes it.
@@ -664,6 +681,10 @@ pub fn filter(
     }
     if let Some(p) = pagination {
         p.total_count = None;
+    }
+    // An empty list, as some forge handlers write it: nothing to show, nothing to judge.
+    if data.pointer(l.at).is_some_and(Value::is_null) {
+        return Filter::Removed(Filtered::new(0));
     }
     let Some(items) = data.pointer_mut(l.at).and_then(Value::as_array_mut) else {
         // Not the list the spec promises: nothing in it can be judged.
@@ -844,6 +865,40 @@ mod tests {
     }
 
     #[test]
+    fn credentials_count_as_writes_and_instance_wide_routes_need_everything() {
+        let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
+        let (read, write) = (list("acme/*"), list("acme/widgets"));
+        let fence = Fence::new(Some(&read), Some(&write), None, None);
+        let args = json!({"owner": "acme", "repo": "gadgets"});
+        let a = args.as_object().unwrap();
+        // A runner token is a GET on Forgejo, and a runner gets the repository's jobs and
+        // secrets: it needs the write list, like any write.
+        let token = op(&f, "repoGetRunnerRegistrationToken");
+        assert!(refusal(&fence, token, &Values::Args(a), None).is_some_and(|w| w.contains("writing")));
+        assert_eq!(refusal(&fence, op(&f, "repoGet"), &Values::Args(a), None), None);
+        let none = Map::new();
+        let mine = op(&f, "userGetRunnerRegistrationToken");
+        assert!(caller_refusal(&fence, mine, &Values::Args(&none), None, Some("acme")).is_some());
+        let wide = list("acme/*");
+        let own = Fence::new(Some(&read), Some(&wide), None, None);
+        assert_eq!(caller_refusal(&own, mine, &Values::Args(&none), None, Some("acme")), None);
+        // System hooks and the instance's runners, runs and jobs reach every repository.
+        for id in ["adminListHooks", "adminCreateHook", "adminGetRunnerRegistrationToken"] {
+            let why = refusal(&own, op(&f, id), &Values::Args(&none), None);
+            assert!(why.as_deref().is_some_and(|w| w.contains("every repository")), "{id}: {why:?}");
+        }
+        let all = list("*");
+        let open = Fence::new(Some(&all), Some(&all), None, None);
+        for id in ["adminListHooks", "adminCreateHook", "adminGetRunnerRegistrationToken"] {
+            assert_eq!(refusal(&open, op(&f, id), &Values::Args(&none), None), None, "{id}");
+        }
+        let g = gitea();
+        let reads_all = Fence::new(Some(&all), Some(&wide), None, None);
+        assert_eq!(refusal(&reads_all, op(&g, "adminListHooks"), &Values::Args(&none), None), None);
+        assert!(refusal(&reads_all, op(&g, "adminCreateHook"), &Values::Args(&none), None).is_some());
+    }
+
+    #[test]
     fn listings_keep_only_allowed_items_and_stop_claiming_a_total() {
         let read = list("acme/*,bob/keep");
         let f = Fence::new(Some(&read), None, None, None);
@@ -893,6 +948,12 @@ mod tests {
             filter(&f, Some("userListRepos"), &mut odd, None, &mut elided),
             Filter::Withheld(_)
         ));
+        // An empty list written as null shows nothing: nothing to withhold either.
+        let mut empty = Value::Null;
+        let Filter::Removed(r) = filter(&f, Some("userListRepos"), &mut empty, None, &mut elided) else {
+            panic!("an empty list is not withheld")
+        };
+        assert_eq!((r.removed, empty), (0, Value::Null));
         let mut one = json!({"full_name": "evil/x"});
         assert!(matches!(filter(&f, Some("repoGetByID"), &mut one, None, &mut elided), Filter::Withheld(_)));
         assert!(matches!(filter(&f, Some("repoGet"), &mut one, None, &mut elided), Filter::Untouched));
