@@ -102,16 +102,23 @@ pub struct Pending<'a> {
     server: &'a Server,
     started: Instant,
     origin: Origin,
-    tool: &'a str,
+    subject: Subject<'a>,
     args_sha256: String,
 }
 
-/// Start auditing a call of `tool` (for a resource read `resources/read`) with `args`: refused
+/// What a line is about: a tool as the client named it, or a resource read.
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    Tool(&'a str),
+    ResourceRead,
+}
+
+/// Start auditing a call of `subject` with `args`: refused
 /// here, before it runs, when the audit log cannot be written (unless `AUDIT_FAIL_OPEN`).
 pub fn begin<'a>(
     server: &'a Server,
     origin: Origin,
-    tool: &'a str,
+    subject: Subject<'a>,
     args: Option<&Map<String, Value>>,
 ) -> Result<Pending<'a>, GuardedError> {
     let started = Instant::now();
@@ -125,7 +132,7 @@ pub fn begin<'a>(
         (Some(_), Some(a)) => sha256_hex(&canonical_object(a)),
         (Some(_), None) => sha256_hex(b"{}"),
     };
-    Ok(Pending { server, started, origin, tool, args_sha256 })
+    Ok(Pending { server, started, origin, subject, args_sha256 })
 }
 
 impl Pending<'_> {
@@ -158,8 +165,10 @@ impl Pending<'_> {
         line.insert("identity".into(), serde_json::to_value(&trace.identity).unwrap_or(Value::Null));
         // A name the catalog does not have is the client's text, which may hold anything
         // (a pasted token): it is not written.
-        let tool = self.server.catalog.get(self.tool).map(|_| clip(self.tool, MAX_NAME));
-        let tool = tool.or_else(|| (self.tool == "resources/read").then(|| self.tool.to_owned()));
+        let tool = match self.subject {
+            Subject::Tool(name) => self.server.catalog.get(name).map(|t| t.name()),
+            Subject::ResourceRead => Some("resources/read"),
+        };
         line.insert("tool".into(), json!(tool));
         line.insert("operation".into(), json!(trace.operation));
         line.insert("method".into(), json!(trace.method));

@@ -122,13 +122,14 @@ where
     Fut: std::future::Future<Output = (Result<Guarded, GuardedError>, Trace)>,
 {
     let started = std::time::Instant::now();
-    let result = match crate::audit::begin(server, origin, name, arguments.as_ref()) {
-        Err(e) => Err(e),
-        Ok(pending) => {
-            let (result, trace) = call(arguments, Trace::default()).await;
-            pending.finish(&trace, result)
-        }
-    };
+    let result =
+        match crate::audit::begin(server, origin, crate::audit::Subject::Tool(name), arguments.as_ref()) {
+            Err(e) => Err(e),
+            Ok(pending) => {
+                let (result, trace) = call(arguments, Trace::default()).await;
+                pending.finish(&trace, result)
+            }
+        };
     // Labelled by the catalog's own tool, never by the client's text.
     server.metrics.call(server.catalog.get(name), crate::metrics::outcome(&result), started.elapsed());
     result

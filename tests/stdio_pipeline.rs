@@ -780,11 +780,16 @@ async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_s
     assert!(h.call_raw("noSuchTool", json!({"x": "ARGVALUE-K3P"})).await.is_err());
     let raw = json!({"method": "GET", "path": "/repos/alice/demo"});
     assert!(!h.call("gitea_api_request", raw).await.is_error);
+    // A tool named like the resource read is still the client's text.
+    assert!(h.call_raw("resources/read", json!({})).await.is_err());
     h.stop().await;
 
     let lines = audit_lines(&log);
     let outcomes: Vec<&str> = lines.iter().map(|l| l["outcome"].as_str().unwrap()).collect();
-    assert_eq!(outcomes, ["ok", "not_found", "invalid_arguments", &searched, "denied", "unknown_tool", "ok"]);
+    assert_eq!(
+        outcomes,
+        ["ok", "not_found", "invalid_arguments", &searched, "denied", "unknown_tool", "ok", "unknown_tool"]
+    );
     let first = &lines[0];
     let keys: Vec<&str> = first.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
@@ -823,6 +828,7 @@ async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_s
     assert_eq!(lines[4]["identity"]["mode"], "token", "a refused call still says who");
     assert_eq!(lines[6]["operation"], "repoGet", "the raw tool's route names its operation");
     assert_eq!(lines[5]["tool"], Value::Null, "a name the catalog does not have is client text, not written");
+    assert_eq!(lines[7]["tool"], Value::Null, "a tool called resources/read is no resource read");
     let text = std::fs::read_to_string(&log).unwrap();
     for never in [support::ALICE_TOKEN, "ARGVALUE-K3P", "FORGEDATA-Q7Z"] {
         assert!(!text.contains(never), "{never} reached the audit log");
@@ -836,8 +842,8 @@ async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_s
     assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
     h.stop().await;
     let lines = audit_lines(&log);
-    assert_eq!(lines.len(), 8);
-    assert_eq!(lines[7]["seq"], 8);
+    assert_eq!(lines.len(), 9);
+    assert_eq!(lines[8]["seq"], 9);
     let (ok, report) = audit_verify(&[&log]);
     assert!(ok, "{report}");
 

@@ -115,8 +115,8 @@ impl ServerHandler for McpHandler {
         let uri = request.uri.as_str();
         let mut uri_arg = serde_json::Map::new();
         uri_arg.insert("uri".into(), uri.into());
-        let audit =
-            audit::begin(server, self.origin(&context), "resources/read", Some(&uri_arg)).map_err(|e| {
+        let audit = audit::begin(server, self.origin(&context), audit::Subject::ResourceRead, Some(&uri_arg))
+            .map_err(|e| {
                 server.metrics.resource_read(error_outcome(&e));
                 resource_error(e)
             })?;
