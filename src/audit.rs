@@ -53,6 +53,10 @@ pub struct Trace {
 impl Trace {
     /// The identity a caller would have before the forge is asked: replaced once established.
     pub fn caller(&mut self, server: &Server, caller: &Caller) {
+        // Only the audit line reads it: without one, a call asks the login cache nothing more.
+        if server.audit.is_none() {
+            return;
+        }
         let (login, mode) = match caller {
             Caller::Global => {
                 (server.global.cached_login().map(str::to_owned), server.global.credential.mode())

@@ -76,7 +76,6 @@ pub async fn run(
     // call to a credential operation is treated like the operation's tool).
     let operation = tool.operation().or(reached.and_then(ToolDef::operation));
     let operation_id = operation.map(|op| op.id.as_str());
-    trace.operation = operation_id.map(str::to_owned);
     // File bytes (raw files, archives) are exact content: no hygiene, even when sent as text.
     let file_bytes = operation.is_some_and(|op| op.response == crate::catalog::ResponseKind::Binary);
     let guard = guard.with(secrets::from_body(operation_id, args.get("body"))).for_file_bytes(file_bytes);
