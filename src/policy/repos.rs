@@ -18,14 +18,20 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::catalog::operation::Piece;
 use crate::catalog::Operation;
+use crate::catalog::operation::Piece;
 use crate::decode::json::Elided;
 use crate::decode::pagination::Pagination;
 use crate::envelope::Filtered;
 
 /// Most entries of a list sent in a request header.
 pub const MAX_REQUEST_ENTRIES: usize = 256;
+
+/// Whether a comma-separated list a request sends names more than `MAX_REQUEST_ENTRIES`
+/// entries (empty ones not counted), found without building any.
+pub fn too_many_entries(text: &str) -> bool {
+    text.split(',').filter(|e| !e.trim().is_empty()).nth(MAX_REQUEST_ENTRIES).is_some()
+}
 
 /// Longest list entry or name echoed in a message.
 const ECHO_CHARS: usize = 100;
@@ -72,7 +78,7 @@ impl RepoList {
     /// A list a request sends in a header: at most `MAX_REQUEST_ENTRIES` entries, counted
     /// before any is parsed, so a large header costs no more than reading it.
     pub fn parse_request(text: &str) -> Result<RepoList, String> {
-        if text.bytes().filter(|b| *b == b',').count() >= MAX_REQUEST_ENTRIES {
+        if too_many_entries(text) {
             return Err(format!(
                 "names more than {MAX_REQUEST_ENTRIES} entries; use owner/* for many repositories of one owner"
             ));
@@ -724,6 +730,7 @@ mod tests {
         }
         let many = |n: usize| (0..n).map(|i| format!("o/r{i}")).collect::<Vec<_>>().join(",");
         assert!(RepoList::parse_request(&many(MAX_REQUEST_ENTRIES)).is_ok());
+        assert!(RepoList::parse_request(&(many(MAX_REQUEST_ENTRIES) + ",")).is_ok(), "a trailing comma");
         assert!(RepoList::parse_request(&many(MAX_REQUEST_ENTRIES + 1)).unwrap_err().contains("more than"));
         assert!(RepoList::parse(&many(10_000)).is_ok(), "the server's own list is not capped");
     }

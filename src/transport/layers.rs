@@ -393,9 +393,16 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
     let toolsets = one("x-mcp-toolsets")?
         .map(|v| Selection::parse(&v).map_err(|e| format!("X-MCP-Toolsets: {e}")))
         .transpose()?;
-    let disabled = one("x-mcp-disabled-tools")?
-        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
-        .unwrap_or_default();
+    let disabled = match one("x-mcp-disabled-tools")? {
+        Some(v) if crate::policy::repos::too_many_entries(&v) => {
+            return Err(format!(
+                "X-MCP-Disabled-Tools names more than {} tools; choose fewer with X-MCP-Toolsets",
+                crate::policy::repos::MAX_REQUEST_ENTRIES
+            ));
+        }
+        Some(v) => v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+        None => Default::default(),
+    };
     let list = |name: &str| -> Result<Option<Arc<RepoList>>, String> {
         one(&name.to_ascii_lowercase())?
             .map(|v| RepoList::parse_request(&v).map(Arc::new).map_err(|e| format!("{name}: {e}")))
@@ -579,6 +586,15 @@ mod tests {
         assert!(h(&[("x-mcp-readonly", "maybe")]).unwrap_err().contains("true or false"));
         assert!(h(&[("x-mcp-toolsets", "issues,nope")]).unwrap_err().contains("\"nope\""));
         assert!(h(&[("x-mcp-readonly", "true"), ("x-mcp-readonly", "false")]).unwrap_err().contains("once"));
+        // A request names at most 256 tools to hide, counted before any is kept.
+        let names = |n: usize| (0..n).map(|i| format!("t{i}")).collect::<Vec<_>>().join(",");
+        let with = |v: String| {
+            let mut m = axum::http::HeaderMap::new();
+            m.insert("x-mcp-disabled-tools", HeaderValue::from_str(&v).unwrap());
+            narrowing(&m)
+        };
+        assert_eq!(with(names(256)).unwrap().disabled.len(), 256);
+        assert!(with(names(257)).unwrap_err().contains("more than 256"));
     }
 
     #[test]
