@@ -230,7 +230,7 @@ impl Catalog {
     /// not encoded) would reach, if any. Used by the raw tool to know about paging and
     /// response kinds.
     pub fn match_path(&self, method: Method, path: &str) -> Option<&Arc<ToolDef>> {
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let segments = segments(path);
         // Prefer the most specific route, as the forge's router does: more literal pieces first.
         self.tools
             .iter()
@@ -240,6 +240,11 @@ impl Catalog {
             })
             .max_by_key(|t| t.operation().map(|op| op.template.literal_weight()))
     }
+}
+
+/// The segments of a path relative to `/api/v1` (a raw request's route).
+pub fn segments(path: &str) -> Vec<&str> {
+    path.trim_start_matches('/').split('/').collect()
 }
 
 #[cfg(test)]

@@ -152,7 +152,7 @@ impl Policy {
                     return Some(format!("{why} (reached through {name})"));
                 }
                 let (op, path) = (reached.operation()?, path?);
-                let segments = repos::segments(path);
+                let segments = crate::catalog::segments(path);
                 repos::refusal(&fence, op, &Values::Segments(&segments), args.get("body"))
                     .map(|why| format!("{why} (reached through {name})"))
             }
@@ -182,7 +182,7 @@ impl Policy {
         }
         let (op, segments) = match tool.operation() {
             Some(op) => (op, Vec::new()),
-            None => (reached?.operation()?, repos::segments(args.get("path").and_then(Value::as_str)?)),
+            None => (reached?.operation()?, crate::catalog::segments(args.get("path").and_then(Value::as_str)?)),
         };
         let values =
             if tool.operation().is_some() { Values::Args(args) } else { Values::Segments(&segments) };

@@ -208,10 +208,6 @@ impl Values<'_> {
     }
 }
 
-/// The segments of a raw path (relative to `/api/v1`), as `Values::Segments` takes them.
-pub fn segments(path: &str) -> Vec<&str> {
-    path.trim_start_matches('/').split('/').collect()
-}
 
 /// Parameters that name a repository, and those that name its owner.
 const REPO_PARAMS: [&str; 3] = ["repo", "repo_name", "template_repo"];
@@ -513,7 +509,7 @@ pub fn unknown_route_refusal(fence: &Fence, method: &str, path: &str) -> Option<
         return None;
     }
     let write = !method.eq_ignore_ascii_case("GET");
-    match segments(path).as_slice() {
+    match crate::catalog::segments(path).as_slice() {
         ["repos", owner, repo, ..] => fence.repo_refusal(owner, repo, write),
         ["orgs" | "org" | "packages", owner, ..] => fence.owner_refusal(owner, write),
         _ => Some(
