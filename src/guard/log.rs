@@ -20,10 +20,15 @@ use super::{Masker, Redactor};
 const CAPPED: &[&str] =
     &["rmcp", "hyper", "hyper_util", "h2", "reqwest", "rustls", "tower", "tower_http", "axum"];
 
-/// What the MCP library reports as an error when it cannot hand an answer to a client that
-/// has gone away (a closed connection, a session deleted while a call ran): the client left,
-/// nothing failed on this side, so nothing is logged.
+/// What the MCP library reports as an error when it cannot hand an answer on: with one of
+/// `CLOSED` as the reason, the client has gone away (a closed connection, a session deleted
+/// while a call ran) and nothing failed on this side, so nothing is logged. Any other reason
+/// is.
 const CLIENT_GONE: &[&str] = &["failed to send pending response during drain", "fail to response message"];
+
+/// The reasons a transport gives when its other side has closed: the MCP library's
+/// session and worker transports, and this server's stdio transport.
+pub(crate) const CLOSED: &[&str] = &["Transport closed", "standard output has closed"];
 
 /// The cap on third-party output for a log filter (`LOG_LEVEL`): their events pass up to
 /// `warn`, or up to `info` for a library the filter names (`info,rmcp=info`); never `debug`.
@@ -66,23 +71,34 @@ impl<S> Filter<S> for ThirdPartyCap {
         if library(event.metadata().target()) != Some("rmcp") {
             return true;
         }
-        /// Whether the event's message is one of `CLIENT_GONE`.
-        struct Gone(bool);
-        impl Visit for Gone {
-            fn record_str(&mut self, field: &Field, value: &str) {
-                if field.name() == "message" {
-                    self.0 = CLIENT_GONE.contains(&value);
-                }
-            }
-            fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" {
-                    self.0 = CLIENT_GONE.iter().any(|m| format!("{value:?}") == *m);
+        /// Whether the event's message is one of `CLIENT_GONE`, and its error one of `CLOSED`.
+        #[derive(Default)]
+        struct Gone {
+            message: bool,
+            closed: bool,
+        }
+        impl Gone {
+            fn note(&mut self, field: &Field, value: &str) {
+                match field.name() {
+                    "message" => self.message = CLIENT_GONE.contains(&value),
+                    "error" => self.closed = CLOSED.contains(&value),
+                    _ => {}
                 }
             }
         }
-        let mut gone = Gone(false);
+        impl Visit for Gone {
+            fn record_str(&mut self, field: &Field, value: &str) {
+                self.note(field, value);
+            }
+            fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+                if matches!(field.name(), "message" | "error") {
+                    self.note(field, &format!("{value:?}"));
+                }
+            }
+        }
+        let mut gone = Gone::default();
         event.record(&mut gone);
-        !gone.0
+        !(gone.message && gone.closed)
     }
 }
 
@@ -169,14 +185,20 @@ mod tests {
             let error = "Transport closed";
             tracing::error!(target: "rmcp::service", %error, "failed to send pending response during drain");
             tracing::error!(target: "rmcp::service", %error, "fail to response message");
+            let error = "standard output has closed";
+            tracing::error!(target: "rmcp::service", %error, "fail to response message");
             tracing::error!(target: "rmcp::service", %error, "response send task failed");
             tracing::info!(target: "rmcp::service", "serve finished");
             tracing::error!(target: "aegis", "fail to response message");
+            // The same words with another reason: something failed here, and it is said.
+            let error = "serialization failed";
+            tracing::error!(target: "rmcp::service", %error, "fail to response message");
         });
         let lines: Vec<&str> = log.lines().collect();
-        assert_eq!(lines.len(), 2, "{log}");
+        assert_eq!(lines.len(), 3, "{log}");
         assert!(lines[0].contains("response send task failed"), "{log}");
-        assert!(lines[1].contains("aegis") || lines[1].contains("fail to response message"), "{log}");
+        assert!(lines[1].contains("aegis") && lines[1].contains("fail to response message"), "{log}");
+        assert!(lines[2].contains("serialization failed"), "{log}");
     }
 
     #[test]

@@ -182,7 +182,9 @@ impl Policy {
         }
         let (op, segments) = match tool.operation() {
             Some(op) => (op, Vec::new()),
-            None => (reached?.operation()?, crate::catalog::segments(args.get("path").and_then(Value::as_str)?)),
+            None => {
+                (reached?.operation()?, crate::catalog::segments(args.get("path").and_then(Value::as_str)?))
+            }
         };
         let values =
             if tool.operation().is_some() { Values::Args(args) } else { Values::Segments(&segments) };

@@ -208,7 +208,6 @@ impl Values<'_> {
     }
 }
 
-
 /// Parameters that name a repository, and those that name its owner.
 const REPO_PARAMS: [&str; 3] = ["repo", "repo_name", "template_repo"];
 const OWNER_PARAMS: [&str; 3] = ["owner", "org", "template_owner"];

@@ -104,22 +104,27 @@ struct StdioTransport {
     outbox: mpsc::Sender<Vec<u8>>,
 }
 
-/// Standard output is gone.
+/// Why a message could not be sent. The first is the client leaving, which the log does
+/// not report (`guard::log::CLOSED` holds its words); the second would be a fault here.
 #[derive(Debug, thiserror::Error)]
-#[error("standard output has closed")]
-struct OutputClosed;
+enum SendError {
+    #[error("standard output has closed")]
+    OutputClosed,
+    #[error("the message could not be written as JSON: {0}")]
+    Unwritable(String),
+}
 
 impl Transport<RoleServer> for StdioTransport {
-    type Error = OutputClosed;
+    type Error = SendError;
 
     fn send(
         &mut self,
         item: ServerJsonRpcMessage,
-    ) -> impl Future<Output = Result<(), OutputClosed>> + Send + 'static {
+    ) -> impl Future<Output = Result<(), SendError>> + Send + 'static {
         let outbox = self.outbox.clone();
         async move {
-            let line = serde_json::to_vec(&item).map_err(|_| OutputClosed)?;
-            outbox.send(line).await.map_err(|_| OutputClosed)
+            let line = serde_json::to_vec(&item).map_err(|e| SendError::Unwritable(e.to_string()))?;
+            outbox.send(line).await.map_err(|_| SendError::OutputClosed)
         }
     }
 
@@ -127,7 +132,7 @@ impl Transport<RoleServer> for StdioTransport {
         self.inbox.recv().await
     }
 
-    async fn close(&mut self) -> Result<(), OutputClosed> {
+    async fn close(&mut self) -> Result<(), SendError> {
         Ok(())
     }
 }
@@ -135,6 +140,14 @@ impl Transport<RoleServer> for StdioTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_output_is_said_in_the_words_the_log_leaves_out() {
+        let closed = SendError::OutputClosed.to_string();
+        assert!(crate::guard::log::CLOSED.contains(&closed.as_str()), "{closed}");
+        let fault = SendError::Unwritable("x".into()).to_string();
+        assert!(!crate::guard::log::CLOSED.contains(&fault.as_str()), "{fault}");
+    }
 
     #[tokio::test]
     async fn an_oversized_line_is_answered_and_the_next_one_is_read() {
