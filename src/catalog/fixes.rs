@@ -138,8 +138,8 @@ mod tests {
     #[test]
     fn without_the_fix_the_spec_would_say_json_for_the_archive() {
         // Guards the fix against silently becoming a no-op: the Gitea spec really declares JSON.
-        let spec = crate::catalog::spec::Spec::parse(Flavor::Gitea.embedded_spec()).unwrap();
-        let op = spec.operations.iter().find(|o| o.id == "repoGetArchive").unwrap();
+        let (_, operations) = crate::catalog::spec::Spec::parse(Flavor::Gitea.embedded_spec()).unwrap();
+        let op = operations.iter().find(|o| o.id == "repoGetArchive").unwrap();
         assert_eq!(op.produces, ["application/json"]);
     }
 }

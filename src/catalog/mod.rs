@@ -120,9 +120,7 @@ impl Catalog {
         flavor: Flavor,
         version: Option<Version>,
     ) -> Result<Catalog, CatalogError> {
-        let mut spec = spec::Spec::parse(spec_bytes)?;
-        // The operations as read are needed only here: the tools keep what they use.
-        let operations = std::mem::take(&mut spec.operations);
+        let (spec, operations) = spec::Spec::parse(spec_bytes)?;
         let spec = Arc::new(spec);
         let version = version
             .or_else(|| Version::parse(&spec.info_version))

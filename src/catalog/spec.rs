@@ -43,9 +43,7 @@ pub struct Spec {
     /// The media types every operation accepts unless it names its own.
     pub consumes: Vec<String>,
     pub produces: Vec<String>,
-    /// Read while the catalog is built, which then takes them (`Catalog::build`).
-    pub operations: Vec<RawOperation>,
-    /// Each operation's text, in the order of `operations`: its parameters are read again
+    /// Each operation's text, in the order the operations were read: its parameters are read again
     /// when its tool's schema is built, rather than kept.
     texts: Vec<&'static RawValue>,
     /// Each definition's text, parsed when a reference is followed.
@@ -142,9 +140,11 @@ struct RequiredOnly {
 }
 
 impl Spec {
-    /// Parse and check the shape of a Swagger 2.0 document. The bytes are borrowed for as
-    /// long as the spec lives: embedded specs are static, a spec file is read once.
-    pub fn parse(bytes: &'static [u8]) -> Result<Spec, CatalogError> {
+    /// Parse and check the shape of a Swagger 2.0 document: the spec, and its operations as
+    /// read (the catalog turns them into tools; the spec keeps only what schemas need later).
+    /// The bytes are borrowed for as long as the spec lives: embedded specs are static, a spec
+    /// file is read once.
+    pub fn parse(bytes: &'static [u8]) -> Result<(Spec, Vec<RawOperation>), CatalogError> {
         let top: Entries = serde_json::from_slice(bytes).map_err(|e| match e.classify() {
             serde_json::error::Category::Data => {
                 CatalogError::Shape("the document is not a JSON object".into())
@@ -204,15 +204,15 @@ impl Spec {
                 });
             }
         }
-        Ok(Spec {
+        let spec = Spec {
             info_version,
             consumes,
             produces,
-            operations,
             texts,
             definitions: definitions.unwrap_or_default(),
             responses,
-        })
+        };
+        Ok((spec, operations))
     }
 
     /// The parameters of operation `index` (its place in `operations` as read), read again
