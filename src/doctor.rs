@@ -131,9 +131,8 @@ pub async fn run(settings: Settings) -> ExitCode {
 
     let spec: &'static [u8] = match crate::catalog::spec::bytes(settings.spec.as_deref(), flavor) {
         Ok(b) => b,
-        Err(e) => {
-            let path = settings.spec.as_deref().unwrap_or_else(|| std::path::Path::new(""));
-            r.fail(&format!("cannot read the spec {}: {e}", path.display()));
+        Err(why) => {
+            r.fail(&why);
             &[]
         }
     };

@@ -132,12 +132,7 @@ pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Cat
             ));
         }
     };
-    let spec_bytes = crate::catalog::spec::bytes(settings.spec.as_deref(), flavor).map_err(|e| {
-        StartError(format!(
-            "cannot read the spec {}: {e}",
-            settings.spec.as_deref().unwrap_or_else(|| std::path::Path::new("")).display()
-        ))
-    })?;
+    let spec_bytes = crate::catalog::spec::bytes(settings.spec.as_deref(), flavor).map_err(StartError)?;
     let mut catalog = Catalog::build(spec_bytes, flavor, detected)
         .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
     if settings.sudo_allowed_users.is_some() {

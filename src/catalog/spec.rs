@@ -254,14 +254,14 @@ impl Spec {
     }
 }
 
-/// The spec to read: the file at `path`, else the one embedded for `flavor`. A file is read
-/// once and kept for the life of the process, since the catalog borrows from it.
-pub fn bytes(
-    path: Option<&std::path::Path>,
-    flavor: super::Flavor,
-) -> Result<&'static [u8], std::io::ErrorKind> {
+/// The spec to read: the file at `path`, else the one embedded for `flavor`; or why the file
+/// cannot be read. A file is read once and kept for the life of the process, since the
+/// catalog borrows from it.
+pub fn bytes(path: Option<&std::path::Path>, flavor: super::Flavor) -> Result<&'static [u8], String> {
     match path {
-        Some(p) => std::fs::read(p).map(|b| &*b.leak()).map_err(|e| e.kind()),
+        Some(p) => std::fs::read(p)
+            .map(|b| &*b.leak())
+            .map_err(|e| format!("cannot read the spec {}: {}", p.display(), e.kind())),
         None => Ok(flavor.embedded_spec()),
     }
 }
