@@ -201,6 +201,21 @@ mod tests {
     use tower::ServiceExt;
 
     const ANSWER: &str = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#;
+    /// What the official clients send.
+    const BOTH: &str = "application/json, text/event-stream";
+
+    /// `ANSWER` as one event.
+    fn answer_event() -> &'static str {
+        static EVENT: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| format!("data: {ANSWER}\n\n"));
+        &EVENT
+    }
+
+    /// The body of a response that stayed a stream.
+    async fn streamed(r: Response) -> String {
+        assert_eq!(content_type(&r), "text/event-stream");
+        text(r).await
+    }
 
     async fn through(events: Vec<&'static str>, accept: &str, pause: Option<Duration>) -> Response {
         let app = Router::new()
@@ -236,9 +251,8 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_alone_after_the_priming_event_becomes_plain_json() {
-        let data = format!("data: {ANSWER}\n\n");
-        let events = vec!["id: 0\nretry: 3000\ndata:\n\n", Box::leak(data.into_boxed_str())];
-        let r = through(events, "application/json, text/event-stream", None).await;
+        let events = vec!["id: 0\nretry: 3000\ndata:\n\n", answer_event()];
+        let r = through(events, BOTH, None).await;
         assert_eq!(content_type(&r), "application/json");
         assert!(r.headers().get(header::CACHE_CONTROL).is_none());
         assert_eq!(r.headers().get("mcp-session-id").unwrap(), "s1");
@@ -249,7 +263,7 @@ mod tests {
     async fn an_answer_split_across_chunks_and_lines_is_joined() {
         let events =
             vec!["data:", " {\"jsonrpc\":\"2.0\",\"id\":1,\r\n", "data: \"error\":{\"code\":-1}}\r\n\r\n"];
-        let r = through(events, "application/json, text/event-stream", None).await;
+        let r = through(events, BOTH, None).await;
         assert_eq!(content_type(&r), "application/json");
         assert_eq!(text(r).await, "{\"jsonrpc\":\"2.0\",\"id\":1,\n\"error\":{\"code\":-1}}");
     }
@@ -257,49 +271,49 @@ mod tests {
     #[tokio::test]
     async fn a_notification_before_the_answer_keeps_the_stream_whole() {
         let note = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n";
-        let data: &'static str = Box::leak(format!("data: {ANSWER}\n\n").into_boxed_str());
-        let r = through(vec!["data:\n\n", note, data], "application/json, text/event-stream", None).await;
-        assert_eq!(content_type(&r), "text/event-stream");
-        assert_eq!(text(r).await, format!("data:\n\n{note}data: {ANSWER}\n\n"));
+        let data = answer_event();
+        let r = through(vec!["data:\n\n", note, data], BOTH, None).await;
+        assert_eq!(streamed(r).await, format!("data:\n\n{note}data: {ANSWER}\n\n"));
     }
 
     #[tokio::test]
     async fn something_after_the_answer_keeps_the_stream_whole() {
         let both: &'static str = Box::leak(format!("data: {ANSWER}\n\ndata: {ANSWER}\n\n").into_boxed_str());
-        let r = through(vec![both], "application/json, text/event-stream", None).await;
-        assert_eq!(content_type(&r), "text/event-stream");
-        assert_eq!(text(r).await, both);
+        let r = through(vec![both], BOTH, None).await;
+        assert_eq!(streamed(r).await, both);
     }
 
     #[tokio::test]
     async fn a_stream_that_does_not_end_after_the_answer_is_streamed() {
-        let data: &'static str = Box::leak(format!("data: {ANSWER}\n\n").into_boxed_str());
+        let data = answer_event();
         // The empty chunk after the answer arrives only after a pause longer than END_WAIT.
-        let r = through(
-            vec![data, "", ": keep-alive\n\n"],
-            "application/json, text/event-stream",
-            Some(END_WAIT + Duration::from_millis(300)),
-        )
-        .await;
-        assert_eq!(content_type(&r), "text/event-stream");
-        assert_eq!(text(r).await, format!("{data}: keep-alive\n\n"));
+        let r =
+            through(vec![data, "", ": keep-alive\n\n"], BOTH, Some(END_WAIT + Duration::from_millis(300)))
+                .await;
+        assert_eq!(streamed(r).await, format!("{data}: keep-alive\n\n"));
     }
 
     #[tokio::test]
     async fn what_follows_the_answer_at_once_goes_out_with_it() {
-        let data: &'static str = Box::leak(format!("data: {ANSWER}\n\n").into_boxed_str());
-        let r =
-            through(vec![data, ": keep-alive\n\n", "data:\n\n"], "application/json, text/event-stream", None)
-                .await;
-        assert_eq!(content_type(&r), "text/event-stream");
-        assert_eq!(text(r).await, format!("{data}: keep-alive\n\ndata:\n\n"));
+        let data = answer_event();
+        let r = through(vec![data, ": keep-alive\n\n", "data:\n\n"], BOTH, None).await;
+        assert_eq!(streamed(r).await, format!("{data}: keep-alive\n\ndata:\n\n"));
+    }
+
+    #[tokio::test]
+    async fn an_answer_longer_than_what_is_held_is_streamed_whole() {
+        let mib: &'static str = Box::leak("a".repeat(1 << 20).into_boxed_str());
+        let mut events = vec!["data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\""];
+        events.extend(std::iter::repeat_n(mib, (MAX_HELD >> 20) + 1));
+        events.push("\"}\n\n");
+        let r = through(events.clone(), BOTH, None).await;
+        assert_eq!(streamed(r).await.len(), events.iter().map(|e| e.len()).sum::<usize>());
     }
 
     #[tokio::test]
     async fn a_client_that_takes_only_event_streams_gets_one() {
-        let data: &'static str = Box::leak(format!("data: {ANSWER}\n\n").into_boxed_str());
+        let data = answer_event();
         let r = through(vec![data], "text/event-stream", None).await;
-        assert_eq!(content_type(&r), "text/event-stream");
-        assert_eq!(text(r).await, data);
+        assert_eq!(streamed(r).await, data);
     }
 }
