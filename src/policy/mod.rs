@@ -180,14 +180,15 @@ impl Policy {
         if fence.is_open() {
             return None;
         }
-        let (op, segments) = match tool.operation() {
-            Some(op) => (op, Vec::new()),
+        let segments;
+        let (op, values) = match tool.operation() {
+            Some(op) => (op, Values::Args(args)),
             None => {
-                (reached?.operation()?, crate::catalog::segments(args.get("path").and_then(Value::as_str)?))
+                let op = reached?.operation()?;
+                segments = crate::catalog::segments(args.get("path").and_then(Value::as_str)?);
+                (op, Values::Segments(&segments))
             }
         };
-        let values =
-            if tool.operation().is_some() { Values::Args(args) } else { Values::Segments(&segments) };
         repos::caller_refusal(&fence, op, &values, args.get("body"), login)
     }
 
