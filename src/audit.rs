@@ -255,16 +255,14 @@ impl AuditLog {
             return Err(format!("cannot write the audit log {}: not a regular file", self.path.display()));
         }
         if let Some(last) = last_line(&mut file).map_err(cannot)? {
-            let seq = serde_json::from_slice::<Value>(&last)
-                .ok()
-                .and_then(|v| v.get("seq").and_then(Value::as_u64))
-                .ok_or_else(|| {
-                    format!(
-                        "the audit log {} ends in a line that is not an audit line (cut short?); check it with `aegis-gitea-mcp audit verify` and move it aside",
-                        self.path.display()
-                    )
-                })?;
-            state.prev = sha256_hex(&last);
+            let seq_of = |l: &[u8]| serde_json::from_slice::<Value>(l).ok()?.get("seq")?.as_u64();
+            let (line, seq) = last.ok().and_then(|l| seq_of(&l).map(|seq| (l, seq))).ok_or_else(|| {
+                format!(
+                    "the audit log {} ends in a line that is not an audit line (cut short?); check it with `aegis-gitea-mcp audit verify` and move it aside",
+                    self.path.display()
+                )
+            })?;
+            state.prev = sha256_hex(&line);
             state.seq = seq;
         }
         state.file = Some((file, file_id(&meta)));
@@ -320,12 +318,15 @@ fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
     (0, m.created().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as u64))
 }
 
+/// A last line longer than any audit line (client text is clipped, so lines are small): it is
+/// not read whole.
+#[derive(Debug, PartialEq)]
+struct TooLong;
+
 /// The last line of `file` (without its line end), read backwards from the end in blocks;
 /// `None` for an empty file.
-fn last_line(file: &mut File) -> std::io::Result<Option<Vec<u8>>> {
+fn last_line(file: &mut File) -> std::io::Result<Option<Result<Vec<u8>, TooLong>>> {
     const BLOCK: u64 = 4096;
-    // Lines are small (client text is clipped): a longer "last line" is not an audit line, and
-    // is not read whole.
     const MAX_LINE: usize = 1 << 20;
     let len = file.seek(SeekFrom::End(0))?;
     if len == 0 {
@@ -342,27 +343,27 @@ fn last_line(file: &mut File) -> std::io::Result<Option<Vec<u8>>> {
     let mut blocks: Vec<Vec<u8>> = Vec::new();
     let mut read = 0usize;
     let mut pos = end;
-    let joined = |mut first: Vec<u8>, blocks: Vec<Vec<u8>>| {
-        first.extend(blocks.into_iter().rev().flatten());
-        first
-    };
+    let mut line = Vec::new();
     while pos > 0 {
         let start = pos.saturating_sub(BLOCK);
         let mut block = vec![0u8; (pos - start) as usize];
         file.seek(SeekFrom::Start(start))?;
         file.read_exact(&mut block)?;
         if let Some(i) = memchr::memrchr(b'\n', &block) {
-            block.drain(..=i);
-            return Ok(Some(joined(block, blocks)));
+            line.extend_from_slice(&block[i + 1..]);
+            break;
         }
         read += block.len();
         if read > MAX_LINE {
-            return Ok(Some(b"(longer than any audit line)".to_vec()));
+            return Ok(Some(Err(TooLong)));
         }
         blocks.push(block);
         pos = start;
     }
-    Ok(Some(joined(Vec::new(), blocks)))
+    for b in blocks.iter().rev() {
+        line.extend_from_slice(b);
+    }
+    Ok(Some(Ok(line)))
 }
 
 /// `2026-11-30T22:10:00.123Z`.
@@ -729,15 +730,14 @@ mod tests {
         let long = "x".repeat(10_000);
         std::fs::write(&path, format!("first\n{long}\n")).unwrap();
         let mut f = File::open(&path).unwrap();
-        assert_eq!(last_line(&mut f).unwrap().unwrap(), long.as_bytes());
+        assert_eq!(last_line(&mut f).unwrap().unwrap(), Ok(long.clone().into_bytes()));
         std::fs::write(&path, &long).unwrap();
         let mut f = File::open(&path).unwrap();
-        assert_eq!(last_line(&mut f).unwrap().unwrap(), long.as_bytes());
+        assert_eq!(last_line(&mut f).unwrap().unwrap(), Ok(long.into_bytes()));
         // A "line" longer than any audit line is not read whole, and is not an audit line.
         std::fs::write(&path, format!("first\n{}", "y".repeat(3 << 20))).unwrap();
         let mut f = File::open(&path).unwrap();
-        let got = last_line(&mut f).unwrap().unwrap();
-        assert!(got.len() < 100 && serde_json::from_slice::<Value>(&got).is_err(), "{}", got.len());
+        assert_eq!(last_line(&mut f).unwrap().unwrap(), Err(TooLong));
     }
 
     #[test]
