@@ -58,6 +58,9 @@ pub enum Command {
         #[arg(long, default_value = "{}")]
         args: String,
     },
+    /// Ask a running http or sse server (at MCP_LISTEN, on this machine) whether it is ready
+    /// (`GET /readyz`): exits 0 when it is, 1 otherwise. For container health checks.
+    Ready,
     /// Check the URL, detect the forge and its version, resolve the identity, and report
     /// problems in plain words. Exits 1 when something needs fixing.
     Doctor,
@@ -160,6 +163,19 @@ pub struct CommonArgs {
     /// Address for the http and sse transports.
     #[arg(long, env = "MCP_LISTEN", default_value = "127.0.0.1:8080", global = true)]
     pub listen: String,
+    /// Streamable HTTP without sessions: every request stands alone, so any replica behind a
+    /// load balancer can serve it (`initialize` is answered without an Mcp-Session-Id).
+    #[arg(long, env = "MCP_STATELESS", global = true)]
+    pub stateless: bool,
+    /// This replica's name (a DNS label: lowercase letters, digits, '-'), put in front of
+    /// every session id it hands out (`<replica-id>.<random>`) so that a load balancer can
+    /// send a session's requests back to it. Unset: session ids carry no name.
+    #[arg(long, env = "MCP_REPLICA_ID", global = true)]
+    pub replica_id: Option<String>,
+    /// Seconds to go on accepting requests after SIGTERM, with /readyz answering 503, before
+    /// draining: time for a load balancer to stop sending new requests here.
+    #[arg(long, env = "MCP_SHUTDOWN_DELAY", default_value_t = 0.0, global = true)]
+    pub shutdown_delay: f64,
     /// Shared secret HTTP clients present as `Authorization: Bearer …` to act as the
     /// server's global identity.
     #[arg(long, env = "MCP_BEARER_TOKEN", hide_env_values = true, global = true)]
@@ -329,6 +345,22 @@ pub struct CommonArgs {
     pub forge_max_concurrent: u32,
 }
 
+/// A replica's name as session ids carry it: one DNS label, so that a proxy can route on it
+/// and, where it becomes part of a host name, reach nothing outside one domain.
+fn replica_id(id: String) -> Result<String, ConfigError> {
+    let label = id.len() <= 63
+        && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !id.starts_with('-')
+        && !id.ends_with('-');
+    if label {
+        Ok(id)
+    } else {
+        Err(ConfigError(format!(
+            "MCP_REPLICA_ID {id:?}: use at most 63 lowercase letters, digits and '-', not starting or ending with '-' (a DNS label, such as a pod name)"
+        )))
+    }
+}
+
 /// Resolved settings: checked, typed, secrets wrapped.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -340,6 +372,9 @@ pub struct Settings {
     pub spec: Option<PathBuf>,
     pub transport: TransportChoice,
     pub listen: String,
+    pub stateless: bool,
+    pub replica_id: Option<String>,
+    pub shutdown_delay: Duration,
     pub mcp_bearer_token: Option<SecretString>,
     pub max_binary_bytes: u64,
     pub max_response_bytes: u64,
@@ -555,6 +590,24 @@ impl Settings {
             spec: args.spec,
             transport: args.transport,
             listen: args.listen,
+            stateless: match (args.stateless, args.transport) {
+                (true, TransportChoice::Sse) => {
+                    return Err(ConfigError(
+                        "MCP_STATELESS applies to Streamable HTTP (--transport http): a legacy SSE client always holds a stream, which lives on one replica".into(),
+                    ));
+                }
+                (stateless, _) => stateless,
+            },
+            replica_id: args.replica_id.filter(|r| !r.is_empty()).map(replica_id).transpose()?,
+            shutdown_delay: match args.shutdown_delay {
+                0.0 => Duration::ZERO,
+                v if v.is_finite() && v > 0.0 && v <= 600.0 => Duration::from_secs_f64(v),
+                _ => {
+                    return Err(ConfigError(
+                        "--shutdown-delay must be a number of seconds from 0 to 600".into(),
+                    ));
+                }
+            },
             mcp_bearer_token,
             max_binary_bytes: args.max_binary_bytes,
             max_response_bytes: args.max_response_bytes,
@@ -1006,5 +1059,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.disabled_tools.into_iter().collect::<Vec<_>>(), ["adminCreateUser", "repoDelete"]);
+    }
+
+    #[test]
+    fn a_replica_id_is_one_dns_label_and_stateless_is_for_streamable_http() {
+        let resolve = |extra: &[&str]| {
+            let mut v = vec!["--url", "https://g.example"];
+            v.extend_from_slice(extra);
+            Settings::resolve(args(&v), &|_| None)
+        };
+        assert_eq!(resolve(&[]).unwrap().replica_id, None);
+        assert_eq!(resolve(&["--replica-id", ""]).unwrap().replica_id, None);
+        for ok in ["r1", "aegis-gitea-mcp-6d4cf56db6-x7k2p", &"a".repeat(63)] {
+            assert_eq!(resolve(&["--replica-id", ok]).unwrap().replica_id.as_deref(), Some(ok));
+        }
+        for bad in ["R1", "r.1", "-r1", "r1-", "r_1", "r1/", &"a".repeat(64)] {
+            let e = resolve(&[&format!("--replica-id={bad}")]).unwrap_err().0;
+            assert!(e.contains("MCP_REPLICA_ID") && e.contains("DNS label"), "{bad}: {e}");
+        }
+        assert!(resolve(&["--transport", "http", "--stateless"]).unwrap().stateless);
+        assert!(!resolve(&["--transport", "http"]).unwrap().stateless);
+        let e = resolve(&["--transport", "sse", "--stateless"]).unwrap_err().0;
+        assert!(e.contains("MCP_STATELESS") && e.contains("--transport http"), "{e}");
     }
 }

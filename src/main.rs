@@ -1,4 +1,4 @@
-//! `aegis-gitea-mcp`: serve | tools | call | doctor | audit verify. Exit codes: 0 ok, 1 an error result or
+//! `aegis-gitea-mcp`: serve | tools | call | doctor | audit verify | ready. Exit codes: 0 ok, 1 an error result or
 //! a problem found by `doctor`, 2 bad settings or usage. Nothing else lives here.
 
 use std::process::ExitCode;
@@ -20,6 +20,10 @@ fn main() -> ExitCode {
         let (report, ok) = audit::verify(files);
         print!("{report}");
         return if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    }
+    // Needs no forge either: only the address of a running server.
+    if let Some(Command::Ready) = &cli.command {
+        return transport::ready::probe(&cli.common.listen);
     }
     let log_level = cli.common.log_level.clone();
     let settings = match Settings::resolve(cli.common, &|k| std::env::var(k).ok()) {
@@ -141,7 +145,9 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                 }
             }
         }
-        Command::Doctor | Command::Tools { .. } | Command::Audit { .. } => unreachable!("handled above"),
+        Command::Doctor | Command::Tools { .. } | Command::Audit { .. } | Command::Ready => {
+            unreachable!("handled above")
+        }
     }
 }
 

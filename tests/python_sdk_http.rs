@@ -86,7 +86,8 @@ async fn scenario(transport: &str, mode: &str, scheme: &str) {
         {"tool": "noSuchTool", "arguments": {}},
     ]);
     let run = run_driver(transport, mode, &server, &format!("{scheme} {BOB_TOKEN}"), &calls).await;
-    let requests = forge.requests();
+    // Beside the server's readiness probe at start (no token), every request is the caller's.
+    let requests = support::http::not_probes(&forge);
     let doc = &run.doc;
 
     // The handshake: `legacy` sends `initialize` (newest handshake version); `auto` probes

@@ -74,6 +74,8 @@ pub struct Forge {
     /// Slots for requests in flight (`FORGE_MAX_CONCURRENT`) and their number, shared by
     /// every clone; `None`: no limit.
     slots: Option<(Arc<Semaphore>, u32)>,
+    /// Whether the forge has answered any request yet (shared by every clone), for `/readyz`.
+    answered: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Forge {
@@ -105,6 +107,7 @@ impl Forge {
             large: Arc::new(Semaphore::new(LARGE_CALLS)),
             metrics: ForgeMetrics::default(),
             slots: None,
+            answered: Arc::default(),
         })
     }
 
@@ -196,7 +199,17 @@ impl Forge {
             Err(CallError::UnknownTool(_)) => None,
         };
         self.metrics.request(started.elapsed(), status);
+        // A 5xx may come from a proxy in front of the forge: only an answer below that shows
+        // that the forge itself is there.
+        if status.is_some_and(|s| s < 500) {
+            self.answered.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         got
+    }
+
+    /// Whether the forge has answered a request (any status below 500) since the start.
+    pub fn has_answered(&self) -> bool {
+        self.answered.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// One request and its answer, read within the limits.

@@ -1,5 +1,5 @@
 //! Streamable HTTP (`/mcp`, rmcp's service) and legacy SSE (`/sse`, `/message`, ours) on one
-//! axum router, behind the layers of `layers.rs`, plus `/healthz` and `/metrics` (unless
+//! axum router, behind the layers of `layers.rs`, plus `/healthz`, `/readyz` and `/metrics` (unless
 //! `METRICS_LISTEN` moves it to a listener of its own), served by our own accept
 //! loop (`listener.rs`: connection caps, header and idle timeouts). SIGTERM or Ctrl-C stops
 //! accepting, lets in-flight calls finish (up to `DRAIN`), ends open streams, then exits.
@@ -20,7 +20,9 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, create_local_session};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +40,8 @@ const SESSION_WORDS: sessions::Words = sessions::Words {
 struct OwnedSessions {
     inner: LocalSessionManager,
     owners: Arc<sessions::Owners>,
+    /// This replica's name, at the front of every session id it hands out.
+    replica: Option<String>,
 }
 
 /// Why a session could not be created or used.
@@ -59,9 +63,12 @@ impl SessionManager for OwnedSessions {
         let Ok(Some((opening, fingerprint))) = layers::OPENING.try_with(|o| o.borrow_mut().take()) else {
             return Err(SessionError::NotOpened);
         };
-        let (id, transport) = self.inner.create_session().await?;
+        // Named here rather than by the library, so that the id carries this replica's name.
+        let id = SessionId::from(sessions::new_id(self.replica.as_deref()));
+        let (handle, worker) = create_local_session(id.clone(), self.inner.session_config.clone());
+        self.inner.sessions.write().await.insert(id.clone(), handle);
         opening.opened(id.to_string(), fingerprint);
-        Ok((id, transport))
+        Ok((id, WorkerTransport::spawn(worker)))
     }
     async fn initialize_session(
         &self,
@@ -126,9 +133,29 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     });
     warn_if_open(&server, addr, &cfg);
     let shutdown = CancellationToken::new();
+    let readiness = super::ready::Readiness::new(server.clone());
+    readiness.watch_forge(shutdown.clone()).await;
     let handler = McpHandler::new(server.clone());
     let mcp: Router = match transport {
         TransportChoice::Sse => sse::router(handler, sse::limits(s), server.clone(), shutdown.clone()),
+        // No sessions: `initialize` is answered without a session id and every request
+        // stands alone (its identity established per call), so any replica serves any request.
+        _ if s.stateless => {
+            let config = StreamableHttpServerConfig::default()
+                .with_legacy_session_mode(false)
+                .with_json_response(true)
+                .disable_allowed_hosts()
+                .with_cancellation_token(shutdown.child_token())
+                .with_max_request_body_bytes(s.max_body_bytes);
+            let service = StreamableHttpService::new(
+                move || Ok(handler.clone()),
+                Arc::new(NeverSessionManager::default()),
+                config,
+            );
+            Router::new()
+                .route_service("/mcp", service)
+                .layer(axum::middleware::from_fn(layers::json_rpc_errors))
+        }
         _ => {
             let owners = sessions::Owners::new(
                 s.max_sessions,
@@ -136,8 +163,11 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
                 SESSION_WORDS,
                 server.metrics.sessions_open(),
             );
-            let manager =
-                Arc::new(OwnedSessions { inner: LocalSessionManager::default(), owners: owners.clone() });
+            let manager = Arc::new(OwnedSessions {
+                inner: LocalSessionManager::default(),
+                owners: owners.clone(),
+                replica: s.replica_id.clone(),
+            });
             // A request that needs no stream (one whose handler sends nothing before its
             // answer) gets plain JSON with a length: less for clients to parse. The library
             // does that for stateless requests; `plain_json` for those in a session.
@@ -161,7 +191,8 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         .layer(axum::middleware::from_fn(layers::narrow))
         .layer(from_fn_with_state(cfg.clone(), layers::authenticate))
         .layer(from_fn_with_state(cfg.clone(), layers::guard_host_origin))
-        .route("/healthz", get(|| async { "ok" }));
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(readiness.router());
     if s.metrics_listen == MetricsListen::Main {
         app = app.merge(super::metrics::router(server.clone()));
     }
@@ -192,8 +223,17 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     let (on_signal, give_up) = (stop.clone(), drain.clone());
     let stop_streams = shutdown.clone();
     let in_flight = server.in_flight.clone();
+    let delay = s.shutdown_delay;
     tokio::spawn(async move {
         wait_for_signal().await;
+        readiness.drain();
+        if !delay.is_zero() {
+            tracing::info!(
+                "shutting down: /readyz answers 503, still accepting for {}s",
+                delay.as_secs_f64()
+            );
+            tokio::time::sleep(delay).await;
+        }
         tracing::info!("shutting down: no new requests, draining in-flight calls");
         on_signal.cancel();
         // Let running calls finish and their answers go out, then end the open streams

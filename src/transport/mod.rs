@@ -8,6 +8,7 @@ pub mod listener;
 pub mod metrics;
 pub mod oauth;
 pub(crate) mod plain_json;
+pub mod ready;
 pub mod sessions;
 pub mod sse;
 pub mod stdio;

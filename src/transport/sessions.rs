@@ -42,6 +42,16 @@ pub type Fingerprint = [u8; 32];
 /// forge again, nothing worse).
 const MAX_FINGERPRINTS: usize = 8;
 
+/// A new session id: 122 random bits, led by this replica's name when it has one
+/// (`r1.0f8b…`), which is what a load balancer routes a session's requests on.
+pub fn new_id(replica: Option<&str>) -> String {
+    let random = uuid::Uuid::new_v4().simple();
+    match replica {
+        Some(r) => format!("{r}.{random}"),
+        None => random.to_string(),
+    }
+}
+
 /// The fingerprint of a request's identity.
 pub fn fingerprint(identity: &Caller) -> Fingerprint {
     match identity {

@@ -172,7 +172,7 @@ async fn open(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
         Ok(o) => o,
         Err(refused) => return *refused,
     };
-    let id = uuid::Uuid::new_v4().simple().to_string();
+    let id = sessions::new_id(sessions.server.settings.replica_id.as_deref());
     let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(INBOX);
     let (out_tx, out_rx) = mpsc::channel::<(Option<String>, Bytes)>(OUTBOX);
     let cancel = sessions.shutdown.child_token();

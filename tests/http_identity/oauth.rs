@@ -11,35 +11,35 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::support::http::{
-    ACCEPT_BOTH, HttpServer, SseClient, StreamableClient, free_port, stateless_call, tool_result,
+    ACCEPT_BOTH, HttpServer, SseClient, StreamableClient, free_port, not_probes, stateless_call, tool_result,
 };
 use super::support::{ALICE_TOKEN, Called};
 use super::{BOB_TOKEN, token};
 
-const FORGE_CLIENT_ID: &str = "forge-app-5d1c";
-const FORGE_CLIENT_SECRET: &str = "gto_forge-app-secret-0f9e8d7c6b5a";
-const KEY: &str = "8f3a5c1e9b7d2046af13ce58b9d07e6a4c2f8e1d3b5a7960c4e2d8f1a3b5c7e9";
+pub(super) const FORGE_CLIENT_ID: &str = "forge-app-5d1c";
+pub(super) const FORGE_CLIENT_SECRET: &str = "gto_forge-app-secret-0f9e8d7c6b5a";
+pub(super) const KEY: &str = "8f3a5c1e9b7d2046af13ce58b9d07e6a4c2f8e1d3b5a7960c4e2d8f1a3b5c7e9";
 const OTHER_KEY: &str = "1111111111111111111111111111111111111111111111111111111111111111";
-const CLIENT_REDIRECT: &str = "http://127.0.0.1:7/callback";
-const VERIFIER: &str = "pkce-verifier-pkce-verifier-pkce-verifier-0123456789";
+pub(super) const CLIENT_REDIRECT: &str = "http://127.0.0.1:7/callback";
+pub(super) const VERIFIER: &str = "pkce-verifier-pkce-verifier-pkce-verifier-0123456789";
 
-fn challenge(verifier: &str) -> String {
+pub(super) fn challenge(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
 /// An HTTP client that never follows redirects: each hop is looked at.
-fn browser() -> reqwest::Client {
+pub(super) fn browser() -> reqwest::Client {
     reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).no_proxy().build().unwrap()
 }
 
 /// The fake forge (alice, bob; bob is signed in to its web UI) with this server's
 /// application, and a server with sign-in configured.
-struct SignIn {
-    forge: FakeForge,
-    server: HttpServer,
-    public: String,
-    _dir: tempfile::TempDir,
-    key_path: String,
+pub(super) struct SignIn {
+    pub(super) forge: FakeForge,
+    pub(super) server: HttpServer,
+    pub(super) public: String,
+    pub(super) _dir: tempfile::TempDir,
+    pub(super) key_path: String,
 }
 
 impl SignIn {
@@ -47,9 +47,17 @@ impl SignIn {
         SignIn::start_with(ttl, &[]).await
     }
 
-    async fn start_with(ttl: Duration, env: &[(&str, &str)]) -> SignIn {
+    pub(super) async fn start_with(ttl: Duration, env: &[(&str, &str)]) -> SignIn {
         let port = free_port();
         let public = format!("http://127.0.0.1:{port}");
+        let (forge, dir, key_path) = SignIn::prepare(&public, ttl).await;
+        let server = SignIn::server(&forge, &public, &key_path, port, env).await;
+        SignIn { forge, server, public, _dir: dir, key_path }
+    }
+
+    /// The forge (with this server's application, its callback under `public`) and the key
+    /// file (in the directory returned) for servers at `public`.
+    pub(super) async fn prepare(public: &str, ttl: Duration) -> (FakeForge, tempfile::TempDir, String) {
         let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob")]
             .iter()
             .map(|(t, l)| (t.to_string(), l.to_string()))
@@ -73,38 +81,42 @@ impl SignIn {
         let key_path = dir.path().join("key");
         std::fs::write(&key_path, format!("{KEY}\n")).unwrap();
         let key_path = key_path.to_str().unwrap().to_owned();
-        let server = SignIn::server(&forge, &public, &key_path, port, env).await;
-        SignIn { forge, server, public, _dir: dir, key_path }
+        (forge, dir, key_path)
     }
 
-    /// A server process for `public` with the sign-in settings (another replica when called
-    /// again with the same key).
-    async fn server(
-        forge: &FakeForge,
-        public: &str,
-        key_path: &str,
-        port: u16,
-        env: &[(&str, &str)],
-    ) -> HttpServer {
-        let mut all = vec![
+    /// The sign-in settings of a server at `public` with the key in `key_path`.
+    pub(super) fn settings<'a>(public: &'a str, key_path: &'a str) -> [(&'static str, &'a str); 6] {
+        [
             ("GITEA_TOKEN", ALICE_TOKEN),
             ("GITEA_OAUTH_CLIENT_ID", FORGE_CLIENT_ID),
             ("GITEA_OAUTH_CLIENT_SECRET", FORGE_CLIENT_SECRET),
             ("MCP_PUBLIC_URL", public),
             ("MCP_OAUTH_KEY_FILE", key_path),
             ("LOG_LEVEL", "trace"),
-        ];
+        ]
+    }
+
+    /// A server process for `public` with the sign-in settings (another replica when called
+    /// again with the same key).
+    pub(super) async fn server(
+        forge: &FakeForge,
+        public: &str,
+        key_path: &str,
+        port: u16,
+        env: &[(&str, &str)],
+    ) -> HttpServer {
+        let mut all = SignIn::settings(public, key_path).to_vec();
         all.extend_from_slice(env);
         let transport = env.iter().find(|(k, _)| *k == "MCP_TRANSPORT").map_or("http", |(_, v)| *v);
         HttpServer::spawn_listening(&forge.base_url(), transport, &all, &format!("127.0.0.1:{port}")).await
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.public)
     }
 
     /// `POST /register` → the client id.
-    async fn register(&self) -> String {
+    pub(super) async fn register(&self) -> String {
         let resp = browser()
             .post(self.url("/register"))
             .json(&json!({"redirect_uris": [CLIENT_REDIRECT], "client_name": "test client",
@@ -121,7 +133,7 @@ impl SignIn {
     /// `/authorize` → this server's consent page (allowed) → the forge's consent (automatic)
     /// → `/oauth/callback` → the redirect to the client: its query parameters. `extra`
     /// overrides or adds authorize parameters.
-    async fn authorize(&self, client_id: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    pub(super) async fn authorize(&self, client_id: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let (to_forge, cookie) = self.authorize_hop(client_id, extra).await;
         let at_forge = browser().get(&to_forge).send().await.unwrap();
         assert!(at_forge.status().is_redirection(), "the forge's consent: {}", at_forge.status());
@@ -136,7 +148,7 @@ impl SignIn {
 
     /// `/authorize` must show this server's consent page: its sealed sign-in and the cookie
     /// it sets (`name=value`).
-    async fn consent(&self, client_id: &str, extra: &[(&str, &str)]) -> (String, String) {
+    pub(super) async fn consent(&self, client_id: &str, extra: &[(&str, &str)]) -> (String, String) {
         let resp = browser().get(self.authorize_url(client_id, extra)).send().await.unwrap();
         assert_eq!(resp.status().as_u16(), 200);
         assert_eq!(resp.headers().get("x-frame-options").map(|v| v.to_str().unwrap()), Some("DENY"));
@@ -153,7 +165,12 @@ impl SignIn {
     }
 
     /// The person's answer on the consent page, from the browser holding `cookie`.
-    async fn answer(&self, pending: &str, granted: bool, cookie: Option<&str>) -> reqwest::Response {
+    pub(super) async fn answer(
+        &self,
+        pending: &str,
+        granted: bool,
+        cookie: Option<&str>,
+    ) -> reqwest::Response {
         let body = url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs([("pending", pending), ("granted", if granted { "true" } else { "false" })])
             .finish();
@@ -170,7 +187,7 @@ impl SignIn {
 
     /// Consent, allowed: `/authorize` must then send the person to the forge; that URL, and
     /// the cookie of the browser.
-    async fn authorize_hop(&self, client_id: &str, extra: &[(&str, &str)]) -> (String, String) {
+    pub(super) async fn authorize_hop(&self, client_id: &str, extra: &[(&str, &str)]) -> (String, String) {
         let (pending, cookie) = self.consent(client_id, extra).await;
         let resp = self.answer(&pending, true, Some(&cookie)).await;
         assert_eq!(resp.status().as_u16(), 302, "{}", resp.text().await.unwrap_or_default());
@@ -182,7 +199,7 @@ impl SignIn {
         (to_forge, cookie)
     }
 
-    fn authorize_url(&self, client_id: &str, extra: &[(&str, &str)]) -> String {
+    pub(super) fn authorize_url(&self, client_id: &str, extra: &[(&str, &str)]) -> String {
         let ch = challenge(VERIFIER);
         let mut params: Vec<(&str, &str)> = vec![
             ("client_id", client_id),
@@ -204,7 +221,7 @@ impl SignIn {
     }
 
     /// `POST /token` with `form`: status and body.
-    async fn token(&self, form: &[(&str, &str)]) -> (u16, Value) {
+    pub(super) async fn token(&self, form: &[(&str, &str)]) -> (u16, Value) {
         let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         let resp = browser()
             .post(self.url("/token"))
@@ -218,7 +235,7 @@ impl SignIn {
         (status, resp.json().await.unwrap())
     }
 
-    async fn exchange(&self, client_id: &str, code: &str) -> (u16, Value) {
+    pub(super) async fn exchange(&self, client_id: &str, code: &str) -> (u16, Value) {
         self.token(&[
             ("grant_type", "authorization_code"),
             ("code", code),
@@ -230,7 +247,7 @@ impl SignIn {
     }
 
     /// A complete sign-in with `scope`: the token answer.
-    async fn sign_in(&self, scope: &str) -> (String, Value) {
+    pub(super) async fn sign_in(&self, scope: &str) -> (String, Value) {
         let client = self.register().await;
         let back = self.authorize(&client, &[("scope", scope)]).await;
         let code = param(&back, "code");
@@ -240,12 +257,12 @@ impl SignIn {
     }
 
     /// The requests the forge got at its token endpoint.
-    fn token_requests(&self) -> Vec<Recorded> {
+    pub(super) fn token_requests(&self) -> Vec<Recorded> {
         self.forge.requests().into_iter().filter(|r| r.raw_path == "/login/oauth/access_token").collect()
     }
 
     /// Every log line the server wrote: no secret of the sign-in may be in it.
-    fn assert_no_secret_in_log(&self, also: &[&str]) {
+    pub(super) fn assert_no_secret_in_log(&self, also: &[&str]) {
         let log = self.server.stderr();
         for secret in [FORGE_CLIENT_SECRET, KEY, &KEY.to_ascii_uppercase()].iter().chain(also) {
             assert!(!log.contains(secret), "a secret is in the server's log");
@@ -256,18 +273,18 @@ impl SignIn {
     }
 }
 
-fn location(resp: &reqwest::Response) -> String {
+pub(super) fn location(resp: &reqwest::Response) -> String {
     resp.headers()
         .get("location")
         .map(|v| v.to_str().unwrap().to_owned())
         .unwrap_or_else(|| panic!("no Location"))
 }
 
-fn query(url: &str) -> Vec<(String, String)> {
+pub(super) fn query(url: &str) -> Vec<(String, String)> {
     url::Url::parse(url).unwrap().query_pairs().into_owned().collect()
 }
 
-fn param(pairs: &[(String, String)], name: &str) -> String {
+pub(super) fn param(pairs: &[(String, String)], name: &str) -> String {
     pairs
         .iter()
         .find(|(k, _)| k == name)
@@ -275,13 +292,13 @@ fn param(pairs: &[(String, String)], name: &str) -> String {
         .unwrap_or_else(|| panic!("no {name}: {pairs:?}"))
 }
 
-async fn get_json(url: &str) -> Value {
+pub(super) async fn get_json(url: &str) -> Value {
     let resp = browser().get(url).send().await.unwrap();
     assert_eq!(resp.status().as_u16(), 200, "GET {url}");
     resp.json().await.unwrap()
 }
 
-fn bearer(t: &str) -> String {
+pub(super) fn bearer(t: &str) -> String {
     format!("Bearer {t}")
 }
 
@@ -642,7 +659,7 @@ async fn every_refusal_of_the_sign_in_is_clear_and_asks_nothing_of_the_forge() {
     let r =
         stateless_call(&browser(), &third.base, "userGetCurrent", json!({}), Some(&bearer(&access))).await;
     assert_eq!(r.unwrap_err().0, 401);
-    assert!(s.forge.requests().is_empty(), "a refused token reached the forge");
+    assert!(not_probes(&s.forge).is_empty(), "a refused token reached the forge");
     // A resource parameter for another server is refused at authorize and token.
     let resp = browser()
         .get(s.authorize_url(&client, &[("resource", "https://elsewhere.example/mcp")]))

@@ -135,13 +135,13 @@ async fn a_scrape_counts_exactly_the_calls_made() {
     assert_eq!(got.len(), want_calls.len(), "{got:?}");
     let histogram_count = |family: &str| value(&doc, family, &format!("{family}_count"), &[]);
     assert_eq!(histogram_count("aegis_call_duration_seconds"), Some(11.0));
-    // Forge requests: alice's login once, the eight calls that reached the forge, the
-    // resource read, and the refused token's lookup.
-    assert_eq!(histogram_count("aegis_forge_request_duration_seconds"), Some(11.0));
+    // Forge requests: the readiness probe at start, alice's login once, the eight calls that
+    // reached the forge, the resource read, and the refused token's lookup.
+    assert_eq!(histogram_count("aegis_forge_request_duration_seconds"), Some(12.0));
     let forge_status = |status: &str| {
         value(&doc, "aegis_forge_responses", "aegis_forge_responses_total", &[("status", status)])
     };
-    assert_eq!(forge_status("200"), Some(6.0), "{doc}");
+    assert_eq!(forge_status("200"), Some(7.0), "{doc}");
     assert_eq!(forge_status("404"), Some(3.0));
     assert_eq!(forge_status("429"), Some(1.0));
     assert_eq!(forge_status("401"), Some(1.0));

@@ -50,6 +50,17 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Whether `r` is an HTTP server's readiness probe: `GET /api/v1/version` without a token,
+/// which every `http`/`sse` server sends at start until the forge has answered (`/readyz`).
+pub fn is_readiness_probe(r: &fake_forge::Recorded) -> bool {
+    r.method == "GET" && r.raw_path == "/api/v1/version" && r.header("authorization").is_none()
+}
+
+/// What the forge received beside the readiness probes.
+pub fn not_probes(forge: &fake_forge::FakeForge) -> Vec<fake_forge::Recorded> {
+    forge.requests().into_iter().filter(|r| !is_readiness_probe(r)).collect()
+}
+
 /// The server binary serving `http` or `sse`; killed on drop.
 pub struct HttpServer {
     child: tokio::process::Child,
@@ -672,9 +683,19 @@ impl McpClient {
         server: &HttpServer,
         auth: Option<&str>,
     ) -> Result<McpClient, HttpError> {
-        match server.transport.as_str() {
-            "sse" => Ok(McpClient::Sse(SseClient::connect_with(http, &server.base, auth).await?)),
-            _ => Ok(McpClient::Streamable(StreamableClient::connect_with(http, &server.base, auth).await?)),
+        McpClient::connect_to(http, &server.base, &server.transport, auth).await
+    }
+
+    /// A client speaking `transport` (`http` or `sse`) to the server or balancer at `base`.
+    pub async fn connect_to(
+        http: reqwest::Client,
+        base: &str,
+        transport: &str,
+        auth: Option<&str>,
+    ) -> Result<McpClient, HttpError> {
+        match transport {
+            "sse" => Ok(McpClient::Sse(SseClient::connect_with(http, base, auth).await?)),
+            _ => Ok(McpClient::Streamable(StreamableClient::connect_with(http, base, auth).await?)),
         }
     }
 

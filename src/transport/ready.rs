@@ -1,0 +1,144 @@
+//! `/readyz`: whether a load balancer should send this replica requests. `/healthz` says the
+//! process is alive; `/readyz` says it can also do its work: the catalog is loaded (it is,
+//! before the address is bound), the forge has answered at least once, and the server is not
+//! shutting down. Until the forge has answered, it is asked for its version (anonymously) in
+//! the background, at growing intervals; any call a client makes counts as well.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::flavor::simple_get;
+use crate::identity::Credential;
+use crate::server::Server;
+
+/// How long the first question to the forge may hold up the start.
+const FIRST_PROBE: Duration = Duration::from_secs(2);
+/// The longest wait between two questions to a forge that has not answered.
+const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// What `/readyz` looks at.
+pub(crate) struct Readiness {
+    server: Arc<Server>,
+    draining: AtomicBool,
+}
+
+impl Readiness {
+    pub(crate) fn new(server: Arc<Server>) -> Arc<Readiness> {
+        Arc::new(Readiness { server, draining: AtomicBool::new(false) })
+    }
+
+    /// From now on `/readyz` answers 503: the server is draining and takes no new requests.
+    pub(crate) fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Why this replica is not ready, if it is not.
+    fn not_ready(&self) -> Option<String> {
+        if self.draining.load(Ordering::SeqCst) {
+            return Some("not ready: shutting down (in-flight calls are finishing)".to_owned());
+        }
+        if !self.server.forge.has_answered() {
+            return Some(format!(
+                "not ready: the forge at {} has not answered yet",
+                self.server.forge.base()
+            ));
+        }
+        None
+    }
+
+    /// Ask the forge for its version: once now (for at most `FIRST_PROBE`, so that a replica
+    /// whose forge answers at once is ready when its address is announced), then in the
+    /// background until it has answered once (or `stop`).
+    pub(crate) async fn watch_forge(self: &Arc<Self>, stop: CancellationToken) {
+        if self.server.forge.has_answered() {
+            return;
+        }
+        let _ = tokio::time::timeout(FIRST_PROBE, self.ask_forge()).await;
+        if self.server.forge.has_answered() {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut wait = Duration::from_millis(250);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                this.ask_forge().await;
+                if this.server.forge.has_answered() {
+                    tracing::info!("the forge has answered: ready");
+                    return;
+                }
+                wait = (wait * 2).min(MAX_PROBE_INTERVAL);
+            }
+        });
+    }
+
+    async fn ask_forge(&self) {
+        if let Err(e) = self.server.forge.send(&simple_get("/version"), &Credential::anonymous()).await {
+            tracing::debug!(error = %e, "the forge has not answered the readiness probe");
+        }
+    }
+
+    pub(crate) fn router(self: &Arc<Self>) -> Router {
+        Router::new().route("/readyz", get(readyz)).with_state(self.clone())
+    }
+}
+
+async fn readyz(State(r): State<Arc<Readiness>>) -> Response {
+    match r.not_ready() {
+        None => "ready".into_response(),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+    }
+}
+
+/// `aegis-gitea-mcp ready`: whether the server listening at `listen` (an unspecified address
+/// means this machine) answers `/readyz` with 200 within two seconds. Prints why not.
+pub fn probe(listen: &str) -> std::process::ExitCode {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+    const LIMIT: Duration = Duration::from_secs(2);
+    let fail = |why: String| {
+        eprintln!("aegis-gitea-mcp: not ready: {why}");
+        std::process::ExitCode::FAILURE
+    };
+    let mut addr: SocketAddr = match listen.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => a,
+        _ => return fail(format!("MCP_LISTEN {listen:?} is not an address")),
+    };
+    if addr.ip().is_unspecified() {
+        addr.set_ip(if addr.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    let asked = (|| {
+        let mut conn = TcpStream::connect_timeout(&addr, LIMIT)?;
+        conn.set_read_timeout(Some(LIMIT))?;
+        conn.set_write_timeout(Some(LIMIT))?;
+        conn.write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
+        let mut answer = Vec::new();
+        conn.take(4096).read_to_end(&mut answer)?;
+        Ok::<_, std::io::Error>(answer)
+    })();
+    match asked {
+        Ok(a) if a.starts_with(b"HTTP/1.1 200 ") => std::process::ExitCode::SUCCESS,
+        Ok(a) => {
+            let text = String::from_utf8_lossy(&a);
+            let status = text.lines().next().unwrap_or_default().to_owned();
+            let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().trim().to_owned();
+            fail(format!("{addr} answered {status:?}: {body}"))
+        }
+        Err(e) => fail(format!("{addr}: {e}")),
+    }
+}
