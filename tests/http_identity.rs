@@ -15,6 +15,9 @@ mod support;
 #[path = "http_identity/oauth.rs"]
 mod oauth;
 
+#[path = "http_identity/deployment.rs"]
+mod deployment;
+
 #[path = "http_identity/audit.rs"]
 mod audit;
 #[path = "http_identity/limits.rs"]
@@ -864,149 +867,183 @@ const GLOBAL_TOKEN: &str = "tok-global-000000";
 /// forge's recording shows who asked for what: every request must carry exactly its caller's
 /// token.
 async fn concurrent_calls_over_50_tokens_never_cross_identities(t: &str) {
-    let user_token = |n: usize| format!("tok-user-{n:02}");
-    let mut users: Vec<(String, String)> =
-        (0..USERS).map(|n| (user_token(n), format!("user{n:02}"))).collect();
-    users.push((GLOBAL_TOKEN.to_owned(), "global".to_owned()));
-    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
-    // (owner, token): 500 token calls and 60 without a header, in a fixed pseudo-random order
-    // (a stride coprime with the length), then (owner, token, repo `c<index>`).
-    let callers: Vec<(String, Option<String>)> = (0..USERS * CALLS_PER_USER)
-        .map(|i| (format!("user{:02}", i % USERS), Some(user_token(i % USERS))))
-        .chain((0..GLOBAL_CALLS).map(|_| ("global".to_owned(), None)))
-        .collect();
-    let n = callers.len();
-    assert_ne!(n % 97, 0, "the stride (a prime) must be coprime with {n}");
-    let plan: Vec<(String, Option<String>, String)> = (0..n)
-        .map(|i| {
-            let (owner, tok) = callers[(i * 97) % n].clone();
-            (owner, tok, format!("c{i}"))
-        })
-        .collect();
-    let token_calls = plan.iter().filter(|p| p.1.is_some()).count();
-    let global_calls = plan.len() - token_calls;
-    let distinct: HashSet<&String> = plan.iter().filter_map(|p| p.1.as_ref()).collect();
-    assert!(token_calls >= 500 && distinct.len() >= 50 && global_calls >= 50);
-    for (owner, _, repo) in &plan {
-        forge.seed_repo(owner, repo);
-    }
-    // 560 calls at once from one address: more connections than one peer may hold by default
-    // (a single client never needs that many; a reverse proxy does, and raises the cap).
-    let env =
+    let isolation = Isolation::start().await;
+    let server = HttpServer::spawn(&isolation.forge.base_url(), t, &Isolation::ENV).await;
+    isolation.run(t, &server.base, &|| server.stderr()).await;
+}
+
+/// The forge and the plan of the 560-call test, to run against one server or several behind
+/// a load balancer.
+pub(crate) struct Isolation {
+    pub forge: FakeForge,
+    /// (owner, token, repository) of each call, in the order they start.
+    plan: Vec<(String, Option<String>, String)>,
+}
+
+impl Isolation {
+    /// The server's settings: the global token, quiet logs, and room for 560 connections from
+    /// one address (a single client never needs that many; a reverse proxy does, and raises
+    /// the cap).
+    pub const ENV: [(&'static str, &'static str); 3] =
         [("GITEA_TOKEN", GLOBAL_TOKEN), ("LOG_LEVEL", "warn"), ("MCP_MAX_CONNECTIONS_PER_PEER", "1024")];
-    let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
-    let http = http_client();
-    // One session per caller (a session belongs to the identity that opened it), opened with
-    // the caller's own header.
-    let mut clients: std::collections::HashMap<Option<String>, Arc<McpClient>> = Default::default();
-    for tok in plan.iter().map(|p| p.1.clone()).collect::<std::collections::BTreeSet<_>>() {
-        let opener = tok.as_ref().map(|t| token(t));
-        // A transport-level failure (status 0: a pooled connection closed under us) is retried
-        // once; any answer from the server is final.
-        let client = match McpClient::connect_with(http.clone(), &server, opener.as_deref()).await {
-            Err((0, e)) => {
-                eprintln!("opening a session for {tok:?}: transport error ({e}); retrying once");
-                McpClient::connect_with(http.clone(), &server, opener.as_deref()).await
-            }
-            other => other,
-        };
-        let client = client.unwrap_or_else(|e| {
-            panic!("opening a session for {tok:?} failed: {e:?}\nserver stderr:\n{}", server.stderr())
-        });
-        clients.insert(tok, Arc::new(client));
-    }
-    let sessions = clients.len();
-    let stateless = |i: usize| t == "http" && i % 5 == 4;
-    let stateless_calls = (0..n).filter(|&i| stateless(i)).count();
-    forge.clear_requests();
-    let started = Instant::now();
-    let tasks: Vec<_> = plan
-        .iter()
-        .enumerate()
-        .map(|(i, (owner, tok, repo))| {
-            let c = clients[tok].clone();
-            let auth = tok.as_ref().map(|t| token(t));
-            let args = json!({"owner": owner, "repo": repo});
-            let (http, base, stateless) = (http.clone(), server.base.clone(), stateless(i));
-            tokio::spawn(async move {
-                if stateless {
-                    stateless_call(&http, &base, "repoGet", args, auth.as_deref()).await
-                } else {
-                    c.call("repoGet", args, auth.as_deref()).await
-                }
+
+    pub async fn start() -> Isolation {
+        let mut users: Vec<(String, String)> =
+            (0..USERS).map(|n| (Self::user_token(n), format!("user{n:02}"))).collect();
+        users.push((GLOBAL_TOKEN.to_owned(), "global".to_owned()));
+        let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+        // (owner, token): 500 token calls and 60 without a header, in a fixed pseudo-random
+        // order (a stride coprime with the length), then (owner, token, repo `c<index>`).
+        let callers: Vec<(String, Option<String>)> = (0..USERS * CALLS_PER_USER)
+            .map(|i| (format!("user{:02}", i % USERS), Some(Self::user_token(i % USERS))))
+            .chain((0..GLOBAL_CALLS).map(|_| ("global".to_owned(), None)))
+            .collect();
+        let n = callers.len();
+        assert_ne!(n % 97, 0, "the stride (a prime) must be coprime with {n}");
+        let plan: Vec<(String, Option<String>, String)> = (0..n)
+            .map(|i| {
+                let (owner, tok) = callers[(i * 97) % n].clone();
+                (owner, tok, format!("c{i}"))
             })
-        })
-        .collect();
-    let results = futures::future::join_all(tasks).await;
-    let elapsed = started.elapsed();
+            .collect();
+        for (owner, _, repo) in &plan {
+            forge.seed_repo(owner, repo);
+        }
+        Isolation { forge, plan }
+    }
 
-    // Every call got its own, successful result, as its caller.
-    let mut failures = Vec::new();
-    for ((owner, _, repo), r) in plan.iter().zip(results) {
-        match r.expect("task") {
-            Ok(resp) => {
-                let c = tool_result(&resp);
-                let ok = !c.is_error
-                    && c.json["identity"]["login"] == owner.as_str()
-                    && c.json["data"]["name"] == repo.as_str()
-                    && c.json["data"]["owner"]["login"] == owner.as_str();
-                if !ok {
-                    failures
-                        .push(format!("{owner}/{repo}: {}", c.text.chars().take(300).collect::<String>()));
+    fn user_token(n: usize) -> String {
+        format!("tok-user-{n:02}")
+    }
+
+    /// Every call at once against the server (or balancer) at `base` speaking `t`; panics
+    /// with what went wrong (and `log()`) unless each call ran as its caller, exactly once.
+    pub async fn run(&self, t: &str, base: &str, log: &dyn Fn() -> String) {
+        let (forge, plan) = (&self.forge, &self.plan);
+        let token_calls = plan.iter().filter(|p| p.1.is_some()).count();
+        let global_calls = plan.len() - token_calls;
+        let distinct: HashSet<&String> = plan.iter().filter_map(|p| p.1.as_ref()).collect();
+        assert!(token_calls >= 500 && distinct.len() >= 50 && global_calls >= 50);
+        let http = http_client();
+        // One session per caller (a session belongs to the identity that opened it), opened
+        // with the caller's own header.
+        let mut clients: std::collections::HashMap<Option<String>, Arc<McpClient>> = Default::default();
+        for tok in plan.iter().map(|p| p.1.clone()).collect::<std::collections::BTreeSet<_>>() {
+            let opener = tok.as_ref().map(|t| token(t));
+            // A transport-level failure (status 0: a pooled connection closed under us) is
+            // retried once; any answer from the server is final.
+            let client = match McpClient::connect_to(http.clone(), base, t, opener.as_deref()).await {
+                Err((0, e)) => {
+                    eprintln!("opening a session for {tok:?}: transport error ({e}); retrying once");
+                    McpClient::connect_to(http.clone(), base, t, opener.as_deref()).await
                 }
-            }
-            Err(e) => failures.push(format!("{owner}/{repo}: HTTP {e:?}")),
+                other => other,
+            };
+            let client = client.unwrap_or_else(|e| {
+                panic!("opening a session for {tok:?} failed: {e:?}\nserver stderr:\n{}", log())
+            });
+            clients.insert(tok, Arc::new(client));
         }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} calls failed, e.g.:\n{}",
-        failures.len(),
-        plan.len(),
-        failures[..failures.len().min(10)].join("\n")
-    );
+        let sessions = clients.len();
+        let stateless = |i: usize| t == "http" && i % 5 == 4;
+        let stateless_calls = (0..plan.len()).filter(|&i| stateless(i)).count();
+        forge.clear_requests();
+        let started = Instant::now();
+        let tasks: Vec<_> = plan
+            .iter()
+            .enumerate()
+            .map(|(i, (owner, tok, repo))| {
+                let c = clients[tok].clone();
+                let auth = tok.as_ref().map(|t| token(t));
+                let args = json!({"owner": owner, "repo": repo});
+                let (http, base, stateless) = (http.clone(), base.to_owned(), stateless(i));
+                tokio::spawn(async move {
+                    if stateless {
+                        stateless_call(&http, &base, "repoGet", args, auth.as_deref()).await
+                    } else {
+                        c.call("repoGet", args, auth.as_deref()).await
+                    }
+                })
+            })
+            .collect();
+        let results = futures::future::join_all(tasks).await;
+        let elapsed = started.elapsed();
 
-    // At the forge: one request per call, each with exactly its caller's token.
-    let recorded = forge.requests();
-    let tool: Vec<&Recorded> =
-        recorded.iter().filter(|r| r.operation_id.as_deref() == Some("repoGet")).collect();
-    assert_eq!(tool.len(), plan.len(), "one forge request per call");
-    let mut cross_talk = Vec::new();
-    let mut repos = HashSet::new();
-    for r in &tool {
-        let owner = r.path_param("owner").unwrap();
-        let expected = match owner.strip_prefix("user") {
-            Some(n) => token(&format!("tok-user-{n}")),
-            None => token(GLOBAL_TOKEN),
-        };
-        if r.header("authorization") != Some(expected.as_str()) {
-            cross_talk.push(format!(
-                "{} carried {:?}, expected {expected}",
-                r.raw_path,
-                r.header("authorization")
-            ));
+        // Every call got its own, successful result, as its caller.
+        let mut failures = Vec::new();
+        for ((owner, _, repo), r) in plan.iter().zip(results) {
+            match r.expect("task") {
+                Ok(resp) => {
+                    let c = tool_result(&resp);
+                    let ok = !c.is_error
+                        && c.json["identity"]["login"] == owner.as_str()
+                        && c.json["data"]["name"] == repo.as_str()
+                        && c.json["data"]["owner"]["login"] == owner.as_str();
+                    if !ok {
+                        failures.push(format!(
+                            "{owner}/{repo}: {}",
+                            c.text.chars().take(300).collect::<String>()
+                        ));
+                    }
+                }
+                Err(e) => failures.push(format!("{owner}/{repo}: HTTP {e:?}")),
+            }
         }
-        repos.insert(r.path_param("repo").unwrap().to_owned());
+        assert!(
+            failures.is_empty(),
+            "{} of {} calls failed, e.g.:\n{}",
+            failures.len(),
+            plan.len(),
+            failures[..failures.len().min(10)].join("\n")
+        );
+
+        // At the forge: one request per call, each with exactly its caller's token.
+        let recorded = forge.requests();
+        let tool: Vec<&Recorded> =
+            recorded.iter().filter(|r| r.operation_id.as_deref() == Some("repoGet")).collect();
+        assert_eq!(tool.len(), plan.len(), "one forge request per call");
+        let mut cross_talk = Vec::new();
+        let mut repos = HashSet::new();
+        for r in &tool {
+            let owner = r.path_param("owner").unwrap();
+            let expected = match owner.strip_prefix("user") {
+                Some(n) => token(&format!("tok-user-{n}")),
+                None => token(GLOBAL_TOKEN),
+            };
+            if r.header("authorization") != Some(expected.as_str()) {
+                cross_talk.push(format!(
+                    "{} carried {:?}, expected {expected}",
+                    r.raw_path,
+                    r.header("authorization")
+                ));
+            }
+            repos.insert(r.path_param("repo").unwrap().to_owned());
+        }
+        assert!(
+            cross_talk.is_empty(),
+            "{} requests carried another caller's token:\n{}",
+            cross_talk.len(),
+            cross_talk.join("\n")
+        );
+        assert_eq!(repos.len(), plan.len(), "every call reached the forge exactly once");
+        // The login lookups carried known tokens only, and nothing else reached the forge (a
+        // replica's readiness probe asks the version, without a token).
+        let lookups: Vec<&Recorded> = recorded.iter().filter(|r| r.raw_path == "/api/v1/user").collect();
+        let known: HashSet<String> =
+            (0..USERS).map(|n| token(&Self::user_token(n))).chain([token(GLOBAL_TOKEN)]).collect();
+        assert!(lookups.iter().all(|r| r.header("authorization").is_some_and(|h| known.contains(h))));
+        let probes = recorded
+            .iter()
+            .filter(|r| r.raw_path == "/api/v1/version" && r.header("authorization").is_none())
+            .count();
+        assert_eq!(tool.len() + lookups.len() + probes, recorded.len(), "no other request reached the forge");
+        eprintln!(
+            "[{t} via {base}] {} concurrent calls ({token_calls} over {} tokens + {global_calls} without header) on {sessions} sessions{} in {elapsed:.2?}: {} forge tool requests, {} login lookups, 0 cross-talk",
+            plan.len(),
+            distinct.len(),
+            if stateless_calls > 0 { format!(" + {stateless_calls} stateless posts") } else { String::new() },
+            tool.len(),
+            lookups.len(),
+        );
     }
-    assert!(
-        cross_talk.is_empty(),
-        "{} requests carried another caller's token:\n{}",
-        cross_talk.len(),
-        cross_talk.join("\n")
-    );
-    assert_eq!(repos.len(), plan.len(), "every call reached the forge exactly once");
-    // The login lookups carried known tokens only, and nothing else reached the forge.
-    let lookups: Vec<&Recorded> = recorded.iter().filter(|r| r.raw_path == "/api/v1/user").collect();
-    let known: HashSet<String> =
-        (0..USERS).map(|n| token(&user_token(n))).chain([token(GLOBAL_TOKEN)]).collect();
-    assert!(lookups.iter().all(|r| r.header("authorization").is_some_and(|h| known.contains(h))));
-    assert_eq!(tool.len() + lookups.len(), recorded.len(), "no other request reached the forge");
-    eprintln!(
-        "[{t}] {} concurrent calls ({token_calls} over {} tokens + {global_calls} without header) on {sessions} sessions{} in {elapsed:.2?}: {} forge tool requests, {} login lookups, 0 cross-talk",
-        plan.len(),
-        distinct.len(),
-        if stateless_calls > 0 { format!(" + {stateless_calls} stateless posts") } else { String::new() },
-        tool.len(),
-        lookups.len(),
-    );
 }

@@ -1,0 +1,723 @@
+//! Three replicas behind a real load balancer — HAProxy from Debian's packages, configured by
+//! `deploy/haproxy/haproxy.cfg`, the file operators use — all on loopback in front of the fake
+//! forge. Through it: the 560-call test on stateless Streamable HTTP, on sessions and on
+//! legacy SSE; the Python SDK; sign-in with tokens issued by one replica used on another; and
+//! the faults: a replica killed (SIGKILL) mid-run, one drained (SIGTERM), one restarted with
+//! the same key. Each test is bounded by `LIMIT`; what each fault cost is printed, for
+//! docs/PERFORMANCE.md.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::oauth::{SignIn, bearer, browser};
+use super::support::http::{
+    HttpServer, StreamableClient, free_port, http_client, stateless_call, tool_result,
+};
+use super::support::{ALICE_TOKEN, python, repo_root};
+use super::{BOB_TOKEN, Isolation, token};
+
+/// The longest any test here may take.
+const LIMIT: Duration = Duration::from_secs(240);
+/// The replicas' names: `MCP_REPLICA_ID` and the server names of the HAProxy file.
+const NAMES: [&str; 3] = ["r1", "r2", "r3"];
+
+async fn bounded<F: std::future::Future<Output = ()>>(test: F) {
+    tokio::time::timeout(LIMIT, test).await.expect("the deployment test did not finish in time");
+}
+
+fn haproxy() -> PathBuf {
+    ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("haproxy is not installed: run scripts/setup-test-env (it installs Debian's haproxy)")
+}
+
+/// HAProxy running `deploy/haproxy/haproxy.cfg` in the foreground; killed on drop.
+struct Balancer {
+    child: tokio::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    base: String,
+    log: tempfile::NamedTempFile,
+}
+
+impl Balancer {
+    async fn start(port: u16, replicas: &[String]) -> Balancer {
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let mut cmd = tokio::process::Command::new(haproxy());
+        cmd.arg("-db")
+            .arg("-f")
+            .arg(repo_root().join("deploy/haproxy/haproxy.cfg"))
+            .env("AEGIS_LB_LISTEN", format!("127.0.0.1:{port}"))
+            .env("AEGIS_R1", &replicas[0])
+            .env("AEGIS_R2", &replicas[1])
+            .env("AEGIS_R3", &replicas[2])
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.reopen().unwrap()))
+            .stderr(Stdio::from(log.reopen().unwrap()))
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("start haproxy");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "haproxy exited ({status}): {}",
+                    std::fs::read_to_string(log.path()).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "haproxy did not listen within 10 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Balancer { child, base: format!("http://127.0.0.1:{port}"), log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Three replicas (`r1`…`r3`, each on a port of its own) and the balancer in front of them.
+struct Cluster {
+    forge_url: String,
+    transport: &'static str,
+    env: Vec<(String, String)>,
+    addrs: Vec<String>,
+    replicas: Vec<Option<HttpServer>>,
+    lb: Balancer,
+}
+
+impl Cluster {
+    /// The replicas with `env` (plus their name and room for the balancer's connections),
+    /// then the balancer on `lb_port` (from [`free_port`]; a public URL may name it).
+    async fn start(forge_url: &str, transport: &'static str, env: &[(&str, &str)], lb_port: u16) -> Cluster {
+        let addrs: Vec<String> = NAMES.iter().map(|_| format!("127.0.0.1:{}", free_port())).collect();
+        let mut c = Cluster {
+            forge_url: forge_url.to_owned(),
+            transport,
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            addrs: addrs.clone(),
+            replicas: Vec::new(),
+            lb: Balancer::start(lb_port, &addrs).await,
+        };
+        for i in 0..NAMES.len() {
+            let r = c.spawn(i).await;
+            c.replicas.push(Some(r));
+        }
+        c.wait_until_ready().await;
+        c
+    }
+
+    async fn spawn(&self, i: usize) -> HttpServer {
+        let mut env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        env.push(("MCP_REPLICA_ID", NAMES[i]));
+        if !self.env.iter().any(|(k, _)| k == "MCP_MAX_CONNECTIONS_PER_PEER") {
+            env.push(("MCP_MAX_CONNECTIONS_PER_PEER", "1024"));
+        }
+        HttpServer::spawn_listening(&self.forge_url, self.transport, &env, &self.addrs[i]).await
+    }
+
+    /// Until each replica answers `/readyz` with 200, and the balancer has seen it.
+    async fn wait_until_ready(&self) {
+        let http = http_client();
+        for (i, r) in self.replicas.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let ok = http.get(r.url("/readyz")).send().await.is_ok_and(|a| a.status() == 200);
+                if ok {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{} never became ready:\n{}", NAMES[i], r.stderr());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        // The balancer's checks run every 250 ms to 1 s; a server it saw down needs one pass.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+    }
+
+    fn lb(&self) -> &str {
+        &self.lb.base
+    }
+
+    fn endpoint(&self) -> String {
+        format!("{}{}", self.lb(), if self.transport == "sse" { "/sse" } else { "/mcp" })
+    }
+
+    fn replica(&self, i: usize) -> &HttpServer {
+        self.replicas[i].as_ref().expect("a running replica")
+    }
+
+    /// Replica `i` by the name its session ids start with.
+    fn index_of(session: &str) -> usize {
+        let name = session.split('.').next().unwrap();
+        NAMES.iter().position(|n| *n == name).unwrap_or_else(|| panic!("session {session} names no replica"))
+    }
+
+    fn signal(&self, i: usize, signal: &str) {
+        let pid = self.replica(i).pid().expect("a running replica").to_string();
+        let ok = std::process::Command::new("kill").args(["-s", signal, &pid]).status().unwrap().success();
+        assert!(ok, "kill -s {signal} {pid}");
+    }
+
+    /// SIGKILL replica `i` and wait until it is gone.
+    async fn kill(&mut self, i: usize) {
+        self.signal(i, "KILL");
+        let mut r = self.replicas[i].take().unwrap();
+        r.wait().await;
+    }
+
+    /// Start replica `i` again, on its address.
+    async fn restart(&mut self, i: usize) {
+        assert!(self.replicas[i].is_none());
+        let r = self.spawn(i).await;
+        self.replicas[i] = Some(r);
+        self.wait_until_ready().await;
+    }
+
+    /// `tools/call`s each replica has run (its `/metrics`).
+    async fn calls_per_replica(&self) -> Vec<u64> {
+        let http = http_client();
+        let mut out = Vec::new();
+        for r in &self.replicas {
+            let Some(r) = r else {
+                out.push(0);
+                continue;
+            };
+            let text = http.get(r.url("/metrics")).send().await.unwrap().text().await.unwrap();
+            let calls: f64 = text
+                .lines()
+                .filter(|l| l.starts_with("aegis_calls_total{"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            out.push(calls as u64);
+        }
+        out
+    }
+
+    /// Every replica's log and the balancer's, for a failure message.
+    fn logs(&self) -> String {
+        let mut out = format!("--- haproxy ---\n{}", self.lb.log());
+        for (i, r) in self.replicas.iter().enumerate() {
+            if let Some(r) = r {
+                out.push_str(&format!("\n--- {} ---\n{}", NAMES[i], r.stderr()));
+            }
+        }
+        out
+    }
+}
+
+/// The 560-call test through the balancer, and the calls spread over every replica.
+async fn isolation_through_the_balancer(transport: &'static str, extra: &[(&str, &str)]) {
+    let isolation = Isolation::start().await;
+    let mut env: Vec<(&str, &str)> = Isolation::ENV.to_vec();
+    env.extend_from_slice(extra);
+    let cluster = Cluster::start(&isolation.forge.base_url(), transport, &env, free_port()).await;
+    isolation.run(transport, cluster.lb(), &|| cluster.logs()).await;
+    let spread = cluster.calls_per_replica().await;
+    eprintln!("[{transport} {extra:?}] calls per replica: {spread:?}");
+    assert!(spread.iter().all(|&n| n > 0), "a replica served no call: {spread:?}");
+    assert_eq!(spread.iter().sum::<u64>(), 560, "{spread:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_replicas_run_560_calls_of_50_tokens_each_as_its_caller() {
+    bounded(async {
+        // Sessionless: `initialize` gets no session id, so nothing ties a client to a replica.
+        let forge = FakeForge::start(Options::default()).await;
+        let cluster =
+            Cluster::start(&forge.base_url(), "http", &[("MCP_STATELESS", "true")], free_port()).await;
+        let c = StreamableClient::connect(cluster.lb(), None).await.unwrap();
+        assert_eq!(c.session_id(), None, "a stateless server hands out no session");
+        let listed = c.request("tools/list", json!({}), None).await.unwrap();
+        assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{listed}");
+        drop(cluster);
+        isolation_through_the_balancer("http", &[("MCP_STATELESS", "true")]).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_replicas_run_560_calls_of_50_tokens_each_as_its_caller() {
+    bounded(isolation_through_the_balancer("http", &[])).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_replicas_run_560_calls_of_50_tokens_each_as_its_caller() {
+    bounded(isolation_through_the_balancer("sse", &[])).await;
+}
+
+/// A forge knowing alice (the global token) and bob, with `alice/demo`.
+async fn small_forge() -> FakeForge {
+    let users = vec![(ALICE_TOKEN.to_owned(), "alice".to_owned()), (BOB_TOKEN.to_owned(), "bob".to_owned())];
+    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    forge
+}
+
+/// The Python SDK driver through the balancer as bob: every call ran as bob.
+async fn sdk_flow(cluster: &Cluster, mode: &str) {
+    let calls = json!([
+        {"tool": "userGetCurrent", "arguments": {}},
+        {"tool": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}},
+        {"tool": "userGetCurrent", "arguments": {}},
+    ]);
+    let (mut cmd, _dir) = super::support::python_driver("mcp_http_client.py", mode, &calls);
+    cmd.args(["--transport", cluster.transport, &cluster.endpoint()])
+        .arg("--header")
+        .arg(format!("Authorization: {}", token(BOB_TOKEN)));
+    let what = format!("the Python SDK ({}, {mode}) through the balancer", cluster.transport);
+    let run =
+        super::support::DriverRun::run(&mut cmd, Duration::from_secs(60), &what, || cluster.logs()).await;
+    assert_eq!(run.doc["tool_count"], super::support::DEFAULT_TOOL_COUNT, "{}", run.doc);
+    for i in 0..3 {
+        let r = run.result(i, false);
+        assert_eq!(r["identity"]["login"], "bob", "{r}\n{}", run.context);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_works_through_the_balancer_on_every_transport() {
+    bounded(async {
+        let forge = small_forge().await;
+        let env = [("GITEA_TOKEN", ALICE_TOKEN)];
+        for (transport, extra, modes) in [
+            ("http", None, &["legacy", "auto"][..]),
+            ("http", Some(("MCP_STATELESS", "true")), &["legacy", "auto"][..]),
+            ("sse", None, &["legacy"][..]),
+        ] {
+            let mut all = env.to_vec();
+            all.extend(extra);
+            let cluster = Cluster::start(&forge.base_url(), transport, &all, free_port()).await;
+            for mode in modes {
+                sdk_flow(&cluster, mode).await;
+            }
+        }
+        // The global token never stood in for bob.
+        let alice = forge
+            .requests()
+            .into_iter()
+            .filter(|r| r.header("authorization").is_some_and(|a| a.contains(ALICE_TOKEN)))
+            .count();
+        assert_eq!(alice, 0, "a request carried the global token");
+    })
+    .await;
+}
+
+/// Sign-in through the balancer (every step may land on another replica), then the tokens of
+/// one replica on each of the others, a replica restarted with the same key, and the SDK's
+/// own sign-in through the balancer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_issued_by_one_replica_work_on_every_other_and_after_a_restart() {
+    bounded(async {
+        let lb_port = free_port();
+        let public = format!("http://127.0.0.1:{lb_port}");
+        let (forge, dir, key_path) = SignIn::prepare(&public, Duration::from_secs(3600)).await;
+        let settings = SignIn::settings(&public, &key_path);
+        let mut cluster = Cluster::start(&forge.base_url(), "http", &settings, lb_port).await;
+        let direct: Vec<String> = (0..3).map(|i| cluster.replica(i).base.clone()).collect();
+        // `SignIn` speaks to `public` (the balancer); its own server is a fourth replica with
+        // the same key, outside the balancer, to show that one too accepts what the others issued.
+        let fourth =
+            SignIn::server(&forge, &public, &key_path, free_port(), &[("MCP_REPLICA_ID", "r4")]).await;
+        let s =
+            SignIn { forge, server: fourth, public: public.clone(), _dir: dir, key_path: key_path.clone() };
+
+        // The whole sign-in, several times, through the balancer: registration, consent,
+        // the forge's callback and the code exchange land on whichever replica it picks.
+        let mut access = Vec::new();
+        for _ in 0..3 {
+            let (_, tokens) = s.sign_in("read write").await;
+            access.push(tokens["access_token"].as_str().unwrap().to_owned());
+        }
+        // Each token works on every replica directly, and on the one outside the balancer.
+        for t in &access {
+            for base in direct.iter().chain([&s.server.base]) {
+                let r = stateless_call(&browser(), base, "userGetCurrent", json!({}), Some(&bearer(t))).await;
+                let c = tool_result(&r.unwrap_or_else(|e| panic!("{base}: {e:?}\n{}", cluster.logs())));
+                assert_eq!(
+                    c.json["identity"],
+                    json!({"login": "bob", "mode": "oauth", "sudo": null}),
+                    "{base}"
+                );
+            }
+        }
+        // A replica restarted with the same key accepts the tokens it (or another) issued.
+        cluster.kill(1).await;
+        cluster.restart(1).await;
+        let r =
+            stateless_call(&browser(), &direct[1], "userGetCurrent", json!({}), Some(&bearer(&access[0])))
+                .await
+                .unwrap();
+        assert_eq!(tool_result(&r).json["identity"]["login"], "bob");
+
+        // The Python SDK's own sign-in (discovery from the 401, registration, PKCE, refresh),
+        // through the balancer.
+        let mut cmd = std::process::Command::new(python());
+        cmd.current_dir(repo_root()).arg("tests/python/oauth_client.py").args([
+            "--url",
+            &cluster.endpoint(),
+            "--login",
+            "bob",
+            "--password",
+            "unused-the-fake-forge-has-bob-signed-in",
+            "--call",
+            "userGetCurrent={}",
+            "--force-refresh",
+        ]);
+        let run = super::support::run_with_timeout(&mut cmd, Duration::from_secs(60)).await;
+        assert!(
+            run.status.is_some_and(|s| s.success()),
+            "oauth_client.py through the balancer failed:\n{}\n{}\n{}",
+            run.stdout,
+            run.stderr,
+            cluster.logs()
+        );
+        assert!(
+            run.stdout.contains("\"login\": \\\"bob\\\"") || run.stdout.contains("bob"),
+            "{}",
+            run.stdout
+        );
+        s.assert_no_secret_in_log(&access.iter().map(String::as_str).collect::<Vec<_>>());
+    })
+    .await;
+}
+
+/// What one caller's loop of calls saw.
+#[derive(Default)]
+struct Tally {
+    ok: usize,
+    failed: Vec<(Duration, String)>,
+    slowest: Duration,
+}
+
+/// `workers` callers (`userNN` with their own tokens, stateless 2026-07-28 posts) calling
+/// `repoGet` on their own repository through the balancer until `stop`; each success must
+/// name its caller. Returns each worker's tally, with times since `t0`.
+async fn callers(base: String, workers: usize, stop: Arc<AtomicBool>, t0: Instant) -> Vec<Tally> {
+    let http = http_client();
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let (http, base, stop) = (http.clone(), base.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut tally = Tally::default();
+                let (login, tok) = (format!("user{w:02}"), format!("tok-user-{w:02}"));
+                while !stop.load(Ordering::SeqCst) {
+                    let started = Instant::now();
+                    let args = json!({"owner": login, "repo": "r"});
+                    let r = stateless_call(&http, &base, "repoGet", args, Some(&token(&tok))).await;
+                    tally.slowest = tally.slowest.max(started.elapsed());
+                    match r {
+                        Ok(resp) if resp.get("result").is_some() => {
+                            let c = tool_result(&resp);
+                            assert_eq!(c.json["identity"]["login"], login.as_str(), "{}", c.text);
+                            if c.is_error {
+                                tally.failed.push((t0.elapsed(), c.text.chars().take(200).collect()));
+                            } else {
+                                tally.ok += 1;
+                            }
+                        }
+                        Ok(other) => tally.failed.push((t0.elapsed(), other.to_string())),
+                        Err(e) => tally.failed.push((t0.elapsed(), format!("{e:?}"))),
+                    }
+                }
+                tally
+            })
+        })
+        .collect();
+    futures::future::join_all(tasks).await.into_iter().map(|t| t.unwrap()).collect()
+}
+
+/// A forge with `workers` users, each with a repository `r`.
+async fn worker_forge(workers: usize) -> FakeForge {
+    let users = (0..workers).map(|w| (format!("tok-user-{w:02}"), format!("user{w:02}"))).collect();
+    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+    for w in 0..workers {
+        forge.seed_repo(&format!("user{w:02}"), "r");
+    }
+    forge
+}
+
+/// Every request the forge saw for a caller's repository carried that caller's token.
+fn assert_no_cross_talk(forge: &FakeForge) {
+    for r in forge.requests() {
+        if let Some(owner) = r.path_param("owner") {
+            let n = owner.trim_start_matches("user");
+            assert_eq!(
+                r.header("authorization"),
+                Some(token(&format!("tok-user-{n}")).as_str()),
+                "{}",
+                r.raw_path
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_run_costs_stateless_clients_at_most_their_calls_in_flight() {
+    bounded(async {
+        const WORKERS: usize = 16;
+        let forge = worker_forge(WORKERS).await;
+        // Slow enough that calls are in flight on every replica when one is killed.
+        forge.script(Script::always(
+            Some("GET"),
+            "/api/v1/repos/*",
+            ScriptedResponse::json(200, &json!({"name": "r", "full_name": "x/r"})).with_delay(Duration::from_millis(30)),
+        ));
+        let mut cluster =
+            Cluster::start(&forge.base_url(), "http", &[("MCP_STATELESS", "true")], free_port()).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let t0 = Instant::now();
+        let run = tokio::spawn(callers(cluster.lb().to_owned(), WORKERS, stop.clone(), t0));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let killed_at = t0.elapsed();
+        cluster.kill(1).await;
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        stop.store(true, Ordering::SeqCst);
+        let tallies = run.await.unwrap();
+        let ok: usize = tallies.iter().map(|t| t.ok).sum();
+        let failed: Vec<&(Duration, String)> = tallies.iter().flat_map(|t| &t.failed).collect();
+        let last_failure = failed.iter().map(|f| f.0).max();
+        let slowest = tallies.iter().map(|t| t.slowest).max().unwrap();
+        eprintln!(
+            "[SIGKILL, stateless] {ok} calls succeeded, {} failed (at most {WORKERS} in flight), last failure {:?} after the kill, slowest call {slowest:.2?}",
+            failed.len(),
+            last_failure.map(|l| l.saturating_sub(killed_at)),
+        );
+        for f in &failed {
+            eprintln!("  failed at {:?}: {}", f.0, f.1);
+        }
+        assert!(failed.len() <= WORKERS, "more calls failed than were in flight:\n{}", cluster.logs());
+        assert!(failed.iter().all(|f| f.0 >= killed_at), "a call failed before the kill");
+        assert!(slowest < Duration::from_secs(10), "a call hung for {slowest:?}");
+        // After the kill the others serve everything: nothing fails a second after it.
+        assert!(last_failure.is_none_or(|l| l < killed_at + Duration::from_secs(1)), "{last_failure:?}");
+        assert!(ok > 100, "too few calls ran: {ok}");
+        assert_no_cross_talk(&forge);
+    })
+    .await;
+}
+
+/// A Python SDK session client through the balancer loses its replica (SIGKILL): its next
+/// request is answered 404 and the SDK opens a new session on another replica.
+async fn session_client_recovers(transport: &'static str) {
+    let forge = small_forge().await;
+    let mut cluster =
+        Cluster::start(&forge.base_url(), transport, &[("GITEA_TOKEN", ALICE_TOKEN)], free_port()).await;
+    let mut child = tokio::process::Command::new(python())
+        .current_dir(repo_root())
+        .arg("tests/python/replica_failover.py")
+        .args(["--transport", transport, &cluster.endpoint()])
+        .arg("--header")
+        .arg(format!("Authorization: {}", token(BOB_TOKEN)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stderr = child.stderr.take().unwrap();
+    let errors = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await;
+        text
+    });
+    let mut errors = Some(errors);
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+        let line = line.expect("the SDK client answered in time").unwrap().unwrap_or_default();
+        match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(_) => {
+                let said = match errors.take() {
+                    Some(e) => tokio::time::timeout(Duration::from_secs(5), e).await.map(|t| t.unwrap()),
+                    None => Ok(String::new()),
+                };
+                panic!("not a report line: {line:?}; the client's stderr:\n{said:?}")
+            }
+        }
+    };
+    let first = next().await;
+    assert_eq!(first["login"], "bob", "{first}");
+    let session = first["session"].as_str().unwrap().to_owned();
+    let holder = Cluster::index_of(&session);
+    // The id the SDK holds is refused 404 by the replicas that do not hold it.
+    let other = (holder + 1) % 3;
+    let stale = if transport == "sse" {
+        browser()
+            .post(cluster.replica(other).url(&format!("/message?sessionId={session}")))
+            .header("authorization", token(BOB_TOKEN))
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+            .send()
+            .await
+            .unwrap()
+    } else {
+        browser()
+            .post(cluster.replica(other).url("/mcp"))
+            .header("authorization", token(BOB_TOKEN))
+            .header("mcp-session-id", &session)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(stale.status().as_u16(), 404, "another replica must not know {session}");
+
+    let killed = Instant::now();
+    cluster.kill(holder).await;
+    child.stdin.as_mut().unwrap().write_all(b"go\n").await.unwrap();
+    let lost = next().await;
+    assert_eq!(lost["phase"], "lost", "the call on a killed replica's session cannot succeed: {lost}");
+    let recovered = next().await;
+    let recovery = killed.elapsed();
+    assert_eq!(recovered["phase"], "recovered", "{recovered}");
+    assert_eq!(recovered["login"], "bob", "{recovered}");
+    let new_session = recovered["session"].as_str().unwrap();
+    assert_ne!(Cluster::index_of(new_session), holder, "a new session on a live replica");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait()).await.unwrap().unwrap();
+    assert!(status.success());
+    eprintln!(
+        "[SIGKILL, {transport} session] the SDK's next call failed ({}), a new session on {} answered {:.0} ms after the kill (the SDK measured {} s from its failed call)",
+        lost["error"],
+        new_session.split('.').next().unwrap(),
+        recovery.as_secs_f64() * 1000.0,
+        recovered["seconds"]
+    );
+    // Through the balancer, a request naming the dead replica's session is answered 404 too.
+    if transport == "http" {
+        let gone = browser()
+            .post(format!("{}/mcp", cluster.lb()))
+            .header("authorization", token(BOB_TOKEN))
+            .header("mcp-session-id", &session)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(gone.status().as_u16(), 404);
+    }
+    let alice =
+        forge.requests().into_iter().filter(|r| r.header("authorization") != Some(token(BOB_TOKEN).as_str()));
+    assert_eq!(
+        alice.filter(|r| r.raw_path != "/api/v1/version").count(),
+        0,
+        "only bob's token reached the forge"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_client_whose_replica_is_killed_gets_404_and_a_new_session_through_the_sdk() {
+    bounded(session_client_recovers("http")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_client_whose_replica_is_killed_opens_a_new_stream_through_the_sdk() {
+    bounded(session_client_recovers("sse")).await;
+}
+
+/// SIGTERM: the replica says it is not ready, keeps accepting for `MCP_SHUTDOWN_DELAY`, lets
+/// its calls in flight finish, and exits; the balancer's clients never notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_replica_finishes_its_calls_and_the_balancer_loses_none() {
+    bounded(async {
+        const WORKERS: usize = 8;
+        let forge = worker_forge(WORKERS).await;
+        forge.seed_repo("user00", "slow");
+        forge.script(Script::always(
+            Some("GET"),
+            "/api/v1/repos/user00/slow",
+            ScriptedResponse::json(200, &json!({"name": "slow"})).with_delay(Duration::from_millis(2500)),
+        ));
+        let env = [("MCP_STATELESS", "true"), ("MCP_SHUTDOWN_DELAY", "2")];
+        let mut cluster = Cluster::start(&forge.base_url(), "http", &env, free_port()).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let t0 = Instant::now();
+        let run = tokio::spawn(callers(cluster.lb().to_owned(), WORKERS, stop.clone(), t0));
+        // Slow calls in flight on the replica about to drain.
+        let http = http_client();
+        let r0 = cluster.replica(0).base.clone();
+        let slow: Vec<_> = (0..4)
+            .map(|_| {
+                let (http, r0) = (http.clone(), r0.clone());
+                tokio::spawn(async move {
+                    let args = json!({"owner": "user00", "repo": "slow"});
+                    stateless_call(&http, &r0, "repoGet", args, Some(&token("tok-user-00"))).await
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let drained_at = t0.elapsed();
+        cluster.signal(0, "TERM");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let ready = http.get(format!("{r0}/readyz")).send().await.unwrap();
+        assert_eq!(ready.status().as_u16(), 503, "a draining replica is not ready");
+        assert!(ready.text().await.unwrap().contains("shutting down"));
+        for s in slow {
+            let c = tool_result(&s.await.unwrap().expect("a call in flight at SIGTERM finishes"));
+            assert!(!c.is_error, "{}", c.text);
+            assert_eq!(c.json["data"]["name"], "slow");
+        }
+        let mut r = cluster.replicas[0].take().unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(30), r.wait()).await.expect("the replica exits");
+        let exited = t0.elapsed() - drained_at;
+        assert!(status.success(), "{status}:\n{}", r.stderr());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.store(true, Ordering::SeqCst);
+        let tallies = run.await.unwrap();
+        let ok: usize = tallies.iter().map(|t| t.ok).sum();
+        let failed: Vec<&(Duration, String)> = tallies.iter().flat_map(|t| &t.failed).collect();
+        eprintln!(
+            "[SIGTERM, stateless] {ok} calls through the balancer, {} failed; the drained replica finished its 4 calls in flight and exited {exited:.2?} after the signal",
+            failed.len()
+        );
+        assert!(failed.is_empty(), "calls failed during the drain: {failed:?}\n{}", cluster.logs());
+        assert_no_cross_talk(&forge);
+    })
+    .await;
+}
+
+/// `/readyz`: 503 with the reason until the forge has answered, 200 after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_waits_for_the_forge() {
+    bounded(async {
+        // A forge address where nothing listens yet.
+        let port = free_port();
+        let server = HttpServer::spawn(&format!("http://127.0.0.1:{port}"), "http", &[]).await;
+        let http = http_client();
+        let r = http.get(server.url("/readyz")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 503);
+        assert!(r.text().await.unwrap().contains("has not answered yet"));
+        assert_eq!(http.get(server.url("/healthz")).send().await.unwrap().status().as_u16(), 200);
+        // The forge comes up on that address: the replica turns ready on its own.
+        let forge = FakeForge::start_on(Options::default(), ([127, 0, 0, 1], port).into()).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let r = http.get(server.url("/readyz")).send().await.unwrap();
+            if r.status() == 200 {
+                assert_eq!(r.text().await.unwrap(), "ready");
+                break;
+            }
+            assert!(Instant::now() < deadline, "never ready:\n{}", server.stderr());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(forge.requests().iter().any(|r| r.raw_path == "/api/v1/version"));
+    })
+    .await;
+}
