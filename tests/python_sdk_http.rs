@@ -225,20 +225,10 @@ async fn the_python_sdk_oauth_client_signs_in_with_the_forge_and_calls_as_the_pe
     ];
     let server =
         HttpServer::spawn_listening(&forge.base_url(), "http", &env, &format!("127.0.0.1:{port}")).await;
-    let mut cmd = Command::new(python());
-    cmd.current_dir(repo_root()).arg("tests/python/oauth_client.py").args([
-        "--url",
+    let mut cmd = support::oauth_client(
         &server.endpoint,
-        "--login",
-        "bob",
-        "--password",
-        "unused-the-fake-forge-has-bob-signed-in",
-        "--call",
-        "userGetCurrent={}",
-        "--call",
-        r#"repoGet={"owner":"bob","repo":"notes"}"#,
-        "--force-refresh",
-    ]);
+        &["userGetCurrent={}", r#"repoGet={"owner":"bob","repo":"notes"}"#],
+    );
     let run = support::run_with_timeout(&mut cmd, TIMEOUT).await;
     let report = || format!("{}\n{}\n--- server stderr ---\n{}", run.stdout, run.stderr, server.stderr());
     assert!(run.status.is_some_and(|s| s.success()), "oauth_client.py failed: {}", report());

@@ -46,10 +46,8 @@ impl Readiness {
             return Some("not ready: shutting down (in-flight calls are finishing)".to_owned());
         }
         if !self.server.forge.has_answered() {
-            return Some(format!(
-                "not ready: the forge at {} has not answered yet",
-                self.server.forge.base()
-            ));
+            // Not its address: /readyz answers anyone who can reach the server.
+            return Some("not ready: the forge has not answered yet".to_owned());
         }
         None
     }

@@ -365,30 +365,27 @@ async fn tokens_issued_by_one_replica_work_on_every_other_and_after_a_restart() 
 
         // The Python SDK's own sign-in (discovery from the 401, registration, PKCE, refresh),
         // through the balancer.
-        let mut cmd = std::process::Command::new(python());
-        cmd.current_dir(repo_root()).arg("tests/python/oauth_client.py").args([
-            "--url",
-            &cluster.endpoint(),
-            "--login",
-            "bob",
-            "--password",
-            "unused-the-fake-forge-has-bob-signed-in",
-            "--call",
-            "userGetCurrent={}",
-            "--force-refresh",
-        ]);
+        let mut cmd = super::support::oauth_client(&cluster.endpoint(), &["userGetCurrent={}"]);
         let run = super::support::run_with_timeout(&mut cmd, Duration::from_secs(60)).await;
+        let report = || format!("{}\n{}\n{}", run.stdout, run.stderr, cluster.logs());
         assert!(
             run.status.is_some_and(|s| s.success()),
-            "oauth_client.py through the balancer failed:\n{}\n{}\n{}",
-            run.stdout,
-            run.stderr,
-            cluster.logs()
+            "oauth_client.py through the balancer failed:\n{}",
+            report()
         );
-        assert!(
-            run.stdout.contains("\"login\": \\\"bob\\\"") || run.stdout.contains("bob"),
+        let results: Vec<Value> = run
+            .stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l.get("tool").is_some())
+            .collect();
+        assert_eq!(results.len(), 1, "{}", report());
+        let envelope: Value = serde_json::from_str(results[0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            envelope["identity"],
+            json!({"login": "bob", "mode": "oauth", "sudo": null}),
             "{}",
-            run.stdout
+            report()
         );
         s.assert_no_secret_in_log(&access.iter().map(String::as_str).collect::<Vec<_>>());
     })
@@ -556,28 +553,8 @@ async fn session_client_recovers(transport: &'static str) {
     let holder = Cluster::index_of(&session);
     // The id the SDK holds is refused 404 by the replicas that do not hold it.
     let other = (holder + 1) % 3;
-    let stale = if transport == "sse" {
-        browser()
-            .post(cluster.replica(other).url(&format!("/message?sessionId={session}")))
-            .header("authorization", token(BOB_TOKEN))
-            .header("content-type", "application/json")
-            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
-            .send()
-            .await
-            .unwrap()
-    } else {
-        browser()
-            .post(cluster.replica(other).url("/mcp"))
-            .header("authorization", token(BOB_TOKEN))
-            .header("mcp-session-id", &session)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
-            .send()
-            .await
-            .unwrap()
-    };
-    assert_eq!(stale.status().as_u16(), 404, "another replica must not know {session}");
+    let stale = ping_session(&cluster.replica(other).base, transport, &session).await;
+    assert_eq!(stale, 404, "another replica must not know {session}");
 
     let killed = Instant::now();
     cluster.kill(holder).await;
@@ -600,19 +577,7 @@ async fn session_client_recovers(transport: &'static str) {
         recovered["seconds"]
     );
     // Through the balancer, a request naming the dead replica's session is answered 404 too.
-    if transport == "http" {
-        let gone = browser()
-            .post(format!("{}/mcp", cluster.lb()))
-            .header("authorization", token(BOB_TOKEN))
-            .header("mcp-session-id", &session)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(gone.status().as_u16(), 404);
-    }
+    assert_eq!(ping_session(cluster.lb(), transport, &session).await, 404);
     let alice =
         forge.requests().into_iter().filter(|r| r.header("authorization") != Some(token(BOB_TOKEN).as_str()));
     assert_eq!(
@@ -620,6 +585,21 @@ async fn session_client_recovers(transport: &'static str) {
         0,
         "only bob's token reached the forge"
     );
+}
+
+/// The status of a `ping` in `session` (bob's), posted to `base` as its transport wants.
+async fn ping_session(base: &str, transport: &str, session: &str) -> u16 {
+    let ping = browser()
+        .post(match transport {
+            "sse" => format!("{base}/message?sessionId={session}"),
+            _ => format!("{base}/mcp"),
+        })
+        .header("authorization", token(BOB_TOKEN))
+        .header("mcp-session-id", session)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+    ping.send().await.unwrap().status().as_u16()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -134,6 +134,26 @@ pub async fn run_with_timeout(cmd: &mut std::process::Command, timeout: Duration
     ChildRun { status, stdout: out.join().unwrap(), stderr: err.join().unwrap(), elapsed }
 }
 
+/// `tests/python/oauth_client.py`: the Python SDK signing in as bob (whom the fake forge has
+/// signed in) through the MCP server at `url`, then making each call (`TOOL=JSON`) and
+/// refreshing its token once.
+pub fn oauth_client(url: &str, calls: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(python());
+    cmd.current_dir(repo_root()).arg("tests/python/oauth_client.py").args([
+        "--url",
+        url,
+        "--login",
+        "bob",
+        "--password",
+        "unused-the-fake-forge-has-bob-signed-in",
+        "--force-refresh",
+    ]);
+    for c in calls {
+        cmd.args(["--call", c]);
+    }
+    cmd
+}
+
 /// A command running the Python driver `tests/python/<script>` with the venv interpreter, from
 /// the repository root, with `--mode <mode> --calls <file>` where the file holds `calls`. The
 /// returned directory holds that file: keep it until the driver has run.
