@@ -356,7 +356,7 @@ fn replica_id(id: String) -> Result<String, ConfigError> {
         Ok(id)
     } else {
         Err(ConfigError(format!(
-            "MCP_REPLICA_ID {id:?}: use at most 63 lowercase letters, digits and '-', not starting or ending with '-' (a DNS label, such as a pod name)"
+            "MCP_REPLICA_ID (--replica-id) {id:?}: use at most 63 lowercase letters, digits and '-', not starting or ending with '-' (a DNS label, such as a pod name)"
         )))
     }
 }
@@ -593,7 +593,7 @@ impl Settings {
             stateless: match (args.stateless, args.transport) {
                 (true, TransportChoice::Sse) => {
                     return Err(ConfigError(
-                        "MCP_STATELESS applies to Streamable HTTP (--transport http): a legacy SSE client always holds a stream, which lives on one replica".into(),
+                        "MCP_STATELESS (--stateless) applies to Streamable HTTP (--transport http): a legacy SSE client always holds a stream, which lives on one replica".into(),
                     ));
                 }
                 (stateless, _) => stateless,

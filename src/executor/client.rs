@@ -208,7 +208,7 @@ impl Forge {
     }
 
     /// Whether the forge has answered a request (any status below 500) since the start.
-    pub fn has_answered(&self) -> bool {
+    pub(crate) fn has_answered(&self) -> bool {
         self.answered.load(std::sync::atomic::Ordering::Relaxed)
     }
 

@@ -64,6 +64,9 @@ impl SessionManager for OwnedSessions {
             return Err(SessionError::NotOpened);
         };
         // Named here rather than by the library, so that the id carries this replica's name.
+        // Like the library's own, without an event store (none is configured: streams are
+        // not resumed).
+        debug_assert!(self.inner.event_store().is_none());
         let id = SessionId::from(sessions::new_id(self.replica.as_deref()));
         let (handle, worker) = create_local_session(id.clone(), self.inner.session_config.clone());
         self.inner.sessions.write().await.insert(id.clone(), handle);
@@ -112,6 +115,16 @@ impl SessionManager for OwnedSessions {
     }
 }
 
+/// The library's Streamable HTTP settings, sessions or not: answers as plain JSON where it can,
+/// `Host` checked by our own layer, ended with the server, bodies within `max_body_bytes`.
+fn streamable_config(max_body_bytes: usize, shutdown: &CancellationToken) -> StreamableHttpServerConfig {
+    StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .disable_allowed_hosts()
+        .with_cancellation_token(shutdown.child_token())
+        .with_max_request_body_bytes(max_body_bytes)
+}
+
 /// How long in-flight calls may run after a shutdown signal.
 const DRAIN: Duration = Duration::from_secs(20);
 
@@ -141,12 +154,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         // No sessions: `initialize` is answered without a session id and every request
         // stands alone (its identity established per call), so any replica serves any request.
         _ if s.stateless => {
-            let config = StreamableHttpServerConfig::default()
-                .with_legacy_session_mode(false)
-                .with_json_response(true)
-                .disable_allowed_hosts()
-                .with_cancellation_token(shutdown.child_token())
-                .with_max_request_body_bytes(s.max_body_bytes);
+            let config = streamable_config(s.max_body_bytes, &shutdown).with_legacy_session_mode(false);
             let service = StreamableHttpService::new(
                 move || Ok(handler.clone()),
                 Arc::new(NeverSessionManager::default()),
@@ -171,11 +179,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
             // A request that needs no stream (one whose handler sends nothing before its
             // answer) gets plain JSON with a length: less for clients to parse. The library
             // does that for stateless requests; `plain_json` for those in a session.
-            let config = StreamableHttpServerConfig::default()
-                .with_json_response(true)
-                .disable_allowed_hosts()
-                .with_cancellation_token(shutdown.child_token())
-                .with_max_request_body_bytes(s.max_body_bytes);
+            let config = streamable_config(s.max_body_bytes, &shutdown);
             let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
             let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
             Router::new()
@@ -229,10 +233,13 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         readiness.drain();
         if !delay.is_zero() {
             tracing::info!(
-                "shutting down: /readyz answers 503, still accepting for {}s",
+                "shutting down: /readyz answers 503, still accepting for {}s (a second signal skips the wait)",
                 delay.as_secs_f64()
             );
-            tokio::time::sleep(delay).await;
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = wait_for_signal() => {}
+            }
         }
         tracing::info!("shutting down: no new requests, draining in-flight calls");
         on_signal.cancel();

@@ -100,18 +100,16 @@ async fn readyz(State(r): State<Arc<Readiness>>) -> Response {
 }
 
 /// `aegis-gitea-mcp ready`: whether the server listening at `listen` (an unspecified address
-/// means this machine) answers `/readyz` with 200 within two seconds. Prints why not.
+/// means this machine) answers `/readyz` with 200, all within `PROBE_LIMIT`. Prints why not.
 pub fn probe(listen: &str) -> std::process::ExitCode {
-    use std::io::{Read, Write};
-    use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-    const LIMIT: Duration = Duration::from_secs(2);
     let fail = |why: String| {
         eprintln!("aegis-gitea-mcp: not ready: {why}");
         std::process::ExitCode::FAILURE
     };
-    let mut addr: SocketAddr = match listen.to_socket_addrs().map(|mut a| a.next()) {
-        Ok(Some(a)) => a,
-        _ => return fail(format!("MCP_LISTEN {listen:?} is not an address")),
+    // An address, never a name to look up (a lookup has no time limit of ours).
+    let listen = listen.replace("localhost:", "127.0.0.1:");
+    let Ok(mut addr) = listen.parse::<std::net::SocketAddr>() else {
+        return fail(format!("MCP_LISTEN {listen:?} is not an IP address and port"));
     };
     if addr.ip().is_unspecified() {
         addr.set_ip(if addr.is_ipv4() {
@@ -120,23 +118,45 @@ pub fn probe(listen: &str) -> std::process::ExitCode {
             std::net::Ipv6Addr::LOCALHOST.into()
         });
     }
-    let asked = (|| {
-        let mut conn = TcpStream::connect_timeout(&addr, LIMIT)?;
-        conn.set_read_timeout(Some(LIMIT))?;
-        conn.set_write_timeout(Some(LIMIT))?;
-        conn.write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
-        let mut answer = Vec::new();
-        conn.take(4096).read_to_end(&mut answer)?;
-        Ok::<_, std::io::Error>(answer)
-    })();
-    match asked {
+    match ask_readyz(addr) {
         Ok(a) if a.starts_with(b"HTTP/1.1 200 ") => std::process::ExitCode::SUCCESS,
         Ok(a) => {
-            let text = String::from_utf8_lossy(&a);
-            let status = text.lines().next().unwrap_or_default().to_owned();
-            let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().trim().to_owned();
-            fail(format!("{addr} answered {status:?}: {body}"))
+            // Whatever answered is shown as printable text, and not much of it.
+            let text: String = String::from_utf8_lossy(&a)
+                .chars()
+                .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { ' ' })
+                .take(200)
+                .collect();
+            fail(format!("{addr} answered: {}", text.split_whitespace().collect::<Vec<_>>().join(" ")))
         }
         Err(e) => fail(format!("{addr}: {e}")),
     }
+}
+
+/// How long `ready` may take in all: connecting, asking and reading the answer.
+const PROBE_LIMIT: Duration = Duration::from_secs(2);
+
+/// `GET /readyz` at `addr`: the first 4 KiB of the answer, read before `PROBE_LIMIT` is over.
+fn ask_readyz(addr: std::net::SocketAddr) -> std::io::Result<Vec<u8>> {
+    use std::io::{ErrorKind, Read, Write};
+    let deadline = std::time::Instant::now() + PROBE_LIMIT;
+    let left = || {
+        deadline
+            .checked_duration_since(std::time::Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| std::io::Error::new(ErrorKind::TimedOut, "no answer in time"))
+    };
+    let mut conn = std::net::TcpStream::connect_timeout(&addr, left()?)?;
+    conn.set_write_timeout(Some(left()?))?;
+    conn.write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while answer.len() < 4096 {
+        conn.set_read_timeout(Some(left()?))?;
+        match conn.read(&mut chunk)? {
+            0 => break,
+            n => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Ok(answer)
 }

@@ -44,7 +44,7 @@ const MAX_FINGERPRINTS: usize = 8;
 
 /// A new session id: 122 random bits, led by this replica's name when it has one
 /// (`r1.0f8b…`), which is what a load balancer routes a session's requests on.
-pub fn new_id(replica: Option<&str>) -> String {
+pub(crate) fn new_id(replica: Option<&str>) -> String {
     let random = uuid::Uuid::new_v4().simple();
     match replica {
         Some(r) => format!("{r}.{random}"),
