@@ -1038,7 +1038,7 @@ impl Isolation {
             .count();
         assert_eq!(tool.len() + lookups.len() + probes, recorded.len(), "no other request reached the forge");
         eprintln!(
-            "[{t} via {base}] {} concurrent calls ({token_calls} over {} tokens + {global_calls} without header) on {sessions} sessions{} in {elapsed:.2?}: {} forge tool requests, {} login lookups, 0 cross-talk",
+            "[{t} via {base}] {} concurrent calls ({token_calls} over {} tokens + {global_calls} without header) on {sessions} clients (a session each where the server keeps them){} in {elapsed:.2?}: {} forge tool requests, {} login lookups, 0 cross-talk",
             plan.len(),
             distinct.len(),
             if stateless_calls > 0 { format!(" + {stateless_calls} stateless posts") } else { String::new() },
