@@ -201,7 +201,9 @@ impl Forge {
         self.metrics.request(started.elapsed(), status);
         // A 5xx may come from a proxy in front of the forge: only an answer below that shows
         // that the forge itself is there.
-        if status.is_some_and(|s| s < 500) {
+        // Written once: a store on every call would bounce the flag's cache line between
+        // the cores that serve calls.
+        if status.is_some_and(|s| s < 500) && !self.has_answered() {
             self.answered.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         got
