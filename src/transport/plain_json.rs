@@ -35,7 +35,7 @@ pub async fn plain_json(req: Request, next: Next) -> Response {
     let (mut parts, body) = response.into_parts();
     let mut stream = body.into_data_stream();
     let mut held: Vec<u8> = Vec::new();
-    let mut answer: Option<Vec<u8>> = None;
+    let mut answer: Option<Data> = None;
     let mut reader = Events::default();
     // Read events until the first one with data: the answer, or something else (then stream).
     let streamed = loop {
@@ -67,7 +67,11 @@ pub async fn plain_json(req: Request, next: Next) -> Response {
                     parts.headers.remove(header::CACHE_CONTROL);
                     parts.headers.remove(header::TRANSFER_ENCODING);
                     parts.headers.remove("x-accel-buffering");
-                    return Response::from_parts(parts, Body::from(data));
+                    let body = match data {
+                        Data::Within(range) => Bytes::from(held).slice(range),
+                        Data::Joined(joined) => Bytes::from(joined),
+                    };
+                    return Response::from_parts(parts, Body::from(body));
                 }
             }
             Ok(Some(item)) => next_item = Some(item),
@@ -102,7 +106,7 @@ enum Message {
     /// No event with data is complete yet.
     Incomplete,
     /// The first event with data is a JSON-RPC response (its data), and nothing follows it.
-    Answer(Vec<u8>),
+    Answer(Data),
     /// The first event with data is something else, or more follows the answer.
     Other,
 }
@@ -127,13 +131,17 @@ impl Events {
                 self.searched = held.len().saturating_sub(2);
                 return Message::Incomplete;
             };
-            let data = event_data(&held[self.start..end.0]);
+            let data = event_data(&held[self.start..end.0], self.start);
             let after = &held[end.1..];
-            if data.is_empty() {
+            let bytes = match &data {
+                Data::Within(r) => &held[r.clone()],
+                Data::Joined(j) => j.as_slice(),
+            };
+            if bytes.is_empty() {
                 self.start = end.1;
                 continue;
             }
-            if !is_response(&data) {
+            if !is_response(bytes) {
                 return Message::Other;
             }
             return if after.iter().all(u8::is_ascii_whitespace) {
@@ -163,21 +171,33 @@ fn blank_line(bytes: &[u8], start: usize, from: usize) -> Option<(usize, usize)>
     None
 }
 
-/// The event's `data:` lines joined with newlines, as the event-stream format reads them.
-fn event_data(event: &[u8]) -> Vec<u8> {
-    let mut data = Vec::new();
-    let mut first = true;
+/// An event's data: where it lies in the held bytes (one `data:` line, as the MCP library
+/// writes it: the answer is not copied), or its lines joined.
+#[derive(Debug, PartialEq)]
+enum Data {
+    Within(std::ops::Range<usize>),
+    Joined(Vec<u8>),
+}
+
+/// The event's `data:` lines joined with newlines, as the event-stream format reads them;
+/// `offset` is where `event` starts in the held bytes.
+fn event_data(event: &[u8], offset: usize) -> Data {
+    let mut values = Vec::new();
+    let mut start = 0;
     for line in event.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if let Some(value) = line.strip_prefix(b"data:") {
-            if !first {
-                data.push(b'\n');
-            }
-            data.extend_from_slice(value.strip_prefix(b" ").unwrap_or(value));
-            first = false;
+        let text = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(value) = text.strip_prefix(b"data:") {
+            let value = value.strip_prefix(b" ").unwrap_or(value);
+            let at = start + (text.len() - value.len());
+            values.push(at..at + value.len());
         }
+        start += line.len() + 1;
     }
-    data
+    match values.as_slice() {
+        [] => Data::Within(offset..offset),
+        [one] => Data::Within(offset + one.start..offset + one.end),
+        many => Data::Joined(many.iter().map(|r| &event[r.clone()]).collect::<Vec<_>>().join(&b'\n')),
+    }
 }
 
 /// Whether `data` is a JSON-RPC response: an id, a result or an error, and no method.
@@ -257,6 +277,15 @@ mod tests {
         assert!(r.headers().get(header::CACHE_CONTROL).is_none());
         assert_eq!(r.headers().get("mcp-session-id").unwrap(), "s1");
         assert_eq!(text(r).await, ANSWER);
+    }
+
+    #[test]
+    fn one_data_line_is_found_where_it_lies_and_several_are_joined() {
+        let held = b"xx: comment\r\ndata: {\"a\":1}\r\nid: 3";
+        let Data::Within(r) = event_data(&held[2..], 2) else { panic!("one line is not copied") };
+        assert_eq!(&held[r], b"{\"a\":1}");
+        assert_eq!(event_data(b"data:x\ndata:\ndata: y", 0), Data::Joined(b"x\n\ny".to_vec()));
+        assert_eq!(event_data(b"id: 0\nretry: 3000", 5), Data::Within(5..5));
     }
 
     #[tokio::test]
