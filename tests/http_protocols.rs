@@ -199,8 +199,9 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
     let kind = resp.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
     assert_eq!(kind.as_deref(), Some("application/json"));
     let length: usize = resp.headers()["content-length"].to_str().unwrap().parse().unwrap();
-    let body: Value = resp.json().await.unwrap();
-    assert_eq!(body.to_string().len(), length);
+    let bytes = resp.bytes().await.unwrap();
+    assert_eq!(bytes.len(), length);
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(body["id"], 9);
     assert!(body["result"]["content"][0]["text"].as_str().unwrap().contains("\"full_name\":\"alice/demo\""));
 
@@ -213,21 +214,45 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
         session(http.get(server.url("/mcp")).header("accept", "text/event-stream")).send().await.unwrap();
     assert_eq!(stream.status(), 200);
     drop(stream);
-    // A call whose client leaves before the answer.
+    // A call whose client leaves before the answer: dropped once the forge has the request,
+    // which it answers only later.
+    forge.script(fake_forge::Script::once(
+        Some("GET"),
+        "/api/v1/repos/alice/demo/issues*",
+        fake_forge::ScriptedResponse::json(200, &json!([])).with_delay(std::time::Duration::from_millis(300)),
+    ));
     let slow = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
         "params": {"name": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo"}}});
-    let left = tokio::time::timeout(
-        std::time::Duration::from_millis(1),
+    let left = tokio::spawn(
         session(http.post(server.url("/mcp")))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .body(slow.to_string())
             .send(),
-    )
-    .await;
-    drop(left);
+    );
+    let asked = |f: &FakeForge| {
+        f.requests().iter().any(|r| r.raw_path.starts_with("/api/v1/repos/alice/demo/issues"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !asked(&forge) {
+        assert!(std::time::Instant::now() < deadline, "the call never reached the forge");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    left.abort();
+    assert!(left.await.is_err_and(|e| e.is_cancelled()), "the client left before the answer");
     let closed = session(http.delete(server.url("/mcp"))).send().await.unwrap();
     assert_eq!(closed.status(), 200);
+    // The dropped call has finished (it is counted once it has its answer, which then has
+    // nowhere to go); what the server would log about that comes right after.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let metrics = http.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        if metrics.lines().any(|l| l.starts_with("aegis_calls_total{") && l.contains("issueListIssues")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the dropped call never finished");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let log = server.stderr();
     let lines: Vec<&str> = log.lines().filter(|l| !l.contains("catalog ready")).collect();
