@@ -1032,10 +1032,7 @@ impl Isolation {
         let known: HashSet<String> =
             (0..USERS).map(|n| token(&Self::user_token(n))).chain([token(GLOBAL_TOKEN)]).collect();
         assert!(lookups.iter().all(|r| r.header("authorization").is_some_and(|h| known.contains(h))));
-        let probes = recorded
-            .iter()
-            .filter(|r| r.raw_path == "/api/v1/version" && r.header("authorization").is_none())
-            .count();
+        let probes = recorded.iter().filter(|r| support::http::is_readiness_probe(r)).count();
         assert_eq!(tool.len() + lookups.len() + probes, recorded.len(), "no other request reached the forge");
         eprintln!(
             "[{t} via {base}] {} concurrent calls ({token_calls} over {} tokens + {global_calls} without header) on {sessions} clients (a session each where the server keeps them){} in {elapsed:.2?}: {} forge tool requests, {} login lookups, 0 cross-talk",

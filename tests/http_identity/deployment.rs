@@ -16,9 +16,10 @@ use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::oauth::{SignIn, bearer, browser};
+use super::oauth::{SignIn, assert_no_sign_in_secret, bearer, browser};
 use super::support::http::{
-    HttpServer, StreamableClient, free_port, http_client, stateless_call, tool_result,
+    HttpServer, StreamableClient, free_port, http_client, is_readiness_probe, not_probes, stateless_call,
+    tool_result,
 };
 use super::support::{ALICE_TOKEN, python, repo_root};
 use super::{BOB_TOKEN, Isolation, token};
@@ -43,7 +44,8 @@ fn haproxy() -> PathBuf {
 /// HAProxy running `deploy/haproxy/haproxy.cfg` in the foreground, plus a file of the test's
 /// own that opens its stats socket (to see which replicas it counts as up); killed on drop.
 struct Balancer {
-    child: tokio::process::Child,
+    /// Killed when dropped (`kill_on_drop`).
+    _child: tokio::process::Child,
     /// `http://127.0.0.1:PORT`.
     base: String,
     log: tempfile::NamedTempFile,
@@ -87,7 +89,7 @@ impl Balancer {
             assert!(Instant::now() < deadline, "haproxy did not listen within 10 s");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Balancer { child, base: format!("http://127.0.0.1:{port}"), log, dir }
+        Balancer { _child: child, base: format!("http://127.0.0.1:{port}"), log, dir }
     }
 
     /// Each replica's state as HAProxy sees it (`UP`, `DOWN`, …), in the order r1, r2, r3.
@@ -129,12 +131,6 @@ impl Balancer {
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
-    }
-}
-
-impl Drop for Balancer {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
     }
 }
 
@@ -180,18 +176,8 @@ impl Cluster {
 
     /// Until each replica answers `/readyz` with 200, and the balancer has seen it.
     async fn wait_until_ready(&self) {
-        let http = http_client();
-        for (i, r) in self.replicas.iter().enumerate() {
-            let Some(r) = r else { continue };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                let ok = http.get(r.url("/readyz")).send().await.is_ok_and(|a| a.status() == 200);
-                if ok {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "{} never became ready:\n{}", NAMES[i], r.stderr());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+        for r in self.replicas.iter().flatten() {
+            wait_ready(r, Duration::from_secs(10)).await;
         }
         for (i, r) in self.replicas.iter().enumerate() {
             if r.is_some() {
@@ -271,12 +257,33 @@ impl Cluster {
     }
 }
 
+/// Until `r` answers `/readyz` with 200 (`ready`), within `limit`.
+async fn wait_ready(r: &HttpServer, limit: Duration) {
+    let http = http_client();
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(a) = http.get(r.url("/readyz")).send().await {
+            if a.status() == 200 {
+                assert_eq!(a.text().await.unwrap(), "ready");
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "{} never became ready:\n{}", r.base, r.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The 560-call test through the balancer, and the calls spread over every replica.
 async fn isolation_through_the_balancer(transport: &'static str, extra: &[(&str, &str)]) {
     let isolation = Isolation::start().await;
     let mut env: Vec<(&str, &str)> = Isolation::ENV.to_vec();
     env.extend_from_slice(extra);
     let cluster = Cluster::start(&isolation.forge.base_url(), transport, &env, free_port()).await;
+    if extra.contains(&("MCP_STATELESS", "true")) {
+        // Sessionless: `initialize` gets no session id, so nothing ties a client to a replica.
+        let c = StreamableClient::connect(cluster.lb(), None).await.unwrap();
+        assert_eq!(c.session_id(), None, "a stateless server hands out no session");
+    }
     isolation.run(transport, cluster.lb(), &|| cluster.logs()).await;
     let spread = cluster.calls_per_replica().await;
     eprintln!("[{transport} {extra:?}] calls per replica: {spread:?}");
@@ -286,19 +293,7 @@ async fn isolation_through_the_balancer(transport: &'static str, extra: &[(&str,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_replicas_run_560_calls_of_50_tokens_each_as_its_caller() {
-    bounded(async {
-        // Sessionless: `initialize` gets no session id, so nothing ties a client to a replica.
-        let forge = FakeForge::start(Options::default()).await;
-        let cluster =
-            Cluster::start(&forge.base_url(), "http", &[("MCP_STATELESS", "true")], free_port()).await;
-        let c = StreamableClient::connect(cluster.lb(), None).await.unwrap();
-        assert_eq!(c.session_id(), None, "a stateless server hands out no session");
-        let listed = c.request("tools/list", json!({}), None).await.unwrap();
-        assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{listed}");
-        drop(cluster);
-        isolation_through_the_balancer("http", &[("MCP_STATELESS", "true")]).await;
-    })
-    .await;
+    bounded(isolation_through_the_balancer("http", &[("MCP_STATELESS", "true")])).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -357,13 +352,13 @@ async fn the_python_sdk_works_through_the_balancer_on_every_transport() {
                 sdk_flow(&cluster, mode).await;
             }
         }
-        // The global token never stood in for bob.
-        let alice = forge
-            .requests()
-            .into_iter()
-            .filter(|r| r.header("authorization").is_some_and(|a| a.contains(ALICE_TOKEN)))
-            .count();
-        assert_eq!(alice, 0, "a request carried the global token");
+        // Every request but the replicas' readiness probes was bob's: the global token never
+        // stood in for him.
+        let bob = token(BOB_TOKEN);
+        assert!(
+            not_probes(&forge).iter().all(|r| r.header("authorization") == Some(bob.as_str())),
+            "a request without bob's token reached the forge"
+        );
     })
     .await;
 }
@@ -439,7 +434,12 @@ async fn tokens_issued_by_one_replica_work_on_every_other_and_after_a_restart() 
             "{}",
             report()
         );
-        s.assert_no_secret_in_log(&access.iter().map(String::as_str).collect::<Vec<_>>());
+        // No replica wrote a secret of the sign-ins it served (at LOG_LEVEL=trace).
+        let secrets: Vec<&str> = access.iter().map(String::as_str).collect();
+        s.assert_no_secret_in_log(&secrets);
+        for r in cluster.replicas.iter().flatten() {
+            assert_no_sign_in_secret(&r.stderr(), &secrets);
+        }
     })
     .await;
 }
@@ -635,11 +635,9 @@ async fn session_client_recovers(transport: &'static str) {
     );
     // Through the balancer, a request naming the dead replica's session is answered 404 too.
     assert_eq!(ping_session(cluster.lb(), transport, &session).await, 404);
-    let alice =
-        forge.requests().into_iter().filter(|r| r.header("authorization") != Some(token(BOB_TOKEN).as_str()));
-    assert_eq!(
-        alice.filter(|r| r.raw_path != "/api/v1/version").count(),
-        0,
+    let bob = token(BOB_TOKEN);
+    assert!(
+        not_probes(&forge).iter().all(|r| r.header("authorization") == Some(bob.as_str())),
         "only bob's token reached the forge"
     );
 }
@@ -704,19 +702,35 @@ async fn a_drained_replica_finishes_its_calls_and_the_balancer_loses_none() {
                 })
                 .collect()
         };
+        // Until the forge has been asked for the slow repository `n` times in all.
+        let reached = async |n: usize| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while forge.requests().iter().filter(|r| r.raw_path == "/api/v1/repos/user00/slow").count() < n {
+                assert!(Instant::now() < deadline, "the slow calls never reached the forge");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
         // Slow calls in flight on the replica about to drain.
         let mut slow = slow_calls(4);
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        reached(4).await;
         let signalled = Instant::now();
         cluster.signal(0, "TERM");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let ready = http.get(format!("{r0}/readyz")).send().await.unwrap();
-        assert_eq!(ready.status().as_u16(), 503, "a draining replica is not ready");
-        assert!(ready.text().await.unwrap().contains("shutting down"));
+        let deadline = Instant::now() + DELAY;
+        loop {
+            let ready = http.get(format!("{r0}/readyz")).send().await.unwrap();
+            if ready.status() == 503 {
+                assert!(ready.text().await.unwrap().contains("shutting down"));
+                break;
+            }
+            assert!(Instant::now() < deadline, "a draining replica must not be ready");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         // During the delay the replica still accepts (two more slow calls, directly), and
         // HAProxy takes it out before the delay is over.
         slow.extend(slow_calls(2));
-        let out = cluster.lb.wait_for(0, "DOWN", DELAY).await + Duration::from_millis(300);
+        reached(6).await;
+        cluster.lb.wait_for(0, "DOWN", DELAY.saturating_sub(signalled.elapsed())).await;
+        let out = signalled.elapsed();
         for s in slow {
             let c = tool_result(&s.await.unwrap().expect("a call accepted before the drain finishes"));
             assert!(!c.is_error, "{}", c.text);
@@ -745,27 +759,21 @@ async fn a_drained_replica_finishes_its_calls_and_the_balancer_loses_none() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_waits_for_the_forge() {
     bounded(async {
-        // A forge address where nothing listens yet.
-        let port = free_port();
-        let server = HttpServer::spawn(&format!("http://127.0.0.1:{port}"), "http", &[]).await;
+        // A forge address held by a listener that never answers, so that no other test takes
+        // the port meanwhile.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = silent.local_addr().unwrap();
+        let server = HttpServer::spawn(&format!("http://{addr}"), "http", &[("GITEA_TIMEOUT", "1")]).await;
         let http = http_client();
         let r = http.get(server.url("/readyz")).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 503);
         assert!(r.text().await.unwrap().contains("has not answered yet"));
         assert_eq!(http.get(server.url("/healthz")).send().await.unwrap().status().as_u16(), 200);
         // The forge comes up on that address: the replica turns ready on its own.
-        let forge = FakeForge::start_on(Options::default(), ([127, 0, 0, 1], port).into()).await.unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let r = http.get(server.url("/readyz")).send().await.unwrap();
-            if r.status() == 200 {
-                assert_eq!(r.text().await.unwrap(), "ready");
-                break;
-            }
-            assert!(Instant::now() < deadline, "never ready:\n{}", server.stderr());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(forge.requests().iter().any(|r| r.raw_path == "/api/v1/version"));
+        drop(silent);
+        let forge = FakeForge::start_on(Options::default(), addr).await.unwrap();
+        wait_ready(&server, Duration::from_secs(20)).await;
+        assert!(forge.requests().iter().any(is_readiness_probe));
     })
     .await;
 }

@@ -263,13 +263,18 @@ impl SignIn {
 
     /// Every log line the server wrote: no secret of the sign-in may be in it.
     pub(super) fn assert_no_secret_in_log(&self, also: &[&str]) {
-        let log = self.server.stderr();
-        for secret in [FORGE_CLIENT_SECRET, KEY, &KEY.to_ascii_uppercase()].iter().chain(also) {
-            assert!(!log.contains(secret), "a secret is in the server's log");
-        }
-        for prefix in ["aegis-at.", "aegis-rt.", "aegis-code.", "aegis-state.", "aegis-client."] {
-            assert!(!log.contains(prefix), "a sealed value ({prefix}…) is in the server's log");
-        }
+        assert_no_sign_in_secret(&self.server.stderr(), also);
+    }
+}
+
+/// No secret of the sign-in (`also` besides the client secret, the key and every sealed value
+/// this server hands out) is in `log`.
+pub(super) fn assert_no_sign_in_secret(log: &str, also: &[&str]) {
+    for secret in [FORGE_CLIENT_SECRET, KEY, &KEY.to_ascii_uppercase()].iter().chain(also) {
+        assert!(!log.contains(secret), "a secret is in the server's log");
+    }
+    for prefix in ["aegis-at.", "aegis-rt.", "aegis-code.", "aegis-state.", "aegis-client."] {
+        assert!(!log.contains(prefix), "a sealed value ({prefix}…) is in the server's log");
     }
 }
 
