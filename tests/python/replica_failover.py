@@ -43,13 +43,8 @@ class Session:
         self.stack = AsyncExitStack()
         self.client: Client | None = None
 
-    def _seen(self, response: httpx2.Response) -> None:
-        sid = response.headers.get("mcp-session-id")
-        if sid:
-            self.id = sid
-
-    def _created(self, sid: str) -> None:
-        self.id = sid
+    async def _seen(self, response: httpx2.Response) -> None:
+        self.id = response.headers.get("mcp-session-id") or self.id
 
     async def open(self) -> Session:
         a = self.args
@@ -58,19 +53,16 @@ class Session:
                 httpx2.AsyncClient(
                     headers=a.headers,
                     timeout=httpx2.Timeout(a.timeout, read=60.0),
-                    event_hooks={"response": [self._hook]},
+                    event_hooks={"response": [self._seen]},
                 )
             )
             transport = streamable_http_client(a.url, http_client=http)
         else:
-            transport = sse_client(a.url, headers=a.headers, timeout=a.timeout, on_session_created=self._created)
+            transport = sse_client(a.url, headers=a.headers, timeout=a.timeout, on_session_created=lambda sid: setattr(self, "id", sid))
         self.client = await self.stack.enter_async_context(
             Client(transport, mode="legacy", read_timeout_seconds=a.timeout)
         )
         return self
-
-    async def _hook(self, response: httpx2.Response) -> None:
-        self._seen(response)
 
     async def whoami(self) -> str:
         assert self.client is not None
@@ -81,29 +73,27 @@ class Session:
         return json.loads(text)["identity"]["login"]
 
 
-
 async def first_session(args: argparse.Namespace, lost: asyncio.Event) -> None:
     """The session that loses its replica, entered and left in one task of its own (the SDK's
-    cancel scopes must be left in the task that entered them); leaving it may fail, since its
-    replica is gone, and nobody waits for that."""
+    cancel scopes must be left in the task that entered them). `lost` is set once its second
+    call has been reported; leaving the session afterwards may fail, since its replica is
+    gone, and nobody waits for that."""
     first = Session(args)
-    try:
-        await first.open()
-        say({"phase": "first", "session": first.id, "login": await first.whoami()})
-        await asyncio.to_thread(sys.stdin.readline)
-        error = None
-        with anyio.move_on_after(args.timeout) as scope:
-            try:
-                login = await first.whoami()
-                say({"phase": "kept", "session": first.id, "login": login})
-            except Exception as e:  # noqa: BLE001 - whatever the SDK raises is reported
-                error = f"{type(e).__name__}: {e}"[:300]
-        if scope.cancelled_caught:
-            error = f"no answer within {args.timeout} s"
-        if error is not None:
-            say({"phase": "lost", "error": error})
-    finally:
-        lost.set()
+    await first.open()
+    say({"phase": "first", "session": first.id, "login": await first.whoami()})
+    await asyncio.to_thread(sys.stdin.readline)
+    error = None
+    with anyio.move_on_after(args.timeout) as scope:
+        try:
+            login = await first.whoami()
+            say({"phase": "kept", "session": first.id, "login": login})
+        except Exception as e:  # noqa: BLE001 - whatever the SDK raises is reported
+            error = f"{type(e).__name__}: {e}"[:300]
+    if scope.cancelled_caught:
+        error = f"no answer within {args.timeout} s"
+    if error is not None:
+        say({"phase": "lost", "error": error})
+    lost.set()
     await first.stack.aclose()
 
 
@@ -112,9 +102,10 @@ async def run(args: argparse.Namespace) -> None:
     first = asyncio.create_task(first_session(args, lost))
     waiting = asyncio.create_task(lost.wait())
     await asyncio.wait({first, waiting}, return_when=asyncio.FIRST_COMPLETED)
-    if first.done() and first.exception() is not None and not lost.is_set():
-        raise first.exception()
-    await waiting
+    if not lost.is_set():
+        # The first session failed before its second call was reported: that is the failure.
+        waiting.cancel()
+        raise first.exception() or RuntimeError("the first session ended early")
     failed_at = time.monotonic()
     second = await Session(args).open()
     login = await second.whoami()
@@ -125,6 +116,8 @@ async def run(args: argparse.Namespace) -> None:
     await asyncio.wait({first}, timeout=5)
     if not first.done():
         first.cancel()
+    elif not first.cancelled():
+        first.exception()  # taken, and let go: ending a session whose replica is gone may fail
 
 
 def main() -> int:
