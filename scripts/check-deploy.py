@@ -232,6 +232,7 @@ class Replica(http.server.ThreadingHTTPServer):
     def __init__(self, name, address):
         self.name = name
         self.first_event_read = threading.Event()
+        self.held_back = False
         super().__init__(address, ReplicaHandler)
 
 
@@ -251,15 +252,17 @@ class ReplicaHandler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         if self.path == "/stream":
-            # One event, then wait until the client has read it before the second: a proxy
-            # that held the first back would keep the client waiting for ever (well, 10 s).
+            # One event, then wait until the client has read it before the second: a proxy that
+            # held the first back would keep the client waiting, and this replica notes it.
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(b"data: one\n\n")
             self.wfile.flush()
-            self.server.first_event_read.wait(10)
+            if not self.server.first_event_read.wait(5):
+                # The client never saw the first event alone: the proxy held it back.
+                self.server.held_back = True
             self.wfile.write(b"data: two\n\n")
             self.close_connection = True
             return
@@ -335,6 +338,7 @@ def router(conf_path, nginx, tmp):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     problem(f"nginx did not start: {(tmp / 'router-test.err').read_text().strip()}")
                     finish("session router")
+                time.sleep(0.05)
         router_cases(listen, health, r1)
         service.shutdown()
         service.server_close()
@@ -430,7 +434,8 @@ def router_cases(listen, health, r1):
         first = resp.readline() + resp.readline()
         r1.first_event_read.set()
         rest = resp.read()
-        expect("an event stream reaches the client event by event", first == b"data: one\n\n" and rest == b"data: two\n\n", resp.status, first + rest)
+        whole = first == b"data: one\n\n" and rest == b"data: two\n\n"
+        expect("an event stream reaches the client event by event", whole and not r1.held_back, resp.status, first + rest)
     except (OSError, http.client.HTTPException) as e:
         r1.first_event_read.set()
         problem(f"session router: an event stream reaches the client event by event: {e}")
