@@ -17,19 +17,7 @@ else
 end
 if token then wrk.headers["Authorization"] = "token " .. token end
 
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
-ok_results, bad_results = 0, 0
-function response(status, headers, body)
-  if status == 200 and body:find('"result"', 1, true) and not body:find('"isError":true', 1, true) then
-    ok_results = ok_results + 1
-  else
-    bad_results = bad_results + 1
-  end
-end
-function done(summary, latency, requests)
-  local ok, bad = 0, 0
-  for _, t in ipairs(threads) do ok = ok + t:get("ok_results"); bad = bad + t:get("bad_results") end
-  io.write(string.format("RESULTS ok=%d bad=%d\n", ok, bad))
-  io.write(string.format("LATENCY p50_us=%d p99_us=%d\n", latency:percentile(50), latency:percentile(99)))
-end
+-- A successful tool result; HTTP errors, JSON-RPC errors and isError results are not.
+require("benches.http.results").install(function(status, body)
+  return status == 200 and body:find('"result"', 1, true) and not body:find('"isError":true', 1, true)
+end)

@@ -26,6 +26,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -245,15 +246,17 @@ def parse_strace(text: str) -> tuple[int, int]:
     return total, futex
 
 
+# Where the servers' logs go: nowhere (they are not what is measured). One handle for the run.
+DEVNULL = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+
+
 def transport(s: Server):
-    """The SDK's stdio transport, with the server's log discarded (it is not what is measured)."""
+    """The SDK's stdio transport, with the server's log discarded."""
     params = StdioServerParameters(command=s.path, args=s.kind.args, env=environment(s.kind))
-    return stdio_client(params, errlog=open(os.devnull, "w"))
+    return stdio_client(params, errlog=DEVNULL)
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -263,8 +266,6 @@ async def http_sessions(s: Server, sessions: int, calls: int) -> None:
     """`sessions` Streamable HTTP sessions of the official client (legacy mode: a session
     each), each making `calls` calls in a row, all at once; and the server's peak memory."""
     from mcp.client.streamable_http import streamable_http_client
-
-    import socket
 
     k = s.kind
     port = free_port()
@@ -279,6 +280,8 @@ async def http_sessions(s: Server, sessions: int, calls: int) -> None:
                 break
             except OSError:
                 time.sleep(0.025)
+        else:
+            sys.exit(f"{s.label}: nothing listened on port {port} within 5 s")
         url = f"http://127.0.0.1:{port}/mcp"
 
         async def run(c: Client, n: int) -> None:
