@@ -42,6 +42,24 @@ pub struct Server {
     pub(crate) metrics: Metrics,
 }
 
+/// The forge as URLs in arguments may name it: its base URL and the addresses of its host,
+/// looked up once (within 2 s; none when the lookup fails, and the name still counts), so
+/// that a migration from this forge's own address is judged like one from its name.
+async fn forge_host(base: &url::Url) -> crate::policy::repos::ForgeHost {
+    let addresses = match (base.host_str(), base.port_or_known_default()) {
+        (Some(host), Some(port)) => {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let lookup = tokio::net::lookup_host((host, port));
+            match tokio::time::timeout(std::time::Duration::from_secs(2), lookup).await {
+                Ok(Ok(found)) => found.map(|a| a.ip()).collect(),
+                _ => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    };
+    crate::policy::repos::ForgeHost::new(Some(base.clone()), addresses)
+}
+
 /// Why the server could not start, in words a person can act on.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -74,12 +92,14 @@ impl Server {
         let audit =
             settings.audit_log.as_deref().map(|p| crate::audit::AuditLog::open(p, settings.audit_fail_open));
         let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits());
+        let mut policy = Policy::from_settings(&settings);
+        policy.forge = forge_host(forge.base()).await;
         Ok(Server {
             audit,
             oauth,
             guard: Guard::from_settings(&settings).counted(metrics.guard()),
             global: GlobalIdentity::new(credential),
-            policy: Policy::from_settings(&settings),
+            policy,
             catalog: Arc::new(catalog),
             forge,
             settings,

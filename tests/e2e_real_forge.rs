@@ -642,12 +642,57 @@ async fn e2e_repository_allowlist() {
         f_out.call("issueListIssues", json!({})).await,
         fenced.call("gitea_api_request", json!({"method": "GET", "path": format!("/repos/{}/{}", outside.owner.to_uppercase(), outside.name)})).await,
         fenced.call("gitea_call_operation", json!({"operation_id": "repoGet", "arguments": {"owner": outside.owner, "repo": outside.name}})).await,
-        fenced.call("repoGetByID", json!({"id": out_id})).await,
     ] {
         fails(&c, "denied", None);
         assert!(c.text.contains("ALLOWED_REPOS"), "{}", c.text);
     }
+    // A repository named by its id is withheld without a word of which one it is.
+    let by_id = fenced.call("repoGetByID", json!({"id": out_id})).await;
+    fails(&by_id, "denied", None);
+    assert!(!by_id.text.to_lowercase().contains(&outside.name.to_lowercase()), "{}", by_id.text);
     ok(&f_in.call("repoGet", json!({})).await, 200);
+    // Operations on a whole account or the instance need the whole owner (or `*`): with a
+    // site administrator's token nothing of them reaches the forge.
+    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDk8nMFWyJjF5m8eGJ0m0kFJH2wT3w0V1Nq2Rw5aegis";
+    for c in [
+        fenced.call("adminEditUser", json!({"username": inside.owner, "body": {"admin": true}})).await,
+        fenced
+            .call(
+                "userCreateToken",
+                json!({"username": inside.owner, "body": {"name": "aegis-e2e-fence", "scopes": ["all"]}}),
+            )
+            .await,
+        fenced.call("adminCronRun", json!({"task": "delete_repo_archives"})).await,
+        fenced.call("userCurrentPostKey", json!({"body": {"key": key, "title": "aegis-e2e-fence"}})).await,
+        fenced
+            .call(
+                "gitea_api_request",
+                json!({"method": "DELETE", "path": format!("/admin/users/{}", inside.owner.to_uppercase())}),
+            )
+            .await,
+    ] {
+        fails(&c, "denied", None);
+        assert!(c.text.contains("/*") || c.text.contains("`*`"), "{}", c.text);
+    }
+    // A migration from this forge names its source: outside the list, refused in any spelling.
+    let base = url::Url::parse(&t.url).unwrap();
+    let (host, port) = (base.host_str().unwrap().to_owned(), base.port_or_known_default().unwrap());
+    for clone in [
+        format!("{}/{}/{}.git", t.url.trim_end_matches('/'), outside.owner, outside.name),
+        format!(
+            "http://someone:pw@{}:{port}/{}/{}/",
+            host.to_uppercase(),
+            outside.owner.to_uppercase(),
+            outside.name
+        ),
+        format!("http://localhost:{port}/{}/{}.GIT", outside.owner, outside.name),
+    ] {
+        let body =
+            json!({"clone_addr": clone, "repo_owner": inside.owner, "repo_name": "aegis-e2e-fence-copy"});
+        let c = fenced.call("repoMigrate", json!({"body": body})).await;
+        fails(&c, "denied", None);
+        assert!(c.text.to_lowercase().contains(&outside.name.to_lowercase()), "{clone}: {}", c.text);
+    }
     // The search finds both on the forge; the fenced server shows only the allowed one.
     let q = json!({"q": "aegis-e2e-fence-", "limit": 50});
     let both = open.call("repoSearch", q.clone()).await;

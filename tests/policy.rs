@@ -607,8 +607,125 @@ async fn listings_across_repositories_show_only_allowed_ones_and_paging_stays_tr
     // seeding order: alice/demo 1, alice/notes 3, bob/demo 5, bob/secret 7).
     let c = h.call("repoGetByID", json!({"id": 7})).await;
     assert_eq!(c.kind(), "denied", "{}", c.text);
-    assert!(c.text.contains("bob/secret") && !c.text.contains("\"id\""), "{}", c.text);
+    assert!(!c.text.contains("bob") && !c.text.contains("secret"), "it names nothing: {}", c.text);
     let c = h.call("repoGetByID", json!({"id": 5})).await;
     assert_eq!(c.data()["full_name"], "bob/demo", "{}", c.text);
+    h.stop().await;
+}
+
+/// A site administrator's server fenced to `alice/demo` for reads and writes (`lists` for
+/// both when given instead).
+async fn admin_fenced(lists: &str) -> Harness {
+    let setup =
+        Setup::sudo(Some(ROOT_TOKEN), None).env("ALLOWED_REPOS", lists).env("WRITE_ALLOWED_REPOS", lists);
+    Harness::start(setup).await
+}
+
+#[tokio::test]
+async fn operations_keyed_by_an_account_or_the_instance_do_not_escape_the_allowlist() {
+    let h = admin_fenced("alice/demo").await;
+    let key = json!({"key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEx", "title": "k"});
+    let calls = [
+        ("adminDeleteUser", json!({"username": "alice", "purge": true}), "alice/*"),
+        ("adminRenameUser", json!({"username": "alice", "body": {"new_username": "gone"}}), "alice/*"),
+        ("adminRenameUser", json!({"username": "bob", "body": {"new_username": "alice"}}), "bob/*"),
+        ("adminEditUser", json!({"username": "alice", "body": {"admin": true}}), "alice/*"),
+        ("adminCronRun", json!({"task": "delete_repo_archives"}), "`*`"),
+        (
+            "userCreateToken",
+            json!({"username": "alice", "body": {"name": "t", "scopes": ["all"]}}),
+            "alice/*",
+        ),
+        ("userCurrentPostKey", json!({"body": key}), "root/*"),
+        ("adminCreatePublicKey", json!({"username": "alice", "body": key}), "alice/*"),
+        (
+            "gitea_api_request",
+            json!({"method": "DELETE", "path": "/admin/users/alice", "query": {"purge": "true"}}),
+            "alice/*",
+        ),
+        ("gitea_api_request", json!({"method": "POST", "path": "/admin/cron/delete_repo_archives"}), "`*`"),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "adminEditUser", "arguments": {"username": "ALICE", "body": {"admin": true}}}),
+            "ALICE/*",
+        ),
+    ];
+    for (tool, args, says) in &calls {
+        let c = h.call(tool, args.clone()).await;
+        assert_eq!(c.kind(), "denied", "{tool} {args}: {}", c.text);
+        assert!(c.text.contains(says), "{tool} {args}: {}", c.text);
+    }
+    assert_eq!(h.tool_requests().len(), 0, "nothing was sent: {:?}", h.tool_requests());
+    h.stop().await;
+    // With the whole account on both lists, its account operations run; the instance's still
+    // need everything.
+    let h = admin_fenced("alice/*").await;
+    for (tool, args, path) in [
+        ("adminDeleteUser", json!({"username": "alice"}), "/api/v1/admin/users/alice"),
+        (
+            "gitea_api_request",
+            json!({"method": "GET", "path": "/users/alice/tokens"}),
+            "/api/v1/users/alice/tokens",
+        ),
+    ] {
+        let c = h.call(tool, args.clone()).await;
+        assert_ne!(c.kind(), "denied", "{tool}: {}", c.text);
+        assert_eq!(h.last().raw_path, path, "{tool}: {}", c.text);
+    }
+    assert_eq!(h.call("adminCronRun", json!({"task": "x"})).await.kind(), "denied");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_migration_cannot_copy_a_repository_of_this_forge_from_outside_the_allowlist() {
+    let h = admin_fenced("alice/*").await;
+    let base = h.forge.base_url();
+    let url = url::Url::parse(&base).unwrap();
+    let (host, port) = (url.host_str().unwrap().to_owned(), url.port().unwrap());
+    for clone in [
+        format!("{base}/bob/secret"),
+        format!("{base}/bob/secret.git"),
+        format!("{base}/BOB/Secret.GIT/"),
+        format!("http://user:pass@{host}:{port}/bob/secret.git"),
+        format!("http://localhost:{port}/bob/secret"),
+        format!("http://[::1]:{port}/bob/secret"),
+        format!("git@{host}:bob/secret.git"),
+        "/data/gitea/repositories/bob/secret.git".to_owned(),
+    ] {
+        let body = json!({"clone_addr": clone, "repo_owner": "alice", "repo_name": "copy"});
+        let c = h.call("repoMigrate", json!({"body": body})).await;
+        assert_eq!(c.kind(), "denied", "{clone}: {}", c.text);
+    }
+    assert_eq!(h.tool_requests().len(), 0, "nothing was sent");
+    // From this forge's allowed repositories, and from elsewhere, it runs as before.
+    for clone in [format!("{base}/alice/demo.git"), "https://example.com/bob/secret.git".to_owned()] {
+        let body = json!({"clone_addr": clone, "repo_owner": "alice", "repo_name": "copy"});
+        let c = h.call("repoMigrate", json!({"body": body})).await;
+        assert_ne!(c.kind(), "denied", "{clone}: {}", c.text);
+    }
+    assert_eq!(h.tool_requests().len(), 2);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_answer_by_id_does_not_name_the_repository() {
+    let h = fenced().await;
+    h.forge.seed_repo("bob", "secret-plans");
+    // Every repository by its id: alice's are shown, bob's secrets withheld without a word
+    // of which repository the id belongs to.
+    let (mut shown, mut withheld) = (0, 0);
+    for id in 1..=40 {
+        let c = h.call("repoGetByID", json!({"id": id})).await;
+        match c.kind() {
+            "denied" => {
+                withheld += 1;
+                assert!(!c.text.contains("bob") && !c.text.contains("secret"), "{}", c.text);
+                assert!(c.text.contains("outside the allowed repositories"), "{}", c.text);
+            }
+            "" => shown += 1,
+            _ => {}
+        }
+    }
+    assert!(shown >= 3 && withheld >= 2, "shown {shown}, withheld {withheld}");
     h.stop().await;
 }

@@ -16,6 +16,7 @@
 //! `X-MCP-Write-Allowed-Repos`), in `repos`. It refuses calls on the same paths and never
 //! changes what is listed.
 
+pub(crate) mod reach;
 pub mod repos;
 
 use std::collections::BTreeSet;
@@ -27,7 +28,7 @@ use crate::catalog::toolsets::Selection;
 use crate::catalog::{Catalog, Method, Operation, Target, ToolDef};
 use crate::config::Settings;
 use crate::guard::credential_ops;
-use repos::{Fence, RepoList, Values};
+use repos::{Fence, ForgeHost, RepoList, Values};
 
 /// The server's own policy, from its settings.
 #[derive(Debug, Clone, Default)]
@@ -43,6 +44,8 @@ pub struct Policy {
     pub repos: Option<Arc<RepoList>>,
     /// `WRITE_ALLOWED_REPOS`: writes answer to both lists.
     pub write_repos: Option<Arc<RepoList>>,
+    /// This forge, for arguments that name it by URL (a migration's source).
+    pub forge: ForgeHost,
 }
 
 /// What one HTTP request asked for itself, on top of the server's policy. The default
@@ -76,6 +79,7 @@ impl Policy {
             toolsets: s.toolsets.clone(),
             repos: s.allowed_repos.clone().map(Arc::new),
             write_repos: s.write_allowed_repos.clone().map(Arc::new),
+            forge: ForgeHost::new(s.url.clone(), Vec::new()),
         }
     }
 
@@ -86,6 +90,7 @@ impl Policy {
             self.write_repos.as_ref(),
             narrowing.repos.as_ref(),
             narrowing.write_repos.as_ref(),
+            &self.forge,
         )
     }
 

@@ -1,22 +1,26 @@
 //! Repository allowlists: `ALLOWED_REPOS`, `WRITE_ALLOWED_REPOS`, and the request headers
 //! that narrow them (`X-MCP-Allowed-Repos`, `X-MCP-Write-Allowed-Repos`).
 //!
-//! A call is judged by what its route names, before anything is sent: the repository
-//! (`{owner}/{repo}` and its kin), or an owner on its own (`{org}`, a package owner), which
-//! needs the whole owner (`owner/*`) on the list. Names compare as the forges compare them,
-//! by their lower-case form. A renamed or transferred repository cannot escape the list: the
-//! forge answers the old name with a redirect, which this server never follows, so a call
-//! reaches what its route names or nothing. Operations that create or move a repository name
-//! the new place in their body (a new repository, a fork, a migration, a rename, a transfer):
-//! that place must be writable too. Listings across repositories (searches, a user's or an
-//! organisation's repositories, notifications, the issue search, activity feeds) cannot be
-//! judged by their route; their answers are filtered (`filter`), and so are the few answers
-//! that name their repository only by id.
+//! A call is judged before anything is sent, by its operation's row of the reach table
+//! (`reach.rs`): the repositories its route names (`{owner}/{repo}` and its kin) and those
+//! its body names (another repository's issue, a fork's head, a URL of this forge such as a
+//! migration's source); a whole account (an organisation, a user, the caller's own account),
+//! which needs `owner/*` on the list; or the whole instance, which needs `*`. Names compare
+//! as the forges compare them, by their lower-case form. A renamed or transferred repository
+//! cannot escape the list: the forge answers the old name with a redirect, which this server
+//! never follows, so a call reaches what its route names or nothing. Operations that create or
+//! move a repository name the new place in their body: that place must be writable too.
+//! Listings across repositories cannot be judged by their route; their answers are filtered
+//! (`filter`), and so are the few answers that name their repository only by id.
 
 use std::collections::HashSet;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+use url::Url;
+
+use super::reach::{self, Also, Item, Moves, Reach, RouteUse, Source};
 
 use crate::catalog::Operation;
 use crate::catalog::operation::Piece;
@@ -114,6 +118,8 @@ fn clip(s: &str) -> String {
 pub struct Fence<'a> {
     /// A list, where it comes from, and whether it governs only writes.
     lists: [(Option<&'a RepoList>, &'static str, bool); 4],
+    /// This forge, for URLs that may name its repositories.
+    forge: &'a ForgeHost,
 }
 
 /// Where a list comes from, as a message names it.
@@ -128,6 +134,7 @@ impl<'a> Fence<'a> {
         server_write: Option<&'a Arc<RepoList>>,
         request: Option<&'a Arc<RepoList>>,
         request_write: Option<&'a Arc<RepoList>>,
+        forge: &'a ForgeHost,
     ) -> Fence<'a> {
         Fence {
             lists: [
@@ -136,6 +143,7 @@ impl<'a> Fence<'a> {
                 (request.map(|l| &**l), REQUEST_READ, false),
                 (request_write.map(|l| &**l), REQUEST_WRITE, true),
             ],
+            forge,
         }
     }
 
@@ -166,25 +174,20 @@ impl<'a> Fence<'a> {
         ))
     }
 
-    /// Why an operation on every repository of the instance may not run, if it may not: it
-    /// needs `*` on every list that applies.
-    fn everything_refusal(&self, op_id: &str, write: bool) -> Option<String> {
-        let (_, why) = self.applying(write).find(|(l, _)| !l.any)?;
+    /// Why `op_id`, which reaches repositories no name of its call can say (`why`), may not
+    /// run, if it may not: it needs `*` on every list that applies.
+    fn everything_refusal(&self, op_id: &str, why: &str, write: bool) -> Option<String> {
+        let (_, list) = self.applying(write).find(|(l, _)| !l.any)?;
         Some(format!(
-            "{op_id} acts on every repository of the instance, and not all of them are among {why}: it needs `*` on the list"
+            "{op_id} cannot be judged by the repositories it names ({why}), and not every repository is among {list}: it needs `*` on the list"
         ))
     }
 
     /// Whether a listing's item in `owner/repo` may be shown.
     fn shows(&self, full_name: &str) -> bool {
-        self.hides(full_name).is_none()
-    }
-
-    /// Which list hides an answer's `owner/repo`, if one does.
-    fn hides(&self, full_name: &str) -> Option<&'static str> {
         let lower = full_name.to_lowercase();
-        let Some((o, r)) = lower.split_once('/') else { return Some(SERVER_READ) };
-        self.applying(false).find(|(l, _)| !l.allows_repo(o, r)).map(|(_, why)| why)
+        let Some((o, r)) = lower.split_once('/') else { return false };
+        self.applying(false).all(|(l, _)| l.allows_repo(o, r))
     }
 }
 
@@ -204,6 +207,15 @@ impl Values<'_> {
                 _ => None,
             },
             Values::Segments(s) => s.get(index).map(|s| (*s).to_owned()),
+        }
+    }
+
+    /// The value of a parameter that may span the rest of the path (a wildcard's), from
+    /// segment `index` on.
+    fn rest(&self, index: usize, name: &str) -> Option<String> {
+        match self {
+            Values::Args(_) => self.get(index, name),
+            Values::Segments(s) => (index < s.len()).then(|| s[index..].join("/")),
         }
     }
 }
@@ -247,95 +259,6 @@ fn named(op: &Operation, values: &Values) -> Vec<Named> {
     out
 }
 
-/// How an operation's route is judged when the operation creates or moves a repository.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum RouteUse {
-    /// As any operation of its method.
-    AsMethod,
-    /// Only read (the source of a fork or a template).
-    Read,
-    /// Not at all: the new place is what matters (an owner's "create a repository").
-    Skip,
-}
-
-/// Where a part of the new place comes from; the first that gives a value wins.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum From {
-    Body(&'static str),
-    Route(&'static str),
-    /// The user the call runs as: known only once the caller is identified.
-    Caller,
-    /// A body member that names the owner by id: the place cannot be judged by name.
-    ById(&'static str),
-}
-
-/// An operation that creates or moves a repository named (partly) in its body.
-struct Moves {
-    op: &'static str,
-    route: RouteUse,
-    owner: &'static [From],
-    name: &'static [From],
-}
-
-/// Every operation of both forges that gives a repository a place the route does not name.
-const MOVES: &[Moves] = &[
-    Moves {
-        op: "createCurrentUserRepo",
-        route: RouteUse::Skip,
-        owner: &[From::Caller],
-        name: &[From::Body("name")],
-    },
-    Moves {
-        op: "createOrgRepo",
-        route: RouteUse::Skip,
-        owner: &[From::Route("org")],
-        name: &[From::Body("name")],
-    },
-    Moves {
-        op: "createOrgRepoDeprecated",
-        route: RouteUse::Skip,
-        owner: &[From::Route("org")],
-        name: &[From::Body("name")],
-    },
-    Moves {
-        op: "adminCreateRepo",
-        route: RouteUse::Skip,
-        owner: &[From::Route("username")],
-        name: &[From::Body("name")],
-    },
-    Moves {
-        op: "repoMigrate",
-        route: RouteUse::Skip,
-        owner: &[From::Body("repo_owner"), From::ById("uid"), From::Caller],
-        name: &[From::Body("repo_name")],
-    },
-    Moves {
-        op: "generateRepo",
-        route: RouteUse::Read,
-        owner: &[From::Body("owner")],
-        name: &[From::Body("name")],
-    },
-    Moves {
-        op: "createFork",
-        route: RouteUse::Read,
-        owner: &[From::Body("organization"), From::Caller],
-        name: &[From::Body("name"), From::Route("repo")],
-    },
-    Moves {
-        op: "repoTransfer",
-        route: RouteUse::AsMethod,
-        owner: &[From::Body("new_owner")],
-        name: &[From::Route("repo")],
-    },
-    // A rename: only when the body names a new name.
-    Moves {
-        op: "repoEdit",
-        route: RouteUse::AsMethod,
-        owner: &[From::Route("owner")],
-        name: &[From::Body("name")],
-    },
-];
-
 /// Whether a body names one member twice in different letter case (the forges take either,
 /// so the policy could judge one value and the forge use the other).
 fn ambiguous(body: Option<&Value>) -> bool {
@@ -344,83 +267,165 @@ fn ambiguous(body: Option<&Value>) -> bool {
     map.keys().any(|k| !seen.insert(k.to_ascii_lowercase()))
 }
 
-/// The value of one source for the new place (`None`: this source gives none).
-fn from_source(source: From, op: &Operation, values: &Values, body: Option<&Value>) -> Option<String> {
+/// Whether judging `reach` reads a body member.
+fn reads_body(reach: &Reach) -> bool {
+    let also_body = |also: &[Also]| {
+        also.iter().any(|a| matches!(a, Also::Issue { .. } | Also::Url { .. } | Also::Head(Source::Body(_))))
+    };
+    match reach {
+        Reach::Places(_) => true,
+        Reach::Repo(also) => also_body(also),
+        Reach::Account(sources) => sources.iter().any(|s| matches!(s, Source::Body(_))),
+        _ => false,
+    }
+}
+
+/// The value of one source (`None`: this source gives none).
+fn from_source(source: Source, op: &Operation, values: &Values, body: Option<&Value>) -> Option<String> {
     match source {
-        From::Body(key) => body
+        Source::Body(key) => body
             .and_then(Value::as_object)?
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(key))
             .and_then(|(_, v)| v.as_str())
             .filter(|s| !s.is_empty())
             .map(str::to_owned),
-        From::Route(name) => {
+        Source::Route(name) => {
             let index = op
                 .template
                 .segments
                 .iter()
                 .position(|p| matches!(p.as_slice(), [Piece::Param(n)] if n == name))?;
-            values.get(index, name)
+            if op.params.iter().any(|p| p.name == name && p.wildcard) {
+                values.rest(index, name)
+            } else {
+                values.get(index, name)
+            }
         }
-        From::Caller | From::ById(_) => None,
+        Source::Caller | Source::ById(_) => None,
     }
 }
 
 /// Why `op` (reached with these route values and body) may not run inside the fence, if it may
-/// not. `caller`: the login the call runs as, once known; before that, a new place that
-/// depends on it is left to the second look (`caller_refusal`).
+/// not, judged by its row of the reach table. An operation that acts on the caller's account,
+/// or puts a repository under the caller, is judged again once the caller is known
+/// (`caller_refusal`).
 pub fn refusal(fence: &Fence, op: &Operation, values: &Values, body: Option<&Value>) -> Option<String> {
     if fence.is_open() {
         return None;
     }
-    if UNJUDGED_WRITES.contains(&op.id.as_str()) {
+    let Some(reach) = reach::of(&op.id) else {
         return Some(format!(
-            "{} changes things of repositories its route does not name, so under a repository allowlist it cannot be judged before it runs; use an operation that names the repository (for notifications: notifyReadRepoList)",
+            "{} is not an operation of the forges this server knows (its spec came with --spec?), so what it reaches cannot be judged; under a repository allowlist it is refused",
             op.id
         ));
-    }
-    let moves = MOVES.iter().find(|m| m.op == op.id);
-    let body_repo = BODY_REPOS.iter().find(|(id, _)| *id == op.id);
-    if (moves.is_some() || body_repo.is_some()) && ambiguous(body) {
+    };
+    if reads_body(&reach) && ambiguous(body) {
         return Some(format!(
             "the body of {} names one member twice in different letter case; under a repository allowlist send each once",
             op.id
         ));
     }
-    if let Some((_, changes)) = body_repo {
-        let get = |key: &'static str| from_source(From::Body(key), op, values, body);
-        if let (Some(o), Some(r)) = (get("owner"), get("repo")) {
-            if let Some(why) = fence.repo_refusal(&o, &r, *changes) {
-                return Some(format!("{} names another repository's issue: {why}", op.id));
-            }
-        }
-    }
     let write = super::is_write(op);
-    if INSTANCE_PREFIXES.iter().any(|p| op.path.starts_with(p)) {
-        return fence.everything_refusal(&op.id, write);
-    }
-    let route = moves.map_or(RouteUse::AsMethod, |m| m.route);
-    if route != RouteUse::Skip {
-        let write = write && route == RouteUse::AsMethod;
-        let listing = LISTINGS.iter().any(|l| l.op == op.id);
-        for n in named(op, values) {
-            let why = match n {
-                Named::Repo(o, r) => fence.repo_refusal(&o, &r, write),
-                // A listing of an owner's repositories is filtered instead.
-                Named::Owner(_) if listing => None,
-                Named::Owner(o) => fence.owner_refusal(&o, write),
+    match reach {
+        Reach::Harmless | Reach::Caller => None,
+        Reach::Instance => {
+            fence.everything_refusal(&op.id, "it acts on every repository of the instance", write)
+        }
+        Reach::Refused(why) => fence.everything_refusal(&op.id, why, write),
+        Reach::Account(sources) => sources.iter().find_map(|s| {
+            let owner = from_source(*s, op, values, body)?;
+            fence.owner_refusal(&owner, write).map(|why| {
+                format!("{} acts on a whole account, which reaches all of its repositories: {why}", op.id)
+            })
+        }),
+        Reach::Repo(also) => route_refusal(fence, op, values, write, false)
+            .or_else(|| also.iter().find_map(|a| also_refusal(fence, op, *a, values, body))),
+        Reach::Filtered(_) => route_refusal(fence, op, values, write, true),
+        Reach::Places(m) => {
+            let route = match m.route {
+                RouteUse::Skip => None,
+                RouteUse::Read => route_refusal(fence, op, values, false, false),
+                RouteUse::AsMethod => route_refusal(fence, op, values, write, false),
             };
-            if why.is_some() {
-                return why;
-            }
+            route
+                .or_else(|| m.also.iter().find_map(|a| also_refusal(fence, op, *a, values, body)))
+                .or_else(|| place_refusal(fence, &m, op, values, body, None))
         }
     }
-    let m = moves?;
-    place_refusal(fence, m, op, values, body, None)
 }
 
-/// The second look, once the caller is known: the new place of an operation that puts a
-/// repository under the caller (a new repository, a fork or a migration without an owner).
+/// Why the repositories and owners `op`'s route names may not be touched, if they may not.
+/// A listing's owner (an organisation's repositories) is not judged: its answer is filtered.
+fn route_refusal(
+    fence: &Fence,
+    op: &Operation,
+    values: &Values,
+    write: bool,
+    listing: bool,
+) -> Option<String> {
+    named(op, values).into_iter().find_map(|n| match n {
+        Named::Repo(o, r) => fence.repo_refusal(&o, &r, write),
+        Named::Owner(_) if listing => None,
+        Named::Owner(o) => fence.owner_refusal(&o, write),
+    })
+}
+
+/// Why a repository `op` names besides its route's may not be touched, if it may not.
+fn also_refusal(
+    fence: &Fence,
+    op: &Operation,
+    also: Also,
+    values: &Values,
+    body: Option<&Value>,
+) -> Option<String> {
+    match also {
+        Also::Issue { write } => {
+            let get = |key: &'static str| from_source(Source::Body(key), op, values, body);
+            let (o, r) = (get("owner")?, get("repo")?);
+            fence
+                .repo_refusal(&o, &r, write)
+                .map(|why| format!("{} names another repository's issue: {why}", op.id))
+        }
+        Also::Url { field, write } => {
+            let url = from_source(Source::Body(field), op, values, body)?;
+            let what = if write { "writes to" } else { "reads" };
+            match fence.forge.repository(&url) {
+                Ok(None) => None,
+                Ok(Some((o, r))) => fence.repo_refusal(&o, &r, write).map(|why| {
+                    format!("{} {what} a repository of this forge named by `{field}`: {why}", op.id)
+                }),
+                Err(why) => Some(format!(
+                    "under a repository allowlist {}'s `{field}` must be a URL whose repository can be judged: {why}",
+                    op.id
+                )),
+            }
+        }
+        Also::Head(source) => {
+            let head = from_source(source, op, values, body)?;
+            // A comparison `base...head` (or `base..head`) names the head last.
+            let head =
+                head.split_once("...").or_else(|| head.split_once("..")).map_or(head.as_str(), |(_, h)| h);
+            let (who, _branch) = head.split_once(':')?;
+            let route_owner = from_source(Source::Route("owner"), op, values, body).unwrap_or_default();
+            let why = match who.split_once('/') {
+                Some((o, r)) => fence.repo_refusal(o, r, false),
+                // The route's own owner: the route's own repository.
+                None if who.eq_ignore_ascii_case(&route_owner) => None,
+                // Another owner's fork of this repository, whatever its name.
+                None => fence
+                    .owner_refusal(who, false)
+                    .map(|why| format!("{why}; or name the fork itself as owner/repo:branch")),
+            }?;
+            Some(format!("{} compares with a branch of another repository: {why}", op.id))
+        }
+    }
+}
+
+/// The second look, once the caller is known (`caller`: the login the call runs as): an
+/// operation on the caller's own account needs `login/*`; the new place of an operation that
+/// puts a repository under the caller (a new repository, a fork or a migration without an
+/// owner) must be writable.
 pub fn caller_refusal(
     fence: &Fence,
     op: &Operation,
@@ -431,20 +436,23 @@ pub fn caller_refusal(
     if fence.is_open() {
         return None;
     }
-    if CALLER_OWNER_PREFIXES.iter().any(|p| op.path.starts_with(p)) {
-        let write = super::is_write(op);
-        return match caller.filter(|c| !c.is_empty()) {
-            Some(login) => fence.owner_refusal(login, write),
+    match reach::of(&op.id)? {
+        Reach::Caller => match caller.filter(|c| !c.is_empty()) {
+            Some(login) => fence.owner_refusal(login, super::is_write(op)).map(|why| {
+                format!(
+                    "{} acts on the caller's whole account, which reaches all of its repositories: {why}",
+                    op.id
+                )
+            }),
             None => {
                 Some(format!("{} acts on the caller's account, and this call runs without a login", op.id))
             }
-        };
+        },
+        Reach::Places(m) if m.owner.contains(&Source::Caller) => {
+            place_refusal(fence, &m, op, values, body, Some(caller.unwrap_or("")))
+        }
+        _ => None,
     }
-    let m = MOVES.iter().find(|m| m.op == op.id)?;
-    if !m.owner.contains(&From::Caller) {
-        return None;
-    }
-    place_refusal(fence, m, op, values, body, Some(caller.unwrap_or("")))
 }
 
 /// The new place of `m`: writable, or why not. `caller`: `None` before the caller is known
@@ -465,7 +473,7 @@ fn place_refusal(
     let mut owner = None;
     for source in m.owner {
         match *source {
-            From::Caller => {
+            Source::Caller => {
                 owner = Some(match caller {
                     // The place depends on the caller, not known yet: `caller_refusal` judges it.
                     None => return None,
@@ -473,7 +481,7 @@ fn place_refusal(
                     Some(c) => Ok(c.to_owned()),
                 });
             }
-            From::ById(key) => {
+            Source::ById(key) => {
                 let by_id = body.and_then(Value::as_object).is_some_and(|b| {
                     b.iter().any(|(k, v)| k.eq_ignore_ascii_case(key) && !(v.is_null() || v == 0))
                 });
@@ -517,99 +525,136 @@ pub fn unknown_route_refusal(fence: &Fence, method: &str, path: &str) -> Option<
     }
 }
 
-/// Writes whose route names no repository but which change things of repositories (every
-/// notification marked read, a notification thread by id): refused under an allowlist, since
-/// they can be judged only after they ran.
-const UNJUDGED_WRITES: &[&str] = &[
-    "notifyReadList",
-    "notifyReadThread",
-    // A team, named by id, can be given access to its organisation's repositories.
-    "orgEditTeam",
-    "orgDeleteTeam",
-    "orgAddTeamMember",
-    "orgRemoveTeamMember",
-];
-
-/// Routes that act on the caller's own account as an owner of repositories (its hooks, which
-/// see every repository's events; its runners, secrets and variables, which every repository's
-/// workflows use; its runs, jobs and quota lists, which show every repository's): they need the
-/// caller's whole account (`login/*`), judged once the caller is known.
-const CALLER_OWNER_PREFIXES: &[&str] = &["/user/hooks", "/user/actions/", "/user/quota/"];
-
-/// Routes that act on every repository of the instance (system hooks, which see every
-/// repository's events; the instance's runners, which run every repository's jobs, and its
-/// runs and jobs lists): they need a list that allows everything (`*`).
-const INSTANCE_PREFIXES: &[&str] = &["/admin/hooks", "/admin/actions/", "/admin/runners/"];
-
-/// Operations whose body names another repository (an issue of it, `IssueMeta`): that
-/// repository is judged too, for a write when the operation changes it.
-const BODY_REPOS: &[(&str, bool)] = &[
-    ("issueCreateIssueBlocking", true),
-    ("issueRemoveIssueBlocking", true),
-    ("issueCreateIssueDependencies", false),
-    ("issueRemoveIssueDependencies", false),
-];
-
-/// Where a listing's items name their repository.
-#[derive(Clone, Copy)]
-enum Item {
-    /// The item is a repository (`full_name`, else `owner.login` and `name`).
-    Repository,
-    /// The item's member holds the repository (a repository or its short form).
-    Member(&'static str),
-    /// A stopwatch: `repo_owner_name` and `repo_name`.
-    Stopwatch,
-    /// A tracked time: its issue's repository.
-    IssueRepository,
-    /// A timeline event: kept unless an issue it refers to (`ref_issue`, `dependent_issue`)
-    /// belongs to a repository outside; one that refers to none stays.
-    References,
+/// This forge as a URL in an argument may name it: the host of its base URL (any scheme, any
+/// port), the addresses that host had at start, and any loopback address when the forge is
+/// on loopback.
+#[derive(Debug, Clone, Default)]
+pub struct ForgeHost {
+    base: Option<Url>,
+    addresses: Vec<IpAddr>,
 }
 
-/// An answer whose route cannot be judged: where its list is (`""`: the data itself), how its
-/// items name their repository, and whether it is one item rather than a list.
-struct Listing {
-    op: &'static str,
-    at: &'static str,
-    item: Item,
-    single: bool,
+impl ForgeHost {
+    pub fn new(base: Option<Url>, addresses: Vec<IpAddr>) -> ForgeHost {
+        ForgeHost { base, addresses: addresses.into_iter().map(canonical_ip).collect() }
+    }
+
+    /// The base URL, for looking up the host's addresses.
+    pub fn base(&self) -> Option<&Url> {
+        self.base.as_ref()
+    }
+
+    /// The repository of this forge that `text` names: `Ok(None)` for a URL of another host;
+    /// an error for text that cannot be judged (not a network URL, or one of this forge that
+    /// names no repository). Names come as the forge would read them: userinfo, query and
+    /// fragment ignored, the base path, empty segments, `.git` and `.wiki` left out,
+    /// percent-encoding decoded.
+    pub fn repository(&self, text: &str) -> Result<Option<(String, String)>, &'static str> {
+        const NOT_A_URL: &str = "it is not an http, https, git or ssh URL (a local path cannot be judged)";
+        let text = text.trim();
+        let url = match Url::parse(text) {
+            Ok(u) => u,
+            Err(_) => scp_like(text).ok_or(NOT_A_URL)?,
+        };
+        if !matches!(url.scheme(), "http" | "https" | "git" | "ssh") {
+            return Err(NOT_A_URL);
+        }
+        // ssh and git URLs keep their host as written: read it as an http URL's host is read
+        // (IPv4 in any of its number forms, letter case), as the programs that connect do.
+        let special = match url.scheme() {
+            "ssh" | "git" => Url::parse(&format!("http://{}/", url.host_str().unwrap_or_default())).ok(),
+            _ => None,
+        };
+        let Some(host) = special.as_ref().unwrap_or(&url).host() else { return Err(NOT_A_URL) };
+        let Some(base) = &self.base else {
+            return Err("this server does not know its forge's address, so no URL can be judged");
+        };
+        if !self.is_forge(&host, base) {
+            return Ok(None);
+        }
+        let path = url.path();
+        let prefix = base.path().trim_end_matches('/');
+        let path = match path.strip_prefix(prefix) {
+            Some(rest) if !prefix.is_empty() && (rest.is_empty() || rest.starts_with('/')) => rest,
+            _ => path,
+        };
+        let mut segments = path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned());
+        let (Some(owner), Some(repo)) = (segments.next(), segments.next()) else {
+            return Err("it names this forge but no repository of it");
+        };
+        let repo = strip_suffix_ci(&repo, ".git");
+        let repo = strip_suffix_ci(repo, ".wiki");
+        Ok(Some((owner, repo.to_owned())))
+    }
+
+    fn is_forge(&self, host: &url::Host<&str>, base: &Url) -> bool {
+        let Some(forge) = base.host() else { return false };
+        if is_loopback(host) && is_loopback(&forge) {
+            return true;
+        }
+        match (host, &forge) {
+            (url::Host::Domain(a), url::Host::Domain(b)) => {
+                a.trim_end_matches('.').eq_ignore_ascii_case(b.trim_end_matches('.'))
+            }
+            (url::Host::Domain(_), _) => false,
+            (ip, _) => {
+                let ip = match ip {
+                    url::Host::Ipv4(v4) => IpAddr::V4(*v4),
+                    url::Host::Ipv6(v6) => IpAddr::V6(*v6),
+                    url::Host::Domain(_) => unreachable!("matched above"),
+                };
+                let ip = canonical_ip(ip);
+                self.addresses.contains(&ip) || host_ip(&forge).is_some_and(|f| f == ip)
+            }
+        }
+    }
 }
 
-const fn list(op: &'static str, item: Item) -> Listing {
-    Listing { op, at: "", item, single: false }
+/// An address as the host it reaches: an IPv4-mapped IPv6 address is its IPv4 address.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
 }
 
-/// Every listing of both forges that can hold repositories outside the route's own.
-const LISTINGS: &[Listing] = &[
-    Listing { op: "repoSearch", at: "/data", item: Item::Repository, single: false },
-    list("userCurrentListRepos", Item::Repository),
-    list("userListRepos", Item::Repository),
-    list("orgListRepos", Item::Repository),
-    list("orgListTeamRepos", Item::Repository),
-    list("userCurrentListStarred", Item::Repository),
-    list("userListStarred", Item::Repository),
-    list("userCurrentListSubscriptions", Item::Repository),
-    list("userListSubscriptions", Item::Repository),
-    list("listForks", Item::Repository),
-    list("notifyGetList", Item::Member("repository")),
-    list("issueSearchIssues", Item::Member("repository")),
-    list("issueListBlocks", Item::Member("repository")),
-    list("issueListIssueDependencies", Item::Member("repository")),
-    list("orgListActivityFeeds", Item::Member("repo")),
-    list("userListActivityFeeds", Item::Member("repo")),
-    list("orgListTeamActivityFeeds", Item::Member("repo")),
-    list("userGetStopWatches", Item::Stopwatch),
-    list("userCurrentTrackedTimes", Item::IssueRepository),
-    list("issueGetCommentsAndTimeline", Item::References),
-    Listing {
-        op: "getUserWorkflowRuns",
-        at: "/workflow_runs",
-        item: Item::Member("repository"),
-        single: false,
-    },
-    Listing { op: "repoGetByID", at: "", item: Item::Repository, single: true },
-    Listing { op: "notifyGetThread", at: "", item: Item::Member("repository"), single: true },
-];
+fn host_ip(host: &url::Host<&str>) -> Option<IpAddr> {
+    match host {
+        url::Host::Ipv4(v4) => Some(IpAddr::V4(*v4)),
+        url::Host::Ipv6(v6) => Some(canonical_ip(IpAddr::V6(*v6))),
+        url::Host::Domain(_) => None,
+    }
+}
+
+fn is_loopback(host: &url::Host<&str>) -> bool {
+    match host {
+        url::Host::Domain(d) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            d == "localhost" || d.ends_with(".localhost")
+        }
+        ip => host_ip(ip).is_some_and(|ip| ip.is_loopback()),
+    }
+}
+
+fn strip_suffix_ci<'a>(s: &'a str, suffix: &str) -> &'a str {
+    let cut = s.len().saturating_sub(suffix.len());
+    match s.get(cut..) {
+        Some(end) if cut > 0 && end.eq_ignore_ascii_case(suffix) => &s[..cut],
+        _ => s,
+    }
+}
+
+/// `[user@]host:path`, the short form of an ssh URL that git takes, as an ssh URL.
+fn scp_like(text: &str) -> Option<Url> {
+    let (head, path) = text.split_once(':')?;
+    if head.is_empty() || head.contains('/') || path.starts_with("//") {
+        return None;
+    }
+    Url::parse(&format!("ssh://{head}/{}", path.trim_start_matches('/'))).ok()
+}
 
 /// `owner/name` of a repository object (a full one, or the short form with `owner` a login).
 fn repo_name(repo: &Value) -> Option<String> {
@@ -629,8 +674,14 @@ fn item_repo(item: &Value, kind: Item) -> Option<String> {
             Some(format!("{}/{}", item.get("repo_owner_name")?.as_str()?, item.get("repo_name")?.as_str()?))
         }
         Item::IssueRepository => repo_name(item.get("issue")?.get("repository")?),
-        Item::References => None,
+        Item::References | Item::Organization => None,
     }
+}
+
+/// The login of a team's organisation.
+fn item_organization(item: &Value) -> Option<&str> {
+    let org = item.get("organization")?;
+    org.get("username").or_else(|| org.get("name")).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
 /// Whether a listing's item may be shown.
@@ -640,6 +691,9 @@ fn keeps(fence: &Fence, item: &Value, kind: Item) -> bool {
             None | Some(Value::Null) => true,
             Some(issue) => issue.get("repository").and_then(repo_name).is_some_and(|n| fence.shows(&n)),
         }),
+        Item::Organization => {
+            item_organization(item).is_some_and(|o| fence.owner_refusal(o, false).is_none())
+        }
         _ => item_repo(item, kind).is_some_and(|n| fence.shows(&n)),
     }
 }
@@ -657,6 +711,7 @@ pub enum Filter {
 /// Filter the answer of `op_id` to the fence: items whose repository lies outside leave the
 /// list (an item that does not say its repository leaves too); the forge's total counts them,
 /// so `total_count` becomes unknown, and a list the parser already cut reports what remains.
+/// A single answer outside is withheld without a word of what it was about.
 pub fn filter(
     fence: &Fence,
     op_id: Option<&str>,
@@ -667,17 +722,14 @@ pub fn filter(
     if fence.is_open() {
         return Filter::Untouched;
     }
-    let Some(l) = op_id.and_then(|id| LISTINGS.iter().find(|l| l.op == id)) else { return Filter::Untouched };
+    let Some(Reach::Filtered(l)) = op_id.and_then(reach::of) else { return Filter::Untouched };
     if l.single {
-        return match item_repo(data, l.item) {
-            Some(name) => match fence.hides(&name) {
-                None => Filter::Untouched,
-                Some(why) => Filter::Withheld(format!(
-                    "the answer is about the repository {}, which is not among {why}, so it is withheld",
-                    clip(&name)
-                )),
-            },
-            None => Filter::Withheld("the answer does not say which repository it is about, so under a repository allowlist it is withheld".into()),
+        return if keeps(fence, data, l.item) {
+            Filter::Untouched
+        } else {
+            Filter::Withheld(
+                "the answer is about something outside the allowed repositories, so under the repository allowlist it is withheld".into(),
+            )
         };
     }
     if let Some(p) = pagination {
@@ -708,6 +760,23 @@ mod tests {
     use crate::catalog::{Catalog, Flavor};
     use serde_json::json;
 
+    /// The forge the tests' URLs are judged against.
+    fn forge() -> &'static ForgeHost {
+        static FORGE: std::sync::LazyLock<ForgeHost> = std::sync::LazyLock::new(|| {
+            ForgeHost::new(Url::parse("https://git.example.com/").ok(), vec!["203.0.113.5".parse().unwrap()])
+        });
+        &FORGE
+    }
+
+    fn fence_of<'a>(
+        a: Option<&'a Arc<RepoList>>,
+        b: Option<&'a Arc<RepoList>>,
+        c: Option<&'a Arc<RepoList>>,
+        d: Option<&'a Arc<RepoList>>,
+    ) -> Fence<'a> {
+        Fence::new(a, b, c, d, forge())
+    }
+
     fn list(s: &str) -> Arc<RepoList> {
         Arc::new(RepoList::parse(s).unwrap())
     }
@@ -733,7 +802,7 @@ mod tests {
     #[test]
     fn every_list_present_must_allow_and_write_lists_govern_only_writes() {
         let (read, write, req) = (list("acme/*"), list("acme/widgets"), list("acme/widgets,acme/gadgets"));
-        let f = Fence::new(Some(&read), Some(&write), Some(&req), None);
+        let f = fence_of(Some(&read), Some(&write), Some(&req), None);
         assert_eq!(f.repo_refusal("ACME", "Widgets", true), None, "case-insensitive");
         assert_eq!(f.repo_refusal("acme", "gadgets", false), None);
         assert!(f.repo_refusal("acme", "gadgets", true).unwrap().contains("WRITE_ALLOWED_REPOS"));
@@ -741,9 +810,9 @@ mod tests {
         assert!(f.repo_refusal("evil", "widgets", false).unwrap().contains("(ALLOWED_REPOS)"));
         // A request's list cannot widen the server's.
         let wide = list("*");
-        let f = Fence::new(Some(&write), None, Some(&wide), None);
+        let f = fence_of(Some(&write), None, Some(&wide), None);
         assert!(f.repo_refusal("acme", "gadgets", false).is_some());
-        assert!(Fence::new(None, None, None, None).is_open());
+        assert!(fence_of(None, None, None, None).is_open());
     }
 
     fn gitea() -> Catalog {
@@ -780,7 +849,7 @@ mod tests {
     fn creations_and_moves_are_judged_by_their_new_place() {
         let c = gitea();
         let (read, write) = (list("acme/*,src/*"), list("acme/widgets"));
-        let f = Fence::new(Some(&read), Some(&write), None, None);
+        let f = fence_of(Some(&read), Some(&write), None, None);
         let judge = |id: &str, args: Value| {
             let a = args.as_object().unwrap().clone();
             refusal(&f, op(&c, id), &Values::Args(&a), a.get("body"))
@@ -861,7 +930,7 @@ mod tests {
         assert!(judge("notifyReadThread", json!({"id": "3"})).is_some());
         assert_eq!(judge("notifyGetList", json!({})), None);
         assert_eq!(
-            refusal(&Fence::new(None, None, None, None), op(&c, "notifyReadList"), &Values::Args(a), None),
+            refusal(&fence_of(None, None, None, None), op(&c, "notifyReadList"), &Values::Args(a), None),
             None
         );
     }
@@ -870,7 +939,7 @@ mod tests {
     fn credentials_count_as_writes_and_instance_wide_routes_need_everything() {
         let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
         let (read, write) = (list("acme/*"), list("acme/widgets"));
-        let fence = Fence::new(Some(&read), Some(&write), None, None);
+        let fence = fence_of(Some(&read), Some(&write), None, None);
         let args = json!({"owner": "acme", "repo": "gadgets"});
         let a = args.as_object().unwrap();
         // A runner token is a GET on Forgejo, and a runner gets the repository's jobs and
@@ -882,7 +951,7 @@ mod tests {
         let mine = op(&f, "userGetRunnerRegistrationToken");
         assert!(caller_refusal(&fence, mine, &Values::Args(&none), None, Some("acme")).is_some());
         let wide = list("acme/*");
-        let own = Fence::new(Some(&read), Some(&wide), None, None);
+        let own = fence_of(Some(&read), Some(&wide), None, None);
         assert_eq!(caller_refusal(&own, mine, &Values::Args(&none), None, Some("acme")), None);
         // System hooks and the instance's runners, runs and jobs reach every repository.
         for id in ["adminListHooks", "adminCreateHook", "adminGetRunnerRegistrationToken"] {
@@ -890,12 +959,12 @@ mod tests {
             assert!(why.as_deref().is_some_and(|w| w.contains("every repository")), "{id}: {why:?}");
         }
         let all = list("*");
-        let open = Fence::new(Some(&all), Some(&all), None, None);
+        let open = fence_of(Some(&all), Some(&all), None, None);
         for id in ["adminListHooks", "adminCreateHook", "adminGetRunnerRegistrationToken"] {
             assert_eq!(refusal(&open, op(&f, id), &Values::Args(&none), None), None, "{id}");
         }
         let g = gitea();
-        let reads_all = Fence::new(Some(&all), Some(&wide), None, None);
+        let reads_all = fence_of(Some(&all), Some(&wide), None, None);
         assert_eq!(refusal(&reads_all, op(&g, "adminListHooks"), &Values::Args(&none), None), None);
         assert!(refusal(&reads_all, op(&g, "adminCreateHook"), &Values::Args(&none), None).is_some());
     }
@@ -903,7 +972,7 @@ mod tests {
     #[test]
     fn listings_keep_only_allowed_items_and_stop_claiming_a_total() {
         let read = list("acme/*,bob/keep");
-        let f = Fence::new(Some(&read), None, None, None);
+        let f = fence_of(Some(&read), None, None, None);
         let mut data = json!([
             {"full_name": "acme/a"},
             {"full_name": "Bob/Keep"},
@@ -961,17 +1030,342 @@ mod tests {
         assert!(matches!(filter(&f, Some("repoGet"), &mut one, None, &mut elided), Filter::Untouched));
     }
 
-    #[test]
-    fn every_table_entry_names_an_operation_of_a_forge() {
-        let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
-        let g = gitea();
-        for id in MOVES
+    /// Both embedded catalogs, built once for all tests.
+    fn both() -> &'static [(Flavor, Catalog); 2] {
+        static BOTH: std::sync::LazyLock<[(Flavor, Catalog); 2]> = std::sync::LazyLock::new(|| {
+            [Flavor::Gitea, Flavor::Forgejo].map(|f| (f, Catalog::build(f.embedded_spec(), f, None).unwrap()))
+        });
+        &BOTH
+    }
+
+    /// Every path parameter of `op` set to a placeholder.
+    fn placeholders(op: &Operation) -> Map<String, Value> {
+        op.params
             .iter()
-            .map(|m| m.op)
-            .chain(LISTINGS.iter().map(|l| l.op))
-            .chain(UNJUDGED_WRITES.iter().copied())
-        {
-            assert!(g.get(id).is_some() || f.get(id).is_some(), "{id}");
+            .filter(|p| p.location == crate::catalog::Location::Path)
+            .map(|p| (p.name.clone(), Value::String(format!("x{}", p.name))))
+            .collect()
+    }
+
+    /// The properties the body schema of `tool` has (empty without a body).
+    fn body_properties(tool: &crate::catalog::ToolDef) -> Vec<String> {
+        let schema = tool.input_schema();
+        let body = &schema["properties"]["body"];
+        body["properties"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn every_operation_of_both_forges_has_exactly_one_reach_and_every_row_names_one() {
+        let mut seen = HashSet::new();
+        for (id, _) in reach::TABLE {
+            assert!(seen.insert(*id), "{id} has two rows");
         }
+        let mut ops = HashSet::new();
+        for (flavor, c) in both().iter() {
+            for tool in c.operations() {
+                let Some(op) = tool.operation() else { continue };
+                ops.insert(op.id.clone());
+                let Some(r) = reach::of(&op.id) else {
+                    panic!("{flavor:?} {} has no row of the reach table", op.id)
+                };
+                let route_param = |name: &str| {
+                    op.params.iter().any(|p| p.name == name && p.location == crate::catalog::Location::Path)
+                };
+                let body_has = |key: &str| body_properties(tool).iter().any(|k| k == key);
+                let source_exists = |s: &Source| match s {
+                    Source::Route(n) => route_param(n),
+                    Source::Body(k) | Source::ById(k) => body_has(k),
+                    Source::Caller => true,
+                };
+                let write = super::super::is_write(op);
+                let args = placeholders(op);
+                let names_repo = named(op, &Values::Args(&args)).iter().any(|n| matches!(n, Named::Repo(..)));
+                match r {
+                    Reach::Harmless => {
+                        // Only reads, and the forge's own rendering of text it is sent.
+                        assert!(
+                            !write || op.path.starts_with("/markup") || op.path.starts_with("/markdown"),
+                            "{}",
+                            op.id
+                        );
+                        assert!(!names_repo && !op.path.starts_with("/admin"), "{}", op.id);
+                    }
+                    Reach::Repo(also) => {
+                        assert!(names_repo, "{} is judged by its route, which names no repository", op.id);
+                        for a in also {
+                            match a {
+                                Also::Issue { .. } => {
+                                    assert!(body_has("owner") && body_has("repo"), "{}", op.id)
+                                }
+                                Also::Url { field, .. } => assert!(body_has(field), "{}", op.id),
+                                Also::Head(s) => assert!(source_exists(s), "{}", op.id),
+                            }
+                        }
+                    }
+                    Reach::Places(m) => {
+                        for s in m.owner.iter().chain(m.name) {
+                            assert!(source_exists(s), "{}: {s:?}", op.id);
+                        }
+                        for a in m.also {
+                            if let Also::Url { field, .. } = a {
+                                assert!(body_has(field), "{}", op.id);
+                            }
+                        }
+                    }
+                    Reach::Account(sources) => {
+                        assert!(!sources.is_empty(), "{}", op.id);
+                        for s in sources {
+                            assert!(source_exists(s), "{}: {s:?}", op.id);
+                        }
+                    }
+                    Reach::Caller => assert!(
+                        op.path.starts_with("/user/") || op.path == "/user" || op.path == "/token",
+                        "{}",
+                        op.id
+                    ),
+                    Reach::Instance => assert!(
+                        op.path.starts_with("/admin/") || op.path.starts_with("/activitypub/actor"),
+                        "{}",
+                        op.id
+                    ),
+                    Reach::Filtered(l) => {
+                        assert!(l.single || op.paging.is_some() || !l.at.is_empty(), "{}", op.id)
+                    }
+                    Reach::Refused(_) => {}
+                }
+                // Whatever hands out a credential is never harmless.
+                if crate::guard::credential_ops::issues_credentials(Some(&op.id)) {
+                    assert!(!matches!(r, Reach::Harmless | Reach::Filtered(_)), "{}", op.id);
+                }
+            }
+        }
+        for (id, _) in reach::TABLE {
+            assert!(ops.contains(*id), "{id} is in the reach table but in neither spec");
+        }
+        assert_eq!(ops.len(), reach::TABLE.len());
+    }
+
+    #[test]
+    fn an_operation_without_a_row_is_refused_under_any_allowlist() {
+        let c = gitea();
+        let mut op = op(&c, "getVersion").clone();
+        op.id = "someFutureOperation".into();
+        let all = list("*");
+        let f = fence_of(Some(&all), None, None, None);
+        let why = refusal(&f, &op, &Values::Args(&Map::new()), None).unwrap();
+        assert!(why.contains("cannot be judged"), "{why}");
+        assert_eq!(refusal(&fence_of(None, None, None, None), &op, &Values::Args(&Map::new()), None), None);
+    }
+
+    /// `o/r` (or `o/*`) on both lists, as a site administrator's fenced server might have.
+    fn judge_with(lists: &str, id: &str, args: Value, caller: Option<&str>) -> Option<String> {
+        let [(_, g), (_, f)] = both();
+        let c = if g.get(id).is_some() { g } else { f };
+        let l = list(lists);
+        let fence = fence_of(Some(&l), Some(&l), None, None);
+        let a = args.as_object().unwrap().clone();
+        let o = op(c, id);
+        refusal(&fence, o, &Values::Args(&a), a.get("body"))
+            .or_else(|| caller_refusal(&fence, o, &Values::Args(&a), a.get("body"), caller))
+    }
+
+    #[test]
+    fn operations_keyed_by_an_account_need_the_whole_account() {
+        let cases = [
+            ("adminDeleteUser", json!({"username": "o", "purge": true})),
+            ("adminRenameUser", json!({"username": "o", "body": {"new_username": "gone"}})),
+            ("adminRenameUser", json!({"username": "mallory", "body": {"new_username": "o"}})),
+            ("adminEditUser", json!({"username": "o", "body": {"admin": true}})),
+            ("userCreateToken", json!({"username": "o", "body": {"name": "t", "scopes": ["all"]}})),
+            (
+                "adminCreatePublicKey",
+                json!({"username": "o", "body": {"key": "ssh-ed25519 AAAA", "title": "k"}}),
+            ),
+            ("adminCreateUser", json!({"body": {"username": "o2", "email": "e@x", "password": "p"}})),
+            ("orgDeleteRepos", json!({"org": "o"})),
+            ("renameOrg", json!({"org": "o", "body": {"new_name": "p"}})),
+            ("orgCreate", json!({"body": {"username": "neworg"}})),
+        ];
+        for (id, args) in &cases {
+            let why = judge_with("o/r", id, args.clone(), Some("admin"));
+            assert!(why.as_deref().is_some_and(|w| w.contains("/*")), "{id} {args}: {why:?}");
+        }
+        // With the account wholly on the lists, an operation on it runs (a rename needs both
+        // names: the account it leaves and the one it takes).
+        assert_eq!(judge_with("o/*", "adminDeleteUser", json!({"username": "O"}), None), None);
+        assert_eq!(
+            judge_with("o/*", "userCreateToken", json!({"username": "o", "body": {"name": "t"}}), None),
+            None
+        );
+        assert!(
+            judge_with(
+                "o/*",
+                "adminRenameUser",
+                json!({"username": "mallory", "body": {"new_username": "o"}}),
+                None
+            )
+            .is_some()
+        );
+        assert!(
+            judge_with(
+                "o/*",
+                "adminRenameUser",
+                json!({"username": "o", "body": {"new_username": "elsewhere"}}),
+                None
+            )
+            .is_some()
+        );
+        assert_eq!(
+            judge_with(
+                "o/*,p/*",
+                "adminRenameUser",
+                json!({"username": "o", "body": {"New_Username": "p"}}),
+                None
+            ),
+            None
+        );
+        // The caller's own account: its keys, tokens, emails and settings.
+        for id in [
+            "userCurrentPostKey",
+            "userAddEmail",
+            "updateUserSettings",
+            "userCurrentListKeys",
+            "deleteCurrentToken",
+        ] {
+            let args = json!({"body": {"key": "ssh-ed25519 AAAA", "title": "k"}});
+            assert!(judge_with("o/r", id, args.clone(), Some("o")).is_some(), "{id}");
+            assert_eq!(judge_with("o/*", id, args, Some("O")), None, "{id}");
+        }
+        // Public reads of accounts and the instance stay open.
+        for id in ["userGet", "userSearch", "getVersion", "orgGetAll", "userListFollowers"] {
+            assert_eq!(judge_with("o/r", id, json!({"username": "anyone"}), Some("o")), None, "{id}");
+        }
+    }
+
+    #[test]
+    fn operations_on_the_whole_instance_need_everything() {
+        for (id, args) in [
+            ("adminCronRun", json!({"task": "delete_repo_archives"})),
+            ("adminCronList", json!({})),
+            ("adminSearchEmails", json!({})),
+            ("adminCreateHook", json!({"body": {}})),
+            ("adminSearchUsers", json!({})),
+            ("repoMergeUpstream", json!({"owner": "o", "repo": "r", "body": {"branch": "main"}})),
+        ] {
+            let why = judge_with("o/*", id, args.clone(), Some("o"));
+            assert!(why.as_deref().is_some_and(|w| w.contains("`*`")), "{id}: {why:?}");
+            assert_eq!(judge_with("*", id, args, Some("o")), None, "{id}");
+        }
+    }
+
+    #[test]
+    fn a_migration_from_this_forge_must_read_its_source() {
+        let to = |clone: &str| {
+            judge_with(
+                "o/*",
+                "repoMigrate",
+                json!({"body": {"clone_addr": clone, "repo_owner": "o", "repo_name": "copy"}}),
+                Some("o"),
+            )
+        };
+        for spelling in [
+            "https://git.example.com/evil/secret",
+            "https://git.example.com/evil/secret.git",
+            "https://GIT.Example.COM/evil/secret.GIT",
+            "https://git.example.com/evil/secret/",
+            "https://git.example.com//evil//secret.git/",
+            "https://someone:pw@git.example.com/evil/secret.git",
+            "http://git.example.com:3000/evil/secret",
+            "https://git.example.com./evil/secret",
+            "https://git.example.com/evil/secret.wiki.git",
+            "https://git.example.com/%65vil/secret",
+            "git://git.example.com/evil/secret.git",
+            "ssh://git@git.example.com:2222/evil/secret.git",
+            "git@git.example.com:evil/secret.git",
+            "git@203.0.113.5:evil/secret.git",
+            "ssh://git@GIT.EXAMPLE.COM/evil/secret.git",
+            "git://3405803781/evil/secret.git",
+            "http://203.0.113.5/evil/secret",
+            "http://[::ffff:203.0.113.5]/evil/secret",
+            "  https://git.example.com/evil/secret  ",
+            "https://git.example.com/evil/secret/src/branch/main",
+        ] {
+            let why = to(spelling);
+            assert!(why.as_deref().is_some_and(|w| w.contains("evil/secret")), "{spelling}: {why:?}");
+        }
+        // Nothing of this forge that can be read; what cannot be judged.
+        for odd in
+            ["/var/lib/gitea/repos/evil/secret.git", "file:///evil/secret", "https://git.example.com/evil"]
+        {
+            assert!(to(odd).is_some(), "{odd}");
+        }
+        // Its own repositories, and other hosts, migrate as before.
+        assert_eq!(to("https://git.example.com/o/r.git"), None);
+        assert_eq!(to("https://github.com/evil/secret.git"), None);
+        assert_eq!(to("https://git.example.com.evil.net/evil/secret"), None);
+        // A push mirror of this forge is a write to its target.
+        let mirror = |addr: &str| {
+            judge_with(
+                "o/r",
+                "repoAddPushMirror",
+                json!({"owner": "o", "repo": "r", "body": {"remote_address": addr}}),
+                None,
+            )
+        };
+        assert!(mirror("https://git.example.com/evil/target.git").is_some());
+        assert_eq!(mirror("https://backup.example.org/o/r.git"), None);
+    }
+
+    #[test]
+    fn a_pull_request_or_comparison_with_a_fork_reads_the_fork() {
+        let pr = |head: &str| {
+            judge_with(
+                "o/r",
+                "repoCreatePullRequest",
+                json!({"owner": "o", "repo": "r", "body": {"head": head, "base": "main", "title": "t"}}),
+                None,
+            )
+        };
+        assert_eq!(pr("feature"), None);
+        assert_eq!(pr("O:feature"), None, "the route's own owner: the same repository");
+        assert!(pr("evil:feature").is_some_and(|w| w.contains("owner/repo:branch")));
+        assert!(pr("evil/fork:feature").is_some());
+        let compare = |basehead: &str| {
+            judge_with(
+                "o/r",
+                "repoCompareDiff",
+                json!({"owner": "o", "repo": "r", "basehead": basehead}),
+                None,
+            )
+        };
+        assert_eq!(compare("main...feature"), None);
+        assert!(compare("main...evil:feature").is_some());
+        assert!(compare("main..evil/fork:feature").is_some());
+        let c = gitea();
+        let l = list("o/r");
+        let f = fence_of(Some(&l), None, None, None);
+        let segs = ["repos", "o", "r", "compare", "main...evil:feat", "x"];
+        assert!(refusal(&f, op(&c, "repoCompareDiff"), &Values::Segments(&segs), None).is_some());
+    }
+
+    #[test]
+    fn a_withheld_answer_about_an_id_does_not_say_what_it_was() {
+        let read = list("acme/*");
+        let f = fence_of(Some(&read), None, None, None);
+        let mut elided = Elided::default();
+        let mut one = json!({"id": 9, "full_name": "evil/secret-plans"});
+        let Filter::Withheld(why) = filter(&f, Some("repoGetByID"), &mut one, None, &mut elided) else {
+            panic!()
+        };
+        assert!(
+            !why.contains("evil")
+                && !why.contains("secret")
+                && why.contains("outside the allowed repositories"),
+            "{why}"
+        );
+        let mut team = json!({"id": 3, "name": "owners", "organization": {"username": "evil"}});
+        assert!(matches!(filter(&f, Some("orgGetTeam"), &mut team, None, &mut elided), Filter::Withheld(_)));
+        let mut ours = json!({"id": 3, "name": "owners", "organization": {"username": "Acme"}});
+        assert!(matches!(filter(&f, Some("orgGetTeam"), &mut ours, None, &mut elided), Filter::Untouched));
     }
 }
