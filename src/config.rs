@@ -218,6 +218,11 @@ pub struct CommonArgs {
     /// `openssl rand -hex 32`.
     #[arg(long, env = "MCP_OAUTH_KEY_FILE", global = true)]
     pub oauth_key_file: Option<PathBuf>,
+    /// Comma-separated app schemes a client may register as redirect URIs besides https,
+    /// http on loopback and schemes in reverse-domain form (com.example.app), e.g. `cursor`
+    /// for Cursor's `cursor://…` callback.
+    #[arg(long, env = "MCP_OAUTH_REDIRECT_SCHEMES", global = true)]
+    pub oauth_redirect_schemes: Option<String>,
     /// Offer and allow only operations that read (GET); the raw tool accepts only GET.
     #[arg(long, env = "READ_ONLY", global = true)]
     pub read_only: bool,
@@ -475,6 +480,8 @@ pub struct OAuthSettings {
     pub public_url: String,
     /// The sealing key (32 bytes, read from 64 hex characters).
     pub key: std::sync::Arc<secrecy::SecretBox<[u8; 32]>>,
+    /// App schemes accepted in redirect URIs beyond the standard ones (lower-case).
+    pub redirect_schemes: Vec<String>,
 }
 
 impl std::fmt::Debug for OAuthSettings {
@@ -582,6 +589,7 @@ impl Settings {
             oauth_client_secret.as_ref(),
             args.public_url.as_deref().filter(|u| !u.trim().is_empty()),
             args.oauth_key_file.as_deref(),
+            args.oauth_redirect_schemes.as_deref(),
         )?;
         Ok(Settings {
             url,
@@ -724,6 +732,7 @@ fn oauth_settings(
     client_secret: Option<&SecretString>,
     public_url: Option<&str>,
     key_file: Option<&std::path::Path>,
+    redirect_schemes: Option<&str>,
 ) -> Result<Option<OAuthSettings>, ConfigError> {
     let given = [client_id.is_some(), client_secret.is_some(), public_url.is_some(), key_file.is_some()];
     if given == [false; 4] || (public_url.is_none() && key_file.is_none()) {
@@ -756,7 +765,29 @@ fn oauth_settings(
         client_secret: client_secret.clone(),
         public_url: parse_public_url(public_url)?,
         key: read_key_file(key_file)?,
+        redirect_schemes: redirect_schemes.map(parse_redirect_schemes).transpose()?.unwrap_or_default(),
     }))
+}
+
+/// `MCP_OAUTH_REDIRECT_SCHEMES`: URI scheme names; never one whose address a browser itself
+/// runs, shows or sends elsewhere, nor http(s), whose rules stay the standard ones.
+fn parse_redirect_schemes(text: &str) -> Result<Vec<String>, ConfigError> {
+    let mut out = Vec::new();
+    for scheme in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let lower = scheme.to_ascii_lowercase();
+        let syntax = lower.starts_with(|c: char| c.is_ascii_lowercase())
+            && lower.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b));
+        if !syntax || lower.len() > 64 {
+            return Err(ConfigError(format!("MCP_OAUTH_REDIRECT_SCHEMES: {scheme:?} is not a URI scheme")));
+        }
+        if crate::oauth::NEVER_REDIRECT_SCHEMES.contains(&lower.as_str()) {
+            return Err(ConfigError(format!(
+                "MCP_OAUTH_REDIRECT_SCHEMES: {lower} cannot receive a sign-in's code safely (a browser runs, shows or forwards such an address itself)"
+            )));
+        }
+        out.push(lower);
+    }
+    Ok(out)
 }
 
 /// `MCP_PUBLIC_URL`: http(s), a host, no credentials, path, query or fragment; returned

@@ -61,7 +61,7 @@ const MAX_NAME_CHARS: usize = 200;
 /// Whether `text` has the shape of a value this server issues (a client id, state, code,
 /// access or refresh token): such a value is never sent to the forge as a token.
 pub fn looks_issued(text: &str) -> bool {
-    [Kind::Client, Kind::Pending, Kind::Code, Kind::Access, Kind::Refresh]
+    [Kind::Client, Kind::Pending, Kind::Approved, Kind::Code, Kind::Access, Kind::Refresh]
         .iter()
         .any(|k| text.starts_with(k.prefix()))
 }
@@ -158,6 +158,8 @@ pub struct OAuth {
     /// Client ID metadata documents read recently, by URL (expiry, client): a client that
     /// signs people in again is not fetched again, nor held up by others' slow documents.
     known_documents: std::sync::Mutex<std::collections::HashMap<String, (u64, Client)>>,
+    /// App schemes the operator accepts in redirect URIs (`MCP_OAUTH_REDIRECT_SCHEMES`).
+    redirect_schemes: Vec<String>,
 }
 
 /// How long a client ID metadata document is trusted, and how many are remembered.
@@ -333,10 +335,40 @@ fn parse_scope(scope: Option<&str>) -> Result<&'static str, OAuthError> {
     Ok(if words.is_empty() || words.contains(&"write") { "read write" } else { "read" })
 }
 
-/// Whether a redirect URI is one a client may register: absolute, no fragment; HTTPS, HTTP
-/// to a loopback host (native apps), or an app's own scheme — never a scheme that runs or
-/// shows something in the browser itself.
-fn valid_redirect_uri(uri: &str) -> Result<(), String> {
+/// Schemes never accepted for a redirect URI, whatever the operator lists: a browser runs,
+/// shows, downloads or forwards such an address itself (and http, https keep their own rules).
+pub const NEVER_REDIRECT_SCHEMES: &[&str] = &[
+    "http",
+    "https",
+    "javascript",
+    "data",
+    "file",
+    "vbscript",
+    "about",
+    "blob",
+    "filesystem",
+    "view-source",
+    "jar",
+    "mailto",
+    "ftp",
+    "ws",
+    "wss",
+    "chrome",
+    "chrome-extension",
+    "moz-extension",
+    "resource",
+    "intent",
+    "tel",
+    "sms",
+    "urn",
+];
+
+/// Whether a redirect URI is one a client may register (RFC 8252, the MCP authorization
+/// spec): absolute, no fragment; https to a host; http to a loopback host (a native app's
+/// listener); or an app's own scheme named after a domain in reverse order
+/// (`com.example.app:/callback`, RFC 8252 §7.1), or one the operator listed. Nothing else:
+/// a list of refused schemes always misses one a browser treats specially.
+fn valid_redirect_uri(uri: &str, extra_schemes: &[String]) -> Result<(), String> {
     if uri.chars().count() > MAX_URI_CHARS {
         return Err(format!("a redirect URI is longer than {MAX_URI_CHARS} characters"));
     }
@@ -345,16 +377,34 @@ fn valid_redirect_uri(uri: &str) -> Result<(), String> {
         return Err(format!("redirect URI {uri:?} must not have a fragment"));
     }
     match url.scheme() {
-        "https" => Ok(()),
+        "https" if url.host().is_some() => Ok(()),
         "http" if is_loopback(&url) => Ok(()),
-        "http" => {
-            Err(format!("redirect URI {uri:?} must use https (http is allowed only for loopback hosts)"))
-        }
-        "javascript" | "data" | "file" | "vbscript" | "about" | "blob" | "ftp" | "ws" | "wss" => {
-            Err(format!("redirect URI {uri:?} has a scheme that cannot receive a code"))
-        }
-        _ => Ok(()),
+        "http" | "https" => Err(format!(
+            "redirect URI {uri:?} must use https to a host (http is allowed only for loopback hosts)"
+        )),
+        scheme if is_reverse_domain(scheme) && !NEVER_REDIRECT_SCHEMES.contains(&scheme) => Ok(()),
+        scheme if extra_schemes.iter().any(|s| s == scheme) => Ok(()),
+        _ => Err(format!(
+            "redirect URI {uri:?} uses a scheme that cannot receive a code safely; use https, http to a loopback address, or an app's own scheme named after a domain it controls in reverse order (com.example.app:/callback)"
+        )),
     }
+}
+
+/// A private-use scheme in reverse-domain form: two or more dot-separated labels of letters,
+/// digits and `-` (`com.example.app`).
+fn is_reverse_domain(scheme: &str) -> bool {
+    let mut labels = 0;
+    for label in scheme.split('.') {
+        let ok = !label.is_empty()
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !ok {
+            return false;
+        }
+        labels += 1;
+    }
+    labels >= 2
 }
 
 /// Whether `asked` is the registered redirect URI: exactly, or for a loopback IP address over
@@ -428,6 +478,7 @@ impl OAuth {
             http_documents,
             documents: tokio::sync::Semaphore::new(MAX_DOCUMENT_FETCHES),
             known_documents: Default::default(),
+            redirect_schemes: settings.redirect_schemes.clone(),
         }
     }
 
@@ -485,8 +536,8 @@ impl OAuth {
         let meta: Value = serde_json::from_slice(body)
             .map_err(|_| OAuthError::new(400, "invalid_client_metadata", "the body must be a JSON object"))?;
         let invalid = |d: String| OAuthError::new(400, "invalid_client_metadata", d);
-        let redirect_uris =
-            redirect_uris_of(&meta).map_err(|d| OAuthError::new(400, "invalid_redirect_uri", d))?;
+        let redirect_uris = redirect_uris_of(&meta, &self.redirect_schemes)
+            .map_err(|d| OAuthError::new(400, "invalid_redirect_uri", d))?;
         for (field, allowed) in
             [("grant_types", &["authorization_code", "refresh_token"][..]), ("response_types", &["code"][..])]
         {
@@ -557,7 +608,7 @@ impl OAuth {
         if meta.get("token_endpoint_auth_method").and_then(Value::as_str).is_some_and(|m| m != "none") {
             return Err("the client ID metadata document asks for client authentication; this server accepts only public clients (\"none\")".into());
         }
-        let redirect_uris = redirect_uris_of(&meta)?;
+        let redirect_uris = redirect_uris_of(&meta, &self.redirect_schemes)?;
         let name = client_name(&meta)?;
         let client = Client { redirect_uris, name };
         let mut known = self.known_documents.lock().expect("never poisoned");
@@ -647,11 +698,14 @@ impl OAuth {
             ];
             return Browser::Redirect(with_query(&pending.r, &pairs));
         }
+        // The forge gets the sign-in sealed anew as approved: the pending one on the consent
+        // page was shown before anyone approved, and the callback opens only approved ones.
+        let approved = self.sealer.seal(Kind::Approved, &pending);
         Browser::Redirect(forge.oauth_authorize_url(&[
             ("client_id", &self.forge_client_id),
             ("redirect_uri", &format!("{}{CALLBACK_PATH}", self.issuer)),
             ("response_type", "code"),
-            ("state", sealed),
+            ("state", &approved),
             ("scope", forge_scope(pending.sc == "read")),
             ("code_challenge", &s256(&pending.fv)),
             ("code_challenge_method", "S256"),
@@ -721,29 +775,21 @@ impl OAuth {
         }
     }
 
-    /// `GET /oauth/callback`: the forge sends the person back. A sign-in we did not start,
-    /// or one that took too long, is shown to the person; the forge's refusal goes back to
-    /// the client; otherwise the client gets a code.
+    /// `GET /oauth/callback`: the forge sends the person back. Nothing goes to the client
+    /// unless this is a sign-in the person approved, in this browser, in time, and comes back
+    /// for the first time: every other answer is a page for the person (a client's redirect
+    /// URI is never a place a stranger can send a browser to). Then the forge's refusal goes
+    /// back to the client, or a code does.
     pub fn callback(&self, params: &[(String, String)], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
         let Ok(Some(state)) = param(params, "state") else {
             return page("the sign-in came back without its state; start again from your MCP client");
         };
-        let Ok(pending) = self.sealer.open::<Pending>(Kind::Pending, state) else {
-            return page("this sign-in was not started by this server; start again from your MCP client");
+        let Ok(pending) = self.sealer.open::<Pending>(Kind::Approved, state) else {
+            return page(
+                "this sign-in was not started and approved on this server; start again from your MCP client",
+            );
         };
-        let back = |pairs: &[(&str, &str)]| {
-            let mut all = pairs.to_vec();
-            all.push(("state", &pending.s));
-            all.push(("iss", &self.issuer));
-            Browser::Redirect(with_query(&pending.r, &all))
-        };
-        if pending.e < now() {
-            return back(&[
-                ("error", "access_denied"),
-                ("error_description", "the sign-in took longer than 10 minutes; try again"),
-            ]);
-        }
         // The browser that approved the sign-in must be the one coming back, once: a code is
         // never handed to a browser that did not approve it.
         if !browser.is_some_and(|b| header::constant_time_eq(b.as_bytes(), pending.b.as_bytes())) {
@@ -751,9 +797,18 @@ impl OAuth {
                 "this sign-in was approved in another browser (or its cookie was lost); start again from your MCP client",
             );
         }
+        if pending.e < now() {
+            return page("the sign-in took longer than 10 minutes; start again from your MCP client");
+        }
         if !self.used.first_use(&pending.id, pending.e) {
             return page("this sign-in has already come back once; start again from your MCP client");
         }
+        let back = |pairs: &[(&str, &str)]| {
+            let mut all = pairs.to_vec();
+            all.push(("state", &pending.s));
+            all.push(("iss", &self.issuer));
+            Browser::Redirect(with_query(&pending.r, &all))
+        };
         if let Ok(Some(error)) = param(params, "error") {
             let description = if error == "access_denied" {
                 "the person declined on the forge's consent page"
@@ -1010,7 +1065,7 @@ fn forge_refusal(r: ForgeRefusal, refused_words: &str) -> OAuthError {
 }
 
 /// A client's `redirect_uris`: 1 to `MAX_REDIRECT_URIS` valid, distinct URIs.
-fn redirect_uris_of(meta: &Value) -> Result<Vec<String>, String> {
+fn redirect_uris_of(meta: &Value, extra_schemes: &[String]) -> Result<Vec<String>, String> {
     let list = meta
         .get("redirect_uris")
         .and_then(Value::as_array)
@@ -1021,7 +1076,7 @@ fn redirect_uris_of(meta: &Value) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::with_capacity(list.len());
     for v in list {
         let uri = v.as_str().ok_or("redirect_uris must be strings")?;
-        valid_redirect_uri(uri)?;
+        valid_redirect_uri(uri, extra_schemes)?;
         if !out.iter().any(|u| u == uri) {
             out.push(uri.to_owned());
         }
@@ -1052,6 +1107,7 @@ mod tests {
             client_secret: SecretString::from("forge-app-secret".to_owned()),
             public_url: public.into(),
             key: std::sync::Arc::new(secrecy::SecretBox::new(Box::new([9u8; 32]))),
+            redirect_schemes: Vec::new(),
         }
     }
 
@@ -1123,7 +1179,48 @@ mod tests {
         let e =
             o.register(br#"{"redirect_uris":["https://a.example/cb"],"grant_types":["client_credentials"]}"#);
         assert_eq!(e.unwrap_err().code, "invalid_client_metadata");
-        assert!(o.register(br#"{"redirect_uris":["cursor://app/cb","https://a.example/cb"]}"#).is_ok());
+        assert!(o.register(br#"{"redirect_uris":["com.example.app:/cb","https://a.example/cb"]}"#).is_ok());
+    }
+
+    #[test]
+    fn redirect_uris_are_https_loopback_http_or_reverse_domain_app_schemes_only() {
+        let none: &[String] = &[];
+        for good in [
+            "https://a.example/cb",
+            "http://127.0.0.1:33418/cb",
+            "http://[::1]/cb",
+            "http://localhost:8080/callback",
+            "com.example.app:/oauth2redirect",
+            "com.example.app://callback",
+            "dev.my-tool.cli:/cb",
+        ] {
+            assert_eq!(valid_redirect_uri(good, none), Ok(()), "{good}");
+        }
+        for bad in [
+            "view-source:https://a.example/cb",
+            "jar:https://a.example/x.jar!/cb",
+            "filesystem:https://a.example/temporary/cb",
+            "mailto:someone@a.example",
+            "chrome://settings",
+            "javascript:alert(1)",
+            "data:text/html,hi",
+            "file:///etc/passwd",
+            "blob:https://a.example/uuid",
+            "about:blank",
+            "ftp://a.example/cb",
+            "cursor://anysphere.cursor-mcp/oauth/callback",
+            "myapp:/cb",
+            "http://evil.example/cb",
+            "com..example:/cb",
+            "com.-example:/cb",
+            "a+b.example:/cb",
+        ] {
+            assert!(valid_redirect_uri(bad, none).is_err(), "{bad}");
+        }
+        // An app scheme the operator names is accepted; the dangerous ones never are.
+        let cursor = ["cursor".to_owned()];
+        assert_eq!(valid_redirect_uri("cursor://anysphere.cursor-mcp/oauth/callback", &cursor), Ok(()));
+        assert!(valid_redirect_uri("mailto:x@a.example", &cursor).is_err());
     }
 
     #[tokio::test]
@@ -1309,7 +1406,7 @@ mod tests {
             o.callback(&params(&[("code", "F"), ("state", "made-up")]), Some(b)),
             Browser::Page { .. }
         ));
-        let pending = |id: &str| Pending {
+        let pending = |id: &str, lifetime: i64| Pending {
             c: "c".into(),
             r: "http://127.0.0.1:5555/cb".into(),
             s: "client-state".into(),
@@ -1319,9 +1416,9 @@ mod tests {
             fv: "v".into(),
             b: b.into(),
             id: id.into(),
-            e: now() + 60,
+            e: now().saturating_add_signed(lifetime),
         };
-        let state = o.sealer.seal(Kind::Pending, &pending("p1"));
+        let state = o.sealer.seal(Kind::Approved, &pending("p1", 60));
         // Another browser, or none: no code.
         for other in [None, Some("CCCCCCCCCCCCCCCCCCCCCC")] {
             assert!(matches!(
@@ -1338,13 +1435,62 @@ mod tests {
         assert_eq!(query(&url, "state"), "client-state");
         assert_eq!(query(&url, "code"), "");
         // Once only.
-        let state = o.sealer.seal(Kind::Pending, &pending("p2"));
+        let state = o.sealer.seal(Kind::Approved, &pending("p2", 60));
         assert!(matches!(
             o.callback(&params(&[("code", "F"), ("state", &state)]), Some(b)),
             Browser::Redirect(_)
         ));
         assert!(matches!(
             o.callback(&params(&[("code", "F"), ("state", &state)]), Some(b)),
+            Browser::Page { .. }
+        ));
+    }
+
+    #[test]
+    fn nothing_goes_back_to_a_client_for_a_sign_in_the_person_did_not_approve() {
+        let o = server();
+        let b = "BBBBBBBBBBBBBBBBBBBBBB";
+        let sign_in = |id: &str, expires: u64| Pending {
+            c: "c".into(),
+            r: "https://evil.example/landing".into(),
+            s: "st".into(),
+            ch: "x".into(),
+            sc: "read".into(),
+            res: o.resource.clone(),
+            fv: "v".into(),
+            b: b.into(),
+            id: id.into(),
+            e: expires,
+        };
+        // What the consent page shows (anyone who opens /authorize sees it): never a state the
+        // callback takes, expired or not, with or without the browser's cookie.
+        for expires in [now() - 1, now() + 600] {
+            let pending = o.sealer.seal(Kind::Pending, &sign_in("shown", expires));
+            for browser in [None, Some(b)] {
+                for extra in [("error", "access_denied"), ("code", "F")] {
+                    let got = o.callback(&params(&[extra, ("state", &pending)]), browser);
+                    assert!(matches!(got, Browser::Page { .. }), "{expires} {browser:?} {extra:?}: {got:?}");
+                }
+            }
+        }
+        // Approved but expired, approved in another browser, unknown, replayed: pages too.
+        let late = o.sealer.seal(Kind::Approved, &sign_in("late", now() - 1));
+        let ok = o.sealer.seal(Kind::Approved, &sign_in("ok", now() + 600));
+        for (state, browser) in [
+            (late.as_str(), Some(b)),
+            (ok.as_str(), None),
+            (ok.as_str(), Some("CCCCCCCCCCCCCCCCCCCCCC")),
+            ("aegis-state.made-up", Some(b)),
+        ] {
+            let got = o.callback(&params(&[("error", "access_denied"), ("state", state)]), browser);
+            assert!(matches!(got, Browser::Page { .. }), "{state} {browser:?}: {got:?}");
+        }
+        assert!(matches!(
+            o.callback(&params(&[("error", "x"), ("state", &ok)]), Some(b)),
+            Browser::Redirect(_)
+        ));
+        assert!(matches!(
+            o.callback(&params(&[("error", "x"), ("state", &ok)]), Some(b)),
             Browser::Page { .. }
         ));
     }

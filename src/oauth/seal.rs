@@ -21,8 +21,12 @@ use serde::de::DeserializeOwned;
 pub enum Kind {
     /// A client registered dynamically: the client id is its registration.
     Client,
-    /// What travels through the forge's consent page as `state`.
+    /// A sign-in awaiting the person's answer: the consent page's hidden field, which anyone
+    /// who opens `/authorize` sees.
     Pending,
+    /// A sign-in the person approved on the consent page, in the browser that holds its
+    /// cookie: what travels through the forge as `state`, the only thing the callback opens.
+    Approved,
     /// An authorization code handed to the client.
     Code,
     /// An access token for this server.
@@ -35,7 +39,8 @@ impl Kind {
     pub fn prefix(self) -> &'static str {
         match self {
             Kind::Client => "aegis-client.",
-            Kind::Pending => "aegis-state.",
+            Kind::Pending => "aegis-pending.",
+            Kind::Approved => "aegis-state.",
             Kind::Code => "aegis-code.",
             Kind::Access => "aegis-at.",
             Kind::Refresh => "aegis-rt.",

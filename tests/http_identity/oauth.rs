@@ -273,7 +273,8 @@ pub(super) fn assert_no_sign_in_secret(log: &str, also: &[&str]) {
     for secret in [FORGE_CLIENT_SECRET, KEY, &KEY.to_ascii_uppercase()].iter().chain(also) {
         assert!(!log.contains(secret), "a secret is in the server's log");
     }
-    for prefix in ["aegis-at.", "aegis-rt.", "aegis-code.", "aegis-state.", "aegis-client."] {
+    for prefix in ["aegis-at.", "aegis-rt.", "aegis-code.", "aegis-state.", "aegis-pending.", "aegis-client."]
+    {
         assert!(!log.contains(prefix), "a sealed value ({prefix}…) is in the server's log");
     }
 }
@@ -675,6 +676,89 @@ async fn every_refusal_of_the_sign_in_is_clear_and_asks_nothing_of_the_forge() {
     assert!(resp.text().await.unwrap().contains("invalid_target"));
     s.assert_no_secret_in_log(&[&access]);
     drop((other_server, third));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callback_sends_nothing_to_a_client_the_person_did_not_approve() {
+    let s = SignIn::start(Duration::from_secs(3600)).await;
+    let landing = "https://evil.example/landing";
+    let resp = browser()
+        .post(s.url("/register"))
+        .json(&json!({"redirect_uris": [landing], "token_endpoint_auth_method": "none"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let client = resp.json::<Value>().await.unwrap()["client_id"].as_str().unwrap().to_owned();
+    // Opening /authorize shows the consent page with its sealed sign-in; no one clicks.
+    let (pending, cookie) = s.consent(&client, &[("redirect_uri", landing)]).await;
+    let callback = |state: &str| {
+        let mut url = url::Url::parse(&s.url("/oauth/callback")).unwrap();
+        url.query_pairs_mut().append_pair("state", state).append_pair("error", "access_denied");
+        url.to_string()
+    };
+    // The callback with that sign-in, without the cookie or with it, any number of times; an
+    // unknown state; the approved sign-in of another browser: a page each time, no redirect.
+    for (state, cookie) in [
+        (pending.as_str(), None),
+        (pending.as_str(), Some(cookie.as_str())),
+        (pending.as_str(), None),
+        ("aegis-state.made-up", None),
+        ("not-ours-at-all", Some(cookie.as_str())),
+    ] {
+        let mut req = browser().get(callback(state));
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 400, "{state} {cookie:?}");
+        assert!(resp.headers().get("location").is_none(), "redirected: {state} {cookie:?}");
+        assert!(resp.text().await.unwrap().contains("Sign-in failed"));
+    }
+    let (to_forge, _) = s.authorize_hop(&client, &[("redirect_uri", landing)]).await;
+    let approved = query(&to_forge).into_iter().find(|(k, _)| k == "state").unwrap().1;
+    let resp = browser().get(callback(&approved)).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 400, "the approved sign-in from another browser");
+    assert!(resp.headers().get("location").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirect_uris_a_browser_treats_specially_cannot_be_registered() {
+    let s = SignIn::start(Duration::from_secs(3600)).await;
+    for uri in [
+        "view-source:https://evil.example/",
+        "jar:https://evil.example/a.jar!/",
+        "filesystem:https://evil.example/temporary/x",
+        "mailto:someone@evil.example",
+        "chrome://settings/",
+        "myapp:/callback",
+        "http://evil.example/cb",
+    ] {
+        let resp =
+            browser().post(s.url("/register")).json(&json!({"redirect_uris": [uri]})).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 400, "{uri}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"], "invalid_redirect_uri", "{uri}: {body}");
+    }
+    for uri in ["com.example.app:/callback", "https://app.example/cb", "http://127.0.0.1:5/cb"] {
+        let resp =
+            browser().post(s.url("/register")).json(&json!({"redirect_uris": [uri]})).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 201, "{uri}");
+    }
+    // An operator may add an app's own scheme (Cursor's `cursor://`).
+    let port = free_port();
+    let public = format!("http://127.0.0.1:{port}");
+    let cursor =
+        SignIn::server(&s.forge, &public, &s.key_path, port, &[("MCP_OAUTH_REDIRECT_SCHEMES", "cursor")])
+            .await;
+    let resp = browser()
+        .post(format!("{public}/register"))
+        .json(&json!({"redirect_uris": ["cursor://anysphere.cursor-mcp/oauth/callback"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    drop(cursor);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
