@@ -427,6 +427,27 @@ async fn every_forge_status_maps_to_its_error_kind_with_the_forge_message() {
     h.stop().await;
 }
 
+/// A route the spec has but the forge switched off (Forgejo's nodeinfo on a default install)
+/// is answered by the forge's router in plain text: the agent is told the feature may be
+/// disabled, not to check its names; a forge's JSON 404 keeps the usual hint.
+#[tokio::test]
+async fn a_route_the_forge_does_not_serve_says_the_feature_may_be_disabled() {
+    let h = Harness::start(Setup::forgejo()).await;
+    h.forge.script(Script::once(
+        Some("GET"),
+        "/api/v1/nodeinfo",
+        respond(404, &[("content-type", "text/plain; charset=utf-8")], b"404 page not found\n"),
+    ));
+    let c = h.call("getNodeInfo", json!({})).await;
+    assert_eq!((c.kind(), c.json["error"]["status"].as_u64()), ("not_found", Some(404)), "{}", c.text);
+    let message = c.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("may be disabled on this forge"), "{message}");
+    assert!(!message.contains("check owner"), "{message}");
+    let missing = h.call("repoGet", json!({"owner": "o", "repo": "nowhere"})).await;
+    assert!(missing.text.contains("check owner"), "{}", missing.text);
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn a_merge_answered_please_try_again_later_tells_the_agent_to_retry_shortly() {
     let h = Harness::start(Setup::gitea()).await;

@@ -47,9 +47,17 @@ struct Recognised {
 /// when the check found conflicts. Only the first passes by waiting.
 const MERGE_NOT_READY: &str = " (the forge has not found the pull request mergeable yet: right after it is opened or updated, the forge is still checking it — wait a few seconds and try again; if the answer stays the same, the pull request has conflicts: repoGetPullRequest shows `mergeable`)";
 
+/// Both forges answer an API route they do not serve with their router's plain-text 404, not
+/// with their JSON "not found": the route is in the spec but switched off here (Forgejo's
+/// ActivityPub, nodeinfo, quota and repository flags on a default install), or this version
+/// lacks it. Checking names would not help.
+const ROUTE_NOT_SERVED: &str = " (the forge's router does not serve this route at all, which is not the same as a missing item: the feature may be disabled on this forge — ActivityPub, nodeinfo, quota and repository flags are off on a default Forgejo — or its version lacks the operation; ask the forge's operator, or use another operation)";
+
 /// The answers recognised by their words (one test per row).
-const RECOGNISED: &[Recognised] =
-    &[Recognised { status: 405, message: "Please try again later", hint: MERGE_NOT_READY }];
+const RECOGNISED: &[Recognised] = &[
+    Recognised { status: 405, message: "Please try again later", hint: MERGE_NOT_READY },
+    Recognised { status: 404, message: "404 page not found", hint: ROUTE_NOT_SERVED },
+];
 
 /// A hint that helps the model or the operator act on an error: the hint of a recognised
 /// answer (`RECOGNISED`, by status and the forge's message), else the hint of its kind.
