@@ -401,18 +401,62 @@ fn unusable(e: crate::identity::InvalidToken) -> CallError {
     CallError::local(ErrorKind::IdentityFailed, format!("the Authorization header's token is unusable: {e}"))
 }
 
-/// The login behind a per-request forge token: cached by a hash of the token, else asked.
+/// The login behind a per-request forge token: cached by a hash of the token, else asked. A
+/// token the forge refused moments ago is refused again without asking; one it has never
+/// confirmed is asked through the small pool of lookups of unknown tokens, not the forge slots
+/// of established callers (`identity/cache.rs`).
 async fn per_request_login(
     server: &Server,
     token: &SecretString,
     credential: &Credential,
 ) -> Result<String, CallError> {
-    server
-        .logins
-        .get_or_resolve(token, || fetch_user(server, credential))
-        .await
-        .map_err(identity_error)
-        .map(|u| u.login)
+    let logins = &server.logins;
+    if logins.refused_recently(token) {
+        return Err(refused_token());
+    }
+    let lookup = || async {
+        if logins.knows(token) {
+            fetch_user(server, credential).await
+        } else {
+            let Some(_slot) = logins.lookup_slot().await else {
+                return Err(CallError::rate_limited(
+                    format!(
+                        "the server is already asking the forge about {} tokens it has not seen before, its limit for all callers together; nothing was sent — retry after 1 s",
+                        crate::identity::cache::LOOKUPS
+                    ),
+                    1,
+                ));
+            };
+            fetch_user_with_lookup(&server.forge, credential).await
+        }
+    };
+    let resolve = || async {
+        let limit = crate::identity::cache::LOOKUP_TIMEOUT.min(server.settings.timeout);
+        let got = tokio::time::timeout(limit, lookup()).await.unwrap_or_else(|_| {
+            Err(CallError::local(
+                ErrorKind::Timeout,
+                format!("the forge did not answer within {} s", limit.as_secs_f64()),
+            ))
+        });
+        if matches!(&got, Err(e) if e.kind() == Some(ErrorKind::Unauthorized)) {
+            logins.put_refused(token);
+        }
+        got
+    };
+    logins.get_or_resolve(token, resolve).await.map_err(identity_error).map(|u| u.login)
+}
+
+/// A token the forge refused: the words a caller acts on.
+fn refused_token() -> CallError {
+    CallError::Result(crate::error::ToolFailure {
+        status: Some(401),
+        kind: ErrorKind::Unauthorized,
+        message:
+            "the forge refused the token of this request (401); check the token in your Authorization header"
+                .into(),
+        path: None,
+        retry_after: None,
+    })
 }
 
 /// Why a per-request identity could not be established, without the token in any word.
@@ -420,13 +464,7 @@ async fn per_request_login(
 /// every caller guards the error again with the token known.
 fn identity_error(e: CallError) -> CallError {
     match e {
-        CallError::Result(f) if f.kind == ErrorKind::Unauthorized => CallError::Result(crate::error::ToolFailure {
-            status: f.status,
-            kind: ErrorKind::Unauthorized,
-            message: "the forge refused the token of this request (401); check the token in your Authorization header".into(),
-            path: None,
-            retry_after: None,
-        }),
+        CallError::Result(f) if f.kind == ErrorKind::Unauthorized => refused_token(),
         // A limit (FORGE_MAX_CONCURRENT, or the forge's own 429) stays what it is: wait and retry.
         CallError::Result(f) if f.kind == ErrorKind::RateLimited => CallError::Result(f),
         CallError::Result(f) => CallError::Result(crate::error::ToolFailure {
@@ -469,6 +507,18 @@ pub async fn fetch_user(server: &Server, credential: &Credential) -> Result<Forg
 /// before a server exists).
 pub async fn fetch_user_with(forge: &Forge, credential: &Credential) -> Result<ForgeUser, CallError> {
     let got = forge.send(&simple_get("/user"), credential).await?;
+    user_of(got, credential)
+}
+
+/// `fetch_user_with` for a token not yet established: outside the forge slots of established
+/// callers (the caller holds a slot of the lookups of unknown tokens).
+async fn fetch_user_with_lookup(forge: &Forge, credential: &Credential) -> Result<ForgeUser, CallError> {
+    let got = forge.send_lookup(&simple_get("/user"), credential).await?;
+    user_of(got, credential)
+}
+
+/// The user a `GET /api/v1/user` answered with, or why not.
+fn user_of(got: Received, credential: &Credential) -> Result<ForgeUser, CallError> {
     if let Some(kind) = status::kind_for(got.status) {
         let redactor = Redactor::once(credential.secret().map(|s| s.expose_secret()));
         return Err(forge_error(&got, kind, &redactor));

@@ -336,6 +336,10 @@ pub struct CommonArgs {
     /// its own (with every transport, stdio too); `off`, nowhere.
     #[arg(long, env = "METRICS_LISTEN", global = true)]
     pub metrics_listen: Option<String>,
+    /// A token a scrape of /metrics must present as `Authorization: Bearer <token>`; unset,
+    /// /metrics needs none (it holds counts only).
+    #[arg(long, env = "METRICS_BEARER_TOKEN", hide_env_values = true, global = true)]
+    pub metrics_bearer_token: Option<SecretString>,
     /// Tool calls and resource reads one identity may make per minute (at most this many at
     /// once, then one every 60/N s); above it calls fail with rate_limited. 0: no limit.
     #[arg(long, env = "RATE_LIMIT_PER_MINUTE", default_value_t = 0, global = true)]
@@ -348,6 +352,11 @@ pub struct CommonArgs {
     /// finds no slot within 200 ms fails with rate_limited. 0: no limit.
     #[arg(long, env = "FORGE_MAX_CONCURRENT", default_value_t = 0, global = true)]
     pub forge_max_concurrent: u32,
+    /// Tokens this server has not seen confirmed that one client address may present per
+    /// minute over HTTP (each costs a login lookup at the forge); above it requests get 429.
+    /// Raise it behind a reverse proxy, where every client has the proxy's address. 0: no limit.
+    #[arg(long, env = "MCP_NEW_TOKENS_PER_MINUTE", default_value_t = 60, global = true)]
+    pub new_tokens_per_minute: u32,
 }
 
 /// A replica's name as session ids carry it: one DNS label, so that a proxy can route on it
@@ -437,8 +446,12 @@ pub struct Settings {
     pub rate_limit_concurrent: Option<NonZeroU32>,
     /// Requests to the forge running at once, overall; `None`: no limit.
     pub forge_max_concurrent: Option<NonZeroU32>,
+    /// Tokens not yet confirmed one address may present per minute; `None`: no limit.
+    pub new_tokens_per_minute: Option<NonZeroU32>,
     /// Where `/metrics` is served.
     pub metrics_listen: MetricsListen,
+    /// The token a scrape must present (`METRICS_BEARER_TOKEN`).
+    pub metrics_bearer_token: Option<SecretString>,
 }
 
 /// `METRICS_LISTEN`: where `/metrics` is served.
@@ -568,14 +581,18 @@ impl Settings {
             );
         }
         let mcp_bearer_token = args.mcp_bearer_token.filter(|t| !t.expose_secret().trim().is_empty());
+        let metrics_bearer_token = args.metrics_bearer_token.filter(|t| !t.expose_secret().trim().is_empty());
         let (username, password) =
             basic_auth(args.username, args.password, args.password_file.as_deref(), token.is_some())?;
         // A bearer token longer than any Authorization header the server accepts could never
         // be presented; a longer global token is no forge's.
         let max = crate::identity::header::MAX_TOKEN_BYTES;
-        for (name, secret) in
-            [("GITEA_TOKEN", &token), ("MCP_BEARER_TOKEN", &mcp_bearer_token), ("GITEA_PASSWORD", &password)]
-        {
+        for (name, secret) in [
+            ("GITEA_TOKEN", &token),
+            ("MCP_BEARER_TOKEN", &mcp_bearer_token),
+            ("GITEA_PASSWORD", &password),
+            ("METRICS_BEARER_TOKEN", &metrics_bearer_token),
+        ] {
             if secret.as_ref().is_some_and(|t| t.expose_secret().len() > max) {
                 return Err(ConfigError(format!(
                     "{name} is longer than {max} bytes; check that it holds only the token"
@@ -670,7 +687,9 @@ impl Settings {
             rate_limit_per_minute: NonZeroU32::new(args.rate_limit_per_minute),
             rate_limit_concurrent: NonZeroU32::new(args.rate_limit_concurrent),
             forge_max_concurrent: NonZeroU32::new(args.forge_max_concurrent),
+            new_tokens_per_minute: NonZeroU32::new(args.new_tokens_per_minute),
             metrics_listen: MetricsListen::parse(args.metrics_listen.as_deref())?,
+            metrics_bearer_token,
         })
     }
 

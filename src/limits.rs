@@ -14,9 +14,15 @@
 //! no entry, and goes first when a shard is full. When a shard holds only active entries,
 //! the one nearest to idle is forgotten: that identity may get its burst again early, and
 //! nobody is ever refused because of the table — so many identities cannot lock others out.
+//!
+//! The same machinery bounds something else that costs the forge: tokens nobody has
+//! established yet, which need a login lookup. `NewTokens` gives each client address its own
+//! budget of them per minute (`MCP_NEW_TOKENS_PER_MINUTE`), judged by the HTTP layer before a
+//! request is read.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,11 +41,13 @@ pub(crate) const BUSY_RETRY_AFTER: u64 = 1;
 
 /// Whom a limit counts for: the server's own identity (stdio, `MCP_BEARER_TOKEN`, requests
 /// without a token — all one identity), or the forge login a caller's token resolved to (every
-/// token of one login shares its limits; a sudo target does not change them).
+/// token of one login shares its limits; a sudo target does not change them); for new tokens,
+/// the client's address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Key {
     Global,
     Login(String),
+    Peer(IpAddr),
 }
 
 impl Key {
@@ -128,6 +136,30 @@ impl Limits {
     }
 
     fn admit_at(&self, key: Key, now: Instant) -> Result<Admitted, CallError> {
+        self.check(key, now).map_err(|refusal| match refusal {
+            Refusal::Busy(running) => {
+                self.refused.refused("concurrent");
+                CallError::rate_limited(
+                    format!(
+                        "this identity already has {running} calls running, its limit (RATE_LIMIT_CONCURRENT); nothing was sent — retry after {BUSY_RETRY_AFTER} s, or when one of them has finished"
+                    ),
+                    BUSY_RETRY_AFTER,
+                )
+            }
+            Refusal::Rate(per_minute, wait) => {
+                self.refused.refused("per_minute");
+                CallError::rate_limited(
+                    format!(
+                        "this identity is over its limit of {per_minute} calls per minute (RATE_LIMIT_PER_MINUTE); nothing was sent — retry after {wait} s"
+                    ),
+                    wait,
+                )
+            }
+        })
+    }
+
+    /// The entry of `key` takes one more call, or the limit it would break.
+    fn check(&self, key: Key, now: Instant) -> Result<Admitted, Refusal> {
         let shard = &self.shards[self.hasher.hash_one(&key) as usize % SHARDS];
         let mut map = shard.lock().expect("limits lock");
         if map.len() >= PER_SHARD && !map.contains_key(&key) {
@@ -137,28 +169,14 @@ impl Limits {
         if let Some(max) = self.concurrent {
             let running = entry.running.load(Ordering::Acquire);
             if running >= max {
-                self.refused.refused("concurrent");
-                return Err(CallError::rate_limited(
-                    format!(
-                        "this identity already has {running} calls running, its limit (RATE_LIMIT_CONCURRENT); nothing was sent — retry after {BUSY_RETRY_AFTER} s, or when one of them has finished"
-                    ),
-                    BUSY_RETRY_AFTER,
-                ));
+                return Err(Refusal::Busy(running));
             }
         }
         if let Some(rate) = self.rate {
             let tat = entry.tat.max(now);
             let ahead = tat - now;
             if ahead > rate.tolerance {
-                let wait = retry_seconds(ahead - rate.tolerance);
-                self.refused.refused("per_minute");
-                return Err(CallError::rate_limited(
-                    format!(
-                        "this identity is over its limit of {} calls per minute (RATE_LIMIT_PER_MINUTE); nothing was sent — retry after {wait} s",
-                        rate.per_minute
-                    ),
-                    wait,
-                ));
+                return Err(Refusal::Rate(rate.per_minute, retry_seconds(ahead - rate.tolerance)));
             }
             entry.tat = tat + rate.interval;
         }
@@ -173,6 +191,44 @@ impl Limits {
     #[cfg(test)]
     fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().expect("limits lock").len()).sum()
+    }
+}
+
+/// Which limit a call would break: the calls running, or the rate per minute and the wait.
+enum Refusal {
+    Busy(u32),
+    Rate(u32, u64),
+}
+
+/// Tokens nobody has established yet, per client address: each costs a login lookup at the
+/// forge, so one address may present at most `per_minute` of them a minute (that many at once,
+/// then one every 60/N s). Tokens already known to the login cache cost nothing here.
+#[derive(Debug)]
+pub(crate) struct NewTokens(Limits);
+
+impl NewTokens {
+    /// `per_minute` new tokens per address (`None`: no limit), refusals counted into `refused`.
+    pub(crate) fn new(per_minute: Option<NonZeroU32>, refused: crate::metrics::RateLimits) -> NewTokens {
+        NewTokens(Limits { refused, ..Limits::new(per_minute, None) })
+    }
+
+    /// Whether `peer` may present one more new token: the wait it should take when not.
+    pub(crate) fn admit(&self, peer: IpAddr) -> Result<(), CallError> {
+        let Some(rate) = self.0.rate else { return Ok(()) };
+        match self.0.check(Key::Peer(peer), Instant::now()) {
+            // No concurrency limit here: only the rate can refuse.
+            Ok(_) | Err(Refusal::Busy(_)) => Ok(()),
+            Err(Refusal::Rate(_, wait)) => {
+                self.0.refused.refused("new_tokens");
+                Err(CallError::rate_limited(
+                    format!(
+                        "this address has presented more than {} tokens new to this server in a minute (MCP_NEW_TOKENS_PER_MINUTE; each is looked up at the forge); nothing was sent — retry after {wait} s with a token the forge has confirmed",
+                        rate.per_minute
+                    ),
+                    wait,
+                ))
+            }
+        }
     }
 }
 
@@ -335,5 +391,25 @@ mod tests {
         }
         assert!(l.len() <= CAPACITY);
         drop(held);
+    }
+
+    #[test]
+    fn each_address_has_its_own_budget_of_new_tokens() {
+        let n = NewTokens::new(NonZeroU32::new(3), Default::default());
+        let (a, b): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        for _ in 0..3 {
+            n.admit(a).unwrap();
+        }
+        let Err(CallError::Result(f)) = n.admit(a) else { panic!("the fourth new token") };
+        assert!(
+            f.message.contains("MCP_NEW_TOKENS_PER_MINUTE") && f.retry_after == Some(20),
+            "{}",
+            f.message
+        );
+        n.admit(b).unwrap();
+        let open = NewTokens::new(None, Default::default());
+        for _ in 0..1000 {
+            open.admit(a).unwrap();
+        }
     }
 }

@@ -105,12 +105,17 @@ impl Metrics {
         let lookups = Family::<ResultLabel, Counter>::default();
         registry.register(
             "identity_cache",
-            "Logins of per-request tokens: hit (cached), miss (asked the forge), failure (the forge could not say)",
+            "Logins of per-request tokens: hit (cached), miss (asked the forge), failure (the forge could not say), refused (the forge refused the token; remembered a while), lookups_full (an unknown token found every lookup slot taken)",
             lookups.clone(),
         );
         let lookup = |name: &'static str| lookups.get_or_create(&ResultLabel { result: name }).clone();
-        let identity_cache =
-            IdentityCacheCounts { hit: lookup("hit"), miss: lookup("miss"), failure: lookup("failure") };
+        let identity_cache = IdentityCacheCounts {
+            hit: lookup("hit"),
+            miss: lookup("miss"),
+            failure: lookup("failure"),
+            refused: lookup("refused"),
+            busy: lookup("lookups_full"),
+        };
         let sessions_open = Gauge::<i64, AtomicI64>::default();
         registry.register("sessions_open", "Open Streamable HTTP sessions", sessions_open.clone());
         let streams_open = Gauge::<i64, AtomicI64>::default();
@@ -259,6 +264,8 @@ pub(crate) struct IdentityCacheCounts {
     pub(crate) hit: Counter,
     pub(crate) miss: Counter,
     pub(crate) failure: Counter,
+    pub(crate) refused: Counter,
+    pub(crate) busy: Counter,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -32,6 +32,8 @@ pub struct Server {
     pub logins: crate::identity::cache::LoginCache,
     /// Calls per minute and calls running, per identity (`RATE_LIMIT_*`).
     pub(crate) limits: crate::limits::Limits,
+    /// Tokens not yet confirmed, per client address (`MCP_NEW_TOKENS_PER_MINUTE`).
+    pub(crate) new_tokens: crate::limits::NewTokens,
     /// Sign-in with the forge (HTTP transports, when configured).
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
     /// How long building the catalog took (spec parse, schemas, validators).
@@ -92,6 +94,7 @@ impl Server {
         let audit =
             settings.audit_log.as_deref().map(|p| crate::audit::AuditLog::open(p, settings.audit_fail_open));
         let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits());
+        let new_tokens = crate::limits::NewTokens::new(settings.new_tokens_per_minute, metrics.rate_limits());
         let mut policy = Policy::from_settings(&settings);
         policy.forge = forge_host(forge.base()).await;
         Ok(Server {
@@ -107,6 +110,7 @@ impl Server {
             logins: crate::identity::cache::LoginCache::counted(metrics.identity_cache()),
             metrics,
             limits,
+            new_tokens,
             in_flight: Default::default(),
         })
     }

@@ -598,8 +598,9 @@ async fn token_absent_from_logs_and_error_text(t: &str) {
         ScriptedResponse::json(500, &json!({"message": "boom"})),
     ));
     assert!(run(Some(token(CAROL_TOKEN)), &demo).await.starts_with("HTTP 503"));
-    // The refused token once more, now with the lookup failing as well.
-    assert!(run(Some(token(REFUSED_TOKEN)), &demo).await.starts_with("HTTP 503"));
+    // The refused token once more: refused again without asking the forge (whose lookups
+    // now fail), as it was refused moments ago.
+    assert!(run(Some(token(REFUSED_TOKEN)), &demo).await.starts_with("HTTP 401"));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let log = server.stderr();
     assert!(log.contains("tools/call"), "trace logging is on and covers calls:\n{log}");
@@ -781,10 +782,20 @@ async fn body_over_max_body_bytes_is_413(t: &str) {
     let (forge, server) = start(t, &[("MCP_MAX_BODY_BYTES", "2048")]).await;
     let c = server.connect(Some(&token(BOB_TOKEN))).await.unwrap();
     let big = "x".repeat(4096);
+    // A tool call over the limit is answered to its own request with the tool error
+    // payload_too_large, before anything of it is decoded or sent.
     let r = c.call("repoGet", json!({"owner": "alice", "repo": big}), Some(&token(BOB_TOKEN))).await;
-    match r {
-        Err((413, _)) => {}
-        other => panic!("a body over MCP_MAX_BODY_BYTES must be 413: {other:?}"),
+    let called =
+        tool_result(&r.unwrap_or_else(|e| panic!("a tool call over the limit gets its result: {e:?}")));
+    assert_eq!(called.kind(), "payload_too_large", "{}", called.text);
+    assert_eq!(called.json["error"]["status"], Value::Null, "{}", called.text);
+    assert!(called.text.contains("MCP_MAX_BODY_BYTES"), "{}", called.text);
+    if t == "http" {
+        let args = json!({"owner": "alice", "repo": big});
+        let resp =
+            stateless_call(&http_client(), &server.base, "repoGet", args, Some(&token(BOB_TOKEN))).await;
+        let called = tool_result(&resp.unwrap());
+        assert_eq!(called.kind(), "payload_too_large", "{}", called.text);
     }
     // The session is still usable, and the refused call reached nothing.
     let (r, sent) = repo_get(&c, &forge, Some(&token(BOB_TOKEN))).await;
@@ -803,6 +814,12 @@ async fn body_over_max_body_bytes_is_413(t: &str) {
             .await
             .unwrap();
         assert_eq!(resp.status().as_u16(), 413);
+        let answer: Value = resp.json().await.unwrap();
+        assert_eq!(
+            (answer["id"].clone(), answer["error"]["code"].clone()),
+            (json!(0), json!(-32600)),
+            "{answer}"
+        );
     }
 }
 

@@ -285,3 +285,29 @@ async fn the_python_sdk_oauth_client_signs_in_with_the_forge_and_calls_as_the_pe
         .count();
     assert_eq!(refreshes, 1, "one refresh reached the forge");
 }
+
+/// A session whose identity lookup hangs at the forge: the SDK is told, as a JSON-RPC error to
+/// its `initialize`, that the forge did not answer in time — well before it would give up on
+/// its own (30 s), and never by a dropped connection.
+#[tokio::test]
+async fn a_session_whose_identity_lookup_hangs_gets_a_json_rpc_error_in_time() {
+    let forge = start_forge().await;
+    forge.script(fake_forge::Script::always(
+        Some("GET"),
+        "/api/v1/user",
+        fake_forge::ScriptedResponse::json(200, &json!({"login": "bob"}))
+            .with_delay(Duration::from_secs(120)),
+    ));
+    let server = start_server("http", &forge).await;
+    let calls = json!([{"tool": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}}]);
+    let (mut cmd, _calls_dir) = python_driver("mcp_http_client.py", "legacy", &calls);
+    cmd.args(["--transport", "http", &server.endpoint])
+        .arg("--header")
+        .arg(format!("Authorization: token {BOB_TOKEN}"));
+    let run = support::run_with_timeout(&mut cmd, TIMEOUT).await;
+    let said = format!("{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.status.and_then(|s| s.code()), Some(1), "the connection fails: {said}");
+    assert!(said.contains("-32000") && said.contains("did not answer within 10 s"), "{said}");
+    assert!(!said.contains("timed out") && !said.contains("BrokenResource"), "{said}");
+    assert!(run.elapsed < Duration::from_secs(25), "{:?}: {said}", run.elapsed);
+}

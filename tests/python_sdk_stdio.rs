@@ -20,11 +20,17 @@ const ENVELOPE_KEYS: [&str; 6] = ["identity", "request", "status", "pagination",
 
 /// Runs the Python driver with `calls` against the server pointed at `forge`.
 async fn run_driver(mode: &str, forge: &FakeForge, calls: &Value) -> DriverRun {
+    run_driver_with(mode, forge, calls, &[]).await
+}
+
+/// `run_driver` with more settings for the server.
+async fn run_driver_with(mode: &str, forge: &FakeForge, calls: &Value, env: &[(&str, &str)]) -> DriverRun {
     let (mut cmd, _calls_dir) = python_driver("mcp_stdio_client.py", mode, calls);
     cmd.arg("--")
         .arg(bin())
         .args(["serve", "--url", &forge.base_url(), "--flavor", "gitea"])
-        .env("GITEA_TOKEN", ALICE_TOKEN);
+        .env("GITEA_TOKEN", ALICE_TOKEN)
+        .envs(env.iter().copied());
     // Settings the developer's shell might carry that would change what the server offers.
     for var in [
         "GITEA_URL",
@@ -235,4 +241,35 @@ async fn python_sdk_uses_the_discovery_tools_and_reads_resources() {
         assert!(missing["message"].as_str().unwrap().contains("404"), "{mode}: {missing}");
         forge.shutdown();
     }
+}
+
+/// A call longer than the server reads (a file of 1.5 MiB as base64 with
+/// `MCP_MAX_BODY_BYTES` at 1 MiB and `MAX_BINARY_BYTES` at 1 KiB) is answered to its own
+/// request at once with the tool error `payload_too_large` — not left for the SDK to time out
+/// on — and nothing is sent; the next call works.
+#[tokio::test]
+async fn python_sdk_gets_payload_too_large_for_a_call_longer_than_the_server_reads() {
+    use base64::Engine;
+    let forge = start_forge().await;
+    let file = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 1_536 * 1024]);
+    let calls = json!([
+        {"tool": "repoCreateFile", "arguments": {"owner": "alice", "repo": "demo",
+            "filepath": "big.bin", "body": {"content": file, "message": "m"}}},
+        {"tool": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}},
+    ]);
+    let env = [("MCP_MAX_BODY_BYTES", "1048576"), ("MAX_BINARY_BYTES", "1024")];
+    let run = run_driver_with("legacy", &forge, &calls, &env).await;
+    let big = run.result(0, true);
+    assert_eq!(big["error"]["kind"], "payload_too_large", "{big}");
+    assert_eq!(big["error"]["status"], Value::Null, "{big}");
+    let message = big["error"]["message"].as_str().unwrap();
+    assert!(message.contains("MCP_MAX_BODY_BYTES") && message.contains("MAX_BINARY_BYTES"), "{message}");
+    assert_eq!(run.result(1, false)["data"]["full_name"], "alice/demo");
+    assert!(
+        !forge.requests().iter().any(|r| r.raw_path.contains("big.bin")),
+        "the call reached the forge:\n{}",
+        describe(&forge.requests())
+    );
+    assert!(run.elapsed < Duration::from_secs(30), "{:?}", run.elapsed);
+    forge.shutdown();
 }

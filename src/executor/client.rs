@@ -171,6 +171,14 @@ impl Forge {
         self.send_now(plan, credential).await
     }
 
+    /// Send the login lookup of a token not yet established, without a slot of
+    /// `FORGE_MAX_CONCURRENT`: such lookups are bounded by a small pool of their own (the
+    /// login cache's), so that however many unknown tokens arrive they never take the slots
+    /// established callers need.
+    pub async fn send_lookup(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
+        self.send_now(plan, credential).await
+    }
+
     /// A slot for one request (none needed without `FORGE_MAX_CONCURRENT`), or `rate_limited`
     /// when none frees up within `SLOT_WAIT`.
     async fn slot(&self) -> Result<Option<SemaphorePermit<'_>>, CallError> {

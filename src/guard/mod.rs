@@ -99,11 +99,16 @@ pub const MAX_MESSAGE_CHARS: usize = 500;
 /// `login:password`, which gives the password away to anyone who decodes it), and the
 /// sealing key.
 pub fn configured_secrets(settings: &Settings) -> Vec<String> {
-    let mut out: Vec<String> = [&settings.token, &settings.mcp_bearer_token, &settings.oauth_client_secret]
-        .into_iter()
-        .flatten()
-        .map(|s| s.expose_secret().to_owned())
-        .collect();
+    let mut out: Vec<String> = [
+        &settings.token,
+        &settings.mcp_bearer_token,
+        &settings.oauth_client_secret,
+        &settings.metrics_bearer_token,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|s| s.expose_secret().to_owned())
+    .collect();
     out.extend(settings.extra_secrets.iter().map(|s| s.expose_secret().to_owned()));
     if let Some(oauth) = &settings.oauth {
         // The sealing key as it is written in its file.

@@ -1,7 +1,16 @@
 //! Logins of per-request tokens (with whether each is a site administrator), cached by a
-//! SHA-256 of the token: bounded in size, short lived. The token itself is never stored; a collision-resistant hash is used because a
-//! collision would hand one caller another's login. Hits, misses and failures are counted
-//! for `/metrics`.
+//! SHA-256 of the token: bounded in size, short lived. The token itself is never stored; a
+//! collision-resistant hash is used because a collision would hand one caller another's login.
+//! Hits, misses and failures are counted for `/metrics`.
+//!
+//! Tokens nobody has established cost the forge a lookup each, and anyone can send any number
+//! of them. So the cache also tells those apart: a token it has confirmed within `KNOWN_FOR`
+//! is *known* (its lookup, once its entry is stale, goes like any call), while an unknown
+//! one's lookup waits for one of `LOOKUPS` slots of its own (`lookup_slot`), never for the
+//! forge slots established callers use; a token the forge refused is remembered for
+//! `REFUSED_FOR` (by hash, bounded) and refused again without asking; and a token seen for
+//! the first time in `SEEN_FOR` is *new* (`first_sight`), which the HTTP layer counts against
+//! its address's budget.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -15,15 +24,38 @@ use crate::metrics::IdentityCacheCounts;
 
 /// How long a resolved login is trusted without asking the forge again.
 pub const TTL: Duration = Duration::from_secs(60);
-/// Most tokens remembered at once.
+/// How long a token the forge confirmed counts as known (its lookups take the forge slots
+/// of established callers, not the small pool of new tokens).
+pub const KNOWN_FOR: Duration = Duration::from_secs(3600);
+/// How long a token the forge refused is refused again without asking it.
+pub const REFUSED_FOR: Duration = Duration::from_secs(30);
+/// Most tokens remembered at once (confirmed; and, apart, refused).
 pub const CAPACITY: usize = 4096;
+/// How long a login lookup may take, whatever `GITEA_TIMEOUT` allows: a client waits for
+/// the answer of the request behind it (the SDKs give up after 30 s), so a forge that does not
+/// answer is said in time, as an error the client can show.
+pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a token seen once does not count as new again.
+pub const SEEN_FOR: Duration = Duration::from_secs(60);
+/// Lookups of unknown tokens at the forge at once, for every caller together.
+pub const LOOKUPS: usize = 8;
+/// How long an unknown token's lookup waits for one of `LOOKUPS` slots (a burst of people
+/// arriving at once is served in turn; garbage in numbers waits, then is refused).
+pub const LOOKUP_WAIT: Duration = Duration::from_secs(5);
 
 type Key = [u8; 32];
 
 /// The cache.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LoginCache {
     entries: Mutex<HashMap<Key, (ForgeUser, Instant)>>,
+    /// Tokens the forge refused, and when.
+    refused: Mutex<HashMap<Key, Instant>>,
+    /// Tokens seen (confirmed or not) in the last `SEEN_FOR`, and when first: a token counts
+    /// as new once, not at every request that carries it.
+    seen: Mutex<HashMap<Key, Instant>>,
+    /// The slots for lookups of unknown tokens.
+    lookups: tokio::sync::Semaphore,
     /// One lock per token being resolved, so that concurrent first calls of one token ask
     /// the forge once.
     resolving: Mutex<HashMap<Key, std::sync::Arc<tokio::sync::Mutex<()>>>>,
@@ -33,6 +65,19 @@ pub struct LoginCache {
 
 fn key(token: &SecretString) -> Key {
     Sha256::digest(token.expose_secret().as_bytes()).into()
+}
+
+impl Default for LoginCache {
+    fn default() -> LoginCache {
+        LoginCache {
+            entries: Mutex::default(),
+            refused: Mutex::default(),
+            seen: Mutex::default(),
+            lookups: tokio::sync::Semaphore::new(LOOKUPS),
+            resolving: Mutex::default(),
+            counts: IdentityCacheCounts::default(),
+        }
+    }
 }
 
 impl LoginCache {
@@ -48,19 +93,63 @@ impl LoginCache {
         map.get(&k).filter(|(_, at)| at.elapsed() < TTL).map(|(l, _)| l.clone())
     }
 
-    /// Remember a user; when full, expired entries go first, then the oldest.
-    pub fn put(&self, token: &SecretString, user: ForgeUser) {
+    /// Whether the forge confirmed `token` within `KNOWN_FOR`.
+    pub fn knows(&self, token: &SecretString) -> bool {
         let k = key(token);
-        let mut map = self.entries.lock().expect("cache lock");
-        if map.len() >= CAPACITY && !map.contains_key(&k) {
-            map.retain(|_, (_, at)| at.elapsed() < TTL);
-            if map.len() >= CAPACITY {
-                if let Some(oldest) = map.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| *k) {
-                    map.remove(&oldest);
-                }
+        self.entries.lock().expect("cache lock").get(&k).is_some_and(|(_, at)| at.elapsed() < KNOWN_FOR)
+    }
+
+    /// Whether the forge refused `token` within `REFUSED_FOR`.
+    pub fn refused_recently(&self, token: &SecretString) -> bool {
+        let k = key(token);
+        self.refused.lock().expect("cache lock").get(&k).is_some_and(|at| at.elapsed() < REFUSED_FOR)
+    }
+
+    /// Whether `token` is new: neither confirmed within `KNOWN_FOR` nor seen within
+    /// `SEEN_FOR`. Seeing it makes it not new for `SEEN_FOR`.
+    pub fn first_sight(&self, token: &SecretString) -> bool {
+        if self.knows(token) {
+            return false;
+        }
+        let k = key(token);
+        let mut seen = self.seen.lock().expect("cache lock");
+        if seen.get(&k).is_some_and(|at| at.elapsed() < SEEN_FOR) {
+            return false;
+        }
+        insert_bounded(&mut seen, k, Instant::now(), |at| at.elapsed() < SEEN_FOR);
+        true
+    }
+
+    /// Remember that the forge refused `token` (a token it confirms later is forgotten here).
+    pub fn put_refused(&self, token: &SecretString) {
+        let k = key(token);
+        let mut map = self.refused.lock().expect("cache lock");
+        insert_bounded(&mut map, k, Instant::now(), |at| at.elapsed() < REFUSED_FOR);
+        self.counts.refused.inc();
+    }
+
+    /// A slot for the lookup of a token that is not known, within `LOOKUP_WAIT`; `None` when
+    /// all `LOOKUPS` stay taken (unknown tokens are being looked up in numbers).
+    pub async fn lookup_slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.lookup_slot_within(LOOKUP_WAIT).await
+    }
+
+    async fn lookup_slot_within(&self, wait: Duration) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        match tokio::time::timeout(wait, self.lookups.acquire()).await {
+            Ok(permit) => Some(permit.expect("the semaphore is never closed")),
+            Err(_) => {
+                self.counts.busy.inc();
+                None
             }
         }
-        map.insert(k, (user, Instant::now()));
+    }
+
+    /// Remember a user; when full, entries no longer known go first, then the oldest.
+    pub fn put(&self, token: &SecretString, user: ForgeUser) {
+        let k = key(token);
+        self.refused.lock().expect("cache lock").remove(&k);
+        let mut map = self.entries.lock().expect("cache lock");
+        insert_bounded(&mut map, k, (user, Instant::now()), |(_, at)| at.elapsed() < KNOWN_FOR);
     }
 
     /// The user of `token`: cached, or resolved by `resolve` — once for all concurrent
@@ -105,12 +194,44 @@ impl LoginCache {
         result
     }
 
+    /// Tokens remembered as confirmed (fresh or only known).
     pub fn len(&self) -> usize {
         self.entries.lock().expect("cache lock").len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Insert into a map of at most `CAPACITY` entries: when full, the entries `keep` says are
+/// over go first, then the oldest of the rest.
+fn insert_bounded<V: Clone + Timed>(map: &mut HashMap<Key, V>, k: Key, v: V, keep: impl Fn(&V) -> bool) {
+    if map.len() >= CAPACITY && !map.contains_key(&k) {
+        map.retain(|_, v| keep(v));
+        if map.len() >= CAPACITY {
+            if let Some(oldest) = map.iter().min_by_key(|(_, v)| v.at()).map(|(k, _)| *k) {
+                map.remove(&oldest);
+            }
+        }
+    }
+    map.insert(k, v);
+}
+
+/// When an entry was made.
+trait Timed {
+    fn at(&self) -> Instant;
+}
+
+impl Timed for Instant {
+    fn at(&self) -> Instant {
+        *self
+    }
+}
+
+impl Timed for (ForgeUser, Instant) {
+    fn at(&self) -> Instant {
+        self.1
     }
 }
 
@@ -155,5 +276,40 @@ mod tests {
             c.put(&SecretString::from(format!("t{i}")), user(&format!("u{i}")));
         }
         assert!(c.len() <= CAPACITY);
+    }
+
+    #[test]
+    fn refused_tokens_are_remembered_briefly_and_bounded_and_a_confirmed_one_is_known() {
+        let c = LoginCache::default();
+        let bad = SecretString::from("garbage");
+        assert!(!c.refused_recently(&bad) && !c.knows(&bad));
+        c.put_refused(&bad);
+        assert!(c.refused_recently(&bad));
+        for i in 0..CAPACITY + 10 {
+            c.put_refused(&SecretString::from(format!("g{i}")));
+        }
+        assert!(c.refused.lock().unwrap().len() <= CAPACITY);
+        // The forge confirming it later (a token just created) forgets the refusal.
+        c.put(&bad, user("late"));
+        assert!(!c.refused_recently(&bad) && c.knows(&bad));
+    }
+
+    #[tokio::test]
+    async fn lookups_of_unknown_tokens_have_a_few_slots_of_their_own() {
+        let c = LoginCache::default();
+        let mut held = Vec::new();
+        let wait = Duration::from_millis(10);
+        for _ in 0..LOOKUPS {
+            held.push(c.lookup_slot_within(wait).await.expect("a free slot"));
+        }
+        assert!(c.lookup_slot_within(wait).await.is_none(), "every slot is taken");
+        drop(held.pop());
+        assert!(c.lookup_slot_within(wait).await.is_some());
+        // A token counts as new once a minute, and never once confirmed.
+        let t = SecretString::from("fresh");
+        assert!(c.first_sight(&t) && !c.first_sight(&t));
+        let confirmed = SecretString::from("confirmed");
+        c.put(&confirmed, user("u"));
+        assert!(!c.first_sight(&confirmed));
     }
 }

@@ -22,6 +22,7 @@ use crate::metrics::{error_outcome, outcome};
 use crate::policy::Narrowing;
 use crate::resources;
 use crate::server::Server;
+use crate::transport::jsonrpc::Oversized;
 use crate::transport::layers::Deadline;
 
 /// The MCP face of a `Server`. Cheap to clone.
@@ -149,10 +150,14 @@ impl ServerHandler for McpHandler {
         let _running = InFlight::enter(&self.server.in_flight);
         let server = &self.server;
         let (name, arguments) = (&request.name, request.arguments);
+        let oversized = oversized_of(&context);
         let result =
             call::recorded(server, self.origin(&context), name, arguments, |arguments, mut trace| {
                 let context = &context;
                 async move {
+                    if let Some(o) = oversized {
+                        return (Err(server.guard.error(too_long(server, o))), trace);
+                    }
                     let traced = &mut trace;
                     let result = self
                         .as_caller(context, |caller, narrowing| async move {
@@ -221,6 +226,28 @@ impl McpHandler {
             Some(Err(e)) => Err(guard.error(e)),
         }
     }
+}
+
+/// Whether the call stands for a message too long to read (`jsonrpc::Oversized`, put by the
+/// stdio reader into the message, by the HTTP body layer into the request).
+fn oversized_of(context: &RequestContext<RoleServer>) -> Option<Oversized> {
+    context.extensions.get::<Oversized>().copied().or_else(|| {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Oversized>().copied())
+    })
+}
+
+/// The tool error for a call whose message was too long to read: nothing of it was decoded.
+fn too_long(server: &Server, o: Oversized) -> CallError {
+    CallError::local(
+        ErrorKind::PayloadTooLarge,
+        format!(
+            "the call's message is longer than {} bytes (MCP_MAX_BODY_BYTES), so it was not read and nothing was sent; a file goes whole into one call as base64 (about 4/3 of its size) and may be at most {} bytes (MAX_BINARY_BYTES): send a smaller one",
+            o.limit, server.settings.max_binary_bytes
+        ),
+    )
 }
 
 /// Counts a call as running until dropped.

@@ -143,6 +143,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         body_timeout: s.body_timeout,
         request_timeout: s.request_timeout,
         oauth: server.oauth.clone(),
+        server: server.clone(),
     });
     warn_if_open(&server, addr, &cfg);
     let shutdown = CancellationToken::new();
@@ -198,7 +199,8 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         .route("/healthz", get(|| async { "ok" }))
         .merge(readiness.router());
     if s.metrics_listen == MetricsListen::Main {
-        app = app.merge(super::metrics::router(server.clone()));
+        let rules = super::metrics::Rules::new(cfg.allowed_hosts.clone(), cfg.allowed_origins.clone(), s);
+        app = app.merge(super::metrics::router(server.clone(), rules));
     }
     if let Some(oauth) = &server.oauth {
         app = app.merge(
@@ -285,14 +287,14 @@ const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
 /// Configured hosts, or the loopback names when listening on loopback (any port), or any
 /// host otherwise (a warning says so).
-fn allowed_hosts(configured: &[String], addr: SocketAddr) -> Vec<String> {
+pub(super) fn allowed_hosts(configured: &[String], addr: SocketAddr) -> Vec<String> {
     if !configured.is_empty() {
         return configured.to_vec();
     }
     if addr.ip().is_loopback() { LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect() } else { Vec::new() }
 }
 
-fn allowed_origins(configured: &[String], addr: SocketAddr) -> Vec<String> {
+pub(super) fn allowed_origins(configured: &[String], addr: SocketAddr) -> Vec<String> {
     if !configured.is_empty() {
         return configured.to_vec();
     }

@@ -3,8 +3,14 @@
 //! null); JSON that is no message an Invalid Request (-32600, with its id when one can be
 //! read); a notification that cannot be read nothing, as notifications are never answered.
 //! Used by every transport, so that a client always learns why its message was not taken.
+//!
+//! A message too long to keep is not parsed, but skimmed as it arrives (`Skim`: one pass, a
+//! few KiB kept whatever its length) for its `id`, `method`, and a tool call's `name` and
+//! `_meta`, so that its answer reaches the request that caused it: a `tools/call` becomes a
+//! call of that tool marked `Oversized`, which the handler answers with the tool error
+//! `payload_too_large`; another request gets its error with its own id.
 
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, GetExtensions, JsonRpcMessage};
 use serde_json::{Value, json};
 
 /// JSON-RPC's code for text that is not JSON.
@@ -79,6 +85,306 @@ pub fn error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
+/// Put into a request's extensions (the message's own over stdio, the HTTP request's over
+/// HTTP): the message it stands for was longer than `limit` bytes, so it was not read; only
+/// its id and tool name were skimmed. The handler answers it without running anything.
+#[derive(Debug, Clone, Copy)]
+pub struct Oversized {
+    pub limit: usize,
+}
+
+/// Longest values a skim keeps: an id, a method and a tool name are short; a request's
+/// `_meta` carries a protocol version and capabilities.
+const MAX_ID: usize = 128;
+const MAX_METHOD: usize = 128;
+const MAX_NAME: usize = 512;
+const MAX_META: usize = 8192;
+
+/// Which member a kept value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Id,
+    Method,
+    Name,
+    Meta,
+}
+
+impl Target {
+    fn max(self) -> usize {
+        match self {
+            Target::Id => MAX_ID,
+            Target::Method => MAX_METHOD,
+            Target::Name => MAX_NAME,
+            Target::Meta => MAX_META,
+        }
+    }
+}
+
+/// How a kept value ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Text,
+    Container,
+    Scalar,
+}
+
+/// A value being kept: its member, how it ends, the depth it started at, and its bytes.
+#[derive(Debug)]
+struct Keeping {
+    target: Target,
+    shape: Shape,
+    depth: usize,
+    bytes: Vec<u8>,
+}
+
+/// One pass over a JSON-RPC message's bytes, fed in pieces of any size, that keeps only the
+/// members an answer needs: `id` and `method` of the root object, `name` and `_meta` of its
+/// `params`, each when small (the first of each). Nothing recurses and nothing grows with
+/// the input; bytes that are not JSON end nothing, they only make the skim find less.
+#[derive(Debug, Default)]
+pub struct Skim {
+    started: bool,
+    /// The root is not an object: nothing to find.
+    not_an_object: bool,
+    /// Containers open now, and for the first two whether each is an object.
+    depth: usize,
+    objects: [bool; 2],
+    in_string: bool,
+    escaped: bool,
+    /// In an object at depth 1 or 2, the next string is a key.
+    want_key: bool,
+    /// The key being read (at most 64 bytes kept, its closing quote included).
+    key: Option<Vec<u8>>,
+    /// The last key read at depth 1 and at depth 2.
+    members: [Option<String>; 2],
+    /// After a `:` at depth 1 or 2: the next value belongs to `members`.
+    value_next: bool,
+    keeping: Option<Keeping>,
+    found: [Option<Vec<u8>>; 4],
+    /// Members seen, kept or not (a too-long id is still an id: the message is a request).
+    seen: [bool; 4],
+}
+
+/// What a skim found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Head {
+    /// The id, when it is a string or an integer (the ids the server can answer to).
+    pub id: Option<Value>,
+    /// Whether the message has an `id` member at all (a request), readable or not.
+    pub has_id: bool,
+    pub method: Option<String>,
+    /// A `tools/call`'s tool name.
+    pub name: Option<String>,
+    /// The request's `_meta` (protocol version and capabilities of a stateless request).
+    pub meta: Option<Value>,
+}
+
+impl Skim {
+    /// Skim more bytes.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.not_an_object {
+            return;
+        }
+        for &b in bytes {
+            self.byte(b);
+            if self.not_an_object {
+                return;
+            }
+        }
+    }
+
+    fn byte(&mut self, b: u8) {
+        if !self.started {
+            if b.is_ascii_whitespace() || matches!(b, 0xEF | 0xBB | 0xBF) {
+                return;
+            }
+            self.started = true;
+            if b != b'{' {
+                self.not_an_object = true;
+                return;
+            }
+        }
+        if self.in_string {
+            self.keep(b);
+            if let Some(key) = &mut self.key {
+                if key.len() < 64 {
+                    key.push(b);
+                }
+            }
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+                if let Some(key) = self.key.take() {
+                    self.member_read(&key);
+                } else if self
+                    .keeping
+                    .as_ref()
+                    .is_some_and(|k| k.shape == Shape::Text && k.depth == self.depth)
+                {
+                    self.finish();
+                }
+            }
+            return;
+        }
+        let delimiter = matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace();
+        if delimiter && self.keeping.as_ref().is_some_and(|k| k.shape == Shape::Scalar) {
+            self.finish();
+        }
+        if b.is_ascii_whitespace() {
+            self.keep(b);
+            return;
+        }
+        if std::mem::take(&mut self.value_next) {
+            self.start(b);
+        }
+        self.keep(b);
+        match b {
+            b'"' => {
+                self.in_string = true;
+                if std::mem::take(&mut self.want_key) {
+                    self.key = Some(Vec::new());
+                }
+            }
+            b'{' | b'[' => {
+                self.depth += 1;
+                if let Some(i) = self.depth.checked_sub(1).filter(|i| *i < 2) {
+                    self.objects[i] = b == b'{';
+                    self.members[i] = None;
+                }
+                self.want_key = b == b'{' && self.depth <= 2;
+            }
+            b'}' | b']' => {
+                self.depth = self.depth.saturating_sub(1);
+                self.want_key = false;
+                if self.keeping.as_ref().is_some_and(|k| k.shape == Shape::Container && k.depth == self.depth)
+                {
+                    self.finish();
+                }
+            }
+            b':' => {
+                self.value_next = (1..=2).contains(&self.depth);
+                self.want_key = false;
+            }
+            b',' => self.want_key = (1..=2).contains(&self.depth) && self.objects[self.depth - 1],
+            _ => {}
+        }
+    }
+
+    /// A key at depth 1 or 2 was read (`raw`: its bytes after the opening quote).
+    fn member_read(&mut self, raw: &[u8]) {
+        let mut quoted = Vec::with_capacity(raw.len() + 1);
+        quoted.push(b'"');
+        quoted.extend_from_slice(raw);
+        let key = serde_json::from_slice::<String>(&quoted).ok();
+        if let Some(i) = self.depth.checked_sub(1).filter(|i| *i < 2) {
+            self.members[i] = key;
+        }
+    }
+
+    /// A value begins with `b`: kept when it is one of the members looked for.
+    fn start(&mut self, b: u8) {
+        let member = |i: usize| self.members[i].as_deref();
+        let target = match self.depth {
+            1 => match member(0) {
+                Some("id") => Some(Target::Id),
+                Some("method") => Some(Target::Method),
+                _ => None,
+            },
+            2 if self.objects[1] && member(0) == Some("params") => match member(1) {
+                Some("name") => Some(Target::Name),
+                Some("_meta") => Some(Target::Meta),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(target) = target else { return };
+        let first_time = !std::mem::replace(&mut self.seen[target as usize], true);
+        if !first_time {
+            return;
+        }
+        let shape = match b {
+            b'"' => Shape::Text,
+            b'{' | b'[' => Shape::Container,
+            _ => Shape::Scalar,
+        };
+        self.keeping = Some(Keeping { target, shape, depth: self.depth, bytes: Vec::new() });
+    }
+
+    fn keep(&mut self, b: u8) {
+        if let Some(k) = &mut self.keeping {
+            if k.bytes.len() >= k.target.max() {
+                // Too long to answer with: the member was there, its value is not kept.
+                self.keeping = None;
+            } else {
+                k.bytes.push(b);
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(k) = self.keeping.take() {
+            self.found[k.target as usize] = Some(k.bytes);
+        }
+    }
+
+    /// What the message said about itself.
+    pub fn head(mut self) -> Head {
+        self.finish();
+        let value = |t: Target| -> Option<Value> {
+            self.found[t as usize].as_deref().and_then(|b| serde_json::from_slice(b).ok())
+        };
+        let text = |t: Target| match value(t) {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let id = match value(Target::Id) {
+            Some(id @ Value::String(_)) => Some(id),
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
+            _ => None,
+        };
+        Head {
+            id,
+            has_id: self.seen[Target::Id as usize],
+            method: text(Target::Method),
+            name: text(Target::Name),
+            meta: value(Target::Meta).filter(Value::is_object),
+        }
+    }
+}
+
+/// What to do with a message longer than `limit` bytes, from what a skim found: a
+/// `tools/call` becomes a call of its tool marked `Oversized` (answered with the tool error
+/// `payload_too_large`); another request gets an Invalid Request error with its id; a
+/// notification nothing; what is no readable request a parse error with a null id.
+pub fn oversized(head: Head, limit: usize) -> Read {
+    let too_long = format!("the message is longer than {limit} bytes (MCP_MAX_BODY_BYTES)");
+    let Some(id) = head.id else {
+        if head.method.is_some() && !head.has_id {
+            return Read::Nothing;
+        }
+        return Read::Answer(error(Value::Null, PARSE_ERROR, &format!("Parse error: {too_long}")));
+    };
+    if head.method.as_deref() == Some("tools/call") {
+        if let Some(name) = &head.name {
+            let mut params = json!({"name": name, "arguments": {}});
+            if let Some(meta) = head.meta {
+                params["_meta"] = meta;
+            }
+            let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+            if let Ok(mut m) = serde_json::from_value::<ClientJsonRpcMessage>(message) {
+                if let JsonRpcMessage::Request(r) = &mut m {
+                    r.request.extensions_mut().insert(Oversized { limit });
+                    return Read::Message(Box::new(m));
+                }
+            }
+        }
+    }
+    Read::Answer(error(id, INVALID_REQUEST, &format!("Invalid Request: {too_long}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,5 +445,117 @@ mod tests {
             Read::Nothing
         ));
         assert!(matches!(read(b"   "), Read::Nothing));
+    }
+
+    fn skim(bytes: &[u8], piece: usize) -> Head {
+        let mut s = Skim::default();
+        for chunk in bytes.chunks(piece.max(1)) {
+            s.feed(chunk);
+        }
+        s.head()
+    }
+
+    #[test]
+    fn a_skim_finds_the_id_method_name_and_meta_anywhere_in_pieces_of_any_size() {
+        let big = "A".repeat(100_000);
+        let messages = [
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"repoCreateFile","arguments":{{"body":{{"content":"{big}"}}}}}}}}"#
+            ),
+            format!(
+                r#"{{"params":{{"arguments":{{"x":["{big}",{{"id":9,"name":"no"}}]}},"_meta":{{"v":"2026-07-28"}},"name":"repo\u0043reateFile"}},"method":"tools/call","jsonrpc":"2.0","id":"abc"}}"#
+            ),
+            format!(
+                " \u{FEFF}{{ \"jsonrpc\" : \"2.0\" , \"method\":\"tools/call\", \"params\" : {{ \"name\" : \"t\" , \"arguments\":\"{big}\" }} ,\n \"\\u0069d\" : 42 }}"
+            ),
+        ];
+        let want = [
+            (json!(7), "repoCreateFile", None),
+            (json!("abc"), "repoCreateFile", Some(json!({"v": "2026-07-28"}))),
+            (json!(42), "t", None),
+        ];
+        for (m, (id, name, meta)) in messages.iter().zip(want) {
+            for piece in [1, 7, 4096, usize::MAX] {
+                let h = skim(m.as_bytes(), piece);
+                assert_eq!(h.id.as_ref(), Some(&id), "{piece}");
+                assert_eq!(h.method.as_deref(), Some("tools/call"));
+                assert_eq!(h.name.as_deref(), Some(name), "{piece}");
+                assert_eq!(h.meta, meta, "{piece}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_skim_keeps_little_and_finds_nothing_in_what_is_not_a_request() {
+        // A long id, a float id, no id, an array, garbage: nothing to answer to.
+        let long = format!(r#"{{"id":"{}","method":"tools/call"}}"#, "i".repeat(1000));
+        let h = skim(long.as_bytes(), 100);
+        assert_eq!((h.id, h.has_id), (None, true));
+        assert_eq!(skim(br#"{"id":1.5,"method":"x"}"#, 3).id, None);
+        let note = skim(br#"{"method":"notifications/x","params":{"a":1}}"#, 5);
+        assert!(!note.has_id && note.method.is_some());
+        assert_eq!(skim(br#"[{"id":1}]"#, 2), Head::default());
+        assert_eq!(skim(b"\xff\xfe garbage {\"id\":1}", 4), Head::default());
+        // Deep nesting costs nothing: a counter, no recursion.
+        let deep = format!(r#"{{"params":{}1{},"id":5}}"#, "[".repeat(1_000_000), "]".repeat(1_000_000));
+        assert_eq!(skim(deep.as_bytes(), 65536).id, Some(json!(5)));
+    }
+
+    #[test]
+    fn an_oversized_tool_call_becomes_a_marked_call_and_other_requests_get_their_id() {
+        let head = |m: &str| skim(m.as_bytes(), 1 << 20);
+        match oversized(
+            head(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t","arguments":{}}}"#),
+            10,
+        ) {
+            Read::Message(m) => {
+                let JsonRpcMessage::Request(r) = *m else { panic!() };
+                assert_eq!(r.id, rmcp::model::RequestId::Number(3));
+                assert!(r.request.extensions().get::<Oversized>().is_some());
+            }
+            other => panic!("{other:?}"),
+        }
+        let Read::Answer(a) = oversized(head(r#"{"jsonrpc":"2.0","id":"x","method":"initialize"}"#), 10)
+        else {
+            panic!()
+        };
+        assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (json!("x"), json!(INVALID_REQUEST)));
+        assert!(matches!(
+            oversized(head(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#), 10),
+            Read::Nothing
+        ));
+        let Read::Answer(a) = oversized(head("nonsense"), 10) else { panic!() };
+        assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (Value::Null, json!(PARSE_ERROR)));
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever a message holds and however it is cut, the skim finds what serde finds.
+        #[test]
+        fn the_skim_agrees_with_a_parser(
+            id in prop_oneof![any::<i64>().prop_map(|n| json!(n)), "[a-z\"\\\\]{0,20}".prop_map(|s| json!(s))],
+            name in "[A-Za-z\u{e9}\"\\\\ ]{0,30}",
+            filler in "[ -~\u{e9}\u{2028}]{0,200}",
+            order in 0usize..6,
+            piece in 1usize..64,
+        ) {
+            let members = [
+                ("jsonrpc".to_owned(), json!("2.0")),
+                ("id".to_owned(), id.clone()),
+                ("method".to_owned(), json!("tools/call")),
+                ("params".to_owned(), json!({"arguments": {"f": filler, "name": "no", "id": 0}, "name": name})),
+            ];
+            let mut members = members.to_vec();
+            members.rotate_left(order % 4);
+            if order >= 4 {
+                members.reverse();
+            }
+            let text = serde_json::to_string(&Value::Object(members.into_iter().collect())).unwrap();
+            let h = skim(text.as_bytes(), piece);
+            prop_assert_eq!(h.id, Some(id));
+            prop_assert_eq!(h.method.as_deref(), Some("tools/call"));
+            prop_assert_eq!(h.name, Some(name));
+        }
     }
 }

@@ -6,14 +6,18 @@
 //!    sign-in configured a request without a usable token gets 401 naming where to sign in):
 //!    the shared `MCP_BEARER_TOKEN` means the server's global identity, any other token is the caller's own forge token, no usable header means the
 //!    global identity — or 401 when `MCP_BEARER_TOKEN` is set; a token that is not text 401,
-//!    one over 8 KiB 431. The result travels in the request's extensions as a
+//!    one over 8 KiB 431; a forge token new to the server 429 when its address is over its
+//!    budget of new tokens (`MCP_NEW_TOKENS_PER_MINUTE`). The result travels in the request's
+//!    extensions as a
 //!    `Caller`, with the request's `Deadline`; the MCP handler reads both there.
 //! 3. `narrow` — what the request's headers narrow (the handler adds a read-only sign-in's
 //!    hold on reads): `X-MCP-Readonly`, `X-MCP-Toolsets`, `X-MCP-Allowed-Repos`,
 //!    `X-MCP-Write-Allowed-Repos`, `X-MCP-Disabled-Tools`, as a `Narrowing` in the request's extensions (400 when a
 //!    header cannot be understood: a request that meant to narrow must not run wider).
 //! 4. `read_body_within` — the whole body within `--body-timeout` (408) and
-//!    `--max-body-bytes` (413), holding at most 100,000 JSON values (400).
+//!    `--max-body-bytes` (over it skimmed for its id: a tool call is answered with the tool
+//!    error `payload_too_large`, another request 413 with its id), holding at most 100,000
+//!    JSON values (400).
 //!    Then `scope`: a tools/call from a read-only sign-in that needs write gets 403
 //!    `insufficient_scope`.
 //! 5. `sessions` (Streamable HTTP) — a session belongs to the identity that opened it; a new
@@ -60,6 +64,9 @@ pub struct LayerConfig {
     /// Sign-in with the forge, when configured: its tokens are opened here, and a request
     /// without a usable token is told where to sign in.
     pub oauth: Option<Arc<OAuth>>,
+    /// The server: which tokens the forge has confirmed or refused, and each address's budget
+    /// of new ones.
+    pub server: Arc<Server>,
 }
 
 /// When a request must be done: set as it is authenticated, and honoured by every later wait
@@ -150,25 +157,32 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
 
 /// 1. `Host` and `Origin` against the allowed lists.
 pub async fn guard_host_origin(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
-    if !host_ok(&cfg, &req) {
-        return host_refused();
+    match host_origin_refusal(&cfg.allowed_hosts, &cfg.allowed_origins, &req) {
+        Some(refused) => refused,
+        None => next.run(req).await,
     }
-    if let Some(origin) = req.headers().get(header::ORIGIN) {
-        let ok = origin.to_str().is_ok_and(|o| origin_allowed(o, &cfg.allowed_origins));
-        if !ok {
-            return refuse(
-                StatusCode::FORBIDDEN,
-                -32600,
-                "Forbidden: the Origin header is not allowed; add it with --allowed-origins",
-            );
-        }
+}
+
+/// Why a request's `Host` or `Origin` is not allowed (DNS-rebinding protection), if it is not:
+/// the MCP routes and `/metrics` apply the same rules.
+pub(crate) fn host_origin_refusal(hosts: &[String], origins: &[String], req: &Request) -> Option<Response> {
+    if !host_ok(hosts, req) {
+        return Some(host_refused());
     }
-    next.run(req).await
+    let origin = req.headers().get(header::ORIGIN)?;
+    if origin.to_str().is_ok_and(|o| origin_allowed(o, origins)) {
+        return None;
+    }
+    Some(refuse(
+        StatusCode::FORBIDDEN,
+        -32600,
+        "Forbidden: the Origin header is not allowed; add it with --allowed-origins",
+    ))
 }
 
 /// `Host` only: the sign-in routes, which clients of other origins use by design.
 pub async fn guard_host(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
-    if host_ok(&cfg, &req) { next.run(req).await } else { host_refused() }
+    if host_ok(&cfg.allowed_hosts, &req) { next.run(req).await } else { host_refused() }
 }
 
 fn host_refused() -> Response {
@@ -179,14 +193,14 @@ fn host_refused() -> Response {
     )
 }
 
-fn host_ok(cfg: &LayerConfig, req: &Request) -> bool {
+fn host_ok(allowed: &[String], req: &Request) -> bool {
     let host = req
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .map(str::to_owned)
         .or_else(|| req.uri().authority().map(|a| a.to_string()));
-    host.is_some_and(|h| host_allowed(&h, &cfg.allowed_hosts))
+    host.is_some_and(|h| host_allowed(&h, allowed))
 }
 
 /// 2. The request's identity, from its `Authorization` header.
@@ -249,9 +263,31 @@ pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request,
         }
         AuthHeader::None => Caller::Global,
     };
+    if let Caller::Token(token) = &identity {
+        if let Some(refused) = new_token_refusal(&cfg, &req, token) {
+            return refused;
+        }
+    }
     req.extensions_mut().insert(identity);
     req.extensions_mut().insert(Deadline(tokio::time::Instant::now() + cfg.request_timeout));
     next.run(req).await
+}
+
+/// What a forge token costs that the server has not seen in the last minute nor had
+/// confirmed: it counts against its address's budget of new tokens
+/// (`MCP_NEW_TOKENS_PER_MINUTE`, 429 above it), before anything else is done for its request
+/// — each would cost a lookup at the forge.
+fn new_token_refusal(cfg: &LayerConfig, req: &Request, token: &secrecy::SecretString) -> Option<Response> {
+    if !cfg.server.logins.first_sight(token) {
+        return None;
+    }
+    let peer = req.extensions().get::<super::listener::Peer>()?;
+    let crate::error::CallError::Result(f) = cfg.server.new_tokens.admit(peer.0).err()? else { return None };
+    let mut r = refuse(StatusCode::TOO_MANY_REQUESTS, -32000, &f.message);
+    if let Some(wait) = f.retry_after {
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
+    }
+    Some(r)
 }
 
 /// A 401 with the challenge clients expect; with sign-in configured it names the resource
@@ -413,23 +449,85 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
     Ok(Narrowing { read_only, disabled, toolsets, repos, write_repos })
 }
 
+/// Most bytes of a body over `MCP_MAX_BODY_BYTES` read (and skimmed, not kept) to find what
+/// it asked, so that its answer goes to its id; beyond, it gets a plain 413.
+const MAX_SKIMMED: usize = 64 << 20;
+
+/// A request body as read: whole, or too long to keep and skimmed.
+enum Read {
+    Whole(Bytes),
+    Skimmed(jsonrpc::Skim),
+}
+
+/// Why a body was not read.
+enum Unread {
+    TooLong,
+    Broken,
+}
+
+/// Read `body`: kept while within `max` bytes, then skimmed up to `MAX_SKIMMED`.
+async fn read_within(body: Body, max: usize) -> Result<Read, Unread> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut kept = Vec::new();
+    let mut skim: Option<(jsonrpc::Skim, usize)> = None;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|_| Unread::Broken)?.into_data() else { continue };
+        match &mut skim {
+            Some((s, total)) => {
+                *total += data.len();
+                if *total > MAX_SKIMMED {
+                    return Err(Unread::TooLong);
+                }
+                s.feed(&data);
+            }
+            None if kept.len() + data.len() > max => {
+                let mut s = jsonrpc::Skim::default();
+                s.feed(&kept);
+                s.feed(&data);
+                skim = Some((s, kept.len() + data.len()));
+                kept = Vec::new();
+            }
+            None => kept.extend_from_slice(&data),
+        }
+    }
+    Ok(match skim {
+        Some((s, _)) => Read::Skimmed(s),
+        None => Read::Whole(Bytes::from(kept)),
+    })
+}
+
 /// Step 4: the request body, read whole within `body_timeout` and `max_body_bytes` (a body that
 /// never ends holds nothing for long: 408), then handed on in memory. JSON-RPC messages are
-/// small; every later step may read the body at once.
+/// small; every later step may read the body at once. A body over the limit is skimmed as it
+/// arrives: a tool call goes on as a call of its tool marked `Oversized` (the handler answers
+/// it with the tool error `payload_too_large`), another request gets 413 with its own id.
 pub async fn read_body_within(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
-    let (parts, body) = req.into_parts();
-    let limited = http_body_util::Limited::new(body, cfg.max_body_bytes);
-    let bytes = match tokio::time::timeout(cfg.body_timeout, http_body_util::BodyExt::collect(limited)).await
-    {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                -32600,
-                &format!("the request body is larger than {} bytes (MCP_MAX_BODY_BYTES)", cfg.max_body_bytes),
-            );
+    let (mut parts, body) = req.into_parts();
+    let too_large = || {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            &format!("the request body is larger than {} bytes (MCP_MAX_BODY_BYTES)", cfg.max_body_bytes),
+        )
+    };
+    let bytes = match tokio::time::timeout(cfg.body_timeout, read_within(body, cfg.max_body_bytes)).await {
+        Ok(Ok(Read::Whole(bytes))) => bytes,
+        Ok(Ok(Read::Skimmed(skim))) => match jsonrpc::oversized(skim.head(), cfg.max_body_bytes) {
+            jsonrpc::Read::Message(m) => {
+                parts.extensions.insert(jsonrpc::Oversized { limit: cfg.max_body_bytes });
+                match serde_json::to_vec(&*m) {
+                    Ok(small) => Bytes::from(small),
+                    Err(_) => return too_large(),
+                }
+            }
+            jsonrpc::Read::Answer(error) => return answer(StatusCode::PAYLOAD_TOO_LARGE, &error),
+            jsonrpc::Read::Nothing => return too_large(),
+        },
+        Ok(Err(Unread::TooLong)) => return too_large(),
+        Ok(Err(Unread::Broken)) => {
+            return refuse(StatusCode::BAD_REQUEST, -32600, "the request body could not be read");
         }
-        Ok(Err(_)) => return refuse(StatusCode::BAD_REQUEST, -32600, "the request body could not be read"),
         Err(_) => {
             return refuse(
                 StatusCode::REQUEST_TIMEOUT,

@@ -51,6 +51,11 @@ pub struct ConnLimits {
 #[derive(Debug, Clone)]
 pub struct CloseConnection(pub CancellationToken);
 
+/// The address a request's connection counts against (an IPv4 address, or an IPv6 /64), put
+/// into every request's extensions: the layers bound what one address may cost (new tokens).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub IpAddr);
+
 /// Largest request head (request line and headers) a connection buffers.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// How often each connection's timeouts are checked.
@@ -309,10 +314,12 @@ async fn serve_connection(
     drain: CancellationToken,
 ) {
     let state = conn.state.clone();
+    let peer = Peer(conn.peer);
     let io = TokioIo::new(Watched { inner: tcp, state: state.clone() });
     let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let active = state.request_started();
         req.extensions_mut().insert(CloseConnection(state.closing.clone()));
+        req.extensions_mut().insert(peer);
         let app = app.clone();
         async move {
             let response = app.oneshot(req.map(Body::new)).await.unwrap_or_else(|e| match e {});

@@ -62,27 +62,52 @@ pub fn fingerprint(identity: &Caller) -> Fingerprint {
 }
 
 /// The identity behind a request, confirmed: the global identity as it is, a token by the
-/// login the forge reports for it (cached for a minute), within `limit`. A refusal is an HTTP
-/// answer a client can act on.
+/// login the forge reports for it (cached for a minute), within `limit` — and the lookup
+/// itself within its own short bound (`identity::cache::LOOKUP_TIMEOUT`), so that a forge
+/// that does not answer is said to the client before it gives up on its request. A refusal is
+/// an HTTP answer with a JSON-RPC error a client can act on, its words guarded like a result.
 pub async fn establish(server: &Server, identity: &Caller, limit: Duration) -> Result<Owner, Box<Response>> {
     if let Caller::Global = identity {
         return Ok(Owner::Global);
     }
     let resolved = tokio::time::timeout(limit, call::identify(server, identity.clone())).await;
-    match resolved {
-        Ok(Ok((_, identity))) => Ok(Owner::Login(identity.login.unwrap_or_default())),
+    let e = match resolved {
+        Ok(Ok((_, identity))) => return Ok(Owner::Login(identity.login.unwrap_or_default())),
         Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => {
-            Err(Box::new(super::layers::unauthorized_for(
+            return Err(Box::new(super::layers::unauthorized_for(
                 server.oauth.as_deref(),
                 "the forge refused the token of this request (revoked or expired there); send a new token, or sign in again",
-            )))
+            )));
         }
-        _ => Err(Box::new(refuse(
+        Ok(Err(e)) => e,
+        Err(_) => {
+            return Err(Box::new(refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                &format!(
+                    "could not establish who this request's token belongs to within the request's time (MCP_REQUEST_TIMEOUT, {} s); try again",
+                    server.settings.request_timeout.as_secs_f64()
+                ),
+            )));
+        }
+    };
+    let guarded = server.guard.for_call(identity.secrets()).error(e);
+    let crate::error::CallError::Result(f) = guarded.error() else {
+        return Err(Box::new(refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             -32000,
-            "could not establish who this request's token belongs to (the forge did not answer in time or failed); try again",
-        ))),
+            "could not establish who this request's token belongs to; try again",
+        )));
+    };
+    let status = match f.kind {
+        ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let mut r = refuse(status, -32000, &f.message);
+    if let Some(wait) = f.retry_after {
+        r.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(wait));
     }
+    Err(Box::new(r))
 }
 
 /// Whether a request may use session `id`: its owner may (a credential of the owner seen for

@@ -5,12 +5,12 @@
 //! client that sent one (invalid UTF-8, nesting 10,000 deep, a 100,000-digit id, a line of
 //! 100 MB) would wait forever for its answer. Here every line gets what JSON-RPC prescribes
 //! (`jsonrpc::read`). A line longer than `MCP_MAX_BODY_BYTES` is not kept: it is read to its
-//! end and answered with a parse error.
+//! end, skimmed for its id, and answered to that id (a tool call with the tool error
+//! `payload_too_large`).
 
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::{RoleServer, ServiceExt};
-use serde_json::Value;
 
 use super::jsonrpc::{self, Read};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -50,7 +50,8 @@ async fn read_lines(
     answers: mpsc::Sender<Vec<u8>>,
 ) {
     let mut line = Vec::new();
-    let mut oversized = false;
+    // A line over `max` is not kept: what it says about itself is skimmed as it goes by.
+    let mut oversized: Option<jsonrpc::Skim> = None;
     loop {
         let (consumed, done) = {
             let Ok(available) = input.fill_buf().await else { return };
@@ -59,14 +60,17 @@ async fn read_lines(
             }
             let newline = available.iter().position(|&b| b == b'\n');
             let take = newline.map_or(available.len(), |i| i + 1);
-            if !oversized {
-                let part = &available[..newline.unwrap_or(available.len())];
-                if line.len() + part.len() > max {
-                    oversized = true;
+            let part = &available[..newline.unwrap_or(available.len())];
+            match &mut oversized {
+                Some(skim) => skim.feed(part),
+                None if line.len() + part.len() > max => {
+                    let mut skim = jsonrpc::Skim::default();
+                    skim.feed(&line);
+                    skim.feed(part);
+                    oversized = Some(skim);
                     line = Vec::new();
-                } else {
-                    line.extend_from_slice(part);
                 }
+                None => line.extend_from_slice(part),
             }
             (take, newline.is_some())
         };
@@ -74,19 +78,14 @@ async fn read_lines(
         if !done {
             continue;
         }
-        let what = if oversized {
-            Read::Answer(jsonrpc::error(
-                Value::Null,
-                jsonrpc::PARSE_ERROR,
-                &format!("Parse error: the line is longer than {max} bytes (MCP_MAX_BODY_BYTES)"),
-            ))
+        let what = if let Some(skim) = oversized.take() {
+            jsonrpc::oversized(skim.head(), max)
         } else if let Err(error) = jsonrpc::check_values(&line) {
             Read::Answer(error)
         } else {
             jsonrpc::read(&line)
         };
         line.clear();
-        oversized = false;
         let sent = match what {
             Read::Message(m) => messages.send(*m).await.is_ok(),
             Read::Answer(v) => answers.send(v.to_string().into_bytes()).await.is_ok(),
@@ -140,6 +139,7 @@ impl Transport<RoleServer> for StdioTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn a_closed_output_is_said_in_the_words_the_log_leaves_out() {
@@ -160,5 +160,35 @@ mod tests {
         assert_eq!(a["error"]["code"], -32700);
         assert!(a["error"]["message"].as_str().unwrap().contains("longer than 1000 bytes"));
         assert!(m_rx.recv().await.is_some(), "the next line is read");
+    }
+
+    #[tokio::test]
+    async fn an_oversized_request_is_answered_to_its_own_id() {
+        let mut input = format!(
+            r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"repoCreateFile","arguments":{{"content":"{}"}}}},"id":77}}"#,
+            "A".repeat(5000)
+        )
+        .into_bytes();
+        input.push(b'\n');
+        input.extend_from_slice(
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\",\"params\":{{\"x\":\"{}\"}}}}\n",
+                "B".repeat(5000)
+            )
+            .as_bytes(),
+        );
+        let (m_tx, mut m_rx) = mpsc::channel(4);
+        let (a_tx, mut a_rx) = mpsc::channel(4);
+        read_lines(BufReader::with_capacity(64, &input[..]), 1000, m_tx, a_tx).await;
+        let call = m_rx.recv().await.expect("the tool call goes on, marked");
+        let rmcp::model::JsonRpcMessage::Request(r) = call else { panic!("{call:?}") };
+        assert_eq!(r.id, rmcp::model::RequestId::Number(77));
+        use rmcp::model::GetExtensions;
+        assert_eq!(r.request.extensions().get::<jsonrpc::Oversized>().map(|o| o.limit), Some(1000));
+        let a: Value = serde_json::from_slice(&a_rx.recv().await.unwrap()).unwrap();
+        assert_eq!(
+            (a["id"].clone(), a["error"]["code"].clone()),
+            (serde_json::json!("p"), serde_json::json!(-32600))
+        );
     }
 }

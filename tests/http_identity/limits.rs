@@ -9,7 +9,7 @@ use fake_forge::{Script, ScriptedResponse};
 use rmcp::model::ReadResourceRequestParams;
 use serde_json::{Value, json};
 
-use super::support::http::{HttpServer, McpClient};
+use super::support::http::{HttpServer, McpClient, stateless_call, tool_result};
 use super::support::{Called, Harness, Setup};
 use super::{BOB_TOKEN, CAROL_TOKEN, forge, token, tool_requests};
 
@@ -260,4 +260,88 @@ async fn a_hammering_identity_is_refused_while_another_gets_every_call() {
         .filter(|r| r.header("authorization") == Some(bob.as_str()))
         .count();
     assert_eq!(sent_for_bob, ok, "only bob's admitted calls reached the forge");
+}
+
+/// Tokens nobody has established cannot take what established identities need: while 48
+/// clients flood the server with new garbage tokens, each of which the forge is slow to refuse,
+/// the operator's calls (`MCP_BEARER_TOKEN`) and an established caller's all go through under
+/// `FORGE_MAX_CONCURRENT=4`, and the forge is asked about only a bounded number of the
+/// garbage tokens (the address's budget of new tokens); a refused token asked again is
+/// answered without asking the forge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tokens_in_numbers_never_take_what_established_identities_need() {
+    let forge = forge().await;
+    let server = HttpServer::spawn(
+        &forge.base_url(),
+        "http",
+        &[
+            ("GITEA_TOKEN", super::support::ALICE_TOKEN),
+            ("MCP_BEARER_TOKEN", super::SHARED_SECRET),
+            ("FORGE_MAX_CONCURRENT", "4"),
+            ("RATE_LIMIT_CONCURRENT", "1"),
+        ],
+    )
+    .await;
+    let http = super::support::http::http_client();
+    let operator = format!("Bearer {}", super::SHARED_SECRET);
+    let bob = token(BOB_TOKEN);
+    for auth in [&operator, &bob] {
+        let r = stateless_call(&http, &server.base, "repoGet", repo(), Some(auth)).await.unwrap();
+        assert!(!tool_result(&r).is_error, "{r}");
+    }
+    // From now on the forge takes 300 ms to refuse a token (bob's login is cached).
+    forge.script(Script::always(
+        Some("GET"),
+        "/api/v1/user",
+        ScriptedResponse::json(401, &json!({"message": "user does not exist [uid: 0, name: ]"}))
+            .with_delay(Duration::from_millis(300)),
+    ));
+    // A token the forge refused is refused again at once, without asking it.
+    let once = "token refused-once";
+    let first = stateless_call(&http, &server.base, "repoGet", repo(), Some(once)).await.unwrap();
+    assert_eq!(tool_result(&first).kind(), "unauthorized", "{first}");
+    forge.clear_requests();
+    let again = stateless_call(&http, &server.base, "repoGet", repo(), Some(once)).await.unwrap();
+    assert_eq!(tool_result(&again).kind(), "unauthorized", "a refused token is refused again: {again}");
+    assert!(forge.requests().is_empty(), "the forge was asked again: {:?}", forge.requests());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut flood = Vec::new();
+    for n in 0..48 {
+        let (http, base, stop) = (http.clone(), server.base.clone(), stop.clone());
+        flood.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let junk = format!("token junk-{n}-{i}");
+                let _ = stateless_call(&http, &base, "repoGet", repo(), Some(&junk)).await;
+                i += 1;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut ok = 0;
+    for _ in 0..10 {
+        for auth in [&operator, &bob] {
+            let r = stateless_call(&http, &server.base, "repoGet", repo(), Some(auth)).await.unwrap();
+            let c = tool_result(&r);
+            assert!(!c.is_error, "{}", c.text);
+            ok += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for f in flood {
+        f.await.unwrap();
+    }
+    assert_eq!(ok, 20);
+    let asked: Vec<_> = forge
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.raw_path == "/api/v1/user" && r.header("authorization").is_some_and(|a| a.contains("junk-"))
+        })
+        .collect();
+    assert!(
+        !asked.is_empty() && asked.len() <= 64,
+        "the forge was asked about {} new tokens from one address (budget 60 a minute)",
+        asked.len()
+    );
 }

@@ -159,6 +159,8 @@ async fn a_scrape_counts_exactly_the_calls_made() {
     assert_eq!(cache("miss"), Some(1.0), "{doc}");
     assert_eq!(cache("hit"), Some(10.0), "{doc}");
     assert_eq!(cache("failure"), Some(1.0), "{doc}");
+    assert_eq!(cache("refused"), Some(1.0), "the refused token is remembered: {doc}");
+    assert_eq!(cache("lookups_full"), Some(0.0), "{doc}");
     assert_eq!(value(&doc, "aegis_sessions_open", "aegis_sessions_open", &[]), Some(1.0));
     assert_eq!(value(&doc, "aegis_streams_open", "aegis_streams_open", &[]), Some(0.0));
     assert!(samples(&doc, "aegis_rate_limited", "aegis_rate_limited_total").is_empty(), "{doc}");
@@ -259,4 +261,55 @@ async fn rate_limit_refusals_are_counted_by_limit() {
     };
     assert_eq!((calls("ok"), calls("rate_limited")), (Some(2.0), Some(3.0)), "{doc}");
     assert!(!doc.to_string().contains("alice"), "no label names the caller: {doc}");
+}
+
+/// `/metrics` answers the same `Host` and `Origin` rules as `/mcp` — a page that rebinds its
+/// name to a loopback server cannot read it — on the MCP listener and on its own; with
+/// `METRICS_BEARER_TOKEN` a scrape must present the token, which never shows in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_refuse_foreign_hosts_and_origins_and_want_the_scrape_token() {
+    const SCRAPE_TOKEN: &str = "scrape-token-4Rf8Kq1z";
+    let forge = FakeForge::start(Options::default()).await;
+    let own = format!("127.0.0.1:{}", free_port());
+    let http = http_client();
+    for (listen, token) in [(None, None), (Some(own.as_str()), Some(SCRAPE_TOKEN))] {
+        let mut env = vec![("GITEA_TOKEN", ALICE_TOKEN), ("LOG_LEVEL", "trace")];
+        env.extend(listen.map(|l| ("METRICS_LISTEN", l)));
+        env.extend(token.map(|t| ("METRICS_BEARER_TOKEN", t)));
+        let server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+        let url = match listen {
+            Some(l) => format!("http://{l}/metrics"),
+            None => server.url("/metrics"),
+        };
+        let get = |host: Option<&str>, origin: Option<&str>, auth: Option<String>| {
+            let mut req = http.get(&url);
+            if let Some(h) = host {
+                req = req.header("host", h);
+            }
+            if let Some(o) = origin {
+                req = req.header("origin", o);
+            }
+            if let Some(a) = auth {
+                req = req.header("authorization", a);
+            }
+            req.send()
+        };
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        for (host, origin) in [(Some("evil.example"), None), (None, Some("http://evil.example"))] {
+            let status = get(host, origin, bearer.clone()).await.unwrap().status();
+            assert_eq!(status, 403, "{listen:?} host {host:?} origin {origin:?}");
+        }
+        let ok = get(Some("localhost"), Some("http://localhost"), bearer.clone()).await.unwrap();
+        assert_eq!(ok.status(), 200, "{listen:?}");
+        let text = ok.text().await.unwrap();
+        assert!(text.contains("# TYPE aegis_call_duration_seconds histogram"), "the metrics: {text}");
+        if token.is_some() {
+            for wrong in [None, Some("Bearer wrong".to_owned()), Some(format!("token {SCRAPE_TOKEN}x"))] {
+                let r = get(None, None, wrong.clone()).await.unwrap();
+                assert_eq!(r.status(), 401, "{wrong:?}");
+                assert!(r.headers().get("www-authenticate").is_some());
+            }
+            assert!(!server.stderr().contains(SCRAPE_TOKEN), "the scrape token is in the log");
+        }
+    }
 }
