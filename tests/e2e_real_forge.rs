@@ -570,11 +570,27 @@ async fn e2e_errors_without_touching_a_repository() {
 
     let c = s.call("repoGet", json!({"owner": login, "repo": missing})).await;
     fails(&c, "not_found", Some(404));
+    assert!(c.text.contains("check owner"), "a missing repository: {}", c.text);
 
     let c = s
         .call("gitea_api_request", json!({"method": "GET", "path": format!("/repos/{login}/{missing}")}))
         .await;
     fails(&c, "not_found", Some(404));
+
+    // Routes a default Forgejo switches off (its router answers them in plain text): the
+    // feature may be disabled, not a name to check.
+    if detect(&s).await.0 == Flavor::Forgejo {
+        for (tool, args) in [
+            ("getNodeInfo", json!({})),
+            ("userGetQuota", json!({})),
+            ("activitypubInstanceActor", json!({})),
+            ("repoListFlags", json!({"owner": login, "repo": missing})),
+        ] {
+            let c = s.call(tool, args).await;
+            fails(&c, "not_found", Some(404));
+            assert!(c.text.contains("may be disabled on this forge"), "{tool}: {}", c.text);
+        }
+    }
 
     let c =
         s.call("gitea_api_request", json!({"method": "GET", "path": format!("/repos/{login}/a%2Fb")})).await;
