@@ -181,7 +181,8 @@ fn init_logging(filter: &str, settings: &Settings) {
     let cap = log::third_party_cap(filter);
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let writer = log::RedactingStderr::new(Redactor::new(configured_secrets(settings)), Masker::shared());
+    // Log lines are short: the automaton cheapest to build does, and start-up pays no more.
+    let writer = log::RedactingStderr::new(Redactor::once(configured_secrets(settings)), Masker::shared());
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
