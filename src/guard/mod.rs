@@ -99,8 +99,8 @@ pub const MAX_MESSAGE_CHARS: usize = 500;
 
 /// The configured secrets: global token, MCP bearer token, OAuth client secret, extra
 /// secrets, the global password with the HTTP Basic value made of it (base64 of
-/// `login:password`, which gives the password away to anyone who decodes it), and the
-/// sealing key.
+/// `login:password`, which gives the password away to anyone who decodes it), the sealing
+/// key and the audit key.
 pub fn configured_secrets(settings: &Settings) -> Vec<String> {
     let mut out: Vec<String> = [&settings.token, &settings.mcp_bearer_token, &settings.oauth_client_secret]
         .into_iter()
@@ -108,9 +108,9 @@ pub fn configured_secrets(settings: &Settings) -> Vec<String> {
         .map(|s| s.expose_secret().to_owned())
         .collect();
     out.extend(settings.extra_secrets.iter().map(|s| s.expose_secret().to_owned()));
-    if let Some(oauth) = &settings.oauth {
-        // The sealing key as it is written in its file.
-        let hex: String = oauth.key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
+    for key in [settings.oauth.as_ref().map(|o| &o.key), settings.audit_key.as_ref()].into_iter().flatten() {
+        // A key as it is written in its file.
+        let hex: String = key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
         out.push(hex.to_ascii_uppercase());
         out.push(hex);
     }

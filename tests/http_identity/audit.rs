@@ -14,9 +14,11 @@ async fn audit_lines_name_each_requests_own_identity_and_transport(t: &str) {
     let log = dir.path().join("audit.jsonl");
     let forge = forge().await;
     forge.seed_issues("alice", "demo", 1);
+    let key = super::support::write_audit_key(&dir.path().join("audit.key"));
     let env = [
         ("GITEA_TOKEN", super::ALICE_TOKEN),
         ("AUDIT_LOG", log.to_str().unwrap()),
+        ("AUDIT_KEY_FILE", key.to_str().unwrap()),
         ("ALLOWED_REPOS", "alice/*"),
     ];
     let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
@@ -65,10 +67,6 @@ async fn audit_lines_name_each_requests_own_identity_and_transport(t: &str) {
     for never in [BOB_TOKEN, super::ALICE_TOKEN, "ARGVALUE-H5"] {
         assert!(!text.contains(never), "{never} reached the audit log: {text}");
     }
-    let out = std::process::Command::new(super::support::bin())
-        .args(["audit", "verify"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let (ok, report) = super::support::audit_verify(&key, &[&log]);
+    assert!(ok, "{report}");
 }
