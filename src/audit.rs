@@ -7,7 +7,8 @@
 //! never argument values or result data: the arguments appear only as `args_hmac`, an HMAC of
 //! their canonical JSON (keys sorted, no white space) under the key, so that nobody without
 //! the key can test guesses against it (a password of a few words would fall to a dictionary
-//! against a plain hash).
+//! against a plain hash). What a client chose (its `clientInfo`, a login to act as) passes
+//! exact redaction of the known secrets and the caller's own, and is cut to a bound.
 //!
 //! **The chain.** Every line ends in `,"mac":"<hex>"}`: HMAC-SHA256 of the line's bytes before
 //! `,"mac":"`, so a line authenticates itself, the last one too. Its `prev` is the `mac` of
@@ -39,6 +40,7 @@
 //! before they run while the file cannot be written; `AUDIT_FAIL_OPEN` makes them proceed
 //! with a warning instead.
 
+use std::cell::OnceCell;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -46,11 +48,11 @@ use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::hmac;
-use secrecy::{ExposeSecret, SecretBox};
+use secrecy::{ExposeSecret, SecretBox, SecretString};
 use serde_json::{Map, Value, json};
 
 use crate::error::{CallError, ErrorKind};
-use crate::guard::{Guarded, GuardedError};
+use crate::guard::{Guarded, GuardedError, Redactor};
 use crate::identity::{Caller, Identity, Mode};
 use crate::server::Server;
 
@@ -100,6 +102,8 @@ pub struct Trace {
     pub path: Option<String>,
     /// The forge's HTTP status.
     pub status: Option<u16>,
+    /// The caller's own secrets (its token), redacted from what the client chose.
+    caller_secrets: Vec<SecretString>,
 }
 
 impl Trace {
@@ -119,6 +123,7 @@ impl Trace {
             Caller::Granted(g) => (server.logins.get(&g.forge_token).map(|u| u.login), Mode::OAuth),
         };
         self.identity = Some(Identity { login, mode, sudo: None });
+        self.caller_secrets = caller.secrets().into_iter().map(SecretString::from).collect();
     }
 
     /// What the plan sends: operation, method, and path (no query) with known secrets redacted.
@@ -131,7 +136,7 @@ impl Trace {
     }
 }
 
-/// Longest client name or version written (a client chooses them), and longest
+/// Longest client name, version or login written (a client chooses them), and longest
 /// path: a line stays small whatever a client sends.
 const MAX_NAME: usize = 200;
 const MAX_PATH: usize = 2000;
@@ -141,6 +146,45 @@ fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_owned(),
         Some((at, _)) => format!("{}…", &text[..at]),
+    }
+}
+
+/// Text a client chose, made fit for a line: the server's known secrets and the caller's own
+/// redacted (in every spelling), cut to a bound — a secret whose end the cut took is
+/// redacted too. The caller's secrets get an automaton only when a text is long enough to
+/// hold one, which the names clients send never are.
+struct ClientText<'a> {
+    configured: &'a Redactor,
+    caller: &'a [SecretString],
+    caller_redactor: OnceCell<Redactor>,
+}
+
+impl<'a> ClientText<'a> {
+    fn new(configured: &'a Redactor, caller: &'a [SecretString]) -> ClientText<'a> {
+        ClientText { configured, caller, caller_redactor: OnceCell::new() }
+    }
+
+    fn clean(&self, text: &str, max: usize) -> String {
+        let (head, cut) = match text.char_indices().nth(max) {
+            None => (text, false),
+            Some((at, _)) => (&text[..at], true),
+        };
+        // Every spelling of a secret is at least as long as the secret.
+        let caller = self.caller.iter().any(|s| s.expose_secret().len() <= text.len()).then(|| {
+            self.caller_redactor.get_or_init(|| Redactor::once(self.caller.iter().map(|s| s.expose_secret())))
+        });
+        let mut out = self.configured.redact_str(head);
+        if let Some(r) = caller {
+            out = r.redact_str(&out);
+        }
+        if cut {
+            out = self.configured.redact_cut_tail(&out);
+            if let Some(r) = caller {
+                out = r.redact_cut_tail(&out);
+            }
+            out.push('…');
+        }
+        out
     }
 }
 
@@ -207,6 +251,7 @@ impl Pending<'_> {
                 CallError::Result(f) => (f.status, crate::envelope::error_text(f).len()),
             },
         };
+        let chosen = ClientText::new(self.server.guard.redactor(), &trace.caller_secrets);
         let mut line = Map::new();
         line.insert("time".into(), rfc3339_utc(SystemTime::now()).into());
         line.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
@@ -214,10 +259,16 @@ impl Pending<'_> {
         if let Some((name, version)) = &self.origin.client {
             line.insert(
                 "client".into(),
-                json!({"name": clip(name, MAX_NAME), "version": clip(version, MAX_NAME)}),
+                json!({"name": chosen.clean(name, MAX_NAME), "version": chosen.clean(version, MAX_NAME)}),
             );
         }
-        line.insert("identity".into(), serde_json::to_value(&trace.identity).unwrap_or(Value::Null));
+        // The login to act as is the client's text; the login the forge's, guarded alike.
+        let identity = trace.identity.as_ref().map(|id| Identity {
+            login: id.login.as_deref().map(|l| chosen.clean(l, MAX_NAME)),
+            mode: id.mode,
+            sudo: id.sudo.as_deref().map(|l| chosen.clean(l, MAX_NAME)),
+        });
+        line.insert("identity".into(), serde_json::to_value(&identity).unwrap_or(Value::Null));
         // A name the catalog does not have is the client's text, which may hold anything
         // (a pasted token): it is not written.
         let tool = match self.subject {
@@ -989,6 +1040,24 @@ mod tests {
         assert_eq!(clip("abc", 3), "abc");
         assert_eq!(clip("abcd", 3), "abc…");
         assert_eq!(clip(&"é".repeat(10), 2), "éé…");
+    }
+
+    #[test]
+    fn client_text_loses_known_secrets_and_the_callers_own_in_every_spelling() {
+        let configured = Redactor::new(["Zq7GLOBALtok3n0x"]);
+        let caller = [SecretString::from("tok-caller-abcdef0123")];
+        let text = ClientText::new(&configured, &caller);
+        assert_eq!(text.clean("claude-code", MAX_NAME), "claude-code");
+        assert_eq!(text.clean("x Zq7GLOBALtok3n0x y", MAX_NAME), "x [REDACTED] y");
+        assert_eq!(text.clean("tok-caller-abcdef0123", MAX_NAME), "[REDACTED]");
+        let percent: String = "tok-caller-abcdef0123".bytes().map(|b| format!("%{b:02X}")).collect();
+        assert_eq!(text.clean(&format!("v{percent}"), MAX_NAME), "v[REDACTED]");
+        // Cut at the bound in the middle of a secret: its first part goes too.
+        let long = format!("{}tok-caller-abcdef0123", "p".repeat(MAX_NAME - 8));
+        let cut = text.clean(&long, MAX_NAME);
+        assert!(!cut.contains("tok-call"), "{cut}");
+        assert!(cut.ends_with("[REDACTED]…"), "{cut}");
+        assert!(cut.chars().count() <= MAX_NAME + "[REDACTED]…".len());
     }
 
     #[test]
