@@ -486,10 +486,11 @@ impl AuditLog {
                 false
             }
             None => {
-                state.began = Some(id);
-                if state.head.is_some() {
+                // A file new to this process (not one it began and then failed to write).
+                if state.head.is_some() && state.began != Some(id) {
                     self.log_head(state, "at rotation (a new file at the path continues the chain)");
                 }
+                state.began = Some(id);
                 state.head.is_some()
             }
         };
