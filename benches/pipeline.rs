@@ -545,6 +545,13 @@ async fn ours(server: &Server, case: &Case) -> usize {
     result.expect("tool call succeeds").as_str().len()
 }
 
+/// The audit key of the bench's audit log: a file in the temporary directory, made once.
+static AUDIT_KEY_FILE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let path = std::env::temp_dir().join(format!("aegis-bench-audit-{}.key", std::process::id()));
+    std::fs::write(&path, "5e".repeat(32)).expect("the temporary directory is writable");
+    path.to_str().expect("a UTF-8 temp path").to_owned()
+});
+
 /// Every guardrail on and configured: repository allowlists (read and write), the three rate
 /// and concurrency limits far above what the bench asks, an audit log, content hygiene
 /// (`mark`, the default) and metrics (always counted).
@@ -566,7 +573,7 @@ fn guardrails(audit_log: &str) -> Vec<String> {
                 "--forge-max-concurrent",
                 "64",
             ],
-            "audit" => vec!["--audit-log", audit_log],
+            "audit" => vec!["--audit-log", audit_log, "--audit-key-file", AUDIT_KEY_FILE.as_str()],
             "" => vec![],
             other => panic!("AEGIS_BENCH_GUARDRAILS: unknown part {other}"),
         };
@@ -675,6 +682,7 @@ async fn per_call(guarded: bool) {
         }
         println!();
         let _ = std::fs::remove_file(&audit_log);
+        let _ = std::fs::remove_file(AUDIT_KEY_FILE.as_str());
         forge.shutdown();
         return;
     }

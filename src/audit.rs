@@ -1,40 +1,94 @@
 //! The audit trail (`AUDIT_LOG`): one JSON line per tool call and per resource read, written
-//! before the result goes back to the client, each line chained to the one before by a hash.
+//! before the result goes back to the client, each line authenticated with the audit key
+//! (`AUDIT_KEY_FILE`) and chained to the one before.
 //!
 //! A line holds who called, over which transport and client, which tool and operation, the
 //! method and path sent to the forge, the outcome, the duration and the size of the result —
-//! never argument values or result data: the arguments appear only as the SHA-256 of their
-//! canonical JSON (keys sorted, no white space). Its `seq` counts the lines of the chain and
-//! its `prev` is the SHA-256 (hex) of the bytes of the line before (without the line end); the
-//! first line of a chain has `prev` = 64 zeros. When the file was rotated away (renamed,
-//! removed, or truncated in place) the first line written to the new file carries the last
-//! hash of the old one as `prev` and also as `continues`, and `seq` goes on counting: each
-//! file verifies alone from its first line, and files given in order verify as one chain.
-//! On start the chain continues from the last line of an existing file (read from its end).
+//! never argument values or result data: the arguments appear only as `args_hmac`, an HMAC of
+//! their canonical JSON (keys sorted, no white space) under the key, so that nobody without
+//! the key can test guesses against it (a password of a few words would fall to a dictionary
+//! against a plain hash). What a client chose (its `clientInfo`, a login to act as) passes
+//! exact redaction of the known secrets and the caller's own, and is cut to a bound.
+//!
+//! **The chain.** Every line ends in `,"mac":"<hex>"}`: HMAC-SHA256 of the line's bytes before
+//! `,"mac":"`, so a line authenticates itself, the last one too. Its `prev` is the `mac` of
+//! the line before (64 zeros on the first line of a chain) and its `seq` counts the lines of
+//! the chain, so a line deleted, moved or taken from another chain breaks the links, and
+//! without the key no line can be written that verifies. The line MACs and `args_hmac` use
+//! two keys derived from the one in the file, so no value of one stands for the other.
+//! When the file was rotated away (renamed, removed, or truncated in place) the first line
+//! written to the new file carries the last `mac` of the old one as `prev` and also as
+//! `continues`, and `seq` goes on: each file verifies alone, and files given in order verify
+//! as one chain.
+//!
+//! **What the file must hold.** On start the chain continues from the last line of an
+//! existing file (read from its end) only when that line verifies with the key; while
+//! running, only when the file still ends in the last line this process wrote (or is empty,
+//! as logrotate leaves it). Anything else — an edited last line, a file replaced, shortened
+//! or written by another process — is refused: calls fail with `audit_failed` until the
+//! file is moved aside. A torn write (a full disk cuts a line short) leaves bytes without a
+//! line end after the last whole line; when that line is this chain's, the tail is cut back
+//! to it and the next line records how many bytes went (`cut_bytes`), so a transient
+//! failure stays transient. The head of the chain (its `seq` and `mac`) goes to the server's
+//! log at start, at each rotation and at shutdown (`close`, after which nothing is written),
+//! so a tail cut off cleanly can be found against it.
 //!
 //! Writes are serialized by one mutex, one `write` per line on a file opened for appending,
 //! so lines never interleave. There is no fsync: a line is in the operating system's hands
 //! before the result is returned (it survives a crash of this process, not of the machine).
 //! When a line cannot be written the call fails with `audit_failed`, and calls are refused
-//! before they run while the file cannot be opened; `AUDIT_FAIL_OPEN` makes them proceed with
-//! a warning instead.
+//! before they run while the file cannot be written; `AUDIT_FAIL_OPEN` makes them proceed
+//! with a warning instead.
 
+use std::cell::OnceCell;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use aws_lc_rs::hmac;
+use secrecy::{ExposeSecret, SecretBox, SecretString};
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::error::{CallError, ErrorKind};
-use crate::guard::{Guarded, GuardedError};
+use crate::guard::{Guarded, GuardedError, Redactor};
 use crate::identity::{Caller, Identity, Mode};
 use crate::server::Server;
 
 /// The `prev` of the first line of a chain.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The audit key (`AUDIT_KEY_FILE`) as the two keys derived from it: one for the lines'
+/// MACs, one for `args_hmac`.
+pub struct AuditKey {
+    line: hmac::Key,
+    args: hmac::Key,
+}
+
+/// Derived from a secret: nothing of it is shown.
+impl std::fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditKey(..)")
+    }
+}
+
+impl AuditKey {
+    /// The keys derived from the 32 bytes of the key file: HMAC-SHA256 of a fixed label each.
+    pub fn new(key: &SecretBox<[u8; 32]>) -> AuditKey {
+        let master = hmac::Key::new(hmac::HMAC_SHA256, key.expose_secret());
+        let derive = |label: &[u8]| hmac::Key::new(hmac::HMAC_SHA256, hmac::sign(&master, label).as_ref());
+        AuditKey {
+            line: derive(b"aegis-gitea-mcp audit line mac v1"),
+            args: derive(b"aegis-gitea-mcp audit args hmac v1"),
+        }
+    }
+
+    /// `args_hmac` of arguments (a JSON object): hex HMAC of their canonical JSON.
+    pub fn args_hmac(&self, args: &Map<String, Value>) -> String {
+        hex(hmac::sign(&self.args, &canonical_object(args)).as_ref())
+    }
+}
 
 /// What a call learned on its way, for its audit line: filled in by `call::run` and
 /// `call::run_reads` as far as the call got.
@@ -48,6 +102,8 @@ pub struct Trace {
     pub path: Option<String>,
     /// The forge's HTTP status.
     pub status: Option<u16>,
+    /// The caller's own secrets (its token), redacted from what the client chose.
+    caller_secrets: Vec<SecretString>,
 }
 
 impl Trace {
@@ -67,6 +123,7 @@ impl Trace {
             Caller::Granted(g) => (server.logins.get(&g.forge_token).map(|u| u.login), Mode::OAuth),
         };
         self.identity = Some(Identity { login, mode, sudo: None });
+        self.caller_secrets = caller.secrets().into_iter().map(SecretString::from).collect();
     }
 
     /// What the plan sends: operation, method, and path (no query) with known secrets redacted.
@@ -79,7 +136,7 @@ impl Trace {
     }
 }
 
-/// Longest client name, version or tool name written (a client chooses them), and longest
+/// Longest client name, version or login written (a client chooses them), and longest
 /// path: a line stays small whatever a client sends.
 const MAX_NAME: usize = 200;
 const MAX_PATH: usize = 2000;
@@ -89,6 +146,45 @@ fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_owned(),
         Some((at, _)) => format!("{}…", &text[..at]),
+    }
+}
+
+/// Text a client chose, made fit for a line: the server's known secrets and the caller's own
+/// redacted (in every spelling), cut to a bound — a secret whose end the cut took is
+/// redacted too. The caller's secrets get an automaton only when a text is long enough to
+/// hold one, which the names clients send never are.
+struct ClientText<'a> {
+    configured: &'a Redactor,
+    caller: &'a [SecretString],
+    caller_redactor: OnceCell<Redactor>,
+}
+
+impl<'a> ClientText<'a> {
+    fn new(configured: &'a Redactor, caller: &'a [SecretString]) -> ClientText<'a> {
+        ClientText { configured, caller, caller_redactor: OnceCell::new() }
+    }
+
+    fn clean(&self, text: &str, max: usize) -> String {
+        let (head, cut) = match text.char_indices().nth(max) {
+            None => (text, false),
+            Some((at, _)) => (&text[..at], true),
+        };
+        // Every spelling of a secret is at least as long as the secret.
+        let caller = self.caller.iter().any(|s| s.expose_secret().len() <= text.len()).then(|| {
+            self.caller_redactor.get_or_init(|| Redactor::once(self.caller.iter().map(|s| s.expose_secret())))
+        });
+        let mut out = self.configured.redact_str(head);
+        if let Some(r) = caller {
+            out = r.redact_str(&out);
+        }
+        if cut {
+            out = self.configured.redact_cut_tail(&out);
+            if let Some(r) = caller {
+                out = r.redact_cut_tail(&out);
+            }
+            out.push('…');
+        }
+        out
     }
 }
 
@@ -107,7 +203,7 @@ pub struct Pending<'a> {
     started: Instant,
     origin: Origin,
     subject: Subject<'a>,
-    args_sha256: String,
+    args_hmac: String,
 }
 
 /// What a line is about: a tool as the client named it, or a resource read.
@@ -117,8 +213,8 @@ pub enum Subject<'a> {
     ResourceRead,
 }
 
-/// Start auditing a call of `subject` with `args`: refused
-/// here, before it runs, when the audit log cannot be written (unless `AUDIT_FAIL_OPEN`).
+/// Start auditing a call of `subject` with `args`: refused here, before it runs, when the
+/// audit log cannot be written (unless `AUDIT_FAIL_OPEN`).
 pub fn begin<'a>(
     server: &'a Server,
     origin: Origin,
@@ -126,17 +222,16 @@ pub fn begin<'a>(
     args: Option<&Map<String, Value>>,
 ) -> Result<Pending<'a>, GuardedError> {
     let started = Instant::now();
-    if let Some(log) = &server.audit {
-        if let Err(why) = log.ready() {
-            refuse_or_warn(server, log, why)?;
+    let args_hmac = match &server.audit {
+        None => String::new(),
+        Some(log) => {
+            if let Err(why) = log.ready() {
+                refuse_or_warn(server, log, why)?;
+            }
+            log.key.args_hmac(args.unwrap_or(&Map::new()))
         }
-    }
-    let args_sha256 = match (&server.audit, args) {
-        (None, _) => String::new(),
-        (Some(_), Some(a)) => sha256_hex(&canonical_object(a)),
-        (Some(_), None) => sha256_hex(b"{}"),
     };
-    Ok(Pending { server, started, origin, subject, args_sha256 })
+    Ok(Pending { server, started, origin, subject, args_hmac })
 }
 
 impl Pending<'_> {
@@ -156,6 +251,7 @@ impl Pending<'_> {
                 CallError::Result(f) => (f.status, crate::envelope::error_text(f).len()),
             },
         };
+        let chosen = ClientText::new(self.server.guard.redactor(), &trace.caller_secrets);
         let mut line = Map::new();
         line.insert("time".into(), rfc3339_utc(SystemTime::now()).into());
         line.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
@@ -163,10 +259,16 @@ impl Pending<'_> {
         if let Some((name, version)) = &self.origin.client {
             line.insert(
                 "client".into(),
-                json!({"name": clip(name, MAX_NAME), "version": clip(version, MAX_NAME)}),
+                json!({"name": chosen.clean(name, MAX_NAME), "version": chosen.clean(version, MAX_NAME)}),
             );
         }
-        line.insert("identity".into(), serde_json::to_value(&trace.identity).unwrap_or(Value::Null));
+        // The login to act as is the client's text; the login the forge's, guarded alike.
+        let identity = trace.identity.as_ref().map(|id| Identity {
+            login: id.login.as_deref().map(|l| chosen.clean(l, MAX_NAME)),
+            mode: id.mode,
+            sudo: id.sudo.as_deref().map(|l| chosen.clean(l, MAX_NAME)),
+        });
+        line.insert("identity".into(), serde_json::to_value(&identity).unwrap_or(Value::Null));
         // A name the catalog does not have is the client's text, which may hold anything
         // (a pasted token): it is not written.
         let tool = match self.subject {
@@ -181,7 +283,7 @@ impl Pending<'_> {
         line.insert("status".into(), json!(status));
         line.insert("duration_ms".into(), json!(self.started.elapsed().as_secs_f64() * 1000.0));
         line.insert("bytes".into(), bytes.into());
-        line.insert("args_sha256".into(), self.args_sha256.into());
+        line.insert("args_hmac".into(), self.args_hmac.into());
         match log.append(line) {
             Ok(()) => result,
             Err(why) => {
@@ -210,99 +312,241 @@ fn refuse_or_warn(server: &Server, log: &AuditLog, why: String) -> Result<(), Gu
 #[derive(Debug)]
 pub struct AuditLog {
     path: PathBuf,
+    key: AuditKey,
     fail_open: bool,
     state: Mutex<State>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct State {
-    /// The open file and its identity (device, inode); `None` until it could be opened.
-    file: Option<(File, (u64, u64))>,
-    /// Hex SHA-256 of the last line written (or read at start), `GENESIS` before any.
-    prev: String,
-    /// `seq` of the last line; 0 before any.
+    /// The file being written, while it is known to end where this process left it.
+    file: Option<Open>,
+    /// The end of the chain: the last line written, or found at start. `None` before any.
+    head: Option<Head>,
+    /// Bytes of torn writes cut from the file and not yet recorded in a line.
+    cut: u64,
+    /// A file (device, inode) this process found empty and wrote into: a torn write in it
+    /// before its first whole line is this process's own.
+    began: Option<(u64, u64)>,
+    /// Closed at shutdown: nothing more is written, so the head logged then is the last.
+    closed: bool,
+}
+
+#[derive(Debug)]
+struct Open {
+    file: File,
+    /// Device and inode: a different one at the path means the file was rotated away.
+    id: (u64, u64),
+    /// Where this process's last write ended (or the file's length when it was opened).
+    end: u64,
+    /// The next line is the first of a file that continues the chain (`continues`).
+    first: bool,
+}
+
+/// The last line of the chain: its `seq` and `mac`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Head {
     seq: u64,
+    mac: String,
 }
 
 impl AuditLog {
-    /// The log at `path`; a file that cannot be opened now is tried again at each call.
-    pub fn open(path: &Path, fail_open: bool) -> AuditLog {
-        let log = AuditLog {
-            path: path.to_owned(),
-            fail_open,
-            state: Mutex::new(State { file: None, prev: GENESIS.to_owned(), seq: 0 }),
-        };
-        if let Err(why) = log.ready() {
-            tracing::warn!(audit_log = %path.display(), "{why}");
+    /// The log at `path`, chained with `key`; a file that cannot be written now is tried again
+    /// at each call. The head of the chain found (or why the file is refused) is logged.
+    pub fn open(path: &Path, key: AuditKey, fail_open: bool) -> AuditLog {
+        let log = AuditLog { path: path.to_owned(), key, fail_open, state: Mutex::new(State::default()) };
+        let mut state = log.lock();
+        match log.ensure(&mut state) {
+            Ok(()) => log.log_head(&state, "at start"),
+            Err(why) => tracing::error!(audit_log = %path.display(), "{why}"),
         }
+        drop(state);
         log
     }
 
-    /// Whether the file is open (opening it if not).
-    fn ready(&self) -> Result<(), String> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if state.file.is_none() { self.reopen(&mut state) } else { Ok(()) }
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Open the file at the path and continue from its last line, if it has one.
+    /// Whether a line could be written now (opening and checking the file if need be).
+    fn ready(&self) -> Result<(), String> {
+        let mut state = self.lock();
+        self.ensure(&mut state)
+    }
+
+    /// Log the head of the chain, and close the log: nothing more is written to it (a call
+    /// still running fails with `audit_failed`), so the head logged is the file's last line.
+    pub fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.file = None;
+        self.log_head(&state, "at shutdown");
+    }
+
+    /// The head of the chain to the server's log, `when` it was reached.
+    fn log_head(&self, state: &State, when: &str) {
+        let path = self.path.display();
+        match &state.head {
+            Some(h) => {
+                tracing::info!(audit_log = %path, seq = h.seq, mac = %h.mac, "audit chain head {when}")
+            }
+            None => tracing::info!(audit_log = %path, "audit chain head {when}: no line yet"),
+        }
+    }
+
+    /// The file is open and ends where this process left it, or has been checked again:
+    /// opened at the path, a torn tail of this chain cut back, its last line verified.
+    fn ensure(&self, state: &mut State) -> Result<(), String> {
+        if state.closed {
+            return Err(format!(
+                "the audit log {} is closed: the server is shutting down",
+                self.path.display()
+            ));
+        }
+        let here = std::fs::metadata(&self.path).ok();
+        if let (Some(open), Some(m)) = (&mut state.file, &here) {
+            if file_id(m) == open.id && m.len() == open.end {
+                return Ok(());
+            }
+            if file_id(m) == open.id && m.len() == 0 {
+                // Truncated in place (logrotate's `copytruncate`): the chain goes on in it.
+                let rotated = state.head.is_some();
+                open.end = 0;
+                open.first = rotated;
+                state.began = Some(open.id);
+                if rotated {
+                    self.log_head(
+                        state,
+                        "at rotation (the file was truncated; the next line continues the chain)",
+                    );
+                }
+                return Ok(());
+            }
+        }
+        state.file = None;
+        self.reopen(state)
+    }
+
+    /// Open the file at the path and decide whether the chain may go on in it.
     fn reopen(&self, state: &mut State) -> Result<(), String> {
-        let cannot =
-            |e: std::io::Error| format!("cannot write the audit log {}: {}", self.path.display(), e.kind());
+        let path = self.path.display();
+        let cannot = |e: std::io::Error| format!("cannot write the audit log {path}: {}", e.kind());
         let mut file =
             OpenOptions::new().create(true).append(true).read(true).open(&self.path).map_err(cannot)?;
         let meta = file.metadata().map_err(cannot)?;
         if !meta.is_file() {
-            return Err(format!("cannot write the audit log {}: not a regular file", self.path.display()));
+            return Err(format!("cannot write the audit log {path}: not a regular file"));
         }
-        if let Some(last) = last_line(&mut file).map_err(cannot)? {
-            let seq_of = |l: &[u8]| serde_json::from_slice::<Value>(l).ok()?.get("seq")?.as_u64();
-            let (line, seq) = last.ok().and_then(|l| seq_of(&l).map(|seq| (l, seq))).ok_or_else(|| {
-                format!(
-                    "the audit log {} ends in a line that is not an audit line (cut short?); check it with `aegis-gitea-mcp audit verify` and move it aside",
-                    self.path.display()
-                )
-            })?;
-            state.prev = sha256_hex(&line);
-            state.seq = seq;
+        let id = file_id(&meta);
+        let Ok(tail) = read_tail(&mut file).map_err(cannot)? else {
+            return Err(format!(
+                "the audit log {path} ends in more than {} bytes without a line of this chain: it is not this server's; check it with `aegis-gitea-mcp audit verify` and move it aside",
+                MAX_TAIL
+            ));
+        };
+        let whole = match &tail.whole {
+            None => None,
+            Some(line) => Some(open_line(&self.key, line).map_err(|fault| self.untrusted(fault))?),
+        };
+        if let (Some(head), Some(last)) = (&state.head, &whole) {
+            if head.mac != last.mac {
+                tracing::error!(
+                    audit_log = %path, seq = head.seq, mac = %head.mac,
+                    "audit chain head this server wrote last; the file at the path ends in seq {}",
+                    last.seq
+                );
+                return Err(format!(
+                    "the audit log {path} changed under the running server: its last line (seq {}) is not the last line this server wrote (seq {}, logged with its mac) — lines were removed, or the file was replaced or written by another process; nothing more is written to it. Check it with `aegis-gitea-mcp audit verify`, then move it aside (an empty file at the path, as logrotate leaves, continues the chain)",
+                    last.seq, head.seq
+                ));
+            }
         }
-        state.file = Some((file, file_id(&meta)));
+        let mut end = tail.len;
+        if tail.partial > 0 {
+            // A torn write: bytes without a line end after the chain's last whole line (or, in a
+            // file this process began, before any) are cut back.
+            if whole.is_none() && state.began != Some(id) {
+                return Err(format!(
+                    "the audit log {path} holds {} bytes without a line end and no whole line: it is not this server's; move it aside",
+                    tail.partial
+                ));
+            }
+            end = tail.len - tail.partial;
+            file.set_len(end).map_err(cannot)?;
+            state.cut += tail.partial;
+            tracing::warn!(
+                audit_log = %path,
+                bytes = tail.partial,
+                "the audit log ended in a torn write (a line cut short, e.g. by a full disk): cut back to its last whole line; the next line records the bytes cut (cut_bytes)"
+            );
+        }
+        let first = match whole {
+            Some(last) => {
+                state.head.get_or_insert(Head { seq: last.seq, mac: last.mac });
+                false
+            }
+            None => {
+                // A file new to this process (not one it began and then failed to write).
+                if state.head.is_some() && state.began != Some(id) {
+                    self.log_head(state, "at rotation (a new file at the path continues the chain)");
+                }
+                state.began = Some(id);
+                state.head.is_some()
+            }
+        };
+        state.file = Some(Open { file, id, end, first });
         Ok(())
     }
 
-    /// Append one line: the fields of `body`, then `seq`, `prev` (and `continues` on the
-    /// first line of a file that continues another).
-    fn append(&self, mut body: Map<String, Value>) -> Result<(), String> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        // Rotated away (renamed or removed) or truncated in place: a new file continues the chain.
-        let here = std::fs::metadata(&self.path).ok();
-        let moved = match (&state.file, &here) {
-            (Some((_, id)), Some(m)) => file_id(m) != *id,
-            _ => true,
+    /// Why a file whose last whole line does not verify is not continued, and what to do.
+    fn untrusted(&self, fault: Fault) -> String {
+        let path = self.path.display();
+        let what = match fault {
+            Fault::NotKeyed => {
+                "is not a line of a keyed audit chain (it has no mac at its end): it was edited, or written by a version before the chain was keyed"
+            }
+            Fault::BadMac => {
+                "does not verify with AUDIT_KEY_FILE: it was edited, or the file was written with another key"
+            }
         };
-        if moved {
-            state.file = None;
-            self.reopen(&mut state)?;
-        }
-        let empty = here.as_ref().is_some_and(|m| m.len() == 0) || (moved && here.is_none());
-        let continues = (empty && state.seq > 0).then(|| state.prev.clone());
-        let mut line = Map::with_capacity(body.len() + 3);
-        line.insert("seq".into(), (state.seq + 1).into());
+        format!(
+            "the last line of the audit log {path} {what}; nothing more is written to it. Check it with `aegis-gitea-mcp audit verify --key-file KEY {path}`, then move it aside (the server writes on in a new file)"
+        )
+    }
+
+    /// Append one line: the fields of `body`, then `seq`, `prev` (and `continues` on the
+    /// first line of a file that continues another, `cut_bytes` after a torn write was cut),
+    /// then its `mac`.
+    fn append(&self, mut body: Map<String, Value>) -> Result<(), String> {
+        let mut state = self.lock();
+        self.ensure(&mut state)?;
+        let (seq, prev) = match &state.head {
+            Some(h) => (h.seq + 1, h.mac.clone()),
+            None => (1, GENESIS.to_owned()),
+        };
+        let cut = state.cut;
+        let open = state.file.as_mut().expect("ensured above");
+        let mut line = Map::with_capacity(body.len() + 5);
+        line.insert("seq".into(), seq.into());
         line.append(&mut body);
-        line.insert("prev".into(), state.prev.clone().into());
-        if let Some(c) = continues {
-            line.insert("continues".into(), c.into());
+        line.insert("prev".into(), prev.clone().into());
+        if open.first {
+            line.insert("continues".into(), prev.into());
         }
-        let mut bytes = serde_json::to_vec(&Value::Object(line)).map_err(|e| e.to_string())?;
-        let hash = sha256_hex(&bytes);
+        if cut > 0 {
+            line.insert("cut_bytes".into(), cut.into());
+        }
+        let (mut bytes, mac) = seal(&self.key, &line);
         bytes.push(b'\n');
-        let (file, _) = state.file.as_mut().expect("opened above");
-        if let Err(e) = file.write_all(&bytes).and_then(|()| file.flush()) {
-            // Whatever became of the file, the next call opens it again.
+        if let Err(e) = open.file.write_all(&bytes) {
+            // Whatever became of the file (a torn line, say), the next call checks it again.
             state.file = None;
             return Err(format!("cannot write the audit log {}: {}", self.path.display(), e.kind()));
         }
-        state.prev = hash;
-        state.seq += 1;
+        open.end += bytes.len() as u64;
+        open.first = false;
+        state.cut = 0;
+        state.head = Some(Head { seq, mac });
         Ok(())
     }
 }
@@ -318,52 +562,137 @@ fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
     (0, m.created().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as u64))
 }
 
-/// A last line longer than any audit line (client text is clipped, so lines are small): it is
-/// not read whole.
-#[derive(Debug, PartialEq)]
+/// The member that ends every line, before the 64 hex digits of its MAC and `"}`.
+const MAC_MEMBER: &[u8] = b",\"mac\":\"";
+/// `,"mac":"` + 64 hex digits + `"}`.
+const MAC_END: usize = MAC_MEMBER.len() + 64 + 2;
+
+/// The bytes of a line (without its line end) for the members of `line`, and its MAC: the
+/// object's JSON without its closing brace, then `,"mac":"<hex>"}`, the MAC taken over the
+/// bytes before `,"mac":"`.
+fn seal(key: &AuditKey, line: &Map<String, Value>) -> (Vec<u8>, String) {
+    let mut bytes = serde_json::to_vec(line).expect("a JSON object always serializes");
+    bytes.pop();
+    let mac = hex(hmac::sign(&key.line, &bytes).as_ref());
+    bytes.extend_from_slice(MAC_MEMBER);
+    bytes.extend_from_slice(mac.as_bytes());
+    bytes.extend_from_slice(b"\"}");
+    (bytes, mac)
+}
+
+/// Why a line is not one of the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// No `,"mac":"<hex>"}` at its end, or not an audit line's JSON.
+    NotKeyed,
+    /// Its MAC is not the key's for its bytes.
+    BadMac,
+}
+
+/// A line that verified with the key.
+#[derive(Debug)]
+struct Sealed {
+    seq: u64,
+    prev: String,
+    mac: String,
+    /// `Some(false)` when it has a `continues` that is not its `prev`.
+    continues: Option<bool>,
+    cut_bytes: Option<u64>,
+}
+
+/// Check one line (without its line end) against the key, then read its chain members.
+fn open_line(key: &AuditKey, line: &[u8]) -> Result<Sealed, Fault> {
+    if line.len() < MAC_END + 1 {
+        return Err(Fault::NotKeyed);
+    }
+    let (body, end) = line.split_at(line.len() - MAC_END);
+    let digits = &end[MAC_MEMBER.len()..MAC_MEMBER.len() + 64];
+    if !end.starts_with(MAC_MEMBER) || !end.ends_with(b"\"}") || !is_hex(digits) {
+        return Err(Fault::NotKeyed);
+    }
+    let tag = unhex(digits).ok_or(Fault::NotKeyed)?;
+    hmac::verify(&key.line, body, &tag).map_err(|_| Fault::BadMac)?;
+    let v: Value = serde_json::from_slice(line).map_err(|_| Fault::NotKeyed)?;
+    let seq = v.get("seq").and_then(Value::as_u64).ok_or(Fault::NotKeyed)?;
+    let prev =
+        v.get("prev").and_then(Value::as_str).filter(|p| is_hex(p.as_bytes())).ok_or(Fault::NotKeyed)?;
+    Ok(Sealed {
+        seq,
+        prev: prev.to_owned(),
+        mac: String::from_utf8_lossy(digits).into_owned(),
+        continues: v.get("continues").map(|c| c.as_str() == Some(prev)),
+        cut_bytes: v.get("cut_bytes").and_then(Value::as_u64),
+    })
+}
+
+/// The end of a file: its length, its last whole line (without the line end), and how many
+/// bytes follow that line without a line end of their own (a torn write).
+#[derive(Debug, PartialEq, Eq)]
+struct Tail {
+    len: u64,
+    whole: Option<Vec<u8>>,
+    partial: u64,
+}
+
+/// More than this at the end of a file without a whole line there is no audit line: lines
+/// are small (client text is bounded), so a longer tail is not read.
+const MAX_TAIL: u64 = 2 << 20;
+
+/// A tail longer than `MAX_TAIL` without the line ends it needs.
+#[derive(Debug, PartialEq, Eq)]
 struct TooLong;
 
-/// The last line of `file` (without its line end), read backwards from the end in blocks;
-/// `None` for an empty file.
-fn last_line(file: &mut File) -> std::io::Result<Option<Result<Vec<u8>, TooLong>>> {
-    const BLOCK: u64 = 4096;
-    const MAX_LINE: usize = 1 << 20;
+/// The end of `file`, read backwards in blocks that double until they hold its last whole
+/// line (or the whole file).
+fn read_tail(file: &mut File) -> std::io::Result<Result<Tail, TooLong>> {
     let len = file.seek(SeekFrom::End(0))?;
-    if len == 0 {
-        return Ok(None);
-    }
-    // Skip the final line end, then look for the one before the last line.
-    let end = {
-        let mut last = [0u8; 1];
-        file.seek(SeekFrom::Start(len - 1))?;
-        file.read_exact(&mut last)?;
-        if last[0] == b'\n' { len - 1 } else { len }
-    };
-    // Blocks from the end backwards, joined once the line's start is found.
-    let mut blocks: Vec<Vec<u8>> = Vec::new();
-    let mut read = 0usize;
-    let mut pos = end;
-    let mut line = Vec::new();
-    while pos > 0 {
-        let start = pos.saturating_sub(BLOCK);
-        let mut block = vec![0u8; (pos - start) as usize];
+    let mut size = len.min(4096);
+    loop {
+        let start = len - size;
+        let mut buf = vec![0u8; size as usize];
         file.seek(SeekFrom::Start(start))?;
-        file.read_exact(&mut block)?;
-        if let Some(i) = memchr::memrchr(b'\n', &block) {
-            line.extend_from_slice(&block[i + 1..]);
-            break;
+        file.read_exact(&mut buf)?;
+        let at_start = start == 0;
+        match memchr::memrchr(b'\n', &buf) {
+            None if at_start => return Ok(Ok(Tail { len, whole: None, partial: len })),
+            Some(last) => {
+                let partial = (buf.len() - last - 1) as u64;
+                match memchr::memrchr(b'\n', &buf[..last]) {
+                    Some(before) => {
+                        return Ok(Ok(Tail { len, whole: Some(buf[before + 1..last].to_vec()), partial }));
+                    }
+                    None if at_start => {
+                        return Ok(Ok(Tail { len, whole: Some(buf[..last].to_vec()), partial }));
+                    }
+                    None => {}
+                }
+            }
+            None => {}
         }
-        read += block.len();
-        if read > MAX_LINE {
-            return Ok(Some(Err(TooLong)));
+        if size >= MAX_TAIL {
+            return Ok(Err(TooLong));
         }
-        blocks.push(block);
-        pos = start;
+        size = (size * 2).min(len);
     }
-    for b in blocks.iter().rev() {
-        line.extend_from_slice(b);
-    }
-    Ok(Some(Ok(line)))
+}
+
+/// Lower-case hex.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// Lower-case hex digits, 64 of them (a MAC, a `prev`).
+fn is_hex(s: &[u8]) -> bool {
+    s.len() == 64 && s.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn unhex(s: &[u8]) -> Option<Vec<u8>> {
+    let digit = |b: u8| (b as char).to_digit(16);
+    s.chunks(2).map(|p| Some((digit(p[0])? * 16 + digit(*p.get(1)?)?) as u8)).collect()
 }
 
 /// `2026-11-30T22:10:00.123Z`.
@@ -388,15 +717,6 @@ pub fn rfc3339_utc(t: SystemTime) -> String {
         rem % 60,
         d.subsec_millis()
     )
-}
-
-/// Lower-case hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    Sha256::digest(bytes).iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// Canonical JSON of an object: keys sorted (by their UTF-8 bytes) at every level, no white
@@ -443,35 +763,40 @@ fn canonical(v: &Value, out: &mut Vec<u8>) {
 
 /// What `audit verify` found in one file.
 #[derive(Debug, PartialEq, Eq)]
-pub struct FileReport {
-    pub lines: u64,
+struct FileReport {
+    /// Lines that verified and linked, up to the first break.
+    lines: u64,
     /// `seq` and `prev` of the first line (`None` for an empty file).
-    pub first: Option<(u64, String)>,
-    /// `seq` and hash of the last line.
-    pub last: Option<(u64, String)>,
+    first: Option<(u64, String)>,
+    /// `seq` and `mac` of the last line that verified and linked.
+    last: Option<(u64, String)>,
     /// The first break: line number (from 1) and why.
-    pub broken: Option<(u64, String)>,
+    broken: Option<(u64, String)>,
+    /// What a person should know of lines that verified (a torn write cut before one).
+    notes: Vec<String>,
 }
 
-/// One line as `verify` keeps it: its number, `seq`, `prev` and own hash.
+/// One line as `verify` keeps it: its number, `seq`, `prev` and `mac`.
 struct Link {
     n: u64,
     seq: u64,
     prev: String,
-    hash: String,
+    mac: String,
 }
 
-/// Check one file's chain from its first line's declared `prev`.
-pub fn verify_file(path: &Path) -> std::io::Result<FileReport> {
+/// Check one file's chain with `key`, from its first line's declared `prev`.
+fn verify_file(path: &Path, key: &AuditKey) -> std::io::Result<FileReport> {
     let mut reader = BufReader::new(File::open(path)?);
     let mut links: Vec<Link> = Vec::new();
+    let mut notes = Vec::new();
     let mut buf = Vec::new();
     let mut n = 0u64;
-    let report = |links: &[Link], broken: Option<(u64, String)>| FileReport {
+    let report = |links: &[Link], notes: Vec<String>, broken: Option<(u64, String)>| FileReport {
         lines: links.len() as u64,
         first: links.first().map(|l| (l.seq, l.prev.clone())),
-        last: links.last().map(|l| (l.seq, l.hash.clone())),
+        last: links.last().map(|l| (l.seq, l.mac.clone())),
         broken,
+        notes,
     };
     loop {
         buf.clear();
@@ -479,47 +804,64 @@ pub fn verify_file(path: &Path) -> std::io::Result<FileReport> {
             break;
         }
         n += 1;
-        let complete = buf.last() == Some(&b'\n');
-        if complete {
-            buf.pop();
+        if buf.pop_if(|b| *b == b'\n').is_none() {
+            let why = format!(
+                "line {n}, the last, has no line end: a write cut short (a full disk, a crash) or the file was cut; a running server cuts such a tail back before its next line and records the bytes cut there (cut_bytes)"
+            );
+            return Ok(report(&links, notes, Some((n, why))));
         }
-        let parsed = serde_json::from_slice::<Value>(&buf).ok();
-        let fields = parsed.as_ref().and_then(|v| {
-            let seq = v.get("seq")?.as_u64()?;
-            let prev = v.get("prev")?.as_str().filter(|p| is_hash(p))?.to_owned();
-            let continues = v.get("continues").map(|c| c.as_str() == Some(prev.as_str()));
-            Some((seq, prev, continues))
-        });
-        let Some((seq, prev, continues_ok)) = fields else {
-            let why = if complete {
-                format!("line {n} is not an audit line (edited or damaged)")
-            } else {
-                format!(
-                    "line {n}, the last, is truncated: it has no line end (a write cut short, or the file was cut)"
-                )
-            };
-            return Ok(report(&links, Some((n, why))));
+        let line = match open_line(key, &buf) {
+            Ok(line) => line,
+            Err(Fault::NotKeyed) => {
+                let why = format!(
+                    "line {n} is not a line of a keyed audit chain (it has no mac at its end): it was edited or damaged, or written by a version before the chain was keyed"
+                );
+                return Ok(report(&links, notes, Some((n, why))));
+            }
+            Err(Fault::BadMac) => {
+                let mut why = format!(
+                    "line {n} does not verify with this key: it was changed after it was written, or written with another key"
+                );
+                if n == 1 && !any_line_verifies(&mut reader, key)? {
+                    why.push_str(
+                        "; no line of the file verifies with it: is this the server's AUDIT_KEY_FILE? (if it is, the whole file was written without the key)",
+                    );
+                }
+                return Ok(report(&links, notes, Some((n, why))));
+            }
         };
-        if !complete {
-            return Ok(report(
-                &links,
-                Some((n, format!("line {n}, the last, is truncated: it has no line end (the file was cut)"))),
+        if line.continues == Some(false) {
+            let why = format!(
+                "line {n}: its continues and prev differ, which the server never writes (written by someone who has the key)"
+            );
+            return Ok(report(&links, notes, Some((n, why))));
+        }
+        if let Some(cut) = line.cut_bytes {
+            notes.push(format!(
+                "line {n} records {cut} bytes of a torn write (a line cut short, e.g. by a full disk) cut from the end of the file before it"
             ));
         }
-        if continues_ok == Some(false) {
-            return Ok(report(
-                &links,
-                Some((n, format!("line {n}: its continues and prev differ (edited)"))),
-            ));
-        }
-        links.push(Link { n, seq, prev, hash: sha256_hex(&buf) });
+        links.push(Link { n, seq: line.seq, prev: line.prev, mac: line.mac });
         if links.len() >= 2 {
             if let Some(why) = link_break(&links, &mut reader)? {
-                return Ok(report(&links[..links.len() - 1], Some((n, why))));
+                return Ok(report(&links[..links.len() - 1], notes, Some((n, why))));
             }
         }
     }
-    Ok(report(&links, None))
+    Ok(report(&links, notes, None))
+}
+
+/// Whether any of the remaining lines verifies with `key`.
+fn any_line_verifies(rest: &mut impl BufRead, key: &AuditKey) -> std::io::Result<bool> {
+    let mut buf = Vec::new();
+    while rest.read_until(b'\n', &mut buf)? > 0 {
+        buf.pop_if(|b| *b == b'\n');
+        if open_line(key, &buf).is_ok() {
+            return Ok(true);
+        }
+        buf.clear();
+    }
+    Ok(false)
 }
 
 /// Why the newest link does not follow the one before, if it does not. For a jump in `seq`
@@ -527,16 +869,16 @@ pub fn verify_file(path: &Path) -> std::io::Result<FileReport> {
 fn link_break(links: &[Link], rest: &mut impl BufRead) -> std::io::Result<Option<String>> {
     let (before, this) = (&links[links.len() - 2], &links[links.len() - 1]);
     let (a, b, n) = (before.seq, this.seq, this.n);
-    if b == a + 1 && this.prev == before.hash {
+    if b == a + 1 && this.prev == before.mac {
         return Ok(None);
     }
     if b == a + 1 {
         return Ok(Some(format!(
-            "line {} was edited: its hash is not the prev that line {n} recorded",
+            "line {n} does not follow line {}: its prev is not that line's mac (a line of another chain was put in its place, or two servers write this file)",
             before.n
         )));
     }
-    if b <= a || links.iter().any(|l| l.hash == this.prev && l.n != before.n) {
+    if b <= a || links.iter().any(|l| l.mac == this.prev && l.n != before.n) {
         return Ok(Some(format!("line {n} is out of order: seq {b} follows seq {a} (lines reordered)")));
     }
     // seq jumps forward: deleted, unless a skipped seq comes later (moved down).
@@ -560,18 +902,14 @@ fn link_break(links: &[Link], rest: &mut impl BufRead) -> std::io::Result<Option
     )))
 }
 
-fn is_hash(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// `audit verify FILE...`: each file alone, then each against the one before. The report
-/// for a person, and whether everything held.
-pub fn verify(paths: &[PathBuf]) -> (String, bool) {
+/// `audit verify FILE...`: each file alone with `key`, then each against the one before.
+/// The report for a person, and whether everything held.
+pub fn verify(paths: &[PathBuf], key: &AuditKey) -> (String, bool) {
     let mut out = String::new();
     let mut ok = true;
     let mut before: Option<(&Path, (u64, String))> = None;
     for path in paths {
-        let report = match verify_file(path) {
+        let report = match verify_file(path, key) {
             Ok(r) => r,
             Err(e) => {
                 out.push_str(&format!("{}: cannot read: {}\n", path.display(), e.kind()));
@@ -583,11 +921,11 @@ pub fn verify(paths: &[PathBuf]) -> (String, bool) {
         let start = match &report.first {
             None => "empty".to_owned(),
             Some((_, p)) if p == GENESIS => "starts a chain".to_owned(),
-            Some((_, p)) => format!("continues a chain at {p}"),
+            Some((seq, p)) => format!("continues a chain after seq {} mac {p}", seq.saturating_sub(1)),
         };
         match &report.broken {
             None => out.push_str(&format!(
-                "{}: ok, {} lines, {start}, last seq {} hash {}\n",
+                "{}: ok, {} lines, {start}, last seq {} mac {}\n",
                 path.display(),
                 report.lines,
                 report.last.as_ref().map_or(0, |l| l.0),
@@ -598,11 +936,14 @@ pub fn verify(paths: &[PathBuf]) -> (String, bool) {
                 out.push_str(&format!("{}: BROKEN at line {n}: {why}\n", path.display()));
             }
         }
-        if let (Some((prev_path, (seq, hash))), Some((first_seq, first_prev))) = (&before, &report.first) {
-            if first_prev != hash || *first_seq != seq + 1 {
+        for note in &report.notes {
+            out.push_str(&format!("{}: note: {note}\n", path.display()));
+        }
+        if let (Some((prev_path, (seq, mac))), Some((first_seq, first_prev))) = (&before, &report.first) {
+            if first_prev != mac || *first_seq != seq + 1 {
                 ok = false;
                 out.push_str(&format!(
-                    "{}: does not continue {}: its first line has seq {first_seq} and prev {first_prev}, expected seq {} and prev {hash}\n",
+                    "{}: does not continue {}: its first line has seq {first_seq} and prev {first_prev}, expected seq {} and prev {mac}\n",
                     path.display(),
                     prev_path.display(),
                     seq + 1
@@ -618,36 +959,81 @@ pub fn verify(paths: &[PathBuf]) -> (String, bool) {
 mod tests {
     use super::*;
 
+    fn key_of(byte: u8) -> AuditKey {
+        AuditKey::new(&SecretBox::new(Box::new([byte; 32])))
+    }
+
+    fn key() -> AuditKey {
+        key_of(7)
+    }
+
+    fn body(i: usize) -> Map<String, Value> {
+        let mut body = Map::new();
+        body.insert("tool".into(), format!("t{i}").into());
+        body
+    }
+
     fn chain(dir: &Path, lines: usize) -> PathBuf {
         let path = dir.join("audit.jsonl");
-        let log = AuditLog::open(&path, false);
+        let log = AuditLog::open(&path, key(), false);
         for i in 0..lines {
-            let mut body = Map::new();
-            body.insert("tool".into(), format!("t{i}").into());
-            log.append(body).unwrap();
+            log.append(body(i)).unwrap();
         }
         path
     }
 
+    fn lines_of(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect()
+    }
+
     fn rewrite(path: &Path, f: impl FnOnce(&mut Vec<String>)) {
-        let mut lines: Vec<String> =
-            std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect();
+        let mut lines = lines_of(path);
         f(&mut lines);
         std::fs::write(path, lines.join("\n") + "\n").unwrap();
     }
 
     fn broken(path: &Path) -> (u64, String) {
-        verify_file(path).unwrap().broken.expect("a break")
+        verify_file(path, &key()).unwrap().broken.expect("a break")
+    }
+
+    /// A line as someone without the key would write it: the members changed, the chain
+    /// members and the mac recomputed with a key of their own.
+    fn forged(
+        line: &str,
+        prev: &str,
+        with: &AuditKey,
+        change: impl FnOnce(&mut Map<String, Value>),
+    ) -> (String, String) {
+        let mut m: Map<String, Value> = serde_json::from_str(line).unwrap();
+        m.remove("mac");
+        m.insert("prev".into(), prev.into());
+        change(&mut m);
+        let (bytes, mac) = seal(with, &m);
+        (String::from_utf8(bytes).unwrap(), mac)
     }
 
     #[test]
-    fn an_untouched_chain_verifies() {
+    fn an_untouched_chain_verifies_and_every_line_ends_in_its_mac() {
         let dir = tempfile::tempdir().unwrap();
         let path = chain(dir.path(), 5);
-        let r = verify_file(&path).unwrap();
+        let r = verify_file(&path, &key()).unwrap();
         assert_eq!(r.broken, None);
         assert_eq!(r.lines, 5);
         assert_eq!(r.first, Some((1, GENESIS.to_owned())));
+        let lines = lines_of(&path);
+        let parsed: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        for (i, l) in parsed.iter().enumerate() {
+            let keys: Vec<&String> = l.as_object().unwrap().keys().collect();
+            assert_eq!(keys.last().unwrap().as_str(), "mac", "{l}");
+            if i > 0 {
+                assert_eq!(l["prev"], parsed[i - 1]["mac"], "prev is the mac of the line before");
+            }
+        }
+        assert_eq!(r.last, Some((5, parsed[4]["mac"].as_str().unwrap().to_owned())));
+        // The mac is the key's: another key verifies none of it.
+        let other = verify_file(&path, &key_of(8)).unwrap().broken.unwrap();
+        assert_eq!(other.0, 1);
+        assert!(other.1.contains("no line of the file verifies with it"), "{}", other.1);
     }
 
     #[test]
@@ -658,13 +1044,88 @@ mod tests {
     }
 
     #[test]
-    fn an_edited_line_is_named() {
+    fn client_text_loses_known_secrets_and_the_callers_own_in_every_spelling() {
+        let configured = Redactor::new(["Zq7GLOBALtok3n0x"]);
+        let caller = [SecretString::from("tok-caller-abcdef0123")];
+        let text = ClientText::new(&configured, &caller);
+        assert_eq!(text.clean("claude-code", MAX_NAME), "claude-code");
+        assert_eq!(text.clean("x Zq7GLOBALtok3n0x y", MAX_NAME), "x [REDACTED] y");
+        assert_eq!(text.clean("tok-caller-abcdef0123", MAX_NAME), "[REDACTED]");
+        let percent: String = "tok-caller-abcdef0123".bytes().map(|b| format!("%{b:02X}")).collect();
+        assert_eq!(text.clean(&format!("v{percent}"), MAX_NAME), "v[REDACTED]");
+        // Cut at the bound in the middle of a secret: its first part goes too.
+        let long = format!("{}tok-caller-abcdef0123", "p".repeat(MAX_NAME - 8));
+        let cut = text.clean(&long, MAX_NAME);
+        assert!(!cut.contains("tok-call"), "{cut}");
+        assert!(cut.ends_with("[REDACTED]…"), "{cut}");
+        assert!(cut.chars().count() <= MAX_NAME + "[REDACTED]…".len());
+    }
+
+    #[test]
+    fn args_hmac_is_keyed_and_canonical() {
+        let a: Map<String, Value> = serde_json::from_str(r#"{"password":"hunter2","login":"bob"}"#).unwrap();
+        let b: Map<String, Value> = serde_json::from_str(r#"{"login":"bob","password":"hunter2"}"#).unwrap();
+        assert_eq!(key().args_hmac(&a), key().args_hmac(&b), "key order does not matter");
+        assert_ne!(key().args_hmac(&a), key_of(8).args_hmac(&a), "without the key no guess can be checked");
+        assert_eq!(key().args_hmac(&a).len(), 64);
+        let plain = hex(&{
+            use sha2::Digest;
+            sha2::Sha256::digest(canonical_object(&a))
+        });
+        assert_ne!(key().args_hmac(&a), plain);
+    }
+
+    #[test]
+    fn an_edited_line_is_named_the_last_one_too() {
         let dir = tempfile::tempdir().unwrap();
         let path = chain(dir.path(), 5);
         rewrite(&path, |l| l[2] = l[2].replace("t2", "tX"));
         let (n, why) = broken(&path);
-        assert_eq!(n, 4);
-        assert!(why.contains("line 3 was edited"), "{why}");
+        assert_eq!(n, 3);
+        assert!(why.contains("line 3 does not verify with this key"), "{why}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = chain(dir.path(), 3);
+        rewrite(&path, |l| l[2] = l[2].replace("t2", "tX"));
+        assert_eq!(broken(&path).0, 3, "the last line authenticates itself");
+    }
+
+    #[test]
+    fn a_chain_recomputed_without_the_key_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = chain(dir.path(), 5);
+        // A middle line edited and the chain after it recomputed, with a key of one's own.
+        let attacker = key_of(9);
+        rewrite(&path, |l| {
+            let prev: Value = serde_json::from_str(&l[1]).unwrap();
+            let mut prev = prev["mac"].as_str().unwrap().to_owned();
+            for (i, line) in l.iter_mut().enumerate().skip(2) {
+                let (text, mac) = forged(line, &prev, &attacker, |m| {
+                    if i == 2 {
+                        m.insert("tool".into(), "tX".into());
+                    }
+                });
+                *line = text;
+                prev = mac;
+            }
+        });
+        let (n, why) = broken(&path);
+        assert_eq!(n, 3);
+        assert!(why.contains("does not verify"), "{why}");
+        // A whole file forged: nothing of it verifies.
+        rewrite(&path, |l| {
+            let mut prev = GENESIS.to_owned();
+            for line in l.iter_mut() {
+                let (text, mac) = forged(line, &prev, &attacker, |_| {});
+                *line = text;
+                prev = mac;
+            }
+        });
+        let (n, why) = broken(&path);
+        assert_eq!(n, 1);
+        assert!(why.contains("no line of the file verifies"), "{why}");
+        // A line without a mac is no line of the chain.
+        rewrite(&path, |l| l[0] = r#"{"seq":1,"prev":"00"}"#.into());
+        assert!(broken(&path).1.contains("not a line of a keyed audit chain"));
     }
 
     #[test]
@@ -697,7 +1158,7 @@ mod tests {
         std::fs::write(&path, &text[..text.len() - 10]).unwrap();
         let (n, why) = broken(&path);
         assert_eq!(n, 3);
-        assert!(why.contains("truncated"), "{why}");
+        assert!(why.contains("has no line end"), "{why}");
     }
 
     #[test]
@@ -705,39 +1166,165 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = chain(dir.path(), 2);
         // A second writer on the same file (a restart) goes on from its last line.
-        let log = AuditLog::open(&path, false);
+        let log = AuditLog::open(&path, key(), false);
         log.append(Map::new()).unwrap();
-        assert_eq!(verify_file(&path).unwrap().broken, None);
+        assert_eq!(verify_file(&path, &key()).unwrap().broken, None);
         let old = dir.path().join("audit.jsonl.1");
         std::fs::rename(&path, &old).unwrap();
         log.append(Map::new()).unwrap();
         log.append(Map::new()).unwrap();
-        let new = verify_file(&path).unwrap();
+        let new = verify_file(&path, &key()).unwrap();
         assert_eq!(new.broken, None);
-        let first_line: Value =
-            serde_json::from_str(std::fs::read_to_string(&path).unwrap().lines().next().unwrap()).unwrap();
+        let first_line: Value = serde_json::from_str(&lines_of(&path)[0]).unwrap();
         assert_eq!(first_line["continues"], first_line["prev"]);
-        let (report, ok) = verify(&[old.clone(), path.clone()]);
+        let (report, ok) = verify(&[old.clone(), path.clone()], &key());
         assert!(ok, "{report}");
-        let (report, ok) = verify(&[path, old]);
+        let (report, ok) = verify(&[path.clone(), old], &key());
         assert!(!ok && report.contains("does not continue"), "{report}");
+        // Truncated in place (copytruncate): the chain goes on in the same file.
+        let copy = dir.path().join("audit.jsonl.2");
+        std::fs::copy(&path, &copy).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+        log.append(Map::new()).unwrap();
+        let (report, ok) = verify(&[copy, path], &key());
+        assert!(ok, "{report}");
     }
 
     #[test]
-    fn long_last_lines_are_read_from_the_end() {
+    fn a_restart_does_not_adopt_a_last_line_that_does_not_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = chain(dir.path(), 3);
+        rewrite(&path, |l| l[2] = l[2].replace("t2", "tX"));
+        let log = AuditLog::open(&path, key(), false);
+        let why = log.append(Map::new()).unwrap_err();
+        assert!(
+            why.contains("does not verify with AUDIT_KEY_FILE") && why.contains("move it aside"),
+            "{why}"
+        );
+        assert!(log.ready().is_err(), "calls are refused before they run");
+        assert_eq!(lines_of(&path).len(), 3, "nothing was added");
+        // Another key: the same.
+        let other = tempfile::tempdir().unwrap();
+        let path = chain(other.path(), 1);
+        assert!(AuditLog::open(&path, key_of(8), false).append(Map::new()).is_err());
+        // Moved aside, the server writes on in a new file.
+        std::fs::rename(&path, path.with_extension("old")).unwrap();
+        let log = AuditLog::open(&path, key_of(8), false);
+        log.append(Map::new()).unwrap();
+    }
+
+    #[test]
+    fn a_file_replaced_under_the_running_server_is_not_continued() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = chain(dir.path(), 1);
+        let log = AuditLog::open(&path, key(), false);
+        log.append(body(1)).unwrap();
+        let kept = std::fs::read_to_string(&path).unwrap();
+        log.append(body(2)).unwrap();
+        // The file replaced by an older copy of itself (its last line cut off), another inode.
+        let copy = dir.path().join("copy");
+        std::fs::write(&copy, &kept).unwrap();
+        std::fs::rename(&copy, &path).unwrap();
+        let why = log.append(body(3)).unwrap_err();
+        assert!(why.contains("changed under the running server") && why.contains("seq 2"), "{why}");
+        assert!(log.ready().is_err(), "calls are refused before they run");
+        // Shortened in place, the same inode: the same.
+        std::fs::remove_file(&path).unwrap();
+        log.append(body(3)).unwrap();
+        log.append(body(4)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first_len = text.find('\n').unwrap() + 1;
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(first_len as u64).unwrap();
+        assert!(log.append(body(5)).unwrap_err().contains("changed under the running server"));
+        // Put back as it was, it is continued.
+        std::fs::write(&path, &text).unwrap();
+        log.append(body(5)).unwrap();
+        assert_eq!(verify_file(&path, &key()).unwrap().broken, None);
+    }
+
+    #[test]
+    fn a_torn_write_is_cut_back_and_recorded_in_the_next_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = chain(dir.path(), 2);
+        let log = AuditLog::open(&path, key(), false);
+        log.append(body(2)).unwrap();
+        let whole = std::fs::metadata(&path).unwrap().len();
+        // A line cut short, as a full disk leaves it.
+        let torn = br#"{"seq":4,"time":"2026-"#;
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(torn).unwrap();
+        assert!(broken(&path).1.contains("has no line end"));
+        log.append(body(3)).unwrap();
+        let report = verify_file(&path, &key()).unwrap();
+        assert_eq!(report.broken, None);
+        assert_eq!(report.lines, 4);
+        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+        assert!(
+            report.notes[0].contains(&format!("line 4 records {} bytes", torn.len())),
+            "{:?}",
+            report.notes
+        );
+        let last: Value = serde_json::from_str(lines_of(&path).last().unwrap()).unwrap();
+        assert_eq!(last["cut_bytes"], torn.len());
+        assert!(std::fs::metadata(&path).unwrap().len() > whole);
+        // At a restart too: the torn tail follows a line that verifies.
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(torn).unwrap();
+        let log = AuditLog::open(&path, key(), false);
+        log.append(body(4)).unwrap();
+        assert_eq!(verify_file(&path, &key()).unwrap().broken, None);
+        // A torn first line in a file this process began is its own, too.
+        let fresh = dir.path().join("fresh.jsonl");
+        let log = AuditLog::open(&fresh, key(), false);
+        std::fs::write(&fresh, torn).unwrap();
+        log.append(body(0)).unwrap();
+        let r = verify_file(&fresh, &key()).unwrap();
+        assert_eq!((r.broken, r.lines, r.notes.len()), (None, 1, 1));
+        // But not bytes without a whole line that no process here wrote.
+        let other = dir.path().join("other.jsonl");
+        std::fs::write(&other, torn).unwrap();
+        let why = AuditLog::open(&other, key(), false).append(body(0)).unwrap_err();
+        assert!(why.contains("no whole line"), "{why}");
+    }
+
+    #[test]
+    fn a_closed_log_writes_nothing_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = chain(dir.path(), 1);
+        let log = AuditLog::open(&path, key(), false);
+        log.close();
+        assert!(log.append(Map::new()).unwrap_err().contains("shutting down"));
+        assert!(log.ready().is_err());
+        assert_eq!(lines_of(&path).len(), 1);
+    }
+
+    #[test]
+    fn the_tail_is_read_from_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a");
         let long = "x".repeat(10_000);
-        std::fs::write(&path, format!("first\n{long}\n")).unwrap();
-        let mut f = File::open(&path).unwrap();
-        assert_eq!(last_line(&mut f).unwrap().unwrap(), Ok(long.clone().into_bytes()));
-        std::fs::write(&path, &long).unwrap();
-        let mut f = File::open(&path).unwrap();
-        assert_eq!(last_line(&mut f).unwrap().unwrap(), Ok(long.into_bytes()));
-        // A "line" longer than any audit line is not read whole, and is not an audit line.
-        std::fs::write(&path, format!("first\n{}", "y".repeat(3 << 20))).unwrap();
-        let mut f = File::open(&path).unwrap();
-        assert_eq!(last_line(&mut f).unwrap().unwrap(), Err(TooLong));
+        let tail = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            read_tail(&mut File::open(&path).unwrap()).unwrap()
+        };
+        let len = |t: &str| t.len() as u64;
+        let text = format!("first\n{long}\n");
+        assert_eq!(
+            tail(&text),
+            Ok(Tail { len: len(&text), whole: Some(long.clone().into_bytes()), partial: 0 })
+        );
+        let text = format!("{long}\n");
+        assert_eq!(
+            tail(&text),
+            Ok(Tail { len: len(&text), whole: Some(long.clone().into_bytes()), partial: 0 })
+        );
+        let text = format!("first\n{long}\ntorn");
+        assert_eq!(
+            tail(&text),
+            Ok(Tail { len: len(&text), whole: Some(long.clone().into_bytes()), partial: 4 })
+        );
+        assert_eq!(tail(&long), Ok(Tail { len: len(&long), whole: None, partial: len(&long) }));
+        assert_eq!(tail(""), Ok(Tail { len: 0, whole: None, partial: 0 }));
+        // A "line" longer than any audit line is not read whole.
+        assert_eq!(tail(&format!("first\n{}", "y".repeat(3 << 20))), Err(TooLong));
     }
 
     #[test]

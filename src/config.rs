@@ -74,13 +74,31 @@ pub enum Command {
 /// What `audit` does.
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Check that audit log files are complete and unedited: each file's hash chain from its
-    /// first line, and, given several files oldest first, that each continues the one
-    /// before. Exits 1 at a break, naming the line and why.
+    /// Check that audit log files are complete and unedited, with the audit key: every line's
+    /// MAC, each file's chain from its first line, and, given several files oldest first,
+    /// that each continues the one before. Exits 1 at a break, naming the line and why, 2
+    /// without a usable key.
+    ///
+    /// Lines cut from the end of the newest file leave no trace in it: compare its last seq
+    /// and mac with the head the server logged ("audit chain head").
     Verify {
+        /// The key file the server writes with (its AUDIT_KEY_FILE; also read from that
+        /// variable, or from --audit-key-file).
+        #[arg(long)]
+        key_file: Option<PathBuf>,
         /// The files, oldest first (e.g. audit.jsonl.1 audit.jsonl).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Print the args_hmac an audit line holds for these arguments (a JSON object), to match
+    /// a call you know of; needs the key like `verify`.
+    ArgsHmac {
+        /// The key file the server writes with (its AUDIT_KEY_FILE; also read from that
+        /// variable, or from --audit-key-file).
+        #[arg(long)]
+        key_file: Option<PathBuf>,
+        /// The arguments as a JSON object, or for a resource read {"uri": "…"}.
+        args: String,
     },
 }
 
@@ -323,10 +341,16 @@ pub struct CommonArgs {
     /// HTML comments: `mark` shows them in place, `strip` removes them, `off` leaves them.
     #[arg(long, env = "CONTENT_HYGIENE", value_enum, default_value = "mark", global = true)]
     pub content_hygiene: ContentHygiene,
-    /// Append one JSON line per tool call and resource read to this file, each chained to
-    /// the one before by its hash (see `audit verify`). Unset: no audit trail.
+    /// Append one JSON line per tool call and resource read to this file, each authenticated
+    /// with the key of --audit-key-file and chained to the one before (see `audit verify`).
+    /// Unset: no audit trail.
     #[arg(long, env = "AUDIT_LOG", global = true)]
     pub audit_log: Option<PathBuf>,
+    /// A file of 64 hex characters: the key of the audit trail's MACs and of args_hmac
+    /// (`openssl rand -hex 32`), readable only by the server and whoever verifies. Needed
+    /// with AUDIT_LOG; `audit verify` reads it too.
+    #[arg(long, env = "AUDIT_KEY_FILE", global = true)]
+    pub audit_key_file: Option<PathBuf>,
     /// When the audit log cannot be written, run calls anyway with a warning instead of
     /// failing them with audit_failed.
     #[arg(long, env = "AUDIT_FAIL_OPEN", global = true)]
@@ -438,6 +462,8 @@ pub struct Settings {
     pub content_hygiene: ContentHygiene,
     /// The audit trail's file; `None`: none.
     pub audit_log: Option<PathBuf>,
+    /// The key of the audit trail (`AUDIT_KEY_FILE`); always given with `audit_log`.
+    pub audit_key: Option<std::sync::Arc<secrecy::SecretBox<[u8; 32]>>>,
     /// Run calls unrecorded (with a warning) when the audit log cannot be written.
     pub audit_fail_open: bool,
     /// Calls per identity per minute; `None`: no limit.
@@ -608,6 +634,8 @@ impl Settings {
             args.oauth_key_file.as_deref(),
             args.oauth_redirect_schemes.as_deref(),
         )?;
+        let audit_log = args.audit_log.filter(|p| !p.as_os_str().is_empty());
+        let audit_key = audit_key(audit_log.is_some(), args.audit_key_file.as_deref(), oauth.as_ref())?;
         Ok(Settings {
             url,
             token,
@@ -682,7 +710,8 @@ impl Settings {
                 .map_err(|e| ConfigError(format!("SUDO_ALLOWED_USERS: {e}")))?
                 .flatten(),
             content_hygiene: args.content_hygiene,
-            audit_log: args.audit_log.filter(|p| !p.as_os_str().is_empty()),
+            audit_log,
+            audit_key,
             audit_fail_open: args.audit_fail_open,
             rate_limit_per_minute: NonZeroU32::new(args.rate_limit_per_minute),
             rate_limit_concurrent: NonZeroU32::new(args.rate_limit_concurrent),
@@ -783,7 +812,7 @@ fn oauth_settings(
         client_id: client_id.trim().to_owned(),
         client_secret: client_secret.clone(),
         public_url: parse_public_url(public_url)?,
-        key: read_key_file(key_file)?,
+        key: read_key_file(key_file, "MCP_OAUTH_KEY_FILE")?,
         redirect_schemes: redirect_schemes.map(parse_redirect_schemes).transpose()?.unwrap_or_default(),
     }))
 }
@@ -833,18 +862,52 @@ fn parse_public_url(text: &str) -> Result<String, ConfigError> {
     Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
-/// The sealing key: 64 hex characters (surrounding white space ignored). The error never
-/// shows the file's content.
-fn read_key_file(
+/// The audit key (`AUDIT_KEY_FILE`): required with `AUDIT_LOG`, since a chain without a key
+/// can be rewritten by anyone who can write the file; never the sealing key (one key, one
+/// use).
+fn audit_key(
+    audit_log: bool,
+    key_file: Option<&std::path::Path>,
+    oauth: Option<&OAuthSettings>,
+) -> Result<Option<std::sync::Arc<secrecy::SecretBox<[u8; 32]>>>, ConfigError> {
+    let Some(path) = key_file.filter(|p| !p.as_os_str().is_empty()) else {
+        if audit_log {
+            return Err(ConfigError(
+                "AUDIT_LOG (--audit-log) needs AUDIT_KEY_FILE (--audit-key-file): the audit trail is keyed so that nobody without the key can rewrite it unnoticed; create a key with `openssl rand -hex 32 > /etc/aegis/audit.key`, readable only by the server, and set AUDIT_KEY_FILE to that file".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let key = read_audit_key(path)?;
+    if oauth.is_some_and(|o| o.key.expose_secret() == key.expose_secret()) {
+        return Err(ConfigError(
+            "AUDIT_KEY_FILE (--audit-key-file) and MCP_OAUTH_KEY_FILE (--oauth-key-file) hold the same key: give the audit trail a key of its own (`openssl rand -hex 32`)".into(),
+        ));
+    }
+    Ok(Some(key))
+}
+
+/// The audit key from its file (`AUDIT_KEY_FILE`, or `audit verify --key-file`).
+pub fn read_audit_key(
     path: &std::path::Path,
 ) -> Result<std::sync::Arc<secrecy::SecretBox<[u8; 32]>>, ConfigError> {
-    let text = secrecy::SecretString::from(std::fs::read_to_string(path).map_err(|e| {
-        ConfigError(format!("cannot read MCP_OAUTH_KEY_FILE {}: {}", path.display(), e.kind()))
-    })?);
+    read_key_file(path, "AUDIT_KEY_FILE")
+}
+
+/// A key file of the setting `name`: 64 hex characters (surrounding white space ignored).
+/// The error never shows the file's content.
+fn read_key_file(
+    path: &std::path::Path,
+    name: &str,
+) -> Result<std::sync::Arc<secrecy::SecretBox<[u8; 32]>>, ConfigError> {
+    let text = secrecy::SecretString::from(
+        std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read {name} {}: {}", path.display(), e.kind())))?,
+    );
     let hex = text.expose_secret().trim().as_bytes();
     let wrong = || {
         ConfigError(format!(
-            "MCP_OAUTH_KEY_FILE {} must hold 64 hex characters (32 random bytes); create it with `openssl rand -hex 32 > {}`",
+            "{name} {} must hold 64 hex characters (32 random bytes); create it with `openssl rand -hex 32 > {}`",
             path.display(),
             path.display()
         ))
@@ -1131,5 +1194,49 @@ mod tests {
         assert!(!resolve(&["--transport", "http"]).unwrap().stateless);
         let e = resolve(&["--transport", "sse", "--stateless"]).unwrap_err().0;
         assert!(e.contains("MCP_STATELESS") && e.contains("--transport http"), "{e}");
+    }
+
+    #[test]
+    fn an_audit_log_needs_a_key_of_its_own_and_a_bad_key_is_never_echoed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let log = log.to_str().unwrap();
+        let key = dir.path().join("audit.key");
+        std::fs::write(&key, format!("{}\n", "ab".repeat(32))).unwrap();
+        let key = key.to_str().unwrap();
+        let resolve = |extra: &[&str]| {
+            let mut v = vec!["--url", "https://g.example"];
+            v.extend_from_slice(extra);
+            Settings::resolve(args(&v), &|_| None)
+        };
+        let e = resolve(&["--audit-log", log]).unwrap_err().0;
+        assert!(
+            e.contains("AUDIT_LOG") && e.contains("AUDIT_KEY_FILE") && e.contains("openssl rand -hex 32"),
+            "{e}"
+        );
+        let s = resolve(&["--audit-log", log, "--audit-key-file", key]).unwrap();
+        assert_eq!(s.audit_key.map(|k| *k.expose_secret()), Some([0xab; 32]));
+        assert!(
+            !format!("{:?}", resolve(&["--audit-log", log, "--audit-key-file", key]).unwrap())
+                .contains("abab")
+        );
+        // The sealing key is not the audit key.
+        let sign_in = [
+            "--oauth-client-id",
+            "id",
+            "--oauth-client-secret",
+            "s",
+            "--public-url",
+            "https://mcp.example",
+            "--oauth-key-file",
+            key,
+        ];
+        let e =
+            resolve(&[&sign_in[..], &["--audit-log", log, "--audit-key-file", key]].concat()).unwrap_err().0;
+        assert!(e.contains("same key"), "{e}");
+        let bad = dir.path().join("bad.key");
+        std::fs::write(&bad, "not-hex-SECRETVALUE").unwrap();
+        let e = resolve(&["--audit-log", log, "--audit-key-file", bad.to_str().unwrap()]).unwrap_err().0;
+        assert!(e.contains("AUDIT_KEY_FILE") && e.contains("64 hex") && !e.contains("SECRETVALUE"), "{e}");
     }
 }

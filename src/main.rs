@@ -1,5 +1,6 @@
-//! `aegis-gitea-mcp`: serve | tools | call | doctor | audit verify | ready. Exit codes: 0 ok, 1 an error result or
-//! a problem found by `doctor`, 2 bad settings or usage. Nothing else lives here.
+//! `aegis-gitea-mcp`: serve | tools | call | doctor | audit verify | audit args-hmac | ready. Exit codes: 0 ok,
+//! 1 an error result or a problem found by `doctor` or `audit verify`, 2 bad settings or usage. Nothing else
+//! lives here. The audit log is closed (its head logged) when `serve` or `call` ends.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,11 +16,9 @@ use aegis_gitea_mcp::{audit, call, catalog, doctor, transport};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Needs no settings and no forge: only the files.
-    if let Some(Command::Audit { action: AuditCommand::Verify { files } }) = &cli.command {
-        let (report, ok) = audit::verify(files);
-        print!("{report}");
-        return if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    // Needs no settings and no forge: only the files and the key.
+    if let Some(Command::Audit { action }) = &cli.command {
+        return audit_command(action, cli.common.audit_key_file.as_deref());
     }
     // Needs no forge either: only the address of a running server.
     if let Some(Command::Ready) = &cli.command {
@@ -67,6 +66,16 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let code = serve_or_call(command, &server).await;
+    // The head of the audit chain goes to the log, and nothing is written after it.
+    if let Some(log) = &server.audit {
+        log.close();
+    }
+    code
+}
+
+/// `serve` or `call` on a started server.
+async fn serve_or_call(command: Command, server: &Arc<Server>) -> ExitCode {
     tracing::info!(
         flavor = server.catalog.flavor.as_str(),
         version = %server.catalog.version.text,
@@ -83,7 +92,7 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                     );
                 }
                 // Over stdio only a listener of its own serves /metrics (METRICS_LISTEN=address).
-                if let Err(e) = transport::metrics::serve_own(&server).await {
+                if let Err(e) = transport::metrics::serve_own(server).await {
                     eprintln!("aegis-gitea-mcp: {e}");
                     return ExitCode::from(2);
                 }
@@ -97,7 +106,7 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                     }
                 }
             }
-            other => match transport::http::serve(server, other).await {
+            other => match transport::http::serve(server.clone(), other).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("aegis-gitea-mcp: {e}");
@@ -120,8 +129,7 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
                 }
             };
             let origin = audit::Origin { transport: "cli", client: None };
-            let result = call::recorded(&server, origin, &tool, Some(args), |args, mut trace| {
-                let server = &server;
+            let result = call::recorded(server, origin, &tool, Some(args), |args, mut trace| {
                 let tool = &tool;
                 async move {
                     let caller = aegis_gitea_mcp::identity::Caller::Global;
@@ -148,6 +156,44 @@ async fn run(command: Command, settings: Settings) -> ExitCode {
         Command::Doctor | Command::Tools { .. } | Command::Audit { .. } | Command::Ready => {
             unreachable!("handled above")
         }
+    }
+}
+
+/// `audit verify` and `audit args-hmac`, with the key of `--key-file` or else of
+/// `AUDIT_KEY_FILE` (`--audit-key-file`): exit 2 without one.
+fn audit_command(action: &AuditCommand, common_key: Option<&std::path::Path>) -> ExitCode {
+    let (AuditCommand::Verify { key_file, .. } | AuditCommand::ArgsHmac { key_file, .. }) = action;
+    let Some(path) = key_file.as_deref().or(common_key) else {
+        eprintln!(
+            "aegis-gitea-mcp: the audit trail is keyed: pass the server's key with --key-file FILE (or set AUDIT_KEY_FILE)"
+        );
+        return ExitCode::from(2);
+    };
+    let key = match aegis_gitea_mcp::config::read_audit_key(path) {
+        Ok(k) => audit::AuditKey::new(&k),
+        Err(e) => {
+            eprintln!("aegis-gitea-mcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match action {
+        AuditCommand::Verify { files, .. } => {
+            let (report, ok) = audit::verify(files, &key);
+            print!("{report}");
+            if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+        AuditCommand::ArgsHmac { args, .. } => match serde_json::from_str::<serde_json::Value>(args) {
+            Ok(serde_json::Value::Object(m)) => {
+                println!("{}", key.args_hmac(&m));
+                ExitCode::SUCCESS
+            }
+            _ => {
+                eprintln!(
+                    "aegis-gitea-mcp: the arguments must be a JSON object, e.g. '{{\"owner\":\"alice\",\"repo\":\"demo\"}}'"
+                );
+                ExitCode::from(2)
+            }
+        },
     }
 }
 
@@ -181,7 +227,8 @@ fn init_logging(filter: &str, settings: &Settings) {
     let cap = log::third_party_cap(filter);
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let writer = log::RedactingStderr::new(Redactor::new(configured_secrets(settings)), Masker::shared());
+    // Log lines are short: the automaton cheapest to build does, and start-up pays no more.
+    let writer = log::RedactingStderr::new(Redactor::once(configured_secrets(settings)), Masker::shared());
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

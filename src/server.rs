@@ -91,8 +91,19 @@ impl Server {
         let mcp_path =
             if settings.transport == crate::config::TransportChoice::Sse { "/sse" } else { "/mcp" };
         let oauth = settings.oauth.as_ref().map(|o| Arc::new(crate::oauth::OAuth::new(o, mcp_path)));
-        let audit =
-            settings.audit_log.as_deref().map(|p| crate::audit::AuditLog::open(p, settings.audit_fail_open));
+        let audit = match (&settings.audit_log, &settings.audit_key) {
+            (None, _) => None,
+            (Some(path), Some(key)) => Some(crate::audit::AuditLog::open(
+                path,
+                crate::audit::AuditKey::new(key),
+                settings.audit_fail_open,
+            )),
+            (Some(_), None) => {
+                return Err(StartError(
+                    "AUDIT_LOG (--audit-log) needs AUDIT_KEY_FILE (--audit-key-file)".into(),
+                ));
+            }
+        };
         let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits());
         let new_tokens = crate::limits::NewTokens::new(settings.new_tokens_per_minute, metrics.rate_limits());
         let mut policy = Policy::from_settings(&settings);

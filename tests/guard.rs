@@ -83,6 +83,65 @@ async fn known_secrets_inside_base64_file_content_are_redacted_or_withheld() {
     h.stop().await;
 }
 
+/// Every byte percent-encoded, with upper- or lower-case hex.
+fn percent(secret: &str, upper: bool) -> String {
+    secret.bytes().map(|b| if upper { format!("%{b:02X}") } else { format!("%{b:02x}") }).collect()
+}
+
+/// `secret` after `pad` in a base64 stream (standard or URL-safe alphabet), and the
+/// characters of that stream which carry the secret's bytes alone.
+fn in_base64(secret: &str, pad: &str, url_safe: bool) -> (String, String) {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+    let stream = format!("{pad}{secret}!");
+    let encoded = if url_safe { URL_SAFE.encode(&stream) } else { STANDARD.encode(&stream) };
+    let (from, to) = ((8 * pad.len()).div_ceil(6), 8 * (pad.len() + secret.len()) / 6);
+    let inner = encoded[from..to].to_owned();
+    (encoded, inner)
+}
+
+/// A known secret leaves a forge in other spellings too: in a webhook's URL, percent-encoded
+/// byte by byte; in a header dump or a configuration blob, base64-encoded at any alignment.
+/// Each is redacted, outside file content as inside it, in every detection mode.
+#[tokio::test]
+async fn known_secrets_percent_encoded_or_base64_encoded_anywhere_are_redacted() {
+    for mode in ["off", "mask"] {
+        let (setup, _dir) = secrets_setup(mode);
+        let h = Harness::start(setup).await;
+        for secret in [ALICE_TOKEN, EXTRA, FILE_SECRET, BEARER, OAUTH] {
+            let mut blobs = Vec::new();
+            let mut inner = Vec::new();
+            for (i, pad) in ["", "x", "xy"].iter().enumerate() {
+                let (encoded, core) = in_base64(secret, pad, i % 2 == 1);
+                blobs.push(encoded);
+                inner.push(core);
+            }
+            let body = json!({
+                "id": 7,
+                "config": {"url": format!("https://ci.example/hook?token={}&key={}", percent(secret, true), percent(secret, false))},
+                "headers": blobs,
+            });
+            h.forge.script(echo("/api/v1/repos/o/r/hooks/7", body));
+            let c = h.call("repoGetHook", json!({"owner": "o", "repo": "r", "id": 7})).await;
+            assert_envelope(&c);
+            assert_eq!(
+                c.data()["config"]["url"],
+                "https://ci.example/hook?token=[REDACTED]&key=[REDACTED]",
+                "{mode}: {}",
+                c.text
+            );
+            for (i, spelled) in inner.iter().enumerate() {
+                let got = c.data()["headers"][i].as_str().unwrap();
+                assert!(
+                    !got.contains(spelled.as_str()) && got.contains("[REDACTED]"),
+                    "{mode}: {spelled} in {got}"
+                );
+            }
+        }
+        h.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn body_secret_fields_echoed_by_the_forge_are_redacted_from_that_call() {
     let h = Harness::start(Setup::gitea().env("SECRET_DETECTION_MODE", "off")).await;

@@ -1,5 +1,5 @@
 //! SIGTERM over HTTP: no new work is accepted, the call in flight finishes and is answered,
-//! then the process exits cleanly.
+//! then the process exits cleanly, logging the head of its audit chain last.
 
 mod support;
 
@@ -31,7 +31,15 @@ async fn sigterm_drains_the_call_in_flight_and_exits() {
         "/api/v1/repos/alice/slow",
         ScriptedResponse::json(200, &json!({"name": "slow"})).with_delay(Duration::from_millis(1500)),
     ));
-    let mut server = HttpServer::spawn(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let key = support::write_audit_key(&dir.path().join("audit.key"));
+    let env = [
+        ("GITEA_TOKEN", ALICE_TOKEN),
+        ("AUDIT_LOG", log.to_str().unwrap()),
+        ("AUDIT_KEY_FILE", key.to_str().unwrap()),
+    ];
+    let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
     let url = server.endpoint.clone();
     let client = reqwest::Client::new();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -68,4 +76,9 @@ async fn sigterm_drains_the_call_in_flight_and_exits() {
     assert!(status.success(), "{status:?}");
     let text = server.stderr();
     assert!(text.contains("shutting down"), "{text}");
+    // The drained call's line is the last: the head logged at shutdown names it.
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let head = format!("seq=1 mac={}", lines.last().unwrap()["mac"].as_str().unwrap());
+    assert!(text.lines().any(|l| l.contains("audit chain head at shutdown") && l.contains(&head)), "{text}");
 }

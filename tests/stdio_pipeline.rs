@@ -772,19 +772,16 @@ fn audit_lines(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-/// `aegis-gitea-mcp audit verify FILE...`: exit success and stdout.
+/// `audit verify --key-file KEY FILE...` with the key `Setup::audit` wrote beside `files[0]`.
 fn audit_verify(files: &[&std::path::Path]) -> (bool, String) {
-    let out =
-        std::process::Command::new(support::bin()).args(["audit", "verify"]).args(files).output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    support::audit_verify(&files[0].with_file_name("audit.key"), files)
 }
 
 #[tokio::test]
 async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_secrets() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
-    let log_s = log.to_str().unwrap();
-    let setup = Setup::gitea().env("AUDIT_LOG", log_s).env("DISABLED_TOOLS", "repoDelete");
+    let setup = Setup::gitea().audit(&log).env("DISABLED_TOOLS", "repoDelete");
     let h = Harness::start(setup).await;
     let json_ct = [("content-type", "application/json")];
     h.forge.script(script(
@@ -830,8 +827,9 @@ async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_s
             "status",
             "duration_ms",
             "bytes",
-            "args_sha256",
-            "prev"
+            "args_hmac",
+            "prev",
+            "mac"
         ]
     );
     assert_eq!(first["transport"], "stdio");
@@ -858,7 +856,7 @@ async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_s
     assert!(ok, "{report}");
 
     // A second server on the same file continues the chain.
-    let h = Harness::start(Setup::gitea().env("AUDIT_LOG", log_s)).await;
+    let h = Harness::start(Setup::gitea().audit(&log)).await;
     h.forge.seed_repo("alice", "demo");
     assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
     h.stop().await;
@@ -876,7 +874,7 @@ async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_s
         .collect();
     let tampered = dir.path().join("tampered.jsonl");
     for (change, expect) in [
-        (0, "line 4: line 3 was edited"),
+        (0, "line 3: line 3 does not verify with this key"),
         (1, "line 3: 1 line(s) deleted between line 2 and line 3"),
         (2, "line 3: line 3 is out of order"),
     ] {
@@ -895,17 +893,243 @@ async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_s
 #[tokio::test]
 async fn an_unwritable_audit_log_fails_calls_closed_unless_fail_open() {
     let dir = tempfile::tempdir().unwrap();
+    let key = support::write_audit_key(&dir.path().join("audit.key"));
+    let unwritable = || {
+        Setup::gitea()
+            .env("AUDIT_LOG", dir.path().to_str().unwrap())
+            .env("AUDIT_KEY_FILE", key.to_str().unwrap())
+    };
     // A directory cannot be appended to.
-    let h = Harness::start(Setup::gitea().env("AUDIT_LOG", dir.path().to_str().unwrap())).await;
+    let h = Harness::start(unwritable()).await;
     h.forge.seed_repo("alice", "demo");
     let c = h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
     assert_eq!(c.kind(), "audit_failed", "{}", c.text);
     assert!(h.tool_requests().is_empty(), "nothing was sent unrecorded");
     h.stop().await;
-    let setup = Setup::gitea().env("AUDIT_LOG", dir.path().to_str().unwrap()).env("AUDIT_FAIL_OPEN", "true");
-    let h = Harness::start(setup).await;
+    let h = Harness::start(unwritable().env("AUDIT_FAIL_OPEN", "true")).await;
     h.forge.seed_repo("alice", "demo");
     assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
     assert!(h.stderr().contains("AUDIT_FAIL_OPEN"), "{}", h.stderr());
     h.stop().await;
+}
+
+/// The `mac` of an audit line.
+fn mac_of(line: &Value) -> String {
+    line["mac"].as_str().unwrap().to_owned()
+}
+
+/// The chain is keyed (`AUDIT_KEY_FILE`): `audit verify` needs the key, and finds a last line
+/// edited and a chain written without the key (here: with another one) — which the old hash
+/// chain let pass — and a restart does not continue a file whose last line does not verify.
+/// The head of the chain is logged at start and at shutdown.
+#[tokio::test]
+async fn the_chain_is_keyed_so_an_edited_last_line_or_a_forged_chain_fails_and_is_not_continued() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let key = log.with_file_name("audit.key");
+    let demo = json!({"owner": "alice", "repo": "demo"});
+    let h = Harness::start(Setup::gitea().audit(&log)).await;
+    h.forge.seed_repo("alice", "demo");
+    assert!(!h.call("repoGet", demo.clone()).await.is_error);
+    assert!(!h.call("repoGet", demo.clone()).await.is_error);
+    let stderr = h.stop_with_stderr().await;
+    let lines = audit_lines(&log);
+    let head = format!("seq=2 mac={}", mac_of(&lines[1]));
+    assert!(stderr.contains("audit chain head at start: no line yet"), "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.contains("audit chain head at shutdown") && l.contains(&head)),
+        "{stderr}"
+    );
+    let (ok, report) = audit_verify(&[&log]);
+    assert!(ok && report.contains(&format!("last seq 2 mac {}", mac_of(&lines[1]))), "{report}");
+    assert!(!stderr.contains(support::AUDIT_KEY_HEX), "the key is never logged");
+
+    // Without the key nothing is verified.
+    let out =
+        std::process::Command::new(support::bin()).args(["audit", "verify"]).arg(&log).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--key-file"), "{out:?}");
+
+    // A chain written with another key — all a forger without this one can make.
+    let forged_dir = tempfile::tempdir().unwrap();
+    let forged = forged_dir.path().join("audit.jsonl");
+    let other_key = forged_dir.path().join("audit.key");
+    let setup = Setup::gitea()
+        .env("AUDIT_LOG", forged.to_str().unwrap())
+        .env("AUDIT_KEY_FILE", other_key.to_str().unwrap());
+    std::fs::write(&other_key, "ab".repeat(32)).unwrap();
+    let h = Harness::start(setup).await;
+    h.forge.seed_repo("alice", "demo");
+    assert!(!h.call("repoGet", demo.clone()).await.is_error);
+    h.stop().await;
+    let (ok, report) = support::audit_verify(&key, &[&forged]);
+    assert!(
+        !ok && report.contains("BROKEN at line 1") && report.contains("no line of the file verifies"),
+        "{report}"
+    );
+
+    // The last line edited: it authenticates itself, so this is found too.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let at = text.rfind("\"status\":200").unwrap();
+    let edited = format!("{}\"status\":201{}", &text[..at], &text[at + "\"status\":200".len()..]);
+    std::fs::write(&log, &edited).unwrap();
+    let (ok, report) = audit_verify(&[&log]);
+    assert!(!ok && report.contains("BROKEN at line 2: line 2 does not verify with this key"), "{report}");
+
+    // A restart does not continue it: calls fail before they run, saying what to do.
+    let h = Harness::start(Setup::gitea().audit(&log)).await;
+    h.forge.seed_repo("alice", "demo");
+    let c = h.call("repoGet", demo).await;
+    assert_eq!(c.kind(), "audit_failed", "{}", c.text);
+    let message = c.json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("does not verify with AUDIT_KEY_FILE") && message.contains("move it aside"),
+        "{message}"
+    );
+    assert!(h.tool_requests().is_empty(), "nothing was sent unrecorded");
+    h.stop().await;
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), edited, "nothing was added to the file");
+}
+
+/// While the server runs, the file must end in the last line it wrote: one replaced (here by
+/// a copy without its last line) or shortened is not continued; moved aside, an empty file
+/// continues the chain, and logrotate's rename-and-create and copytruncate keep working, the
+/// head logged at each rotation.
+#[tokio::test]
+async fn a_file_replaced_under_the_running_server_is_refused_and_rotations_continue_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let demo = json!({"owner": "alice", "repo": "demo"});
+    let h = Harness::start(Setup::gitea().audit(&log)).await;
+    h.forge.seed_repo("alice", "demo");
+    for _ in 0..2 {
+        assert!(!h.call("repoGet", demo.clone()).await.is_error);
+    }
+    let whole = std::fs::read_to_string(&log).unwrap();
+    let first_line = format!("{}\n", whole.lines().next().unwrap());
+    let copy = dir.path().join("copy");
+    std::fs::write(&copy, &first_line).unwrap();
+    std::fs::rename(&copy, &log).unwrap();
+    h.forge.clear_requests();
+    let c = h.call("repoGet", demo.clone()).await;
+    assert_eq!(c.kind(), "audit_failed", "{}", c.text);
+    assert!(c.text.contains("changed under the running server"), "{}", c.text);
+    assert!(h.tool_requests().is_empty(), "refused before it ran");
+    assert!(
+        h.stderr().contains(&format!("mac={}", mac_of(&audit_lines_of(&whole)[1]))),
+        "the head is logged"
+    );
+
+    // Put back, it goes on; rotated by rename-and-create, a new file continues the chain.
+    std::fs::write(&copy, &whole).unwrap();
+    std::fs::rename(&copy, &log).unwrap();
+    assert!(!h.call("repoGet", demo.clone()).await.is_error);
+    let rotated = dir.path().join("audit.jsonl.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    std::fs::write(&log, "").unwrap();
+    assert!(!h.call("repoGet", demo.clone()).await.is_error);
+    // copytruncate: copied away, then emptied in place.
+    let copied = dir.path().join("audit.jsonl.2");
+    std::fs::copy(&log, &copied).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&log).unwrap().set_len(0).unwrap();
+    assert!(!h.call("repoGet", demo.clone()).await.is_error);
+    let stderr = h.stop_with_stderr().await;
+    assert_eq!(stderr.matches("audit chain head at rotation").count(), 2, "{stderr}");
+    let (ok, report) = audit_verify(&[&rotated, &copied, &log]);
+    assert!(ok, "{report}");
+    let last = audit_lines(&log);
+    assert_eq!((last.len(), &last[0]["seq"]), (1, &json!(5)), "{report}");
+    assert_eq!(last[0]["continues"], last[0]["prev"]);
+}
+
+fn audit_lines_of(text: &str) -> Vec<Value> {
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A full disk cuts a line short. Here the write really fails: the server runs with a file-size
+/// limit just above its audit log (`RLIMIT_FSIZE`, SIGXFSZ ignored so the write returns an
+/// error). While it lasts calls fail closed; once the limit is lifted the torn tail is cut
+/// back, the next line says how many bytes went, and the file verifies — a transient failure,
+/// not an outage.
+#[tokio::test]
+async fn a_write_cut_short_by_a_full_disk_is_repaired_once_space_returns() {
+    #[cfg(target_os = "linux")]
+    full_disk_then_space().await;
+    #[cfg(not(target_os = "linux"))]
+    eprintln!(
+        "SKIPPED: this system has no prlimit(2) to cut a write short; the torn tail is covered by the unit tests of src/audit.rs"
+    );
+}
+
+#[cfg(target_os = "linux")]
+async fn full_disk_then_space() {
+    use rlimit::Resource;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let demo = json!({"owner": "alice", "repo": "demo"});
+    let mut setup = Setup::gitea().audit(&log);
+    setup.shell = Some("trap '' XFSZ".into());
+    let h = Harness::start(setup).await;
+    h.forge.seed_repo("alice", "demo");
+    assert!(!h.call("repoGet", demo.clone()).await.is_error);
+    let pid = h.pid.expect("the server's pid") as i32;
+    let (mut soft, mut hard) = (0, 0);
+    rlimit::prlimit(pid, Resource::FSIZE, None, Some((&mut soft, &mut hard))).unwrap();
+    let room = 40;
+    let full = std::fs::metadata(&log).unwrap().len() + room;
+    if let Err(e) = rlimit::prlimit(pid, Resource::FSIZE, Some((full, hard)), None) {
+        eprintln!(
+            "SKIPPED: cannot limit the server's file size with prlimit ({e}); the torn tail is covered by the unit tests of src/audit.rs"
+        );
+        h.stop().await;
+        return;
+    }
+    // Full: the line is cut short after `room` bytes; the call fails, and so does the next.
+    for _ in 0..2 {
+        let c = h.call("repoGet", demo.clone()).await;
+        assert_eq!(c.kind(), "audit_failed", "{}", c.text);
+    }
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), full, "a torn line of {room} bytes");
+    let (ok, report) = audit_verify(&[&log]);
+    assert!(!ok && report.contains("BROKEN at line 2: line 2, the last, has no line end"), "{report}");
+    // Space returns.
+    rlimit::prlimit(pid, Resource::FSIZE, Some((soft, hard)), None).unwrap();
+    assert!(!h.call("repoGet", demo).await.is_error);
+    let stderr = h.stop_with_stderr().await;
+    assert!(stderr.contains("torn write"), "{stderr}");
+    let lines = audit_lines(&log);
+    assert_eq!(lines.len(), 2);
+    // Two torn lines were cut: the second call's and the third's first try.
+    assert_eq!(lines[1]["cut_bytes"], 2 * room, "{:?}", lines[1]);
+    let (ok, report) = audit_verify(&[&log]);
+    assert!(ok && report.contains(&format!("line 2 records {} bytes of a torn write", 2 * room)), "{report}");
+}
+
+/// `args_hmac` is keyed: the SHA-256 of the arguments, which a dictionary of four words
+/// recovered a password from, is not in the file, and `audit args-hmac` with the key matches
+/// a call one knows of.
+#[tokio::test]
+async fn arguments_appear_only_as_a_keyed_hmac() {
+    use sha2::Digest;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let h = Harness::start(Setup::gitea().audit(&log)).await;
+    let args =
+        json!({"username": "bob", "body": {"login_name": "bob", "password": "hunter2", "source_id": 0}});
+    let _ = h.call("adminEditUser", args.clone()).await;
+    h.stop().await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = &audit_lines(&log)[0];
+    assert!(line.get("args_sha256").is_none(), "{line}");
+    let canonical = r#"{"body":{"login_name":"bob","password":"hunter2","source_id":0},"username":"bob"}"#;
+    let plain: String = sha2::Sha256::digest(canonical).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(!text.contains(&plain) && !text.contains("hunter2"), "{text}");
+    let out = std::process::Command::new(support::bin())
+        .args(["audit", "args-hmac", "--key-file"])
+        .arg(log.with_file_name("audit.key"))
+        .arg(args.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), line["args_hmac"], "{out:?}");
 }

@@ -6,9 +6,10 @@
 //!    and counted in `hidden_content`; first, so that the steps below see the text as it
 //!    leaves (a secret split by zero-width characters is joined for them);
 //! 1. exact redaction (always on): every secret the server knows, plus the caller's token and
-//!    the secrets this call's body carried, become `[REDACTED]` in strings and keys — also
-//!    where JSON escapes spell them, and inside base64 file content (`encoded.rs`); binary
-//!    content in which one occurs is withheld (`secret_blocked`), since it cannot be redacted;
+//!    the secrets this call's body carried, become `[REDACTED]` in strings and keys — in every
+//!    spelling `spellings.rs` lists (percent-encoded, base64 at any alignment), also where
+//!    JSON escapes spell them, and inside base64 file content (`encoded.rs`); binary content
+//!    in which one occurs is withheld (`secret_blocked`), since it cannot be redacted;
 //! 2. pattern masking (`SECRET_DETECTION_MODE`): `off` skips it, `mask` shortens
 //!    credential-looking strings, `block` withholds the result as `secret_blocked`;
 //!    successful results of credential-issuing operations skip this step, and the answers
@@ -31,6 +32,7 @@ pub mod mask;
 pub mod redact;
 pub mod rules;
 pub mod secrets;
+pub mod spellings;
 mod unescape;
 
 use std::sync::Arc;
@@ -42,6 +44,7 @@ use secrecy::ExposeSecret;
 pub use bound::Bounds;
 pub use mask::Masker;
 pub use redact::Redactor;
+pub use spellings::spellings;
 
 use serde_json::Value;
 
@@ -96,8 +99,8 @@ pub const MAX_MESSAGE_CHARS: usize = 500;
 
 /// The configured secrets: global token, MCP bearer token, OAuth client secret, extra
 /// secrets, the global password with the HTTP Basic value made of it (base64 of
-/// `login:password`, which gives the password away to anyone who decodes it), and the
-/// sealing key.
+/// `login:password`, which gives the password away to anyone who decodes it), the sealing
+/// key and the audit key.
 pub fn configured_secrets(settings: &Settings) -> Vec<String> {
     let mut out: Vec<String> = [
         &settings.token,
@@ -110,9 +113,9 @@ pub fn configured_secrets(settings: &Settings) -> Vec<String> {
     .map(|s| s.expose_secret().to_owned())
     .collect();
     out.extend(settings.extra_secrets.iter().map(|s| s.expose_secret().to_owned()));
-    if let Some(oauth) = &settings.oauth {
-        // The sealing key as it is written in its file.
-        let hex: String = oauth.key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
+    for key in [settings.oauth.as_ref().map(|o| &o.key), settings.audit_key.as_ref()].into_iter().flatten() {
+        // A key as it is written in its file.
+        let hex: String = key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
         out.push(hex.to_ascii_uppercase());
         out.push(hex);
     }
@@ -133,26 +136,20 @@ pub struct Guard {
     masker: &'static Masker,
     bounds: Bounds,
     hygiene: ContentHygiene,
-    /// One case-insensitive pass over a result's text that finds everything the walks
-    /// below could act on: the configured secrets (also as JSON escapes them), the rules'
-    /// anchors and the secret field names. No hit — the common case — means no walk.
+    /// With masking on, one case-insensitive pass over a result's text for the rules'
+    /// anchors and the secret field names. The secrets, in every spelling, are found by the
+    /// call's redactor over the same text (case-sensitive, behind its literal prefilter).
+    /// No hit in either — the common case — means no walk.
     scan: Arc<LazyScan>,
     /// What the guard did, for `/metrics`.
     actions: Arc<GuardActions>,
 }
 
-/// The literals whose presence in a result's JSON text means the guard must look closer.
-fn scan_patterns(secrets: &[String], mode: DetectionMode) -> Vec<String> {
+/// The literals besides the secrets whose presence in a result's JSON text means the guard
+/// must look closer: in `mask` and `block` modes the rules' anchors and the secret field
+/// names.
+fn scan_patterns(mode: DetectionMode) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for s in secrets {
-        out.push(s.clone());
-        // Inside JSON text a secret with `"`, `\` or control characters appears escaped.
-        let escaped = serde_json::to_string(s).unwrap_or_default();
-        let escaped = escaped.trim_matches('"');
-        if escaped != s {
-            out.push(escaped.to_owned());
-        }
-    }
     if mode != DetectionMode::Off {
         out.extend(rules::RULES.iter().flat_map(|r| r.anchors.iter().map(|a| a.to_string())));
         out.extend(secrets::SECRET_FIELDS.iter().map(|k| k.to_string()));
@@ -198,7 +195,7 @@ fn scanner(patterns: &[String], kind: AhoCorasickKind) -> Option<Arc<AhoCorasick
 
 impl Guard {
     pub fn new(secrets: Vec<String>, mode: DetectionMode, bounds: Bounds) -> Guard {
-        let scan = Arc::new(LazyScan { patterns: scan_patterns(&secrets, mode), built: Default::default() });
+        let scan = Arc::new(LazyScan { patterns: scan_patterns(mode), built: Default::default() });
         Guard {
             redactor: Redactor::new(secrets),
             mode,
@@ -245,12 +242,7 @@ impl Guard {
 
     /// The guard of one call: the configured secrets plus this call's own.
     pub fn for_call(&self, call_secrets: Vec<String>) -> CallGuard {
-        let new: Vec<String> = call_secrets
-            .into_iter()
-            .filter(|s| !s.is_empty() && !self.redactor.secrets().contains(s))
-            .collect();
-        let extra_scan = scanner(&scan_patterns(&new, DetectionMode::Off), AhoCorasickKind::ContiguousNFA);
-        CallGuard { redactor: self.redactor.with(new), guard: self.clone(), extra_scan, file_bytes: false }
+        CallGuard { redactor: self.redactor.with(call_secrets), guard: self.clone(), file_bytes: false }
     }
 
     /// A failure outside any call (a request that could not become one), guarded with the
@@ -321,26 +313,14 @@ fn guard_error(redactor: &Redactor, guard: &Guard, e: CallError) -> GuardedError
     guarded
 }
 
-/// The guard of one call.
-#[derive(Clone)]
+/// The guard of one call. Its redactor spells its secrets only in its automaton, which its
+/// `Debug` does not show.
+#[derive(Clone, Debug)]
 pub struct CallGuard {
     redactor: Redactor,
     guard: Guard,
-    extra_scan: Option<Arc<AhoCorasick>>,
     /// The operation returns file bytes: its result is exact content, no hygiene.
     file_bytes: bool,
-}
-
-/// The call's own scanner spells its secrets in its states: only whether there is one.
-impl std::fmt::Debug for CallGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallGuard")
-            .field("redactor", &self.redactor)
-            .field("guard", &self.guard)
-            .field("extra_scan", &self.extra_scan.is_some())
-            .field("file_bytes", &self.file_bytes)
-            .finish()
-    }
 }
 
 impl CallGuard {
@@ -530,13 +510,15 @@ impl CallGuard {
         Ok(())
     }
 
-    /// Whether a text may hold something the walks act on: a scanner's hit, or — when there
-    /// are secrets to find — a backslash inside a string (written `\\` in JSON text), which
-    /// may begin an escape that spells one. The backslash is looked for on its own, with a
-    /// vectorised search: as a pattern of the scanners it made every scan twice as slow.
+    /// Whether a text may hold something the walks act on: a secret of this call in any
+    /// spelling (the redactor's own search), an anchor or secret field name (the scan), or —
+    /// when there are secrets to find — a backslash inside a string (written `\\` in JSON
+    /// text), which may begin an escape that spells one. The backslash is looked for on its
+    /// own, with a vectorised search: as a pattern of the scanners it made every scan twice as
+    /// slow.
     fn hit(&self, t: &str) -> bool {
-        self.guard.scan.get().is_some_and(|a| a.is_match(t))
-            || self.extra_scan.as_ref().is_some_and(|a| a.is_match(t))
+        self.redactor.occurs_in(t.as_bytes())
+            || self.guard.scan.get().is_some_and(|a| a.is_match(t))
             || (!self.redactor.secrets().is_empty() && memchr::memmem::find(t.as_bytes(), br"\\").is_some())
     }
 
@@ -650,17 +632,50 @@ mod tests {
         }
     }
 
-    /// A secret as written in a string: as is, every character JSON-escaped, or some.
+    /// A secret as written in a string: as is, every character JSON-escaped, or some; every
+    /// byte percent-encoded (upper- or lower-case hex); or base64-encoded between neighbouring
+    /// bytes that put it at each alignment, in either alphabet.
     fn spell(secret: &str, how: u8) -> String {
-        match how % 3 {
+        use base64::Engine;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+        match how % 6 {
             0 => secret.to_owned(),
             1 => secret.chars().map(|c| format!("\\u{:04x}", c as u32)).collect(),
-            _ => secret
+            2 => secret
                 .chars()
                 .enumerate()
                 .map(|(i, c)| if i % 2 == 0 { format!("\\u{:04X}", c as u32) } else { c.to_string() })
                 .collect(),
+            3 => secret.bytes().map(|b| format!("%{b:02X}")).collect(),
+            4 => secret.bytes().map(|b| format!("%{b:02x}")).collect(),
+            _ => {
+                let stream = format!("{}{secret}\u{1}", &"<?>"[..usize::from(how / 6 % 3)]);
+                if (how / 18).is_multiple_of(2) {
+                    STANDARD.encode(stream)
+                } else {
+                    URL_SAFE_NO_PAD.encode(stream)
+                }
+            }
         }
+    }
+
+    /// Every base64 reading of `s`: each run of one alphabet's characters, decoded from each of
+    /// its first four positions (a partial last group dropped), in both alphabets.
+    fn base64_readings(s: &str) -> Vec<Vec<u8>> {
+        use base64::Engine;
+        use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+        let mut out = Vec::new();
+        for (engine, extra) in [(STANDARD_NO_PAD, "+/"), (URL_SAFE_NO_PAD, "-_")] {
+            for run in s.split(|c: char| !(c.is_ascii_alphanumeric() || extra.contains(c))) {
+                for from in 0..run.len().min(4) {
+                    let body = &run[from..];
+                    if let Ok(bytes) = engine.decode(&body[..body.len() / 4 * 4]) {
+                        out.push(bytes);
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// No known secret in the text, in any spelling a reader would decode: as is, and in every
@@ -684,12 +699,13 @@ mod tests {
             }
             for s in strings {
                 let read = unescape::read(s);
-                let decoded =
-                    base64::Engine::decode(&base64::engine::general_purpose::STANDARD, s).unwrap_or_default();
+                let percent = percent_encoding::percent_decode_str(&read).decode_utf8_lossy();
+                let decoded = base64_readings(&read);
                 for secret in SECRETS {
                     prop_assert!(!read.contains(secret), "{secret} spelled in {s:?}");
+                    prop_assert!(!percent.contains(secret), "{secret} percent-encoded in {s:?}");
                     prop_assert!(
-                        !decoded.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                        !decoded.iter().any(|d| d.windows(secret.len()).any(|w| w == secret.as_bytes())),
                         "{secret} in base64 {s:?}"
                     );
                 }
@@ -909,8 +925,9 @@ mod tests {
         let printed = |configured: &str, caller: &str| {
             let g = Guard::new(vec![configured.into()], DetectionMode::Mask, bounds);
             let c = g.for_call(vec![caller.into()]);
-            // Build the lazy scanner too: an automaton's states spell its patterns.
+            // Build the lazy automata too: their states spell their patterns.
             let _ = c.guard.scan.get();
+            let _ = c.redactor.occurs_in(b"");
             format!("{c:?}")
         };
         let one = printed("Zq9Xw7Vk-configured", "Callersecret-77");
@@ -922,15 +939,20 @@ mod tests {
     }
 
     #[test]
-    fn scanners_from_long_secrets_and_of_one_call_are_nfas() {
+    fn secrets_are_found_by_the_calls_redactor_and_the_scan_holds_only_anchors() {
+        // The scan is built from the rules' anchors and field names alone, whatever the
+        // secrets (their automata, NFAs when long or of one call, are the redactor's).
         let long = "A".repeat(1 << 20);
-        let g = Guard::new(vec![long.clone()], DetectionMode::Mask, Bounds { max_items: 1, max_chars: 2000 });
-        assert_eq!(g.scan.get().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
-        let short =
-            Guard::new(vec!["tok".into()], DetectionMode::Mask, Bounds { max_items: 1, max_chars: 2000 });
-        assert_eq!(short.scan.get().unwrap().kind(), AhoCorasickKind::DFA);
-        let c = g.for_call(vec!["C".repeat(1 << 16)]);
-        assert_eq!(c.extra_scan.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
+        let bounds = Bounds { max_items: 1, max_chars: 2000 };
+        let g = Guard::new(vec![long.clone()], DetectionMode::Mask, bounds);
+        assert_eq!(g.scan.get().unwrap().kind(), AhoCorasickKind::DFA);
+        assert!(Guard::new(vec![long.clone()], DetectionMode::Off, bounds).scan.get().is_none());
+        let c = g.for_call(vec!["Ca11er-t0ken-9".into()]);
+        let percent: String = "Ca11er-t0ken-9".bytes().map(|b| format!("%{b:02x}")).collect();
+        for text in [format!("x{long}y"), "a Ca11er-t0ken-9 b".to_owned(), percent] {
+            assert!(c.hit(&text), "{}", &text[..20]);
+        }
+        assert!(!Guard::new(vec![long], DetectionMode::Off, bounds).for_call(Vec::new()).hit("plain words"));
     }
 
     #[test]
@@ -940,7 +962,7 @@ mod tests {
         let text = s.to_text();
         let from = text.find(",\"data\":").unwrap();
         assert!(text[..from].contains("\"mode\":\"token\""));
-        assert!(!g.guard.scan.get().unwrap().is_match(&text[from..]));
+        assert!(!g.hit(&text[from..]));
     }
 
     #[test]

@@ -1,19 +1,29 @@
-//! Exact redaction of known secrets: one multi-pattern automaton, one pass per string.
+//! Exact redaction of known secrets: one multi-pattern automaton, one pass per string. Its
+//! patterns are every spelling of every secret (`spellings.rs`: as written, percent-encoded,
+//! base64 at each alignment), each also as JSON text writes it (a quote, a backslash or a
+//! control character escaped), so a spelled secret costs no extra pass, and one search of a
+//! result's JSON text (`occurs_in`) tells the guard whether any string of it holds a secret.
+//! Matching is case-sensitive and leftmost-longest, which lets the library run a vectorised
+//! literal prefilter before the automaton: a text without a secret is passed over at GB/s
+//! (while there are at most 128 patterns, the prefilter's limit: a dozen secrets).
 //!
-//! Which automaton: a DFA searches about 1.5 times faster, but its construction grows with the
-//! square of a pattern's length for some inputs (a long run of one character), and some
-//! secrets come from the network (a caller's token). So the automata built once from the
-//! configured secrets are DFAs while every pattern is short (`automaton_kind`), and everything
-//! else — a long secret, the automata of one call — is a contiguous NFA, whose construction
-//! is linear in the patterns.
+//! Which automaton: a DFA searches faster where matches are dense, but its construction grows
+//! with the square of a pattern's length for some inputs (a long run of one character), and
+//! some secrets come from the network (a caller's token). So the automata built once from the
+//! configured secrets are DFAs while every pattern is short (`automaton_kind`: every spelling
+//! of a secret of up to 128 bytes), built at their first search rather than at start (a DFA of
+//! some thirty spellings takes a few milliseconds); everything else — a long secret, the
+//! automata of one call, of log lines — is a contiguous NFA, whose construction is linear in the
+//! patterns.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::MAX_MESSAGE_CHARS;
+use super::spellings::spellings;
 use super::unescape;
 
 /// The replacement for every known secret.
@@ -23,7 +33,11 @@ pub const REDACTED: &str = "[REDACTED]";
 #[derive(Clone)]
 pub struct Redactor {
     secrets: Arc<Vec<String>>,
-    automaton: Option<Arc<AhoCorasick>>,
+    /// Every spelling of every secret, also as JSON text writes it: the automaton's patterns.
+    patterns: Arc<Vec<String>>,
+    kind: AhoCorasickKind,
+    /// Built at the first search; `None` when there is nothing to find.
+    automaton: Arc<OnceLock<Option<AhoCorasick>>>,
 }
 
 /// A redactor printed for debugging (a panic message, a `{:?}` in a log line) shows how many
@@ -42,12 +56,11 @@ impl Redactor {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let list: Vec<String> = secrets.into_iter().map(|s| s.as_ref().to_owned()).collect();
-        let kind = automaton_kind(&list);
-        Redactor::build(list, kind)
+        Redactor::build(secrets.into_iter().map(|s| s.as_ref().to_owned()).collect(), None)
     }
 
-    /// A redactor used once (an error of one call): the automaton cheapest to build.
+    /// A redactor used once (an error of one call) or only on short texts (log lines, the
+    /// client's names in an audit line): the automaton cheapest to build.
     pub fn once<I, S>(secrets: I) -> Redactor
     where
         I: IntoIterator<Item = S>,
@@ -55,24 +68,44 @@ impl Redactor {
     {
         Redactor::build(
             secrets.into_iter().map(|s| s.as_ref().to_owned()).collect(),
-            AhoCorasickKind::ContiguousNFA,
+            Some(AhoCorasickKind::ContiguousNFA),
         )
     }
 
-    fn build(mut list: Vec<String>, kind: AhoCorasickKind) -> Redactor {
+    /// The redactor of `list`, its automaton of `kind` (`None`: by `automaton_kind`).
+    fn build(mut list: Vec<String>, kind: Option<AhoCorasickKind>) -> Redactor {
         list.retain(|s| !s.is_empty());
         list.sort();
         list.dedup();
-        let automaton = (!list.is_empty()).then(|| {
-            Arc::new(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .kind(Some(kind))
-                    .build(&list)
-                    .expect("literal patterns always build"),
-            )
-        });
-        Redactor { secrets: Arc::new(list), automaton }
+        let mut patterns = Vec::new();
+        for spelled in list.iter().flat_map(|s| spellings(s)) {
+            // Inside JSON text a spelling with `"`, `\` or control characters appears escaped.
+            let escaped = serde_json::to_string(&spelled).unwrap_or_default();
+            let escaped = escaped.trim_matches('"');
+            if escaped != spelled {
+                patterns.push(escaped.to_owned());
+            }
+            patterns.push(spelled);
+        }
+        patterns.sort();
+        patterns.dedup();
+        let kind = kind.unwrap_or_else(|| automaton_kind(&patterns));
+        Redactor { secrets: Arc::new(list), patterns: Arc::new(patterns), kind, automaton: Arc::default() }
+    }
+
+    /// The automaton, built at the first search.
+    fn automaton(&self) -> Option<&AhoCorasick> {
+        self.automaton
+            .get_or_init(|| {
+                (!self.patterns.is_empty()).then(|| {
+                    AhoCorasick::builder()
+                        .match_kind(MatchKind::LeftmostLongest)
+                        .kind(Some(self.kind))
+                        .build(self.patterns.iter())
+                        .expect("literal patterns always build")
+                })
+            })
+            .as_ref()
     }
 
     /// This redactor plus more literals (e.g. a caller's own token or body secrets). Values
@@ -91,10 +124,14 @@ impl Redactor {
             return self.clone();
         }
         // One call's automaton: built for one search, so the cheapest to build.
-        Redactor::build(self.secrets.iter().cloned().chain(new).collect(), AhoCorasickKind::ContiguousNFA)
+        Redactor::build(
+            self.secrets.iter().cloned().chain(new).collect(),
+            Some(AhoCorasickKind::ContiguousNFA),
+        )
     }
 
-    /// The literals this redactor replaces.
+    /// The secrets this redactor replaces, as they were given (each also in its other
+    /// spellings).
     pub fn secrets(&self) -> &[String] {
         &self.secrets
     }
@@ -102,7 +139,7 @@ impl Redactor {
     /// Redact one string: every known secret, also where it is spelled with JSON escapes
     /// (see `unescape.rs`).
     pub fn redact_str(&self, s: &str) -> String {
-        let Some(ac) = &self.automaton else { return s.to_owned() };
+        let Some(ac) = self.automaton() else { return s.to_owned() };
         let plain = |s: &str| {
             if ac.is_match(s) { ac.replace_all(s, &vec![REDACTED; ac.patterns_len()]) } else { s.to_owned() }
         };
@@ -126,13 +163,13 @@ impl Redactor {
         plain(&out)
     }
 
-    /// Whether any known secret occurs in `bytes` (binary content, which cannot be redacted).
-    /// `s` with a tail that is the first part (4 characters or more) of a known secret
-    /// replaced: for text cut short, where a secret lost its end and no longer matches.
+    /// `s` with a tail that is the first part (4 characters or more) of a known secret (in
+    /// any spelling) replaced: for text cut short, where a secret lost its end and no longer
+    /// matches.
     pub fn redact_cut_tail(&self, s: &str) -> String {
         const MIN: usize = 4;
         let mut from = s.len();
-        for secret in self.secrets.iter() {
+        for secret in self.patterns.iter() {
             let Some(&first) = secret.as_bytes().first() else { continue };
             // The earliest start, so the longest tail, of each secret.
             for (i, _) in s.bytes().enumerate().filter(|&(_, b)| b == first) {
@@ -146,13 +183,15 @@ impl Redactor {
         if from == s.len() { s.to_owned() } else { format!("{}{REDACTED}", &s[..from]) }
     }
 
+    /// Whether any known secret, in any spelling, occurs in `bytes`: binary content, which
+    /// cannot be redacted, or a result's JSON text, which is walked only when one does.
     pub fn occurs_in(&self, bytes: &[u8]) -> bool {
-        self.automaton.as_ref().is_some_and(|ac| ac.is_match(bytes))
+        self.automaton().is_some_and(|ac| ac.is_match(bytes))
     }
 
     /// Redact every string and object key of a JSON value, in place; whether any changed.
     pub fn redact_value(&self, v: &mut Value) -> bool {
-        let Some(ac) = &self.automaton else { return false };
+        let Some(ac) = self.automaton() else { return false };
         // A string needs a closer look when a secret occurs in it or escapes might spell one.
         let may_hold = |s: &str| s.contains('\\') || ac.is_match(s);
         let mut changed = false;
@@ -210,7 +249,9 @@ impl Redactor {
 }
 
 /// Patterns up to this long make a DFA (its construction stays small); longer ones an NFA.
-pub const DFA_MAX_PATTERN: usize = 128;
+/// Every spelling of a secret of up to 128 bytes fits (percent-encoded, it is three times as
+/// long).
+pub const DFA_MAX_PATTERN: usize = 3 * 128;
 
 /// The automaton for patterns built once and searched often: a DFA when every pattern is
 /// short, else a contiguous NFA (see the module doc).
@@ -252,13 +293,13 @@ mod tests {
         // A DFA of this pattern takes time quadratic in its length to build (minutes here).
         let long = "A".repeat(1 << 20);
         let r = Redactor::new([long.as_str()]);
-        assert_eq!(r.automaton.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
+        assert_eq!(r.automaton().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
         assert_eq!(r.redact_str(&format!("x{long}y")), "x[REDACTED]y");
         // One call's additions are NFAs whatever their length; short configured ones DFAs.
         let short = Redactor::new(["s3cr3t-token"]);
-        assert_eq!(short.automaton.as_ref().unwrap().kind(), AhoCorasickKind::DFA);
+        assert_eq!(short.automaton().unwrap().kind(), AhoCorasickKind::DFA);
         let call = short.with(["B".repeat(1 << 16)]);
-        assert_eq!(call.automaton.as_ref().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
+        assert_eq!(call.automaton().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
     }
 
     #[test]
@@ -282,6 +323,39 @@ mod tests {
         assert_eq!(v, serde_json::json!({"k[REDACTED]": ["x[REDACTED]y"], double: 1}));
         // Backslashes that spell nothing are left alone.
         assert_eq!(r.redact_str(r"C:\path\to \q \u12"), r"C:\path\to \q \u12");
+    }
+
+    #[test]
+    fn secrets_percent_encoded_or_in_base64_are_found() {
+        use base64::Engine;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+        let secret = "tok/SECRET+value~42?";
+        let r = Redactor::new([secret]);
+        let percent = |upper: bool| -> String {
+            secret.bytes().map(|b| if upper { format!("%{b:02X}") } else { format!("%{b:02x}") }).collect()
+        };
+        for spelled in [percent(true), percent(false), "tok%2FSECRET%2Bvalue~42%3F".to_owned()] {
+            let got = r.redact_str(&format!("https://hook.example/p?token={spelled}&x=1"));
+            assert_eq!(got, "https://hook.example/p?token=[REDACTED]&x=1", "{spelled}");
+        }
+        // In a base64 stream at each of the three alignments, in both alphabets: the characters
+        // that carry only the secret's bytes are gone, the stream's other characters stay.
+        for pad in ["", "a", "ab", "abc"] {
+            let stream = format!("Authorization: token {pad}{secret} and more");
+            for encoded in [STANDARD.encode(&stream), URL_SAFE.encode(&stream)] {
+                let got = r.redact_str(&format!("header {encoded} end"));
+                assert!(got.contains(REDACTED), "{pad:?}: {encoded} → {got}");
+                // The groups of the bytes before the secret are kept as they were.
+                let before = ("Authorization: token ".len() + pad.len()) / 3 * 4;
+                assert!(got.starts_with(&format!("header {}", &encoded[..before])), "{got}");
+                assert!(got.ends_with(" end"), "{got}");
+            }
+        }
+        // Binary content holding the secret percent-encoded is found as well.
+        assert!(r.occurs_in(percent(true).as_bytes()));
+        // Escapes of a spelling are read too: `\u0025` is `%`.
+        let escaped = percent(true).replace('%', "\\u0025");
+        assert_eq!(r.redact_str(&escaped), REDACTED);
     }
 
     #[test]

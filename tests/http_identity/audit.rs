@@ -14,9 +14,11 @@ async fn audit_lines_name_each_requests_own_identity_and_transport(t: &str) {
     let log = dir.path().join("audit.jsonl");
     let forge = forge().await;
     forge.seed_issues("alice", "demo", 1);
+    let key = super::support::write_audit_key(&dir.path().join("audit.key"));
     let env = [
         ("GITEA_TOKEN", super::ALICE_TOKEN),
         ("AUDIT_LOG", log.to_str().unwrap()),
+        ("AUDIT_KEY_FILE", key.to_str().unwrap()),
         ("ALLOWED_REPOS", "alice/*"),
     ];
     let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
@@ -65,10 +67,50 @@ async fn audit_lines_name_each_requests_own_identity_and_transport(t: &str) {
     for never in [BOB_TOKEN, super::ALICE_TOKEN, "ARGVALUE-H5"] {
         assert!(!text.contains(never), "{never} reached the audit log: {text}");
     }
-    let out = std::process::Command::new(super::support::bin())
-        .args(["audit", "verify"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let (ok, report) = super::support::audit_verify(&key, &[&log]);
+    assert!(ok, "{report}");
+}
+
+on_both_transports!(what_a_client_names_itself_reaches_the_audit_log_only_redacted);
+
+/// `clientInfo` is the client's text: a client naming itself with the server's token, with
+/// `MCP_BEARER_TOKEN` or with its own token, in any spelling, leaves none of them in the file.
+async fn what_a_client_names_itself_reaches_the_audit_log_only_redacted(t: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let key = super::support::write_audit_key(&dir.path().join("audit.key"));
+    let forge = forge().await;
+    let env = [
+        ("GITEA_TOKEN", super::ALICE_TOKEN),
+        ("MCP_BEARER_TOKEN", super::SHARED_SECRET),
+        ("AUDIT_LOG", log.to_str().unwrap()),
+        ("AUDIT_KEY_FILE", key.to_str().unwrap()),
+    ];
+    let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
+    let percent = |s: &str| s.bytes().map(|b| format!("%{b:02x}")).collect::<String>();
+    let demo = json!({"owner": "alice", "repo": "demo"});
+    let shared = format!("Bearer {}", super::SHARED_SECRET);
+    let named = json!({"name": format!("agent {}", super::ALICE_TOKEN), "version": super::SHARED_SECRET});
+    let as_server = McpClient::connect_as(&server, Some(&shared), &named).await.expect("connects");
+    let bob = token(BOB_TOKEN);
+    let named = json!({"name": format!("pasted {BOB_TOKEN} here"), "version": percent(BOB_TOKEN)});
+    let as_bob = McpClient::connect_as(&server, Some(&bob), &named).await.expect("bob connects");
+    assert!(!as_server.call_ok("repoGet", demo.clone(), Some(&shared)).await.is_error);
+    assert!(!as_bob.call_ok("repoGet", demo, Some(&bob)).await.is_error);
+    drop((as_bob, as_server));
+    drop(server);
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    for never in [super::ALICE_TOKEN, super::SHARED_SECRET, BOB_TOKEN, &percent(BOB_TOKEN)] {
+        assert!(!text.contains(never), "{never} reached the audit log: {text}");
+    }
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["client"], json!({"name": "agent [REDACTED]", "version": "[REDACTED]"}), "{text}");
+    assert_eq!(
+        lines[1]["client"],
+        json!({"name": "pasted [REDACTED] here", "version": "[REDACTED]"}),
+        "{text}"
+    );
+    let (ok, report) = super::support::audit_verify(&key, &[&log]);
+    assert!(ok, "{report}");
 }

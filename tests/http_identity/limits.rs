@@ -48,10 +48,7 @@ async fn until_forge_has(h: &Harness, n: usize) {
 async fn over_the_rate_limit_a_call_is_refused_before_anything_is_sent_and_audited() {
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl");
-    let h = Harness::start(
-        Setup::gitea().env("RATE_LIMIT_PER_MINUTE", "3").env("AUDIT_LOG", audit.to_str().unwrap()),
-    )
-    .await;
+    let h = Harness::start(Setup::gitea().env("RATE_LIMIT_PER_MINUTE", "3").audit(&audit)).await;
     h.forge.seed_repo("alice", "demo");
     h.forge.seed_issues("alice", "demo", 1);
     for _ in 0..3 {

@@ -285,11 +285,16 @@ async fn read_reply(mut resp: reqwest::Response, id: u64) -> Result<Value, HttpE
     }
 }
 
-fn initialize_params() -> Value {
+/// The `clientInfo` of the test clients.
+pub fn test_client_info() -> Value {
+    json!({"name": "aegis-http-tests", "version": "0.0.0"})
+}
+
+fn initialize_params(client_info: &Value) -> Value {
     json!({
         "protocolVersion": PROTOCOL_VERSION,
         "capabilities": {},
-        "clientInfo": {"name": "aegis-http-tests", "version": "0.0.0"}
+        "clientInfo": client_info
     })
 }
 
@@ -319,6 +324,16 @@ impl StreamableClient {
         base: &str,
         auth: Option<&str>,
     ) -> Result<StreamableClient, HttpError> {
+        StreamableClient::connect_as(http, base, auth, &test_client_info()).await
+    }
+
+    /// Like `connect_with`, naming itself with `client_info` in `initialize`.
+    pub async fn connect_as(
+        http: reqwest::Client,
+        base: &str,
+        auth: Option<&str>,
+        client_info: &Value,
+    ) -> Result<StreamableClient, HttpError> {
         let url = if base.ends_with("/mcp") { base.to_owned() } else { format!("{base}/mcp") };
         let mut c = StreamableClient {
             http,
@@ -328,7 +343,7 @@ impl StreamableClient {
             initialize: Value::Null,
             headers: Vec::new(),
         };
-        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params()});
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params(client_info)});
         let resp = c.post(&body, auth).await?;
         c.session = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
         let init = tokio::time::timeout(EXCHANGE_TIMEOUT, read_reply(resp, 0))
@@ -516,6 +531,16 @@ impl SseClient {
         base: &str,
         auth: Option<&str>,
     ) -> Result<SseClient, HttpError> {
+        SseClient::connect_as(http, base, auth, &test_client_info()).await
+    }
+
+    /// Like `connect_with`, naming itself with `client_info` in `initialize`.
+    pub async fn connect_as(
+        http: reqwest::Client,
+        base: &str,
+        auth: Option<&str>,
+        client_info: &Value,
+    ) -> Result<SseClient, HttpError> {
         let base = base.trim_end_matches("/sse").to_owned();
         let resp = open_sse_stream(&http, &base, auth).await?;
         let status = resp.status().as_u16();
@@ -541,7 +566,7 @@ impl SseClient {
             reader,
             initialize: Value::Null,
         };
-        let init = c.request("initialize", initialize_params(), auth).await?;
+        let init = c.request("initialize", initialize_params(client_info), auth).await?;
         if init.get("result").is_none() {
             return Err((200, format!("initialize failed: {init}")));
         }
@@ -684,6 +709,22 @@ impl McpClient {
         auth: Option<&str>,
     ) -> Result<McpClient, HttpError> {
         McpClient::connect_to(http, &server.base, &server.transport, auth).await
+    }
+
+    /// A client of the server's transport that names itself with `client_info`.
+    pub async fn connect_as(
+        server: &HttpServer,
+        auth: Option<&str>,
+        client_info: &Value,
+    ) -> Result<McpClient, HttpError> {
+        match server.transport.as_str() {
+            "sse" => Ok(McpClient::Sse(
+                SseClient::connect_as(http_client(), &server.base, auth, client_info).await?,
+            )),
+            _ => Ok(McpClient::Streamable(
+                StreamableClient::connect_as(http_client(), &server.base, auth, client_info).await?,
+            )),
+        }
     }
 
     /// A client speaking `transport` (`http` or `sse`) to the server or balancer at `base`.

@@ -68,6 +68,26 @@ pub fn basic_blob(login: &str, password: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(format!("{login}:{password}"))
 }
 
+/// The audit key the tests write with: 64 hex characters, as `openssl rand -hex 32` makes one.
+pub const AUDIT_KEY_HEX: &str = "3f0c9a5e1b7d2468ace013579bdf02468ace13579bdf0246813579bdf0246ace";
+
+/// Write [`AUDIT_KEY_HEX`] to `path` (for `AUDIT_KEY_FILE`); returns `path`.
+pub fn write_audit_key(path: &std::path::Path) -> PathBuf {
+    std::fs::write(path, format!("{AUDIT_KEY_HEX}\n")).unwrap();
+    path.to_owned()
+}
+
+/// `aegis-gitea-mcp audit verify --key-file KEY FILE...`: exit success and stdout.
+pub fn audit_verify(key: &std::path::Path, files: &[&std::path::Path]) -> (bool, String) {
+    let out = std::process::Command::new(bin())
+        .args(["audit", "verify", "--key-file"])
+        .arg(key)
+        .args(files)
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// The server binary under test.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
@@ -245,6 +265,9 @@ pub struct Setup {
     pub flavor_arg: &'static str,
     pub token: Option<String>,
     pub env: Vec<(String, String)>,
+    /// A shell command run before the binary replaces the shell (`exec`), e.g. `trap '' XFSZ`
+    /// to start it with a signal ignored.
+    pub shell: Option<String>,
 }
 
 impl Setup {
@@ -255,6 +278,7 @@ impl Setup {
             flavor_arg: "gitea",
             token: Some(ALICE_TOKEN.into()),
             env: Vec::new(),
+            shell: None,
         }
     }
     pub fn forgejo() -> Setup {
@@ -263,6 +287,12 @@ impl Setup {
     pub fn env(mut self, k: &str, v: &str) -> Setup {
         self.env.push((k.into(), v.into()));
         self
+    }
+    /// With the audit trail in `log`, keyed with [`AUDIT_KEY_HEX`] from a file beside it
+    /// (`audit.key` in the same directory).
+    pub fn audit(self, log: &std::path::Path) -> Setup {
+        let key = write_audit_key(&log.with_file_name("audit.key"));
+        self.env("AUDIT_LOG", log.to_str().unwrap()).env("AUDIT_KEY_FILE", key.to_str().unwrap())
     }
     pub fn no_token(mut self) -> Setup {
         self.token = None;
@@ -293,6 +323,8 @@ impl Setup {
 pub struct Server {
     pub client: RunningService<RoleClient, ()>,
     pub stderr_path: PathBuf,
+    /// The server's process id.
+    pub pid: Option<u32>,
     _dir: tempfile::TempDir,
 }
 
@@ -303,10 +335,28 @@ impl Server {
         token: Option<String>,
         env: Vec<(String, String)>,
     ) -> Server {
+        Server::spawn_in(url, flavor_arg, token, env, None).await
+    }
+
+    /// Like `spawn`, started by `sh -c "<shell>; exec <the binary>"` when `shell` is given.
+    pub async fn spawn_in(
+        url: &str,
+        flavor_arg: &str,
+        token: Option<String>,
+        env: Vec<(String, String)>,
+        shell: Option<&str>,
+    ) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let stderr_path = dir.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut cmd = tokio::process::Command::new(bin());
+        let mut cmd = match shell {
+            None => tokio::process::Command::new(bin()),
+            Some(shell) => {
+                let mut c = tokio::process::Command::new("sh");
+                c.args(["-c", &format!("{shell}; exec \"$0\" \"$@\"")]).arg(bin());
+                c
+            }
+        };
         cmd.args(["serve", "--url", url, "--flavor", flavor_arg]);
         cmd.env_clear();
         cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
@@ -317,6 +367,7 @@ impl Server {
             cmd.env(k, v);
         }
         let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::from(stderr)).spawn().unwrap();
+        let pid = transport.id();
         let client = match ().serve(transport).await {
             Ok(c) => c,
             Err(e) => {
@@ -324,7 +375,7 @@ impl Server {
                 panic!("MCP handshake with the server failed ({e}); its stderr:\n{log}");
             }
         };
-        Server { client, stderr_path, _dir: dir }
+        Server { client, stderr_path, pid, _dir: dir }
     }
 
     /// Call a tool; panics on a JSON-RPC error.
@@ -355,6 +406,8 @@ pub struct Harness {
     pub forge: FakeForge,
     pub client: RunningService<RoleClient, ()>,
     pub stderr_path: PathBuf,
+    /// The server's process id.
+    pub pid: Option<u32>,
     _dir: tempfile::TempDir,
 }
 
@@ -363,7 +416,21 @@ impl Harness {
         let opts =
             setup.forge_options.unwrap_or_else(|| Options { flavor: setup.flavor, ..Options::default() });
         let forge = FakeForge::start(opts).await;
-        Harness::start_against(forge, setup.flavor_arg, setup.token, setup.env).await
+        let server = Server::spawn_in(
+            &forge.base_url(),
+            setup.flavor_arg,
+            setup.token,
+            setup.env,
+            setup.shell.as_deref(),
+        )
+        .await;
+        Harness {
+            forge,
+            client: server.client,
+            stderr_path: server.stderr_path,
+            pid: server.pid,
+            _dir: server._dir,
+        }
     }
 
     /// Start the binary against an already running fake forge.
@@ -374,7 +441,13 @@ impl Harness {
         env: Vec<(String, String)>,
     ) -> Harness {
         let server = Server::spawn(&forge.base_url(), flavor_arg, token, env).await;
-        Harness { forge, client: server.client, stderr_path: server.stderr_path, _dir: server._dir }
+        Harness {
+            forge,
+            client: server.client,
+            stderr_path: server.stderr_path,
+            pid: server.pid,
+            _dir: server._dir,
+        }
     }
 
     pub async fn tools(&self) -> Vec<Tool> {
@@ -418,6 +491,13 @@ impl Harness {
 
     pub async fn stop(self) {
         let _ = self.client.cancel().await;
+    }
+
+    /// Stop the server as a client ending its session does (its standard input closed; it
+    /// exits), then return everything it wrote to stderr.
+    pub async fn stop_with_stderr(self) -> String {
+        let _ = self.client.cancel().await;
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 }
 
