@@ -463,7 +463,11 @@ struct Link {
 
 /// Check one file's chain from its first line's declared `prev`.
 pub fn verify_file(path: &Path) -> std::io::Result<FileReport> {
-    let mut reader = BufReader::new(File::open(path)?);
+    verify_reader(BufReader::new(File::open(path)?))
+}
+
+/// Check the chain of one file's contents, read from `reader` (a file, or bytes in memory).
+pub fn verify_reader(mut reader: impl BufRead) -> std::io::Result<FileReport> {
     let mut links: Vec<Link> = Vec::new();
     let mut buf = Vec::new();
     let mut n = 0u64;
@@ -567,14 +571,22 @@ fn is_hash(s: &str) -> bool {
 /// `audit verify FILE...`: each file alone, then each against the one before. The report
 /// for a person, and whether everything held.
 pub fn verify(paths: &[PathBuf]) -> (String, bool) {
+    verify_each(paths.iter().map(|p| (p.display().to_string(), File::open(p).map(BufReader::new))))
+}
+
+/// `verify` over named sources, each opened (or not) as it comes: each read alone, then each
+/// against the one before.
+pub fn verify_each<R: BufRead>(
+    files: impl IntoIterator<Item = (String, std::io::Result<R>)>,
+) -> (String, bool) {
     let mut out = String::new();
     let mut ok = true;
-    let mut before: Option<(&Path, (u64, String))> = None;
-    for path in paths {
-        let report = match verify_file(path) {
+    let mut before: Option<(String, (u64, String))> = None;
+    for (name, opened) in files {
+        let report = match opened.and_then(verify_reader) {
             Ok(r) => r,
             Err(e) => {
-                out.push_str(&format!("{}: cannot read: {}\n", path.display(), e.kind()));
+                out.push_str(&format!("{name}: cannot read: {}\n", e.kind()));
                 ok = false;
                 before = None;
                 continue;
@@ -587,29 +599,26 @@ pub fn verify(paths: &[PathBuf]) -> (String, bool) {
         };
         match &report.broken {
             None => out.push_str(&format!(
-                "{}: ok, {} lines, {start}, last seq {} hash {}\n",
-                path.display(),
+                "{name}: ok, {} lines, {start}, last seq {} hash {}\n",
                 report.lines,
                 report.last.as_ref().map_or(0, |l| l.0),
                 report.last.as_ref().map_or(GENESIS, |l| l.1.as_str())
             )),
             Some((n, why)) => {
                 ok = false;
-                out.push_str(&format!("{}: BROKEN at line {n}: {why}\n", path.display()));
+                out.push_str(&format!("{name}: BROKEN at line {n}: {why}\n"));
             }
         }
-        if let (Some((prev_path, (seq, hash))), Some((first_seq, first_prev))) = (&before, &report.first) {
+        if let (Some((prev_name, (seq, hash))), Some((first_seq, first_prev))) = (&before, &report.first) {
             if first_prev != hash || *first_seq != seq + 1 {
                 ok = false;
                 out.push_str(&format!(
-                    "{}: does not continue {}: its first line has seq {first_seq} and prev {first_prev}, expected seq {} and prev {hash}\n",
-                    path.display(),
-                    prev_path.display(),
+                    "{name}: does not continue {prev_name}: its first line has seq {first_seq} and prev {first_prev}, expected seq {} and prev {hash}\n",
                     seq + 1
                 ));
             }
         }
-        before = report.last.clone().map(|l| (path.as_path(), l));
+        before = report.last.clone().map(|l| (name, l));
     }
     (out, ok)
 }

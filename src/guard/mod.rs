@@ -31,7 +31,7 @@ pub mod mask;
 pub mod redact;
 pub mod rules;
 pub mod secrets;
-mod unescape;
+pub(crate) mod unescape;
 
 use std::sync::Arc;
 

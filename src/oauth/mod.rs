@@ -336,7 +336,7 @@ fn parse_scope(scope: Option<&str>) -> Result<&'static str, OAuthError> {
 /// Whether a redirect URI is one a client may register: absolute, no fragment; HTTPS, HTTP
 /// to a loopback host (native apps), or an app's own scheme — never a scheme that runs or
 /// shows something in the browser itself.
-fn valid_redirect_uri(uri: &str) -> Result<(), String> {
+pub(crate) fn valid_redirect_uri(uri: &str) -> Result<(), String> {
     if uri.chars().count() > MAX_URI_CHARS {
         return Err(format!("a redirect URI is longer than {MAX_URI_CHARS} characters"));
     }
@@ -359,7 +359,7 @@ fn valid_redirect_uri(uri: &str) -> Result<(), String> {
 
 /// Whether `asked` is the registered redirect URI: exactly, or for a loopback IP address over
 /// http with any port (RFC 8252 §7.3: native apps listen on whatever port is free).
-fn same_redirect(registered: &str, asked: &str) -> bool {
+pub(crate) fn same_redirect(registered: &str, asked: &str) -> bool {
     if registered == asked {
         return true;
     }
@@ -1034,6 +1034,19 @@ fn client_name(meta: &Value) -> Result<Option<String>, String> {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(n)) if n.chars().count() <= MAX_NAME_CHARS => Ok(Some(n.clone())),
         Some(_) => Err(format!("client_name must be a string of at most {MAX_NAME_CHARS} characters")),
+    }
+}
+
+/// Whether `text` opens with `sealer` as a value of `kind`, read as the payload that kind
+/// carries (as the endpoints open it): for the fuzz targets, which may not see the payloads.
+#[doc(hidden)]
+pub(crate) fn opens_as(sealer: &Sealer, kind: Kind, text: &str) -> bool {
+    match kind {
+        Kind::Client => sealer.open::<Registration>(kind, text).is_ok(),
+        Kind::Pending => sealer.open::<Pending>(kind, text).is_ok(),
+        Kind::Code => sealer.open::<Code>(kind, text).is_ok(),
+        Kind::Access => sealer.open::<Access>(kind, text).is_ok(),
+        Kind::Refresh => sealer.open::<Refresh>(kind, text).is_ok(),
     }
 }
 
