@@ -531,10 +531,12 @@ pub fn verify_reader(mut reader: impl BufRead) -> std::io::Result<FileReport> {
 fn link_break(links: &[Link], rest: &mut impl BufRead) -> std::io::Result<Option<String>> {
     let (before, this) = (&links[links.len() - 2], &links[links.len() - 1]);
     let (a, b, n) = (before.seq, this.seq, this.n);
-    if b == a + 1 && this.prev == before.hash {
+    // At the largest seq nothing follows (an overflow here panicked, or wrapped to 0).
+    let follows = a.checked_add(1) == Some(b);
+    if follows && this.prev == before.hash {
         return Ok(None);
     }
-    if b == a + 1 {
+    if follows {
         return Ok(Some(format!(
             "line {} was edited: its hash is not the prev that line {n} recorded",
             before.n
@@ -610,11 +612,11 @@ pub fn verify_each<R: BufRead>(
             }
         }
         if let (Some((prev_name, (seq, hash))), Some((first_seq, first_prev))) = (&before, &report.first) {
-            if first_prev != hash || *first_seq != seq + 1 {
+            if first_prev != hash || seq.checked_add(1) != Some(*first_seq) {
                 ok = false;
                 out.push_str(&format!(
                     "{name}: does not continue {prev_name}: its first line has seq {first_seq} and prev {first_prev}, expected seq {} and prev {hash}\n",
-                    seq + 1
+                    u128::from(*seq) + 1
                 ));
             }
         }
@@ -647,6 +649,31 @@ mod tests {
 
     fn broken(path: &Path) -> (u64, String) {
         verify_file(path).unwrap().broken.expect("a break")
+    }
+
+    /// A line as `append` writes it, and its hash.
+    fn line(seq: u64, prev: &str) -> (String, String) {
+        let text = json!({"seq": seq, "tool": "t", "prev": prev}).to_string();
+        let hash = sha256_hex(text.as_bytes());
+        (text, hash)
+    }
+
+    #[test]
+    fn a_chain_at_the_largest_seq_is_reported_not_a_panic() {
+        // seq u64::MAX followed by seq 0 with the right prev: `a + 1` overflowed (a panic
+        // with overflow checks, a wrap to 0 — a chain taken as whole — without).
+        let (first, hash) = line(u64::MAX, GENESIS);
+        let (second, _) = line(0, &hash);
+        let report = verify_reader(format!("{first}\n{second}\n").as_bytes()).unwrap();
+        assert_eq!(report.broken.map(|b| b.0), Some(2), "seq 0 does not follow seq u64::MAX");
+        let (gap, _) = line(5, &hash);
+        let report = verify_reader(format!("{first}\n{gap}\n").as_bytes()).unwrap();
+        assert!(report.broken.is_some_and(|(n, why)| n == 2 && why.contains("out of order")));
+        // A file that ends at u64::MAX has no continuation.
+        let (next, _) = line(0, &hash);
+        let files = [("a".to_owned(), Ok(format!("{first}\n"))), ("b".to_owned(), Ok(format!("{next}\n")))];
+        let (out, ok) = verify_each(files.map(|(n, t)| (n, t.map(std::io::Cursor::new))));
+        assert!(!ok && out.contains("b: does not continue a"), "{out}");
     }
 
     #[test]
