@@ -90,7 +90,7 @@ pub fn auth_header(data: &[u8]) {
 
 /// JSON-RPC framing (`transport/jsonrpc.rs`, `transport/stdio.rs`). The input is one HTTP
 /// body, and also what a client writes on stdin, read by the stdio line reader with a line
-/// bound of 16 to 527 bytes and a buffer of 1 to 256 bytes (both chosen by the first byte).
+/// bound of 16 to 526 bytes and a buffer of 1 to 256 bytes (both chosen by the first byte).
 ///
 /// A body is a message, nothing, or a JSON-RPC error (parse error or invalid request) with
 /// a valid id. The line reader answers each line as `check_values` then `read` answer it
