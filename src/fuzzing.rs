@@ -357,9 +357,9 @@ fn assert_stays_in_api(plan: &CallPlan) {
 /// "from the input" the second line is the `Content-Type` value; the rest is the body.
 ///
 /// An empty body is empty; binary bytes and text are the body as sent (text made valid
-/// UTF-8); JSON comes only within the depth limit, with at most `items` per list and
-/// `values` in all, and is the whole document exactly when nothing was left out; the cuts
-/// recorded are bounded. What the read limit calls binary is never parsed.
+/// UTF-8); JSON within the depth limit is parsed, with at most `items` per list and `values`
+/// in all, and is the whole document when nothing was left out; the cuts recorded are
+/// bounded. What the read limit calls binary is never parsed.
 pub fn decode(data: &[u8]) {
     let Some((&first, rest)) = data.split_first() else { return };
     let expect = [ResponseKind::Json, ResponseKind::Text, ResponseKind::Binary, ResponseKind::Redirect]
@@ -397,10 +397,11 @@ pub fn decode(data: &[u8]) {
             let (lists, values) = shape(v);
             assert!(lists <= keep.items, "a list longer than kept: {lists} > {}", keep.items);
             assert!(values <= keep.values.max(1), "{values} values kept of {}", keep.values);
-            // JSON is read from the text the bytes make (stray bytes become U+FFFD).
-            let whole: Value =
-                serde_json::from_str(&String::from_utf8_lossy(bytes)).expect("JSON the decoder parsed");
+            // JSON is read from the text the bytes make (stray bytes become U+FFFD). What was
+            // left out was only read past: a number out of f64's range there does not count.
             if elided.cuts.is_empty() && !elided.budget_spent {
+                let whole: Value =
+                    serde_json::from_str(&String::from_utf8_lossy(bytes)).expect("JSON the decoder parsed");
                 assert_eq!(v, &whole, "nothing was left out, yet the value differs");
             }
         }
@@ -408,7 +409,9 @@ pub fn decode(data: &[u8]) {
     if body::media(ct) == Media::Json && !bytes.is_empty() && std::str::from_utf8(bytes).is_ok() {
         let parsed = serde_json::from_slice::<Value>(bytes).is_ok();
         let deep = body::too_deep(bytes, body::MAX_JSON_DEPTH);
-        assert_eq!(matches!(decoded, Decoded::Json(_)), parsed && !deep);
+        if parsed && !deep {
+            assert!(matches!(decoded, Decoded::Json(_)), "JSON within the depth limit was not parsed");
+        }
     }
     // The parts of an error answer: its status, message and Retry-After.
     let code = u16::from_le_bytes([first, bytes.first().copied().unwrap_or(0)]);
