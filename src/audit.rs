@@ -57,7 +57,7 @@ use crate::identity::{Caller, Identity, Mode};
 use crate::server::Server;
 
 /// The `prev` of the first line of a chain.
-const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The audit key (`AUDIT_KEY_FILE`) as the two keys derived from it: one for the lines'
 /// MACs, one for `args_hmac`.
@@ -570,7 +570,7 @@ const MAC_END: usize = MAC_MEMBER.len() + 64 + 2;
 /// The bytes of a line (without its line end) for the members of `line`, and its MAC: the
 /// object's JSON without its closing brace, then `,"mac":"<hex>"}`, the MAC taken over the
 /// bytes before `,"mac":"`.
-fn seal(key: &AuditKey, line: &Map<String, Value>) -> (Vec<u8>, String) {
+pub(crate) fn seal(key: &AuditKey, line: &Map<String, Value>) -> (Vec<u8>, String) {
     let mut bytes = serde_json::to_vec(line).expect("a JSON object always serializes");
     bytes.pop();
     let mac = hex(hmac::sign(&key.line, &bytes).as_ref());
@@ -763,17 +763,17 @@ fn canonical(v: &Value, out: &mut Vec<u8>) {
 
 /// What `audit verify` found in one file.
 #[derive(Debug, PartialEq, Eq)]
-struct FileReport {
+pub(crate) struct FileReport {
     /// Lines that verified and linked, up to the first break.
-    lines: u64,
+    pub(crate) lines: u64,
     /// `seq` and `prev` of the first line (`None` for an empty file).
-    first: Option<(u64, String)>,
+    pub(crate) first: Option<(u64, String)>,
     /// `seq` and `mac` of the last line that verified and linked.
-    last: Option<(u64, String)>,
+    pub(crate) last: Option<(u64, String)>,
     /// The first break: line number (from 1) and why.
-    broken: Option<(u64, String)>,
+    pub(crate) broken: Option<(u64, String)>,
     /// What a person should know of lines that verified (a torn write cut before one).
-    notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// One line as `verify` keeps it: its number, `seq`, `prev` and `mac`.
@@ -785,8 +785,14 @@ struct Link {
 }
 
 /// Check one file's chain with `key`, from its first line's declared `prev`.
+#[cfg(test)]
 fn verify_file(path: &Path, key: &AuditKey) -> std::io::Result<FileReport> {
-    let mut reader = BufReader::new(File::open(path)?);
+    verify_reader(BufReader::new(File::open(path)?), key)
+}
+
+/// Check the chain of one file's contents with `key`, read from `reader` (a file, or bytes in
+/// memory).
+pub(crate) fn verify_reader(mut reader: impl BufRead, key: &AuditKey) -> std::io::Result<FileReport> {
     let mut links: Vec<Link> = Vec::new();
     let mut notes = Vec::new();
     let mut buf = Vec::new();
@@ -869,10 +875,12 @@ fn any_line_verifies(rest: &mut impl BufRead, key: &AuditKey) -> std::io::Result
 fn link_break(links: &[Link], rest: &mut impl BufRead) -> std::io::Result<Option<String>> {
     let (before, this) = (&links[links.len() - 2], &links[links.len() - 1]);
     let (a, b, n) = (before.seq, this.seq, this.n);
-    if b == a + 1 && this.prev == before.mac {
+    // At the largest seq nothing follows (an overflow here panicked, or wrapped to 0).
+    let follows = a.checked_add(1) == Some(b);
+    if follows && this.prev == before.mac {
         return Ok(None);
     }
-    if b == a + 1 {
+    if follows {
         return Ok(Some(format!(
             "line {n} does not follow line {}: its prev is not that line's mac (a line of another chain was put in its place, or two servers write this file)",
             before.n
@@ -905,14 +913,23 @@ fn link_break(links: &[Link], rest: &mut impl BufRead) -> std::io::Result<Option
 /// `audit verify FILE...`: each file alone with `key`, then each against the one before.
 /// The report for a person, and whether everything held.
 pub fn verify(paths: &[PathBuf], key: &AuditKey) -> (String, bool) {
+    verify_each(paths.iter().map(|p| (p.display().to_string(), File::open(p).map(BufReader::new))), key)
+}
+
+/// `verify` over named sources, each opened (or not) as it comes: each read alone with `key`,
+/// then each against the one before.
+pub(crate) fn verify_each<R: BufRead>(
+    files: impl IntoIterator<Item = (String, std::io::Result<R>)>,
+    key: &AuditKey,
+) -> (String, bool) {
     let mut out = String::new();
     let mut ok = true;
-    let mut before: Option<(&Path, (u64, String))> = None;
-    for path in paths {
-        let report = match verify_file(path, key) {
+    let mut before: Option<(String, (u64, String))> = None;
+    for (name, opened) in files {
+        let report = match opened.and_then(|r| verify_reader(r, key)) {
             Ok(r) => r,
             Err(e) => {
-                out.push_str(&format!("{}: cannot read: {}\n", path.display(), e.kind()));
+                out.push_str(&format!("{name}: cannot read: {}\n", e.kind()));
                 ok = false;
                 before = None;
                 continue;
@@ -925,32 +942,29 @@ pub fn verify(paths: &[PathBuf], key: &AuditKey) -> (String, bool) {
         };
         match &report.broken {
             None => out.push_str(&format!(
-                "{}: ok, {} lines, {start}, last seq {} mac {}\n",
-                path.display(),
+                "{name}: ok, {} lines, {start}, last seq {} mac {}\n",
                 report.lines,
                 report.last.as_ref().map_or(0, |l| l.0),
                 report.last.as_ref().map_or(GENESIS, |l| l.1.as_str())
             )),
             Some((n, why)) => {
                 ok = false;
-                out.push_str(&format!("{}: BROKEN at line {n}: {why}\n", path.display()));
+                out.push_str(&format!("{name}: BROKEN at line {n}: {why}\n"));
             }
         }
         for note in &report.notes {
-            out.push_str(&format!("{}: note: {note}\n", path.display()));
+            out.push_str(&format!("{name}: note: {note}\n"));
         }
-        if let (Some((prev_path, (seq, mac))), Some((first_seq, first_prev))) = (&before, &report.first) {
-            if first_prev != mac || *first_seq != seq + 1 {
+        if let (Some((prev_name, (seq, mac))), Some((first_seq, first_prev))) = (&before, &report.first) {
+            if first_prev != mac || seq.checked_add(1) != Some(*first_seq) {
                 ok = false;
                 out.push_str(&format!(
-                    "{}: does not continue {}: its first line has seq {first_seq} and prev {first_prev}, expected seq {} and prev {mac}\n",
-                    path.display(),
-                    prev_path.display(),
-                    seq + 1
+                    "{name}: does not continue {prev_name}: its first line has seq {first_seq} and prev {first_prev}, expected seq {} and prev {mac}\n",
+                    u128::from(*seq) + 1
                 ));
             }
         }
-        before = report.last.clone().map(|l| (path.as_path(), l));
+        before = report.last.clone().map(|l| (name, l));
     }
     (out, ok)
 }
@@ -1034,6 +1048,34 @@ mod tests {
         let other = verify_file(&path, &key_of(8)).unwrap().broken.unwrap();
         assert_eq!(other.0, 1);
         assert!(other.1.contains("no line of the file verifies with it"), "{}", other.1);
+    }
+
+    /// A line with `seq` and `prev` as `append` writes it, sealed with `key()`: its text and mac.
+    fn sealed_line(seq: u64, prev: &str) -> (String, String) {
+        let mut line = Map::new();
+        line.insert("seq".into(), seq.into());
+        line.insert("tool".into(), "t".into());
+        line.insert("prev".into(), prev.into());
+        let (bytes, mac) = seal(&key(), &line);
+        (String::from_utf8(bytes).unwrap(), mac)
+    }
+
+    #[test]
+    fn a_chain_at_the_largest_seq_is_reported_not_a_panic() {
+        // seq u64::MAX followed by seq 0 with the right prev: `a + 1` overflowed (a panic
+        // with overflow checks, a wrap to 0 — a chain taken as whole — without).
+        let (first, mac) = sealed_line(u64::MAX, GENESIS);
+        let (second, _) = sealed_line(0, &mac);
+        let report = verify_reader(format!("{first}\n{second}\n").as_bytes(), &key()).unwrap();
+        assert_eq!(report.broken.map(|b| b.0), Some(2), "seq 0 does not follow seq u64::MAX");
+        let (gap, _) = sealed_line(5, &mac);
+        let report = verify_reader(format!("{first}\n{gap}\n").as_bytes(), &key()).unwrap();
+        assert!(report.broken.is_some_and(|(n, why)| n == 2 && why.contains("out of order")));
+        // A file that ends at u64::MAX has no continuation.
+        let (next, _) = sealed_line(0, &mac);
+        let files = [("a".to_owned(), Ok(format!("{first}\n"))), ("b".to_owned(), Ok(format!("{next}\n")))];
+        let (out, ok) = verify_each(files.map(|(n, t)| (n, t.map(std::io::Cursor::new))), &key());
+        assert!(!ok && out.contains("b: does not continue a"), "{out}");
     }
 
     #[test]

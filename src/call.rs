@@ -607,7 +607,7 @@ async fn decode(
 /// An error the forge answered with: its message, sanitized and truncated, plus a hint —
 /// the wait it asked for with `Retry-After` (also passed on as `retry_after_seconds`), else
 /// the hint of its kind or words.
-fn forge_error(got: &Received, kind: ErrorKind, redactor: &Redactor) -> CallError {
+pub(crate) fn forge_error(got: &Received, kind: ErrorKind, redactor: &Redactor) -> CallError {
     let status = got.status;
     let message = status::forge_message(&got.body);
     let retry_after = status::retry_after(got.header("retry-after"), std::time::SystemTime::now());

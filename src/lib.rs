@@ -14,6 +14,9 @@ pub mod doctor;
 pub mod envelope;
 pub mod error;
 pub mod executor;
+/// The fuzz targets' bodies (`fuzz/`), also replayed over the committed corpus by a unit test.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod guard;
 pub mod identity;
 pub(crate) mod limits;

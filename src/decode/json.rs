@@ -254,6 +254,18 @@ mod tests {
     }
 
     #[test]
+    fn what_is_left_out_is_only_read_past() {
+        // A number out of f64's range fails serde_json's parse of the whole (fuzzing found
+        // the difference); in items that are not kept it is read past, like any value.
+        let text = "[0,1,40E3070,0]";
+        assert!(serde_json::from_str::<Value>(text).is_err());
+        let got = parse(text, Keep { items: 1, values: 10 }).unwrap();
+        assert_eq!(got.value, json!([0]));
+        assert_eq!(got.elided.cuts, [Cut { pointer: String::new(), kept: 1, total: 4 }]);
+        assert!(parse(text, Keep { items: 10, values: 10 }).is_err(), "kept, it does not parse");
+    }
+
+    #[test]
     fn long_lists_keep_their_first_items_and_report_their_length() {
         let text = r#"{"a/b": [1,2,3,4,5], "n": [[1,2,3,4], {"x": [9,9,9,9,9,9]}]}"#;
         let got = parse(text, WIDE).unwrap();

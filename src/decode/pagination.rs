@@ -36,14 +36,16 @@ pub fn paginate(
         (Some(t), Some(l)) if l > 0 => Some(t.div_ceil(l).max(1)),
         _ => None,
     };
-    let next_page = rel("next").or_else(|| match computed_last {
-        Some(last) if req.page < last => Some(req.page + 1),
-        _ => None,
-    });
     // A Link header without `next` (Gitea then sends only first/prev) means this is the last page.
     let last_page = rel("last")
         .or(computed_last)
         .or_else(|| (!links.is_empty() && rel("next").is_none()).then_some(req.page));
+    // Computed from the total only up to the last page: where the forge's `Link` names a
+    // nearer last page than the total, the `Link` wins.
+    let next_page = rel("next").or_else(|| match last_page.min(computed_last) {
+        Some(last) if req.page < last => Some(req.page + 1),
+        _ => None,
+    });
     Pagination { page: req.page, limit: req.limit, total_count: total, next_page, last_page }
 }
 
@@ -131,6 +133,15 @@ mod tests {
             &json!({"total_count": 25, "workflow_runs": []}),
         );
         assert_eq!((p.total_count, p.next_page, p.last_page), (Some(25), Some(2), Some(3)));
+    }
+
+    #[test]
+    fn a_computed_next_page_is_never_past_the_last_page_the_link_names() {
+        // The total says four pages, the forge's `Link` says three and names no next page
+        // (fuzzing found it): no next page past the last.
+        let link = r#"<https://x/api/v1/r?page=3&limit=30>; rel="last",<https://x/api/v1/r?page=2&limit=30>; rel="prev""#;
+        let p = paginate(PageRequest { page: 3, limit: Some(30) }, Some("95"), Some(link), &json!([]));
+        assert_eq!((p.next_page, p.last_page), (None, Some(3)));
     }
 
     #[test]

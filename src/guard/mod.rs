@@ -33,7 +33,7 @@ pub mod redact;
 pub mod rules;
 pub mod secrets;
 pub mod spellings;
-mod unescape;
+pub(crate) mod unescape;
 
 use std::sync::Arc;
 

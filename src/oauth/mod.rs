@@ -368,7 +368,7 @@ pub const NEVER_REDIRECT_SCHEMES: &[&str] = &[
 /// listener); or an app's own scheme named after a domain in reverse order
 /// (`com.example.app:/callback`, RFC 8252 §7.1), or one the operator listed. Nothing else:
 /// a list of refused schemes always misses one a browser treats specially.
-fn valid_redirect_uri(uri: &str, extra_schemes: &[String]) -> Result<(), String> {
+pub(crate) fn valid_redirect_uri(uri: &str, extra_schemes: &[String]) -> Result<(), String> {
     if uri.chars().count() > MAX_URI_CHARS {
         return Err(format!("a redirect URI is longer than {MAX_URI_CHARS} characters"));
     }
@@ -409,7 +409,7 @@ fn is_reverse_domain(scheme: &str) -> bool {
 
 /// Whether `asked` is the registered redirect URI: exactly, or for a loopback IP address over
 /// http with any port (RFC 8252 §7.3: native apps listen on whatever port is free).
-fn same_redirect(registered: &str, asked: &str) -> bool {
+pub(crate) fn same_redirect(registered: &str, asked: &str) -> bool {
     if registered == asked {
         return true;
     }
@@ -1089,6 +1089,19 @@ fn client_name(meta: &Value) -> Result<Option<String>, String> {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(n)) if n.chars().count() <= MAX_NAME_CHARS => Ok(Some(n.clone())),
         Some(_) => Err(format!("client_name must be a string of at most {MAX_NAME_CHARS} characters")),
+    }
+}
+
+/// Whether `text` opens with `sealer` as a value of `kind`, read as the payload that kind
+/// carries (as the endpoints open it): for the fuzz targets, which may not see the payloads.
+#[doc(hidden)]
+pub(crate) fn opens_as(sealer: &Sealer, kind: Kind, text: &str) -> bool {
+    match kind {
+        Kind::Client => sealer.open::<Registration>(kind, text).is_ok(),
+        Kind::Pending | Kind::Approved => sealer.open::<Pending>(kind, text).is_ok(),
+        Kind::Code => sealer.open::<Code>(kind, text).is_ok(),
+        Kind::Access => sealer.open::<Access>(kind, text).is_ok(),
+        Kind::Refresh => sealer.open::<Refresh>(kind, text).is_ok(),
     }
 }
 

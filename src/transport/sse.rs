@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Query, Request, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -307,17 +307,34 @@ struct SessionQuery {
     session_id: Option<String>,
 }
 
-async fn message(
-    State(sessions): State<Arc<Sessions>>,
-    Query(q): Query<SessionQuery>,
-    req: Request,
-) -> Response {
-    let Some(id) = q.session_id else {
-        return refuse(
+/// The session a `POST /message` names in its query: a query that does not read as one is
+/// answered as axum's `Query` extractor answers it (400), a missing `sessionId` with a
+/// JSON-RPC error (400). Pure, so that it can be tested and fuzzed on its own.
+pub(crate) fn session_of(uri: &Uri) -> Result<String, Box<Response>> {
+    let Query(q) = Query::<SessionQuery>::try_from_uri(uri).map_err(|e| Box::new(e.into_response()))?;
+    q.session_id.ok_or_else(|| {
+        Box::new(refuse(
             StatusCode::BAD_REQUEST,
             -32600,
             "missing sessionId: post to the endpoint the /sse stream announced",
-        );
+        ))
+    })
+}
+
+/// What a `POST /message` body carries (already counted by the body layer): a message for
+/// the session, nothing to pass on (answered 202), or the JSON-RPC error to answer with 400.
+pub(crate) fn message_of(body: &[u8]) -> Result<Option<ClientJsonRpcMessage>, serde_json::Value> {
+    match jsonrpc::read(body) {
+        Read::Message(m) => Ok(Some(*m)),
+        Read::Answer(error) => Err(error),
+        Read::Nothing => Ok(None),
+    }
+}
+
+async fn message(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
+    let id = match session_of(req.uri()) {
+        Ok(id) => id,
+        Err(refused) => return *refused,
     };
     let Some(identity) = req.extensions().get::<Caller>().cloned() else {
         return no_identity();
@@ -335,10 +352,10 @@ async fn message(
         Ok(b) => b,
         Err(refused) => return refused,
     };
-    let mut msg = match jsonrpc::read(&bytes) {
-        Read::Message(m) => *m,
-        Read::Answer(error) => return answer(StatusCode::BAD_REQUEST, &error),
-        Read::Nothing => return StatusCode::ACCEPTED.into_response(),
+    let mut msg = match message_of(&bytes) {
+        Ok(Some(m)) => m,
+        Ok(None) => return StatusCode::ACCEPTED.into_response(),
+        Err(error) => return answer(StatusCode::BAD_REQUEST, &error),
     };
     // A request waits until fewer than MAX_OUTSTANDING answers of this session are unread.
     if let ClientJsonRpcMessage::Request(r) = &msg {
@@ -366,5 +383,31 @@ async fn message(
         Err(_) => {
             refuse(StatusCode::SERVICE_UNAVAILABLE, -32000, "the session is not taking messages; try again")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(target: &str) -> Result<String, StatusCode> {
+        session_of(&target.parse().unwrap()).map_err(|r| r.status())
+    }
+
+    #[test]
+    fn a_post_names_its_session_by_the_one_session_id_of_its_query() {
+        assert_eq!(session("/message?sessionId=r1.abc"), Ok("r1.abc".into()));
+        assert_eq!(session("/message?x=1&sessionId=a%20b"), Ok("a b".into()));
+        assert_eq!(session("/message?x=1"), Err(StatusCode::BAD_REQUEST));
+        assert_eq!(session("/message"), Err(StatusCode::BAD_REQUEST));
+        // As axum's extractor answered it: a repeated field does not read.
+        assert_eq!(session("/message?sessionId=a&sessionId=b"), Err(StatusCode::BAD_REQUEST));
+    }
+
+    #[test]
+    fn a_post_body_is_a_message_nothing_or_the_error_to_answer() {
+        assert!(matches!(message_of(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), Ok(Some(_))));
+        assert!(matches!(message_of(b"  "), Ok(None)));
+        assert_eq!(message_of(b"{oops").unwrap_err()["error"]["code"], jsonrpc::PARSE_ERROR);
     }
 }

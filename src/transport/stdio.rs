@@ -43,7 +43,7 @@ async fn write_lines(mut stdout: impl AsyncWrite + Unpin, mut lines: mpsc::Recei
 }
 
 /// Read stdin line by line, never holding more than `max` bytes of one line.
-async fn read_lines(
+pub(crate) async fn read_lines(
     mut input: impl tokio::io::AsyncBufRead + Unpin,
     max: usize,
     messages: mpsc::Sender<ClientJsonRpcMessage>,
