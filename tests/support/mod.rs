@@ -424,6 +424,10 @@ impl Harness {
             setup.shell.as_deref(),
         )
         .await;
+        Harness::around(forge, server)
+    }
+
+    fn around(forge: FakeForge, server: Server) -> Harness {
         Harness {
             forge,
             client: server.client,
@@ -441,13 +445,7 @@ impl Harness {
         env: Vec<(String, String)>,
     ) -> Harness {
         let server = Server::spawn(&forge.base_url(), flavor_arg, token, env).await;
-        Harness {
-            forge,
-            client: server.client,
-            stderr_path: server.stderr_path,
-            pid: server.pid,
-            _dir: server._dir,
-        }
+        Harness::around(forge, server)
     }
 
     pub async fn tools(&self) -> Vec<Tool> {
