@@ -20,6 +20,7 @@ use crate::limits::Key;
 use crate::policy::Narrowing;
 use crate::policy::repos::{self, Filter};
 use crate::server::Server;
+use crate::shape::{self, Ask, Shape};
 use secrecy::{ExposeSecret, SecretString};
 
 /// Run tool `name` with `args` as `caller`, under the server's policy as `narrowing`
@@ -44,12 +45,22 @@ pub async fn run(
     // parameter; it leaves the arguments here and is judged once the caller is known.
     let mut args = args.unwrap_or_default();
     let asked_sudo = sudo::take(&server.catalog, name, &mut args);
+    // The result's shape and fields are not the operation's arguments either.
+    let takes_shape = server.catalog.get(name).is_some_and(|t| t.takes_shape());
+    let ask =
+        if takes_shape { Ask::take(&mut args).map_err(|e| early_guard().error(e))? } else { Ask::default() };
     // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
     //    discovery tools answer from the catalog, or name the operation to run.
     let (tool, mut args, reached) = match which(server, narrowing, name, args, trace) {
         Ok(Which::Answer(value)) => return early_guard().answer(value),
         Ok(Which::Run { tool, args, reached }) => (tool, args, reached),
         Err(e) => return Err(early_guard().error(e)),
+    };
+    // The call tool's operation may be asked for them among its own arguments.
+    let ask = if takes_shape && tool.name() != name {
+        ask.or(Ask::take(&mut args).map_err(|e| early_guard().error(e))?)
+    } else {
+        ask
     };
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.
@@ -80,6 +91,11 @@ pub async fn run(
     let file_bytes = operation.is_some_and(|op| op.response == crate::catalog::ResponseKind::Binary);
     let guard = guard.with(secrets::from_body(operation_id, args.get("body"))).for_file_bytes(file_bytes);
     let issues_credentials = credential_ops::issues_credentials(operation_id);
+    // Fields the result type does not have are refused before anything is sent.
+    let result_type = operation.and_then(|op| op.result.as_ref());
+    if let Some(fields) = &ask.fields {
+        shape::check_fields(&server.catalog.definitions, result_type, fields).map_err(|e| guard.error(e))?;
+    }
     // 3.–6. validate, plan, send, decode.
     let mut fetched = fetch(server, tool, &mut args, reached, &credential, &guard, trace)
         .await
@@ -97,10 +113,27 @@ pub async fn run(
         Filter::Removed(f) => Some(f),
         Filter::Withheld(why) => return Err(guard.error(CallError::local(ErrorKind::Denied, why))),
     };
+    // 7. shape: what the agent needs of the data (after the fence, which reads the forge's
+    //    own members), and only the fields asked for.
+    let shape = ask.shape.unwrap_or(server.settings.result_shape);
+    let compact = fetched.json && shape == Shape::Compact;
+    if fetched.json {
+        shape::render(
+            &server.catalog.definitions,
+            result_type,
+            shape,
+            ask.fields.as_deref(),
+            &mut fetched.data,
+        )
+        .map_err(|e| guard.error(e))?;
+        let data = &fetched.data;
+        fetched.elided.cuts.retain(|c| data.pointer(&c.pointer).is_some());
+    }
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
     success.filtered = filtered;
-    // 7. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 8. the
+    success.shape = compact.then_some(Shape::Compact.as_str());
+    // 8. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 9. the
     //    envelope text.
     guard.success(&mut success, issues_credentials, &elided)
 }
@@ -231,6 +264,8 @@ struct Fetched {
     data: Value,
     pagination: Option<pagination::Pagination>,
     elided: Elided,
+    /// The body was JSON (only JSON is shaped).
+    json: bool,
 }
 
 impl Fetched {
@@ -241,6 +276,7 @@ impl Fetched {
             status: self.status,
             pagination: self.pagination,
             untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
+            shape: None,
             data: self.data,
             truncated: None,
             hidden_content: None,
@@ -271,8 +307,8 @@ async fn fetch(
     let received = server.forge.send(&plan, credential).await?;
     trace.status = Some(received.status);
     // 6. decode: status → error kind, body → data, headers → pagination.
-    let (status, data, pagination, elided) = decode(server, &plan, received, guard).await?;
-    Ok(Fetched { plan, status, data, pagination, elided })
+    let (status, data, pagination, elided, json) = decode(server, &plan, received, guard).await?;
+    Ok(Fetched { plan, status, data, pagination, elided, json })
 }
 
 /// One read of a combined result (`run_reads`): an operation, its arguments, and the JSON
@@ -549,7 +585,8 @@ fn user_of(got: Received, credential: &Credential) -> Result<ForgeUser, CallErro
 pub const MAX_LOGIN_CHARS: usize = 255;
 
 /// Status, data, pagination, and what the parser did not keep of the data.
-type Decoded = (u16, Value, Option<pagination::Pagination>, Elided);
+/// Status, data, pagination, what the parser left out, and whether the body was JSON.
+type Decoded = (u16, Value, Option<pagination::Pagination>, Elided, bool);
 
 async fn decode(
     server: &Server,
@@ -564,7 +601,7 @@ async fn decode(
     if (300..400).contains(&st) {
         // Not followed: the target is the result (a signed download URL, "see the public members").
         let location = got.header("location").map(str::to_owned);
-        return Ok((st, json!({"location": location}), None, Elided::default()));
+        return Ok((st, json!({"location": location}), None, Elided::default(), false));
     }
     let content_type = got.header("content-type").map(str::to_owned);
     let total = got.header("x-total-count").or_else(|| got.header("x-total")).map(str::to_owned);
@@ -599,9 +636,10 @@ async fn decode(
         }
         guard.binary(st, bytes)?;
     }
+    let is_json = matches!(decoded, body::Decoded::Json(_));
     let data = decoded.into_data();
     let paging = plan.page.map(|req| pagination::paginate(req, total.as_deref(), link.as_deref(), &data));
-    Ok((st, data, paging, elided))
+    Ok((st, data, paging, elided, is_json))
 }
 
 /// An error the forge answered with: its message, sanitized and truncated, plus a hint —

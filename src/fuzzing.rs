@@ -593,6 +593,7 @@ pub fn guard(data: &[u8]) {
                 status: 200,
                 pagination: None,
                 untrusted_content: envelope::untrusted_notice(Flavor::Gitea),
+                shape: None,
                 data: decoded.into_data(),
                 truncated: None,
                 hidden_content: None,

@@ -26,4 +26,5 @@ pub mod oauth;
 pub mod policy;
 pub mod resources;
 pub mod server;
+pub mod shape;
 pub mod transport;

@@ -100,8 +100,11 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
             assert!(KINDS.contains(&kind), "{}: unexpected error kind {kind}: {}", tool.name, c.text);
             assert!(c.json["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
         } else {
-            support::assert_envelope(&c);
+            let data = support::assert_envelope(&c);
             assert_eq!(c.json["request"]["method"], method.as_str());
+            if c.json.get("shape").is_some() {
+                compact_holds(&tool.name, data);
+            }
         }
         let sent = h.forge.requests();
         assert_eq!(sent.len(), 1, "{}: exactly one request reached the forge ({args})", tool.name);
@@ -136,6 +139,43 @@ async fn every_forgejo_operation() {
         506,
     )
     .await;
+}
+
+#[tokio::test]
+async fn every_gitea_operation_in_the_compact_shape() {
+    let setup = Setup::gitea().env("TOOLSETS", "all").env("RESULT_SHAPE", "compact");
+    sweep(setup, include_bytes!("../specs/gitea-1.27.0.swagger.json"), 482).await;
+}
+
+#[tokio::test]
+async fn every_forgejo_operation_in_the_compact_shape() {
+    let setup = Setup::forgejo().env("TOOLSETS", "all").env("RESULT_SHAPE", "compact");
+    sweep(setup, include_bytes!("../specs/forgejo-16.0.1.swagger.json"), 506).await;
+}
+
+/// What the compact shape promises of `data` at any depth: no derivable URL, no empty or
+/// default member.
+fn compact_holds(tool: &str, data: &Value) {
+    use aegis_gitea_mcp::shape::entities::DERIVABLE_URLS;
+    match data {
+        Value::Array(items) => items.iter().for_each(|v| compact_holds(tool, v)),
+        Value::Object(m) => {
+            for (k, v) in m {
+                assert!(!DERIVABLE_URLS.contains(&k.as_str()), "{tool}: {k} in {data}");
+                let empty = match v {
+                    Value::Null => true,
+                    Value::Bool(b) => !b,
+                    Value::Number(n) => n.as_f64() == Some(0.0),
+                    Value::String(s) => s.is_empty(),
+                    Value::Array(a) => a.is_empty(),
+                    Value::Object(o) => o.is_empty(),
+                };
+                assert!(!empty, "{tool}: {k} is empty in {data}");
+                compact_holds(tool, v);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A free-text value that needs both encoding rules: a `/`, and a character to percent-encode.

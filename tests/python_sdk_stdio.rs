@@ -59,7 +59,16 @@ async fn start_forge() -> FakeForge {
 fn assert_envelope(v: &Value) {
     let keys: Vec<&str> =
         v.as_object().unwrap_or_else(|| panic!("not an object: {v}")).keys().map(String::as_str).collect();
-    assert_eq!(keys, ENVELOPE_KEYS, "{v}");
+    // A tool's JSON result comes in the default, compact shape and says so; text, binary
+    // content and resources have none.
+    if v.get("shape").is_some() {
+        assert_eq!(v["shape"], "compact", "{v}");
+        let without: Vec<&str> = keys.iter().copied().filter(|k| *k != "shape").collect();
+        assert_eq!(without, ENVELOPE_KEYS, "{v}");
+        assert_eq!(keys[5], "shape", "{v}");
+    } else {
+        assert_eq!(keys, ENVELOPE_KEYS, "{v}");
+    }
     assert_eq!(v["identity"], json!({"login": "alice", "mode": "token", "sudo": null}), "{v}");
 }
 

@@ -11,6 +11,7 @@ pub mod fixes;
 pub mod meanings;
 pub mod operation;
 pub mod raw_tool;
+pub mod results;
 pub mod schema;
 pub mod search;
 pub mod spec;
@@ -108,6 +109,8 @@ pub struct Catalog {
     /// The built-in tools that are not spec operations: discovery, raw request, attachment
     /// download.
     builtins: Vec<Arc<ToolDef>>,
+    /// The spec's definitions as results hold them (the shape stage reads them).
+    pub definitions: results::Definitions,
     /// Word search over `tools` (the discovery search tool), built at the first search.
     index: OnceLock<search::Index>,
 }
@@ -146,7 +149,17 @@ impl Catalog {
             .map(Arc::new)
             .collect();
         let spec_version = spec.info_version.clone();
-        Ok(Catalog { flavor, version, spec_version, tools, by_name, builtins, index: OnceLock::new() })
+        let definitions = results::Definitions::of(&spec);
+        Ok(Catalog {
+            flavor,
+            version,
+            spec_version,
+            tools,
+            by_name,
+            builtins,
+            definitions,
+            index: OnceLock::new(),
+        })
     }
 
     /// Every tool whose input schema does not compile, with the reason (`doctor` reports

@@ -257,6 +257,8 @@ pub struct Operation {
     /// How the `body` argument is sent.
     pub body: BodyEncoding,
     pub response: ResponseKind,
+    /// The definition a JSON answer holds (one, or a list of them), when the spec names one.
+    pub result: Option<super::results::Typed>,
     pub paging: Option<Paging>,
     pub deprecated: bool,
 }
@@ -332,6 +334,8 @@ impl Operation {
             params,
             body: BodyEncoding::from_consumes(consumes),
             response,
+            result: super::results::result_of(&raw.responses, spec)
+                .filter(|_| response == ResponseKind::Json),
             paging,
             deprecated: raw.deprecated,
         })
@@ -394,7 +398,7 @@ impl Annotations {
 #[derive(Debug)]
 pub enum Target {
     /// A spec operation.
-    Operation(Operation),
+    Operation(Box<Operation>),
     /// The raw tool `gitea_api_request`.
     Raw,
     /// `gitea_download_attachment`: `/attachments/{uuid}` outside `/api/v1`.
@@ -465,7 +469,7 @@ impl ToolDef {
             toolset: super::toolsets::area_of(&op.path),
             core: super::toolsets::is_core(&op.id),
             offers_sudo: false,
-            target: Target::Operation(op),
+            target: Target::Operation(Box::new(op)),
             source: Source::Spec(spec.clone(), index),
             schemas: OnceLock::new(),
             validator: OnceLock::new(),
@@ -515,6 +519,14 @@ impl ToolDef {
                 offer_sudo_in(Arc::make_mut(&mut input), SUDO_FULL);
                 offer_sudo_in(Arc::make_mut(&mut listed), SUDO_LEAN);
             }
+            // Every tool that answers JSON takes them; `tools/list` shows them where reading
+            // makes them worth their bytes: reads, the raw tool and the call tool.
+            if self.takes_shape() {
+                offer_shape_in(Arc::make_mut(&mut input), Some(SHAPE_FULL), FIELDS_FULL);
+                if self.annotations.read_only || self.operation().is_none() {
+                    offer_shape_in(Arc::make_mut(&mut listed), None, FIELDS_LEAN);
+                }
+            }
             let body_fields =
                 input.get("properties").and_then(|p| p.get("body")).and_then(super::fields::Shape::of);
             Schemas { input, listed, body_fields }
@@ -561,6 +573,16 @@ impl ToolDef {
         &self.name
     }
 
+    /// Whether the tool takes `shape` and `fields` for its result: every operation that
+    /// answers JSON, the raw tool and the call tool.
+    pub fn takes_shape(&self) -> bool {
+        match &self.target {
+            Target::Operation(op) => op.response == ResponseKind::Json,
+            Target::Raw | Target::CallOperation => true,
+            Target::AttachmentDownload | Target::SearchOperations | Target::OperationSchema => false,
+        }
+    }
+
     /// The spec operation, unless this is the raw tool.
     pub fn operation(&self) -> Option<&Operation> {
         match &self.target {
@@ -573,6 +595,28 @@ impl ToolDef {
 const SUDO_FULL: &str = "Act as this user (a login) for this call only: sent to the forge as the Sudo header, never as a parameter. Allowed when the caller is a site administrator and SUDO_ALLOWED_USERS lists the login; otherwise the call is refused before anything is sent.";
 const SUDO_LEAN: &str =
     "Act as this user (a login): needs a site administrator and a login SUDO_ALLOWED_USERS lists.";
+
+const SHAPE_FULL: &str = "\"full\": the forge's own JSON. By default (compact) nested users, repositories, labels and the like are reduced to their login, full name or name, derivable URLs are left out, and so are members that are empty, zero, false or null: absent means empty.";
+const FIELDS_FULL: &str = "Keep only these members of the result, or of each item of a list: member paths such as `number`, `title`, `user`, `head.ref`. A path the result does not have is refused with the paths it has.";
+const FIELDS_LEAN: &str = "Member paths to keep per item, e.g. number, title, head.ref";
+
+/// Add the `shape` and `fields` properties to a schema.
+/// (The listed schema's `shape` has no description: the server's instructions say it.)
+fn offer_shape_in(schema: &mut Map<String, Value>, shape: Option<&str>, fields: &str) {
+    use crate::shape::{FIELDS_ARGUMENT, MAX_FIELDS, MAX_PATH_CHARS, SHAPE_ARGUMENT};
+    let props = schema.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(props) = props {
+        let mut s = serde_json::json!({"enum": ["compact", "full"]});
+        let mut f = serde_json::json!({"type": "array", "items": {"type": "string"}, "description": fields});
+        if let Some(text) = shape {
+            s["description"] = text.into();
+            f["items"]["maxLength"] = MAX_PATH_CHARS.into();
+            f["maxItems"] = MAX_FIELDS.into();
+        }
+        props.insert(SHAPE_ARGUMENT.into(), s);
+        props.insert(FIELDS_ARGUMENT.into(), f);
+    }
+}
 
 /// Add the `sudo` property, described by `text`, to a schema.
 fn offer_sudo_in(schema: &mut Map<String, Value>, text: &str) {

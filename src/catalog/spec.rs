@@ -240,6 +240,11 @@ impl Spec {
         serde_json::from_str(raw.get()).ok()
     }
 
+    /// Every definition's name and unparsed text.
+    pub fn definition_texts(&self) -> impl Iterator<Item = (&str, &'static str)> {
+        self.definitions.iter().map(|(name, raw)| (name.as_str(), raw.get()))
+    }
+
     /// Whether `schema` (or the definition it refers to) lists required members, read
     /// without building the definition.
     pub fn has_required(&self, schema: &Value) -> bool {

@@ -8,6 +8,9 @@
 //! - `pagination`: `{page, limit, total_count, next_page, last_page}` for paged operations,
 //!   else `null`; unknown members are `null`, never a guessed 0.
 //! - `untrusted_content`: the notice that `data` is forge content, not instructions.
+//! - `shape` (only when `data` is JSON rendered compactly): `"compact"` — nested entities
+//!   reduced to what identifies them, derivable URLs and empty or default members left out
+//!   (absent means empty). Without it, `data` is the forge's JSON as decoded.
 //! - `data`: decoded JSON, text, `{content_base64, content_type, size}`, or `{location}`
 //!   for a redirect.
 //! - `truncated` (only when something was cut): which lists and strings were cut, and
@@ -52,6 +55,9 @@ pub struct Success {
     pub status: u16,
     pub pagination: Option<Pagination>,
     pub untrusted_content: String,
+    /// Present only when `data` is in the compact shape (see `shape`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<&'static str>,
     pub data: Value,
     /// Present only when the guard had to cut the result: what was cut and how to get the rest.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -156,6 +162,7 @@ mod tests {
             status: 200,
             pagination: None,
             untrusted_content: untrusted_notice(Flavor::Gitea),
+            shape: None,
             data: serde_json::json!({"id": 1}),
             truncated: None,
             hidden_content: None,

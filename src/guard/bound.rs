@@ -548,6 +548,7 @@ mod tests {
                 last_page: None,
             }),
             untrusted_content: untrusted_notice(Flavor::Gitea),
+            shape: None,
             data,
             truncated: None,
             hidden_content: None,

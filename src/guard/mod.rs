@@ -581,6 +581,7 @@ mod tests {
             status: 200,
             pagination: None,
             untrusted_content: untrusted_notice(Flavor::Gitea),
+            shape: None,
             data,
             truncated: None,
             hidden_content: None,

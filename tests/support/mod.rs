@@ -359,6 +359,8 @@ impl Server {
         };
         cmd.args(["serve", "--url", url, "--flavor", flavor_arg]);
         cmd.env_clear();
+        // The tests of the envelope's `data` as ADR 0005 states it; the compact shape has its own.
+        cmd.env("RESULT_SHAPE", "full");
         cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
         if let Some(t) = token {
             cmd.env("GITEA_TOKEN", t);
@@ -503,11 +505,16 @@ impl Harness {
 pub fn assert_envelope(c: &Called) -> &Value {
     assert!(!c.is_error, "expected success, got {}", c.text);
     let keys: Vec<&str> = c.json.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(
-        keys,
-        ["identity", "request", "status", "pagination", "untrusted_content", "data"],
-        "{}",
-        c.text
-    );
+    // `shape` says when `data` is compact; the forge's own JSON has no such member.
+    let compact = c.json.get("shape").is_some();
+    let expected: &[&str] = if compact {
+        &["identity", "request", "status", "pagination", "untrusted_content", "shape", "data"]
+    } else {
+        &["identity", "request", "status", "pagination", "untrusted_content", "data"]
+    };
+    assert_eq!(keys, expected, "{}", c.text);
+    if compact {
+        assert_eq!(c.json["shape"], "compact", "{}", c.text);
+    }
     c.data()
 }
