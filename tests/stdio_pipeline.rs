@@ -1133,3 +1133,101 @@ async fn arguments_appear_only_as_a_keyed_hmac() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), line["args_hmac"], "{out:?}");
 }
+
+/// Results come compact by default: a nested user is its login, API links are left out, and
+/// the envelope says so; `shape: "full"` gives the forge's own JSON, on the operation's tool,
+/// through the call tool and the raw tool alike.
+#[tokio::test]
+async fn results_are_compact_by_default_and_full_on_request() {
+    let h = Harness::start(Setup::gitea().env("RESULT_SHAPE", "compact")).await;
+    h.forge.seed_issues("alice", "demo", 3);
+    let args = json!({"owner": "alice", "repo": "demo"});
+    let c = h.call("issueListIssues", args.clone()).await;
+    let items = assert_envelope(&c).as_array().unwrap().clone();
+    assert_eq!(c.json["shape"], "compact", "{}", c.text);
+    assert_eq!(items.len(), 3, "{}", c.text);
+    for item in &items {
+        assert_eq!(item["user"], "alice", "{}", c.text);
+        assert!(item.get("url").is_none() && item["html_url"].is_string(), "{}", c.text);
+        assert!(item.as_object().unwrap().values().all(|v| v != "" && v != &Value::Null), "{}", c.text);
+    }
+    let full_calls = [
+        ("issueListIssues", json!({"owner": "alice", "repo": "demo", "shape": "full"})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo"}, "shape": "full"}),
+        ),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo", "shape": "full"}}),
+        ),
+        ("gitea_api_request", json!({"method": "GET", "path": "/repos/alice/demo/issues", "shape": "full"})),
+    ];
+    for (tool, args) in full_calls {
+        let c = h.call(tool, args.clone()).await;
+        let data = assert_envelope(&c);
+        assert!(c.json.get("shape").is_none(), "{tool} {args}: {}", c.text);
+        assert_eq!(data[0]["user"]["login"], "alice", "{tool} {args}: {}", c.text);
+        assert!(data[0]["url"].is_string(), "{tool} {args}: {}", c.text);
+    }
+    // The raw tool's result is typed by the operation its route reaches.
+    let c = h.call("gitea_api_request", json!({"method": "GET", "path": "/repos/alice/demo/issues"})).await;
+    assert_eq!(assert_envelope(&c)[0]["user"], "alice", "{}", c.text);
+    h.stop().await;
+}
+
+/// `fields` keeps only the members asked for, of each item; a member the result type does
+/// not have is refused, naming those it has, before anything is sent.
+#[tokio::test]
+async fn fields_keep_only_the_members_asked_and_unknown_ones_are_refused_unsent() {
+    let h = Harness::start(Setup::gitea().env("RESULT_SHAPE", "compact")).await;
+    h.forge.seed_issues("alice", "demo", 2);
+    let calls = [
+        ("issueListIssues", json!({"owner": "alice", "repo": "demo", "fields": ["number", "title", "user"]})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo", "fields": ["number", "title", "user"]}}),
+        ),
+        (
+            "gitea_api_request",
+            json!({"method": "GET", "path": "/repos/alice/demo/issues", "fields": ["number", "title", "user"]}),
+        ),
+    ];
+    for (tool, args) in calls {
+        let c = h.call(tool, args.clone()).await;
+        let data = assert_envelope(&c);
+        assert_eq!(
+            data,
+            &json!([{"number": 2, "user": "alice", "title": "issue 2"}, {"number": 1, "user": "alice", "title": "issue 1"}]),
+            "{tool}: {}",
+            c.text
+        );
+    }
+    let c = h.call("issueGetIssue", json!({"owner": "alice", "repo": "demo", "index": 1, "shape": "full", "fields": ["user.login", "title"]})).await;
+    assert_eq!(assert_envelope(&c), &json!({"title": "issue 1", "user": {"login": "alice"}}), "{}", c.text);
+
+    h.forge.clear_requests();
+    for (tool, args) in [
+        ("issueListIssues", json!({"owner": "alice", "repo": "demo", "fields": ["number", "titel"]})),
+        (
+            "gitea_api_request",
+            json!({"method": "GET", "path": "/repos/alice/demo/issues", "fields": ["titel"]}),
+        ),
+        ("issueListIssues", json!({"owner": "alice", "repo": "demo", "fields": ["milestone.name"]})),
+        ("issueListIssues", json!({"owner": "alice", "repo": "demo", "fields": "title"})),
+        ("issueListIssues", json!({"owner": "alice", "repo": "demo", "shape": "lean"})),
+    ] {
+        let c = h.call(tool, args.clone()).await;
+        assert!(c.is_error, "{tool} {args}: {}", c.text);
+        assert_eq!(c.kind(), "invalid_arguments", "{tool} {args}: {}", c.text);
+    }
+    let c = h.call("issueListIssues", json!({"owner": "alice", "repo": "demo", "fields": ["titel"]})).await;
+    let message = c.json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("titel") && message.contains("title, ") && message.contains("assignees"),
+        "{message}"
+    );
+    assert_eq!(c.json["error"]["path"], "/fields/0", "{}", c.text);
+    assert!(h.tool_requests().is_empty(), "nothing was sent: {:?}", h.tool_requests());
+    h.stop().await;
+}

@@ -477,6 +477,9 @@ fn note(
     Some(Value::Object(m))
 }
 
+/// The other way to fit more: fewer members per item.
+pub const FIELDS_ADVICE: &str = "or keep only the members you need with fields (e.g. fields: [\"number\", \"title\"]), so that more items fit";
+
 fn advice(page: Option<&Pagination>, top: Option<&Value>, items: &[Value], strings_cut: bool) -> String {
     let mut parts = Vec::new();
     if let Some(top) = top {
@@ -496,6 +499,9 @@ fn advice(page: Option<&Pagination>, top: Option<&Value>, items: &[Value], strin
             "long strings were shortened (marked …): fetch the single item or file to read it whole"
                 .to_owned(),
         );
+    }
+    if !parts.is_empty() {
+        parts.push(FIELDS_ADVICE.to_owned());
     }
     parts.join("; ")
 }
@@ -572,7 +578,9 @@ mod tests {
             s.truncated.as_ref().unwrap()["items"][0],
             json!({"path": "/data", "returned": 100, "total": 250})
         );
-        assert!(s.truncated.as_ref().unwrap()["how_to_get_more"].as_str().unwrap().contains("limit=100"));
+        let advice = s.truncated.as_ref().unwrap()["how_to_get_more"].as_str().unwrap().to_owned();
+        assert!(advice.contains("limit=100"), "{advice}");
+        assert!(advice.ends_with(FIELDS_ADVICE), "{advice}");
     }
 
     #[test]
