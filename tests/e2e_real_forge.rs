@@ -901,6 +901,172 @@ async fn e2e_doctor_reports_the_forge_and_the_token() {
     assert!(!text.contains(refused), "the token leaked:\n{text}");
 }
 
+/// Ten everyday tasks on a realistically filled repository (labelled, assigned issues in a
+/// milestone with comments, nested source files, a pull request with a change, a release),
+/// each done with the fewest natural calls in both shapes: the bytes of each result as the
+/// client receives it, and the facts each task needs, present in the compact result.
+#[tokio::test]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
+async fn e2e_everyday_tasks_in_both_shapes() {
+    let t = target();
+    let s = spawn_with(&t, &[("RESULT_SHAPE", "compact")]).await;
+    let (repo, guard) = scratch_repo(&s, &t, "tasks").await;
+    let r = &repo;
+    let owner = r.owner.clone();
+    // The repository.
+    let mut labels = Vec::new();
+    for (name, color) in [("bug", "#ee0701"), ("docs", "#0075ca"), ("enhancement", "#84b6eb")] {
+        let c = r
+            .call(
+                "issueCreateLabel",
+                json!({"body": {"name": name, "color": color, "description": format!("{name} reports")}}),
+            )
+            .await;
+        labels.push(ok(&c, 201)["id"].clone());
+    }
+    let c = r
+        .call("issueCreateMilestone", json!({"body": {"title": "v1.0", "description": "the first release"}}))
+        .await;
+    let milestone = ok(&c, 201)["id"].clone();
+    let mut issues = Vec::new();
+    for i in 1..=8 {
+        let labels = if i % 2 == 0 { json!([labels[0], labels[2]]) } else { json!([labels[1]]) };
+        let body = json!({"title": format!("Everyday issue {i}"), "body": format!("Steps to reproduce {i}:\n1. start\n2. crash"),
+            "labels": labels, "milestone": milestone, "assignees": [owner]});
+        issues.push(
+            ok(&r.call("issueCreateIssue", json!({"body": body})).await, 201)["number"].as_u64().unwrap(),
+        );
+    }
+    for i in 1..=3 {
+        let c = r
+            .call(
+                "issueCreateComment",
+                json!({"index": issues[1], "body": {"body": format!("Comment {i}: seen here too")}}),
+            )
+            .await;
+        ok(&c, 201);
+    }
+    for (path, text) in [
+        ("src/lib.rs", "pub fn answer() -> u32 {\n    42\n}\n"),
+        ("src/a/mod.rs", "pub mod b;\n"),
+        ("src/a/b.rs", "pub struct B;\n"),
+        ("src/main.rs", "fn main() {}\n"),
+        ("docs/guide.md", "# guide\n"),
+    ] {
+        let c = r.call("repoCreateFile", json!({"filepath": path, "body": {"content": B64.encode(text), "message": format!("Add {path}")}})).await;
+        ok(&c, 201);
+    }
+    ok(
+        &r.call(
+            "repoCreateBranch",
+            json!({"body": {"new_branch_name": "feature", "old_branch_name": "main"}}),
+        )
+        .await,
+        201,
+    );
+    let c = r.call("repoCreateFile", json!({"filepath": "src/feature.rs", "body": {"content": B64.encode("pub fn feature() {}\n"), "message": "Add the feature", "branch": "feature"}})).await;
+    ok(&c, 201);
+    let c = r.call("repoCreatePullRequest", json!({"body": {"head": "feature", "base": "main", "title": "Add the feature", "body": "It adds it."}})).await;
+    let pull = ok(&c, 201)["number"].as_u64().unwrap();
+    let c = r.call("repoCreateRelease", json!({"body": {"tag_name": "v1.0.0", "name": "First release", "body": "Release notes", "target_commitish": "main"}})).await;
+    ok(&c, 201);
+
+    // The tasks: the calls of each, and the facts the compact result must hold.
+    let word = r.name.split('-').next_back().unwrap().to_owned();
+    let tasks: Vec<(&str, Vec<(&str, Value)>, Vec<String>)> = vec![
+        (
+            "open issues labelled bug",
+            vec![("issueListIssues", r.args(json!({"state": "open", "type": "issues", "labels": "bug"})))],
+            vec!["Everyday issue 8".into(), "bug".into(), "v1.0".into(), owner.clone()],
+        ),
+        (
+            "one issue with its comments",
+            vec![
+                ("issueGetIssue", r.args(json!({"index": issues[1]}))),
+                ("issueGetComments", r.args(json!({"index": issues[1]}))),
+            ],
+            vec!["Everyday issue 2".into(), "Comment 3: seen here too".into(), owner.clone()],
+        ),
+        (
+            "a pull request's files and diff",
+            vec![
+                ("repoGetPullRequestFiles", r.args(json!({"index": pull}))),
+                ("repoDownloadPullDiffOrPatch", r.args(json!({"index": pull, "diffType": "diff"}))),
+            ],
+            vec!["src/feature.rs".into(), "+pub fn feature() {}".into()],
+        ),
+        (
+            "read one source file",
+            vec![("repoGetContents", r.args(json!({"filepath": "src/lib.rs"})))],
+            vec![B64.encode("pub fn answer() -> u32 {\n    42\n}\n")],
+        ),
+        (
+            "the tree under src/",
+            vec![("repoGetContents", r.args(json!({"filepath": "src"})))],
+            vec!["src/lib.rs".into(), "src/a".into(), "src/main.rs".into()],
+        ),
+        ("repositories matching a word", vec![("repoSearch", json!({"q": word}))], vec![r.full_name()]),
+        (
+            "create an issue with a label",
+            vec![(
+                "issueCreateIssue",
+                r.args(json!({"body": {"title": "Created with a label", "labels": [labels[0]]}})),
+            )],
+            vec!["Created with a label".into(), "bug".into()],
+        ),
+        (
+            "comment on a pull request",
+            vec![(
+                "issueCreateComment",
+                r.args(json!({"index": pull, "body": {"body": "Looks good to me"}})),
+            )],
+            vec!["Looks good to me".into(), owner.clone()],
+        ),
+        (
+            "the latest 10 commits",
+            vec![("repoGetAllCommits", r.args(json!({"limit": 10, "sha": "main"})))],
+            vec!["Add src/lib.rs".into(), "Add docs/guide.md".into()],
+        ),
+        (
+            "the latest release",
+            vec![("repoGetLatestRelease", r.args(json!({})))],
+            vec!["First release".into(), "v1.0.0".into(), "Release notes".into()],
+        ),
+    ];
+    let (mut all_full, mut all_compact) = (0, 0);
+    eprintln!("e2e: task | full B | compact B | compact/full");
+    for (task, calls, facts) in &tasks {
+        let (mut full, mut compact, mut text) = (0, 0, String::new());
+        for (tool, args) in calls {
+            let c = s.call(tool, args.clone()).await;
+            assert!(!c.is_error, "{task}: {}", c.text);
+            // A JSON result is compact and says so; text (a diff) has one shape only.
+            let mut full_args = args.clone();
+            if c.data().is_object() || c.data().is_array() {
+                assert_eq!(c.json["shape"], "compact", "{task}: {}", c.text);
+                full_args["shape"] = json!("full");
+            }
+            let f = s.call(tool, full_args).await;
+            assert!(!f.is_error && f.json.get("shape").is_none(), "{task}: {}", f.text);
+            full += f.text.len();
+            compact += c.text.len();
+            text.push_str(&c.text);
+        }
+        for fact in facts {
+            assert!(text.contains(fact.as_str()), "{task}: {fact:?} missing from {text}");
+        }
+        assert!(compact <= full, "{task}: compact {compact} B > full {full} B");
+        eprintln!("e2e: {task} | {full} | {compact} | {:.2}", compact as f64 / full as f64);
+        (all_full, all_compact) = (all_full + full, all_compact + compact);
+    }
+    let ratio = all_compact as f64 / all_full as f64;
+    eprintln!("e2e: all ten | {all_full} | {all_compact} | {ratio:.2}");
+    // The goal: at most 45 % of the full shape's bytes for the ten.
+    assert!(ratio <= 0.45, "the compact shape costs {ratio:.2} of the full one");
+    remove(r, guard).await;
+    let _ = s.client.cancel().await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Scenario steps
 // ---------------------------------------------------------------------------------------
