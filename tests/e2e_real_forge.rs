@@ -901,6 +901,9 @@ async fn e2e_doctor_reports_the_forge_and_the_token() {
     assert!(!text.contains(refused), "the token leaked:\n{text}");
 }
 
+/// An everyday task: its name, its calls (tool, arguments), the facts its result must hold.
+type Task = (&'static str, Vec<(&'static str, Value)>, Vec<String>);
+
 /// Ten everyday tasks on a realistically filled repository (labelled, assigned issues in a
 /// milestone with comments, nested source files, a pull request with a change, a release),
 /// each done with the fewest natural calls in both shapes: the bytes of each result as the
@@ -973,7 +976,7 @@ async fn e2e_everyday_tasks_in_both_shapes() {
 
     // The tasks: the calls of each, and the facts the compact result must hold.
     let word = r.name.split('-').next_back().unwrap().to_owned();
-    let tasks: Vec<(&str, Vec<(&str, Value)>, Vec<String>)> = vec![
+    let tasks: Vec<Task> = vec![
         (
             "open issues labelled bug",
             vec![("issueListIssues", r.args(json!({"state": "open", "type": "issues", "labels": "bug"})))],
