@@ -65,7 +65,7 @@ fn main() {
     println!();
 
     // `cargo bench --bench pipeline -- guard` runs only the sections whose name holds a word
-    // (startup, tools, calls, guard, signin, limits).
+    // (startup, tools, calls, guard, signin, limits, bytes).
     let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let run = |name: &str| only.is_empty() || only.iter().any(|w| name.contains(w.as_str()));
     if run("startup") {
@@ -88,6 +88,109 @@ fn main() {
     }
     if run("limits") {
         rt.block_on(limits_neighbour());
+    }
+    if run("bytes") {
+        rt.block_on(everyday_bytes());
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. Bytes per everyday task, in the compact shape and the full one.
+
+/// Ten everyday tasks as a real Gitea 1.27.3 answered them (recorded by the end-to-end test
+/// `e2e_everyday_tasks_in_both_shapes` with `AEGIS_E2E_RECORD`): each call's arguments, the
+/// path it reached, the forge's answer, and the facts the task needs.
+const EVERYDAY: &str = include_str!("fixtures/everyday-tasks-gitea.json");
+
+async fn everyday_bytes() {
+    println!(
+        "== 7. Bytes per everyday task: the forge's recorded answers replayed by the fake forge, each task in both shapes"
+    );
+    let doc: Value = serde_json::from_str(EVERYDAY).expect("the recording is JSON");
+    let calls = doc["calls"].as_array().expect("calls");
+    let forge = FakeForge::start(Options { flavor: FFlavor::Gitea, ..Options::default() }).await;
+    for c in calls {
+        let (json_data, body) = match &c["data"] {
+            Value::String(text) => (false, text.clone().into_bytes()),
+            other => (true, serde_json::to_vec(other).expect("data serializes")),
+        };
+        let mut headers = vec![(
+            "content-type".to_owned(),
+            if json_data { "application/json;charset=utf-8" } else { "text/plain;charset=utf-8" }.to_owned(),
+        )];
+        if let Some(total) = c["pagination"]["total_count"].as_u64() {
+            headers.push(("x-total-count".to_owned(), total.to_string()));
+        }
+        forge.script(fake_forge::Script {
+            method: c["request"]["method"].as_str().map(str::to_owned),
+            path: format!("/api/v1{}", c["request"]["path"].as_str().expect("a path")),
+            times: usize::MAX,
+            response: fake_forge::ScriptedResponse {
+                status: c["status"].as_u64().expect("a status") as u16,
+                headers,
+                body: fake_forge::ScriptBody::Bytes(body),
+                delay: Duration::ZERO,
+            },
+        });
+    }
+    let server = Server::start(settings("gitea", &forge.base_url())).await.expect("server starts");
+    println!(
+        "  recorded on {} ({})",
+        doc["forge"].as_str().unwrap_or("?"),
+        doc["repository"].as_str().unwrap_or("?")
+    );
+    println!("  {:<36} {:>9} {:>9} {:>7}  facts", "task", "full B", "compact B", "ratio");
+    let (mut all_full, mut all_compact, mut missing) = (0, 0, 0);
+    let mut tasks: Vec<&str> = calls.iter().filter_map(|c| c["task"].as_str()).collect();
+    tasks.dedup();
+    for task in tasks {
+        let (mut full, mut compact, mut text) = (0, 0, String::new());
+        for c in calls.iter().filter(|c| c["task"] == task) {
+            let tool = c["tool"].as_str().expect("a tool");
+            let args = c["args"].as_object().expect("arguments").clone();
+            let shaped = c["data"].is_object() || c["data"].is_array();
+            let mut full_args = args.clone();
+            if shaped {
+                full_args.insert("shape".into(), json!("full"));
+            }
+            let f = text_of(&server, tool, full_args).await;
+            let k = text_of(&server, tool, args).await;
+            full += f.len();
+            compact += k.len();
+            text.push_str(&k);
+        }
+        let facts: Vec<&str> = calls
+            .iter()
+            .find(|c| c["task"] == task)
+            .and_then(|c| c["facts"].as_array())
+            .map(|f| f.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let absent: Vec<&str> = facts.iter().copied().filter(|f| !text.contains(f)).collect();
+        missing += absent.len();
+        let said = if absent.is_empty() {
+            format!("all {} present", facts.len())
+        } else {
+            format!("MISSING {absent:?}")
+        };
+        println!("  {task:<36} {full:>9} {compact:>9} {:>7.2}  {said}", compact as f64 / full as f64);
+        (all_full, all_compact) = (all_full + full, all_compact + compact);
+    }
+    println!(
+        "  {:<36} {all_full:>9} {all_compact:>9} {:>7.2}  (goal: at most 0.45)",
+        "all ten",
+        all_compact as f64 / all_full as f64
+    );
+    assert_eq!(missing, 0, "a compact result lost a fact its task needs");
+    println!();
+}
+
+/// A tool call's result text, as a client receives it.
+async fn text_of(server: &Server, tool: &str, args: Map<String, Value>) -> String {
+    let mut trace = audit::Trace::default();
+    let result = call::run(server, Caller::Global, &Default::default(), tool, Some(args), &mut trace).await;
+    match result {
+        Ok(guarded) => guarded.as_str().to_owned(),
+        Err(e) => panic!("{tool}: {e}"),
     }
 }
 

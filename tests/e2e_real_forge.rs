@@ -1037,6 +1037,9 @@ async fn e2e_everyday_tasks_in_both_shapes() {
         ),
     ];
     let (mut all_full, mut all_compact) = (0, 0);
+    // Each call's full answer, for `AEGIS_E2E_RECORD` (a file): the benchmark of these tasks
+    // replays such a recording through the fake forge.
+    let mut recorded = Vec::new();
     eprintln!("e2e: task | full B | compact B | compact/full");
     for (task, calls, facts) in &tasks {
         let (mut full, mut compact, mut text) = (0, 0, String::new());
@@ -1051,6 +1054,10 @@ async fn e2e_everyday_tasks_in_both_shapes() {
             }
             let f = s.call(tool, full_args).await;
             assert!(!f.is_error && f.json.get("shape").is_none(), "{task}: {}", f.text);
+            recorded.push(
+                json!({"task": task, "facts": facts, "tool": tool, "args": args, "request": f.json["request"],
+                "status": f.json["status"], "pagination": f.json["pagination"], "data": f.data()}),
+            );
             full += f.text.len();
             compact += c.text.len();
             text.push_str(&c.text);
@@ -1061,6 +1068,12 @@ async fn e2e_everyday_tasks_in_both_shapes() {
         assert!(compact <= full, "{task}: compact {compact} B > full {full} B");
         eprintln!("e2e: {task} | {full} | {compact} | {:.2}", compact as f64 / full as f64);
         (all_full, all_compact) = (all_full + full, all_compact + compact);
+    }
+    if let Some(file) = env_var("AEGIS_E2E_RECORD") {
+        let (flavor, version) = detect(&s).await;
+        let doc =
+            json!({"forge": format!("{flavor:?} {version}"), "repository": r.full_name(), "calls": recorded});
+        std::fs::write(&file, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
     }
     let ratio = all_compact as f64 / all_full as f64;
     eprintln!("e2e: all ten | {all_full} | {all_compact} | {ratio:.2}");
