@@ -188,13 +188,16 @@ pub fn render(
     if shape == Shape::Full {
         return Ok(());
     }
+    // A member asked for by name is kept even where the compact shape leaves such links out.
+    let asked: Vec<&str> = fields.into_iter().flatten().filter_map(|p| p.rsplit('.').next()).collect();
+    let c = Compactor { defs, asked };
     match (data, wrapper) {
         (Value::Object(outer), Some(member)) => {
             let mut list = outer.remove(member).unwrap_or(Value::Null);
-            members(defs, wrapper_def, outer, true);
+            c.members(wrapper_def, outer, true);
             if let Value::Array(items) = &mut list {
                 for item in items {
-                    top_item(defs, item_def, item);
+                    c.top_item(item_def, item);
                 }
             }
             if !is_empty(&list) {
@@ -203,10 +206,10 @@ pub fn render(
         }
         (Value::Array(items), _) => {
             for item in items {
-                top_item(defs, item_def, item);
+                c.top_item(item_def, item);
             }
         }
-        (value, _) => top_item(defs, item_def, value),
+        (value, _) => c.top_item(item_def, value),
     }
     Ok(())
 }
@@ -299,43 +302,53 @@ impl Tree {
     }
 }
 
-fn top_item(defs: &Definitions, def: Option<&Definition>, value: &mut Value) {
-    if let Value::Object(m) = value {
-        members(defs, def, m, true);
-    }
+/// The compact rendering of one result: the spec's definitions, and the member names
+/// `fields` asked for (never left out as links).
+struct Compactor<'a> {
+    defs: &'a Definitions,
+    asked: Vec<&'a str>,
 }
 
-/// Compact the members of an object of definition `def` (`top`: a top-level item).
-fn members(defs: &Definitions, def: Option<&Definition>, m: &mut Map<String, Value>, top: bool) {
-    for (dup, of) in entities::DUPLICATES {
-        if m.get(*of).is_some_and(|v| !is_empty(v)) {
-            m.remove(*dup);
+impl Compactor<'_> {
+    fn top_item(&self, def: Option<&Definition>, value: &mut Value) {
+        if let Value::Object(m) = value {
+            self.members(def, m, true);
         }
     }
-    m.retain(|k, v| {
-        if entities::DERIVABLE_URLS.contains(&k.as_str()) || (!top && k == "html_url") {
-            return false;
-        }
-        let typed = def.and_then(|d| d.member(k));
-        nested(defs, typed.map(|t| t.definition.as_str()), v);
-        !is_empty(v)
-    });
-}
 
-/// Compact a nested value (one, or a list) of definition `name`.
-fn nested(defs: &Definitions, name: Option<&str>, value: &mut Value) {
-    match value {
-        Value::Array(items) => items.iter_mut().for_each(|v| nested(defs, name, v)),
-        Value::Object(m) => {
-            if let Some(Nested::Identify(ids)) = name.and_then(entities::nested)
-                && let Some(identity) = identify(m, ids)
-            {
-                *value = identity;
-                return;
+    /// Compact the members of an object of definition `def` (`top`: a top-level item).
+    fn members(&self, def: Option<&Definition>, m: &mut Map<String, Value>, top: bool) {
+        for (dup, of) in entities::DUPLICATES {
+            if m.get(*of).is_some_and(|v| !is_empty(v)) && !self.asked.contains(dup) {
+                m.remove(*dup);
             }
-            members(defs, name.and_then(|n| defs.get(n)), m, false);
         }
-        _ => {}
+        m.retain(|k, v| {
+            let link = entities::DERIVABLE_URLS.contains(&k.as_str()) || (!top && k == "html_url");
+            if link && !self.asked.contains(&k.as_str()) {
+                return false;
+            }
+            let typed = def.and_then(|d| d.member(k));
+            self.nested(typed.map(|t| t.definition.as_str()), v);
+            !is_empty(v)
+        });
+    }
+
+    /// Compact a nested value (one, or a list) of definition `name`.
+    fn nested(&self, name: Option<&str>, value: &mut Value) {
+        match value {
+            Value::Array(items) => items.iter_mut().for_each(|v| self.nested(name, v)),
+            Value::Object(m) => {
+                if let Some(Nested::Identify(ids)) = name.and_then(entities::nested)
+                    && let Some(identity) = identify(m, ids)
+                {
+                    *value = identity;
+                    return;
+                }
+                self.members(name.and_then(|n| self.defs.get(n)), m, false);
+            }
+            _ => {}
+        }
     }
 }
 

@@ -232,3 +232,21 @@ fn every_operation_result_of_both_specs_names_a_definition_the_spec_has() {
         assert!(typed > 300, "{f:?}: {typed} typed results");
     }
 }
+
+#[test]
+fn a_member_asked_for_by_name_is_kept_even_where_compact_leaves_links_out() {
+    let c = gitea();
+    let t = result_of(&c, "repoGet");
+    let repo = json!({"full_name": "o/r", "clone_url": "https://forge/o/r.git", "ssh_url": "git@forge:o/r.git",
+        "owner": user("o"), "parent": {"full_name": "up/r", "html_url": "https://forge/up/r"}});
+    let fields: Vec<String> = ["clone_url", "owner", "parent.html_url"].map(String::from).to_vec();
+    check_fields(&c.definitions, t.as_ref(), &fields).unwrap();
+    let mut data = repo;
+    render(&c.definitions, t.as_ref(), Shape::Compact, Some(&fields), &mut data).unwrap();
+    // The parent kept only its link, which was asked for, so it has no full name to be
+    // reduced to: it stays an object with that link.
+    assert_eq!(
+        data,
+        json!({"clone_url": "https://forge/o/r.git", "owner": "o", "parent": {"html_url": "https://forge/up/r"}})
+    );
+}
