@@ -357,6 +357,8 @@ pub async fn run_reads(
     let _admitted = server.limits.admit(key(&identity)).map_err(|e| server.guard.error(e))?;
     let guard = server.guard.for_call(secrets);
     let mut first: Option<Fetched> = None;
+    let shape = server.settings.result_shape;
+    let mut compact = false;
     let mut datas = Vec::with_capacity(reads.len());
     let mut elided = Elided::default();
     for (tool, mut read) in tools.into_iter().zip(reads) {
@@ -368,6 +370,15 @@ pub async fn run_reads(
                 (this.operation, this.method, this.path, this.status);
         }
         let mut got = fetched.map_err(|e| guard.error(e))?;
+        // Each read in the server's shape, typed by its own operation.
+        if got.json {
+            let result_type = tool.operation().and_then(|op| op.result.as_ref());
+            let defs = &server.catalog.definitions;
+            shape::render(defs, result_type, shape, None, &mut got.data).map_err(|e| guard.error(e))?;
+            let data = &got.data;
+            got.elided.cuts.retain(|c| data.pointer(&c.pointer).is_some());
+            compact |= shape == Shape::Compact;
+        }
         datas.push(std::mem::take(&mut got.data));
         elided.merge(std::mem::take(&mut got.elided).under(read.at));
         first.get_or_insert(got);
@@ -376,6 +387,7 @@ pub async fn run_reads(
     let mut success = first.into_success(server, identity);
     success.pagination = None;
     success.data = combine(datas);
+    success.shape = compact.then_some(Shape::Compact.as_str());
     guard.success(&mut success, false, &elided)
 }
 

@@ -96,6 +96,30 @@ async fn templates_are_listed_and_each_reads_through_the_pipeline() {
     h.stop().await;
 }
 
+/// In the compact shape (the default), a resource's JSON is compact like a tool's result and
+/// says so; a file's text is the same in both shapes.
+#[tokio::test]
+async fn resources_come_in_the_servers_shape() {
+    let h = Harness::start(Setup::gitea().env("RESULT_SHAPE", "compact")).await;
+    seed(&h).await;
+    let issue = read(&h, "gitea://repos/o/r/issues/1").await.unwrap();
+    assert_eq!(issue["shape"], "compact", "{issue}");
+    assert_eq!(issue["data"]["issue"]["user"], "alice", "{issue}");
+    assert!(issue["data"]["issue"].get("url").is_none(), "{issue}");
+    assert_eq!(issue["data"]["comments"][0]["user"], "alice", "{issue}");
+    assert_eq!(issue["data"]["comments"][1]["body"], "second", "{issue}");
+    let pull = read(&h, "gitea://repos/o/r/pulls/2").await.unwrap();
+    assert_eq!(
+        (&pull["shape"], &pull["data"]["head"]["ref"]),
+        (&json!("compact"), &json!("feature/x")),
+        "{pull}"
+    );
+    let file = read(&h, "gitea://repos/o/r/contents/docs/a%20b.md?ref=feature%2Fx").await.unwrap();
+    assert!(file.get("shape").is_none(), "{file}");
+    assert_eq!(file["data"], "deploy with [REDACTED]\n");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn missing_resources_bad_uris_and_refused_operations_are_clear_errors() {
     let h = Harness::start(Setup::gitea().env("DISABLED_TOOLS", "issueGetComments")).await;
