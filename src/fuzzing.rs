@@ -49,6 +49,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("audit_verify", audit_verify),
     ("skim", skim),
     ("forge_url", forge_url),
+    ("shape", shape),
 ];
 
 /// The `Authorization` header parser (`identity/header.rs`). The input is the header value.
@@ -406,7 +407,7 @@ pub fn decode(data: &[u8]) {
         Decoded::Json(v) => {
             assert_ne!(limit.setting, "MAX_BINARY_BYTES", "bytes read as binary were parsed");
             assert!(!body::too_deep(bytes, body::MAX_JSON_DEPTH));
-            let (lists, values) = shape(v);
+            let (lists, values) = list_and_value_counts(v);
             assert!(lists <= keep.items, "a list longer than kept: {lists} > {}", keep.items);
             assert!(values <= keep.values.max(1), "{values} values kept of {}", keep.values);
             // JSON is read from the text the bytes make (stray bytes become U+FFFD). What was
@@ -453,7 +454,7 @@ const MEDIA_TYPES: &[Option<&str>] = &[
 ];
 
 /// The longest list and the number of values in `v` (without recursion).
-fn shape(v: &Value) -> (usize, usize) {
+fn list_and_value_counts(v: &Value) -> (usize, usize) {
     let (mut longest, mut count) = (0, 0);
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
@@ -961,6 +962,106 @@ pub fn forge_url(data: &[u8]) {
         assert_eq!(again, Ok(Some((owner.clone(), repo.clone()))), "{text:?} spelled {spelled:?}");
     }
     assert_eq!(forge.repository(&format!("https://elsewhere.example/{o}/{r}")), Ok(None));
+}
+
+/// The shape stage (`shape/`) on any forge answer: bytes 0–1 pick an operation of either
+/// catalog (its result type), byte 2 the shape and whether `fields` are given; the first line
+/// after them is `fields` as JSON (through `Ask::take`), the rest the answer as JSON.
+///
+/// `Ask::take` gives only valid member paths, or an `invalid_arguments` error; the full shape
+/// without `fields` is the answer itself; the compact one leaves, at any depth, no derivable
+/// link not asked for and no member empty or default, and rendering it again changes nothing;
+/// with `fields`, each object item of a listing keeps only members the paths begin with.
+pub fn shape(data: &[u8]) {
+    use crate::shape::{self as stage, Ask, Shape};
+    let [a, b, mode, rest @ ..] = data else { return };
+    let text = String::from_utf8_lossy(rest);
+    let (fields_line, answer) = text.split_once('\n').unwrap_or(("", &text));
+    let Ok(answer) = serde_json::from_str::<Value>(answer) else { return };
+    let catalog = &catalogs()[usize::from(a & 1)];
+    let ops: Vec<&ToolDef> = catalog.operations().map(|t| t.as_ref()).collect();
+    let op =
+        ops[usize::from(u16::from_le_bytes([*a, *b]) >> 1) % ops.len()].operation().expect("an operation");
+    let result = op.result.as_ref();
+    let shape = if mode & 1 == 0 { Shape::Compact } else { Shape::Full };
+    let fields = if mode & 2 == 0 {
+        None
+    } else {
+        let Ok(v) = serde_json::from_str::<Value>(fields_line) else { return };
+        let mut args = serde_json::Map::new();
+        args.insert("fields".into(), v);
+        match Ask::take(&mut args) {
+            Ok(ask) => {
+                for p in ask.fields.iter().flatten() {
+                    assert!(!p.is_empty() && p.split('.').all(|s| !s.is_empty()), "{p:?}");
+                }
+                ask.fields
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments));
+                return;
+            }
+        }
+    };
+    let defs = &catalog.definitions;
+    if let Some(f) = &fields
+        && stage::check_fields(defs, result, f).is_err()
+    {
+        return;
+    }
+    let mut out = answer.clone();
+    if stage::render(defs, result, shape, fields.as_deref(), &mut out).is_err() {
+        assert!(
+            fields.is_some() && result.is_none(),
+            "only an untyped result checks fields against the data"
+        );
+        return;
+    }
+    if let Some(f) = &fields {
+        let firsts: Vec<&str> = f.iter().map(|p| p.split('.').next().unwrap_or(p)).collect();
+        if let (Value::Array(items), false) = (&out, result.is_some_and(|t| !t.list)) {
+            for item in items.iter().filter_map(Value::as_object) {
+                assert!(item.keys().all(|k| firsts.contains(&k.as_str())), "{item:?} beyond {f:?}");
+            }
+        }
+    }
+    match shape {
+        Shape::Full if fields.is_none() => assert_eq!(out, answer),
+        Shape::Full => {}
+        Shape::Compact => {
+            let asked: Vec<&str> = fields.iter().flatten().filter_map(|p| p.rsplit('.').next()).collect();
+            compact_holds(&out, &asked);
+            if fields.is_none() {
+                let mut again = out.clone();
+                stage::render(defs, result, Shape::Compact, None, &mut again).expect("no fields, no refusal");
+                assert_eq!(again, out, "compact twice differs from once");
+            }
+        }
+    }
+}
+
+/// No derivable link not `asked` for and no empty or default member, at any depth.
+fn compact_holds(v: &Value, asked: &[&str]) {
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| compact_holds(i, asked)),
+        Value::Object(m) => {
+            for (k, v) in m {
+                let link = crate::shape::entities::DERIVABLE_URLS.contains(&k.as_str());
+                assert!(!link || asked.contains(&k.as_str()), "{k} left in {m:?}");
+                let empty = match v {
+                    Value::Null => true,
+                    Value::Bool(b) => !b,
+                    Value::Number(n) => n.as_f64() == Some(0.0),
+                    Value::String(s) => s.is_empty(),
+                    Value::Array(a) => a.is_empty(),
+                    Value::Object(o) => o.is_empty(),
+                };
+                assert!(!empty, "{k} empty in {m:?}");
+                compact_holds(v, asked);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The forge `forge_url` judges against.

@@ -195,18 +195,9 @@ pub fn render(
         (Value::Object(outer), Some(member)) => {
             let mut list = outer.remove(member).unwrap_or(Value::Null);
             c.members(wrapper_def, outer, true);
-            if let Value::Array(items) = &mut list {
-                for item in items {
-                    c.top_item(item_def, item);
-                }
-            }
+            c.top_item(item_def, &mut list);
             if !is_empty(&list) {
                 outer.insert(member.to_owned(), list);
-            }
-        }
-        (Value::Array(items), _) => {
-            for item in items {
-                c.top_item(item_def, item);
             }
         }
         (value, _) => c.top_item(item_def, value),
@@ -310,9 +301,12 @@ struct Compactor<'a> {
 }
 
 impl Compactor<'_> {
+    /// A top-level item, or each item of a list of them (at any depth of lists).
     fn top_item(&self, def: Option<&Definition>, value: &mut Value) {
-        if let Value::Object(m) = value {
-            self.members(def, m, true);
+        match value {
+            Value::Object(m) => self.members(def, m, true),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.top_item(def, v)),
+            _ => {}
         }
     }
 
