@@ -94,7 +94,7 @@ pub async fn run(
     // Fields the result type does not have are refused before anything is sent.
     let result_type = operation.and_then(|op| op.result.as_ref());
     if let Some(fields) = &ask.fields {
-        shape::check_fields(&server.catalog.definitions, result_type, fields).map_err(|e| guard.error(e))?;
+        shape::check_fields(server.catalog.definitions(), result_type, fields).map_err(|e| guard.error(e))?;
     }
     // 3.–6. validate, plan, send, decode.
     let mut fetched = fetch(server, tool, &mut args, reached, &credential, &guard, trace)
@@ -117,18 +117,7 @@ pub async fn run(
     //    own members), and only the fields asked for.
     let shape = ask.shape.unwrap_or(server.settings.result_shape);
     let compact = fetched.json && shape == Shape::Compact;
-    if fetched.json {
-        shape::render(
-            &server.catalog.definitions,
-            result_type,
-            shape,
-            ask.fields.as_deref(),
-            &mut fetched.data,
-        )
-        .map_err(|e| guard.error(e))?;
-        let data = &fetched.data;
-        fetched.elided.cuts.retain(|c| data.pointer(&c.pointer).is_some());
-    }
+    fetched.shape(server, result_type, shape, ask.fields.as_deref()).map_err(|e| guard.error(e))?;
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
     success.filtered = filtered;
@@ -269,6 +258,24 @@ struct Fetched {
 }
 
 impl Fetched {
+    /// The shape stage on JSON data; the parser's cuts that no longer lead anywhere (in
+    /// members left out) are forgotten, so the `truncated` note names only what is there.
+    fn shape(
+        &mut self,
+        server: &Server,
+        result_type: Option<&crate::catalog::results::Typed>,
+        shape: Shape,
+        fields: Option<&[String]>,
+    ) -> Result<(), CallError> {
+        if !self.json {
+            return Ok(());
+        }
+        shape::render(server.catalog.definitions(), result_type, shape, fields, &mut self.data)?;
+        let data = &self.data;
+        self.elided.cuts.retain(|c| data.pointer(&c.pointer).is_some());
+        Ok(())
+    }
+
     fn into_success(self, server: &Server, identity: Identity) -> Success {
         Success {
             identity,
@@ -371,14 +378,9 @@ pub async fn run_reads(
         }
         let mut got = fetched.map_err(|e| guard.error(e))?;
         // Each read in the server's shape, typed by its own operation.
-        if got.json {
-            let result_type = tool.operation().and_then(|op| op.result.as_ref());
-            let defs = &server.catalog.definitions;
-            shape::render(defs, result_type, shape, None, &mut got.data).map_err(|e| guard.error(e))?;
-            let data = &got.data;
-            got.elided.cuts.retain(|c| data.pointer(&c.pointer).is_some());
-            compact |= shape == Shape::Compact;
-        }
+        let result_type = tool.operation().and_then(|op| op.result.as_ref());
+        got.shape(server, result_type, shape, None).map_err(|e| guard.error(e))?;
+        compact |= got.json && shape == Shape::Compact;
         datas.push(std::mem::take(&mut got.data));
         elided.merge(std::mem::take(&mut got.elided).under(read.at));
         first.get_or_insert(got);

@@ -133,15 +133,6 @@ pub enum DetectionMode {
     Block,
 }
 
-/// `RESULT_SHAPE`: how a result's `data` is rendered unless a call asks otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ResultShape {
-    /// Nested entities reduced to what identifies them, derivable URLs and empty members left out.
-    Compact,
-    /// The forge's JSON as decoded.
-    Full,
-}
-
 /// `CONTENT_HYGIENE`: what the guard does with text from the forge that a person reading it
 /// rendered would not see (invisible and bidirectional-control characters, HTML comments).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -225,7 +216,7 @@ pub struct CommonArgs {
     pub max_tool_response_chars: usize,
     /// How results are rendered unless a call asks (`shape`): compact or the forge's full JSON.
     #[arg(long, env = "RESULT_SHAPE", value_enum, default_value = "compact", global = true)]
-    pub result_shape: ResultShape,
+    pub result_shape: crate::shape::Shape,
     /// More literal values to redact from every result and log line (comma-separated).
     #[arg(long, env = "EXTRA_SECRETS", hide_env_values = true, global = true)]
     pub extra_secrets: Option<SecretString>,
@@ -693,10 +684,7 @@ impl Settings {
             secret_detection: args.secret_detection_mode,
             max_tool_response_items: args.max_tool_response_items,
             max_tool_response_chars: args.max_tool_response_chars,
-            result_shape: match args.result_shape {
-                ResultShape::Compact => crate::shape::Shape::Compact,
-                ResultShape::Full => crate::shape::Shape::Full,
-            },
+            result_shape: args.result_shape,
             extra_secrets,
             oauth_client_id,
             oauth_client_secret,

@@ -1003,7 +1003,7 @@ pub fn shape(data: &[u8]) {
             }
         }
     };
-    let defs = &catalog.definitions;
+    let defs = catalog.definitions();
     if let Some(f) = &fields
         && stage::check_fields(defs, result, f).is_err()
     {
@@ -1040,8 +1040,9 @@ pub fn shape(data: &[u8]) {
     }
 }
 
-/// No derivable link not `asked` for and no empty or default member, at any depth.
-fn compact_holds(v: &Value, asked: &[&str]) {
+/// No derivable link not `asked` for and no empty or default member, at any depth: what
+/// the compact shape promises (the sweep over every operation checks it too).
+pub fn compact_holds(v: &Value, asked: &[&str]) {
     match v {
         Value::Array(items) => items.iter().for_each(|i| compact_holds(i, asked)),
         Value::Object(m) => {

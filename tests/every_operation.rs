@@ -103,7 +103,7 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
             let data = support::assert_envelope(&c);
             assert_eq!(c.json["request"]["method"], method.as_str());
             if c.json.get("shape").is_some() {
-                compact_holds(&tool.name, data);
+                aegis_gitea_mcp::fuzzing::compact_holds(data, &[]);
             }
         }
         let sent = h.forge.requests();
@@ -151,31 +151,6 @@ async fn every_gitea_operation_in_the_compact_shape() {
 async fn every_forgejo_operation_in_the_compact_shape() {
     let setup = Setup::forgejo().env("TOOLSETS", "all").env("RESULT_SHAPE", "compact");
     sweep(setup, include_bytes!("../specs/forgejo-16.0.1.swagger.json"), 506).await;
-}
-
-/// What the compact shape promises of `data` at any depth: no derivable URL, no empty or
-/// default member.
-fn compact_holds(tool: &str, data: &Value) {
-    use aegis_gitea_mcp::shape::entities::DERIVABLE_URLS;
-    match data {
-        Value::Array(items) => items.iter().for_each(|v| compact_holds(tool, v)),
-        Value::Object(m) => {
-            for (k, v) in m {
-                assert!(!DERIVABLE_URLS.contains(&k.as_str()), "{tool}: {k} in {data}");
-                let empty = match v {
-                    Value::Null => true,
-                    Value::Bool(b) => !b,
-                    Value::Number(n) => n.as_f64() == Some(0.0),
-                    Value::String(s) => s.is_empty(),
-                    Value::Array(a) => a.is_empty(),
-                    Value::Object(o) => o.is_empty(),
-                };
-                assert!(!empty, "{tool}: {k} is empty in {data}");
-                compact_holds(tool, v);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// A free-text value that needs both encoding rules: a `/`, and a character to percent-encode.

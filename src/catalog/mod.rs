@@ -109,8 +109,10 @@ pub struct Catalog {
     /// The built-in tools that are not spec operations: discovery, raw request, attachment
     /// download.
     builtins: Vec<Arc<ToolDef>>,
+    /// The spec the catalog was built from: its definitions are read when first needed.
+    spec: Arc<spec::Spec>,
     /// The spec's definitions as results hold them (the shape stage reads them).
-    pub definitions: results::Definitions,
+    definitions: OnceLock<results::Definitions>,
     /// Word search over `tools` (the discovery search tool), built at the first search.
     index: OnceLock<search::Index>,
 }
@@ -149,7 +151,6 @@ impl Catalog {
             .map(Arc::new)
             .collect();
         let spec_version = spec.info_version.clone();
-        let definitions = results::Definitions::of(&spec);
         Ok(Catalog {
             flavor,
             version,
@@ -157,7 +158,8 @@ impl Catalog {
             tools,
             by_name,
             builtins,
-            definitions,
+            spec,
+            definitions: OnceLock::new(),
             index: OnceLock::new(),
         })
     }
@@ -194,6 +196,11 @@ impl Catalog {
             }
         }
         kept
+    }
+
+    /// The spec's definitions as results hold them, read at the first call that needs them.
+    pub fn definitions(&self) -> &results::Definitions {
+        self.definitions.get_or_init(|| results::Definitions::of(&self.spec))
     }
 
     /// The tools generated from the spec, in spec order (without the raw tool).

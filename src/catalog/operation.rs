@@ -603,7 +603,7 @@ const FIELDS_LEAN: &str = "Member paths to keep per item, e.g. number, title, he
 /// Add the `shape` and `fields` properties to a schema.
 /// (The listed schema's `shape` has no description: the server's instructions say it.)
 fn offer_shape_in(schema: &mut Map<String, Value>, shape: Option<&str>, fields: &str) {
-    use crate::shape::{FIELDS_ARGUMENT, MAX_FIELDS, MAX_PATH_CHARS, SHAPE_ARGUMENT};
+    use super::results::{FIELDS_ARGUMENT, MAX_FIELDS, MAX_PATH_CHARS, SHAPE_ARGUMENT};
     let props = schema.entry("properties").or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(props) = props {
         let mut s = serde_json::json!({"enum": ["compact", "full"]});

@@ -2,8 +2,8 @@
 //! and per definition its members and which of them hold another definition (one or a list).
 //!
 //! The shape stage reads this to reduce the entities nested in a result and field selection
-//! to name the members that exist. Read once at start from the definitions' text: only the
-//! `properties` and their `$ref`s are parsed, the rest is skipped.
+//! to name the members that exist. Read from the definitions' text at the first result that
+//! needs them: only the `properties` and their `$ref`s are parsed, the rest is skipped.
 
 use std::collections::HashMap;
 
@@ -11,6 +11,14 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::spec::{Spec, definition_name};
+
+/// The arguments every tool that answers JSON takes for its result (the shape stage reads
+/// them; the catalog offers them in the tools' schemas).
+pub const SHAPE_ARGUMENT: &str = "shape";
+pub const FIELDS_ARGUMENT: &str = "fields";
+/// At most this many member paths, each at most `MAX_PATH_CHARS` long.
+pub const MAX_FIELDS: usize = 64;
+pub const MAX_PATH_CHARS: usize = 200;
 
 /// A value of a definition: one, or a list of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,20 +39,27 @@ impl Typed {
     }
 }
 
-/// One definition's members in the spec's order, each with the definition it holds if any.
+/// One definition's members in the spec's order, each with the definition it holds if any,
+/// and found by name in constant time (the shape stage asks for every member of every object).
 #[derive(Debug, Default)]
 pub struct Definition {
     pub members: Vec<(String, Option<Typed>)>,
+    by_name: HashMap<String, usize>,
 }
 
 impl Definition {
+    fn new(members: Vec<(String, Option<Typed>)>) -> Definition {
+        let by_name = members.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
+        Definition { members, by_name }
+    }
+
     /// The type of member `name`, when it holds a definition.
     pub fn member(&self, name: &str) -> Option<&Typed> {
-        self.members.iter().find(|(n, _)| n == name).and_then(|(_, t)| t.as_ref())
+        self.by_name.get(name).and_then(|&i| self.members[i].1.as_ref())
     }
 
     pub fn has(&self, name: &str) -> bool {
-        self.members.iter().any(|(n, _)| n == name)
+        self.by_name.contains_key(name)
     }
 }
 
@@ -62,8 +77,7 @@ impl Definitions {
     pub fn of(spec: &Spec) -> Definitions {
         let read = |text: &str| {
             let props = serde_json::from_str::<Properties>(text).map(|p| p.properties).unwrap_or_default();
-            let members = props.iter().map(|(name, schema)| (name.clone(), Typed::of(schema))).collect();
-            Definition { members }
+            Definition::new(props.iter().map(|(name, schema)| (name.clone(), Typed::of(schema))).collect())
         };
         Definitions(spec.definition_texts().map(|(name, text)| (name.to_owned(), read(text))).collect())
     }

@@ -25,11 +25,13 @@ use crate::catalog::results::{Definition, Definitions, Typed};
 use crate::error::CallError;
 use entities::Nested;
 
-/// How `data` is rendered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// How `data` is rendered (`RESULT_SHAPE`, or a call's `shape`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Shape {
+    /// Nested entities reduced to what identifies them, derivable URLs and empty members left out.
     #[default]
     Compact,
+    /// The forge's JSON as decoded.
     Full,
 }
 
@@ -50,12 +52,7 @@ impl Shape {
     }
 }
 
-/// The arguments every operation tool, the call tool and the raw tool take for their result.
-pub const SHAPE_ARGUMENT: &str = "shape";
-pub const FIELDS_ARGUMENT: &str = "fields";
-/// At most this many member paths, each at most `MAX_PATH_CHARS` long.
-pub const MAX_FIELDS: usize = 64;
-pub const MAX_PATH_CHARS: usize = 200;
+pub use crate::catalog::results::{FIELDS_ARGUMENT, MAX_FIELDS, MAX_PATH_CHARS, SHAPE_ARGUMENT};
 
 /// What a call asked of its result.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -151,11 +148,11 @@ pub fn check_fields(defs: &Definitions, result: Option<&Typed>, fields: &[String
             let Some(d) = def else { break };
             if !d.has(segment) {
                 let at = path.split('.').take(depth).collect::<Vec<_>>().join(".");
-                let names: Vec<&str> = d.members.iter().map(|(n, _)| n.as_str()).collect();
+                let names = listed(d.members.iter().map(|(n, _)| n.as_str()));
                 let within = if at.is_empty() { "each item has".to_owned() } else { format!("`{at}` has") };
                 return Err(CallError::invalid_argument(
                     format!("/fields/{i}"),
-                    format!("no member `{segment}` in field `{path}`; {within}: {}", names.join(", ")),
+                    format!("no member `{segment}` in field `{path}`; {within}: {names}"),
                 ));
             }
             def = d.member(segment).and_then(|t| defs.get(&t.definition));
@@ -234,11 +231,24 @@ fn unknown_in(items: &[&mut Value], fields: &[String]) -> Result<(), CallError> 
             names.dedup();
             return Err(CallError::invalid_argument(
                 format!("/fields/{i}"),
-                format!("no member `{first}` in field `{path}`; the items have: {}", names.join(", ")),
+                format!("no member `{first}` in field `{path}`; the items have: {}", listed(names)),
             ));
         }
     }
     Ok(())
+}
+
+/// At most this many member names in an error: an answer's keys are the forge's to choose.
+const MAX_NAMED: usize = 80;
+
+/// Names for an error message: the first `MAX_NAMED`, and how many more there are.
+fn listed<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = names.into_iter().collect();
+    let mut text = names.iter().take(MAX_NAMED).copied().collect::<Vec<_>>().join(", ");
+    if names.len() > MAX_NAMED {
+        text.push_str(&format!(" and {} more", names.len() - MAX_NAMED));
+    }
+    text
 }
 
 /// Member paths as a tree: `head.ref` and `head.sha` keep `head` with those two.

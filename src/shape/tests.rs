@@ -14,7 +14,7 @@ fn result_of(c: &Catalog, op: &str) -> Option<Typed> {
 
 fn compact(op: &str, mut data: Value) -> Value {
     let c = gitea();
-    render(&c.definitions, result_of(&c, op).as_ref(), Shape::Compact, None, &mut data).unwrap();
+    render(c.definitions(), result_of(&c, op).as_ref(), Shape::Compact, None, &mut data).unwrap();
     data
 }
 
@@ -56,7 +56,7 @@ fn an_issue_listing_keeps_each_issue_and_reduces_what_is_nested_in_it() {
 fn the_full_shape_is_the_forges_json() {
     let c = gitea();
     let mut data = json!([issue()]);
-    render(&c.definitions, result_of(&c, "issueListIssues").as_ref(), Shape::Full, None, &mut data).unwrap();
+    render(c.definitions(), result_of(&c, "issueListIssues").as_ref(), Shape::Full, None, &mut data).unwrap();
     assert_eq!(data, json!([issue()]));
 }
 
@@ -138,7 +138,7 @@ fn an_entity_without_its_identity_is_kept_compacted() {
 fn an_untyped_result_loses_only_derivable_urls_and_empty_members() {
     let c = gitea();
     let mut data = json!([{"a": 1, "url": "x", "b": "", "c": {"html_url": "h", "d": [], "e": "kept"}}]);
-    render(&c.definitions, None, Shape::Compact, None, &mut data).unwrap();
+    render(c.definitions(), None, Shape::Compact, None, &mut data).unwrap();
     assert_eq!(data, json!([{"a": 1, "c": {"e": "kept"}}]));
 }
 
@@ -147,15 +147,15 @@ fn fields_keep_only_those_members_of_each_item_before_compaction() {
     let c = gitea();
     let t = result_of(&c, "issueListIssues");
     let fields: Vec<String> = ["number", "title", "user", "milestone.title"].map(String::from).to_vec();
-    check_fields(&c.definitions, t.as_ref(), &fields).unwrap();
+    check_fields(c.definitions(), t.as_ref(), &fields).unwrap();
     let mut data = json!([issue(), issue()]);
-    render(&c.definitions, t.as_ref(), Shape::Compact, Some(&fields), &mut data).unwrap();
+    render(c.definitions(), t.as_ref(), Shape::Compact, Some(&fields), &mut data).unwrap();
     let one = json!({"number": 4, "title": "Crash on start", "user": "alice", "milestone": {"title": "v1"}});
     assert_eq!(data, json!([one, one]));
     // In the full shape, the same members as the forge wrote them.
     let mut data = json!(issue());
     render(
-        &c.definitions,
+        c.definitions(),
         result_of(&c, "issueGetIssue").as_ref(),
         Shape::Full,
         Some(&["user".into()]),
@@ -171,9 +171,9 @@ fn nested_paths_merge_and_a_whole_member_wins_over_its_parts() {
     let pr = json!({"number": 2, "title": "t", "head": {"ref": "feature", "sha": "h", "label": "feature", "repo": {"full_name": "o/r"}}, "base": {"ref": "main"}});
     let t = result_of(&c, "repoGetPullRequest");
     let fields: Vec<String> = ["head.ref", "head.sha", "base", "base.ref"].map(String::from).to_vec();
-    check_fields(&c.definitions, t.as_ref(), &fields).unwrap();
+    check_fields(c.definitions(), t.as_ref(), &fields).unwrap();
     let mut data = pr.clone();
-    render(&c.definitions, t.as_ref(), Shape::Full, Some(&fields), &mut data).unwrap();
+    render(c.definitions(), t.as_ref(), Shape::Full, Some(&fields), &mut data).unwrap();
     assert_eq!(data, json!({"head": {"ref": "feature", "sha": "h"}, "base": {"ref": "main"}}));
 }
 
@@ -181,18 +181,18 @@ fn nested_paths_merge_and_a_whole_member_wins_over_its_parts() {
 fn an_unknown_path_is_answered_with_the_members_that_exist() {
     let c = gitea();
     let t = result_of(&c, "issueListIssues");
-    let e = check_fields(&c.definitions, t.as_ref(), &["number".into(), "titel".into()]).unwrap_err();
+    let e = check_fields(c.definitions(), t.as_ref(), &["number".into(), "titel".into()]).unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments));
     let text = e.to_string();
     assert!(text.contains("titel") && text.contains("title") && text.contains("assignees"), "{text}");
-    let e = check_fields(&c.definitions, t.as_ref(), &["milestone.name".into()]).unwrap_err();
+    let e = check_fields(c.definitions(), t.as_ref(), &["milestone.name".into()]).unwrap_err();
     assert!(e.to_string().contains("`milestone` has") && e.to_string().contains("title"), "{e}");
     // A result the spec does not type: checked against the items themselves.
     let mut data = json!([{"a": 1}, {"b": 2}]);
-    render(&c.definitions, None, Shape::Full, Some(&["b".into()]), &mut data).unwrap();
+    render(c.definitions(), None, Shape::Full, Some(&["b".into()]), &mut data).unwrap();
     assert_eq!(data, json!([{}, {"b": 2}]));
     let e =
-        render(&c.definitions, None, Shape::Full, Some(&["c".into()]), &mut json!([{"a": 1}])).unwrap_err();
+        render(c.definitions(), None, Shape::Full, Some(&["c".into()]), &mut json!([{"a": 1}])).unwrap_err();
     assert!(e.to_string().contains("the items have: a"), "{e}");
 }
 
@@ -225,7 +225,7 @@ fn every_operation_result_of_both_specs_names_a_definition_the_spec_has() {
         let mut typed = 0;
         for t in c.operations() {
             if let Some(r) = &t.operation().unwrap().result {
-                assert!(c.definitions.get(&r.definition).is_some(), "{f:?} {}: {}", t.name(), r.definition);
+                assert!(c.definitions().get(&r.definition).is_some(), "{f:?} {}: {}", t.name(), r.definition);
                 typed += 1;
             }
         }
@@ -240,13 +240,27 @@ fn a_member_asked_for_by_name_is_kept_even_where_compact_leaves_links_out() {
     let repo = json!({"full_name": "o/r", "clone_url": "https://forge/o/r.git", "ssh_url": "git@forge:o/r.git",
         "owner": user("o"), "parent": {"full_name": "up/r", "html_url": "https://forge/up/r"}});
     let fields: Vec<String> = ["clone_url", "owner", "parent.html_url"].map(String::from).to_vec();
-    check_fields(&c.definitions, t.as_ref(), &fields).unwrap();
+    check_fields(c.definitions(), t.as_ref(), &fields).unwrap();
     let mut data = repo;
-    render(&c.definitions, t.as_ref(), Shape::Compact, Some(&fields), &mut data).unwrap();
+    render(c.definitions(), t.as_ref(), Shape::Compact, Some(&fields), &mut data).unwrap();
     // The parent kept only its link, which was asked for, so it has no full name to be
     // reduced to: it stays an object with that link.
     assert_eq!(
         data,
         json!({"clone_url": "https://forge/o/r.git", "owner": "o", "parent": {"html_url": "https://forge/up/r"}})
     );
+}
+
+#[test]
+fn an_error_names_at_most_so_many_members_of_an_untyped_answer() {
+    let c = gitea();
+    let item: serde_json::Map<String, Value> = (0..500).map(|i| (format!("key{i:03}"), json!(1))).collect();
+    let e =
+        render(c.definitions(), None, Shape::Full, Some(&["nope".into()]), &mut json!([item])).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("key000, key001") && text.contains(&format!("and {} more", 500 - MAX_NAMED)),
+        "{text}"
+    );
+    assert!(!text.contains(&format!("key{MAX_NAMED:03}")), "{text}");
 }
