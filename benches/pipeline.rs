@@ -566,22 +566,21 @@ async fn tools_list_sizes() {
             );
             let start = t.elapsed();
             let handler = McpHandler::new(server.clone());
-            let result_bytes = handler.tools_list_bytes();
-            let listed = tool_list::listed(&server.catalog, &server.policy, &Default::default()).len();
-            let goal = if label.starts_with("default") {
-                if result_bytes < DEFAULT_GOAL_BYTES {
-                    "  (goal < 40,000 B: met)"
-                } else {
-                    "  (goal < 40,000 B: NOT met)"
-                }
-            } else {
-                ""
-            };
-            println!(
-                "  {name:<8} {label:<26} tools {listed:>4}  {result_bytes:>7} B = {:>6.1} KiB{goal}  Server::start {:.1} ms",
-                result_bytes as f64 / 1024.0,
-                ms(start),
-            );
+            let listed = tool_list::listed(&server.catalog, &server.policy, &Default::default(), false).len();
+            // As a client before STRUCTURED_CONTENT_FROM sees it, and one given typed results.
+            for (typed, who) in [(false, "untyped"), (true, "typed")] {
+                let result_bytes = handler.tools_list_bytes(typed);
+                let goal = match (label.starts_with("default"), result_bytes < DEFAULT_GOAL_BYTES) {
+                    (true, true) => "  (goal < 40,000 B: met)",
+                    (true, false) => "  (goal < 40,000 B: NOT met)",
+                    (false, _) => "",
+                };
+                println!(
+                    "  {name:<8} {label:<26} {who:<7} tools {listed:>4}  {result_bytes:>7} B = {:>6.1} KiB{goal}  Server::start {:.1} ms",
+                    result_bytes as f64 / 1024.0,
+                    ms(start),
+                );
+            }
         }
         // The discovery search: one query over every operation of the spec.
         let server = Arc::new(Server::start(settings(name, &forge.base_url())).await.expect("server starts"));

@@ -217,6 +217,10 @@ pub struct CommonArgs {
     /// How results are rendered unless a call asks (`shape`): compact or the forge's full JSON.
     #[arg(long, env = "RESULT_SHAPE", value_enum, default_value = "compact", global = true)]
     pub result_shape: crate::shape::Shape,
+    /// Which clients get typed results (`structuredContent`, and an `outputSchema` on every
+    /// tool): those of this protocol version (YYYY-MM-DD) or later, or `never`.
+    #[arg(long, env = "STRUCTURED_CONTENT_FROM", default_value = "2025-06-18", global = true)]
+    pub structured_content_from: String,
     /// More literal values to redact from every result and log line (comma-separated).
     #[arg(long, env = "EXTRA_SECRETS", hide_env_values = true, global = true)]
     pub extra_secrets: Option<SecretString>,
@@ -435,6 +439,8 @@ pub struct Settings {
     pub max_tool_response_items: usize,
     pub max_tool_response_chars: usize,
     pub result_shape: crate::shape::Shape,
+    /// `STRUCTURED_CONTENT_FROM`: the oldest protocol version given typed results (`None`: never).
+    pub structured_content_from: Option<String>,
     /// `EXTRA_SECRETS` and the lines of `EXTRA_SECRETS_FILE`.
     pub extra_secrets: Vec<SecretString>,
     pub oauth_client_id: Option<String>,
@@ -685,6 +691,7 @@ impl Settings {
             max_tool_response_items: args.max_tool_response_items,
             max_tool_response_chars: args.max_tool_response_chars,
             result_shape: args.result_shape,
+            structured_content_from: parse_structured_from(&args.structured_content_from)?,
             extra_secrets,
             oauth_client_id,
             oauth_client_secret,
@@ -824,6 +831,24 @@ fn oauth_settings(
 
 /// `MCP_OAUTH_REDIRECT_SCHEMES`: URI scheme names; never one whose address a browser itself
 /// runs, shows or sends elsewhere, nor http(s), whose rules stay the standard ones.
+/// `STRUCTURED_CONTENT_FROM`: `never`, or a protocol version as the protocol writes them
+/// (`2025-06-18`); versions compare as their text does.
+fn parse_structured_from(text: &str) -> Result<Option<String>, ConfigError> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("never") {
+        return Ok(None);
+    }
+    let b = t.as_bytes();
+    let dated = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() });
+    if !dated {
+        return Err(ConfigError(format!(
+            "STRUCTURED_CONTENT_FROM: {t:?} is neither `never` nor a protocol version such as 2025-06-18"
+        )));
+    }
+    Ok(Some(t.to_owned()))
+}
+
 fn parse_redirect_schemes(text: &str) -> Result<Vec<String>, ConfigError> {
     let mut out = Vec::new();
     for scheme in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {

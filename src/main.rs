@@ -214,7 +214,15 @@ async fn tools(settings: Settings, json: bool, list_toolsets: bool) -> ExitCode 
     if list_toolsets {
         print!("{}", catalog::toolsets::table(&[&catalog]));
     } else {
-        print!("{}", tool_list::printout(&catalog, &Policy::from_settings(&settings), json));
+        print!(
+            "{}",
+            tool_list::printout(
+                &catalog,
+                &Policy::from_settings(&settings),
+                settings.structured_content_from.is_some(),
+                json
+            )
+        );
     }
     ExitCode::SUCCESS
 }

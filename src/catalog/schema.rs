@@ -240,8 +240,11 @@ const COMMON_ARGUMENTS: &[(&str, &str)] = &[
 
 /// The schema `tools/list` shows: the validation schema with every `description` cut to
 /// its first sentence, the Go type docs of objects and enums ("CreateFileOptions options for
-/// creating a file") dropped, and the common arguments described alike. Nothing that constrains a
-/// value changes.
+/// creating a file") dropped, and the common arguments described alike. What tells a client
+/// nothing it would write differently is left out too: `additionalProperties: false`, a
+/// `minLength` of 1, and members described as deprecated. The validator keeps all of it, so
+/// an unknown, empty or deprecated argument is judged exactly as before; every other
+/// constraint is listed as it is.
 pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
     fn object(m: &Map<String, Value>) -> Map<String, Value> {
         // Only the description of an object or an enum is a copied type doc ("ReviewStateType
@@ -250,12 +253,24 @@ pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
         let typed = m.get("type").and_then(Value::as_str) == Some("object") || m.contains_key("enum");
         m.iter()
             .filter(|(k, x)| !(typed && k.as_str() == "description" && x.as_str().is_some_and(names_a_type)))
+            .filter(|(k, x)| match k.as_str() {
+                "additionalProperties" => *x != &Value::Bool(false),
+                "minLength" => x.as_u64() != Some(1),
+                _ => true,
+            })
             .map(|(k, x)| match (k.as_str(), x) {
                 ("description", Value::String(d)) => (k.clone(), Value::String(first_sentence(d))),
                 // Property names are data, not keywords: keep them, lean their schemas.
-                ("properties", Value::Object(props)) => {
-                    (k.clone(), Value::Object(props.iter().map(|(n, s)| (n.clone(), go(s))).collect()))
-                }
+                ("properties", Value::Object(props)) => (
+                    k.clone(),
+                    Value::Object(
+                        props
+                            .iter()
+                            .filter(|(_, s)| !deprecated(s))
+                            .map(|(n, s)| (n.clone(), go(s)))
+                            .collect(),
+                    ),
+                ),
                 ("enum" | "default", _) => (k.clone(), x.clone()),
                 _ => (k.clone(), go(x)),
             })
@@ -279,6 +294,14 @@ pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
         }
     }
     out
+}
+
+/// Whether a member's description says it is deprecated (`"deprecated"`, `"Deprecated: use …"`).
+fn deprecated(schema: &Value) -> bool {
+    schema
+        .get("description")
+        .and_then(Value::as_str)
+        .is_some_and(|d| d.trim_start().get(..10).is_some_and(|w| w.eq_ignore_ascii_case("deprecated")))
 }
 
 /// Whether a description starts with a Go type name (`CreateFileOptions …`,

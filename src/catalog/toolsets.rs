@@ -214,6 +214,7 @@ pub const CORE_OPERATIONS: &[&str] = &[
     "repoCreateFile",
     "repoUpdateFile",
     "repoChangeFiles",
+    "GetTree",
     // branches and commits
     "repoListBranches",
     "repoCreateBranch",
@@ -226,6 +227,8 @@ pub const CORE_OPERATIONS: &[&str] = &[
     "issueEditIssue",
     "issueGetComments",
     "issueCreateComment",
+    // an issue's labels are given by id
+    "issueListLabels",
     // pull requests
     "repoListPullRequests",
     "repoGetPullRequest",
@@ -237,6 +240,7 @@ pub const CORE_OPERATIONS: &[&str] = &[
     "repoMergePullRequest",
     // releases
     "repoListReleases",
+    "repoGetLatestRelease",
     "repoCreateRelease",
 ];
 

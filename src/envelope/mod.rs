@@ -32,6 +32,8 @@
 //! - `retry_after_seconds` (only when known): whole seconds to wait before trying again — a
 //!   limit of this server (`rate_limited`, status `null`) or the forge's `Retry-After`.
 
+pub mod schema;
+
 use serde::Serialize;
 use serde_json::Value;
 

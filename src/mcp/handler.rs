@@ -11,6 +11,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
 
 use crate::audit::{self, Origin, Trace};
 use crate::call;
@@ -30,8 +31,9 @@ use crate::transport::layers::Deadline;
 pub struct McpHandler {
     server: Arc<Server>,
     /// What `tools/list` shows a request that narrows nothing (stdio, most HTTP requests),
-    /// built at the first such list: its schemas are built then, not at start.
-    tools: Arc<OnceLock<Vec<Tool>>>,
+    /// without and with the output schema (`typed`), each built at the first such list: its
+    /// schemas are built then, not at start.
+    tools: Arc<[OnceLock<Vec<Tool>>; 2]>,
 }
 
 impl McpHandler {
@@ -40,24 +42,35 @@ impl McpHandler {
     }
 
     /// The tools a request narrowed so sees.
-    fn tools_for(&self, narrowing: &Narrowing) -> Vec<Tool> {
+    fn tools_for(&self, narrowing: &Narrowing, typed: bool) -> Vec<Tool> {
         if !narrowing.narrows_tools() {
-            return self.listed().clone();
+            return self.listed(typed).clone();
         }
-        super::tool_list::listed(&self.server.catalog, &self.server.policy, narrowing)
+        super::tool_list::listed(&self.server.catalog, &self.server.policy, narrowing, typed)
     }
 
-    fn listed(&self) -> &Vec<Tool> {
-        self.tools.get_or_init(|| {
-            super::tool_list::listed(&self.server.catalog, &self.server.policy, &Narrowing::default())
+    fn listed(&self, typed: bool) -> &Vec<Tool> {
+        self.tools[usize::from(typed)].get_or_init(|| {
+            super::tool_list::listed(&self.server.catalog, &self.server.policy, &Narrowing::default(), typed)
         })
     }
 
-    /// The size in bytes of the whole `tools/list` result, as sent.
-    pub fn tools_list_bytes(&self) -> usize {
-        serde_json::to_vec(&ListToolsResult::with_all_items(self.listed().clone()))
+    /// The size in bytes of the whole `tools/list` result, as sent to a client without
+    /// typed results and (`typed`) to one with them.
+    pub fn tools_list_bytes(&self, typed: bool) -> usize {
+        serde_json::to_vec(&ListToolsResult::with_all_items(self.listed(typed).clone()))
             .map(|v| v.len())
             .unwrap_or(0)
+    }
+
+    /// Whether the request's client gets typed results: it speaks `STRUCTURED_CONTENT_FROM`
+    /// or a later protocol version (over stateless HTTP, the version its header names).
+    fn typed(&self, context: &RequestContext<RoleServer>) -> bool {
+        let version = context.peer.peer_info().map(|p| p.protocol_version.clone());
+        super::tool_list::typed_for(
+            self.server.settings.structured_content_from.as_deref(),
+            version.as_ref().map(|v| v.as_str()),
+        )
     }
 }
 
@@ -85,7 +98,7 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let narrowing = narrowing_of(&context).map_err(|e| ErrorData::invalid_request(e, None))?;
-        Ok(ListToolsResult::with_all_items(self.tools_for(&narrowing)))
+        Ok(ListToolsResult::with_all_items(self.tools_for(&narrowing, self.typed(&context))))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -174,7 +187,7 @@ impl ServerHandler for McpHandler {
         let outcome = outcome(&result);
         let took = started.elapsed();
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = took.as_millis() as u64, "tools/call");
-        to_rmcp(Outcome::from_result(result)).map(Into::into)
+        to_rmcp(Outcome::from_result(result), self.typed(&context)).map(Into::into)
     }
 }
 
@@ -320,9 +333,18 @@ fn resource_error(e: GuardedError) -> ErrorData {
     ErrorData::new(code, message, Some(data))
 }
 
-/// An `Outcome` in rmcp's terms.
-pub fn to_rmcp(outcome: Outcome) -> Result<CallToolResult, ErrorData> {
+/// An `Outcome` in rmcp's terms. A success for a client given typed results (`typed`) also
+/// carries the envelope as `structuredContent`, parsed from the very text the guard passed,
+/// so the two channels hold the same JSON; an error carries text only (a client checking it
+/// against the success schema would hide the error).
+pub fn to_rmcp(outcome: Outcome, typed: bool) -> Result<CallToolResult, ErrorData> {
     match outcome {
+        Outcome::Success(text) if typed => {
+            let structured = serde_json::from_str::<Value>(&text).ok().filter(Value::is_object);
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = structured;
+            Ok(result)
+        }
         Outcome::Success(text) => Ok(CallToolResult::success(vec![ContentBlock::text(text)])),
         Outcome::Error(text) => Ok(CallToolResult::error(vec![ContentBlock::text(text)])),
         Outcome::UnknownTool(message) => Err(ErrorData::invalid_params(message, None)),

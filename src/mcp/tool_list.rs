@@ -3,30 +3,44 @@
 use rmcp::model::{Tool, ToolAnnotations};
 
 use crate::catalog::{Catalog, Target, ToolDef};
+use crate::envelope;
 use crate::policy::{Narrowing, Policy};
 
-/// One tool definition as clients see it: the lean schema, the title once (not again in
-/// the annotations), and only the hints that mean something — `readOnlyHint` always (a
+/// One tool definition as clients see it: the lean schema, the title only where the
+/// description does not begin with it (an operation's title is its summary's first sentence:
+/// a client without one shows the name, and the model reads the description), and only the hints that mean something — `readOnlyHint` always (a
 /// missing one reads as "may write"), destructive/idempotent only for tools that write,
-/// since the protocol ignores them on read-only tools.
+/// since the protocol ignores them on read-only tools, and only where they differ from the
+/// protocol's defaults (destructive, not idempotent).
 pub fn to_rmcp(t: &ToolDef) -> Tool {
     let a = &t.annotations;
     let annotations = if a.read_only {
         ToolAnnotations::from_raw(None, Some(true), None, None, None)
     } else {
-        ToolAnnotations::from_raw(None, Some(false), Some(a.destructive), Some(a.idempotent), None)
+        let destructive = (!a.destructive).then_some(false);
+        let idempotent = a.idempotent.then_some(true);
+        ToolAnnotations::from_raw(None, Some(false), destructive, idempotent, None)
     };
     let mut tool = Tool::new(t.name.clone(), t.description.clone(), t.listed_schema().clone())
         .with_annotations(annotations);
-    tool.title = Some(t.title.clone());
+    if !t.description.starts_with(t.title.as_str()) {
+        tool.title = Some(t.title.clone());
+    }
     tool
+}
+
+/// Whether a client gets typed results: its protocol version is `from` (`STRUCTURED_CONTENT_FROM`)
+/// or later. Versions are dates, so their text orders them.
+pub fn typed_for(from: Option<&str>, version: Option<&str>) -> bool {
+    matches!((from, version), (Some(from), Some(v)) if v >= from)
 }
 
 /// The tools `tools/list` shows to a request narrowed so, built-in tools first (a client that
 /// truncates a long list keeps the way to the rest), then the operations in spec order. When
 /// the call is read-only (the server's `READ_ONLY` or the request's `X-MCP-Readonly`), the raw
 /// tool and `gitea_call_operation` can only read, and say so: clients may then run them unasked.
-pub fn listed(catalog: &Catalog, policy: &Policy, narrowing: &Narrowing) -> Vec<Tool> {
+/// A client given typed results (`typed`) sees the envelope's `outputSchema` on every tool.
+pub fn listed(catalog: &Catalog, policy: &Policy, narrowing: &Narrowing, typed: bool) -> Vec<Tool> {
     let read_only = policy.read_only || narrowing.read_only;
     let builtins = catalog.all_tools().filter(|t| t.operation().is_none());
     let operations = catalog.all_tools().filter(|t| t.operation().is_some());
@@ -39,14 +53,16 @@ pub fn listed(catalog: &Catalog, policy: &Policy, narrowing: &Narrowing) -> Vec<
             }
             _ => to_rmcp(t),
         })
+        .map(|tool| if typed { tool.with_raw_output_schema(envelope::schema::listed()) } else { tool })
         .collect()
 }
 
 /// What the `tools` command prints: the `tools` array of `tools/list` as pretty JSON, or one
 /// line per tool with its name and the first line of its description. Needs only the catalog
-/// and the policy, no server: with an explicit flavor it runs without a URL or a token.
-pub fn printout(catalog: &Catalog, policy: &Policy, json: bool) -> String {
-    let tools = listed(catalog, policy, &Narrowing::default());
+/// and the policy, no server: with an explicit flavor it runs without a URL or a token. `typed`:
+/// as a client given typed results sees them.
+pub fn printout(catalog: &Catalog, policy: &Policy, typed: bool, json: bool) -> String {
+    let tools = listed(catalog, policy, &Narrowing::default(), typed);
     if json {
         return format!("{}\n", serde_json::to_string_pretty(&tools).expect("tools serialize"));
     }

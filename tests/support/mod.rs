@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 
 /// How many tools `tools/list` shows by default (`TOOLSETS=core`): the 31 everyday
 /// operations and the five built-in tools, on both flavors.
-pub const DEFAULT_TOOL_COUNT: usize = 36;
+pub const DEFAULT_TOOL_COUNT: usize = 39;
 
 /// The token of the default fake forge user `alice`.
 pub const ALICE_TOKEN: &str = "tok-alice-0123456789";
@@ -400,7 +400,17 @@ pub async fn call_on(
     assert_eq!(r.content.len(), 1, "exactly one content item");
     let text = r.content[0].as_text().expect("a text item").text.clone();
     let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
-    Ok(Called { is_error: r.is_error == Some(true), json, text })
+    let is_error = r.is_error == Some(true);
+    // This client speaks a protocol given typed results: a success carries the same JSON in
+    // both channels, an error text only.
+    let typed = client.peer_info().is_some_and(|i| i.protocol_version.as_str() >= "2025-06-18");
+    match (&r.structured_content, is_error) {
+        (Some(s), false) => assert_eq!(s, &json, "the structured channel differs from the text"),
+        (None, false) => assert!(!typed, "{tool}: a success without structuredContent: {text}"),
+        (Some(s), true) => panic!("{tool}: an error result with structuredContent {s}"),
+        (None, true) => {}
+    }
+    Ok(Called { is_error, json, text })
 }
 
 /// A running server and its fake forge.
@@ -460,15 +470,7 @@ impl Harness {
     }
 
     pub async fn call_raw(&self, tool: &str, args: Value) -> Result<Called, rmcp::ServiceError> {
-        let mut p = CallToolRequestParams::new(tool.to_owned());
-        if let Value::Object(m) = args {
-            p = p.with_arguments(m);
-        }
-        let r = self.client.call_tool(p).await?;
-        assert_eq!(r.content.len(), 1, "exactly one content item");
-        let text = r.content[0].as_text().expect("a text item").text.clone();
-        let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
-        Ok(Called { is_error: r.is_error == Some(true), json, text })
+        call_on(&self.client, tool, args).await
     }
 
     /// The requests the forge received, without the server's own `/version` and `/user`.
