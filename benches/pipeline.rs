@@ -109,30 +109,7 @@ async fn everyday_bytes() {
     let doc: Value = serde_json::from_str(EVERYDAY).expect("the recording is JSON");
     let calls = doc["calls"].as_array().expect("calls");
     let forge = FakeForge::start(Options { flavor: FFlavor::Gitea, ..Options::default() }).await;
-    for c in calls {
-        let (json_data, body) = match &c["data"] {
-            Value::String(text) => (false, text.clone().into_bytes()),
-            other => (true, serde_json::to_vec(other).expect("data serializes")),
-        };
-        let mut headers = vec![(
-            "content-type".to_owned(),
-            if json_data { "application/json;charset=utf-8" } else { "text/plain;charset=utf-8" }.to_owned(),
-        )];
-        if let Some(total) = c["pagination"]["total_count"].as_u64() {
-            headers.push(("x-total-count".to_owned(), total.to_string()));
-        }
-        forge.script(fake_forge::Script {
-            method: c["request"]["method"].as_str().map(str::to_owned),
-            path: format!("/api/v1{}", c["request"]["path"].as_str().expect("a path")),
-            times: usize::MAX,
-            response: fake_forge::ScriptedResponse {
-                status: c["status"].as_u64().expect("a status") as u16,
-                headers,
-                body: fake_forge::ScriptBody::Bytes(body),
-                delay: Duration::ZERO,
-            },
-        });
-    }
+    forge.replay(&doc);
     let server = Server::start(settings("gitea", &forge.base_url())).await.expect("server starts");
     println!(
         "  recorded on {} ({})",

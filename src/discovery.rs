@@ -10,9 +10,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{Target, ToolDef, discovery_tools};
+use crate::envelope;
 use crate::error::{CallError, ErrorKind};
 use crate::policy::Narrowing;
 use crate::server::Server;
+use crate::shape::Shape;
+use crate::shape::schema::data_schema;
 
 /// The answer of the search or schema tool.
 pub fn answer(
@@ -28,7 +31,8 @@ pub fn answer(
             if let Some(why) = server.refusal(narrowing, target, &Map::new()) {
                 return Err(CallError::local(ErrorKind::Denied, why));
             }
-            schema(server, narrowing, target)
+            let shape = args.get("shape").and_then(Value::as_str).and_then(Shape::parse);
+            schema(server, narrowing, target, shape.unwrap_or(server.settings.result_shape))
         }
         _ => unreachable!("only the search and schema tools are answered here"),
     };
@@ -107,9 +111,12 @@ fn search(server: &Server, narrowing: &Narrowing, args: &Map<String, Value>) -> 
     json!({"results": results, "hint": hint})
 }
 
-fn schema(server: &Server, narrowing: &Narrowing, t: &ToolDef) -> Value {
+/// An operation's schemas: its arguments, and the envelope of its result with `data` typed
+/// as it comes in `shape`.
+fn schema(server: &Server, narrowing: &Narrowing, t: &ToolDef, shape: Shape) -> Value {
     let op = t.operation().expect("an operation");
     let a = &t.annotations;
+    let out = data_schema(&server.catalog, op, shape);
     json!({
         "operation_id": t.name,
         "method": op.method.as_str(),
@@ -120,5 +127,7 @@ fn schema(server: &Server, narrowing: &Narrowing, t: &ToolDef) -> Value {
         "details": t.details,
         "annotations": {"readOnlyHint": a.read_only, "destructiveHint": a.destructive, "idempotentHint": a.idempotent},
         "input_schema": Value::Object((**t.input_schema()).clone()),
+        "output_shape": shape.as_str(),
+        "output_schema": envelope::schema::exact(out.data, out.defs),
     })
 }

@@ -1054,6 +1054,9 @@ async fn e2e_everyday_tasks_in_both_shapes() {
             }
             let f = s.call(tool, full_args).await;
             assert!(!f.is_error && f.json.get("shape").is_none(), "{task}: {}", f.text);
+            // Both are what the operation's output schema says of them.
+            support::assert_typed(&s.client, tool, &c.json).await;
+            support::assert_typed(&s.client, tool, &f.json).await;
             recorded.push(
                 json!({"task": task, "facts": facts, "tool": tool, "args": args, "request": f.json["request"],
                 "status": f.json["status"], "pagination": f.json["pagination"], "data": f.data()}),

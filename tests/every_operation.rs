@@ -10,38 +10,6 @@ mod support;
 use serde_json::{Map, Value, json};
 use support::{Harness, Setup};
 
-/// Minimal valid arguments for a schema: required members only, simple values.
-fn minimal(schema: &Value, name: &str) -> Value {
-    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
-        return first.clone();
-    }
-    if name == "content_base64" {
-        return json!("aGk=");
-    }
-    match schema.get("type").and_then(Value::as_str) {
-        Some("integer") | Some("number") => {
-            json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(1).max(1))
-        }
-        Some("boolean") => json!(true),
-        Some("array") => {
-            let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-            let item = minimal(schema.get("items").unwrap_or(&json!({"type": "string"})), "");
-            Value::Array((0..min).map(|_| item.clone()).collect())
-        }
-        Some("object") => {
-            let mut out = Map::new();
-            let props = schema.get("properties").and_then(Value::as_object);
-            for r in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
-                let r = r.as_str().unwrap();
-                let sub = props.and_then(|p| p.get(r)).cloned().unwrap_or(json!({"type": "string"}));
-                out.insert(r.to_owned(), minimal(&sub, r));
-            }
-            Value::Object(out)
-        }
-        _ => json!("x1"),
-    }
-}
-
 const KINDS: &[&str] = &[
     "bad_request",
     "unauthorized",
@@ -84,6 +52,8 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
                 .unwrap_or_else(|e| panic!("{}: schema does not compile as {draft:?}: {e}", tool.name));
         }
         assert!(!tool.description.as_deref().unwrap_or("").is_empty(), "{} has a description", tool.name);
+        // This client is given typed results: every tool says its result is an object.
+        assert_eq!(tool.output_schema.as_deref(), Some(&Map::from_iter([("type".into(), json!("object"))])));
         if tool.name.starts_with("gitea_") {
             continue; // the built-in tools have tests of their own
         }
@@ -92,7 +62,7 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
         assert_eq!(read_only, method == "GET", "{}: read-only hint follows the method", tool.name);
 
-        let args = minimal(&schema, "");
+        let args = support::minimal(&schema, "");
         h.forge.clear_requests();
         let c = h.call(&tool.name, args.clone()).await;
         if c.is_error {
@@ -119,6 +89,9 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
             r.method,
             r.raw_path
         );
+        if !c.is_error {
+            support::assert_typed(&h.client, &tool.name, &c.json).await;
+        }
         swept += 1;
     }
     assert_eq!(swept, expected_ops);
@@ -185,7 +158,7 @@ async fn slash_sweep(setup: Setup, spec: &[u8], expected: (usize, usize)) {
         let name = tool.name.as_ref();
         let (method, path, params) = &ops[name];
         let catch_all = flavor.catch_all_param(method, path, name);
-        let mut args = minimal(&Value::Object((*tool.input_schema).clone()), "");
+        let mut args = support::minimal(&Value::Object((*tool.input_schema).clone()), "");
         let mut raw_path = format!("/api/v1{path}");
         let mut slashed = Vec::new();
         for p in params {

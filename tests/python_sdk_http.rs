@@ -311,3 +311,36 @@ async fn a_session_whose_identity_lookup_hangs_gets_a_json_rpc_error_in_time() {
     assert!(!said.contains("timed out") && !said.contains("BrokenResource"), "{said}");
     assert!(run.elapsed < Duration::from_secs(25), "{:?}: {said}", run.elapsed);
 }
+
+/// Typed results through the SDK over Streamable HTTP, with sessions and stateless, for both
+/// forges and both SDK modes: the same checks as over stdio (`support::assert_typed_report`).
+#[tokio::test]
+async fn python_sdk_checks_typed_results_over_streamable_http_with_sessions_and_stateless() {
+    for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+        for stateless in [false, true] {
+            let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
+            forge.seed_repo("alice", "demo");
+            forge.seed_issues("alice", "demo", 3);
+            let calls = Value::Array(support::typed_result_calls(flavor, &forge));
+            let name = if flavor == Flavor::Gitea { "gitea" } else { "forgejo" };
+            let mut env =
+                vec![("GITEA_TOKEN", ALICE_TOKEN), ("GITEA_FLAVOR", name), ("RESULT_SHAPE", "compact")];
+            if stateless {
+                env.push(("MCP_STATELESS", "true"));
+            }
+            let server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+            for mode in ["legacy", "auto"] {
+                let (mut cmd, _calls_dir) = python_driver("mcp_http_client.py", mode, &calls);
+                cmd.args(["--check-typed", "--transport", "http", &server.endpoint])
+                    .arg("--header")
+                    .arg(format!("Authorization: Bearer {ALICE_TOKEN}"));
+                let what = format!("the Python driver ({name}, stateless {stateless}, mode {mode}, typed)");
+                let run = DriverRun::run(&mut cmd, TIMEOUT, &what, || {
+                    format!("--- server stderr ---\n{}", server.stderr())
+                })
+                .await;
+                support::assert_typed_report(&run.doc, if flavor == Flavor::Gitea { 45 } else { 23 });
+            }
+        }
+    }
+}

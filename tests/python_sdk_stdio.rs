@@ -282,3 +282,36 @@ async fn python_sdk_gets_payload_too_large_for_a_call_longer_than_the_server_rea
     assert!(run.elapsed < Duration::from_secs(30), "{:?}", run.elapsed);
     forge.shutdown();
 }
+
+/// Typed results through the SDK over stdio, for both forges and both of the SDK's protocol
+/// versions (legacy: 2025-11-25; auto: 2026-07-28): every default tool declares an output
+/// schema; each success carries `structuredContent`, which the SDK checks against it (a
+/// mismatch raises, failing the driver), holds the same JSON as the text item and is what
+/// the operation's typed schema says (checked by the SDK's own `jsonschema`, on real Gitea
+/// answers replayed and on the fake forge's own); error results come back as results.
+#[tokio::test]
+async fn python_sdk_checks_typed_results_of_every_default_tool_and_a_sample_of_others() {
+    for flavor in [Flavor::Gitea, Flavor::Forgejo] {
+        for mode in ["legacy", "auto"] {
+            let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
+            forge.seed_repo("alice", "demo");
+            forge.seed_issues("alice", "demo", 3);
+            let calls = Value::Array(support::typed_result_calls(flavor, &forge));
+            let (mut cmd, _calls_dir) = python_driver("mcp_stdio_client.py", mode, &calls);
+            let name = if flavor == Flavor::Gitea { "gitea" } else { "forgejo" };
+            cmd.arg("--check-typed")
+                .arg("--")
+                .arg(bin())
+                .args(["serve", "--url", &forge.base_url(), "--flavor", name])
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("GITEA_TOKEN", ALICE_TOKEN);
+            let what = format!("the Python driver ({name}, mode {mode}, typed)");
+            let run = DriverRun::run(&mut cmd, TIMEOUT, &what, String::new).await;
+            let version = if mode == "legacy" { "2025-11-25" } else { "2026-07-28" };
+            assert_eq!(run.doc["protocol_version"], version, "{}", run.context);
+            // The recorded answers add 22 successes on Gitea.
+            support::assert_typed_report(&run.doc, if flavor == Flavor::Gitea { 45 } else { 23 });
+        }
+    }
+}

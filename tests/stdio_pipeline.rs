@@ -1231,3 +1231,53 @@ async fn fields_keep_only_the_members_asked_and_unknown_ones_are_refused_unsent(
     assert!(h.tool_requests().is_empty(), "nothing was sent: {:?}", h.tool_requests());
     h.stop().await;
 }
+
+/// Which clients get typed results: those of `STRUCTURED_CONTENT_FROM` (2025-06-18 unless
+/// set) or a later protocol version see an output schema on every tool and get
+/// `structuredContent` on a success, the same JSON as its text; older ones, or every client
+/// with `never`, neither; no client gets it on an error result.
+#[tokio::test]
+async fn typed_results_go_to_clients_of_the_protocol_versions_the_setting_names() {
+    use rmcp::ServiceExt;
+    use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
+    let forge = fake_forge::FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    for (from, version, typed) in [
+        (None, ProtocolVersion::V_2025_03_26, false),
+        (None, ProtocolVersion::V_2025_06_18, true),
+        (Some("2025-11-25"), ProtocolVersion::V_2025_06_18, false),
+        (Some("2025-11-25"), ProtocolVersion::V_2025_11_25, true),
+        (Some("never"), ProtocolVersion::V_2025_11_25, false),
+    ] {
+        let mut cmd = tokio::process::Command::new(support::bin());
+        cmd.args(["serve", "--url", &forge.base_url(), "--flavor", "gitea"])
+            .env_clear()
+            .env("GITEA_TOKEN", ALICE_TOKEN)
+            .stderr(std::process::Stdio::null());
+        if let Some(from) = from {
+            cmd.env("STRUCTURED_CONTENT_FROM", from);
+        }
+        let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd).spawn().unwrap();
+        let mut info = ClientConfig::default();
+        info.protocol_version = version.clone();
+        let client = info.serve(transport).await.unwrap();
+        let case = format!("STRUCTURED_CONTENT_FROM={from:?}, client {version}");
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools.iter().all(|t| t.output_schema.is_some() == typed), "{case}");
+        let call = |args: Value| {
+            let mut p = CallToolRequestParams::new("repoGet");
+            p = p.with_arguments(args.as_object().unwrap().clone());
+            client.call_tool(p)
+        };
+        let ok = call(json!({"owner": "alice", "repo": "demo"})).await.unwrap();
+        let text: Value = serde_json::from_str(&ok.content[0].as_text().unwrap().text).unwrap();
+        assert_eq!(ok.structured_content.is_some(), typed, "{case}");
+        if typed {
+            assert_eq!(ok.structured_content.as_ref(), Some(&text), "{case}");
+            assert_eq!(text["data"]["full_name"], "alice/demo");
+        }
+        let failed = call(json!({"owner": "alice", "repo": "missing"})).await.unwrap();
+        assert_eq!((failed.is_error, failed.structured_content.is_some()), (Some(true), false), "{case}");
+        client.cancel().await.unwrap();
+    }
+}

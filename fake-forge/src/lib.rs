@@ -224,6 +224,35 @@ impl FakeForge {
         self.shared.scripts.lock().unwrap().push(s);
     }
 
+    /// Answers every call of a recording as the forge answered it: `doc["calls"]` is a list of
+    /// `{request: {method, path}, status, pagination: {total_count}, data}` (what the
+    /// end-to-end tests write with `AEGIS_E2E_RECORD`), `path` relative to `/api/v1`; `data`
+    /// a string is sent as text, anything else as JSON, with `X-Total-Count` when known.
+    pub fn replay(&self, doc: &serde_json::Value) {
+        for c in doc["calls"].as_array().into_iter().flatten() {
+            let (json, body) = match &c["data"] {
+                serde_json::Value::String(text) => (false, text.clone().into_bytes()),
+                other => (true, serde_json::to_vec(other).expect("data serializes")),
+            };
+            let media = if json { "application/json;charset=utf-8" } else { "text/plain;charset=utf-8" };
+            let mut headers = vec![("content-type".to_owned(), media.to_owned())];
+            if let Some(total) = c["pagination"]["total_count"].as_u64() {
+                headers.push(("x-total-count".to_owned(), total.to_string()));
+            }
+            self.script(Script {
+                method: c["request"]["method"].as_str().map(str::to_owned),
+                path: format!("/api/v1{}", c["request"]["path"].as_str().unwrap_or("/")),
+                times: usize::MAX,
+                response: ScriptedResponse {
+                    status: c["status"].as_u64().unwrap_or(200) as u16,
+                    headers,
+                    body: ScriptBody::Bytes(body),
+                    delay: Duration::ZERO,
+                },
+            });
+        }
+    }
+
     /// Drops every queued script.
     pub fn clear_scripts(&self) {
         self.shared.scripts.lock().unwrap().clear();

@@ -47,15 +47,16 @@ pub fn definitions(flavor: Flavor) -> [ToolDef; 3] {
         ),
         ToolDef::builtin(
             SCHEMA,
-            "Get an operation's input schema",
+            "Get an operation's schemas",
             format!(
-                "The full description and input JSON Schema of a {name} API operation, by operation_id. \
+                "The full description, input JSON Schema and output schema (of the result in `shape`) of a {name} API operation, by operation_id. \
                  Its arguments go to {CALL} as `arguments`."
             ),
             json!({
                 "type": "object",
                 "properties": {
-                    "operation_id": {"type": "string", "minLength": 1, "description": "e.g. repoMergePullRequest"}
+                    "operation_id": {"type": "string", "minLength": 1, "description": "e.g. repoMergePullRequest"},
+                    "shape": {"enum": ["compact", "full"]}
                 },
                 "required": ["operation_id"],
                 "additionalProperties": false

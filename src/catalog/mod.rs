@@ -203,6 +203,11 @@ impl Catalog {
         self.definitions.get_or_init(|| results::Definitions::of(&self.spec))
     }
 
+    /// The spec's definition `name`, parsed (the output schemas read them).
+    pub fn definition_schema(&self, name: &str) -> Option<serde_json::Value> {
+        self.spec.definition(&serde_json::json!({"$ref": format!("#/definitions/{name}")}))
+    }
+
     /// The tools generated from the spec, in spec order (without the raw tool).
     pub fn operations(&self) -> impl Iterator<Item = &Arc<ToolDef>> {
         self.tools.iter()

@@ -32,6 +32,11 @@ const KEPT: &[&str] = &[
     "description",
 ];
 
+/// Whether `keyword` is one of the JSON Schema keywords kept from the spec's schemas.
+pub fn is_kept_keyword(keyword: &str) -> bool {
+    KEPT.contains(&keyword)
+}
+
 /// The input schema of one operation, from its parameters as the spec declares them.
 pub fn input_schema(parameters: &[Map<String, Value>], op: &Operation, spec: &Spec) -> Map<String, Value> {
     let mut properties = Map::new();
@@ -129,7 +134,8 @@ fn simple_param(p: &Map<String, Value>) -> Value {
 
 /// `int64`/`int32` say nothing a JSON client can use (JSON numbers are not sized); other
 /// formats (`date-time`, `email`) do.
-fn is_int_format(v: &Value) -> bool {
+/// The Go widths Swagger writes as formats (`int64`): JSON Schema knows no such format.
+pub fn is_int_format(v: &Value) -> bool {
     matches!(v.as_str(), Some("int64" | "int32"))
 }
 

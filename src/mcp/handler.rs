@@ -64,9 +64,10 @@ impl McpHandler {
     }
 
     /// Whether the request's client gets typed results: it speaks `STRUCTURED_CONTENT_FROM`
-    /// or a later protocol version (over stateless HTTP, the version its header names).
+    /// or a later protocol version (the request's own `_meta` says it from 2026-07-28 on,
+    /// the handshake before; over stateless HTTP, the version its header names).
     fn typed(&self, context: &RequestContext<RoleServer>) -> bool {
-        let version = context.peer.peer_info().map(|p| p.protocol_version.clone());
+        let version = context.protocol_version();
         super::tool_list::typed_for(
             self.server.settings.structured_content_from.as_deref(),
             version.as_ref().map(|v| v.as_str()),
@@ -192,8 +193,7 @@ impl ServerHandler for McpHandler {
 }
 
 impl McpHandler {
-    /// The transport a request came over, and the client as it named itself when it
-    /// initialized the session.
+    /// The transport a request came over, and the client as it named itself.
     fn origin(&self, context: &RequestContext<RoleServer>) -> Origin {
         let transport =
             match (context.extensions.get::<http::request::Parts>(), self.server.settings.transport) {
@@ -201,8 +201,8 @@ impl McpHandler {
                 (Some(_), TransportChoice::Sse) => "sse",
                 (Some(_), _) => "http",
             };
-        let client =
-            context.peer.peer_info().map(|p| (p.client_info.name.clone(), p.client_info.version.clone()));
+        // From 2026-07-28 on each request names its client in `_meta`; before, the handshake.
+        let client = context.client_info().map(|i| (i.name, i.version));
         Origin { transport, client }
     }
 

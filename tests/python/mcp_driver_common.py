@@ -4,8 +4,10 @@ Both drivers connect a `mcp.Client`, list every tool and resource template, perf
 a CALLS.json file in order and print ONE JSON document on stdout:
 
     {...driver-specific keys..., "protocol_version": "...", "server_name": "...", "tool_count": N,
-     "tool_names_sample": [first 5 names], "resource_templates": [uri templates],
-     "calls": [{"tool": NAME, "is_error": bool, "text": TEXT, "content_items": n}
+     "tool_names_sample": [first 5 names], "tools_with_output_schema": N,
+     "resource_templates": [uri templates],
+     "calls": [{"tool": NAME, "is_error": bool, "text": TEXT, "content_items": n, "structured": bool
+                [, "channels_equal": bool][, "typed_errors": [..] | null]}
                | {"resource": URI, "text": TEXT, "mime_type": M, "contents": n}
                | {"tool" or "resource": ..., "jsonrpc_error": {"code": c, "message": m}}]}
 
@@ -26,6 +28,7 @@ import sys
 from collections.abc import Awaitable
 from typing import Any
 
+import jsonschema
 from mcp import Client, MCPError
 
 
@@ -34,6 +37,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=["legacy", "auto"], default="legacy", help="SDK connect mode")
     parser.add_argument("--calls", required=True, help="JSON file: list of {tool, arguments}")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    parser.add_argument(
+        "--check-typed", action="store_true", help="check each operation's result against its typed output schema"
+    )
 
 
 def load_calls(path: str) -> list[dict[str, Any]]:
@@ -43,18 +49,43 @@ def load_calls(path: str) -> list[dict[str, Any]]:
 
 
 def call_record(tool: str, result: Any) -> dict[str, Any]:
+    """What a result was. The SDK has already checked `structuredContent` against the tool's
+    listed `outputSchema` (it raises otherwise); `channels_equal` says whether the text item
+    holds the same JSON."""
     texts = [item.text for item in result.content if getattr(item, "type", None) == "text"]
-    return {
+    structured = result.structured_content
+    record = {
         "tool": tool,
         "is_error": bool(result.is_error),
         "text": texts[0] if texts else None,
         "content_items": len(result.content),
+        "structured": structured is not None,
     }
+    if structured is not None:
+        record["channels_equal"] = bool(texts) and json.loads(texts[0]) == structured
+    return record
 
 
-async def drive(client: Client, calls: list[dict[str, Any]], head: dict[str, Any] | None = None) -> dict[str, Any]:
+async def typed_errors(client: Client, tool: str, arguments: dict[str, Any], structured: Any) -> list[str] | None:
+    """The ways `structured` (a success of `tool`) breaks the output schema the server's schema
+    tool gives for its operation in the shape it has, checked by this SDK's own validator
+    (`jsonschema`); None when the tool is no operation."""
+    operation = arguments.get("operation_id") if tool == "gitea_call_operation" else tool
+    if not operation or operation.startswith("gitea_"):
+        return None
+    shape = "compact" if "shape" in structured else "full"
+    answer = await client.call_tool("gitea_get_operation_schema", {"operation_id": operation, "shape": shape})
+    schema = answer.structured_content["output_schema"]
+    validator = jsonschema.Draft202012Validator(schema)
+    return [f"{e.message} at {e.json_path}" for e in list(validator.iter_errors(structured))[:3]]
+
+
+async def drive(
+    client: Client, calls: list[dict[str, Any]], head: dict[str, Any] | None = None, check_typed: bool = False
+) -> dict[str, Any]:
     """Lists every tool (following cursors), performs `calls` in order; the report document,
-    starting with the keys of `head`."""
+    starting with the keys of `head`. With `check_typed`, each success of an operation is also
+    checked against its typed output schema (`typed_errors`)."""
     info = client.server_info
     tools: list[Any] = []
     cursor: str | None = None
@@ -72,6 +103,7 @@ async def drive(client: Client, calls: list[dict[str, Any]], head: dict[str, Any
             "server_name": info.name if info is not None else None,
             "tool_count": len(tools),
             "tool_names_sample": [t.name for t in tools[:5]],
+            "tools_with_output_schema": sum(1 for t in tools if t.output_schema is not None),
             "resource_templates": [t.uri_template for t in templates.resource_templates],
             "calls": [],
         }
@@ -86,7 +118,12 @@ async def drive(client: Client, calls: list[dict[str, Any]], head: dict[str, Any
         except MCPError as e:
             out["calls"].append({"tool": tool, "jsonrpc_error": {"code": e.code, "message": e.message}})
             continue
-        out["calls"].append(call_record(tool, result))
+        record = call_record(tool, result)
+        if check_typed and record["structured"] and not record["is_error"]:
+            record["typed_errors"] = await typed_errors(
+                client, tool, call.get("arguments") or {}, result.structured_content
+            )
+        out["calls"].append(record)
     return out
 
 

@@ -65,7 +65,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         client = await stack.enter_async_context(
             Client(await transport(args, stack), mode=args.mode, read_timeout_seconds=args.timeout)
         )
-        return await drive(client, calls, {"transport": args.transport, "mode": args.mode})
+        return await drive(client, calls, {"transport": args.transport, "mode": args.mode}, args.check_typed)
 
 
 def main() -> int:

@@ -40,7 +40,7 @@ async def run(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
     calls = load_calls(args.calls)
     server = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     async with Client(server, mode=args.mode, read_timeout_seconds=args.timeout) as client:
-        return await drive(client, calls)
+        return await drive(client, calls, check_typed=args.check_typed)
 
 
 def main() -> int:

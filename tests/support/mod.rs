@@ -33,7 +33,7 @@ use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{RunningService, ServiceExt};
 use rmcp::transport::TokioChildProcess;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// How many tools `tools/list` shows by default (`TOOLSETS=core`): the 31 everyday
 /// operations and the five built-in tools, on both flavors.
@@ -411,6 +411,146 @@ pub async fn call_on(
         (None, true) => {}
     }
     Ok(Called { is_error, json, text })
+}
+
+/// Minimal valid arguments for a schema: required members only, simple values.
+pub fn minimal(schema: &Value, name: &str) -> Value {
+    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+        return first.clone();
+    }
+    if name == "content_base64" {
+        return json!("aGk=");
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("integer") | Some("number") => {
+            json!(schema.get("minimum").and_then(Value::as_i64).unwrap_or(1).max(1))
+        }
+        Some("boolean") => json!(true),
+        Some("array") => {
+            let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+            let item = minimal(schema.get("items").unwrap_or(&json!({"type": "string"})), "");
+            Value::Array((0..min).map(|_| item.clone()).collect())
+        }
+        Some("object") => {
+            let mut out = Map::new();
+            let props = schema.get("properties").and_then(Value::as_object);
+            for r in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+                let r = r.as_str().unwrap();
+                let sub = props.and_then(|p| p.get(r)).cloned().unwrap_or(json!({"type": "string"}));
+                out.insert(r.to_owned(), minimal(&sub, r));
+            }
+            Value::Object(out)
+        }
+        _ => json!("x1"),
+    }
+}
+
+/// The calls of the typed-results tests: the ten everyday tasks as a real Gitea answered
+/// them (the fake forge replays the recording: `FakeForge::replay`), in both shapes; every
+/// tool `tools/list` shows by default, with minimal arguments on alice's `demo`; a sample of
+/// other operations through the call tool; and calls that fail.
+pub fn typed_result_calls(flavor: Flavor, forge: &FakeForge) -> Vec<Value> {
+    let mut calls = Vec::new();
+    if flavor == Flavor::Gitea {
+        let recording: Value =
+            serde_json::from_str(include_str!("../../benches/fixtures/everyday-tasks-gitea.json")).unwrap();
+        forge.replay(&recording);
+        for c in recording["calls"].as_array().unwrap() {
+            let mut full = c["args"].clone();
+            full["shape"] = json!("full");
+            calls.push(json!({"tool": c["tool"], "arguments": c["args"]}));
+            calls.push(json!({"tool": c["tool"], "arguments": full}));
+        }
+    }
+    let spec_flavor = match flavor {
+        Flavor::Gitea => aegis_gitea_mcp::catalog::Flavor::Gitea,
+        Flavor::Forgejo => aegis_gitea_mcp::catalog::Flavor::Forgejo,
+    };
+    let catalog =
+        aegis_gitea_mcp::catalog::Catalog::build(spec_flavor.embedded_spec(), spec_flavor, None).unwrap();
+    let on_demo = |schema: &Value| {
+        let mut args = minimal(schema, "");
+        for (name, value) in [("owner", json!("alice")), ("repo", json!("demo")), ("index", json!(1))] {
+            if schema["properties"].get(name).is_some() {
+                args[name] = value;
+            }
+        }
+        args
+    };
+    for t in catalog.operations().filter(|t| t.core) {
+        calls.push(
+            json!({"tool": t.name, "arguments": on_demo(&Value::Object((**t.input_schema()).clone()))}),
+        );
+    }
+    for id in [
+        "repoListTags",
+        "repoGetBranch",
+        "issueGetMilestonesList",
+        "repoListCollaborators",
+        "userListRepos",
+        "getVersion",
+        "repoGetLanguages",
+        "orgGetAll",
+    ] {
+        let t = catalog.get(id).unwrap_or_else(|| panic!("{id} is an operation of {flavor:?}"));
+        let arguments = on_demo(&Value::Object((**t.input_schema()).clone()));
+        calls.push(json!({"tool": "gitea_call_operation", "arguments": {"operation_id": id, "arguments": arguments}}));
+    }
+    calls.extend([
+        json!({"tool": "gitea_search_operations", "arguments": {"query": "list labels"}}),
+        json!({"tool": "gitea_get_operation_schema", "arguments": {"operation_id": "repoGet"}}),
+        json!({"tool": "gitea_api_request", "arguments": {"method": "GET", "path": "/repos/alice/demo"}}),
+        // Errors: refused before sending, and the forge's.
+        json!({"tool": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo", "state": "bogus"}}),
+        json!({"tool": "repoGet", "arguments": {"owner": "alice", "repo": "no-such-repo"}}),
+        json!({"tool": "gitea_download_attachment", "arguments": {"uuid": "0f1e2d3c-no-such"}}),
+    ]);
+    calls
+}
+
+/// Checks a driver's report of `typed_result_calls`: every tool declares an output schema; a
+/// success carries `structuredContent` the SDK accepted, the same JSON as its text and what
+/// its operation's typed schema says; an error result was accepted, with text only. At least
+/// `successes` calls succeeded.
+pub fn assert_typed_report(doc: &Value, successes: usize) {
+    assert_eq!(doc["tools_with_output_schema"], doc["tool_count"], "{doc}");
+    let calls = doc["calls"].as_array().unwrap();
+    let (mut ok, mut typed) = (0, 0);
+    for c in calls {
+        assert!(c.get("jsonrpc_error").is_none(), "{c}");
+        if c["is_error"] == true {
+            assert_eq!(c["structured"], false, "an error result with structuredContent: {c}");
+            continue;
+        }
+        ok += 1;
+        assert_eq!(c["structured"], true, "a success without structuredContent: {c}");
+        assert_eq!(c["channels_equal"], true, "the channels differ: {c}");
+        if let Some(errors) = c["typed_errors"].as_array() {
+            assert!(errors.is_empty(), "{}: {errors:?}\n{}", c["tool"], c["text"]);
+            typed += 1;
+        }
+    }
+    assert!(ok >= successes, "{ok} of {} calls succeeded", calls.len());
+    // All but the three built-in tools' successes are operations, checked against their types.
+    assert!(typed + 3 >= ok, "only {typed} of {ok} successes were checked against their typed schemas");
+    assert!(calls.iter().any(|c| c["is_error"] == true), "no error result was tried");
+}
+
+/// A success `result` of `tool` is what the operation's output schema (the schema tool's,
+/// for the shape the result has) says.
+pub async fn assert_typed(client: &RunningService<RoleClient, ()>, tool: &str, result: &Value) {
+    let shape = if result.get("shape").is_some() { "compact" } else { "full" };
+    let answer = call_on(client, "gitea_get_operation_schema", json!({"operation_id": tool, "shape": shape}))
+        .await
+        .unwrap_or_else(|e| panic!("the schema tool for {tool}: {e}"));
+    assert_eq!(answer.json["output_shape"], shape, "{}", answer.text);
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(&answer.json["output_schema"])
+        .unwrap_or_else(|e| panic!("{tool}: the output schema does not compile: {e}"));
+    let errors: Vec<String> =
+        validator.iter_errors(result).take(3).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{tool} ({shape}): {errors:?}\n{result}");
 }
 
 /// A running server and its fake forge.
