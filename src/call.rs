@@ -9,7 +9,7 @@ use crate::catalog::{Target, ToolDef};
 use crate::decode::json::{Elided, Keep};
 use crate::decode::{body, pagination, status};
 use crate::discovery;
-use crate::envelope::{self, RequestInfo, Success};
+use crate::envelope::{self, Link, RequestInfo, Success};
 use crate::error::{CallError, ErrorKind};
 use crate::executor::client::LARGE_BODY;
 use crate::executor::flavor::simple_get;
@@ -118,13 +118,32 @@ pub async fn run(
     let shape = ask.shape.unwrap_or(server.settings.result_shape);
     let compact = fetched.json && shape == Shape::Compact;
     fetched.shape(server, result_type, shape, ask.fields.as_deref()).map_err(|e| guard.error(e))?;
+    // Binary content too large to inline, which a resource reads again, is left for the
+    // client to fetch: `data` says what it is, `link` where.
+    let link = if fetched.json { None } else { link(server, tool, &args, &mut fetched.data) };
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
     success.filtered = filtered;
     success.shape = compact.then_some(Shape::Compact.as_str());
+    success.link = link;
     // 8. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 9. the
     //    envelope text.
     guard.success(&mut success, issues_credentials, &elided)
+}
+
+/// The link for binary `data` (`{content_base64, content_type, size}`) over
+/// `MAX_INLINE_BINARY_BYTES` that a resource reads: `data` keeps its type and size only.
+fn link(server: &Server, tool: &ToolDef, args: &Map<String, Value>, data: &mut Value) -> Option<Link> {
+    let size = data.get("size")?.as_u64()?;
+    data.get("content_base64")?.as_str()?;
+    if size <= server.settings.max_inline_binary_bytes {
+        return None;
+    }
+    let uri = crate::resources::uri_of(tool.name(), args)?;
+    let mime_type =
+        data.get("content_type").and_then(Value::as_str).unwrap_or("application/octet-stream").to_owned();
+    *data = json!({"content_type": mime_type, "size": size});
+    Some(Link { uri, mime_type, size })
 }
 
 /// A tool call as every entry point makes it (the MCP handler, the `call` command, the
@@ -285,6 +304,7 @@ impl Fetched {
             untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
             shape: None,
             data: self.data,
+            link: None,
             truncated: None,
             hidden_content: None,
             filtered: None,

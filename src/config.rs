@@ -201,6 +201,10 @@ pub struct CommonArgs {
     /// Largest binary body returned as base64, and largest base64 upload, in bytes.
     #[arg(long, env = "MAX_BINARY_BYTES", default_value_t = 1_048_576, global = true)]
     pub max_binary_bytes: u64,
+    /// Largest binary content (a raw file, an attachment) a result holds inline as base64;
+    /// larger comes as a `resource_link` to the `gitea://` resource that reads it.
+    #[arg(long, env = "MAX_INLINE_BINARY_BYTES", default_value_t = 8_192, global = true)]
+    pub max_inline_binary_bytes: u64,
     /// Largest JSON or text body read from the forge, in bytes; larger answers fail with
     /// payload_too_large instead of filling memory.
     #[arg(long, env = "MAX_RESPONSE_BYTES", default_value_t = 16 * 1_048_576, global = true)]
@@ -422,6 +426,7 @@ pub struct Settings {
     pub shutdown_delay: Duration,
     pub mcp_bearer_token: Option<SecretString>,
     pub max_binary_bytes: u64,
+    pub max_inline_binary_bytes: u64,
     pub max_response_bytes: u64,
     pub disabled_tools: BTreeSet<String>,
     pub read_only: bool,
@@ -691,6 +696,7 @@ impl Settings {
             max_tool_response_items: args.max_tool_response_items,
             max_tool_response_chars: args.max_tool_response_chars,
             result_shape: args.result_shape,
+            max_inline_binary_bytes: args.max_inline_binary_bytes,
             structured_content_from: parse_structured_from(&args.structured_content_from)?,
             extra_secrets,
             oauth_client_id,

@@ -596,6 +596,7 @@ pub fn guard(data: &[u8]) {
                 untrusted_content: envelope::untrusted_notice(Flavor::Gitea),
                 shape: None,
                 data: decoded.into_data(),
+                link: None,
                 truncated: None,
                 hidden_content: None,
                 filtered: None,

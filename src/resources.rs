@@ -9,6 +9,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::call::{self, Read};
+use crate::catalog::attachment_tool;
 use crate::error::{CallError, ErrorKind};
 use crate::guard::{Guarded, GuardedError};
 use crate::identity::Caller;
@@ -33,7 +34,7 @@ pub const TEMPLATES: &[Template] = &[
         name: "file",
         title: "File at a ref",
         uri_template: "gitea://repos/{owner}/{repo}/contents/{+path}{?ref}",
-        description: "A file's contents at a branch, tag or commit (default branch without ref). Text as a string, other content as content_base64.",
+        description: "A file's contents at a branch, tag or commit (default branch without ref): text as a string, other content as a blob.",
     },
     Template {
         name: "issue",
@@ -46,6 +47,12 @@ pub const TEMPLATES: &[Template] = &[
         title: "Pull request",
         uri_template: "gitea://repos/{owner}/{repo}/pulls/{index}",
         description: "A pull request: title, body, state, head and base, mergeability.",
+    },
+    Template {
+        name: "attachment",
+        title: "Attachment",
+        uri_template: "gitea://attachments/{uuid}",
+        description: "The bytes of an issue, comment or release attachment: text as a string, other content as a blob.",
     },
 ];
 
@@ -100,6 +107,15 @@ fn parse(uri: &str) -> Result<(Vec<Read>, Shape), CallError> {
         .map(|s| decode(s))
         .collect::<Option<_>>()
         .ok_or_else(|| bad("a part of the URI is not valid percent-encoded UTF-8"))?;
+    if let [kind, uuid] = &segments[..]
+        && kind == "attachments"
+        && !uuid.is_empty()
+        && query.is_none()
+    {
+        let mut args = Map::new();
+        args.insert("uuid".into(), uuid.clone().into());
+        return Ok((vec![Read { operation: attachment_tool::NAME, args, at: "" }], Shape::One));
+    }
     if segments.len() < 5 || segments[0] != "repos" || segments[1..].iter().any(String::is_empty) {
         return Err(bad("the URI names no repository resource"));
     }
@@ -138,6 +154,44 @@ fn parse(uri: &str) -> Result<(Vec<Read>, Shape), CallError> {
         }
         _ => Err(bad("the URI names no resource this server offers")),
     }
+}
+
+/// The resource that reads again what a call of `tool` with `args` answered, when one does:
+/// a raw file (the file resource), or an attachment.
+pub fn uri_of(tool: &str, args: &Map<String, Value>) -> Option<String> {
+    let arg = |k: &str| args.get(k).and_then(Value::as_str).filter(|v| !v.is_empty());
+    match tool {
+        "repoGetRawFile" => {
+            let (owner, repo, path) = (arg("owner")?, arg("repo")?, arg("filepath")?);
+            let mut uri =
+                format!("{SCHEME}repos/{}/{}/contents/{}", encode(owner), encode(repo), encode_path(path));
+            if let Some(r) = arg("ref") {
+                uri.push_str("?ref=");
+                uri.push_str(&encode(r));
+            }
+            Some(uri)
+        }
+        attachment_tool::NAME => Some(format!("{SCHEME}attachments/{}", encode(arg("uuid")?))),
+        _ => None,
+    }
+}
+
+/// Percent-encode a URI part: every byte but the unreserved ones (RFC 3986).
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A file path: each segment encoded, the `/` between them kept.
+fn encode_path(path: &str) -> String {
+    path.split('/').map(encode).collect::<Vec<_>>().join("/")
 }
 
 /// Percent-decode one URI part; `None` when it is not UTF-8 afterwards or a `%` is broken.
@@ -181,6 +235,31 @@ mod tests {
             args_of("gitea://repos/alice/demo/contents/README.md"),
             [("repoGetRawFile", json!({"owner": "alice", "repo": "demo", "filepath": "README.md"}))]
         );
+    }
+
+    #[test]
+    fn the_uri_of_a_raw_file_or_an_attachment_reads_it_again() {
+        for (tool, args) in [
+            (
+                "repoGetRawFile",
+                json!({"owner": "alice", "repo": "demo", "filepath": "img/a b#1.png", "ref": "feature/x"}),
+            ),
+            ("repoGetRawFile", json!({"owner": "alice", "repo": "demo", "filepath": "logo.png"})),
+            (attachment_tool::NAME, json!({"uuid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"})),
+        ] {
+            let Value::Object(args) = args else { unreachable!() };
+            let uri = uri_of(tool, &args).unwrap();
+            let (reads, _) = parse(&uri).unwrap();
+            assert_eq!((reads[0].operation, &reads[0].args), (tool, &args), "{uri}");
+        }
+        let Value::Object(args) = json!({"owner": "alice", "repo": "demo", "filepath": "a b#1.png"}) else {
+            unreachable!()
+        };
+        assert_eq!(
+            uri_of("repoGetRawFile", &args).unwrap(),
+            "gitea://repos/alice/demo/contents/a%20b%231.png"
+        );
+        assert_eq!(uri_of("repoGetContents", &args), None);
     }
 
     #[test]

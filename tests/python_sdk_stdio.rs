@@ -221,7 +221,8 @@ async fn python_sdk_uses_the_discovery_tools_and_reads_resources() {
             json!([
                 "gitea://repos/{owner}/{repo}/contents/{+path}{?ref}",
                 "gitea://repos/{owner}/{repo}/issues/{index}",
-                "gitea://repos/{owner}/{repo}/pulls/{index}"
+                "gitea://repos/{owner}/{repo}/pulls/{index}",
+                "gitea://attachments/{uuid}"
             ]),
             "{mode}: {}",
             run.doc

@@ -64,7 +64,8 @@ async fn templates_are_listed_and_each_reads_through_the_pipeline() {
         [
             "gitea://repos/{owner}/{repo}/contents/{+path}{?ref}",
             "gitea://repos/{owner}/{repo}/issues/{index}",
-            "gitea://repos/{owner}/{repo}/pulls/{index}"
+            "gitea://repos/{owner}/{repo}/pulls/{index}",
+            "gitea://attachments/{uuid}"
         ]
     );
 
@@ -181,4 +182,67 @@ async fn over_http_a_resource_is_read_as_the_caller() {
             assert_eq!(r.header("authorization"), Some(bob.as_str()), "{transport}: {}", r.raw_path);
         }
     }
+}
+
+/// Binary content over `MAX_INLINE_BINARY_BYTES` (8,192 by default) comes as a link: `data`
+/// says its type and size, `link` and a `resource_link` item name the resource, and reading
+/// it gives the bytes as a blob of their type; smaller content stays inline. For a raw file
+/// (its own tool or the call tool) and an attachment.
+#[tokio::test]
+async fn large_binary_content_comes_as_a_link_whose_read_gives_the_bytes() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.seed_repo("o", "r");
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let large: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let small: Vec<u8> = (0..100u8).collect();
+    for (path, bytes, branch) in [("img/a logo.png", &large, "new_branch"), ("tiny.bin", &small, "branch")] {
+        let body = json!({"content": b64(bytes), "message": "add", branch: "art"});
+        let c = h
+            .call("repoCreateFile", json!({"owner": "o", "repo": "r", "filepath": path, "body": body}))
+            .await;
+        assert!(!c.is_error, "{}", c.text);
+    }
+    let raw = json!({"owner": "o", "repo": "r", "filepath": "img/a logo.png", "ref": "art"});
+    for (tool, args) in [
+        ("repoGetRawFile", raw.clone()),
+        ("gitea_call_operation", json!({"operation_id": "repoGetRawFile", "arguments": raw})),
+    ] {
+        let c = h.call(tool, args).await;
+        assert_eq!(
+            c.json["data"],
+            json!({"content_type": "application/octet-stream", "size": 20_000}),
+            "{}",
+            c.text
+        );
+        let uri = "gitea://repos/o/r/contents/img/a%20logo.png?ref=art";
+        assert_eq!(
+            c.json["link"],
+            json!({"uri": uri, "mime_type": "application/octet-stream", "size": 20_000})
+        );
+        let r = h.client.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap();
+        let ResourceContents::BlobResourceContents { uri: got, mime_type, blob, .. } = &r.contents[0] else {
+            panic!("a blob: {:?}", r.contents)
+        };
+        assert_eq!((got.as_str(), mime_type.as_deref()), (uri, Some("application/octet-stream")));
+        assert_eq!(base64::engine::general_purpose::STANDARD.decode(blob).unwrap(), large);
+    }
+    let c = h
+        .call("repoGetRawFile", json!({"owner": "o", "repo": "r", "filepath": "tiny.bin", "ref": "art"}))
+        .await;
+    assert_eq!(c.json["data"]["content_base64"], b64(&small), "{}", c.text);
+    assert!(c.json.get("link").is_none());
+
+    h.call("issueCreateIssue", json!({"owner": "o", "repo": "r", "body": {"title": "t"}})).await;
+    let up = json!({"owner": "o", "repo": "r", "index": 1,
+        "attachment": {"content_base64": b64(&large), "filename": "dump.bin", "content_type": "application/octet-stream"}});
+    let c = h.call("issueCreateIssueAttachment", up).await;
+    let uuid = c.json["data"]["uuid"].as_str().unwrap().to_owned();
+    let d = h.call("gitea_download_attachment", json!({"uuid": uuid})).await;
+    let uri = format!("gitea://attachments/{uuid}");
+    assert_eq!(d.json["link"]["uri"], uri.as_str(), "{}", d.text);
+    assert!(d.json["data"].get("content_base64").is_none());
+    let r = h.client.read_resource(ReadResourceRequestParams::new(uri.as_str())).await.unwrap();
+    let ResourceContents::BlobResourceContents { blob, .. } = &r.contents[0] else { panic!("a blob") };
+    assert_eq!(base64::engine::general_purpose::STANDARD.decode(blob).unwrap(), large);
+    h.stop().await;
 }

@@ -12,7 +12,10 @@
 //!   reduced to what identifies them, derivable URLs and empty or default members left out
 //!   (absent means empty). Without it, `data` is the forge's JSON as decoded.
 //! - `data`: decoded JSON, text, `{content_base64, content_type, size}`, or `{location}`
-//!   for a redirect.
+//!   for a redirect; `{content_type, size}` when `link` is there.
+//! - `link` (only for binary content over `MAX_INLINE_BINARY_BYTES` that a resource reads):
+//!   `{uri, mime_type, size}`, the `gitea://` resource whose read returns the bytes; the
+//!   result also carries it as a `resource_link` item, for the client to fetch.
 //! - `truncated` (only when something was cut): which lists and strings were cut, and
 //!   `how_to_get_more`.
 //! - `hidden_content` (only when the guard found any): `{characters, comments, mode}` — how
@@ -61,6 +64,10 @@ pub struct Success {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shape: Option<&'static str>,
     pub data: Value,
+    /// Present only when `data` stands for content too large to inline: the resource that
+    /// reads it (the result then also carries it as a `resource_link` item).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<Link>,
     /// Present only when the guard had to cut the result: what was cut and how to get the rest.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated: Option<Value>,
@@ -70,6 +77,16 @@ pub struct Success {
     /// Present only for a listing filtered to the repository allowlist.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filtered: Option<Filtered>,
+}
+
+/// The envelope's `link` member: where the bytes `data` describes are read, and what they are.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct Link {
+    /// A `gitea://` resource URI.
+    pub uri: String,
+    pub mime_type: String,
+    /// The content's size in bytes.
+    pub size: u64,
 }
 
 /// The envelope's `filtered` member.
@@ -166,6 +183,7 @@ mod tests {
             untrusted_content: untrusted_notice(Flavor::Gitea),
             shape: None,
             data: serde_json::json!({"id": 1}),
+            link: None,
             truncated: None,
             hidden_content: None,
             filtered: None,

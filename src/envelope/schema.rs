@@ -66,6 +66,17 @@ pub fn exact(data_schema: Value, defs: Map<String, Value>) -> Value {
                 "description": "Present when data is compact: nested entities reduced to what identifies them, derivable URLs and empty, zero, false and null members left out (absent means empty)."
             },
             "data": data_schema,
+            "link": {
+                "type": "object",
+                "description": "Present when data stands for binary content too large to inline ({content_type, size}): the resource whose read returns the bytes.",
+                "properties": {
+                    "uri": {"type": "string"},
+                    "mime_type": {"type": "string"},
+                    "size": {"type": "integer", "minimum": 0}
+                },
+                "required": ["uri", "mime_type", "size"],
+                "additionalProperties": false
+            },
             "truncated": {
                 "type": "object",
                 "description": "Present when the result was cut to its bounds: what was cut, and how_to_get_more."

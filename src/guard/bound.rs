@@ -556,6 +556,7 @@ mod tests {
             untrusted_content: untrusted_notice(Flavor::Gitea),
             shape: None,
             data,
+            link: None,
             truncated: None,
             hidden_content: None,
             filtered: None,

@@ -37,13 +37,13 @@ pub fn data_schema(catalog: &Catalog, op: &Operation, shape: Shape) -> DataSchem
         ResponseKind::Text => json!({"type": "string", "description": "The forge's text."}),
         ResponseKind::Binary => json!({
             "type": "object",
-            "description": "Content that is not text, base64-encoded; text comes as a string.",
+            "description": "Content that is not text, base64-encoded; text comes as a string. Without content_base64 when too large to inline: the envelope's link reads it.",
             "properties": {
                 "content_base64": {"type": "string"},
                 "content_type": {"type": "string"},
                 "size": {"type": "integer", "minimum": 0}
             },
-            "required": ["content_base64", "content_type", "size"],
+            "required": ["content_type", "size"],
             "additionalProperties": false
         }),
         ResponseKind::Redirect => json!({

@@ -397,9 +397,23 @@ pub async fn call_on(
         p = p.with_arguments(m);
     }
     let r = client.call_tool(p).await?;
-    assert_eq!(r.content.len(), 1, "exactly one content item");
     let text = r.content[0].as_text().expect("a text item").text.clone();
-    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
+    let json: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"));
+    // One text item, and a resource link exactly when the envelope has a `link`.
+    match (&r.content[1..], json.get("link")) {
+        ([], None) => {}
+        ([item], Some(link)) => {
+            let l =
+                item.as_resource_link().unwrap_or_else(|| panic!("{tool}: a second item that is no link"));
+            assert_eq!(
+                (json!(l.uri), json!(l.mime_type), json!(l.size)),
+                (link["uri"].clone(), link["mime_type"].clone(), link["size"].clone()),
+                "{tool}: the resource link differs from the envelope's"
+            );
+        }
+        (more, _) => panic!("{tool}: {} content items: {text}", more.len() + 1),
+    }
     let is_error = r.is_error == Some(true);
     // This client speaks a protocol given typed results: a success carries the same JSON in
     // both channels, an error text only.
