@@ -15,9 +15,11 @@ use aegis_gitea_mcp::config::{Cli, Settings};
 use aegis_gitea_mcp::decode::json::{Elided, Keep};
 use aegis_gitea_mcp::decode::{body, pagination};
 use aegis_gitea_mcp::envelope::{self, RequestInfo, Success};
+use aegis_gitea_mcp::error::Outcome;
 use aegis_gitea_mcp::identity::Caller;
 use aegis_gitea_mcp::identity::{Identity, Mode};
 use aegis_gitea_mcp::mcp::McpHandler;
+use aegis_gitea_mcp::mcp::handler::to_rmcp;
 use aegis_gitea_mcp::mcp::tool_list;
 use aegis_gitea_mcp::server::Server;
 use aegis_gitea_mcp::{audit, call};
@@ -118,6 +120,9 @@ async fn everyday_bytes() {
     );
     println!("  {:<36} {:>9} {:>9} {:>7}  facts", "task", "full B", "compact B", "ratio");
     let (mut all_full, mut all_compact, mut missing) = (0, 0, 0);
+    // What the compact results cost on the wire as `tools/call` results, to a client without
+    // typed results and to one with them (the same JSON again as structuredContent).
+    let (mut wire_untyped, mut wire_typed) = (0, 0);
     let mut tasks: Vec<&str> = calls.iter().filter_map(|c| c["task"].as_str()).collect();
     tasks.dedup();
     for task in tasks {
@@ -132,6 +137,10 @@ async fn everyday_bytes() {
             }
             let f = text_of(&server, tool, full_args).await;
             let k = text_of(&server, tool, args).await;
+            for (typed, sum) in [(false, &mut wire_untyped), (true, &mut wire_typed)] {
+                let result = to_rmcp(Outcome::Success(k.clone()), typed).expect("a result");
+                *sum += serde_json::to_vec(&result).expect("a result serializes").len();
+            }
             full += f.len();
             compact += k.len();
             text.push_str(&k);
@@ -156,6 +165,10 @@ async fn everyday_bytes() {
         "  {:<36} {all_full:>9} {all_compact:>9} {:>7.2}  (goal: at most 0.45)",
         "all ten",
         all_compact as f64 / all_full as f64
+    );
+    println!(
+        "  the compact results as tools/call results: {wire_untyped} B without typed results, {wire_typed} B with structuredContent ({:.2}x)",
+        wire_typed as f64 / wire_untyped as f64
     );
     assert_eq!(missing, 0, "a compact result lost a fact its task needs");
     println!();

@@ -305,6 +305,7 @@ mod tests {
             "gitea://repos/o/r/contents/a/b.md?ref=main",
             "gitea://repos/o/r/issues/1",
             "gitea://repos/o/r/pulls/2",
+            "gitea://attachments/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
         ];
         assert_eq!(samples.len(), TEMPLATES.len());
         for flavor in [Flavor::Gitea, Flavor::Forgejo] {

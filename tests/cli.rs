@@ -366,3 +366,20 @@ async fn spec_file_replaces_the_embedded_spec() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not valid JSON"));
 }
+
+/// The default `tools/list` of each forge stays under its 40,000-byte budget, for a client
+/// given typed results (an output schema on every tool) and for one without.
+#[tokio::test]
+async fn the_default_tool_list_fits_its_budget_with_and_without_output_schemas() {
+    for flavor in ["gitea", "forgejo"] {
+        for from in ["2025-06-18", "never"] {
+            let o = run(&["tools", "--json", "--flavor", flavor], &[("STRUCTURED_CONTENT_FROM", from)]).await;
+            assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+            let tools: Value = serde_json::from_slice(&o.stdout).unwrap();
+            let typed = tools.as_array().unwrap().iter().all(|t| t.get("outputSchema").is_some());
+            assert_eq!(typed, from != "never", "{flavor} {from}");
+            let bytes = serde_json::to_vec(&serde_json::json!({"tools": tools})).unwrap().len();
+            assert!(bytes < 40_000, "{flavor}, STRUCTURED_CONTENT_FROM={from}: {bytes} bytes");
+        }
+    }
+}

@@ -33,8 +33,13 @@ async fn tools_list_offers_one_tool_per_operation_plus_the_raw_tool() {
         assert_eq!(names.len(), expected, "names are unique");
         let get = tools.iter().find(|t| t.name == "repoGet").unwrap();
         assert_eq!(get.annotations.as_ref().unwrap().read_only_hint, Some(true));
+        // A destructive write says only that it writes: destructive is the protocol's default.
         let del = tools.iter().find(|t| t.name == "repoDelete").unwrap();
-        assert_eq!(del.annotations.as_ref().unwrap().destructive_hint, Some(true));
+        let hints = del.annotations.as_ref().unwrap();
+        assert_eq!((hints.read_only_hint, hints.destructive_hint), (Some(false), None));
+        assert_eq!(hints.idempotent_hint, Some(true));
+        let create = tools.iter().find(|t| t.name == "repoCreateBranch").unwrap();
+        assert_eq!(create.annotations.as_ref().unwrap().destructive_hint, Some(false));
         assert!(get.description.as_deref().unwrap().contains("GET /repos/{owner}/{repo}"));
         h.stop().await;
     }

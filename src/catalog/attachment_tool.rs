@@ -33,7 +33,7 @@ pub fn definition(flavor: Flavor) -> ToolDef {
         "Download an attachment",
         format!(
             "Download the bytes of an issue, comment or release attachment from {} by its uuid. \
-             Returns text as a string, other content as data.content_base64.\n\nGET /attachments/{{uuid}} (outside /api/v1)",
+             Returns text as a string, other content as data.content_base64 (over a few KB, a link to read).\n\nGET /attachments/{{uuid}} (outside /api/v1)",
             flavor.display_name()
         ),
         schema,

@@ -29,9 +29,8 @@ pub fn definitions(flavor: Flavor) -> [ToolDef; 3] {
             SEARCH,
             "Search API operations",
             format!(
-                "Find {name} API operations by words (e.g. \"merge a pull request\", \"list workflow runs\"). \
-                 Searches every operation, not only the tools listed. Returns operation_id, method, path and \
-                 summary of the best matches; then read one with {SCHEMA} and run it with {CALL}."
+                "Find {name} API operations by words (e.g. \"merge a pull request\", \"list workflow runs\"), \
+                 among all of them, not only the tools listed; then read one with {SCHEMA} and run it with {CALL}."
             ),
             json!({
                 "type": "object",

@@ -513,7 +513,7 @@ impl ToolDef {
                     let listed = schema::lean(&input);
                     (Arc::new(input), Arc::new(listed))
                 }
-                Source::Given(schema) => (schema.clone(), schema.clone()),
+                Source::Given(schema) => (schema.clone(), Arc::new(schema::unwritten_left_out(schema))),
             };
             if self.offers_sudo {
                 offer_sudo_in(Arc::make_mut(&mut input), SUDO_FULL);
@@ -598,7 +598,7 @@ const SUDO_LEAN: &str =
 
 const SHAPE_FULL: &str = "\"full\": the forge's own JSON. By default (compact) nested users, repositories, labels and the like are reduced to their login, full name or name, derivable URLs are left out, and so are members that are empty, zero, false or null: absent means empty.";
 const FIELDS_FULL: &str = "Keep only these members of the result, or of each item of a list: member paths such as `number`, `title`, `user`, `head.ref`. A path the result does not have is refused with the paths it has.";
-const FIELDS_LEAN: &str = "Member paths to keep per item, e.g. number, title, head.ref";
+const FIELDS_LEAN: &str = "Members to keep, e.g. title, head.ref";
 
 /// Add the `shape` and `fields` properties to a schema.
 /// (The listed schema's `shape` has no description: the server's instructions say it.)
@@ -693,6 +693,11 @@ fn describe(raw: &RawOperation, op: &Operation, meaning: Option<&str>, flavor: F
     }
     if op.paging.is_some() {
         d.push_str(" Paged.");
+    }
+    // A JSON result comes compact by default (the server's instructions and the `shape`
+    // argument say the rest): what an agent must not misread is a missing member.
+    if op.response == ResponseKind::Json {
+        d.push_str(" Absent means empty.");
     }
     d.push_str(&format!("\n\n{} {}", op.method.as_str(), op.path));
     d

@@ -259,24 +259,12 @@ pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
         let typed = m.get("type").and_then(Value::as_str) == Some("object") || m.contains_key("enum");
         m.iter()
             .filter(|(k, x)| !(typed && k.as_str() == "description" && x.as_str().is_some_and(names_a_type)))
-            .filter(|(k, x)| match k.as_str() {
-                "additionalProperties" => *x != &Value::Bool(false),
-                "minLength" => x.as_u64() != Some(1),
-                _ => true,
-            })
             .map(|(k, x)| match (k.as_str(), x) {
                 ("description", Value::String(d)) => (k.clone(), Value::String(first_sentence(d))),
                 // Property names are data, not keywords: keep them, lean their schemas.
-                ("properties", Value::Object(props)) => (
-                    k.clone(),
-                    Value::Object(
-                        props
-                            .iter()
-                            .filter(|(_, s)| !deprecated(s))
-                            .map(|(n, s)| (n.clone(), go(s)))
-                            .collect(),
-                    ),
-                ),
+                ("properties", Value::Object(props)) => {
+                    (k.clone(), Value::Object(props.iter().map(|(n, s)| (n.clone(), go(s))).collect()))
+                }
                 ("enum" | "default", _) => (k.clone(), x.clone()),
                 _ => (k.clone(), go(x)),
             })
@@ -289,7 +277,7 @@ pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
             other => other.clone(),
         }
     }
-    let mut out = object(schema);
+    let mut out = unwritten_left_out(&object(schema));
     if let Some(Value::Object(props)) = out.get_mut("properties") {
         for (name, text) in COMMON_ARGUMENTS {
             if let Some(Value::Object(p)) = props.get_mut(*name) {
@@ -300,6 +288,37 @@ pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
         }
     }
     out
+}
+
+/// A schema for `tools/list` without what tells a client nothing it would write differently:
+/// `additionalProperties: false`, a `minLength` of 1, members described as deprecated (at
+/// every depth). The validator keeps them all.
+pub fn unwritten_left_out(schema: &Map<String, Value>) -> Map<String, Value> {
+    fn go(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(unwritten_left_out(m)),
+            Value::Array(a) => Value::Array(a.iter().map(go).collect()),
+            other => other.clone(),
+        }
+    }
+    schema
+        .iter()
+        .filter(|(k, x)| match k.as_str() {
+            "additionalProperties" => *x != &Value::Bool(false),
+            "minLength" => x.as_u64() != Some(1),
+            _ => true,
+        })
+        .map(|(k, x)| match (k.as_str(), x) {
+            ("properties", Value::Object(props)) => (
+                k.clone(),
+                Value::Object(
+                    props.iter().filter(|(_, s)| !deprecated(s)).map(|(n, s)| (n.clone(), go(s))).collect(),
+                ),
+            ),
+            ("enum" | "default" | "required", _) => (k.clone(), x.clone()),
+            _ => (k.clone(), go(x)),
+        })
+        .collect()
 }
 
 /// Whether a member's description says it is deprecated (`"deprecated"`, `"Deprecated: use …"`).

@@ -85,7 +85,9 @@ data is compact (shape: compact): nested users, repositories, labels and milesto
 derivable URLs are left out, and so are empty, zero, false and null members (absent means empty); shape: \"full\" gives the forge's own JSON, \
 and fields: [\"number\", \"title\", \"head.ref\"] keeps only those members of the result or of each item. \
 Errors carry a kind (not_found, invalid_arguments, denied, ...) and a message saying what to change. \
-Resources: gitea://repos/{owner}/{repo}/contents/{path}?ref=..., .../issues/{index}, .../pulls/{index}.";
+Binary files and attachments larger than a few KB come as a link (link.uri, a resource_link) to read instead of base64. \
+gitea_get_operation_schema also gives an operation's output_schema. \
+Resources: gitea://repos/{owner}/{repo}/contents/{path}?ref=..., .../issues/{index}, .../pulls/{index}, gitea://attachments/{uuid}.";
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
