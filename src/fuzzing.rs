@@ -50,6 +50,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("skim", skim),
     ("forge_url", forge_url),
     ("shape", shape),
+    ("resource_uri", resource_uri),
 ];
 
 /// The `Authorization` header parser (`identity/header.rs`). The input is the header value.
@@ -963,6 +964,40 @@ pub fn forge_url(data: &[u8]) {
         assert_eq!(again, Ok(Some((owner.clone(), repo.clone()))), "{text:?} spelled {spelled:?}");
     }
     assert_eq!(forge.repository(&format!("https://elsewhere.example/{o}/{r}")), Ok(None));
+}
+
+/// The resource URI parser (`resources.rs`): a client's `resources/read` URI, as text.
+///
+/// A URI it accepts reads at least one operation the Gitea catalog has (whose schema then
+/// judges the arguments, as for a call); a file or attachment read, written back as the URI
+/// of its link (`resources::uri_of`), is read again the same way.
+pub fn resource_uri(data: &[u8]) {
+    let uri = String::from_utf8_lossy(data);
+    let Ok(reads) = crate::resources::reads_of(&uri) else { return };
+    assert!(!reads.is_empty(), "{uri:?}");
+    let catalog = gitea_catalog();
+    for read in &reads {
+        let tool = catalog.get(read.operation).unwrap_or_else(|| panic!("{uri:?}: {}", read.operation));
+        let _ = crate::args::validate::validate(tool, &read.args);
+        if let Some(again) = crate::resources::uri_of(read.operation, &read.args) {
+            let back =
+                crate::resources::reads_of(&again).unwrap_or_else(|e| panic!("{uri:?} → {again:?}: {e}"));
+            assert_eq!(
+                (back[0].operation, &back[0].args),
+                (read.operation, &read.args),
+                "{uri:?} → {again:?}"
+            );
+        }
+    }
+}
+
+/// The Gitea catalog, built once per process.
+fn gitea_catalog() -> &'static crate::catalog::Catalog {
+    static CATALOG: std::sync::OnceLock<crate::catalog::Catalog> = std::sync::OnceLock::new();
+    CATALOG.get_or_init(|| {
+        let f = crate::catalog::Flavor::Gitea;
+        crate::catalog::Catalog::build(f.embedded_spec(), f, None).expect("the embedded spec builds")
+    })
 }
 
 /// The shape stage (`shape/`) on any forge answer: bytes 0–1 pick an operation of either

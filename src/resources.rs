@@ -85,6 +85,11 @@ enum Shape {
     IssueWithComments,
 }
 
+/// The reads a concrete URI stands for (the fuzz target reads them too).
+pub(crate) fn reads_of(uri: &str) -> Result<Vec<Read>, CallError> {
+    parse(uri).map(|(reads, _)| reads)
+}
+
 /// A concrete URI → the reads it stands for.
 fn parse(uri: &str) -> Result<(Vec<Read>, Shape), CallError> {
     let bad = |why: &str| {

@@ -219,6 +219,9 @@ async fn large_binary_content_comes_as_a_link_whose_read_gives_the_bytes() {
             c.json["link"],
             json!({"uri": uri, "mime_type": "application/octet-stream", "size": 20_000})
         );
+        // A few hundred bytes where the base64 alone was 26,668.
+        eprintln!("{tool}: {} bytes as a link", c.text.len());
+        assert!(c.text.len() < 800, "{}", c.text);
         let r = h.client.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap();
         let ResourceContents::BlobResourceContents { uri: got, mime_type, blob, .. } = &r.contents[0] else {
             panic!("a blob: {:?}", r.contents)
