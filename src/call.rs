@@ -139,7 +139,7 @@ fn link(server: &Server, tool: &ToolDef, args: &Map<String, Value>, data: &mut V
     if size <= server.settings.max_inline_binary_bytes {
         return None;
     }
-    let uri = crate::resources::uri_of(tool.name(), args)?;
+    let uri = envelope::link::uri_of(tool.name(), args)?;
     let mime_type =
         data.get("content_type").and_then(Value::as_str).unwrap_or("application/octet-stream").to_owned();
     *data = json!({"content_type": mime_type, "size": size});

@@ -970,7 +970,7 @@ pub fn forge_url(data: &[u8]) {
 ///
 /// A URI it accepts reads at least one operation the Gitea catalog has (whose schema then
 /// judges the arguments, as for a call); a file or attachment read, written back as the URI
-/// of its link (`resources::uri_of`), is read again the same way.
+/// of its link (`envelope::link::uri_of`), is read again the same way.
 pub fn resource_uri(data: &[u8]) {
     let uri = String::from_utf8_lossy(data);
     let Ok(reads) = crate::resources::reads_of(&uri) else { return };
@@ -979,7 +979,7 @@ pub fn resource_uri(data: &[u8]) {
     for read in &reads {
         let tool = catalog.get(read.operation).unwrap_or_else(|| panic!("{uri:?}: {}", read.operation));
         let _ = crate::args::validate::validate(tool, &read.args);
-        if let Some(again) = crate::resources::uri_of(read.operation, &read.args) {
+        if let Some(again) = crate::envelope::link::uri_of(read.operation, &read.args) {
             let back =
                 crate::resources::reads_of(&again).unwrap_or_else(|e| panic!("{uri:?} → {again:?}: {e}"));
             assert_eq!(

@@ -16,8 +16,7 @@ use crate::identity::Caller;
 use crate::policy::Narrowing;
 use crate::server::Server;
 
-/// The URI scheme of every resource.
-pub const SCHEME: &str = "gitea://";
+use crate::envelope::link::SCHEME;
 
 /// One resource template.
 #[derive(Debug)]
@@ -130,7 +129,12 @@ fn parse(uri: &str) -> Result<(Vec<Read>, Shape), CallError> {
     let index = |s: &str| s.parse::<u64>().map_err(|_| bad("an issue or pull request index is a number"));
     match (segments[3].as_str(), segments.len()) {
         ("contents", _) => {
-            args.insert("filepath".into(), segments[4..].join("/").into());
+            // `%2F` is a `/` here too: an empty segment is refused however it is written.
+            let filepath = segments[4..].join("/");
+            if filepath.split('/').any(str::is_empty) {
+                return Err(bad("a file path has no empty segment"));
+            }
+            args.insert("filepath".into(), filepath.into());
             for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
                 match pair.split_once('=') {
                     Some(("ref", v)) if !v.is_empty() => {
@@ -161,44 +165,6 @@ fn parse(uri: &str) -> Result<(Vec<Read>, Shape), CallError> {
     }
 }
 
-/// The resource that reads again what a call of `tool` with `args` answered, when one does:
-/// a raw file (the file resource), or an attachment.
-pub fn uri_of(tool: &str, args: &Map<String, Value>) -> Option<String> {
-    let arg = |k: &str| args.get(k).and_then(Value::as_str).filter(|v| !v.is_empty());
-    match tool {
-        "repoGetRawFile" => {
-            let (owner, repo, path) = (arg("owner")?, arg("repo")?, arg("filepath")?);
-            let mut uri =
-                format!("{SCHEME}repos/{}/{}/contents/{}", encode(owner), encode(repo), encode_path(path));
-            if let Some(r) = arg("ref") {
-                uri.push_str("?ref=");
-                uri.push_str(&encode(r));
-            }
-            Some(uri)
-        }
-        attachment_tool::NAME => Some(format!("{SCHEME}attachments/{}", encode(arg("uuid")?))),
-        _ => None,
-    }
-}
-
-/// Percent-encode a URI part: every byte but the unreserved ones (RFC 3986).
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// A file path: each segment encoded, the `/` between them kept.
-fn encode_path(path: &str) -> String {
-    path.split('/').map(encode).collect::<Vec<_>>().join("/")
-}
-
 /// Percent-decode one URI part; `None` when it is not UTF-8 afterwards or a `%` is broken.
 fn decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
@@ -221,6 +187,7 @@ fn decode(s: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::catalog::{Catalog, Flavor};
+    use crate::envelope::link::uri_of;
 
     fn args_of(uri: &str) -> Vec<(&'static str, Value)> {
         let (reads, _) = parse(uri).unwrap();
@@ -240,6 +207,17 @@ mod tests {
             args_of("gitea://repos/alice/demo/contents/README.md"),
             [("repoGetRawFile", json!({"owner": "alice", "repo": "demo", "filepath": "README.md"}))]
         );
+    }
+
+    #[test]
+    fn a_file_path_with_an_empty_segment_is_refused_and_never_linked() {
+        for uri in ["gitea://repos/o/r/contents/a%2F%2Fb", "gitea://repos/o/r/contents/a%2F"] {
+            assert!(parse(uri).is_err(), "{uri}");
+        }
+        let Value::Object(args) = json!({"owner": "o", "repo": "r", "filepath": "a//b"}) else {
+            unreachable!()
+        };
+        assert_eq!(uri_of("repoGetRawFile", &args), None);
     }
 
     #[test]

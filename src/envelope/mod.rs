@@ -1,7 +1,9 @@
 //! The wire format of results (ADR 0005), one type per shape.
 //!
 //! ## Success
-//! One text content item holding exactly these keys, in this order:
+//! One text content item holding exactly these keys, in this order (for a client given typed
+//! results, the same object is also the result's `structuredContent`; a `link` also comes as
+//! a `resource_link` item after the text):
 //! - `identity`: `{login, mode, sudo}` — who the call ran as.
 //! - `request`: `{method, path}` — the path as sent, relative to `/api/v1`, no query.
 //! - `status`: the forge's HTTP status.
@@ -35,7 +37,10 @@
 //! - `retry_after_seconds` (only when known): whole seconds to wait before trying again — a
 //!   limit of this server (`rate_limited`, status `null`) or the forge's `Retry-After`.
 
+pub mod link;
 pub mod schema;
+
+pub use link::Link;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -77,16 +82,6 @@ pub struct Success {
     /// Present only for a listing filtered to the repository allowlist.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filtered: Option<Filtered>,
-}
-
-/// The envelope's `link` member: where the bytes `data` describes are read, and what they are.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct Link {
-    /// A `gitea://` resource URI.
-    pub uri: String,
-    pub mime_type: String,
-    /// The content's size in bytes.
-    pub size: u64,
 }
 
 /// The envelope's `filtered` member.

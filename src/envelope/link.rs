@@ -1,0 +1,63 @@
+//! The `gitea://` URIs results link to: where a resource read gets again what a call
+//! answered (the resource templates parse them back; a test and a fuzz target hold the two
+//! to each other).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::catalog::attachment_tool;
+
+/// The URI scheme of every resource.
+pub const SCHEME: &str = "gitea://";
+
+/// The envelope's `link` member: where the bytes `data` describes are read, and what they are.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Link {
+    /// A `gitea://` resource URI.
+    pub uri: String,
+    pub mime_type: String,
+    /// The content's size in bytes.
+    pub size: u64,
+}
+
+/// The resource that reads again what a call of `tool` with `args` answered, when one does:
+/// a raw file (the file resource), or an attachment.
+pub fn uri_of(tool: &str, args: &Map<String, Value>) -> Option<String> {
+    let arg = |k: &str| args.get(k).and_then(Value::as_str).filter(|v| !v.is_empty());
+    match tool {
+        "repoGetRawFile" => {
+            let (owner, repo, path) = (arg("owner")?, arg("repo")?, arg("filepath")?);
+            // The file resource refuses an empty segment: such a path is not linked.
+            if path.split('/').any(str::is_empty) {
+                return None;
+            }
+            let mut uri =
+                format!("{SCHEME}repos/{}/{}/contents/{}", encode(owner), encode(repo), encode_path(path));
+            if let Some(r) = arg("ref") {
+                uri.push_str("?ref=");
+                uri.push_str(&encode(r));
+            }
+            Some(uri)
+        }
+        attachment_tool::NAME => Some(format!("{SCHEME}attachments/{}", encode(arg("uuid")?))),
+        _ => None,
+    }
+}
+
+/// Percent-encode a URI part: every byte but the unreserved ones (RFC 3986).
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A file path: each segment encoded, the `/` between them kept.
+fn encode_path(path: &str) -> String {
+    path.split('/').map(encode).collect::<Vec<_>>().join("/")
+}
