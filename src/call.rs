@@ -382,7 +382,7 @@ pub async fn run_reads(
     // One resource read is one call for the limits, however many reads it makes; a refusal is
     // this server's own words.
     let _admitted = server.limits.admit(key(&identity)).map_err(|e| server.guard.error(e))?;
-    let guard = server.guard.for_call(secrets);
+    let guard = server.guard.for_call(secrets).for_resource_read();
     let mut first: Option<Fetched> = None;
     let shape = server.settings.result_shape;
     let mut compact = false;

@@ -186,14 +186,15 @@ async fn over_http_a_resource_is_read_as_the_caller() {
 
 /// Binary content over `MAX_INLINE_BINARY_BYTES` (8,192 by default) comes as a link: `data`
 /// says its type and size, `link` and a `resource_link` item name the resource, and reading
-/// it gives the bytes as a blob of their type; smaller content stays inline. For a raw file
+/// it gives the bytes as a blob of their type, whole even beyond the characters a tool result
+/// may have (`MAX_TOOL_RESPONSE_CHARS`); smaller content stays inline. For a raw file
 /// (its own tool or the call tool) and an attachment.
 #[tokio::test]
 async fn large_binary_content_comes_as_a_link_whose_read_gives_the_bytes() {
     let h = Harness::start(Setup::gitea()).await;
     h.forge.seed_repo("o", "r");
     let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
-    let large: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let large: Vec<u8> = (0..60_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let small: Vec<u8> = (0..100u8).collect();
     for (path, bytes, branch) in [("img/a logo.png", &large, "new_branch"), ("tiny.bin", &small, "branch")] {
         let body = json!({"content": b64(bytes), "message": "add", branch: "art"});
@@ -210,16 +211,16 @@ async fn large_binary_content_comes_as_a_link_whose_read_gives_the_bytes() {
         let c = h.call(tool, args).await;
         assert_eq!(
             c.json["data"],
-            json!({"content_type": "application/octet-stream", "size": 20_000}),
+            json!({"content_type": "application/octet-stream", "size": 60_000}),
             "{}",
             c.text
         );
         let uri = "gitea://repos/o/r/contents/img/a%20logo.png?ref=art";
         assert_eq!(
             c.json["link"],
-            json!({"uri": uri, "mime_type": "application/octet-stream", "size": 20_000})
+            json!({"uri": uri, "mime_type": "application/octet-stream", "size": 60_000})
         );
-        // A few hundred bytes where the base64 alone was 26,668.
+        // A few hundred bytes where the base64 alone was 80,000.
         eprintln!("{tool}: {} bytes as a link", c.text.len());
         assert!(c.text.len() < 800, "{}", c.text);
         let r = h.client.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap();

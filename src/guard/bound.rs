@@ -253,7 +253,7 @@ fn chars(s: &str) -> usize {
 }
 
 /// The size of binary content (`{content_base64, content_type, size}`), if that is the data.
-fn binary_size(v: &Value) -> Option<&Value> {
+pub(crate) fn binary_size(v: &Value) -> Option<&Value> {
     let m = v.as_object()?;
     (m.len() == 3 && m.contains_key("content_base64") && m.contains_key("content_type"))
         .then(|| m.get("size"))

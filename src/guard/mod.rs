@@ -242,7 +242,12 @@ impl Guard {
 
     /// The guard of one call: the configured secrets plus this call's own.
     pub fn for_call(&self, call_secrets: Vec<String>) -> CallGuard {
-        CallGuard { redactor: self.redactor.with(call_secrets), guard: self.clone(), file_bytes: false }
+        CallGuard {
+            redactor: self.redactor.with(call_secrets),
+            guard: self.clone(),
+            file_bytes: false,
+            whole_binary: false,
+        }
     }
 
     /// A failure outside any call (a request that could not become one), guarded with the
@@ -321,6 +326,9 @@ pub struct CallGuard {
     guard: Guard,
     /// The operation returns file bytes: its result is exact content, no hygiene.
     file_bytes: bool,
+    /// Binary content is kept whole, beyond `MAX_TOOL_RESPONSE_CHARS` (a resource read: the
+    /// client fetches it, and `MAX_BINARY_BYTES` bounded it when it was read).
+    whole_binary: bool,
 }
 
 impl CallGuard {
@@ -331,6 +339,13 @@ impl CallGuard {
         self
     }
 
+    /// This guard for a resource read: binary content is not held to the characters of a
+    /// tool result, which bound what a model reads; the client reads a blob.
+    pub fn for_resource_read(mut self) -> CallGuard {
+        self.whole_binary = true;
+        self
+    }
+
     /// This guard, also knowing `more` secrets (a request body's, once the operation is known).
     pub fn with(&self, more: Vec<String>) -> CallGuard {
         if more.is_empty() {
@@ -338,7 +353,9 @@ impl CallGuard {
         }
         let mut all = self.redactor.secrets().to_vec();
         all.extend(more);
-        self.guard.for_call(all).for_file_bytes(self.file_bytes)
+        let mut g = self.guard.for_call(all).for_file_bytes(self.file_bytes);
+        g.whole_binary = self.whole_binary;
+        g
     }
 
     /// Redact, mask (or block) and bound a success; its text. `issues_credentials`: the
@@ -439,6 +456,9 @@ impl CallGuard {
         }
         // The parser named the lists it cut by their keys as the forge sent them.
         let elided = self.cleaned(elided);
+        if self.whole_binary && bound::binary_size(&s.data).is_some() {
+            return Ok(text);
+        }
         bound::fit(s, self.guard.bounds, text, &elided)
     }
 
