@@ -3,14 +3,14 @@
 //! Each stage has its own small failure cases; they all end up here so that one place
 //! decides how a failure reaches the client: an MCP tool result with `isError: true`
 //! (almost everything) or a JSON-RPC error (only an unknown tool name). The kinds map
-//! one-to-one to the table in INTERFACE.md. Messages say what to do next and never contain
+//! one-to-one to the README's list ("Results"). Messages say what to do next and never contain
 //! a secret: they are built from our own words plus forge text that went through the guard.
 
 use std::fmt;
 
 use crate::guard::{Guarded, GuardedError};
 
-/// The `kind` of an error result, exactly as INTERFACE.md names it.
+/// The `kind` of an error result, exactly as the README names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     BadRequest,

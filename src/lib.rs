@@ -27,4 +27,6 @@ pub mod policy;
 pub mod resources;
 pub mod server;
 pub mod shape;
+#[cfg(test)]
+mod tidy;
 pub mod transport;

@@ -158,7 +158,7 @@ fn suffix() -> String {
 // Result checks (every message carries the result text)
 // ---------------------------------------------------------------------------------------
 
-/// A success result with this status and the ADR 0005 envelope; returns `data`.
+/// A success result with this status and the envelope's keys; returns `data`.
 fn ok(c: &Called, status: u64) -> &Value {
     assert!(!c.is_error, "expected success ({status}), got {}", c.text);
     assert_eq!(c.json["status"], status, "status: {}", c.text);

@@ -1,4 +1,4 @@
-//! ADR 0005 "Path encoding": one test per row of `specs/wildcard-params.md` (catch-all
+//! How path values are encoded: one test per row of `specs/wildcard-params.md` (catch-all
 //! routes keep a literal `/`, each segment still encoded) and per single-segment example
 //! (a `/` inside the value is sent as `%2F`). Each call goes through the binary; the fake
 //! forge records the raw path and which route its chi-like router matched.

@@ -64,7 +64,7 @@ pub fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<Ca
     })
 }
 
-/// The rules of ADR 0005 for raw paths, each with a message a person can act on.
+/// The rules for raw paths (README, "Results"), each with a message a person can act on.
 pub(crate) fn check_path(p: &str) -> Result<(), String> {
     if !p.starts_with('/') {
         return Err(format!(

@@ -1,7 +1,7 @@
 //! File arguments `{content_base64, filename, content_type}` → multipart parts.
 //!
 //! The size is judged from the base64 length *before* decoding, so an oversized upload
-//! costs nothing but a length check (ADR 0005 hardening).
+//! costs nothing but a length check.
 
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::Flavor;
 use super::operation::{Annotations, Target, ToolDef};
 
-/// The raw tool's name (INTERFACE.md).
+/// The raw tool's name, as clients and the README know it.
 pub const NAME: &str = "gitea_api_request";
 
 /// Its definition.

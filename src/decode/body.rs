@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::json::{self, Elided, Keep};
 use crate::catalog::ResponseKind;
 
-/// JSON nested deeper than this is returned as text (ADR 0005 hardening).
+/// JSON nested deeper than this is returned as text: no answer can make a stage recurse deeply.
 pub const MAX_JSON_DEPTH: usize = 100;
 
 /// Size limits for bodies.

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::ErrorKind;
 
-/// The status table of INTERFACE.md. 5xx is `upstream_error`, any other non-success
+/// The forge's status → the error kind (README, "Results"). 5xx is `upstream_error`, any other non-success
 /// status `unexpected_status`.
 const TABLE: &[(u16, ErrorKind)] = &[
     (400, ErrorKind::BadRequest),

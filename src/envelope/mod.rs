@@ -1,4 +1,4 @@
-//! The wire format of results (ADR 0005), one type per shape.
+//! The wire format of results, one type per shape (the README's "Results" says it for people).
 //!
 //! ## Success
 //! One text content item holding exactly these keys, in this order (for a client given typed

@@ -1,4 +1,4 @@
-//! Path values on the wire (ADR 0005 "Path encoding").
+//! Path values on the wire (README, "Results": how path values are encoded).
 //!
 //! Every path value is percent-encoded with `/` as `%2F`, because the forges route on the
 //! escaped path and a single-segment `{param}` only matches up to a literal `/`. Parameters

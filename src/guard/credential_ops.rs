@@ -1,12 +1,12 @@
-//! Operations whose purpose is to hand out a fresh credential (ADR 0005
-//! "Credential-issuing operations"). Their successful results skip pattern masking and
+//! Operations whose purpose is to hand out a fresh credential. Their successful results skip pattern masking and
 //! block mode — masking would make the credential useless — while exact redaction still
 //! applies and their errors are masked like any other. Names a spec lacks are harmless.
 //! Operators who want no credential in the model's context disable these tools.
 
-/// The table: the ADR's list, then each flavor's equivalents found in the specs.
+/// The table: the token operations the design started from, then each flavor's equivalents
+/// found in the specs.
 pub const CREDENTIAL_ISSUING_OPERATIONS: &[&str] = &[
-    // ADR 0005
+    // The design's own list.
     "userCreateToken",
     "adminCreateRunnerRegistrationToken",
     "orgCreateRunnerRegistrationToken",
@@ -43,7 +43,7 @@ mod tests {
         let g = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
         let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
         for op in CREDENTIAL_ISSUING_OPERATIONS {
-            // Neither forge has deploy tokens (only deploy keys); the ADR names it anyway.
+            // Neither forge has deploy tokens (only deploy keys); the design named it anyway.
             if *op == "repoCreateDeployToken" {
                 assert!(g.get(op).is_none() && f.get(op).is_none());
                 continue;

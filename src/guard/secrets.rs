@@ -2,13 +2,13 @@
 //! credential fields, and the value of an Actions secret being written.
 //!
 //! Only what this call sent is known here; a later read of an object that stores such a
-//! value is covered by pattern masking, not by this rule (ADR 0005).
+//! value is covered by pattern masking, not by this rule.
 
 use serde_json::Value;
 
 /// JSON members whose key says the value is a secret — the one list, used twice: the values
-/// a call's body sends under these keys are redacted exactly from its result (ADR 0005
-/// "Request-body secret fields", plus the names masking knew), and pattern masking shortens
+/// a call's body sends under these keys are redacted exactly from its result (the request-body secret fields, plus the
+/// names masking knew), and pattern masking shortens
 /// any value under these keys in any result (`mask.rs`). Keys are matched case-insensitively,
 /// as the forges decode JSON field names. Exact names, so that `token_last_eight` or a
 /// package file's `sha1` are left alone.

@@ -1,4 +1,4 @@
-//! The `Authorization` header of an MCP HTTP request (stateless-http-auth spec).
+//! The `Authorization` header of an MCP HTTP request (README, "Many users over HTTP").
 //!
 //! `token <X>` (the forge's own scheme) and `Bearer <X>`, the scheme matched
 //! case-insensitively. A bare value, an empty value or any other scheme counts as no

@@ -16,7 +16,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use tokio::sync::OnceCell;
 
-/// How the caller authenticates (INTERFACE.md `identity.mode`).
+/// How the caller authenticates: the envelope's `identity.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {

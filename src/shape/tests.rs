@@ -1,3 +1,6 @@
+//! The shape stage on answers written by hand: each entity reduced, links and empty members
+//! left out, `fields` on lists, objects and nested paths, unknown paths refused.
+
 use serde_json::{Value, json};
 
 use super::*;

@@ -2,7 +2,7 @@
 //!
 //! 1. `guard_host_origin` — DNS-rebinding protection: `Host` and `Origin` must be allowed.
 //! 2. `authenticate` — the request's identity from its `Authorization` header
-//!    (stateless-http-auth; a token this server issued opens into the person's grant, and with
+//!    (per request; a token this server issued opens into the person's grant, and with
 //!    sign-in configured a request without a usable token gets 401 naming where to sign in):
 //!    the shared `MCP_BEARER_TOKEN` means the server's global identity, any other token is the caller's own forge token, no usable header means the
 //!    global identity — or 401 when `MCP_BEARER_TOKEN` is set; a token that is not text 401,

@@ -128,7 +128,7 @@ impl HttpServer {
             flavor,
         ]);
         cmd.env_clear();
-        // The tests of the envelope's `data` as ADR 0005 states it; the compact shape has its own.
+        // The tests of the envelope's `data` as the forge's own JSON; the compact shape has its own.
         cmd.env("RESULT_SHAPE", "full");
         cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
         for (k, v) in env {
