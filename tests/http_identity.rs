@@ -563,7 +563,7 @@ async fn unknown_token_is_unauthorized_without_downgrade(t: &str) {
 }
 
 async fn token_absent_from_logs_and_error_text(t: &str) {
-    let (forge, server) = start(t, &[("LOG_LEVEL", "trace")]).await;
+    let (forge, mut server) = start(t, &[("LOG_LEVEL", "trace")]).await;
     let mut pool = Pool::new(&server);
     let http = http_client();
     // Every answer a caller gets — a result, or the HTTP refusal of its request — as text;
@@ -601,8 +601,8 @@ async fn token_absent_from_logs_and_error_text(t: &str) {
     // The refused token once more: refused again without asking the forge (whose lookups
     // now fail), as it was refused moments ago.
     assert!(run(Some(token(REFUSED_TOKEN)), &demo).await.starts_with("HTTP 401"));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let log = server.stderr();
+    // Everything the server ever logged: it has exited.
+    let log = server.stop_and_log().await;
     assert!(log.contains("tools/call"), "trace logging is on and covers calls:\n{log}");
     assert!(texts.len() >= 7);
     for (name, secret) in [

@@ -155,7 +155,7 @@ async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
     for (level, expect_library_lines) in [(None, false), (Some("info,rmcp=info"), true)] {
         let mut env = vec![("GITEA_TOKEN", ALICE_TOKEN)];
         env.extend(level.map(|l| ("LOG_LEVEL", l)));
-        let server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+        let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
         let http = support::http::http_client();
         let before = server.stderr().lines().count();
         for _ in 0..3 {
@@ -170,9 +170,9 @@ async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
             .expect("call");
             assert!(r["result"]["isError"] != json!(true), "{r}");
         }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let log = server.stderr();
-        let added: Vec<&str> = log.lines().skip(before).collect();
+        // Everything the server ever logged (it has exited), but for its own words on the way out.
+        let log = server.stop_and_log().await;
+        let added: Vec<&str> = log.lines().skip(before).filter(|l| !l.contains("shutting down")).collect();
         if expect_library_lines {
             assert!(added.iter().any(|l| l.contains("INFO")), "rmcp=info asked for its lines: {log}");
         } else {
@@ -190,7 +190,7 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
     let forge = FakeForge::start(Options::default()).await;
     forge.seed_repo("alice", "demo");
     forge.seed_issues("alice", "demo", 3);
-    let server = start(&forge).await;
+    let mut server = start(&forge).await;
     let client = StreamableClient::connect(&server.url(""), None).await.expect("session");
     let sid = client.session_id().expect("a session id").to_owned();
     let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
@@ -253,8 +253,9 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
         assert!(std::time::Instant::now() < deadline, "the dropped call never finished");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let log = server.stderr();
-    let lines: Vec<&str> = log.lines().filter(|l| !l.contains("catalog ready")).collect();
+    // Everything the server ever logged (it has exited), but for its own words on the way out.
+    let log = server.stop_and_log().await;
+    let lines: Vec<&str> =
+        log.lines().filter(|l| !l.contains("catalog ready") && !l.contains("shutting down")).collect();
     assert_eq!(lines, [format!("listening on {}", server.url("/mcp"))], "{log}");
 }

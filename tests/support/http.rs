@@ -173,6 +173,18 @@ impl HttpServer {
         self.child.id()
     }
 
+    /// Stops the server as an operator does (SIGTERM), waits for it to exit and returns all it
+    /// wrote to stderr: a check that a line is absent then reads everything the process ever
+    /// logged, not what it had logged by some moment.
+    pub async fn stop_and_log(&mut self) -> String {
+        let pid = self.pid().expect("the server is running").to_string();
+        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let status =
+            tokio::time::timeout(Duration::from_secs(30), self.wait()).await.expect("the server exited");
+        assert!(status.success(), "{status:?}\n{}", self.stderr());
+        self.stderr()
+    }
+
     /// Waits for the server to exit (after a signal, say) and returns its exit status.
     pub async fn wait(&mut self) -> std::process::ExitStatus {
         self.child.wait().await.expect("wait for the server")
