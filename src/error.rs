@@ -36,7 +36,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, for tests that loop over the table.
+    /// Every kind (the README lists them all: a test says so).
     pub const ALL: [ErrorKind; 19] = [
         ErrorKind::BadRequest,
         ErrorKind::Unauthorized,
@@ -221,4 +221,24 @@ impl Outcome {
 /// pointers of errors and of `truncated` notes are built with it.
 pub(crate) fn pointer_segment(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorKind;
+
+    /// The README's paragraph on errors names every kind, written as the wire writes it.
+    #[test]
+    fn the_readme_lists_every_kind_where_it_says_what_an_error_is() {
+        let readme = include_str!("../README.md");
+        let at = readme.find("An error is `isError: true`").expect("the README says what an error is");
+        let end = readme[at..].find("\n\n").map_or(readme.len(), |e| at + e);
+        let words: Vec<&str> = readme[at..end]
+            .split(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for kind in ErrorKind::ALL {
+            assert!(words.contains(&kind.as_str()), "the README's list of kinds lacks {}", kind.as_str());
+        }
+    }
 }
