@@ -16,8 +16,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use secrecy::{ExposeSecret, SecretString};
-use sha2::{Digest, Sha256};
+use secrecy::SecretString;
 
 use super::ForgeUser;
 use crate::metrics::IdentityCacheCounts;
@@ -64,7 +63,7 @@ pub struct LoginCache {
 }
 
 fn key(token: &SecretString) -> Key {
-    Sha256::digest(token.expose_secret().as_bytes()).into()
+    super::header::token_hash(token)
 }
 
 impl Default for LoginCache {

@@ -54,6 +54,14 @@ pub fn parse(value: Option<&[u8]>) -> AuthHeader {
     }
 }
 
+/// What a presented token is known by once it is not needed as itself: its SHA-256 (the
+/// login cache and the sessions key on it; the token is never kept).
+pub fn token_hash(token: &SecretString) -> [u8; 32] {
+    use secrecy::ExposeSecret;
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.expose_secret().as_bytes()).into()
+}
+
 /// Whether two secrets are equal, in time that depends only on their lengths (the TLS
 /// library's `CRYPTO_memcmp`, which no optimiser turns into an early exit).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -16,16 +16,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::identity::header::token_hash;
 use axum::http::StatusCode;
 use axum::response::Response;
-use sha2::{Digest, Sha256};
 
 use super::layers::refuse;
 use crate::call;
 use crate::error::ErrorKind;
 use crate::identity::Caller;
 use crate::server::Server;
-use secrecy::ExposeSecret;
 
 /// Whose a session is: the server's own identity, or a forge login.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -56,8 +55,8 @@ pub(crate) fn new_id(replica: Option<&str>) -> String {
 pub fn fingerprint(identity: &Caller) -> Fingerprint {
     match identity {
         Caller::Global => [0; 32],
-        Caller::Token(t) => Sha256::digest(t.expose_secret().as_bytes()).into(),
-        Caller::Granted(g) => Sha256::digest(g.presented.expose_secret().as_bytes()).into(),
+        Caller::Token(t) => token_hash(t),
+        Caller::Granted(g) => token_hash(&g.presented),
     }
 }
 
