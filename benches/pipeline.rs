@@ -5,6 +5,8 @@
 //! Run with `cargo bench --bench pipeline` (or `-- guard`, `-- calls`… for some sections).
 //! Plain `fn main`, no harness: every figure is printed with its label. Everything runs in one process on one tokio runtime, the fake
 //! forge included, so "ours" and "direct" share the same machine load.
+// Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
+#![allow(clippy::disallowed_methods)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -25,6 +25,8 @@ fn main() -> ExitCode {
         return transport::ready::probe(&cli.common.listen);
     }
     let log_level = cli.common.log_level.clone();
+    // The one place the environment is read: handed to the settings, which read it all.
+    #[allow(clippy::disallowed_methods)]
     let settings = match Settings::resolve(cli.common, &|k| std::env::var(k).ok()) {
         Ok(s) => s,
         Err(e) => {

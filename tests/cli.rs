@@ -1,4 +1,6 @@
 //! The commands besides `serve`: `tools`, `call`, `doctor`, and `--help`.
+// Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -14,6 +14,8 @@
 //!
 //! Node and the suite live in `.tools/` (installed by `scripts/setup-test-env`); when they are
 //! missing the tests fail with that fix, they are never skipped.
+// Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -26,6 +26,8 @@
 //! AEGIS_E2E_URL=https://forge.example AEGIS_E2E_TOKEN=... AEGIS_E2E_TOKEN_2=... \
 //!     cargo test --test e2e_real_forge -- --ignored --nocapture --test-threads=1
 //! ```
+// Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -6,6 +6,8 @@
 //! The driver is `tests/python/mcp_stdio_client.py`, run with the interpreter of the
 //! project venv `.venv` (created by `scripts/setup-test-env` from
 //! `tests/python/requirements.txt`). A missing venv fails the test, it is never skipped.
+// Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

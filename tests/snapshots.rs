@@ -4,6 +4,8 @@
 //!
 //! `UPDATE_SNAPSHOTS=1 cargo test --test snapshots` rewrites them. A missing or different
 //! snapshot fails, and the current output is written to `target/snapshots/` to compare.
+// Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -130,7 +130,7 @@ impl HttpServer {
         cmd.env_clear();
         // The tests of the envelope's `data` as the forge's own JSON; the compact shape has its own.
         cmd.env("RESULT_SHAPE", "full");
-        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        cmd.env("PATH", super::test_path());
         for (k, v) in env {
             cmd.env(k, v);
         }

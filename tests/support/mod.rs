@@ -361,7 +361,7 @@ impl Server {
         cmd.env_clear();
         // The tests of the envelope's `data` as the forge's own JSON; the compact shape has its own.
         cmd.env("RESULT_SHAPE", "full");
-        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        cmd.env("PATH", test_path());
         if let Some(t) = token {
             cmd.env("GITEA_TOKEN", t);
         }
@@ -673,4 +673,10 @@ pub fn assert_envelope(c: &Called) -> &Value {
         assert_eq!(c.json["shape"], "compact", "{}", c.text);
     }
     c.data()
+}
+
+/// The `PATH` a spawned server is given (its environment is otherwise cleared).
+#[allow(clippy::disallowed_methods)]
+pub fn test_path() -> String {
+    std::env::var("PATH").unwrap_or_default()
 }
