@@ -31,8 +31,8 @@ pub fn answer(
             if let Some(why) = server.refusal(narrowing, target, &Map::new()) {
                 return Err(CallError::local(ErrorKind::Denied, why));
             }
-            let shape = args.get("shape").and_then(Value::as_str).and_then(Shape::parse);
-            schema(server, narrowing, target, shape.unwrap_or(server.settings.result_shape))
+            let output = args.get("output").and_then(Value::as_str).and_then(Shape::parse);
+            schema(server, narrowing, target, output)
         }
         _ => unreachable!("only the search and schema tools are answered here"),
     };
@@ -111,13 +111,13 @@ fn search(server: &Server, narrowing: &Narrowing, args: &Map<String, Value>) -> 
     json!({"results": results, "hint": hint})
 }
 
-/// An operation's schemas: its arguments, and the envelope of its result with `data` typed
-/// as it comes in `shape`.
-fn schema(server: &Server, narrowing: &Narrowing, t: &ToolDef, shape: Shape) -> Value {
+/// An operation's schemas: its arguments, and when asked (`output`) the envelope of its
+/// result with `data` typed as it comes in that shape (3 to 17 KB, which an agent that only
+/// wants the arguments should not pay for).
+fn schema(server: &Server, narrowing: &Narrowing, t: &ToolDef, output: Option<Shape>) -> Value {
     let op = t.operation().expect("an operation");
     let a = &t.annotations;
-    let out = data_schema(&server.catalog, op, shape);
-    json!({
+    let mut answer = json!({
         "operation_id": t.name,
         "method": op.method.as_str(),
         "path": op.path,
@@ -127,7 +127,11 @@ fn schema(server: &Server, narrowing: &Narrowing, t: &ToolDef, shape: Shape) -> 
         "details": t.details,
         "annotations": {"readOnlyHint": a.read_only, "destructiveHint": a.destructive, "idempotentHint": a.idempotent},
         "input_schema": Value::Object((**t.input_schema()).clone()),
-        "output_shape": shape.as_str(),
-        "output_schema": envelope::schema::exact(out.data, out.defs),
-    })
+    });
+    if let Some(shape) = output {
+        let out = data_schema(&server.catalog, op, shape);
+        answer["output_shape"] = shape.as_str().into();
+        answer["output_schema"] = envelope::schema::exact(out.data, out.defs);
+    }
+    answer
 }

@@ -1283,6 +1283,17 @@ async fn typed_results_go_to_clients_of_the_protocol_versions_the_setting_names(
         }
         let failed = call(json!({"owner": "alice", "repo": "missing"})).await.unwrap();
         assert_eq!((failed.is_error, failed.structured_content.is_some()), (Some(true), false), "{case}");
+        // The schema tool gives the typed output schema only when asked for it.
+        for (args, has) in [
+            (json!({"operation_id": "repoGet"}), false),
+            (json!({"operation_id": "repoGet", "output": "full"}), true),
+        ] {
+            let p = CallToolRequestParams::new("gitea_get_operation_schema")
+                .with_arguments(args.as_object().unwrap().clone());
+            let text = client.call_tool(p).await.unwrap().content[0].as_text().unwrap().text.clone();
+            let answer: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(answer.get("output_schema").is_some(), has, "{case}: {text}");
+        }
         client.cancel().await.unwrap();
     }
 }

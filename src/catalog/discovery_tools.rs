@@ -48,14 +48,14 @@ pub fn definitions(flavor: Flavor) -> [ToolDef; 3] {
             SCHEMA,
             "Get an operation's schemas",
             format!(
-                "The full description, input JSON Schema and output schema (of the result in `shape`) of a {name} API operation, by operation_id. \
-                 Its arguments go to {CALL} as `arguments`."
+                "The full description and input JSON Schema of a {name} API operation, by operation_id; \
+                 with `output`, also the schema of its result in that shape. Its arguments go to {CALL} as `arguments`."
             ),
             json!({
                 "type": "object",
                 "properties": {
                     "operation_id": {"type": "string", "minLength": 1, "description": "e.g. repoMergePullRequest"},
-                    "shape": {"enum": ["compact", "full"]}
+                    "output": {"enum": ["compact", "full"]}
                 },
                 "required": ["operation_id"],
                 "additionalProperties": false

@@ -86,7 +86,7 @@ derivable URLs are left out, and so are empty, zero, false and null members (abs
 and fields: [\"number\", \"title\", \"head.ref\"] keeps only those members of the result or of each item. \
 Errors carry a kind (not_found, invalid_arguments, denied, ...) and a message saying what to change. \
 Binary files and attachments larger than a few KB come as a link (link.uri, a resource_link) to read instead of base64. \
-gitea_get_operation_schema also gives an operation's output_schema. \
+gitea_get_operation_schema with output: \"compact\" also gives an operation's output_schema. \
 Resources: gitea://repos/{owner}/{repo}/contents/{path}?ref=..., .../issues/{index}, .../pulls/{index}, gitea://attachments/{uuid}.";
 
 impl ServerHandler for McpHandler {

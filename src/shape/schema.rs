@@ -32,7 +32,7 @@ pub struct DataSchema {
 
 /// The schema of `data` for a success of `op` in `shape`.
 pub fn data_schema(catalog: &Catalog, op: &Operation, shape: Shape) -> DataSchema {
-    let mut b = Builder { catalog, shape, defs: Map::new(), todo: Vec::new() };
+    let mut b = Builder { catalog, shape, defs: Map::new(), todo: Vec::new(), read: Default::default() };
     let expected = match op.response {
         ResponseKind::Text => json!({"type": "string", "description": "The forge's text."}),
         ResponseKind::Binary => json!({
@@ -76,6 +76,8 @@ struct Builder<'a> {
     defs: Map<String, Value>,
     /// Definitions referenced and not yet converted.
     todo: Vec<String>,
+    /// Definitions read from the spec, once each (every nested user asks for `User`).
+    read: std::collections::HashMap<String, Option<Value>>,
 }
 
 impl Builder<'_> {
@@ -100,7 +102,7 @@ impl Builder<'_> {
             }
             // Claimed before converting, so that a definition holding itself is done once.
             self.defs.insert(name.clone(), Value::Null);
-            let mut converted = match self.catalog.definition_schema(&name) {
+            let mut converted = match self.definition(&name) {
                 Some(src) => self.convert(&src),
                 None => json!({}),
             };
@@ -112,6 +114,12 @@ impl Builder<'_> {
             }
             self.defs.insert(name, converted);
         }
+    }
+
+    /// Definition `name` of the spec, parsed at its first use.
+    fn definition(&mut self, name: &str) -> Option<Value> {
+        let catalog = self.catalog;
+        self.read.entry(name.to_owned()).or_insert_with(|| catalog.definition_schema(name)).clone()
     }
 
     /// A schema of the spec in the rendered shape: its JSON Schema keywords, its members
@@ -180,7 +188,7 @@ impl Builder<'_> {
     /// What a nested entity is in the compact shape: the value of its one identifying member,
     /// or an object of them; the object itself when that member is missing.
     fn identity(&mut self, name: &str, ids: &[&str]) -> Value {
-        let def = self.catalog.definition_schema(name).unwrap_or(Value::Null);
+        let def = self.definition(name).unwrap_or(Value::Null);
         let type_of = |id: &str| def["properties"][id]["type"].as_str().unwrap_or("string").to_owned();
         let said = format!("A {name}: its {}.", ids.join(" and "));
         if let [id] = ids {

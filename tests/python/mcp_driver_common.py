@@ -74,7 +74,7 @@ async def typed_errors(client: Client, tool: str, arguments: dict[str, Any], str
     if not operation or operation.startswith("gitea_"):
         return None
     shape = "compact" if "shape" in structured else "full"
-    answer = await client.call_tool("gitea_get_operation_schema", {"operation_id": operation, "shape": shape})
+    answer = await client.call_tool("gitea_get_operation_schema", {"operation_id": operation, "output": shape})
     schema = answer.structured_content["output_schema"]
     validator = jsonschema.Draft202012Validator(schema)
     return [f"{e.message} at {e.json_path}" for e in list(validator.iter_errors(structured))[:3]]

@@ -554,9 +554,10 @@ pub fn assert_typed_report(doc: &Value, successes: usize) {
 /// for the shape the result has) says.
 pub async fn assert_typed(client: &RunningService<RoleClient, ()>, tool: &str, result: &Value) {
     let shape = if result.get("shape").is_some() { "compact" } else { "full" };
-    let answer = call_on(client, "gitea_get_operation_schema", json!({"operation_id": tool, "shape": shape}))
-        .await
-        .unwrap_or_else(|e| panic!("the schema tool for {tool}: {e}"));
+    let answer =
+        call_on(client, "gitea_get_operation_schema", json!({"operation_id": tool, "output": shape}))
+            .await
+            .unwrap_or_else(|e| panic!("the schema tool for {tool}: {e}"));
     assert_eq!(answer.json["output_shape"], shape, "{}", answer.text);
     let validator = jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
