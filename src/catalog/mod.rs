@@ -204,7 +204,7 @@ impl Catalog {
     }
 
     /// The spec's definition `name`, parsed (the output schemas read them).
-    pub fn definition_schema(&self, name: &str) -> Option<serde_json::Value> {
+    pub(crate) fn definition_schema(&self, name: &str) -> Option<serde_json::Value> {
         self.spec.definition(&serde_json::json!({"$ref": format!("#/definitions/{name}")}))
     }
 

@@ -108,7 +108,7 @@ impl Definitions {
 /// them for some arguments: the contents of a directory are its entries (both forges'
 /// `routers/api/v1/repo/file.go`, `GetContents`: a directory is answered with a list). The
 /// shape stage renders either alike; their output schemas admit both.
-pub const ONE_OR_A_LIST: &[&str] = &["repoGetContents"];
+pub(crate) const ONE_OR_A_LIST: &[&str] = &["repoGetContents"];
 
 /// The result type of an operation: the schema of its first success response with one.
 pub fn result_of(responses: &serde_json::Map<String, Value>, spec: &Spec) -> Option<Typed> {

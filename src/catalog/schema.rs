@@ -33,7 +33,7 @@ const KEPT: &[&str] = &[
 ];
 
 /// Whether `keyword` is one of the JSON Schema keywords kept from the spec's schemas.
-pub fn is_kept_keyword(keyword: &str) -> bool {
+pub(crate) fn is_kept_keyword(keyword: &str) -> bool {
     KEPT.contains(&keyword)
 }
 
@@ -135,7 +135,7 @@ fn simple_param(p: &Map<String, Value>) -> Value {
 /// `int64`/`int32` say nothing a JSON client can use (JSON numbers are not sized); other
 /// formats (`date-time`, `email`) do.
 /// The Go widths Swagger writes as formats (`int64`): JSON Schema knows no such format.
-pub fn is_int_format(v: &Value) -> bool {
+pub(crate) fn is_int_format(v: &Value) -> bool {
     matches!(v.as_str(), Some("int64" | "int32"))
 }
 
@@ -293,7 +293,7 @@ pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
 /// A schema for `tools/list` without what tells a client nothing it would write differently:
 /// `additionalProperties: false`, a `minLength` of 1, members described as deprecated (at
 /// every depth). The validator keeps them all.
-pub fn unwritten_left_out(schema: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn unwritten_left_out(schema: &Map<String, Value>) -> Map<String, Value> {
     fn go(v: &Value) -> Value {
         match v {
             Value::Object(m) => Value::Object(unwritten_left_out(m)),

@@ -44,17 +44,12 @@ pub fn uri_of(tool: &str, args: &Map<String, Value>) -> Option<String> {
     }
 }
 
-/// Percent-encode a URI part: every byte but the unreserved ones (RFC 3986).
+/// Percent-encode a URI part: every byte but the unreserved ones (RFC 3986), the set the
+/// executor encodes path values with (this layer is below it).
 fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    const UNRESERVED_KEPT: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+    percent_encoding::utf8_percent_encode(s, UNRESERVED_KEPT).to_string()
 }
 
 /// A file path: each segment encoded, the `/` between them kept.

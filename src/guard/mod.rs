@@ -341,7 +341,7 @@ impl CallGuard {
 
     /// This guard for a resource read: binary content is not held to the characters of a
     /// tool result, which bound what a model reads; the client reads a blob.
-    pub fn for_resource_read(mut self) -> CallGuard {
+    pub(crate) fn for_resource_read(mut self) -> CallGuard {
         self.whole_binary = true;
         self
     }

@@ -56,7 +56,7 @@ pub fn parse(value: Option<&[u8]>) -> AuthHeader {
 
 /// What a presented token is known by once it is not needed as itself: its SHA-256 (the
 /// login cache and the sessions key on it; the token is never kept).
-pub fn token_hash(token: &SecretString) -> [u8; 32] {
+pub(crate) fn token_hash(token: &SecretString) -> [u8; 32] {
     use secrecy::ExposeSecret;
     use sha2::{Digest, Sha256};
     Sha256::digest(token.expose_secret().as_bytes()).into()

@@ -31,7 +31,7 @@ pub fn to_rmcp(t: &ToolDef) -> Tool {
 
 /// Whether a client gets typed results: its protocol version is `from` (`STRUCTURED_CONTENT_FROM`)
 /// or later. Versions are dates, so their text orders them.
-pub fn typed_for(from: Option<&str>, version: Option<&str>) -> bool {
+pub(crate) fn typed_for(from: Option<&str>, version: Option<&str>) -> bool {
     matches!((from, version), (Some(from), Some(v)) if v >= from)
 }
 

@@ -18,7 +18,7 @@
 //! the full shape is the forge's JSON as decoded, with `fields` applied if given.
 
 pub mod entities;
-pub mod schema;
+pub(crate) mod schema;
 
 use serde_json::{Map, Value};
 
