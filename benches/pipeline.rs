@@ -11,13 +11,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aegis_gitea_mcp::args::{plan as arg_plan, validate as arg_validate};
-use aegis_gitea_mcp::catalog::{Catalog, Flavor, Target};
+use aegis_core::args::{plan as arg_plan, validate as arg_validate};
+use aegis_core::catalog::{Catalog, Flavor, Target};
+use aegis_core::decode::json::{Elided, Keep};
+use aegis_core::decode::{body, pagination};
+use aegis_core::envelope::{self, RequestInfo, Success};
+use aegis_core::guard::{Guarded, Outcome};
 use aegis_gitea_mcp::config::{Cli, Settings};
-use aegis_gitea_mcp::decode::json::{Elided, Keep};
-use aegis_gitea_mcp::decode::{body, pagination};
-use aegis_gitea_mcp::envelope::{self, RequestInfo, Success};
-use aegis_gitea_mcp::error::Outcome;
 use aegis_gitea_mcp::identity::Caller;
 use aegis_gitea_mcp::identity::{Identity, Mode};
 use aegis_gitea_mcp::mcp::McpHandler;
@@ -138,9 +138,10 @@ async fn everyday_bytes() {
                 full_args.insert("shape".into(), json!("full"));
             }
             let f = text_of(&server, tool, full_args).await;
-            let k = text_of(&server, tool, args).await;
+            let guarded = guarded_of(&server, tool, args).await;
+            let k = guarded.as_str().to_owned();
             for (typed, sum) in [(false, &mut wire_untyped), (true, &mut wire_typed)] {
-                let result = to_rmcp(Outcome::Success(k.clone()), typed).expect("a result");
+                let result = to_rmcp(Outcome::Success(guarded.clone()), typed).expect("a result");
                 *sum += serde_json::to_vec(&result).expect("a result serializes").len();
             }
             full += f.len();
@@ -178,12 +179,13 @@ async fn everyday_bytes() {
 
 /// A tool call's result text, as a client receives it.
 async fn text_of(server: &Server, tool: &str, args: Map<String, Value>) -> String {
+    guarded_of(server, tool, args).await.into_string()
+}
+
+async fn guarded_of(server: &Server, tool: &str, args: Map<String, Value>) -> Guarded {
     let mut trace = audit::Trace::default();
     let result = call::run(server, Caller::Global, &Default::default(), tool, Some(args), &mut trace).await;
-    match result {
-        Ok(guarded) => guarded.as_str().to_owned(),
-        Err(e) => panic!("{tool}: {e}"),
-    }
+    result.unwrap_or_else(|e| panic!("{tool}: {e}"))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -390,8 +392,8 @@ fn one_megabyte(secrets: bool) -> Value {
 const GLOBAL: &str = "Zq7GLOBALtok3n0xZq7GLOBALtok3n0x";
 
 fn guard_throughput() {
-    use aegis_gitea_mcp::config::DetectionMode;
-    use aegis_gitea_mcp::guard::{Bounds, Guard};
+    use aegis_core::guard::DetectionMode;
+    use aegis_core::guard::{Bounds, Guard};
     println!("== 4. Guard throughput on a ~1 MB JSON result (median of 15 runs after 3 warm-ups)");
     println!(
         "       exact redaction (4 configured secrets + 1 of the call) -> pattern masking -> bounds -> result text"
@@ -869,8 +871,7 @@ async fn guardrail_stages(server: &Server, case: &Case) {
         let origin = audit::Origin { transport: "stdio", client: None };
         let t = Instant::now();
         let r = call::recorded(server, origin, case.tool, Some(case.args.clone()), |_, trace| async move {
-            let e =
-                aegis_gitea_mcp::error::CallError::local(aegis_gitea_mcp::error::ErrorKind::Denied, "bench");
+            let e = aegis_core::error::CallError::local(aegis_core::error::ErrorKind::Denied, "bench");
             (Err(server.guard.error(e)), trace)
         })
         .await;
@@ -887,7 +888,7 @@ async fn guardrail_stages(server: &Server, case: &Case) {
         .as_str()
         .to_owned();
     let hygiene = samples(&mut || {
-        std::hint::black_box(aegis_gitea_mcp::guard::hygiene::may_hold(std::hint::black_box(&text)));
+        std::hint::black_box(aegis_core::guard::hygiene::may_hold(std::hint::black_box(&text)));
     });
     println!(
         "  {:<16} policy with allowlists {policy:>5.1}   audit line + metrics {recording:>5.1}   hygiene prefilter ({} B) {hygiene:>5.1}   sum {:>5.1}",

@@ -51,10 +51,10 @@ use aws_lc_rs::hmac;
 use secrecy::{ExposeSecret, SecretBox, SecretString};
 use serde_json::{Map, Value, json};
 
-use crate::error::{CallError, ErrorKind};
-use crate::guard::{Guarded, GuardedError, Redactor};
-use crate::identity::{Caller, Identity, Mode};
-use crate::server::Server;
+use crate::identity::{Caller, Identity};
+use aegis_core::catalog::Catalog;
+use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::guard::{Guard, Guarded, GuardedError, Redactor};
 
 /// The `prev` of the first line of a chain.
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -107,27 +107,15 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// The identity a caller would have before the forge is asked: replaced once established.
-    pub fn caller(&mut self, server: &Server, caller: &Caller) {
-        // Only the audit line reads it: without one, a call asks the login cache nothing more.
-        if server.audit.is_none() {
-            return;
-        }
-        let (login, mode) = match caller {
-            Caller::Global => {
-                (server.global.cached_login().map(str::to_owned), server.global.credential.mode())
-            }
-            // A call answered or refused before it is identified still names its caller when
-            // the login is known already; nothing is asked of the forge for the audit line.
-            Caller::Token(t) => (server.logins.get(t).map(|u| u.login), Mode::Token),
-            Caller::Granted(g) => (server.logins.get(&g.forge_token).map(|u| u.login), Mode::OAuth),
-        };
-        self.identity = Some(Identity { login, mode, sudo: None });
+    /// The identity a caller is known to have before the forge is asked (replaced once
+    /// established), and its secrets.
+    pub fn caller(&mut self, identity: Identity, caller: &Caller) {
+        self.identity = Some(identity);
         self.caller_secrets = caller.secrets().into_iter().map(SecretString::from).collect();
     }
 
     /// What the plan sends: operation, method, and path (no query) with known secrets redacted.
-    pub fn sent(&mut self, plan: &crate::args::CallPlan, redactor: &crate::guard::Redactor) {
+    pub fn sent(&mut self, plan: &aegis_core::args::CallPlan, redactor: &aegis_core::guard::Redactor) {
         if plan.operation_id.is_some() {
             self.operation.clone_from(&plan.operation_id);
         }
@@ -199,7 +187,9 @@ pub struct Origin {
 
 /// One call being audited: started before the call runs, finished with its result.
 pub struct Pending<'a> {
-    server: &'a Server,
+    log: Option<&'a AuditLog>,
+    guard: &'a Guard,
+    catalog: &'a Catalog,
     started: Instant,
     origin: Origin,
     subject: Subject<'a>,
@@ -214,24 +204,27 @@ pub enum Subject<'a> {
 }
 
 /// Start auditing a call of `subject` with `args`: refused here, before it runs, when the
-/// audit log cannot be written (unless `AUDIT_FAIL_OPEN`).
+/// audit log cannot be written (unless `AUDIT_FAIL_OPEN`). `guard` guards the refusal;
+/// `catalog` says which tool names are its own (the line names no other).
 pub fn begin<'a>(
-    server: &'a Server,
+    log: Option<&'a AuditLog>,
+    guard: &'a Guard,
+    catalog: &'a Catalog,
     origin: Origin,
     subject: Subject<'a>,
     args: Option<&Map<String, Value>>,
 ) -> Result<Pending<'a>, GuardedError> {
     let started = Instant::now();
-    let args_hmac = match &server.audit {
+    let args_hmac = match log {
         None => String::new(),
         Some(log) => {
             if let Err(why) = log.ready() {
-                refuse_or_warn(server, log, why)?;
+                refuse_or_warn(guard, log, why)?;
             }
             log.key.args_hmac(args.unwrap_or(&Map::new()))
         }
     };
-    Ok(Pending { server, started, origin, subject, args_hmac })
+    Ok(Pending { log, guard, catalog, started, origin, subject, args_hmac })
 }
 
 impl Pending<'_> {
@@ -242,16 +235,16 @@ impl Pending<'_> {
         trace: &Trace,
         result: Result<Guarded, GuardedError>,
     ) -> Result<Guarded, GuardedError> {
-        let Some(log) = &self.server.audit else { return result };
+        let Some(log) = self.log else { return result };
         let outcome = crate::metrics::outcome(&result);
         let (status, bytes) = match &result {
             Ok(text) => (trace.status, text.as_str().len()),
             Err(e) => match e.error() {
                 CallError::UnknownTool(_) => (None, 0),
-                CallError::Result(f) => (f.status, crate::envelope::error_text(f).len()),
+                CallError::Result(f) => (f.status, aegis_core::envelope::error_text(f).len()),
             },
         };
-        let chosen = ClientText::new(self.server.guard.redactor(), &trace.caller_secrets);
+        let chosen = ClientText::new(self.guard.redactor(), &trace.caller_secrets);
         let mut line = Map::new();
         line.insert("time".into(), rfc3339_utc(SystemTime::now()).into());
         line.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
@@ -272,7 +265,7 @@ impl Pending<'_> {
         // A name the catalog does not have is the client's text, which may hold anything
         // (a pasted token): it is not written.
         let tool = match self.subject {
-            Subject::Tool(name) => self.server.catalog.get(name).map(|t| t.name()),
+            Subject::Tool(name) => self.catalog.get(name).map(|t| t.name()),
             Subject::ResourceRead => Some("resources/read"),
         };
         line.insert("tool".into(), json!(tool));
@@ -287,20 +280,20 @@ impl Pending<'_> {
         match log.append(line) {
             Ok(()) => result,
             Err(why) => {
-                refuse_or_warn(self.server, log, why)?;
+                refuse_or_warn(self.guard, log, why)?;
                 result
             }
         }
     }
 }
 
-fn refuse_or_warn(server: &Server, log: &AuditLog, why: String) -> Result<(), GuardedError> {
+fn refuse_or_warn(guard: &Guard, log: &AuditLog, why: String) -> Result<(), GuardedError> {
     if log.fail_open {
         tracing::warn!(audit_log = %log.path.display(), "{why}; the call proceeds unrecorded (AUDIT_FAIL_OPEN)");
         return Ok(());
     }
     tracing::error!(audit_log = %log.path.display(), "{why}");
-    Err(server.guard.error(CallError::local(
+    Err(guard.error(CallError::local(
         ErrorKind::AuditFailed,
         format!(
             "{why}; calls are not run unrecorded — the operator must fix AUDIT_LOG (or set AUDIT_FAIL_OPEN=true)"

@@ -3,24 +3,24 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::args::{self, CallPlan};
 use crate::audit::{Origin, Trace};
-use crate::catalog::{Target, ToolDef};
-use crate::decode::json::{Elided, Keep};
-use crate::decode::{body, pagination, status};
 use crate::discovery;
-use crate::envelope::{self, Link, RequestInfo, Success};
-use crate::error::{CallError, ErrorKind};
 use crate::executor::client::LARGE_BODY;
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
-use crate::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
 use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, sudo};
 use crate::limits::Key;
-use crate::policy::Narrowing;
-use crate::policy::repos::{self, Filter};
 use crate::server::Server;
-use crate::shape::{self, Ask, Shape};
+use aegis_core::args::{self, CallPlan};
+use aegis_core::catalog::{Target, ToolDef};
+use aegis_core::decode::json::{Elided, Keep};
+use aegis_core::decode::{body, pagination, status};
+use aegis_core::envelope::{self, Link, RequestInfo, Success};
+use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
+use aegis_core::policy::Narrowing;
+use aegis_core::policy::repos::{self, Filter};
+use aegis_core::shape::{self, Ask, Shape};
 use secrecy::{ExposeSecret, SecretString};
 
 /// Run tool `name` with `args` as `caller`, under the server's policy as `narrowing`
@@ -35,7 +35,7 @@ pub async fn run(
     args: Option<Map<String, Value>>,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
-    trace.caller(server, &caller);
+    server.note_caller(trace, &caller);
     // Every outcome leaves through this call's guard; it knows the caller's token from the
     // start (a client may paste it anywhere), the body's secrets once the operation is known.
     // It is built once the call is admitted; what is answered before uses one of its own.
@@ -44,7 +44,7 @@ pub async fn run(
     // Sudo (only with SUDO_ALLOWED_USERS): the `sudo` argument is a header, never a
     // parameter; it leaves the arguments here and is judged once the caller is known.
     let mut args = args.unwrap_or_default();
-    let asked_sudo = sudo::take(&server.catalog, name, &mut args);
+    let asked_sudo = aegis_core::args::sudo::take(&server.catalog, name, &mut args);
     // The result's shape and fields are not the operation's arguments either.
     let takes_shape = server.catalog.get(name).is_some_and(|t| t.takes_shape());
     let ask =
@@ -74,8 +74,15 @@ pub async fn run(
     let _admitted = server.limits.admit(key(&identity)).map_err(|e| server.guard.error(e))?;
     let guard = server.guard.for_call(secrets);
     // Sudo allowed (the credential now carries the `Sudo` header) or refused, before sending.
-    let (credential, identity) =
-        sudo::authorize(server, asked_sudo, credential, identity).await.map_err(|e| guard.error(e))?;
+    let (credential, identity) = sudo::authorize(
+        server.settings.sudo_allowed_users.as_ref(),
+        asked_sudo,
+        credential,
+        identity,
+        async |c| is_admin(server, c).await,
+    )
+    .await
+    .map_err(|e| guard.error(e))?;
     trace.identity = Some(identity.clone());
     // A new repository that goes to the caller (a fork, a migration, the caller's own new
     // repository) is judged by the repository allowlists now that the caller is known.
@@ -88,7 +95,7 @@ pub async fn run(
     let operation = tool.operation().or(reached.and_then(ToolDef::operation));
     let operation_id = operation.map(|op| op.id.as_str());
     // File bytes (raw files, archives) are exact content: no hygiene, even when sent as text.
-    let file_bytes = operation.is_some_and(|op| op.response == crate::catalog::ResponseKind::Binary);
+    let file_bytes = operation.is_some_and(|op| op.response == aegis_core::catalog::ResponseKind::Binary);
     let guard = guard.with(secrets::from_body(operation_id, args.get("body"))).for_file_bytes(file_bytes);
     let issues_credentials = credential_ops::issues_credentials(operation_id);
     // Fields the result type does not have are refused before anything is sent.
@@ -162,14 +169,20 @@ where
     Fut: std::future::Future<Output = (Result<Guarded, GuardedError>, Trace)>,
 {
     let started = std::time::Instant::now();
-    let result =
-        match crate::audit::begin(server, origin, crate::audit::Subject::Tool(name), arguments.as_ref()) {
-            Err(e) => Err(e),
-            Ok(pending) => {
-                let (result, trace) = call(arguments, Trace::default()).await;
-                pending.finish(&trace, result)
-            }
-        };
+    let result = match crate::audit::begin(
+        server.audit.as_ref(),
+        &server.guard,
+        &server.catalog,
+        origin,
+        crate::audit::Subject::Tool(name),
+        arguments.as_ref(),
+    ) {
+        Err(e) => Err(e),
+        Ok(pending) => {
+            let (result, trace) = call(arguments, Trace::default()).await;
+            pending.finish(&trace, result)
+        }
+    };
     // Labelled by the catalog's own tool, never by the client's text.
     server.metrics.call(server.catalog.get(name), crate::metrics::outcome(&result), started.elapsed());
     result
@@ -282,7 +295,7 @@ impl Fetched {
     fn shape(
         &mut self,
         server: &Server,
-        result_type: Option<&crate::catalog::results::Typed>,
+        result_type: Option<&aegis_core::catalog::results::Typed>,
         shape: Shape,
         fields: Option<&[String]>,
     ) -> Result<(), CallError> {
@@ -358,7 +371,7 @@ pub async fn run_reads(
     combine: impl FnOnce(Vec<Value>) -> Value,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
-    trace.caller(server, &caller);
+    server.note_caller(trace, &caller);
     // As in `run`: the read's own guard is built once it is admitted.
     let secrets = caller.secrets();
     let early_guard = || server.guard.for_call(secrets.clone());
@@ -518,7 +531,7 @@ async fn per_request_login(
 
 /// A token the forge refused: the words a caller acts on.
 fn refused_token() -> CallError {
-    CallError::Result(crate::error::ToolFailure {
+    CallError::Result(aegis_core::error::ToolFailure {
         status: Some(401),
         kind: ErrorKind::Unauthorized,
         message:
@@ -537,7 +550,7 @@ fn identity_error(e: CallError) -> CallError {
         CallError::Result(f) if f.kind == ErrorKind::Unauthorized => refused_token(),
         // A limit (FORGE_MAX_CONCURRENT, or the forge's own 429) stays what it is: wait and retry.
         CallError::Result(f) if f.kind == ErrorKind::RateLimited => CallError::Result(f),
-        CallError::Result(f) => CallError::Result(crate::error::ToolFailure {
+        CallError::Result(f) => CallError::Result(aegis_core::error::ToolFailure {
             status: f.status,
             kind: ErrorKind::IdentityFailed,
             message: format!(
@@ -604,7 +617,7 @@ fn user_of(got: Received, credential: &Credential) -> Result<ForgeUser, CallErro
     let user = serde_json::from_slice::<User>(&got.body).ok();
     let is_admin = user.as_ref().and_then(|u| u.is_admin).unwrap_or(false);
     user.and_then(|u| u.login)
-        .filter(|l| !l.is_empty() && l.chars().count() <= MAX_LOGIN_CHARS)
+        .filter(|l| !l.is_empty() && l.chars().count() <= aegis_core::identity::MAX_LOGIN_CHARS)
         .map(|login| ForgeUser { login, is_admin })
         .ok_or_else(|| {
             CallError::from_forge(
@@ -615,10 +628,21 @@ fn user_of(got: Received, credential: &Credential) -> Result<ForgeUser, CallErro
         })
 }
 
-/// Longest login accepted from the forge (Gitea and Forgejo allow 40 characters).
-pub const MAX_LOGIN_CHARS: usize = 255;
-
 /// Status, data, pagination, and what the parser did not keep of the data.
+/// Whether the user of `credential` is a site administrator: from the user cached with its
+/// login (the global identity's, or a per-request token's), else asked again.
+async fn is_admin(server: &Server, credential: &Credential) -> Result<bool, CallError> {
+    let cached = if credential.header() == server.global.credential.header() {
+        server.global.cached_user().cloned()
+    } else {
+        credential.secret().and_then(|token| server.logins.get(token))
+    };
+    match cached {
+        Some(user) => Ok(user.is_admin),
+        None => fetch_user(server, credential).await.map(|u| u.is_admin),
+    }
+}
+
 /// Status, data, pagination, what the parser left out, and whether the body was JSON.
 type Decoded = (u16, Value, Option<pagination::Pagination>, Elided, bool);
 

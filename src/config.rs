@@ -10,6 +10,7 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use aegis_core::guard::{ContentHygiene, DetectionMode};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
@@ -122,39 +123,33 @@ pub enum TransportChoice {
     Sse,
 }
 
-/// `SECRET_DETECTION_MODE`: what pattern masking does with credential-looking strings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DetectionMode {
-    /// No pattern masking (exact redaction of known secrets still applies).
-    Off,
-    /// Shorten each match to at most 4 leading characters and say it was masked.
-    Mask,
-    /// Withhold a result that contains a match, as an error of kind secret_blocked.
-    Block,
-}
-
-/// `CONTENT_HYGIENE`: what the guard does with text from the forge that a person reading it
-/// rendered would not see (invisible and bidirectional-control characters, HTML comments).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ContentHygiene {
-    /// Make them visible in place (`[U+202E]`, `[hidden comment: …]`) and count them in the
-    /// envelope's `hidden_content` member.
-    Mark,
-    /// Remove them (a comment with its text) and count them.
-    Strip,
-    /// Leave forge text as it is.
-    Off,
-}
-
-impl ContentHygiene {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContentHygiene::Mark => "mark",
-            ContentHygiene::Strip => "strip",
-            ContentHygiene::Off => "off",
-        }
-    }
-}
+/// Schemes never accepted for a redirect URI, whatever the operator lists: a browser runs,
+/// shows, downloads or forwards such an address itself (and http, https keep their own rules).
+pub const NEVER_REDIRECT_SCHEMES: &[&str] = &[
+    "http",
+    "https",
+    "javascript",
+    "data",
+    "file",
+    "vbscript",
+    "about",
+    "blob",
+    "filesystem",
+    "view-source",
+    "jar",
+    "mailto",
+    "ftp",
+    "ws",
+    "wss",
+    "chrome",
+    "chrome-extension",
+    "moz-extension",
+    "resource",
+    "intent",
+    "tel",
+    "sms",
+    "urn",
+];
 
 /// Settings shared by every command.
 #[derive(Debug, Args)]
@@ -220,7 +215,7 @@ pub struct CommonArgs {
     pub max_tool_response_chars: usize,
     /// How results are rendered unless a call asks (`shape`): compact or the forge's full JSON.
     #[arg(long, env = "RESULT_SHAPE", value_enum, default_value = "compact", global = true)]
-    pub result_shape: crate::shape::Shape,
+    pub result_shape: aegis_core::shape::Shape,
     /// Which clients get typed results (`structuredContent`, and an `outputSchema` on every
     /// tool): those of this protocol version (YYYY-MM-DD) or later, or `never`.
     #[arg(long, env = "STRUCTURED_CONTENT_FROM", default_value = "2025-06-18", global = true)]
@@ -433,17 +428,17 @@ pub struct Settings {
     /// Whether the raw tool may send routes that no operation of the spec has.
     pub allow_unknown_routes: bool,
     /// `ALLOWED_REPOS` (`None`: every repository).
-    pub allowed_repos: Option<crate::policy::repos::RepoList>,
+    pub allowed_repos: Option<aegis_core::policy::repos::RepoList>,
     /// `WRITE_ALLOWED_REPOS`.
-    pub write_allowed_repos: Option<crate::policy::repos::RepoList>,
+    pub write_allowed_repos: Option<aegis_core::policy::repos::RepoList>,
     /// Empty: every tool; otherwise only these.
     pub enabled_tools: BTreeSet<String>,
     /// Which operations `tools/list` shows.
-    pub toolsets: crate::catalog::toolsets::Selection,
+    pub toolsets: aegis_core::catalog::toolsets::Selection,
     pub secret_detection: DetectionMode,
     pub max_tool_response_items: usize,
     pub max_tool_response_chars: usize,
-    pub result_shape: crate::shape::Shape,
+    pub result_shape: aegis_core::shape::Shape,
     /// `STRUCTURED_CONTENT_FROM`: the oldest protocol version given typed results (`None`: never).
     pub structured_content_from: Option<String>,
     /// `EXTRA_SECRETS` and the lines of `EXTRA_SECRETS_FILE`.
@@ -473,7 +468,7 @@ pub struct Settings {
     pub username: Option<String>,
     pub password: Option<SecretString>,
     /// Who calls may act as with `sudo`; `None`: no tool takes the argument.
-    pub sudo_allowed_users: Option<crate::identity::sudo::Allowed>,
+    pub sudo_allowed_users: Option<aegis_core::args::sudo::Allowed>,
     pub content_hygiene: ContentHygiene,
     /// The audit trail's file; `None`: none.
     pub audit_log: Option<PathBuf>,
@@ -555,6 +550,65 @@ pub struct ConfigError(pub String);
 /// Where the alternative environment names are read from; a function so tests can inject.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// What the pipeline's stages are built from.
+impl Settings {
+    /// The configured secrets: global token, MCP bearer token, OAuth client secret, extra
+    /// secrets, the global password with the HTTP Basic value made of it (base64 of
+    /// `login:password`, which gives the password away to anyone who decodes it), the sealing
+    /// key and the audit key.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out: Vec<String> =
+            [&self.token, &self.mcp_bearer_token, &self.oauth_client_secret, &self.metrics_bearer_token]
+                .into_iter()
+                .flatten()
+                .map(|s| s.expose_secret().to_owned())
+                .collect();
+        out.extend(self.extra_secrets.iter().map(|s| s.expose_secret().to_owned()));
+        for key in [self.oauth.as_ref().map(|o| &o.key), self.audit_key.as_ref()].into_iter().flatten() {
+            // A key as it is written in its file.
+            let hex: String = key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
+            out.push(hex.to_ascii_uppercase());
+            out.push(hex);
+        }
+        if let Some(password) = &self.password {
+            out.push(password.expose_secret().to_owned());
+            if let Some(username) = &self.username {
+                out.push(aegis_core::identity::basic_blob(username, password).expose_secret().to_owned());
+            }
+        }
+        out
+    }
+
+    /// The server-wide guard: the configured secrets, the masking mode, the bounds and the
+    /// hygiene.
+    pub fn guard(&self) -> aegis_core::guard::Guard {
+        aegis_core::guard::Guard::new(
+            self.secrets(),
+            self.secret_detection,
+            aegis_core::guard::Bounds {
+                max_items: self.max_tool_response_items,
+                max_chars: self.max_tool_response_chars,
+            },
+        )
+        .with_hygiene(self.content_hygiene)
+    }
+
+    /// What is listed and allowed, from `READ_ONLY`, the tool lists, the toolsets and the
+    /// repository allowlists (the forge's addresses are added once they are looked up).
+    pub fn policy(&self) -> aegis_core::policy::Policy {
+        aegis_core::policy::Policy {
+            read_only: self.read_only,
+            unknown_routes: self.allow_unknown_routes,
+            enabled: self.enabled_tools.clone(),
+            disabled: self.disabled_tools.clone(),
+            toolsets: self.toolsets.clone(),
+            repos: self.allowed_repos.clone().map(std::sync::Arc::new),
+            write_repos: self.write_allowed_repos.clone().map(std::sync::Arc::new),
+            forge: aegis_core::policy::repos::ForgeHost::new(self.url.clone(), Vec::new()),
+        }
+    }
+}
+
 impl Settings {
     /// Resolve the raw arguments, reading the alternative environment names through `env`.
     pub fn resolve(args: CommonArgs, env: EnvLookup<'_>) -> Result<Settings, ConfigError> {
@@ -627,7 +681,7 @@ impl Settings {
             basic_auth(args.username, args.password, args.password_file.as_deref(), token.is_some())?;
         // A bearer token longer than any Authorization header the server accepts could never
         // be presented; a longer global token is no forge's.
-        let max = crate::identity::header::MAX_TOKEN_BYTES;
+        let max = aegis_core::identity::MAX_TOKEN_BYTES;
         for (name, secret) in [
             ("GITEA_TOKEN", &token),
             ("MCP_BEARER_TOKEN", &mcp_bearer_token),
@@ -690,7 +744,7 @@ impl Settings {
             allowed_repos: repo_list("ALLOWED_REPOS", args.allowed_repos.as_deref())?,
             write_allowed_repos: repo_list("WRITE_ALLOWED_REPOS", args.write_allowed_repos.as_deref())?,
             enabled_tools: clean_list(args.enabled_tools).into_iter().collect(),
-            toolsets: crate::catalog::toolsets::Selection::parse(&args.toolsets)
+            toolsets: aegis_core::catalog::toolsets::Selection::parse(&args.toolsets)
                 .map_err(|e| ConfigError(format!("TOOLSETS: {e}")))?,
             secret_detection: args.secret_detection_mode,
             max_tool_response_items: args.max_tool_response_items,
@@ -723,7 +777,7 @@ impl Settings {
             sudo_allowed_users: args
                 .sudo_allowed_users
                 .as_deref()
-                .map(crate::identity::sudo::Allowed::parse)
+                .map(aegis_core::args::sudo::Allowed::parse)
                 .transpose()
                 .map_err(|e| ConfigError(format!("SUDO_ALLOWED_USERS: {e}")))?
                 .flatten(),
@@ -750,9 +804,14 @@ impl Settings {
 }
 
 /// A repository allowlist setting, if set.
-fn repo_list(name: &str, text: Option<&str>) -> Result<Option<crate::policy::repos::RepoList>, ConfigError> {
-    text.map(|t| crate::policy::repos::RepoList::parse(t).map_err(|e| ConfigError(format!("{name}: {e}"))))
-        .transpose()
+fn repo_list(
+    name: &str,
+    text: Option<&str>,
+) -> Result<Option<aegis_core::policy::repos::RepoList>, ConfigError> {
+    text.map(|t| {
+        aegis_core::policy::repos::RepoList::parse(t).map_err(|e| ConfigError(format!("{name}: {e}")))
+    })
+    .transpose()
 }
 
 fn clean_list(v: Vec<String>) -> Vec<String> {
@@ -864,7 +923,7 @@ fn parse_redirect_schemes(text: &str) -> Result<Vec<String>, ConfigError> {
         if !syntax || lower.len() > 64 {
             return Err(ConfigError(format!("MCP_OAUTH_REDIRECT_SCHEMES: {scheme:?} is not a URI scheme")));
         }
-        if crate::oauth::NEVER_REDIRECT_SCHEMES.contains(&lower.as_str()) {
+        if NEVER_REDIRECT_SCHEMES.contains(&lower.as_str()) {
             return Err(ConfigError(format!(
                 "MCP_OAUTH_REDIRECT_SCHEMES: {lower} cannot receive a sign-in's code safely (a browser runs, shows or forwards such an address itself)"
             )));
@@ -1104,7 +1163,7 @@ mod tests {
 
     #[test]
     fn tokens_longer_than_any_header_accepts_are_refused_without_echoing_them() {
-        let long = "A".repeat(crate::identity::header::MAX_TOKEN_BYTES + 1);
+        let long = "A".repeat(aegis_core::identity::MAX_TOKEN_BYTES + 1);
         for flag in ["--token", "--mcp-bearer-token"] {
             let e = Settings::resolve(args(&["--url", "https://g.example", flag, &long]), &|_| None)
                 .unwrap_err()

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::catalog::{Target, ToolDef, discovery_tools};
-use crate::envelope;
-use crate::error::{CallError, ErrorKind};
-use crate::policy::Narrowing;
 use crate::server::Server;
-use crate::shape::Shape;
-use crate::shape::schema::data_schema;
+use aegis_core::catalog::{Target, ToolDef, discovery_tools};
+use aegis_core::envelope;
+use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::policy::Narrowing;
+use aegis_core::shape::Shape;
+use aegis_core::shape::schema::data_schema;
 
 /// The answer of the search or schema tool.
 pub fn answer(

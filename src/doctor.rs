@@ -5,10 +5,10 @@ use std::process::ExitCode;
 
 use secrecy::ExposeSecret;
 
-use crate::catalog::{Catalog, Flavor, Version};
 use crate::config::{FlavorChoice, Settings};
 use crate::executor::{Forge, flavor};
 use crate::identity::{Credential, Mode};
+use aegis_core::catalog::{Catalog, Flavor, Version};
 
 struct Report {
     failed: bool,
@@ -115,13 +115,13 @@ pub async fn run(settings: Settings) -> ExitCode {
                 }
             }
             Err(e) => match e.kind() {
-                Some(crate::error::ErrorKind::Forbidden) if !basic => r.warn(
+                Some(aegis_core::error::ErrorKind::Forbidden) if !basic => r.warn(
                     "GET /api/v1/user is forbidden: the token lacks the read:user scope; calls work, results report login null",
                 ),
-                Some(crate::error::ErrorKind::Unauthorized) if basic => r.fail(
+                Some(aegis_core::error::ErrorKind::Unauthorized) if basic => r.fail(
                     "the forge refused GITEA_USERNAME and GITEA_PASSWORD (401): check them (a login with two-factor authentication cannot use a password here), or use a token",
                 ),
-                Some(crate::error::ErrorKind::Unauthorized) => {
+                Some(aegis_core::error::ErrorKind::Unauthorized) => {
                     r.fail("the forge refused the token (401): create a new access token and set GITEA_TOKEN")
                 }
                 _ => r.fail(&format!("GET /api/v1/user: {e}")),
@@ -129,7 +129,7 @@ pub async fn run(settings: Settings) -> ExitCode {
         }
     }
 
-    let spec: &'static [u8] = match crate::catalog::spec::bytes(settings.spec.as_deref(), flavor) {
+    let spec: &'static [u8] = match aegis_core::catalog::spec::bytes(settings.spec.as_deref(), flavor) {
         Ok(b) => b,
         Err(why) => {
             r.fail(&why);
@@ -139,8 +139,8 @@ pub async fn run(settings: Settings) -> ExitCode {
     if !spec.is_empty() {
         match Catalog::build(spec, flavor, detected.clone()) {
             Ok(c) => {
-                let policy = crate::policy::Policy::from_settings(&settings);
-                let none = crate::policy::Narrowing::default();
+                let policy = settings.policy();
+                let none = aegis_core::policy::Narrowing::default();
                 r.ok(&format!(
                     "{} tools from the {} {} spec; tools/list shows {} of them (TOOLSETS, READ_ONLY, ENABLED_TOOLS, DISABLED_TOOLS), the discovery tools reach the other allowed ones",
                     c.all_tools().count(),

@@ -16,20 +16,20 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-use crate::args::plan::{CallPlan, PageRequest, Root};
-use crate::catalog::{Catalog, Flavor, Method, ResponseKind, Target, ToolDef};
-use crate::config::{ContentHygiene, DetectionMode};
-use crate::decode::body::{self, Decoded, Media};
-use crate::decode::json::{self as bounded, Keep};
-use crate::decode::{pagination, status};
-use crate::envelope::{self, RequestInfo, Success};
-use crate::error::{CallError, ErrorKind};
-use crate::executor::path;
-use crate::guard::{Bounds, Guard, unescape};
 use crate::identity::header::{self, AuthHeader, MAX_TOKEN_BYTES};
 use crate::identity::{Identity, Mode};
 use crate::oauth::seal::{Kind, Sealer};
 use crate::transport::{jsonrpc, sse, stdio};
+use aegis_core::args::plan::{CallPlan, PageRequest, Root};
+use aegis_core::catalog::{Catalog, Flavor, Method, ResponseKind, Target, ToolDef};
+use aegis_core::decode::body::{self, Decoded, Media};
+use aegis_core::decode::json::{self as bounded, Keep};
+use aegis_core::decode::{pagination, status};
+use aegis_core::envelope::{self, RequestInfo, Success};
+use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::guard::{Bounds, Guard, unescape};
+use aegis_core::guard::{ContentHygiene, DetectionMode};
+use aegis_core::path;
 
 /// A target's body: bytes in, a panic for a defect.
 pub type Body = fn(&[u8]);
@@ -254,13 +254,13 @@ pub fn raw_path(data: &[u8]) {
     let reached = catalog.reached_by_raw(args);
     if let Some(op) = reached.and_then(|t| t.operation()) {
         assert_eq!(op.method, method);
-        assert!(op.template.matches(&crate::catalog::segments(&p), &op.params), "{} for {p:?}", op.id);
+        assert!(op.template.matches(&aegis_core::catalog::segments(&p), &op.params), "{} for {p:?}", op.id);
     }
-    match crate::args::raw::check_path(&p) {
+    match aegis_core::args::raw::check_path(&p) {
         Ok(()) => {
             assert!(p.starts_with('/') && !p.contains(['%', '?', '#']) && !p.chars().any(char::is_control));
             assert!(p != "/api/v1" && !p.starts_with("/api/v1/"));
-            let plan = crate::args::raw::plan(args, reached.and_then(|t| t.operation()))
+            let plan = aegis_core::args::raw::plan(args, reached.and_then(|t| t.operation()))
                 .unwrap_or_else(|e| panic!("an accepted path does not plan: {e}"));
             assert_stays_in_api(&plan);
             let decoded: Vec<String> = plan.path.split('/').skip(1).map(percent_decoded).collect();
@@ -315,21 +315,21 @@ pub fn arguments(data: &[u8]) {
         Target::Raw => catalog.reached_by_raw(&args).map(|t| t.as_ref()),
         _ => None,
     };
-    if let Err(e) = crate::args::fields::normalize(tool, &mut args) {
+    if let Err(e) = aegis_core::args::fields::normalize(tool, &mut args) {
         assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments), "{e}");
         return;
     }
     let once = args.clone();
-    crate::args::fields::normalize(tool, &mut args).expect("normalised arguments normalise again");
+    aegis_core::args::fields::normalize(tool, &mut args).expect("normalised arguments normalise again");
     assert_eq!(args, once, "normalising is done in one pass");
-    if let Err(e) = crate::args::validate::validate(tool, &args) {
+    if let Err(e) = aegis_core::args::validate::validate(tool, &args) {
         assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments), "{e}");
         return;
     }
     let plan = match &tool.target {
-        Target::Operation(op) => crate::args::plan::for_operation(op, &args, 1 << 20),
-        Target::Raw => crate::args::raw::plan(&args, reached.and_then(ToolDef::operation)),
-        Target::AttachmentDownload => Ok(crate::args::plan::attachment_download(&args)),
+        Target::Operation(op) => aegis_core::args::plan::for_operation(op, &args, 1 << 20),
+        Target::Raw => aegis_core::args::raw::plan(&args, reached.and_then(ToolDef::operation)),
+        Target::AttachmentDownload => Ok(aegis_core::args::plan::attachment_download(&args)),
         _ => unreachable!("only planned tools are picked"),
     };
     match plan {
@@ -508,7 +508,7 @@ const SPELLINGS: &[Spelling] = &[
         readings: &[Reading::Text, Reading::Unescaped, Reading::Base64Content],
     },
     Spelling { name: "JSON-escaped", spell: json_escaped, readings: &[Reading::Text] },
-    Spelling { name: "percent or base64", spell: crate::guard::spellings, readings: &[Reading::Text] },
+    Spelling { name: "percent or base64", spell: aegis_core::guard::spellings, readings: &[Reading::Text] },
 ];
 
 fn plain(secret: &str) -> Vec<String> {
@@ -916,7 +916,7 @@ pub fn skim(data: &[u8]) {
         jsonrpc::Read::Message(m) => {
             let rmcp::model::JsonRpcMessage::Request(r) = *m else { panic!("not a request: {m:?}") };
             use rmcp::model::GetExtensions;
-            assert!(r.request.extensions().get::<jsonrpc::Oversized>().is_some());
+            assert!(r.request.extensions().get::<crate::mcp::Oversized>().is_some());
         }
         jsonrpc::Read::Answer(a) => assert_jsonrpc_error(&a),
         jsonrpc::Read::Nothing => {}
@@ -978,8 +978,8 @@ pub fn resource_uri(data: &[u8]) {
     let catalog = gitea_catalog();
     for read in &reads {
         let tool = catalog.get(read.operation).unwrap_or_else(|| panic!("{uri:?}: {}", read.operation));
-        let _ = crate::args::validate::validate(tool, &read.args);
-        if let Some(again) = crate::envelope::link::uri_of(read.operation, &read.args) {
+        let _ = aegis_core::args::validate::validate(tool, &read.args);
+        if let Some(again) = aegis_core::envelope::link::uri_of(read.operation, &read.args) {
             let back =
                 crate::resources::reads_of(&again).unwrap_or_else(|e| panic!("{uri:?} → {again:?}: {e}"));
             assert_eq!(
@@ -992,11 +992,11 @@ pub fn resource_uri(data: &[u8]) {
 }
 
 /// The Gitea catalog, built once per process.
-fn gitea_catalog() -> &'static crate::catalog::Catalog {
-    static CATALOG: std::sync::OnceLock<crate::catalog::Catalog> = std::sync::OnceLock::new();
+fn gitea_catalog() -> &'static aegis_core::catalog::Catalog {
+    static CATALOG: std::sync::OnceLock<aegis_core::catalog::Catalog> = std::sync::OnceLock::new();
     CATALOG.get_or_init(|| {
-        let f = crate::catalog::Flavor::Gitea;
-        crate::catalog::Catalog::build(f.embedded_spec(), f, None).expect("the embedded spec builds")
+        let f = aegis_core::catalog::Flavor::Gitea;
+        aegis_core::catalog::Catalog::build(f.embedded_spec(), f, None).expect("the embedded spec builds")
     })
 }
 
@@ -1009,7 +1009,7 @@ fn gitea_catalog() -> &'static crate::catalog::Catalog {
 /// link not asked for and no member empty or default, and rendering it again changes nothing;
 /// with `fields`, each object item of a listing keeps only members the paths begin with.
 pub fn shape(data: &[u8]) {
-    use crate::shape::{self as stage, Ask, Shape};
+    use aegis_core::shape::{self as stage, Ask, Shape};
     let [a, b, mode, rest @ ..] = data else { return };
     let text = String::from_utf8_lossy(rest);
     let (fields_line, answer) = text.split_once('\n').unwrap_or(("", &text));
@@ -1083,7 +1083,7 @@ pub fn compact_holds(v: &Value, asked: &[&str]) {
         Value::Array(items) => items.iter().for_each(|i| compact_holds(i, asked)),
         Value::Object(m) => {
             for (k, v) in m {
-                let link = crate::shape::entities::DERIVABLE_URLS.contains(&k.as_str());
+                let link = aegis_core::shape::entities::DERIVABLE_URLS.contains(&k.as_str());
                 assert!(!link || asked.contains(&k.as_str()), "{k} left in {m:?}");
                 let empty = match v {
                     Value::Null => true,
@@ -1102,10 +1102,10 @@ pub fn compact_holds(v: &Value, asked: &[&str]) {
 }
 
 /// The forge `forge_url` judges against.
-fn forge_host() -> &'static crate::policy::repos::ForgeHost {
-    static FORGE: OnceLock<crate::policy::repos::ForgeHost> = OnceLock::new();
+fn forge_host() -> &'static aegis_core::policy::repos::ForgeHost {
+    static FORGE: OnceLock<aegis_core::policy::repos::ForgeHost> = OnceLock::new();
     FORGE.get_or_init(|| {
-        crate::policy::repos::ForgeHost::new(
+        aegis_core::policy::repos::ForgeHost::new(
             url::Url::parse("https://git.example.com/").ok(),
             vec![std::net::IpAddr::from([203, 0, 113, 5])],
         )

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::error::CallError;
+use aegis_core::error::CallError;
 
 /// Most identities remembered at once (as many as the login cache holds).
 pub(crate) const CAPACITY: usize = crate::identity::cache::CAPACITY;
@@ -257,7 +257,7 @@ fn retry_seconds(wait: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorKind;
+    use aegis_core::error::ErrorKind;
 
     fn limits(per_minute: u32, concurrent: u32) -> Limits {
         Limits::new(NonZeroU32::new(per_minute), NonZeroU32::new(concurrent))

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use clap::Parser;
 
+use aegis_core::catalog;
+use aegis_core::guard::Outcome;
 use aegis_gitea_mcp::config::{AuditCommand, Cli, Command, FlavorChoice, Settings, TransportChoice};
-use aegis_gitea_mcp::error::Outcome;
 use aegis_gitea_mcp::mcp::{McpHandler, tool_list};
-use aegis_gitea_mcp::policy::Policy;
 use aegis_gitea_mcp::server::{Server, catalog_for};
-use aegis_gitea_mcp::{audit, call, catalog, doctor, transport};
+use aegis_gitea_mcp::{audit, call, doctor, transport};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -142,15 +142,18 @@ async fn serve_or_call(command: Command, server: &Arc<Server>) -> ExitCode {
             .await;
             match Outcome::from_result(result) {
                 Outcome::Success(text) => {
-                    println!("{text}");
+                    println!("{}", text.as_str());
                     ExitCode::SUCCESS
                 }
                 Outcome::Error(text) => {
-                    println!("{text}");
+                    println!("{}", text.as_str());
                     ExitCode::FAILURE
                 }
                 Outcome::UnknownTool(message) => {
-                    eprintln!("aegis-gitea-mcp: {message}; `aegis-gitea-mcp tools` lists the tools");
+                    eprintln!(
+                        "aegis-gitea-mcp: {}; `aegis-gitea-mcp tools` lists the tools",
+                        message.as_str()
+                    );
                     ExitCode::from(2)
                 }
             }
@@ -220,7 +223,7 @@ async fn tools(settings: Settings, json: bool, list_toolsets: bool) -> ExitCode 
             "{}",
             tool_list::printout(
                 &catalog,
-                &Policy::from_settings(&settings),
+                &settings.policy(),
                 settings.structured_content_from.is_some(),
                 json
             )
@@ -232,13 +235,14 @@ async fn tools(settings: Settings, json: bool, list_toolsets: bool) -> ExitCode 
 /// Logs go to stderr (stdout is the protocol channel over stdio), through exact redaction
 /// and pattern masking, with third-party debug output capped (it prints raw messages).
 fn init_logging(filter: &str, settings: &Settings) {
-    use aegis_gitea_mcp::guard::{Masker, Redactor, configured_secrets, log};
+    use aegis_core::guard::{Masker, Redactor};
+    use aegis_gitea_mcp::log;
     use tracing_subscriber::prelude::*;
     let cap = log::third_party_cap(filter);
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Log lines are short: the automaton cheapest to build does, and start-up pays no more.
-    let writer = log::RedactingStderr::new(Redactor::once(configured_secrets(settings)), Masker::shared());
+    let writer = log::RedactingStderr::new(Redactor::once(settings.secrets()), Masker::shared());
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
+use aegis_core::guard::{Action, Tally};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -23,9 +24,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::catalog::ToolDef;
-use crate::error::ErrorKind;
-use crate::guard::{Guarded, GuardedError};
+use aegis_core::catalog::ToolDef;
+use aegis_core::error::ErrorKind;
+use aegis_core::guard::{Guarded, GuardedError};
 
 /// The `Content-Type` of what `render` writes (Prometheus text format 0.0.4).
 pub(crate) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -95,13 +96,8 @@ impl Metrics {
             actions.clone(),
         );
         let action = |name: &'static str| actions.get_or_create(&ActionLabel { action: name }).clone();
-        let guard = Arc::new(GuardActions {
-            redaction: action("redaction"),
-            mask: action("mask"),
-            block: action("block"),
-            truncation: action("truncation"),
-            hidden_content: action("hidden_content"),
-        });
+        let guard =
+            Arc::new(GuardActions(Action::ALL.into_iter().map(|a| (a, action(a.as_str()))).collect()));
         let lookups = Family::<ResultLabel, Counter>::default();
         registry.register(
             "identity_cache",
@@ -244,18 +240,15 @@ impl ForgeMetrics {
 }
 
 /// The guard's counters, one per action.
-#[derive(Debug, Default)]
-pub(crate) struct GuardActions {
-    /// A known secret was replaced by `[REDACTED]`.
-    pub(crate) redaction: Counter,
-    /// A credential-looking string was shortened (`SECRET_DETECTION_MODE=mask`).
-    pub(crate) mask: Counter,
-    /// The result was withheld as `secret_blocked`.
-    pub(crate) block: Counter,
-    /// The result was cut to its bounds (it carries a `truncated` note).
-    pub(crate) truncation: Counter,
-    /// Hidden content was marked or stripped (it carries `hidden_content`).
-    pub(crate) hidden_content: Counter,
+#[derive(Debug)]
+pub(crate) struct GuardActions(Vec<(Action, Counter)>);
+
+impl Tally for GuardActions {
+    fn add(&self, action: Action) {
+        if let Some((_, c)) = self.0.iter().find(|(a, _)| *a == action) {
+            c.inc();
+        }
+    }
 }
 
 /// The login cache's counters.
@@ -354,7 +347,7 @@ mod tests {
         m.call(None, "unknown_tool", Duration::from_millis(3));
         m.resource_read("ok");
         m.forge().request(Duration::from_millis(2), Some(404));
-        m.guard().mask.inc();
+        m.guard().add(Action::Mask);
         m.identity_cache().hit.inc();
         m.sessions_open().inc();
         m.rate_limits().refused("per_minute");
@@ -416,7 +409,7 @@ mod tests {
             let result = crate::call::run(
                 &server,
                 crate::identity::Caller::Token(SecretString::from(TOKEN)),
-                &crate::policy::Narrowing::default(),
+                &aegis_core::policy::Narrowing::default(),
                 tool,
                 args.as_object().cloned(),
                 &mut crate::audit::Trace::default(),

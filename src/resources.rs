@@ -9,14 +9,14 @@
 use serde_json::{Map, Value, json};
 
 use crate::call::{self, Read};
-use crate::catalog::attachment_tool;
-use crate::error::{CallError, ErrorKind};
-use crate::guard::{Guarded, GuardedError};
 use crate::identity::Caller;
-use crate::policy::Narrowing;
 use crate::server::Server;
+use aegis_core::catalog::attachment_tool;
+use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::guard::{Guarded, GuardedError};
+use aegis_core::policy::Narrowing;
 
-use crate::envelope::link::SCHEME;
+use aegis_core::envelope::link::SCHEME;
 
 /// One resource template.
 #[derive(Debug)]
@@ -64,7 +64,7 @@ pub async fn read(
     uri: &str,
     trace: &mut crate::audit::Trace,
 ) -> Result<Guarded, GuardedError> {
-    trace.caller(server, &caller);
+    server.note_caller(trace, &caller);
     let (reads, shape) = parse(uri).map_err(|e| server.guard.for_call(caller.secrets()).error(e))?;
     let combine = move |mut datas: Vec<Value>| match shape {
         Shape::One => datas.pop().unwrap_or(Value::Null),
@@ -186,8 +186,8 @@ fn decode(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{Catalog, Flavor};
-    use crate::envelope::link::uri_of;
+    use aegis_core::catalog::{Catalog, Flavor};
+    use aegis_core::envelope::link::uri_of;
 
     fn args_of(uri: &str) -> Vec<(&'static str, Value)> {
         let (reads, _) = parse(uri).unwrap();
@@ -299,7 +299,7 @@ mod tests {
                         .get(read.operation)
                         .unwrap_or_else(|| panic!("{flavor:?} lacks {}", read.operation));
                     assert!(
-                        crate::args::validate::validate(tool, &read.args).is_ok(),
+                        aegis_core::args::validate::validate(tool, &read.args).is_ok(),
                         "{uri}: {}",
                         read.operation
                     );

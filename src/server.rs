@@ -6,14 +6,15 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use crate::catalog::{Catalog, Flavor, ToolDef, Version};
+use crate::audit::Trace;
 use crate::config::{FlavorChoice, Settings};
-use crate::error::{CallError, ErrorKind};
 use crate::executor::{Forge, flavor};
-use crate::guard::Guard;
-use crate::identity::{Credential, GlobalIdentity, Mode};
+use crate::identity::{Caller, Credential, GlobalIdentity, Identity, Mode};
 use crate::metrics::Metrics;
-use crate::policy::{Narrowing, Policy};
+use aegis_core::catalog::{Catalog, Flavor, ToolDef, Version};
+use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::guard::Guard;
+use aegis_core::policy::{Narrowing, Policy};
 
 /// Everything a call needs besides its arguments.
 #[derive(Debug)]
@@ -47,7 +48,7 @@ pub struct Server {
 /// The forge as URLs in arguments may name it: its base URL and the addresses of its host,
 /// looked up once (within 2 s; none when the lookup fails, and the name still counts), so
 /// that a migration from this forge's own address is judged like one from its name.
-async fn forge_host(base: &url::Url) -> crate::policy::repos::ForgeHost {
+async fn forge_host(base: &url::Url) -> aegis_core::policy::repos::ForgeHost {
     let addresses = match (base.host_str(), base.port_or_known_default()) {
         (Some(host), Some(port)) => {
             let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -59,7 +60,7 @@ async fn forge_host(base: &url::Url) -> crate::policy::repos::ForgeHost {
         }
         _ => Vec::new(),
     };
-    crate::policy::repos::ForgeHost::new(Some(base.clone()), addresses)
+    aegis_core::policy::repos::ForgeHost::new(Some(base.clone()), addresses)
 }
 
 /// Why the server could not start, in words a person can act on.
@@ -106,12 +107,12 @@ impl Server {
         };
         let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits());
         let new_tokens = crate::limits::NewTokens::new(settings.new_tokens_per_minute, metrics.rate_limits());
-        let mut policy = Policy::from_settings(&settings);
+        let mut policy = settings.policy();
         policy.forge = forge_host(forge.base()).await;
         Ok(Server {
             audit,
             oauth,
-            guard: Guard::from_settings(&settings).counted(metrics.guard()),
+            guard: settings.guard().counted(metrics.guard()),
             global: GlobalIdentity::new(credential),
             policy,
             catalog: Arc::new(catalog),
@@ -135,6 +136,21 @@ impl Server {
         args: &Map<String, Value>,
     ) -> Option<String> {
         self.policy.refusal(narrowing, &self.catalog, tool, args)
+    }
+
+    /// Into `trace`, for the audit line, the identity `caller` is known to have before the
+    /// forge is asked (the login when the login cache has it: nothing is asked of the forge
+    /// for the audit line), and its secrets. Without an audit log, nothing.
+    pub fn note_caller(&self, trace: &mut Trace, caller: &Caller) {
+        if self.audit.is_none() {
+            return;
+        }
+        let (login, mode) = match caller {
+            Caller::Global => (self.global.cached_login().map(str::to_owned), self.global.credential.mode()),
+            Caller::Token(t) => (self.logins.get(t).map(|u| u.login), Mode::Token),
+            Caller::Granted(g) => (self.logins.get(&g.forge_token).map(|u| u.login), Mode::OAuth),
+        };
+        trace.caller(Identity { login, mode, sudo: None }, caller);
     }
 
     /// Whether `tools/list` shows `tool` to a request that narrowed the policy so.
@@ -167,7 +183,8 @@ pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Cat
             ));
         }
     };
-    let spec_bytes = crate::catalog::spec::bytes(settings.spec.as_deref(), flavor).map_err(StartError)?;
+    let spec_bytes =
+        aegis_core::catalog::spec::bytes(settings.spec.as_deref(), flavor).map_err(StartError)?;
     let mut catalog = Catalog::build(spec_bytes, flavor, detected)
         .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
     if settings.sudo_allowed_users.is_some() {
@@ -247,7 +264,7 @@ mod tests {
         let result = crate::call::run(
             &server,
             crate::identity::Caller::Global,
-            &crate::policy::Narrowing::default(),
+            &aegis_core::policy::Narrowing::default(),
             "repoGet",
             serde_json::json!({"owner": "alice", "repo": "demo"}).as_object().cloned(),
             &mut crate::audit::Trace::default(),

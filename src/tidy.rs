@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 /// are not).
 const ROOTS: &[&str] = &[
     "src",
+    "core/src",
     "tests",
     "benches",
     "fake-forge/src",
@@ -20,7 +21,8 @@ const ROOTS: &[&str] = &[
     ".ci",
 ];
 const SKIPPED: &[&str] = &["tests/snapshots"];
-const ROOT_FILES: &[&str] = &["README.md", "ARCHITECTURE.md", "STYLE.md", "Cargo.toml", "fuzz/Cargo.toml"];
+const ROOT_FILES: &[&str] =
+    &["README.md", "ARCHITECTURE.md", "STYLE.md", "Cargo.toml", "core/Cargo.toml", "fuzz/Cargo.toml"];
 
 /// Names of documents that do not ship, written in two parts so that this file does not
 /// name them itself.
@@ -92,10 +94,159 @@ fn no_file_points_to_a_document_that_does_not_ship() {
 #[test]
 fn the_rules_see_the_files_they_judge() {
     let all = all_files();
-    for expected in
-        ["src/call.rs", "tests/support/mod.rs", "fake-forge/src/lib.rs", "README.md", "docs/PERFORMANCE.md"]
-    {
+    for expected in [
+        "src/call.rs",
+        "core/src/guard/mod.rs",
+        "tests/support/mod.rs",
+        "fake-forge/src/lib.rs",
+        "README.md",
+        "docs/PERFORMANCE.md",
+    ] {
         assert!(all.contains(&repo().join(expected)), "{expected} is not read");
     }
     assert!(!all.iter().any(|p| p.starts_with(repo().join("tests/snapshots"))));
+}
+
+/// The modules of each crate in layers, lowest first. A module imports only modules of lower
+/// layers (never one of its own layer, so no two modules can import each other), so a new
+/// import that runs back up, or a new module not placed here, fails this test.
+const LAYERS: &[(&str, &[&[&str]])] = &[
+    (
+        "core/src",
+        &[
+            &["identity", "error"],
+            &["catalog"],
+            &["path"],
+            &["args"],
+            &["decode"],
+            &["shape", "envelope"],
+            &["guard"],
+            &["policy"],
+        ],
+    ),
+    (
+        "src",
+        &[
+            &["config", "log", "metrics"],
+            &["identity"],
+            &["executor", "limits", "audit"],
+            &["oauth"],
+            &["server"],
+            &["discovery"],
+            &["call"],
+            &["resources"],
+            &["mcp"],
+            &["transport"],
+            &["doctor", "fuzzing"],
+        ],
+    ),
+];
+
+/// Files that are a crate's root or only its tests, not a layer of its pipeline.
+const UNLAYERED: &[&str] = &["lib", "main", "tidy"];
+
+/// The top-level modules of the crate that `file` (inside `src`) imports with `crate::…`,
+/// its tests left out (they may build whatever they check from anywhere).
+fn imports(text: &str) -> Vec<String> {
+    let code = text.find("#[cfg(test)]\nmod tests").map_or(text, |at| &text[..at]);
+    let mut out = Vec::new();
+    for line in code.lines() {
+        let line = line.split("//").next().unwrap_or("");
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                // `use crate::{a, b::c}`: every first segment inside the braces.
+                let inner = group.split('}').next().unwrap_or("");
+                out.extend(inner.split(',').filter_map(|p| first_segment(p.trim())));
+            } else if let Some(name) = first_segment(rest) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+fn first_segment(path: &str) -> Option<String> {
+    let name: String =
+        path.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit()).collect();
+    (!name.is_empty()).then_some(name)
+}
+
+/// Every import of `root` that breaks its layers, as `file: module -> module`.
+fn layering_breaks(root: &str, layers: &[&[&str]]) -> Vec<String> {
+    let layer_of = |module: &str| layers.iter().position(|l| l.contains(&module));
+    let mut files_found = Vec::new();
+    files(&repo().join(root), &mut files_found);
+    let mut breaks = Vec::new();
+    for path in files_found.iter().filter(|p| p.extension().is_some_and(|e| e == "rs")) {
+        let relative = path.strip_prefix(repo().join(root)).expect("under its root");
+        let module = relative.iter().next().and_then(|m| m.to_str()).unwrap_or("").trim_end_matches(".rs");
+        if UNLAYERED.contains(&module) {
+            continue;
+        }
+        let Some(own) = layer_of(module) else {
+            breaks.push(format!("{root}/{}: module `{module}` is in no layer", relative.display()));
+            continue;
+        };
+        let text = std::fs::read_to_string(path).expect("a source file");
+        for target in imports(&text) {
+            if target == module {
+                continue;
+            }
+            match layer_of(&target) {
+                Some(l) if l < own => {}
+                _ => breaks.push(format!("{root}/{}: {module} -> {target}", relative.display())),
+            }
+        }
+    }
+    breaks.sort();
+    breaks.dedup();
+    breaks
+}
+
+#[test]
+fn every_module_imports_only_layers_below_its_own() {
+    for (root, layers) in LAYERS {
+        let breaks = layering_breaks(root, layers);
+        assert!(breaks.is_empty(), "imports that run up or across a layer in {root}: {breaks:#?}");
+    }
+}
+
+#[test]
+fn the_layering_rule_sees_imports_as_they_are_written() {
+    let text = "use crate::catalog::Catalog;\nuse crate::{audit, identity::Caller};\n// crate::server in a comment\nlet x = crate::call::run(); // crate::mcp\n#[cfg(test)]\nmod tests {\n    use crate::transport;\n}\n";
+    assert_eq!(imports(text), ["catalog", "audit", "identity", "call"]);
+}
+
+/// The core crate is the pipeline alone: no async runtime, HTTP or MCP library, and none of
+/// this repository's other crates, among everything it builds on (as Cargo resolves it).
+#[test]
+fn the_core_crate_builds_on_no_runtime_http_or_mcp_crate() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "-p", "aegis-core", "-e", "normal", "--prefix", "none", "-f", "{p}"])
+        .current_dir(repo())
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8(out.stdout).expect("text");
+    let names: Vec<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(names.contains(&"aegis-core") && names.contains(&"serde_json"), "{tree}");
+    for forbidden in [
+        "tokio",
+        "reqwest",
+        "rmcp",
+        "axum",
+        "hyper",
+        "hyper-util",
+        "http",
+        "http-body",
+        "tower",
+        "futures",
+        "mio",
+        "aegis-gitea-mcp",
+        "fake-forge",
+    ] {
+        assert!(!names.contains(&forbidden), "aegis-core builds on {forbidden}:\n{tree}");
+    }
 }

@@ -11,7 +11,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use aegis_gitea_mcp::catalog::{Catalog, Flavor, toolsets};
+use aegis_core::catalog::{Catalog, Flavor, toolsets};
 
 fn update() -> bool {
     std::env::var("UPDATE_SNAPSHOTS").is_ok_and(|v| !v.is_empty() && v != "0")

@@ -20,11 +20,11 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, Heade
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 use url::Url;
 
-use crate::args::{CallPlan, PlanBody, Root};
-use crate::decode::body::{Limits, ReadLimit, read_limit};
-use crate::error::{CallError, ErrorKind};
 use crate::identity::Credential;
 use crate::metrics::ForgeMetrics;
+use aegis_core::args::{CallPlan, PlanBody, Root};
+use aegis_core::decode::body::{Limits, ReadLimit, read_limit};
+use aegis_core::error::{CallError, ErrorKind};
 
 /// The header by which both forges let a site administrator act as another user.
 const SUDO: &str = "Sudo";
@@ -246,9 +246,9 @@ impl Forge {
             PlanBody::Json(v) => req
                 .header(CONTENT_TYPE, "application/json")
                 .body(serde_json::to_vec(v).expect("a JSON value serializes")),
-            PlanBody::Text(text) => {
-                req.header(CONTENT_TYPE, crate::catalog::BodyEncoding::TEXT_MEDIA_TYPE).body(text.clone())
-            }
+            PlanBody::Text(text) => req
+                .header(CONTENT_TYPE, aegis_core::catalog::BodyEncoding::TEXT_MEDIA_TYPE)
+                .body(text.clone()),
             PlanBody::Multipart { fields, files } => {
                 let mut form = reqwest::multipart::Form::new();
                 for (k, v) in fields {

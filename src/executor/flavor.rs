@@ -6,12 +6,12 @@
 //! a credential). The probe says that the token was refused, so that `serve` and `doctor` say
 //! so plainly instead of doubting the URL.
 
-use crate::args::{CallPlan, PlanBody, Root};
-use crate::catalog::{Method, ResponseKind, Version};
-use crate::decode::status;
-use crate::error::{CallError, ErrorKind};
 use crate::executor::Received;
 use crate::identity::{Credential, Mode};
+use aegis_core::args::{CallPlan, PlanBody, Root};
+use aegis_core::catalog::{Method, ResponseKind, Version};
+use aegis_core::decode::status;
+use aegis_core::error::{CallError, ErrorKind};
 
 use super::Forge;
 

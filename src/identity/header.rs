@@ -9,11 +9,7 @@
 
 use secrecy::SecretString;
 
-/// The longest token accepted, in bytes. Forge access tokens are 40 characters and OAuth
-/// access tokens a few hundred bytes; a longer value is refused before any work is done on
-/// it (every structure built from a token is linear in its length, but a bound keeps even
-/// that small).
-pub const MAX_TOKEN_BYTES: usize = 8192;
+pub use aegis_core::identity::MAX_TOKEN_BYTES;
 
 /// What the header says.
 #[derive(Debug, Clone)]

@@ -9,31 +9,13 @@ pub mod cache;
 pub mod header;
 pub mod sudo;
 
+pub use aegis_core::identity::{Identity, Mode, basic_blob};
+
 use std::sync::Arc;
 
 use reqwest::header::HeaderValue;
 use secrecy::{ExposeSecret, SecretString};
-use serde::Serialize;
 use tokio::sync::OnceCell;
-
-/// How the caller authenticates: the envelope's `identity.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Token,
-    #[serde(rename = "oauth")]
-    OAuth,
-    Basic,
-    Anonymous,
-}
-
-/// The envelope's `identity` member.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Identity {
-    pub login: Option<String>,
-    pub mode: Mode,
-    pub sudo: Option<String>,
-}
 
 /// Who the forge says a credential belongs to (`GET /api/v1/user`): the login, and whether
 /// that user is a site administrator (which sudo needs). Cached together.
@@ -64,15 +46,6 @@ impl std::fmt::Debug for Credential {
             (Some(_), false) => "Credential(token)",
         })
     }
-}
-
-/// The value of HTTP Basic for `username` and `password`: `base64(username:password)`. It
-/// reveals the password to anyone who decodes it, so it is a secret of its own (the guard
-/// redacts it like the password).
-pub fn basic_blob(username: &str, password: &SecretString) -> SecretString {
-    use base64::Engine;
-    let pair = format!("{username}:{}", password.expose_secret());
-    SecretString::from(base64::engine::general_purpose::STANDARD.encode(pair))
 }
 
 impl Credential {

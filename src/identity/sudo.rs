@@ -11,138 +11,28 @@
 //! `authorize` returns. The envelope reports the login in `identity.sudo`; `identity.login`
 //! stays the caller's.
 
-use std::collections::BTreeSet;
-
-use serde_json::{Map, Value};
+use aegis_core::args::sudo::{Allowed, Requested};
+use aegis_core::error::{CallError, ErrorKind};
 
 use super::{Credential, Identity, Mode};
-use crate::call::{MAX_LOGIN_CHARS, fetch_user};
-use crate::catalog::{Catalog, Target};
-use crate::error::{CallError, ErrorKind};
-use crate::server::Server;
-
-/// The argument's name.
-pub const ARGUMENT: &str = "sudo";
-
-/// `SUDO_ALLOWED_USERS`: who calls may act as.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Allowed {
-    /// `*`: any user.
-    Any,
-    /// These logins, lower-case (the forges match logins regardless of letter case).
-    Logins(BTreeSet<String>),
-}
-
-impl Allowed {
-    /// Parse the setting: comma-separated logins, or `*` alone. Nothing but commas and white
-    /// space is no setting at all.
-    pub fn parse(text: &str) -> Result<Option<Allowed>, String> {
-        let entries: Vec<&str> = text.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
-        if entries.is_empty() {
-            return Ok(None);
-        }
-        if entries.contains(&"*") {
-            if entries.len() > 1 {
-                return Err("`*` allows any user: give it alone, or list logins without it".into());
-            }
-            return Ok(Some(Allowed::Any));
-        }
-        if let Some(bad) = entries.iter().find(|e| !is_login(e)) {
-            return Err(format!(
-                "{bad:?} is not a login (letters, digits, '-', '_' and '.'; at most {MAX_LOGIN_CHARS} characters)"
-            ));
-        }
-        Ok(Some(Allowed::Logins(entries.iter().map(|e| e.to_lowercase()).collect())))
-    }
-
-    /// Whether calls may act as `login`.
-    pub fn lists(&self, login: &str) -> bool {
-        match self {
-            Allowed::Any => true,
-            Allowed::Logins(logins) => logins.contains(&login.to_lowercase()),
-        }
-    }
-}
-
-/// Why a query parameter named `sudo` is never sent: the forges read `?sudo=` as "act as
-/// this user" (in any spec, whatever it calls the parameter), and only the `sudo` argument,
-/// which `authorize` judges, may ask that.
-pub fn query_refusal() -> CallError {
-    CallError::local(
-        ErrorKind::Denied,
-        "a query parameter `sudo` is never sent: the forge would act as that user unchecked; acting as another user goes only through the tool's own `sudo` argument (see SUDO_ALLOWED_USERS)",
-    )
-}
-
-/// Whether a query parameter name is the forges' `sudo` (matched in any letter case, to be safe).
-pub fn is_query_sudo(name: &str) -> bool {
-    name.eq_ignore_ascii_case(ARGUMENT)
-}
-
-/// What the forges accept as a login: ASCII letters, digits, `-`, `_` and `.`. Such a value
-/// is also always a valid header value.
-fn is_login(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_LOGIN_CHARS
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// The `sudo` a call asked for, taken out of its arguments: the tool's own, and for the call
-/// tool also the one inside `arguments`, where the operation's schema shows it.
-#[derive(Debug, Default)]
-pub struct Requested {
-    own: Option<Value>,
-    inner: Option<Value>,
-}
-
-/// Take `sudo` out of the arguments of tool `name`, when the tool offers it (which it does
-/// only with `SUDO_ALLOWED_USERS` set). Anything else is left for the schema to judge.
-pub fn take(catalog: &Catalog, name: &str, args: &mut Map<String, Value>) -> Requested {
-    let Some(tool) = catalog.get(name).filter(|t| t.offers_sudo) else {
-        return Requested::default();
-    };
-    let own = args.remove(ARGUMENT);
-    let inner = match tool.target {
-        Target::CallOperation => {
-            let target = args.get("operation_id").and_then(Value::as_str).and_then(|id| catalog.get(id));
-            match (target.is_some_and(|t| t.offers_sudo), args.get_mut("arguments")) {
-                (true, Some(Value::Object(a))) => a.remove(ARGUMENT),
-                _ => None,
-            }
-        }
-        _ => None,
-    };
-    Requested { own, inner }
-}
 
 /// Decide a call's sudo once its caller is known (`credential`, `identity`), before anything
 /// is sent for it: allowed, the credential that carries the `Sudo` header and the identity
-/// that reports it; refused, `denied` with the condition that failed.
+/// that reports it; refused, `denied` with the condition that failed. `allowed` is
+/// `SUDO_ALLOWED_USERS`; `is_admin` says whether a credential's user is a site administrator
+/// (asked only once the other conditions hold).
 pub async fn authorize(
-    server: &Server,
+    allowed: Option<&Allowed>,
     requested: Requested,
     credential: Credential,
     mut identity: Identity,
+    is_admin: impl AsyncFnOnce(&Credential) -> Result<bool, CallError>,
 ) -> Result<(Credential, Identity), CallError> {
-    let value = match (requested.own, requested.inner) {
-        (None, None) => return Ok((credential, identity)),
-        (Some(a), Some(b)) if a != b => {
-            return Err(CallError::invalid_argument(
-                "/sudo",
-                "`sudo` is given twice with different values (beside `arguments` and inside it); give it once",
-            ));
-        }
-        (Some(v), _) | (None, Some(v)) => v,
+    let Some(login) = requested.login()? else {
+        return Ok((credential, identity));
     };
-    let login = value.as_str().filter(|l| is_login(l)).ok_or_else(|| {
-        CallError::invalid_argument(
-            "/sudo",
-            format!(
-                "`sudo` must be a login: letters, digits, '-', '_' and '.', at most {MAX_LOGIN_CHARS} characters"
-            ),
-        )
-    })?;
-    let Some(allowed) = &server.settings.sudo_allowed_users else {
+    let login = login.as_str();
+    let Some(allowed) = allowed else {
         // Not reached: without the setting no tool offers the argument.
         return Err(CallError::invalid_argument(
             "/sudo",
@@ -161,7 +51,7 @@ pub async fn authorize(
         );
     }
     let caller = identity.login.as_deref().map(|l| format!(" ({l})")).unwrap_or_default();
-    match is_admin(server, &credential).await {
+    match is_admin(&credential).await {
         Ok(true) => {}
         Ok(false) => {
             return denied(format!(
@@ -180,45 +70,4 @@ pub async fn authorize(
         .map_err(|_| CallError::invalid_argument("/sudo", "`sudo` cannot be sent as a header value"))?;
     identity.sudo = Some(login.to_owned());
     Ok((credential, identity))
-}
-
-/// Whether the user of `credential` is a site administrator: from the user cached with its
-/// login (the global identity's, or a per-request token's), else asked again.
-async fn is_admin(server: &Server, credential: &Credential) -> Result<bool, CallError> {
-    let cached = if credential.header() == server.global.credential.header() {
-        server.global.cached_user().cloned()
-    } else {
-        credential.secret().and_then(|token| server.logins.get(token))
-    };
-    match cached {
-        Some(user) => Ok(user.is_admin),
-        None => fetch_user(server, credential).await.map(|u| u.is_admin),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_setting_lists_logins_in_any_case_or_anyone() {
-        let a = Allowed::parse(" Bob, carol ,,").unwrap().unwrap();
-        assert!(a.lists("bob") && a.lists("BOB") && a.lists("Carol"));
-        assert!(!a.lists("alice") && !a.lists("bo"));
-        assert_eq!(Allowed::parse("*").unwrap(), Some(Allowed::Any));
-        assert!(Allowed::parse(" * ").unwrap().unwrap().lists("anyone"));
-        assert_eq!(Allowed::parse(" , ").unwrap(), None);
-        assert!(Allowed::parse("*,bob").unwrap_err().contains("alone"));
-        assert!(Allowed::parse("bob smith").unwrap_err().contains("not a login"));
-    }
-
-    #[test]
-    fn a_login_is_what_the_forges_accept() {
-        for ok in ["bob", "a.b-c_d", "X9"] {
-            assert!(is_login(ok), "{ok}");
-        }
-        for bad in ["", "a b", "a:b", "a\nb", "é", "a,b", &"x".repeat(MAX_LOGIN_CHARS + 1)] {
-            assert!(!is_login(bad), "{bad:?}");
-        }
-    }
 }

@@ -13,19 +13,19 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
+use super::marks::{Deadline, Oversized};
 use crate::audit::{self, Origin, Trace};
 use crate::call;
 use crate::config::TransportChoice;
-use crate::envelope::Link;
-use crate::error::{CallError, ErrorKind, Outcome};
-use crate::guard::{Guarded, GuardedError};
 use crate::identity::Caller;
 use crate::metrics::{error_outcome, outcome};
-use crate::policy::Narrowing;
 use crate::resources;
 use crate::server::Server;
-use crate::transport::jsonrpc::Oversized;
-use crate::transport::layers::Deadline;
+use aegis_core::envelope::Link;
+use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::guard::Outcome;
+use aegis_core::guard::{Guarded, GuardedError};
+use aegis_core::policy::Narrowing;
 
 /// The MCP face of a `Server`. Cheap to clone.
 #[derive(Clone)]
@@ -136,11 +136,18 @@ impl ServerHandler for McpHandler {
         let uri = request.uri.as_str();
         let mut uri_arg = serde_json::Map::new();
         uri_arg.insert("uri".into(), uri.into());
-        let audit = audit::begin(server, self.origin(&context), audit::Subject::ResourceRead, Some(&uri_arg))
-            .map_err(|e| {
-                server.metrics.resource_read(error_outcome(&e));
-                resource_error(e)
-            })?;
+        let audit = audit::begin(
+            server.audit.as_ref(),
+            &server.guard,
+            &server.catalog,
+            self.origin(&context),
+            audit::Subject::ResourceRead,
+            Some(&uri_arg),
+        )
+        .map_err(|e| {
+            server.metrics.resource_read(error_outcome(&e));
+            resource_error(e)
+        })?;
         let mut trace = Trace::default();
         let traced = &mut trace;
         let result = self
@@ -244,7 +251,7 @@ impl McpHandler {
     }
 }
 
-/// Whether the call stands for a message too long to read (`jsonrpc::Oversized`, put by the
+/// Whether the call stands for a message too long to read (`Oversized`, put by the
 /// stdio reader into the message, by the HTTP body layer into the request).
 fn oversized_of(context: &RequestContext<RoleServer>) -> Option<Oversized> {
     context.extensions.get::<Oversized>().copied().or_else(|| {
@@ -370,6 +377,7 @@ const LINK_MEMBER: &str = "\"link\":{\"uri\":\"gitea://";
 pub fn to_rmcp(outcome: Outcome, typed: bool) -> Result<CallToolResult, ErrorData> {
     match outcome {
         Outcome::Success(text) => {
+            let text = text.into_string();
             let linked = text.contains(LINK_MEMBER);
             let envelope = if typed || linked {
                 serde_json::from_str::<Value>(&text).ok().filter(Value::is_object)
@@ -390,7 +398,7 @@ pub fn to_rmcp(outcome: Outcome, typed: bool) -> Result<CallToolResult, ErrorDat
             }
             Ok(result)
         }
-        Outcome::Error(text) => Ok(CallToolResult::error(vec![ContentBlock::text(text)])),
-        Outcome::UnknownTool(message) => Err(ErrorData::invalid_params(message, None)),
+        Outcome::Error(text) => Ok(CallToolResult::error(vec![ContentBlock::text(text.into_string())])),
+        Outcome::UnknownTool(message) => Err(ErrorData::invalid_params(message.into_string(), None)),
     }
 }

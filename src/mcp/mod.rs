@@ -2,6 +2,8 @@
 //! catalog entries into rmcp `Tool`s and `tools/call` requests into `call::run`.
 
 pub mod handler;
+pub mod marks;
 pub mod tool_list;
 
 pub use handler::McpHandler;
+pub use marks::{Deadline, Oversized};

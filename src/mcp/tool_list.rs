@@ -2,9 +2,9 @@
 
 use rmcp::model::{Tool, ToolAnnotations};
 
-use crate::catalog::{Catalog, Target, ToolDef};
-use crate::envelope;
-use crate::policy::{Narrowing, Policy};
+use aegis_core::catalog::{Catalog, Target, ToolDef};
+use aegis_core::envelope;
+use aegis_core::policy::{Narrowing, Policy};
 
 /// One tool definition as clients see it: the lean schema, the title only where the
 /// description does not begin with it (an operation's title is its summary's first sentence:

@@ -335,34 +335,6 @@ fn parse_scope(scope: Option<&str>) -> Result<&'static str, OAuthError> {
     Ok(if words.is_empty() || words.contains(&"write") { "read write" } else { "read" })
 }
 
-/// Schemes never accepted for a redirect URI, whatever the operator lists: a browser runs,
-/// shows, downloads or forwards such an address itself (and http, https keep their own rules).
-pub const NEVER_REDIRECT_SCHEMES: &[&str] = &[
-    "http",
-    "https",
-    "javascript",
-    "data",
-    "file",
-    "vbscript",
-    "about",
-    "blob",
-    "filesystem",
-    "view-source",
-    "jar",
-    "mailto",
-    "ftp",
-    "ws",
-    "wss",
-    "chrome",
-    "chrome-extension",
-    "moz-extension",
-    "resource",
-    "intent",
-    "tel",
-    "sms",
-    "urn",
-];
-
 /// Whether a redirect URI is one a client may register (RFC 8252, the MCP authorization
 /// spec): absolute, no fragment; https to a host; http to a loopback host (a native app's
 /// listener); or an app's own scheme named after a domain in reverse order
@@ -382,7 +354,9 @@ pub(crate) fn valid_redirect_uri(uri: &str, extra_schemes: &[String]) -> Result<
         "http" | "https" => Err(format!(
             "redirect URI {uri:?} must use https to a host (http is allowed only for loopback hosts)"
         )),
-        scheme if is_reverse_domain(scheme) && !NEVER_REDIRECT_SCHEMES.contains(&scheme) => Ok(()),
+        scheme if is_reverse_domain(scheme) && !crate::config::NEVER_REDIRECT_SCHEMES.contains(&scheme) => {
+            Ok(())
+        }
         scheme if extra_schemes.iter().any(|s| s == scheme) => Ok(()),
         _ => Err(format!(
             "redirect URI {uri:?} uses a scheme that cannot receive a code safely; use https, http to a loopback address, or an app's own scheme named after a domain it controls in reverse order (com.example.app:/callback)"
@@ -1130,7 +1104,7 @@ mod tests {
 
     /// A forge nothing listens on: any test that reached it would fail to connect.
     fn forge() -> Forge {
-        let limits = crate::decode::body::Limits { max_binary: 1 << 20, max_response: 1 << 20 };
+        let limits = aegis_core::decode::body::Limits { max_binary: 1 << 20, max_response: 1 << 20 };
         let s = Duration::from_secs(2);
         Forge::new(Url::parse("http://127.0.0.1:9/").unwrap(), limits, s, s).unwrap()
     }

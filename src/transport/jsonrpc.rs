@@ -13,6 +13,8 @@
 use rmcp::model::{ClientJsonRpcMessage, GetExtensions, JsonRpcMessage};
 use serde_json::{Value, json};
 
+use crate::mcp::Oversized;
+
 /// JSON-RPC's code for text that is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's code for JSON that is not a valid request.
@@ -27,7 +29,7 @@ pub const MAX_VALUES: usize = 100_000;
 /// (counted in one pass: openings and separators outside strings); the error to answer.
 pub fn check_values(bytes: &[u8]) -> Result<(), Value> {
     let mut count = 0usize;
-    let fits = crate::decode::json::structure(bytes, |b| {
+    let fits = aegis_core::decode::json::structure(bytes, |b| {
         count += usize::from(matches!(b, b'[' | b'{' | b','));
         count <= MAX_VALUES
     });
@@ -83,14 +85,6 @@ pub fn read(line: &[u8]) -> Read {
 /// A JSON-RPC error response.
 pub fn error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-/// Put into a request's extensions (the message's own over stdio, the HTTP request's over
-/// HTTP): the message it stands for was longer than `limit` bytes, so it was not read; only
-/// its id and tool name were skimmed. The handler answers it without running anything.
-#[derive(Debug, Clone, Copy)]
-pub struct Oversized {
-    pub limit: usize,
 }
 
 /// Longest values a skim keeps: an id, a method and a tool name are short; a request's

@@ -39,13 +39,14 @@ use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::{jsonrpc, sessions};
-use crate::catalog::toolsets::Selection;
 use crate::identity::Caller;
 use crate::identity::header::{self as auth_header, AuthHeader};
+use crate::mcp::{Deadline, Oversized};
 use crate::oauth::{OAuth, Presented};
-use crate::policy::Narrowing;
-use crate::policy::repos::RepoList;
 use crate::server::Server;
+use aegis_core::catalog::toolsets::Selection;
+use aegis_core::policy::Narrowing;
+use aegis_core::policy::repos::RepoList;
 
 /// What the layers need to know.
 #[derive(Debug, Clone)]
@@ -67,27 +68,6 @@ pub struct LayerConfig {
     /// The server: which tokens the forge has confirmed or refused, and each address's budget
     /// of new ones.
     pub server: Arc<Server>,
-}
-
-/// When a request must be done: set as it is authenticated, and honoured by every later wait
-/// — establishing its identity, waiting for its session, and the call itself — so that
-/// `MCP_REQUEST_TIMEOUT` bounds the whole request, not each step.
-#[derive(Debug, Clone, Copy)]
-pub struct Deadline(pub tokio::time::Instant);
-
-impl Deadline {
-    /// The deadline a request carries (from `authenticate`), or one from now.
-    pub fn of(extensions: &axum::http::Extensions, otherwise: std::time::Duration) -> Deadline {
-        extensions
-            .get::<Deadline>()
-            .copied()
-            .unwrap_or_else(|| Deadline(tokio::time::Instant::now() + otherwise))
-    }
-
-    /// The time left.
-    pub fn left(&self) -> std::time::Duration {
-        self.0.saturating_duration_since(tokio::time::Instant::now())
-    }
 }
 
 /// A request body, already read whole by `read_body_within`.
@@ -282,7 +262,9 @@ fn new_token_refusal(cfg: &LayerConfig, req: &Request, token: &secrecy::SecretSt
         return None;
     }
     let peer = req.extensions().get::<super::listener::Peer>()?;
-    let crate::error::CallError::Result(f) = cfg.server.new_tokens.admit(peer.0).err()? else { return None };
+    let aegis_core::error::CallError::Result(f) = cfg.server.new_tokens.admit(peer.0).err()? else {
+        return None;
+    };
     let mut r = refuse(StatusCode::TOO_MANY_REQUESTS, -32000, &f.message);
     if let Some(wait) = f.retry_after {
         r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
@@ -430,10 +412,10 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
         .map(|v| Selection::parse(&v).map_err(|e| format!("X-MCP-Toolsets: {e}")))
         .transpose()?;
     let disabled = match one("x-mcp-disabled-tools")? {
-        Some(v) if crate::policy::repos::too_many_entries(&v) => {
+        Some(v) if aegis_core::policy::repos::too_many_entries(&v) => {
             return Err(format!(
                 "X-MCP-Disabled-Tools names more than {} tools; choose fewer with X-MCP-Toolsets",
-                crate::policy::repos::MAX_REQUEST_ENTRIES
+                aegis_core::policy::repos::MAX_REQUEST_ENTRIES
             ));
         }
         Some(v) => v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
@@ -515,7 +497,7 @@ pub async fn read_body_within(State(cfg): State<Arc<LayerConfig>>, req: Request,
         Ok(Ok(Read::Whole(bytes))) => bytes,
         Ok(Ok(Read::Skimmed(skim))) => match jsonrpc::oversized(skim.head(), cfg.max_body_bytes) {
             jsonrpc::Read::Message(m) => {
-                parts.extensions.insert(jsonrpc::Oversized { limit: cfg.max_body_bytes });
+                parts.extensions.insert(Oversized { limit: cfg.max_body_bytes });
                 match serde_json::to_vec(&*m) {
                     Ok(small) => Bytes::from(small),
                     Err(_) => return too_large(),

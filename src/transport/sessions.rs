@@ -22,9 +22,9 @@ use axum::response::Response;
 
 use super::layers::refuse;
 use crate::call;
-use crate::error::ErrorKind;
 use crate::identity::Caller;
 use crate::server::Server;
+use aegis_core::error::ErrorKind;
 
 /// Whose a session is: the server's own identity, or a forge login.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -91,7 +91,7 @@ pub async fn establish(server: &Server, identity: &Caller, limit: Duration) -> R
         }
     };
     let guarded = server.guard.for_call(identity.secrets()).error(e);
-    let crate::error::CallError::Result(f) = guarded.error() else {
+    let aegis_core::error::CallError::Result(f) = guarded.error() else {
         return Err(Box::new(refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             -32000,

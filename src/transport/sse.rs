@@ -37,11 +37,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc::{self, Read};
-use super::layers::{Deadline, answer, no_identity, read_body, refuse};
+use super::layers::{answer, no_identity, read_body, refuse};
 use super::listener::CloseConnection;
 use super::sessions::{self, Owners};
 use crate::config::Settings;
 use crate::identity::Caller;
+use crate::mcp::Deadline;
 use crate::mcp::McpHandler;
 use crate::server::Server;
 

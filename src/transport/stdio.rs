@@ -144,9 +144,9 @@ mod tests {
     #[test]
     fn a_closed_output_is_said_in_the_words_the_log_leaves_out() {
         let closed = SendError::OutputClosed.to_string();
-        assert!(crate::guard::log::CLOSED.contains(&closed.as_str()), "{closed}");
+        assert!(crate::log::CLOSED.contains(&closed.as_str()), "{closed}");
         let fault = SendError::Unwritable("x".into()).to_string();
-        assert!(!crate::guard::log::CLOSED.contains(&fault.as_str()), "{fault}");
+        assert!(!crate::log::CLOSED.contains(&fault.as_str()), "{fault}");
     }
 
     #[tokio::test]
@@ -184,7 +184,7 @@ mod tests {
         let rmcp::model::JsonRpcMessage::Request(r) = call else { panic!("{call:?}") };
         assert_eq!(r.id, rmcp::model::RequestId::Number(77));
         use rmcp::model::GetExtensions;
-        assert_eq!(r.request.extensions().get::<jsonrpc::Oversized>().map(|o| o.limit), Some(1000));
+        assert_eq!(r.request.extensions().get::<crate::mcp::Oversized>().map(|o| o.limit), Some(1000));
         let a: Value = serde_json::from_slice(&a_rx.recv().await.unwrap()).unwrap();
         assert_eq!(
             (a["id"].clone(), a["error"]["code"].clone()),

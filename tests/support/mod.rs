@@ -477,11 +477,11 @@ pub fn typed_result_calls(flavor: Flavor, forge: &FakeForge) -> Vec<Value> {
         }
     }
     let spec_flavor = match flavor {
-        Flavor::Gitea => aegis_gitea_mcp::catalog::Flavor::Gitea,
-        Flavor::Forgejo => aegis_gitea_mcp::catalog::Flavor::Forgejo,
+        Flavor::Gitea => aegis_core::catalog::Flavor::Gitea,
+        Flavor::Forgejo => aegis_core::catalog::Flavor::Forgejo,
     };
     let catalog =
-        aegis_gitea_mcp::catalog::Catalog::build(spec_flavor.embedded_spec(), spec_flavor, None).unwrap();
+        aegis_core::catalog::Catalog::build(spec_flavor.embedded_spec(), spec_flavor, None).unwrap();
     let on_demo = |schema: &Value| {
         let mut args = minimal(schema, "");
         for (name, value) in [("owner", json!("alice")), ("repo", json!("demo")), ("index", json!(1))] {

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use super::upload::{self, FilePart};
 use crate::catalog::{BodyEncoding, Location, Method, Operation, ResponseKind};
 use crate::error::CallError;
-use crate::executor::path;
+use crate::path;
 
 /// The request body.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,8 +82,8 @@ pub fn for_operation(
         match p.location {
             Location::Path => {}
             // Only in a spec given with --spec: see `Catalog::offer_sudo`.
-            Location::Query if crate::identity::sudo::is_query_sudo(&p.name) => {
-                return Err(crate::identity::sudo::query_refusal());
+            Location::Query if crate::args::sudo::is_query_sudo(&p.name) => {
+                return Err(crate::args::sudo::query_refusal());
             }
             Location::Query => push_query(&mut query, &p.name, v, p.collection.and_then(|c| c.separator())),
             Location::Body => json_body = Some(encode_body(op.body, v)),

@@ -14,7 +14,7 @@ use tracing::{Event, Level, Metadata};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::{Context, Filter};
 
-use super::{Masker, Redactor};
+use aegis_core::guard::{Masker, Redactor};
 
 /// Targets whose debug/trace events may print raw protocol messages or headers.
 const CAPPED: &[&str] =

@@ -35,8 +35,9 @@ pub struct WildcardTable {
 impl WildcardTable {
     /// The table embedded in the binary.
     pub fn embedded() -> WildcardTable {
-        let entries: Vec<Entry> = serde_json::from_slice(include_bytes!("../../specs/wildcard-params.json"))
-            .expect("specs/wildcard-params.json is valid (checked by a test)");
+        let entries: Vec<Entry> =
+            serde_json::from_slice(include_bytes!("../../../specs/wildcard-params.json"))
+                .expect("specs/wildcard-params.json is valid (checked by a test)");
         WildcardTable { entries }
     }
 

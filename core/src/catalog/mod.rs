@@ -53,8 +53,8 @@ impl Flavor {
     /// The spec embedded in the binary for this flavor.
     pub fn embedded_spec(self) -> &'static [u8] {
         match self {
-            Flavor::Gitea => include_bytes!("../../specs/gitea-1.27.0.swagger.json"),
-            Flavor::Forgejo => include_bytes!("../../specs/forgejo-16.0.1.swagger.json"),
+            Flavor::Gitea => include_bytes!("../../../specs/gitea-1.27.0.swagger.json"),
+            Flavor::Forgejo => include_bytes!("../../../specs/forgejo-16.0.1.swagger.json"),
         }
     }
 }
@@ -182,7 +182,7 @@ impl Catalog {
             let offers = match &tool.target {
                 Target::Operation(op)
                     if op
-                        .param(crate::identity::sudo::ARGUMENT)
+                        .param(crate::identity::SUDO_ARGUMENT)
                         .is_some_and(|p| p.location != Location::Query) =>
                 {
                     kept.push(op.id.clone());

@@ -17,7 +17,7 @@ use crate::catalog::fields::Shape;
 use crate::error::{CallError, pointer_segment};
 
 /// Rename the body keys of `args` to the spec's spelling of `tool`'s body fields.
-pub(crate) fn normalize(tool: &ToolDef, args: &mut Map<String, Value>) -> Result<(), CallError> {
+pub fn normalize(tool: &ToolDef, args: &mut Map<String, Value>) -> Result<(), CallError> {
     let (Some(shape), Some(body)) = (tool.body_fields(), args.get_mut("body")) else {
         return Ok(());
     };

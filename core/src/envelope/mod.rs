@@ -37,8 +37,8 @@
 //! - `retry_after_seconds` (only when known): whole seconds to wait before trying again — a
 //!   limit of this server (`rate_limited`, status `null`) or the forge's `Retry-After`.
 
-pub(crate) mod link;
-pub(crate) mod schema;
+pub mod link;
+pub mod schema;
 
 pub use link::Link;
 

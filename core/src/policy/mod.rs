@@ -26,7 +26,6 @@ use serde_json::{Map, Value};
 
 use crate::catalog::toolsets::Selection;
 use crate::catalog::{Catalog, Method, Operation, Target, ToolDef};
-use crate::config::Settings;
 use crate::guard::credential_ops;
 use repos::{Fence, ForgeHost, RepoList, Values};
 
@@ -70,19 +69,6 @@ impl Narrowing {
 }
 
 impl Policy {
-    pub fn from_settings(s: &Settings) -> Policy {
-        Policy {
-            read_only: s.read_only,
-            unknown_routes: s.allow_unknown_routes,
-            enabled: s.enabled_tools.clone(),
-            disabled: s.disabled_tools.clone(),
-            toolsets: s.toolsets.clone(),
-            repos: s.allowed_repos.clone().map(Arc::new),
-            write_repos: s.write_allowed_repos.clone().map(Arc::new),
-            forge: ForgeHost::new(s.url.clone(), Vec::new()),
-        }
-    }
-
     /// The repository lists a call under `narrowing` answers to.
     pub fn fence<'a>(&'a self, narrowing: &'a Narrowing) -> Fence<'a> {
         Fence::new(

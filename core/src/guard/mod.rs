@@ -27,19 +27,16 @@ pub mod bound;
 pub mod credential_ops;
 mod encoded;
 pub mod hygiene;
-pub mod log;
 pub mod mask;
 pub mod redact;
 pub mod rules;
 pub mod secrets;
 pub mod spellings;
-pub(crate) mod unescape;
+pub mod unescape;
 
 use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind};
-
-use secrecy::ExposeSecret;
 
 pub use bound::Bounds;
 pub use mask::Masker;
@@ -48,11 +45,9 @@ pub use spellings::spellings;
 
 use serde_json::Value;
 
-use crate::config::{ContentHygiene, DetectionMode, Settings};
 use crate::decode::json::Elided;
 use crate::envelope::{HiddenContent, Success};
 use crate::error::{CallError, ErrorKind, ToolFailure};
-use crate::metrics::GuardActions;
 
 /// The text of a result that passed the guard: the only form in which a result leaves a call.
 /// Only the guard builds one.
@@ -94,38 +89,111 @@ impl std::fmt::Display for GuardedError {
     }
 }
 
+/// How a finished call reaches the client, decided here once for every transport and the
+/// `call` command. Each holds text that passed the guard, so a result reaches the protocol
+/// only through a guard pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A success result: its text.
+    Success(Guarded),
+    /// An error result (`isError: true`): its text.
+    Error(Guarded),
+    /// Not a result at all: a JSON-RPC `-32602` error with this message.
+    UnknownTool(Guarded),
+}
+
+impl Outcome {
+    /// Classify a call's result.
+    pub fn from_result(result: Result<Guarded, GuardedError>) -> Outcome {
+        match result {
+            Ok(text) => Outcome::Success(text),
+            Err(e) => match e.into_error() {
+                CallError::UnknownTool(name) => {
+                    Outcome::UnknownTool(Guarded(format!("unknown tool: {name}")))
+                }
+                CallError::Result(f) => Outcome::Error(Guarded(crate::envelope::error_text(&f))),
+            },
+        }
+    }
+}
+
 /// Longest forge message kept in an error result, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 500;
 
-/// The configured secrets: global token, MCP bearer token, OAuth client secret, extra
-/// secrets, the global password with the HTTP Basic value made of it (base64 of
-/// `login:password`, which gives the password away to anyone who decodes it), the sealing
-/// key and the audit key.
-pub fn configured_secrets(settings: &Settings) -> Vec<String> {
-    let mut out: Vec<String> = [
-        &settings.token,
-        &settings.mcp_bearer_token,
-        &settings.oauth_client_secret,
-        &settings.metrics_bearer_token,
-    ]
-    .into_iter()
-    .flatten()
-    .map(|s| s.expose_secret().to_owned())
-    .collect();
-    out.extend(settings.extra_secrets.iter().map(|s| s.expose_secret().to_owned()));
-    for key in [settings.oauth.as_ref().map(|o| &o.key), settings.audit_key.as_ref()].into_iter().flatten() {
-        // A key as it is written in its file.
-        let hex: String = key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
-        out.push(hex.to_ascii_uppercase());
-        out.push(hex);
-    }
-    if let Some(password) = &settings.password {
-        out.push(password.expose_secret().to_owned());
-        if let Some(username) = &settings.username {
-            out.push(crate::identity::basic_blob(username, password).expose_secret().to_owned());
+/// `SECRET_DETECTION_MODE`: what pattern masking does with credential-looking strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum DetectionMode {
+    /// No pattern masking (exact redaction of known secrets still applies).
+    Off,
+    /// Shorten each match to at most 4 leading characters and say it was masked.
+    Mask,
+    /// Withhold a result that contains a match, as an error of kind secret_blocked.
+    Block,
+}
+
+/// `CONTENT_HYGIENE`: what the guard does with text from the forge that a person reading it
+/// rendered would not see (invisible and bidirectional-control characters, HTML comments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum ContentHygiene {
+    /// Make them visible in place (`[U+202E]`, `[hidden comment: …]`) and count them in the
+    /// envelope's `hidden_content` member.
+    Mark,
+    /// Remove them (a comment with its text) and count them.
+    Strip,
+    /// Leave forge text as it is.
+    Off,
+}
+
+impl ContentHygiene {
+    /// The setting's value, as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContentHygiene::Mark => "mark",
+            ContentHygiene::Strip => "strip",
+            ContentHygiene::Off => "off",
         }
     }
-    out
+}
+
+/// What the guard did to a result; each is counted once per result it happened to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// A known secret was replaced by `[REDACTED]`.
+    Redaction,
+    /// A credential-looking string was shortened (`SECRET_DETECTION_MODE=mask`).
+    Mask,
+    /// The result was withheld as `secret_blocked`.
+    Block,
+    /// The result was cut to its bounds (it carries a `truncated` note).
+    Truncation,
+    /// Hidden content was marked or stripped (it carries `hidden_content`).
+    HiddenContent,
+}
+
+impl Action {
+    /// Every action.
+    pub const ALL: [Action; 5] =
+        [Action::Redaction, Action::Mask, Action::Block, Action::Truncation, Action::HiddenContent];
+
+    /// Its name in the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Redaction => "redaction",
+            Action::Mask => "mask",
+            Action::Block => "block",
+            Action::Truncation => "truncation",
+            Action::HiddenContent => "hidden_content",
+        }
+    }
+}
+
+/// Whoever counts what the guard does (the server's metrics); a guard without one counts
+/// nothing.
+pub trait Tally: Send + Sync + std::fmt::Debug {
+    /// `action` happened to one result.
+    fn add(&self, action: Action);
 }
 
 /// The server-wide guard: configured secrets, mode, rules, bounds.
@@ -142,7 +210,7 @@ pub struct Guard {
     /// No hit in either — the common case — means no walk.
     scan: Arc<LazyScan>,
     /// What the guard did, for `/metrics`.
-    actions: Arc<GuardActions>,
+    actions: Option<Arc<dyn Tally>>,
 }
 
 /// The literals besides the secrets whose presence in a result's JSON text means the guard
@@ -203,32 +271,26 @@ impl Guard {
             bounds,
             hygiene: ContentHygiene::Mark,
             scan,
-            actions: Arc::default(),
+            actions: None,
         }
     }
 
     /// This guard, counting what it does to results into `actions`.
-    pub(crate) fn counted(mut self, actions: Arc<GuardActions>) -> Guard {
-        self.actions = actions;
+    pub fn counted(mut self, actions: Arc<dyn Tally>) -> Guard {
+        self.actions = Some(actions);
         self
+    }
+
+    fn tally(&self, action: Action) {
+        if let Some(t) = &self.actions {
+            t.add(action);
+        }
     }
 
     /// This guard with `CONTENT_HYGIENE` set to `mode` (`new` marks).
     pub fn with_hygiene(mut self, mode: ContentHygiene) -> Guard {
         self.hygiene = mode;
         self
-    }
-
-    pub fn from_settings(settings: &Settings) -> Guard {
-        Guard::new(
-            configured_secrets(settings),
-            settings.secret_detection,
-            Bounds {
-                max_items: settings.max_tool_response_items,
-                max_chars: settings.max_tool_response_chars,
-            },
-        )
-        .with_hygiene(settings.content_hygiene)
     }
 
     /// Exact redaction of the configured secrets only.
@@ -305,14 +367,13 @@ fn guard_error(redactor: &Redactor, guard: &Guard, e: CallError) -> GuardedError
             CallError::UnknownTool(redact::truncate_chars(&clean(&name), MAX_MESSAGE_CHARS))
         }
     });
-    let actions = &guard.actions;
-    for (done, counter) in [
-        (redacted.get(), &actions.redaction),
-        (masked.get(), &actions.mask),
-        (guarded.kind() == Some(ErrorKind::SecretBlocked), &actions.block),
+    for (done, action) in [
+        (redacted.get(), Action::Redaction),
+        (masked.get(), Action::Mask),
+        (guarded.kind() == Some(ErrorKind::SecretBlocked), Action::Block),
     ] {
         if done {
-            counter.inc();
+            guard.tally(action);
         }
     }
     guarded
@@ -341,7 +402,7 @@ impl CallGuard {
 
     /// This guard for a resource read: binary content is not held to the characters of a
     /// tool result, which bound what a model reads; the client reads a blob.
-    pub(crate) fn for_resource_read(mut self) -> CallGuard {
+    pub fn for_resource_read(mut self) -> CallGuard {
         self.whole_binary = true;
         self
     }
@@ -370,7 +431,7 @@ impl CallGuard {
         let mut done = Done::default();
         let result = self.try_success(s, issues_credentials, elided, &mut done);
         done.truncated = s.truncated.is_some();
-        done.count(&self.guard.actions);
+        done.count(&self.guard);
         result.map(Guarded).map_err(|e| self.error(e))
     }
 
@@ -513,7 +574,7 @@ impl CallGuard {
         let text = a.text_now();
         let result = bound::fit(&mut a, self.guard.bounds, text, &Elided::default());
         done.truncated = a.truncated.is_some();
-        done.count(&self.guard.actions);
+        done.count(&self.guard);
         result.map(Guarded).map_err(|e| self.error(e))
     }
 
@@ -563,15 +624,15 @@ struct Done {
 }
 
 impl Done {
-    fn count(&self, actions: &GuardActions) {
-        for (done, counter) in [
-            (self.redacted, &actions.redaction),
-            (self.masked, &actions.mask),
-            (self.hidden, &actions.hidden_content),
-            (self.truncated, &actions.truncation),
+    fn count(&self, guard: &Guard) {
+        for (done, action) in [
+            (self.redacted, Action::Redaction),
+            (self.masked, Action::Mask),
+            (self.hidden, Action::HiddenContent),
+            (self.truncated, Action::Truncation),
         ] {
             if done {
-                counter.inc();
+                guard.tally(action);
             }
         }
     }

@@ -36,7 +36,7 @@ pub const MIN_BASE64_SECRET: usize = 6;
 
 /// Secrets longer than this (the longest token the server accepts) are looked for as written
 /// only.
-pub const MAX_SPELLED_SECRET: usize = crate::identity::header::MAX_TOKEN_BYTES;
+pub const MAX_SPELLED_SECRET: usize = crate::identity::MAX_TOKEN_BYTES;
 
 /// Every spelling of `secret` that exact redaction replaces, the secret itself first, each
 /// once. Empty for an empty secret.

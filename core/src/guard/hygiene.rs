@@ -51,8 +51,8 @@
 
 use serde_json::Value;
 
+use super::ContentHygiene;
 use super::{Masker, Redactor};
-use crate::config::ContentHygiene;
 
 /// What was found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

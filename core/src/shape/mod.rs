@@ -18,7 +18,7 @@
 //! the full shape is the forge's JSON as decoded, with `fields` applied if given.
 
 pub mod entities;
-pub(crate) mod schema;
+pub mod schema;
 
 use serde_json::{Map, Value};
 
@@ -27,7 +27,8 @@ use crate::error::CallError;
 use entities::Nested;
 
 /// How `data` is rendered (`RESULT_SHAPE`, or a call's `shape`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Shape {
     /// Nested entities reduced to what identifies them, derivable URLs and empty members left out.
     #[default]

@@ -8,7 +8,7 @@
 //! string, and the memory they take is the reading itself plus the matches.
 
 /// The unescaped reading of `s`.
-pub(crate) fn read(s: &str) -> String {
+pub fn read(s: &str) -> String {
     let mut text = String::with_capacity(s.len());
     for (_, c) in pieces(s) {
         text.push(c);

@@ -8,8 +8,6 @@
 
 use std::fmt;
 
-use crate::guard::{Guarded, GuardedError};
-
 /// The `kind` of an error result, exactly as the README names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
@@ -192,31 +190,6 @@ impl fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
-/// How a finished call reaches the client. Decided here, once, for every transport and
-/// for the `call` command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// A success result: its text.
-    Success(String),
-    /// An error result (`isError: true`): its text.
-    Error(String),
-    /// Not a result at all: a JSON-RPC `-32602` error with this message.
-    UnknownTool(String),
-}
-
-impl Outcome {
-    /// Classify a call's result; everything in it has passed the guard.
-    pub fn from_result(result: Result<Guarded, GuardedError>) -> Outcome {
-        match result {
-            Ok(text) => Outcome::Success(text.into_string()),
-            Err(e) => match e.into_error() {
-                CallError::UnknownTool(name) => Outcome::UnknownTool(format!("unknown tool: {name}")),
-                CallError::Result(f) => Outcome::Error(crate::envelope::error_text(&f)),
-            },
-        }
-    }
-}
-
 /// One JSON Pointer segment for an object key (RFC 6901: `~` → `~0`, `/` → `~1`): the
 /// pointers of errors and of `truncated` notes are built with it.
 pub(crate) fn pointer_segment(key: &str) -> String {
@@ -230,7 +203,7 @@ mod tests {
     /// The README's paragraph on errors names every kind, written as the wire writes it.
     #[test]
     fn the_readme_lists_every_kind_where_it_says_what_an_error_is() {
-        let readme = include_str!("../README.md");
+        let readme = include_str!("../../README.md");
         let at = readme.find("An error is `isError: true`").expect("the README says what an error is");
         let end = readme[at..].find("\n\n").map_or(readme.len(), |e| at + e);
         let words: Vec<&str> = readme[at..end]

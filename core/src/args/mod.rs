@@ -5,9 +5,10 @@
 //! build a `CallPlan` (encoded path, query pairs, body or multipart parts). Nothing in a
 //! `CallPlan` needs checking again.
 
-pub(crate) mod fields;
+pub mod fields;
 pub mod plan;
 pub mod raw;
+pub mod sudo;
 pub mod upload;
 pub mod validate;
 

@@ -9,10 +9,10 @@
 use serde_json::{Map, Value};
 
 use super::plan::{CallPlan, PageRequest, PlanBody, Root, encode_body, push_query};
+use crate::args::sudo;
 use crate::catalog::{BodyEncoding, Method, Operation, ResponseKind};
 use crate::error::CallError;
-use crate::executor::path::encode_segment;
-use crate::identity::sudo;
+use crate::path::encode_segment;
 
 /// Build the plan of a raw call. `args` passed the raw tool's schema already; `reached` is
 /// the spec operation its method and path reach (`Catalog::reached_by_raw`), if any.
@@ -65,7 +65,7 @@ pub fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<Ca
 }
 
 /// The rules for raw paths (README, "Results"), each with a message a person can act on.
-pub(crate) fn check_path(p: &str) -> Result<(), String> {
+pub fn check_path(p: &str) -> Result<(), String> {
     if !p.starts_with('/') {
         return Err(format!(
             "`path` must start with '/', relative to /api/v1, e.g. /repos/alice/demo (got {p:?})"

@@ -623,15 +623,15 @@ fn offer_sudo_in(schema: &mut Map<String, Value>, text: &str) {
     let property = serde_json::json!({
         "type": "string",
         "minLength": 1,
-        "maxLength": crate::call::MAX_LOGIN_CHARS,
+        "maxLength": crate::identity::MAX_LOGIN_CHARS,
         "pattern": "^[A-Za-z0-9_.-]+$",
         "description": text,
     });
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
-        props.insert(crate::identity::sudo::ARGUMENT.to_owned(), property);
+        props.insert(crate::identity::SUDO_ARGUMENT.to_owned(), property);
     } else {
         let mut props = Map::new();
-        props.insert(crate::identity::sudo::ARGUMENT.to_owned(), property);
+        props.insert(crate::identity::SUDO_ARGUMENT.to_owned(), property);
         schema.insert("properties".into(), Value::Object(props));
     }
 }
