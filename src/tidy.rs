@@ -97,7 +97,7 @@ fn the_rules_see_the_files_they_judge() {
     for expected in [
         "src/call.rs",
         "core/src/guard/mod.rs",
-        "tests/support/mod.rs",
+        "tests/integration/support/mod.rs",
         "fake-forge/src/lib.rs",
         "README.md",
         "docs/PERFORMANCE.md",

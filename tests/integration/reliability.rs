@@ -7,8 +7,7 @@
 //! attack) are measured by `cargo bench --bench attack` and written up in
 //! `docs/RELIABILITY.md`; the assertions here only tell "holds" from "fell over".
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -9,8 +9,7 @@
 //! of its own (`Pool`); a request whose identity cannot be established is refused when it
 //! opens a session (HTTP status), and as a tool result when it has none (Streamable HTTP).
 
-#[macro_use]
-mod support;
+use crate::support;
 
 #[path = "http_identity/oauth.rs"]
 mod oauth;

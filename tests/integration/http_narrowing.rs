@@ -4,8 +4,7 @@
 //! runs on both transports (`::http` Streamable HTTP, `::sse` legacy SSE), and checks
 //! `tools/list`, refused calls (never sent) and what the forge received.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use fake_forge::{FakeForge, Options};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! The forge's OAuth2 provider: a whole sign-in without a browser, and Gitea's answer to each
 //! thing a client can get wrong.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! strings, in every kind of result. Each test drives the binary over stdio with a real MCP
 //! client; the fake forge echoes secrets back the way Gitea does.
 
-mod support;
+use crate::support;
 
 use fake_forge::{Script, ScriptedResponse};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! The pipeline over stdio with a real MCP client (rmcp) against the recording fake forge:
 //! one test per requirement of the call pipeline and the result envelope, named after it.
 
-mod support;
+use crate::support;
 
 use fake_forge::{Flavor, Options, Script, ScriptBody, ScriptedResponse};
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 // Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use fake_forge::{FakeForge, Flavor, Options, Script, ScriptedResponse};
 use serde_json::Value;

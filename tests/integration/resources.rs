@@ -2,7 +2,7 @@
 //! read with `resources/read` through the same identity, policy, guard and envelope as the
 //! tools, over stdio (rmcp client) and both HTTP transports (per-request tokens).
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};

@@ -1,13 +1,13 @@
 //! Routing: every spec operation is reachable, and the encoding rules of chi hold.
 
-mod common;
+use crate::common;
 
 use common::{TOKEN, get, send};
 use fake_forge::{FakeForge, Flavor, Options};
 use serde_json::Value;
 
-const GITEA: &[u8] = include_bytes!("../../specs/gitea-1.27.0.swagger.json");
-const FORGEJO: &[u8] = include_bytes!("../../specs/forgejo-16.0.1.swagger.json");
+const GITEA: &[u8] = include_bytes!("../../../specs/gitea-1.27.0.swagger.json");
+const FORGEJO: &[u8] = include_bytes!("../../../specs/forgejo-16.0.1.swagger.json");
 
 /// A simple value for a path parameter: an enum's first value, `1` for integers, else `x`.
 fn sample(param: &Value) -> String {

@@ -1,7 +1,7 @@
 //! SIGTERM over HTTP: no new work is accepted, the call in flight finishes and is answered,
 //! then the process exits cleanly, logging the head of its audit chain last.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

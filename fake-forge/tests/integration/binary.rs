@@ -1,6 +1,6 @@
 //! The `fake-forge` binary: prints its URL, serves, exposes the recording.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

@@ -1,6 +1,6 @@
 //! Scripted responses: each body variant on the wire, and the server surviving bad clients.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

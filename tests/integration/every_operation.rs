@@ -5,7 +5,7 @@
 //! A second sweep sends a `/` in every free-text path parameter and checks it arrives the way
 //! the fake forge's own route table says the forge routes it.
 
-mod support;
+use crate::support;
 
 use serde_json::{Map, Value, json};
 use support::{Harness, Setup};
@@ -100,15 +100,19 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
 
 #[tokio::test]
 async fn every_gitea_operation() {
-    sweep(Setup::gitea().env("TOOLSETS", "all"), include_bytes!("../specs/gitea-1.27.0.swagger.json"), 482)
-        .await;
+    sweep(
+        Setup::gitea().env("TOOLSETS", "all"),
+        include_bytes!("../../specs/gitea-1.27.0.swagger.json"),
+        482,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn every_forgejo_operation() {
     sweep(
         Setup::forgejo().env("TOOLSETS", "all"),
-        include_bytes!("../specs/forgejo-16.0.1.swagger.json"),
+        include_bytes!("../../specs/forgejo-16.0.1.swagger.json"),
         506,
     )
     .await;
@@ -117,13 +121,13 @@ async fn every_forgejo_operation() {
 #[tokio::test]
 async fn every_gitea_operation_in_the_compact_shape() {
     let setup = Setup::gitea().env("TOOLSETS", "all").env("RESULT_SHAPE", "compact");
-    sweep(setup, include_bytes!("../specs/gitea-1.27.0.swagger.json"), 482).await;
+    sweep(setup, include_bytes!("../../specs/gitea-1.27.0.swagger.json"), 482).await;
 }
 
 #[tokio::test]
 async fn every_forgejo_operation_in_the_compact_shape() {
     let setup = Setup::forgejo().env("TOOLSETS", "all").env("RESULT_SHAPE", "compact");
-    sweep(setup, include_bytes!("../specs/forgejo-16.0.1.swagger.json"), 506).await;
+    sweep(setup, include_bytes!("../../specs/forgejo-16.0.1.swagger.json"), 506).await;
 }
 
 /// A free-text value that needs both encoding rules: a `/`, and a character to percent-encode.
@@ -201,7 +205,7 @@ async fn slash_sweep(setup: Setup, spec: &[u8], expected: (usize, usize)) {
 async fn every_gitea_path_parameter_with_a_slash_is_sent_as_the_forge_routes_it() {
     slash_sweep(
         Setup::gitea().env("TOOLSETS", "all"),
-        include_bytes!("../specs/gitea-1.27.0.swagger.json"),
+        include_bytes!("../../specs/gitea-1.27.0.swagger.json"),
         (390, 22),
     )
     .await;
@@ -211,7 +215,7 @@ async fn every_gitea_path_parameter_with_a_slash_is_sent_as_the_forge_routes_it(
 async fn every_forgejo_path_parameter_with_a_slash_is_sent_as_the_forge_routes_it() {
     slash_sweep(
         Setup::forgejo().env("TOOLSETS", "all"),
-        include_bytes!("../specs/forgejo-16.0.1.swagger.json"),
+        include_bytes!("../../specs/forgejo-16.0.1.swagger.json"),
         (389, 15),
     )
     .await;

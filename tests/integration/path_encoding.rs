@@ -3,7 +3,7 @@
 //! (a `/` inside the value is sent as `%2F`). Each call goes through the binary; the fake
 //! forge records the raw path and which route its chi-like router matched.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::{Harness, Setup};

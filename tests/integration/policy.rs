@@ -3,7 +3,7 @@
 //! every path — a listed tool, the raw tool, and the discovery tools. Refused calls are
 //! `denied` and never sent.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::{ALICE_TOKEN, DEFAULT_TOOL_COUNT, Harness, ROOT_TOKEN, Setup};

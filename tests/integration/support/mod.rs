@@ -467,7 +467,8 @@ pub fn typed_result_calls(flavor: Flavor, forge: &FakeForge) -> Vec<Value> {
     let mut calls = Vec::new();
     if flavor == Flavor::Gitea {
         let recording: Value =
-            serde_json::from_str(include_str!("../../benches/fixtures/everyday-tasks-gitea.json")).unwrap();
+            serde_json::from_str(include_str!("../../../benches/fixtures/everyday-tasks-gitea.json"))
+                .unwrap();
         forge.replay(&recording);
         for c in recording["calls"].as_array().unwrap() {
             let mut full = c["args"].clone();

@@ -1,6 +1,6 @@
 //! The stateful model, authentication, pagination and the spec-driven fallback.
 
-mod common;
+use crate::common;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

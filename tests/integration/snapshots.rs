@@ -2,12 +2,12 @@
 //! (`tests/snapshots/tools-list-<flavor>.json`, one pretty-printed tool after another, so a
 //! changed definition is a small diff in review), and the README's toolset table.
 //!
-//! `UPDATE_SNAPSHOTS=1 cargo test --test snapshots` rewrites them. A missing or different
+//! `UPDATE_SNAPSHOTS=1 cargo test --test integration snapshots::` rewrites them. A missing or different
 //! snapshot fails, and the current output is written to `target/snapshots/` to compare.
 // Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 
@@ -29,7 +29,7 @@ fn check(name: &str, committed: PathBuf, actual: &str) {
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         std::fs::write(&out, actual).unwrap();
         panic!(
-            "{} is missing: run `UPDATE_SNAPSHOTS=1 cargo test --test snapshots` and commit it (current output in {})",
+            "{} is missing: run `UPDATE_SNAPSHOTS=1 cargo test --test integration snapshots::` and commit it (current output in {})",
             committed.display(),
             out.display()
         );
@@ -39,7 +39,7 @@ fn check(name: &str, committed: PathBuf, actual: &str) {
         std::fs::write(&out, actual).unwrap();
         let first = expected.lines().zip(actual.lines()).position(|(a, b)| a != b).unwrap_or(0);
         panic!(
-            "{} differs from the current output (first at line {}: {:?} vs {:?}); compare with {}, and if the change is meant, run `UPDATE_SNAPSHOTS=1 cargo test --test snapshots` and commit",
+            "{} differs from the current output (first at line {}: {:?} vs {:?}); compare with {}, and if the change is meant, run `UPDATE_SNAPSHOTS=1 cargo test --test integration snapshots::` and commit",
             committed.display(),
             first + 1,
             expected.lines().nth(first).unwrap_or(""),
@@ -87,7 +87,7 @@ fn readme_toolset_table_matches_the_catalogs() {
             return;
         }
         panic!(
-            "README.md's toolset table is out of date; run `UPDATE_SNAPSHOTS=1 cargo test --test snapshots`:\n{table}"
+            "README.md's toolset table is out of date; run `UPDATE_SNAPSHOTS=1 cargo test --test integration snapshots::`:\n{table}"
         );
     }
 }

@@ -24,12 +24,12 @@
 //!
 //! ```sh
 //! AEGIS_E2E_URL=https://forge.example AEGIS_E2E_TOKEN=... AEGIS_E2E_TOKEN_2=... \
-//!     cargo test --test e2e_real_forge -- --ignored --nocapture --test-threads=1
+//!     cargo test --test integration e2e_real_forge:: -- --ignored --nocapture --test-threads=1
 //! ```
 // Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
 #![allow(clippy::disallowed_methods)]
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;

@@ -3,7 +3,7 @@
 //! `server/discover` and stateless calls without any `initialize`. `http_protocols/metrics.rs`:
 //! the `/metrics` endpoint, scraped with the Prometheus Python parser.
 
-mod support;
+use crate::support;
 
 #[path = "http_protocols/metrics.rs"]
 mod metrics;

@@ -10,7 +10,7 @@
 //! `.venv` (created by `scripts/setup-test-env` from `tests/python/requirements.txt`). A missing
 //! venv fails the test, it is never skipped.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

@@ -1,0 +1,27 @@
+//! The server's integration tests, one binary: each module is one area (the command line,
+//! the stdio pipeline, HTTP identities, protocols, real forges, ...), all sharing `support`
+//! (the fake forge harness, the HTTP client, the Python drivers) compiled once.
+//!
+//! `cargo test --test integration MODULE::` runs one area; the end-to-end tests against a
+//! real forge are `e2e_real_forge::`, ignored unless asked for (`-- --ignored`).
+
+#[macro_use]
+mod support;
+
+mod cli;
+mod conformance;
+mod e2e_real_forge;
+mod every_operation;
+mod guard;
+mod http_identity;
+mod http_narrowing;
+mod http_protocols;
+mod path_encoding;
+mod policy;
+mod python_sdk_http;
+mod python_sdk_stdio;
+mod reliability;
+mod resources;
+mod shutdown;
+mod snapshots;
+mod stdio_pipeline;
