@@ -8,7 +8,7 @@ use crate::discovery;
 use crate::executor::client::LARGE_BODY;
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
-use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, sudo};
+use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, Principal, sudo};
 use crate::limits::Key;
 use crate::server::Server;
 use aegis_core::args::{self, CallPlan};
@@ -35,7 +35,7 @@ pub async fn run(
     args: Option<Map<String, Value>>,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
-    server.note_caller(trace, &caller);
+    server.note_caller(trace, &caller).await;
     // Every outcome leaves through this call's guard; it knows the caller's token from the
     // start (a client may paste it anywhere), the body's secrets once the operation is known.
     // It is built once the call is admitted; what is answered before uses one of its own.
@@ -371,7 +371,7 @@ pub async fn run_reads(
     combine: impl FnOnce(Vec<Value>) -> Value,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
-    server.note_caller(trace, &caller);
+    server.note_caller(trace, &caller).await;
     // As in `run`: the read's own guard is built once it is admitted.
     let secrets = caller.secrets();
     let early_guard = || server.guard.for_call(secrets.clone());
@@ -442,14 +442,10 @@ fn plan(
     }
 }
 
-/// Whose limits a call of `caller` counts against, once its identity is known: the server's
-/// own identity is one, a caller's token counts for the login it resolved to.
+/// Whose limits a call of `caller` counts against, once its identity is known.
 fn limit_key(caller: &Caller) -> impl FnOnce(&Identity) -> Key + use<> {
     let global = matches!(caller, Caller::Global);
-    move |identity| match (&identity.login, global) {
-        (Some(login), false) => Key::login(login),
-        _ => Key::Global,
-    }
+    move |identity| Key::Caller(Principal::of(global, identity))
 }
 
 /// The credential and identity of a caller.
@@ -628,14 +624,16 @@ fn user_of(got: Received, credential: &Credential) -> Result<ForgeUser, CallErro
         })
 }
 
-/// Status, data, pagination, and what the parser did not keep of the data.
 /// Whether the user of `credential` is a site administrator: from the user cached with its
 /// login (the global identity's, or a per-request token's), else asked again.
 async fn is_admin(server: &Server, credential: &Credential) -> Result<bool, CallError> {
     let cached = if credential.header() == server.global.credential.header() {
         server.global.cached_user().cloned()
     } else {
-        credential.secret().and_then(|token| server.logins.get(token))
+        match credential.secret() {
+            Some(token) => server.logins.get(token).await,
+            None => None,
+        }
     };
     match cached {
         Some(user) => Ok(user.is_admin),

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::identity::Principal;
 use aegis_core::error::CallError;
 
 /// Most identities remembered at once (as many as the login cache holds).
@@ -39,22 +40,12 @@ const PER_SHARD: usize = CAPACITY / SHARDS;
 /// not known, and calls usually take well under a second.
 pub(crate) const BUSY_RETRY_AFTER: u64 = 1;
 
-/// Whom a limit counts for: the server's own identity (stdio, `MCP_BEARER_TOKEN`, requests
-/// without a token — all one identity), or the forge login a caller's token resolved to (every
-/// token of one login shares its limits; a sudo target does not change them); for new tokens,
-/// the client's address.
+/// Whom a limit counts for: a caller whose identity is known (every token of one login shares
+/// its limits), or, for new tokens, the client's address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Key {
-    Global,
-    Login(String),
+    Caller(Principal),
     Peer(IpAddr),
-}
-
-impl Key {
-    /// The key of a login (forges match logins in any letter case).
-    pub(crate) fn login(login: &str) -> Key {
-        Key::Login(login.to_lowercase())
-    }
 }
 
 /// The per-minute rate as GCRA's two durations.
@@ -279,19 +270,22 @@ mod tests {
         let l = limits(6, 0); // one call per 10 s, 6 at once
         let t0 = Instant::now();
         for _ in 0..6 {
-            l.admit_at(Key::Global, t0).unwrap();
+            l.admit_at(Key::Caller(Principal::Global), t0).unwrap();
         }
-        assert_eq!(retry_after(l.admit_at(Key::Global, t0)), 10);
-        assert_eq!(retry_after(l.admit_at(Key::Global, t0 + Duration::from_millis(9_500))), 1);
+        assert_eq!(retry_after(l.admit_at(Key::Caller(Principal::Global), t0)), 10);
+        assert_eq!(
+            retry_after(l.admit_at(Key::Caller(Principal::Global), t0 + Duration::from_millis(9_500))),
+            1
+        );
         // Refusals use nothing up: after one interval, exactly one more call.
-        l.admit_at(Key::Global, t0 + Duration::from_secs(10)).unwrap();
-        assert_eq!(retry_after(l.admit_at(Key::Global, t0 + Duration::from_secs(10))), 10);
+        l.admit_at(Key::Caller(Principal::Global), t0 + Duration::from_secs(10)).unwrap();
+        assert_eq!(retry_after(l.admit_at(Key::Caller(Principal::Global), t0 + Duration::from_secs(10))), 10);
         // Rested for a minute: the whole burst again, no more.
         let t1 = t0 + Duration::from_secs(80);
         for _ in 0..6 {
-            l.admit_at(Key::Global, t1).unwrap();
+            l.admit_at(Key::Caller(Principal::Global), t1).unwrap();
         }
-        assert!(l.admit_at(Key::Global, t1).is_err());
+        assert!(l.admit_at(Key::Caller(Principal::Global), t1).is_err());
     }
 
     #[test]
@@ -299,9 +293,9 @@ mod tests {
         let l = limits(7, 0); // one call per 8.571… s
         let t0 = Instant::now();
         for _ in 0..7 {
-            l.admit_at(Key::Global, t0).unwrap();
+            l.admit_at(Key::Caller(Principal::Global), t0).unwrap();
         }
-        assert_eq!(retry_after(l.admit_at(Key::Global, t0)), 9);
+        assert_eq!(retry_after(l.admit_at(Key::Caller(Principal::Global), t0)), 9);
         assert_eq!(retry_seconds(Duration::from_millis(1)), 1);
         assert_eq!(retry_seconds(Duration::ZERO), 1);
         assert_eq!(retry_seconds(Duration::from_secs(3)), 3);
@@ -312,45 +306,48 @@ mod tests {
         let l = limits(2, 0);
         let t0 = Instant::now();
         for _ in 0..2 {
-            l.admit_at(Key::login("bob"), t0).unwrap();
+            l.admit_at(Key::Caller(Principal::login("bob")), t0).unwrap();
         }
-        assert!(l.admit_at(Key::login("bob"), t0).is_err());
-        assert!(l.admit_at(Key::login("BOB"), t0).is_err(), "a login in any letter case is one identity");
-        l.admit_at(Key::login("alice"), t0).unwrap();
-        l.admit_at(Key::Global, t0).unwrap();
+        assert!(l.admit_at(Key::Caller(Principal::login("bob")), t0).is_err());
+        assert!(
+            l.admit_at(Key::Caller(Principal::login("BOB")), t0).is_err(),
+            "a login in any letter case is one identity"
+        );
+        l.admit_at(Key::Caller(Principal::login("alice")), t0).unwrap();
+        l.admit_at(Key::Caller(Principal::Global), t0).unwrap();
     }
 
     #[test]
     fn running_calls_count_until_their_permit_is_dropped() {
         let l = limits(0, 2);
-        let a = l.admit(Key::login("bob")).unwrap();
-        let b = l.admit(Key::login("bob")).unwrap();
-        assert_eq!(retry_after(l.admit(Key::login("bob"))), BUSY_RETRY_AFTER);
-        let other = l.admit(Key::login("carol")).unwrap();
+        let a = l.admit(Key::Caller(Principal::login("bob"))).unwrap();
+        let b = l.admit(Key::Caller(Principal::login("bob"))).unwrap();
+        assert_eq!(retry_after(l.admit(Key::Caller(Principal::login("bob")))), BUSY_RETRY_AFTER);
+        let other = l.admit(Key::Caller(Principal::login("carol"))).unwrap();
         drop(a);
-        let c = l.admit(Key::login("bob")).unwrap();
-        assert!(l.admit(Key::login("bob")).is_err());
+        let c = l.admit(Key::Caller(Principal::login("bob"))).unwrap();
+        assert!(l.admit(Key::Caller(Principal::login("bob"))).is_err());
         drop((b, c, other));
-        l.admit(Key::login("bob")).unwrap();
+        l.admit(Key::Caller(Principal::login("bob"))).unwrap();
     }
 
     #[test]
     fn a_call_refused_for_concurrency_uses_up_no_rate() {
         let l = limits(2, 1);
         let t0 = Instant::now();
-        let running = l.admit_at(Key::Global, t0).unwrap();
+        let running = l.admit_at(Key::Caller(Principal::Global), t0).unwrap();
         for _ in 0..5 {
-            assert!(l.admit_at(Key::Global, t0).is_err());
+            assert!(l.admit_at(Key::Caller(Principal::Global), t0).is_err());
         }
         drop(running);
-        l.admit_at(Key::Global, t0).unwrap();
+        l.admit_at(Key::Caller(Principal::Global), t0).unwrap();
     }
 
     #[test]
     fn without_limits_nothing_is_remembered() {
         let l = limits(0, 0);
         for i in 0..100 {
-            l.admit(Key::login(&format!("u{i}"))).unwrap();
+            l.admit(Key::Caller(Principal::login(&format!("u{i}")))).unwrap();
         }
         assert_eq!(l.len(), 0);
     }
@@ -360,24 +357,24 @@ mod tests {
         let l = limits(60, 0);
         let t0 = Instant::now();
         for i in 0..CAPACITY * 2 {
-            l.admit_at(Key::login(&format!("u{i}")), t0).unwrap();
+            l.admit_at(Key::Caller(Principal::login(&format!("u{i}"))), t0).unwrap();
         }
         assert!(l.len() <= CAPACITY, "{}", l.len());
         // An identity whose bucket is empty is remembered while others rest.
         for _ in 0..60 {
-            l.admit_at(Key::login("heavy"), t0).unwrap();
+            l.admit_at(Key::Caller(Principal::login("heavy")), t0).unwrap();
         }
         let later = t0 + Duration::from_secs(2);
         for i in 0..CAPACITY * 2 {
-            l.admit_at(Key::login(&format!("v{i}")), later).unwrap();
+            l.admit_at(Key::Caller(Principal::login(&format!("v{i}"))), later).unwrap();
         }
         assert!(l.len() <= CAPACITY);
         // The `u` entries were full again (idle) and went before it: it is still remembered,
         // with the 2 calls 2 s have given back, not a new burst.
         for _ in 0..2 {
-            l.admit_at(Key::login("heavy"), later).unwrap();
+            l.admit_at(Key::Caller(Principal::login("heavy")), later).unwrap();
         }
-        assert!(l.admit_at(Key::login("heavy"), later).is_err());
+        assert!(l.admit_at(Key::Caller(Principal::login("heavy")), later).is_err());
     }
 
     #[test]
@@ -387,7 +384,7 @@ mod tests {
         let mut held = Vec::new();
         for i in 0..CAPACITY * 2 {
             // Each identity has used its bucket and has a call running.
-            held.push(l.admit_at(Key::login(&format!("u{i}")), t0).unwrap());
+            held.push(l.admit_at(Key::Caller(Principal::login(&format!("u{i}"))), t0).unwrap());
         }
         assert!(l.len() <= CAPACITY);
         drop(held);

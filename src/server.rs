@@ -141,14 +141,14 @@ impl Server {
     /// Into `trace`, for the audit line, the identity `caller` is known to have before the
     /// forge is asked (the login when the login cache has it: nothing is asked of the forge
     /// for the audit line), and its secrets. Without an audit log, nothing.
-    pub fn note_caller(&self, trace: &mut Trace, caller: &Caller) {
+    pub async fn note_caller(&self, trace: &mut Trace, caller: &Caller) {
         if self.audit.is_none() {
             return;
         }
         let (login, mode) = match caller {
             Caller::Global => (self.global.cached_login().map(str::to_owned), self.global.credential.mode()),
-            Caller::Token(t) => (self.logins.get(t).map(|u| u.login), Mode::Token),
-            Caller::Granted(g) => (self.logins.get(&g.forge_token).map(|u| u.login), Mode::OAuth),
+            Caller::Token(t) => (self.logins.get(t).await.map(|u| u.login), Mode::Token),
+            Caller::Granted(g) => (self.logins.get(&g.forge_token).await.map(|u| u.login), Mode::OAuth),
         };
         trace.caller(Identity { login, mode, sudo: None }, caller);
     }

@@ -12,9 +12,7 @@
 //! the first time in `SEEN_FOR` is *new* (`first_sight`), which the HTTP layer counts against
 //! its address's budget.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use secrecy::SecretString;
 
@@ -47,17 +45,17 @@ type Key = [u8; 32];
 /// The cache.
 #[derive(Debug)]
 pub struct LoginCache {
-    entries: Mutex<HashMap<Key, (ForgeUser, Instant)>>,
-    /// Tokens the forge refused, and when.
-    refused: Mutex<HashMap<Key, Instant>>,
-    /// Tokens seen (confirmed or not) in the last `SEEN_FOR`, and when first: a token counts
-    /// as new once, not at every request that carries it.
-    seen: Mutex<HashMap<Key, Instant>>,
+    /// Users confirmed within `TTL`, trusted without asking again.
+    fresh: moka::future::Cache<Key, ForgeUser>,
+    /// Tokens confirmed within `KNOWN_FOR`.
+    known: moka::sync::Cache<Key, ()>,
+    /// Tokens the forge refused within `REFUSED_FOR`.
+    refused: moka::sync::Cache<Key, ()>,
+    /// Tokens seen (confirmed or not) in the last `SEEN_FOR`: a token counts as new once, not
+    /// at every request that carries it.
+    seen: moka::sync::Cache<Key, ()>,
     /// The slots for lookups of unknown tokens.
     lookups: tokio::sync::Semaphore,
-    /// One lock per token being resolved, so that concurrent first calls of one token ask
-    /// the forge once.
-    resolving: Mutex<HashMap<Key, std::sync::Arc<tokio::sync::Mutex<()>>>>,
     /// Hits, misses and failures, for `/metrics`.
     counts: IdentityCacheCounts,
 }
@@ -66,14 +64,19 @@ fn key(token: &SecretString) -> Key {
     super::header::token_hash(token)
 }
 
+/// A set of at most `CAPACITY` token hashes, each forgotten `ttl` after it was put.
+fn expiring(ttl: Duration) -> moka::sync::Cache<Key, ()> {
+    moka::sync::Cache::builder().max_capacity(CAPACITY as u64).time_to_live(ttl).build()
+}
+
 impl Default for LoginCache {
     fn default() -> LoginCache {
         LoginCache {
-            entries: Mutex::default(),
-            refused: Mutex::default(),
-            seen: Mutex::default(),
+            fresh: moka::future::Cache::builder().max_capacity(CAPACITY as u64).time_to_live(TTL).build(),
+            known: expiring(KNOWN_FOR),
+            refused: expiring(REFUSED_FOR),
+            seen: expiring(SEEN_FOR),
             lookups: tokio::sync::Semaphore::new(LOOKUPS),
-            resolving: Mutex::default(),
             counts: IdentityCacheCounts::default(),
         }
     }
@@ -86,22 +89,18 @@ impl LoginCache {
     }
 
     /// The cached user of `token`, if fresh.
-    pub fn get(&self, token: &SecretString) -> Option<ForgeUser> {
-        let k = key(token);
-        let map = self.entries.lock().expect("cache lock");
-        map.get(&k).filter(|(_, at)| at.elapsed() < TTL).map(|(l, _)| l.clone())
+    pub async fn get(&self, token: &SecretString) -> Option<ForgeUser> {
+        self.fresh.get(&key(token)).await
     }
 
     /// Whether the forge confirmed `token` within `KNOWN_FOR`.
     pub fn knows(&self, token: &SecretString) -> bool {
-        let k = key(token);
-        self.entries.lock().expect("cache lock").get(&k).is_some_and(|(_, at)| at.elapsed() < KNOWN_FOR)
+        self.known.contains_key(&key(token))
     }
 
     /// Whether the forge refused `token` within `REFUSED_FOR`.
     pub fn refused_recently(&self, token: &SecretString) -> bool {
-        let k = key(token);
-        self.refused.lock().expect("cache lock").get(&k).is_some_and(|at| at.elapsed() < REFUSED_FOR)
+        self.refused.contains_key(&key(token))
     }
 
     /// Whether `token` is new: neither confirmed within `KNOWN_FOR` nor seen within
@@ -110,20 +109,12 @@ impl LoginCache {
         if self.knows(token) {
             return false;
         }
-        let k = key(token);
-        let mut seen = self.seen.lock().expect("cache lock");
-        if seen.get(&k).is_some_and(|at| at.elapsed() < SEEN_FOR) {
-            return false;
-        }
-        insert_bounded(&mut seen, k, Instant::now(), |at| at.elapsed() < SEEN_FOR);
-        true
+        self.seen.entry(key(token)).or_insert(()).is_fresh()
     }
 
     /// Remember that the forge refused `token` (a token it confirms later is forgotten here).
     pub fn put_refused(&self, token: &SecretString) {
-        let k = key(token);
-        let mut map = self.refused.lock().expect("cache lock");
-        insert_bounded(&mut map, k, Instant::now(), |at| at.elapsed() < REFUSED_FOR);
+        self.refused.insert(key(token), ());
         self.counts.refused.inc();
     }
 
@@ -143,94 +134,59 @@ impl LoginCache {
         }
     }
 
-    /// Remember a user; when full, entries no longer known go first, then the oldest.
-    pub fn put(&self, token: &SecretString, user: ForgeUser) {
+    /// Remember a user the forge confirmed for `token`.
+    pub async fn put(&self, token: &SecretString, user: ForgeUser) {
         let k = key(token);
-        self.refused.lock().expect("cache lock").remove(&k);
-        let mut map = self.entries.lock().expect("cache lock");
-        insert_bounded(&mut map, k, (user, Instant::now()), |(_, at)| at.elapsed() < KNOWN_FOR);
+        self.confirmed(k);
+        self.fresh.insert(k, user).await;
+    }
+
+    fn confirmed(&self, k: Key) {
+        self.refused.invalidate(&k);
+        self.known.insert(k, ());
     }
 
     /// The user of `token`: cached, or resolved by `resolve` — once for all concurrent
-    /// callers of the same token. Failures are not cached.
+    /// callers of the same token (they share its answer). Failures are not cached; a
+    /// resolution abandoned half-way (its caller timed out) leaves nothing behind, and the
+    /// next caller resolves again.
     pub async fn get_or_resolve<F, Fut, E>(&self, token: &SecretString, resolve: F) -> Result<ForgeUser, E>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<ForgeUser, E>>,
+        E: Clone + Send + Sync + 'static,
     {
-        if let Some(l) = self.get(token) {
+        if let Some(l) = self.get(token).await {
             self.counts.hit.inc();
             return Ok(l);
         }
         let k = key(token);
-        let lock = self.resolving.lock().expect("cache lock").entry(k).or_default().clone();
-        let result = {
-            let _one_at_a_time = lock.lock().await;
-            match self.get(token) {
-                Some(l) => {
-                    self.counts.hit.inc();
-                    Ok(l)
-                }
-                None => {
-                    let r = resolve().await;
-                    match &r {
-                        Ok(user) => {
-                            self.counts.miss.inc();
-                            self.put(token, user.clone());
-                        }
-                        Err(_) => {
-                            self.counts.failure.inc();
-                        }
-                    }
-                    r
-                }
+        match self.fresh.entry(k).or_try_insert_with(resolve()).await {
+            // Asked the forge; every other caller waiting for the same token got it too.
+            Ok(entry) if entry.is_fresh() => {
+                self.counts.miss.inc();
+                self.confirmed(k);
+                Ok(entry.into_value())
             }
-        };
-        let mut resolving = self.resolving.lock().expect("cache lock");
-        if std::sync::Arc::strong_count(&lock) <= 2 {
-            resolving.remove(&k);
+            Ok(entry) => {
+                self.counts.hit.inc();
+                Ok(entry.into_value())
+            }
+            Err(e) => {
+                self.counts.failure.inc();
+                Err(std::sync::Arc::unwrap_or_clone(e))
+            }
         }
-        result
     }
 
-    /// Tokens remembered as confirmed (fresh or only known).
+    /// Tokens confirmed within `KNOWN_FOR` (after the cache's pending upkeep).
     pub fn len(&self) -> usize {
-        self.entries.lock().expect("cache lock").len()
+        self.known.run_pending_tasks();
+        self.known.entry_count() as usize
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// Insert into a map of at most `CAPACITY` entries: when full, the entries `keep` says are
-/// over go first, then the oldest of the rest.
-fn insert_bounded<V: Clone + Timed>(map: &mut HashMap<Key, V>, k: Key, v: V, keep: impl Fn(&V) -> bool) {
-    if map.len() >= CAPACITY && !map.contains_key(&k) {
-        map.retain(|_, v| keep(v));
-        if map.len() >= CAPACITY {
-            if let Some(oldest) = map.iter().min_by_key(|(_, v)| v.at()).map(|(k, _)| *k) {
-                map.remove(&oldest);
-            }
-        }
-    }
-    map.insert(k, v);
-}
-
-/// When an entry was made.
-trait Timed {
-    fn at(&self) -> Instant;
-}
-
-impl Timed for Instant {
-    fn at(&self) -> Instant {
-        *self
-    }
-}
-
-impl Timed for (ForgeUser, Instant) {
-    fn at(&self) -> Instant {
-        self.1
     }
 }
 
@@ -264,21 +220,22 @@ mod tests {
         assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
-    #[test]
-    fn remembers_by_token_and_is_bounded() {
+    #[tokio::test]
+    async fn remembers_by_token_and_is_bounded() {
         let c = LoginCache::default();
         let a = SecretString::from("token-a");
-        c.put(&a, ForgeUser { login: "alice".into(), is_admin: true });
-        assert_eq!(c.get(&a), Some(ForgeUser { login: "alice".into(), is_admin: true }));
-        assert_eq!(c.get(&SecretString::from("token-b")), None);
+        c.put(&a, ForgeUser { login: "alice".into(), is_admin: true }).await;
+        assert_eq!(c.get(&a).await, Some(ForgeUser { login: "alice".into(), is_admin: true }));
+        assert_eq!(c.get(&SecretString::from("token-b")).await, None);
         for i in 0..CAPACITY + 10 {
-            c.put(&SecretString::from(format!("t{i}")), user(&format!("u{i}")));
+            c.put(&SecretString::from(format!("t{i}")), user(&format!("u{i}"))).await;
         }
-        assert!(c.len() <= CAPACITY);
+        c.fresh.run_pending_tasks().await;
+        assert!(c.len() <= CAPACITY && c.fresh.entry_count() <= CAPACITY as u64);
     }
 
-    #[test]
-    fn refused_tokens_are_remembered_briefly_and_bounded_and_a_confirmed_one_is_known() {
+    #[tokio::test]
+    async fn refused_tokens_are_remembered_briefly_and_bounded_and_a_confirmed_one_is_known() {
         let c = LoginCache::default();
         let bad = SecretString::from("garbage");
         assert!(!c.refused_recently(&bad) && !c.knows(&bad));
@@ -287,10 +244,30 @@ mod tests {
         for i in 0..CAPACITY + 10 {
             c.put_refused(&SecretString::from(format!("g{i}")));
         }
-        assert!(c.refused.lock().unwrap().len() <= CAPACITY);
+        c.refused.run_pending_tasks();
+        assert!(c.refused.entry_count() <= CAPACITY as u64);
         // The forge confirming it later (a token just created) forgets the refusal.
-        c.put(&bad, user("late"));
+        c.put(&bad, user("late")).await;
         assert!(!c.refused_recently(&bad) && c.knows(&bad));
+    }
+
+    /// A lookup abandoned half-way (its request timed out) leaves nothing behind: the next
+    /// caller of the token asks again, and a thousand abandoned tokens hold no entry.
+    #[tokio::test]
+    async fn an_abandoned_lookup_leaves_nothing_behind() {
+        let c = LoginCache::default();
+        for i in 0..1000 {
+            let token = SecretString::from(format!("slow-{i}"));
+            let hanging = c.get_or_resolve(&token, std::future::pending::<Result<ForgeUser, ()>>);
+            assert!(tokio::time::timeout(Duration::from_millis(1), hanging).await.is_err());
+        }
+        c.fresh.run_pending_tasks().await;
+        assert_eq!(c.fresh.entry_count(), 0);
+        assert!(c.is_empty());
+        let token = SecretString::from("slow-0");
+        let asked = c.get_or_resolve(&token, || async { Ok::<_, ()>(user("alice")) }).await;
+        assert_eq!(asked, Ok(user("alice")));
+        assert!(c.knows(&token));
     }
 
     #[tokio::test]
@@ -308,7 +285,7 @@ mod tests {
         let t = SecretString::from("fresh");
         assert!(c.first_sight(&t) && !c.first_sight(&t));
         let confirmed = SecretString::from("confirmed");
-        c.put(&confirmed, user("u"));
+        c.put(&confirmed, user("u")).await;
         assert!(!c.first_sight(&confirmed));
     }
 }

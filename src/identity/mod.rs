@@ -134,6 +134,32 @@ fn looks_like_jwt(t: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
 }
 
+/// Who a caller is once its login is known, as its limits and sessions count it: the server's
+/// own identity (stdio, `MCP_BEARER_TOKEN`, requests without a token — all one), or the forge
+/// login a token resolved to, in lower case (the forges match logins in any letter case, so
+/// every token of one login, in any spelling, is one principal; a sudo target is not).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Principal {
+    Global,
+    Login(String),
+}
+
+impl Principal {
+    /// The principal of a login.
+    pub fn login(login: &str) -> Principal {
+        Principal::Login(login.to_lowercase())
+    }
+
+    /// The principal of a caller whose identity is now known: `global` when the caller is
+    /// the server's own identity (`Caller::Global`), else the login it resolved to.
+    pub fn of(global: bool, identity: &Identity) -> Principal {
+        match &identity.login {
+            Some(login) if !global => Principal::login(login),
+            _ => Principal::Global,
+        }
+    }
+}
+
 /// Who is calling: the one answer to that question, from the transport to the forge request.
 /// Over stdio always `Global`; over HTTP what the `Authorization` header said, put into the
 /// request's extensions by the authentication layer (`transport/layers.rs`).

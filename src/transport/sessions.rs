@@ -22,16 +22,9 @@ use axum::response::Response;
 
 use super::layers::refuse;
 use crate::call;
-use crate::identity::Caller;
+use crate::identity::{Caller, Principal};
 use crate::server::Server;
 use aegis_core::error::ErrorKind;
-
-/// Whose a session is: the server's own identity, or a forge login.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Owner {
-    Global,
-    Login(String),
-}
 
 /// A fingerprint of how a request authenticated (a hash of its token; one value for the
 /// global identity), to recognise a confirmed credential without asking the forge.
@@ -65,13 +58,17 @@ pub fn fingerprint(identity: &Caller) -> Fingerprint {
 /// itself within its own short bound (`identity::cache::LOOKUP_TIMEOUT`), so that a forge
 /// that does not answer is said to the client before it gives up on its request. A refusal is
 /// an HTTP answer with a JSON-RPC error a client can act on, its words guarded like a result.
-pub async fn establish(server: &Server, identity: &Caller, limit: Duration) -> Result<Owner, Box<Response>> {
+pub async fn establish(
+    server: &Server,
+    identity: &Caller,
+    limit: Duration,
+) -> Result<Principal, Box<Response>> {
     if let Caller::Global = identity {
-        return Ok(Owner::Global);
+        return Ok(Principal::Global);
     }
     let resolved = tokio::time::timeout(limit, call::identify(server, identity.clone())).await;
     let e = match resolved {
-        Ok(Ok((_, identity))) => return Ok(Owner::Login(identity.login.unwrap_or_default())),
+        Ok(Ok((_, known))) => return Ok(Principal::of(false, &known)),
         Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => {
             return Err(Box::new(super::layers::unauthorized_for(
                 server.oauth.as_deref(),
@@ -160,14 +157,14 @@ pub struct Words {
 #[derive(Debug, Default)]
 struct State {
     sessions: HashMap<String, Entry>,
-    by_owner: HashMap<Owner, usize>,
+    by_owner: HashMap<Principal, usize>,
     /// Sessions being opened (counted, not yet named).
     opening: usize,
 }
 
 #[derive(Debug)]
 struct Entry {
-    owner: Owner,
+    owner: Principal,
     fingerprints: Vec<Fingerprint>,
 }
 
@@ -177,7 +174,7 @@ pub enum Access {
     /// The session is this request's (its credential was seen before).
     Granted,
     /// The session exists; whether it is this request's depends on who the request is.
-    OwnedBy(Owner),
+    OwnedBy(Principal),
     /// No such session here.
     Unknown,
 }
@@ -191,7 +188,7 @@ impl Owners {
     /// Count a session about to be opened by `owner`, or refuse: 503 at the overall limit,
     /// 429 when `owner` holds its share. The slot is given back when the returned `Opening`
     /// is dropped without `opened`.
-    pub fn open(self: &Arc<Self>, owner: Owner) -> Result<Opening, Box<Response>> {
+    pub fn open(self: &Arc<Self>, owner: Principal) -> Result<Opening, Box<Response>> {
         let mut st = self.inner.lock().expect("sessions lock");
         let w = self.words;
         if st.sessions.len() + st.opening >= self.max {
@@ -266,7 +263,7 @@ impl Owners {
     }
 }
 
-fn release(st: &mut State, owner: &Owner) {
+fn release(st: &mut State, owner: &Principal) {
     if let Some(n) = st.by_owner.get_mut(owner) {
         *n -= 1;
         if *n == 0 {
@@ -279,7 +276,7 @@ fn release(st: &mut State, owner: &Owner) {
 #[derive(Debug)]
 pub struct Opening {
     owners: Arc<Owners>,
-    owner: Option<Owner>,
+    owner: Option<Principal>,
 }
 
 impl Opening {
@@ -315,8 +312,8 @@ mod tests {
         how_to_open: "open one",
     };
 
-    fn alice() -> Owner {
-        Owner::Login("alice".into())
+    fn alice() -> Principal {
+        Principal::login("alice")
     }
 
     #[test]
@@ -326,8 +323,8 @@ mod tests {
         o.open(alice()).unwrap().opened("a2".into(), [1; 32]);
         let refused = o.open(alice()).unwrap_err();
         assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
-        o.open(Owner::Global).unwrap().opened("g".into(), [0; 32]);
-        assert_eq!(o.open(Owner::Login("bob".into())).unwrap_err().status(), StatusCode::SERVICE_UNAVAILABLE);
+        o.open(Principal::Global).unwrap().opened("g".into(), [0; 32]);
+        assert_eq!(o.open(Principal::login("bob")).unwrap_err().status(), StatusCode::SERVICE_UNAVAILABLE);
         o.close("a1");
         o.open(alice()).unwrap().opened("a3".into(), [1; 32]);
         assert_eq!(o.len(), 3);
