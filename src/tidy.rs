@@ -250,3 +250,55 @@ fn the_core_crate_builds_on_no_runtime_http_or_mcp_crate() {
         assert!(!names.contains(&forbidden), "aegis-core builds on {forbidden}:\n{tree}");
     }
 }
+
+/// Where each library whose types must not spread may be named (outside string literals and
+/// tests): the MCP library in the MCP glue and the transports (and the fuzz bodies, which
+/// drive a transport's parser), the HTTP client in the executor and the credential.
+const CONFINED: &[(&str, &[&str])] = &[
+    ("rmcp::", &["src/mcp/", "src/transport/", "src/fuzzing.rs"]),
+    ("reqwest::", &["src/executor/", "src/identity/mod.rs"]),
+];
+
+/// A line without what its string literals say.
+fn outside_strings(line: &str) -> String {
+    let (mut out, mut quoted, mut escaped) = (String::new(), false, false);
+    for c in line.chars() {
+        match (quoted, escaped, c) {
+            (true, false, '\\') => escaped = true,
+            (true, true, _) => escaped = false,
+            (_, _, '"') => quoted = !quoted,
+            (false, _, c) => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn libraries_stay_in_the_modules_that_wrap_them() {
+    let mut found = Vec::new();
+    let mut sources = Vec::new();
+    files(&repo().join("src"), &mut sources);
+    for path in sources.iter().filter(|p| p.extension().is_some_and(|e| e == "rs")) {
+        let relative = path.strip_prefix(repo()).expect("in the repository").to_string_lossy().into_owned();
+        if relative == "src/tidy.rs" {
+            continue; // the rule names what it looks for
+        }
+        let text = std::fs::read_to_string(path).expect("a source file");
+        let code = text.find("#[cfg(test)]\nmod tests").map_or(text.as_str(), |at| &text[..at]);
+        for (n, line) in code.lines().enumerate() {
+            let line = outside_strings(line);
+            let line = line.split("//").next().unwrap_or("");
+            for (library, allowed) in CONFINED {
+                if line.contains(library) && !allowed.iter().any(|a| relative.starts_with(a)) {
+                    found.push(format!("{relative}:{}: {library}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "libraries named outside their modules: {found:#?}");
+    assert_eq!(
+        outside_strings(r#"tracing::info!(target: "rmcp::service", "a \"q\" b"); rmcp::x"#),
+        "tracing::info!(target: , ); rmcp::x"
+    );
+}
