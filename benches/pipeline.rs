@@ -936,10 +936,10 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
     };
     let decode = time(&mut || {
         std::hint::black_box(
-            body::decode(the_plan.expect, content_type.as_deref(), bytes.clone(), keep).0.into_data(),
+            body::decode(the_plan.expect(), content_type.as_deref(), bytes.clone(), keep).0.into_data(),
         );
     });
-    let data = body::decode(the_plan.expect, content_type.as_deref(), bytes.clone(), keep).0.into_data();
+    let data = body::decode(the_plan.expect(), content_type.as_deref(), bytes.clone(), keep).0.into_data();
     // Split of the decode stage: depth pre-scan, serde_json parse (kept alive), drop.
     let depth_scan = time(&mut || {
         std::hint::black_box(body::too_deep(std::hint::black_box(&bytes), body::MAX_JSON_DEPTH));
@@ -959,7 +959,7 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
     };
     let paginate = time(&mut || {
         std::hint::black_box(
-            the_plan.page.map(|r| pagination::paginate(r, total.as_deref(), link.as_deref(), &data)),
+            the_plan.page().map(|r| pagination::paginate(r, total.as_deref(), link.as_deref(), &data)),
         );
     });
     let redactor = server.guard.redactor().clone();
@@ -969,9 +969,11 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
     });
     let success = Success {
         identity: Identity { login: Some("alice".into()), mode: Mode::Token, sudo: None },
-        request: RequestInfo { method: the_plan.method.as_str(), path: the_plan.path.clone() },
+        request: RequestInfo { method: the_plan.method().as_str(), path: the_plan.path().to_owned() },
         status: 200,
-        pagination: the_plan.page.map(|r| pagination::paginate(r, total.as_deref(), link.as_deref(), &data)),
+        pagination: the_plan
+            .page()
+            .map(|r| pagination::paginate(r, total.as_deref(), link.as_deref(), &data)),
         untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
         shape: None,
         data: data.clone(),

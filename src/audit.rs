@@ -116,11 +116,11 @@ impl Trace {
 
     /// What the plan sends: operation, method, and path (no query) with known secrets redacted.
     pub fn sent(&mut self, plan: &aegis_core::args::CallPlan, redactor: &aegis_core::guard::Redactor) {
-        if plan.operation_id.is_some() {
-            self.operation.clone_from(&plan.operation_id);
+        if let Some(id) = plan.operation_id() {
+            self.operation = Some(id.to_owned());
         }
-        self.method = Some(plan.method.as_str());
-        self.path = Some(redactor.redact_str(&plan.path));
+        self.method = Some(plan.method().as_str());
+        self.path = Some(redactor.redact_str(plan.path()));
     }
 }
 

@@ -311,7 +311,7 @@ impl Fetched {
     fn into_success(self, server: &Server, identity: Identity) -> Success {
         Success {
             identity,
-            request: RequestInfo { method: self.plan.method.as_str(), path: self.plan.path },
+            request: RequestInfo { method: self.plan.method().as_str(), path: self.plan.path().to_owned() },
             status: self.status,
             pagination: self.pagination,
             untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
@@ -668,7 +668,7 @@ async fn decode(
         items: server.settings.max_tool_response_items,
         values: server.settings.max_tool_response_chars,
     };
-    let (expect, bytes) = (plan.expect, std::mem::take(&mut got.body));
+    let (expect, bytes) = (plan.expect(), std::mem::take(&mut got.body));
     let (decoded, elided) = if bytes.len() > LARGE_BODY {
         // Parsing megabytes takes milliseconds of CPU: not on a thread that serves others.
         let ct = content_type.clone();
@@ -694,7 +694,7 @@ async fn decode(
     }
     let is_json = matches!(decoded, body::Decoded::Json(_));
     let data = decoded.into_data();
-    let paging = plan.page.map(|req| pagination::paginate(req, total.as_deref(), link.as_deref(), &data));
+    let paging = plan.page().map(|req| pagination::paginate(req, total.as_deref(), link.as_deref(), &data));
     Ok((st, data, paging, elided, is_json))
 }
 

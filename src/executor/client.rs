@@ -143,18 +143,18 @@ impl Forge {
 
     /// The full URL of a plan (for direct comparisons in benchmarks and tests).
     pub fn url_of(&self, plan: &CallPlan) -> Result<Url, CallError> {
-        let prefix = match plan.root {
+        let prefix = match plan.root() {
             Root::Api => self.api.as_str(),
             Root::Site => self.base.as_str().trim_end_matches('/'),
         };
-        let mut url = Url::parse(&format!("{prefix}{}", plan.path)).map_err(|e| {
+        let mut url = Url::parse(&format!("{prefix}{}", plan.path())).map_err(|e| {
             CallError::local(
                 ErrorKind::InvalidArguments,
                 format!("the request path does not form a URL: {e}"),
             )
         })?;
-        if !plan.query.is_empty() {
-            url.query_pairs_mut().extend_pairs(plan.query.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if !plan.query().is_empty() {
+            url.query_pairs_mut().extend_pairs(plan.query().iter().map(|(k, v)| (k.as_str(), v.as_str())));
         }
         // The path is ours (encoded segments appended to the API base), but check anyway that
         // nothing moved the request off the forge before a credential is attached.
@@ -229,7 +229,7 @@ impl Forge {
         plan: &CallPlan,
         credential: &Credential,
     ) -> Result<Received, CallError> {
-        let method = reqwest::Method::from_bytes(plan.method.as_str().as_bytes()).expect("standard method");
+        let method = reqwest::Method::from_bytes(plan.method().as_str().as_bytes()).expect("standard method");
         let mut req = self
             .client
             .request(method, url)
@@ -241,7 +241,7 @@ impl Forge {
         if let Some(login) = credential.sudo() {
             req = req.header(SUDO, login.clone());
         }
-        req = match &plan.body {
+        req = match plan.body() {
             PlanBody::None => req,
             PlanBody::Json(v) => req
                 .header(CONTENT_TYPE, "application/json")
@@ -273,7 +273,7 @@ impl Forge {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
-        let limit = read_limit(plan.expect, content_type, self.limits);
+        let limit = read_limit(plan.expect(), content_type, self.limits);
         let declared =
             headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
         // An error's message is at its start: read that much, drop the rest.

@@ -8,8 +8,8 @@
 
 use crate::executor::Received;
 use crate::identity::{Credential, Mode};
-use aegis_core::args::{CallPlan, PlanBody, Root};
-use aegis_core::catalog::{Method, ResponseKind, Version};
+use aegis_core::args::{CallPlan, Root};
+use aegis_core::catalog::Version;
 use aegis_core::decode::status;
 use aegis_core::error::{CallError, ErrorKind};
 
@@ -89,20 +89,11 @@ fn read_version(forge: &Forge, got: &Received) -> Result<Version, CallError> {
 }
 
 /// A parameterless GET plan for the server's own requests (`/version`, `/user`).
-pub fn simple_get(path: &str) -> CallPlan {
-    CallPlan {
-        method: Method::Get,
-        path: path.to_owned(),
-        root: Root::Api,
-        query: Vec::new(),
-        body: PlanBody::None,
-        expect: ResponseKind::Json,
-        page: None,
-        operation_id: None,
-    }
+pub fn simple_get(path: &'static str) -> CallPlan {
+    CallPlan::fixed_get(Root::Api, path)
 }
 
 /// A parameterless GET under the forge's base URL, outside `/api/v1`.
-fn site_get(path: &str) -> CallPlan {
-    CallPlan { root: Root::Site, ..simple_get(path) }
+fn site_get(path: &'static str) -> CallPlan {
+    CallPlan::fixed_get(Root::Site, path)
 }

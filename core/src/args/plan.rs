@@ -36,22 +36,80 @@ pub enum Root {
     Site,
 }
 
-/// Everything the executor needs, and what the envelope reports about the request.
+/// Everything the executor needs, and what the envelope reports about the request. Made only
+/// here, in the core: from validated arguments (`for_operation`, the raw tool's `raw::plan`,
+/// `attachment_download`), or as one of the server's own fixed GETs (`fixed_get`), so a plan
+/// never carries what no check has seen. Read through its accessors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallPlan {
-    pub method: Method,
+    pub(crate) method: Method,
     /// Encoded path relative to `root`, starting with `/`.
-    pub path: String,
-    pub root: Root,
+    pub(crate) path: String,
+    pub(crate) root: Root,
     /// Query pairs, unencoded, in order; repeated keys allowed.
-    pub query: Vec<(String, String)>,
-    pub body: PlanBody,
+    pub(crate) query: Vec<(String, String)>,
+    pub(crate) body: PlanBody,
     /// What a successful answer is expected to carry.
-    pub expect: ResponseKind,
+    pub(crate) expect: ResponseKind,
     /// Set for paged operations.
-    pub page: Option<PageRequest>,
+    pub(crate) page: Option<PageRequest>,
     /// The spec operation this call reaches, when known.
-    pub operation_id: Option<String>,
+    pub(crate) operation_id: Option<String>,
+}
+
+impl CallPlan {
+    /// A parameterless GET of JSON that the server makes for itself (`/version`, `/user`,
+    /// Forgejo's version outside `/api/v1`). The path is a literal of the server's code, never
+    /// text a client or the forge sent, which its type (`&'static str`) keeps so.
+    pub fn fixed_get(root: Root, path: &'static str) -> CallPlan {
+        CallPlan {
+            method: Method::Get,
+            path: path.to_owned(),
+            root,
+            query: Vec::new(),
+            body: PlanBody::None,
+            expect: ResponseKind::Json,
+            page: None,
+            operation_id: None,
+        }
+    }
+
+    pub fn method(&self) -> Method {
+        self.method
+    }
+
+    /// The encoded path relative to `root`, starting with `/`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn root(&self) -> Root {
+        self.root
+    }
+
+    /// Query pairs, unencoded, in order; repeated keys allowed.
+    pub fn query(&self) -> &[(String, String)] {
+        &self.query
+    }
+
+    pub fn body(&self) -> &PlanBody {
+        &self.body
+    }
+
+    /// What a successful answer is expected to carry.
+    pub fn expect(&self) -> ResponseKind {
+        self.expect
+    }
+
+    /// The page asked for, for paged operations.
+    pub fn page(&self) -> Option<PageRequest> {
+        self.page
+    }
+
+    /// The spec operation this call reaches, when known.
+    pub fn operation_id(&self) -> Option<&str> {
+        self.operation_id.as_deref()
+    }
 }
 
 /// Build the plan of a spec operation. `args` passed `validate` already.
