@@ -27,8 +27,12 @@ pub struct Server {
     pub policy: Policy,
     /// Redaction, masking and bounds of every result.
     pub guard: Guard,
-    /// Tool calls running right now (graceful shutdown waits for them).
-    pub in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Tool calls and resource reads running right now, each holding a token until it
+    /// returns (graceful shutdown waits for them).
+    pub calls: tokio_util::task::TaskTracker,
+    /// HTTP requests whose answers are still being written, each holding a token until its
+    /// response body is done (graceful shutdown waits for them after the calls).
+    pub answers: tokio_util::task::TaskTracker,
     /// Logins of per-request tokens (HTTP), by a hash of the token.
     pub logins: crate::identity::cache::LoginCache,
     /// Calls per minute and calls running, per identity (`RATE_LIMIT_*`).
@@ -123,7 +127,8 @@ impl Server {
             metrics,
             limits,
             new_tokens,
-            in_flight: Default::default(),
+            calls: Default::default(),
+            answers: Default::default(),
         })
     }
 

@@ -1,6 +1,5 @@
 //! rmcp `ServerHandler` over the catalog: list tools, call one through `call::run`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
@@ -131,7 +130,7 @@ impl ServerHandler for McpHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let _running = InFlight::enter(&self.server.in_flight);
+        let _running = self.server.calls.token();
         let server = &self.server;
         let uri = request.uri.as_str();
         let mut uri_arg = serde_json::Map::new();
@@ -171,7 +170,7 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = std::time::Instant::now();
-        let _running = InFlight::enter(&self.server.in_flight);
+        let _running = self.server.calls.token();
         let server = &self.server;
         let (name, arguments) = (&request.name, request.arguments);
         let oversized = oversized_of(&context);
@@ -271,22 +270,6 @@ fn too_long(server: &Server, o: Oversized) -> CallError {
             o.limit, server.settings.max_binary_bytes
         ),
     )
-}
-
-/// Counts a call as running until dropped.
-struct InFlight(Arc<AtomicUsize>);
-
-impl InFlight {
-    fn enter(counter: &Arc<AtomicUsize>) -> InFlight {
-        counter.fetch_add(1, Ordering::SeqCst);
-        InFlight(counter.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// Who an HTTP request is, from the identity the auth layer put into its extensions.

@@ -128,13 +128,25 @@ fn streamable_config(max_body_bytes: usize, shutdown: &CancellationToken) -> Str
 /// How long in-flight calls may run after a shutdown signal.
 const DRAIN: Duration = Duration::from_secs(20);
 
-/// Serve until SIGTERM/SIGINT.
-pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::Result<()> {
+/// The HTTP application `serve` serves, and the readiness it reports.
+pub struct App {
+    pub router: Router,
+    pub(crate) readiness: Arc<super::ready::Readiness>,
+}
+
+/// The whole HTTP application for `server` answering at `addr` (whose host and port make the
+/// default Host and Origin allowlists): the MCP routes of `transport` behind their layers,
+/// `/healthz`, `/readyz`, `/metrics` (unless on a listener of its own) and the sign-in
+/// routes; `shutdown` ends the MCP streams. Built by this one function so that tests drive
+/// exactly what `serve` serves, in-process (`tower::ServiceExt::oneshot`), and keep their
+/// processes for what only a socket shows (timeouts, connection caps, streams).
+pub async fn app(
+    server: Arc<Server>,
+    transport: TransportChoice,
+    addr: SocketAddr,
+    shutdown: &CancellationToken,
+) -> App {
     let s = &server.settings;
-    let listener = tokio::net::TcpListener::bind(&s.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
-    let addr = listener.local_addr()?;
     let cfg = Arc::new(LayerConfig {
         allowed_hosts: allowed_hosts(&s.allowed_hosts, addr),
         allowed_origins: allowed_origins(&s.allowed_origins, addr),
@@ -146,7 +158,6 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         server: server.clone(),
     });
     warn_if_open(&server, addr, &cfg);
-    let shutdown = CancellationToken::new();
     let readiness = super::ready::Readiness::new(server.clone());
     readiness.watch_forge(shutdown.clone()).await;
     let handler = McpHandler::new(server.clone());
@@ -155,7 +166,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         // No sessions: `initialize` is answered without a session id and every request
         // stands alone (its identity established per call), so any replica serves any request.
         _ if s.stateless => {
-            let config = streamable_config(s.max_body_bytes, &shutdown).with_legacy_session_mode(false);
+            let config = streamable_config(s.max_body_bytes, shutdown).with_legacy_session_mode(false);
             let service = StreamableHttpService::new(
                 move || Ok(handler.clone()),
                 Arc::new(NeverSessionManager::default()),
@@ -180,7 +191,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
             // A request that needs no stream (one whose handler sends nothing before its
             // answer) gets plain JSON with a length: less for clients to parse. The library
             // does that for stateless requests; `plain_json` for those in a session.
-            let config = streamable_config(s.max_body_bytes, &shutdown);
+            let config = streamable_config(s.max_body_bytes, shutdown);
             let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
             let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
             Router::new()
@@ -192,6 +203,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     };
     let mut app = mcp
         .layer(from_fn_with_state(server.clone(), layers::scope))
+        .layer(from_fn_with_state(server.clone(), layers::track_answers))
         .layer(from_fn_with_state(cfg.clone(), layers::read_body_within))
         .layer(axum::middleware::from_fn(layers::narrow))
         .layer(from_fn_with_state(cfg.clone(), layers::authenticate))
@@ -208,6 +220,18 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
                 .layer(from_fn_with_state(cfg.clone(), layers::guard_host)),
         );
     }
+    App { router: app, readiness }
+}
+
+/// Serve until SIGTERM/SIGINT.
+pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::Result<()> {
+    let s = &server.settings;
+    let listener = tokio::net::TcpListener::bind(&s.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
+    let addr = listener.local_addr()?;
+    let shutdown = CancellationToken::new();
+    let App { router: app, readiness } = app(server.clone(), transport, addr, &shutdown).await;
     // Bound before the MCP address is announced: whoever waits for that line can scrape.
     super::metrics::serve_own(&server).await?;
     let path = if transport == TransportChoice::Sse { "/sse" } else { "/mcp" };
@@ -228,7 +252,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     let drain = CancellationToken::new();
     let (on_signal, give_up) = (stop.clone(), drain.clone());
     let stop_streams = shutdown.clone();
-    let in_flight = server.in_flight.clone();
+    let (calls, answers) = (server.calls.clone(), server.answers.clone());
     let delay = s.shutdown_delay;
     tokio::spawn(async move {
         wait_for_signal().await;
@@ -248,16 +272,17 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         // Let running calls finish and their answers go out, then end the open streams
         // (which would otherwise keep their connections, and the server, alive).
         let deadline = tokio::time::Instant::now() + DRAIN;
-        while in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0
-            && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        calls.close();
+        answers.close();
+        let _ = tokio::time::timeout_at(deadline, async {
+            calls.wait().await;
+            answers.wait().await;
+        })
+        .await;
         stop_streams.cancel();
         // Connections still open at the deadline are closed.
         tokio::time::sleep_until(deadline).await;
-        let running = in_flight.load(std::sync::atomic::Ordering::SeqCst);
+        let running = calls.len();
         if running > 0 {
             tracing::warn!("{running} calls still running after {}s; exiting", DRAIN.as_secs());
         }

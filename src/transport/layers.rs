@@ -70,6 +70,44 @@ pub struct LayerConfig {
     pub server: Arc<Server>,
 }
 
+/// Hold a token of `Server::answers` for a POST until its answer is written (its response
+/// body is done or dropped): graceful shutdown waits for these after the calls, so the
+/// answer of a call that just finished goes out before the streams end. Streams (GET) are
+/// not counted; they end at shutdown.
+pub async fn track_answers(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
+    if req.method() != axum::http::Method::POST {
+        return next.run(req).await;
+    }
+    let token = server.answers.token();
+    next.run(req).await.map(|body| Body::new(Tracked { body, _token: token }))
+}
+
+/// A response body that holds a tracker's token until it is done or dropped.
+struct Tracked {
+    body: Body,
+    _token: tokio_util::task::task_tracker::TaskTrackerToken,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// A request body, already read whole by `read_body_within`.
 pub async fn read_body(body: Body) -> Result<Bytes, Response> {
     axum::body::to_bytes(body, usize::MAX)

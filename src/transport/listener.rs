@@ -73,6 +73,8 @@ pub async fn serve(
 ) {
     let registry = Arc::new(Registry::default());
     let started = Instant::now();
+    // Every connection's task, so that shutdown waits for them to end, not for a count.
+    let connections = tokio_util::task::TaskTracker::new();
     loop {
         let (tcp, peer) = tokio::select! {
             _ = stop.cancelled() => break,
@@ -98,14 +100,13 @@ pub async fn serve(
             // Small answers written in several frames would wait for delayed ACKs otherwise.
             tracing::debug!(error = %e, "TCP_NODELAY not set");
         }
-        tokio::spawn(serve_connection(tcp, app.clone(), conn, limits, stop.clone(), drain.clone()));
+        connections.spawn(serve_connection(tcp, app.clone(), conn, limits, stop.clone(), drain.clone()));
     }
     // Wait for open connections to finish (they were told to close after their requests).
-    while registry.open() > 0 && !drain.is_cancelled() {
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(25)) => {}
-            _ = drain.cancelled() => {}
-        }
+    connections.close();
+    tokio::select! {
+        _ = connections.wait() => {}
+        _ = drain.cancelled() => {}
     }
 }
 
@@ -177,10 +178,6 @@ impl Registry {
         let state = Arc::new(ConnState::new(started));
         open.conns.insert(id, state.clone());
         Some(Some(Conn { id, peer, state, registry: self.clone() }))
-    }
-
-    fn open(&self) -> usize {
-        self.inner.lock().expect("registry lock").conns.len()
     }
 }
 

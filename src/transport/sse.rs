@@ -33,7 +33,6 @@ use rmcp::ServiceExt;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::jsonrpc::{self, Read};
@@ -209,7 +208,7 @@ async fn open(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
     let endpoint = futures::stream::once(async move {
         Ok::<_, Infallible>(Event::default().event("endpoint").data(format!("/message?sessionId={id}")))
     });
-    let messages = ReceiverStream::new(out_rx).map(move |(answers, frame)| {
+    let messages = drain_then_end(out_rx, cancel.clone()).map(move |(answers, frame)| {
         let _keep = &guard;
         outbox.queued.fetch_sub(1, Ordering::SeqCst);
         outbox.last_read.store(outbox.now(), Ordering::SeqCst);
@@ -219,8 +218,27 @@ async fn open(State(sessions): State<Arc<Sessions>>, req: Request) -> Response {
         Ok::<_, Infallible>(Event::default().event("message").data(String::from_utf8_lossy(&frame)))
     });
     let stream: std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>> =
-        Box::pin(endpoint.chain(messages).take_until(cancel.cancelled_owned()));
+        Box::pin(endpoint.chain(messages));
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// The messages of `rx` until `cancel`, then the ones already queued, then the end: at
+/// shutdown the answers of calls that finished still go out (a stalled stream is ended by
+/// closing its connection instead, so this never waits for a client that does not read).
+fn drain_then_end<T: Send + 'static>(
+    rx: mpsc::Receiver<T>,
+    cancel: CancellationToken,
+) -> impl Stream<Item = T> {
+    futures::stream::unfold((rx, cancel, false), |(mut rx, cancel, closed)| async move {
+        if !closed {
+            tokio::select! {
+                biased;
+                item = rx.recv() => return item.map(|i| (i, (rx, cancel, false))),
+                _ = cancel.cancelled() => rx.close(),
+            }
+        }
+        rx.recv().await.map(|i| (i, (rx, cancel, true)))
+    })
 }
 
 /// What ending a stalled session takes.

@@ -13,6 +13,7 @@ mod conformance;
 mod e2e_real_forge;
 mod every_operation;
 mod guard;
+mod http_app;
 mod http_identity;
 mod http_narrowing;
 mod http_protocols;

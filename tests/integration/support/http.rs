@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -71,7 +71,30 @@ pub struct HttpServer {
     /// `http` or `sse`.
     pub transport: String,
     stderr_path: PathBuf,
+    /// Copies the server's stderr, line by line, into `stderr_path` until the server exits:
+    /// a thread of its own, so that the server never waits on a full pipe whatever the test's
+    /// runtime is doing.
+    copier: Option<std::thread::JoinHandle<()>>,
     _dir: tempfile::TempDir,
+}
+
+/// Copy `from` (the server's stderr) into the file at `to` a whole line at a time, and send
+/// the URL of the first `listening on` line to `listening`: the start is seen the moment
+/// the line is written, with no polling.
+fn copy_stderr(from: std::fs::File, to: PathBuf, listening: tokio::sync::oneshot::Sender<String>) {
+    use std::io::{BufRead, Write};
+    let mut file = std::fs::File::create(&to).expect("the stderr file");
+    let mut listening = Some(listening);
+    for line in std::io::BufReader::new(from).lines() {
+        let Ok(line) = line else { break };
+        let _ = file.write_all(format!("{line}\n").as_bytes());
+        if let Some(at) = line.find("listening on http://") {
+            let url = line[at + "listening on ".len()..].split_whitespace().next().unwrap_or("");
+            if let Some(tx) = listening.take() {
+                let _ = tx.send(url.to_owned());
+            }
+        }
+    }
 }
 
 impl HttpServer {
@@ -104,7 +127,6 @@ impl HttpServer {
     ) -> HttpServer {
         let dir = tempfile::tempdir().unwrap();
         let stderr_path = dir.path().join("stderr.log");
-        let stderr = std::fs::File::create(&stderr_path).unwrap();
         let mut cmd = match nofile {
             None => tokio::process::Command::new(bin()),
             Some(n) => {
@@ -136,36 +158,43 @@ impl HttpServer {
         }
         cmd.stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::from(stderr))
+            .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
         let mut child = cmd.spawn().expect("spawn the server");
-        let deadline = Instant::now() + START_TIMEOUT;
-        let endpoint = loop {
-            let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            // Only whole lines: the file may be read while the server is still writing one.
-            let complete = log.rfind('\n').map_or("", |end| &log[..end]);
-            if let Some(url) = complete.lines().find_map(|l| {
-                let at = l.find("listening on http://")?;
-                l[at + "listening on ".len()..].split_whitespace().next().map(str::to_owned)
-            }) {
-                break url;
-            }
-            if let Ok(Some(status)) = child.try_wait() {
+        let (tx, listening) = tokio::sync::oneshot::channel();
+        let stderr = child.stderr.take().expect("a piped stderr").into_owned_fd().expect("its descriptor");
+        let to = stderr_path.clone();
+        let copier = std::thread::spawn(move || copy_stderr(std::fs::File::from(stderr), to, tx));
+        let endpoint = match tokio::time::timeout(START_TIMEOUT, listening).await {
+            Ok(Ok(url)) => url,
+            // The copier ended without the line: the server exited.
+            Ok(Err(_)) => {
+                let status = child.wait().await.expect("wait for the server");
+                let _ = copier.join();
+                let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
                 panic!("the server exited ({status}) before listening; its stderr:\n{log}");
             }
-            if Instant::now() > deadline {
+            Err(_) => {
+                let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
                 panic!(
                     "the server did not print `listening on` within {START_TIMEOUT:?}; its stderr:\n{log}"
                 );
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         };
         let path_at = endpoint["http://".len()..].find('/').map(|i| i + "http://".len());
         let base = match path_at {
             Some(i) => endpoint[..i].to_owned(),
             None => endpoint.clone(),
         };
-        HttpServer { child, base, endpoint, transport: transport.to_owned(), stderr_path, _dir: dir }
+        HttpServer {
+            child,
+            base,
+            endpoint,
+            transport: transport.to_owned(),
+            stderr_path,
+            copier: Some(copier),
+            _dir: dir,
+        }
     }
 
     /// The server's process id, while it has not been reaped.
@@ -185,9 +214,14 @@ impl HttpServer {
         self.stderr()
     }
 
-    /// Waits for the server to exit (after a signal, say) and returns its exit status.
+    /// Waits for the server to exit (after a signal, say) and returns its exit status, once
+    /// all it wrote to stderr is in `stderr()`.
     pub async fn wait(&mut self) -> std::process::ExitStatus {
-        self.child.wait().await.expect("wait for the server")
+        let status = self.child.wait().await.expect("wait for the server");
+        if let Some(copier) = self.copier.take() {
+            let _ = copier.join();
+        }
+        status
     }
 
     /// `{base}{path}`.

@@ -123,32 +123,32 @@ pub struct ChildRun {
 
 /// Runs `cmd` (stdin null, stdout and stderr captured) until it exits or `timeout` passes,
 /// then kills it. The pipes are drained on threads so a large output cannot block the child,
-/// and the wait polls with tokio's sleep so the test's runtime stays free to serve the fake
-/// forge living on it. Panics when the program cannot be started.
+/// and the wait is the runtime's own (no polling), so the test's runtime stays free to serve
+/// the fake forge living on it. Panics when the program cannot be started.
 pub async fn run_with_timeout(cmd: &mut std::process::Command, timeout: Duration) -> ChildRun {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let started = Instant::now();
+    let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child =
-        cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", cmd.get_program().to_string_lossy()));
-    let drain = |mut r: Box<dyn Read + Send>| {
+        tokio::process::Command::from(std::mem::replace(cmd, std::process::Command::new(&program)))
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let drain = |fd: std::os::fd::OwnedFd| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
+            let _ = std::fs::File::from(fd).read_to_end(&mut buf);
             String::from_utf8_lossy(&buf).into_owned()
         })
     };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
+    let out = drain(child.stdout.take().unwrap().into_owned_fd().unwrap());
+    let err = drain(child.stderr.take().unwrap().into_owned_fd().unwrap());
+    let status = match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(status) => Some(status.unwrap()),
+        Err(_) => {
+            let _ = child.kill().await;
+            None
         }
-        if started.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let elapsed = started.elapsed();
     ChildRun { status, stdout: out.join().unwrap(), stderr: err.join().unwrap(), elapsed }
