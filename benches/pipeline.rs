@@ -21,7 +21,7 @@ use aegis_gitea_mcp::config::{Cli, Settings};
 use aegis_gitea_mcp::identity::Caller;
 use aegis_gitea_mcp::identity::{Identity, Mode};
 use aegis_gitea_mcp::mcp::McpHandler;
-use aegis_gitea_mcp::mcp::handler::to_rmcp;
+use aegis_gitea_mcp::mcp::reply::to_rmcp;
 use aegis_gitea_mcp::mcp::tool_list;
 use aegis_gitea_mcp::server::Server;
 use aegis_gitea_mcp::{audit, call};

@@ -3,6 +3,7 @@
 
 pub mod handler;
 pub mod marks;
+pub mod reply;
 pub mod tool_list;
 
 pub use handler::McpHandler;

@@ -223,6 +223,17 @@ pub async fn app(
     App { router: app, readiness }
 }
 
+/// The connection limits of `settings`, as the accept loop applies them.
+pub fn conn_limits(settings: &crate::config::Settings) -> ConnLimits {
+    ConnLimits {
+        max: listener::connections_that_fit(settings.max_connections),
+        per_peer: settings.max_connections_per_peer,
+        header_timeout: settings.header_timeout,
+        idle_timeout: settings.idle_timeout,
+        write_stall: settings.stream_stall_timeout,
+    }
+}
+
 /// Serve until SIGTERM/SIGINT.
 pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::Result<()> {
     let s = &server.settings;
@@ -241,13 +252,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     let line = format!("listening on http://{addr}{path}\n");
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
 
-    let limits = ConnLimits {
-        max: listener::connections_that_fit(s.max_connections),
-        per_peer: s.max_connections_per_peer,
-        header_timeout: s.header_timeout,
-        idle_timeout: s.idle_timeout,
-        write_stall: s.stream_stall_timeout,
-    };
+    let limits = conn_limits(s);
     let stop = CancellationToken::new();
     let drain = CancellationToken::new();
     let (on_signal, give_up) = (stop.clone(), drain.clone());

@@ -21,6 +21,18 @@ use crate::mcp::McpHandler;
 /// Serve until the client closes stdin.
 pub async fn serve(handler: McpHandler, max_line: usize) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    serve_on(handler, stdin, stdout, max_line).await
+}
+
+/// `serve` over any pair of byte streams: the process's standard input and output, or a
+/// test's in-memory pipe. Returns when `input` ends.
+pub async fn serve_on(
+    handler: McpHandler,
+    input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    max_line: usize,
+) -> anyhow::Result<()> {
+    let (stdin, stdout) = (input, output);
     let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(64);
     let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
     let writer = tokio::spawn(write_lines(stdout, out_rx));

@@ -340,7 +340,7 @@ fn assert_envelope_with_truncated(c: &support::Called) {
 #[tokio::test]
 async fn logs_at_the_most_verbose_level_contain_no_secret() {
     let (setup, _dir) = secrets_setup("mask");
-    let h = Harness::start(setup.env("LOG_LEVEL", "trace").env("RUST_LOG", "trace")).await;
+    let h = Harness::start(setup.process().env("LOG_LEVEL", "trace").env("RUST_LOG", "trace")).await;
     h.forge.seed_repo("alice", "demo");
     h.forge.script(echo(
         "/api/v1/repos/alice/demo/hooks",
@@ -394,6 +394,7 @@ async fn the_password_and_its_basic_value_never_leave_in_results_or_logs() {
     let blob = basic_blob("alice", ALICE_PASSWORD);
     let h = Harness::start(
         Setup::gitea()
+            .process()
             .basic()
             .env("SECRET_DETECTION_MODE", "off")
             .env("LOG_LEVEL", "trace")

@@ -53,8 +53,18 @@ async fn forge() -> FakeForge {
     forge
 }
 
-/// The forge and the server (global token: alice's) on `transport`, plus `env`.
+/// The forge and the server (global token: alice's) on `transport`, plus `env`: in this
+/// process, since these scenarios are about what each request gets.
 async fn start(transport: &str, env: &[(&str, &str)]) -> (FakeForge, HttpServer) {
+    let forge = forge().await;
+    let mut all = vec![("GITEA_TOKEN", ALICE_TOKEN)];
+    all.extend_from_slice(env);
+    let server = HttpServer::in_process(&forge.base_url(), transport, &all).await;
+    (forge, server)
+}
+
+/// `start`, as a process of its own: for a scenario that reads the server's log.
+async fn start_process(transport: &str, env: &[(&str, &str)]) -> (FakeForge, HttpServer) {
     let forge = forge().await;
     let mut all = vec![("GITEA_TOKEN", ALICE_TOKEN)];
     all.extend_from_slice(env);
@@ -221,7 +231,7 @@ async fn sudo_is_judged_for_each_requests_own_identity(t: &str) {
     let forge = FakeForge::start(Options { users, admins: vec!["bob".into()], ..Options::default() }).await;
     forge.seed_repo("alice", "demo");
     let env = [("GITEA_TOKEN", ALICE_TOKEN), ("SUDO_ALLOWED_USERS", "carol")];
-    let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
+    let server = HttpServer::in_process(&forge.base_url(), t, &env).await;
     let mut pool = Pool::new(&server);
     let args = json!({"sudo": "carol"});
     let bob = token(BOB_TOKEN);
@@ -519,7 +529,7 @@ async fn ephemeral_construction_network_error_surfaces_identity_failed(t: &str) 
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let server = HttpServer::spawn(&format!("http://{gone}"), t, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let server = HttpServer::in_process(&format!("http://{gone}"), t, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
     match server.connect(Some(&token(BOB_TOKEN))).await {
         Err((503, body)) => assert!(!body.contains(BOB_TOKEN), "{body}"),
         other => panic!("a session as bob with the forge gone: {:?}", other.err()),
@@ -558,7 +568,7 @@ async fn unknown_token_is_unauthorized_without_downgrade(t: &str) {
 }
 
 async fn token_absent_from_logs_and_error_text(t: &str) {
-    let (forge, mut server) = start(t, &[("LOG_LEVEL", "trace")]).await;
+    let (forge, mut server) = start_process(t, &[("LOG_LEVEL", "trace")]).await;
     let mut pool = Pool::new(&server);
     let http = http_client();
     // Every answer a caller gets — a result, or the HTTP refusal of its request — as text;

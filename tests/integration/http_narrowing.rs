@@ -23,7 +23,7 @@ async fn start(transport: &str, env: &[(&str, &str)]) -> (FakeForge, HttpServer,
     forge.seed_repo("o", "r");
     let mut env = env.to_vec();
     env.push(("GITEA_TOKEN", support::ALICE_TOKEN));
-    let server = HttpServer::spawn(&forge.base_url(), transport, &env).await;
+    let server = HttpServer::in_process(&forge.base_url(), transport, &env).await;
     let client = McpClient::connect(&server, None).await.expect("connect");
     (forge, server, client)
 }
@@ -157,7 +157,7 @@ async fn headers_cannot_undo_the_servers_read_only_or_disabled_tools(transport: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_requests_narrow_with_the_same_headers() {
     let forge = FakeForge::start(Options::default()).await;
-    let server = HttpServer::spawn(&forge.base_url(), "http", &[]).await;
+    let server = HttpServer::in_process(&forge.base_url(), "http", &[]).await;
     let list = |headers: Vec<(&'static str, &'static str)>| {
         let url = server.url("/mcp");
         async move {

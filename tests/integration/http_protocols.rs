@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use support::ALICE_TOKEN;
 use support::http::HttpServer;
 
-/// The server on Streamable HTTP with alice's token as the global token.
+/// The server on Streamable HTTP with alice's token as the global token, in this process.
 async fn start(forge: &FakeForge) -> HttpServer {
-    HttpServer::spawn(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await
+    HttpServer::in_process(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await
 }
 
 /// POST one JSON-RPC message; the JSON-RPC answer (plain or SSE-framed) and the session id.
@@ -190,7 +190,8 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
     let forge = FakeForge::start(Options::default()).await;
     forge.seed_repo("alice", "demo");
     forge.seed_issues("alice", "demo", 3);
-    let mut server = start(&forge).await;
+    // Its own process: the test reads the server's log.
+    let mut server = HttpServer::spawn(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
     let client = StreamableClient::connect(&server.url(""), None).await.expect("session");
     let sid = client.session_id().expect("a session id").to_owned();
     let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",

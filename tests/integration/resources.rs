@@ -162,7 +162,8 @@ async fn over_http_a_resource_is_read_as_the_caller() {
             .collect();
         let forge = fake_forge::FakeForge::start(fake_forge::Options { users, ..Default::default() }).await;
         forge.seed_issues("o", "r", 1);
-        let server = HttpServer::spawn(&forge.base_url(), transport, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+        let server =
+            HttpServer::in_process(&forge.base_url(), transport, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
         let bob = format!("token {BOB_TOKEN}");
         let c = McpClient::connect(&server, Some(&bob)).await.unwrap();
         let resp = c

@@ -861,7 +861,7 @@ async fn every_call_leaves_one_chained_audit_line_without_arguments_results_or_s
     assert!(ok, "{report}");
 
     // A second server on the same file continues the chain.
-    let h = Harness::start(Setup::gitea().audit(&log)).await;
+    let h = Harness::start(Setup::gitea().process().audit(&log)).await;
     h.forge.seed_repo("alice", "demo");
     assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
     h.stop().await;
@@ -901,6 +901,7 @@ async fn an_unwritable_audit_log_fails_calls_closed_unless_fail_open() {
     let key = support::write_audit_key(&dir.path().join("audit.key"));
     let unwritable = || {
         Setup::gitea()
+            .process()
             .env("AUDIT_LOG", dir.path().to_str().unwrap())
             .env("AUDIT_KEY_FILE", key.to_str().unwrap())
     };
@@ -933,7 +934,7 @@ async fn the_chain_is_keyed_so_an_edited_last_line_or_a_forged_chain_fails_and_i
     let log = dir.path().join("audit.jsonl");
     let key = log.with_file_name("audit.key");
     let demo = json!({"owner": "alice", "repo": "demo"});
-    let h = Harness::start(Setup::gitea().audit(&log)).await;
+    let h = Harness::start(Setup::gitea().process().audit(&log)).await;
     h.forge.seed_repo("alice", "demo");
     assert!(!h.call("repoGet", demo.clone()).await.is_error);
     assert!(!h.call("repoGet", demo.clone()).await.is_error);
@@ -960,6 +961,7 @@ async fn the_chain_is_keyed_so_an_edited_last_line_or_a_forged_chain_fails_and_i
     let forged = forged_dir.path().join("audit.jsonl");
     let other_key = forged_dir.path().join("audit.key");
     let setup = Setup::gitea()
+        .process()
         .env("AUDIT_LOG", forged.to_str().unwrap())
         .env("AUDIT_KEY_FILE", other_key.to_str().unwrap());
     std::fs::write(&other_key, "ab".repeat(32)).unwrap();
@@ -982,7 +984,7 @@ async fn the_chain_is_keyed_so_an_edited_last_line_or_a_forged_chain_fails_and_i
     assert!(!ok && report.contains("BROKEN at line 2: line 2 does not verify with this key"), "{report}");
 
     // A restart does not continue it: calls fail before they run, saying what to do.
-    let h = Harness::start(Setup::gitea().audit(&log)).await;
+    let h = Harness::start(Setup::gitea().process().audit(&log)).await;
     h.forge.seed_repo("alice", "demo");
     let c = h.call("repoGet", demo).await;
     assert_eq!(c.kind(), "audit_failed", "{}", c.text);
@@ -1005,7 +1007,7 @@ async fn a_file_replaced_under_the_running_server_is_refused_and_rotations_conti
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
     let demo = json!({"owner": "alice", "repo": "demo"});
-    let h = Harness::start(Setup::gitea().audit(&log)).await;
+    let h = Harness::start(Setup::gitea().process().audit(&log)).await;
     h.forge.seed_repo("alice", "demo");
     for _ in 0..2 {
         assert!(!h.call("repoGet", demo.clone()).await.is_error);
@@ -1077,7 +1079,7 @@ async fn full_disk_then_space() {
     let h = Harness::start(setup).await;
     h.forge.seed_repo("alice", "demo");
     assert!(!h.call("repoGet", demo.clone()).await.is_error);
-    let pid = h.pid.expect("the server's pid") as i32;
+    let pid = h.pid() as i32;
     let (mut soft, mut hard) = (0, 0);
     rlimit::prlimit(pid, Resource::FSIZE, None, Some((&mut soft, &mut hard))).unwrap();
     let room = 40;
@@ -1118,7 +1120,7 @@ async fn arguments_appear_only_as_a_keyed_hmac() {
     use sha2::Digest;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
-    let h = Harness::start(Setup::gitea().audit(&log)).await;
+    let h = Harness::start(Setup::gitea().process().audit(&log)).await;
     let args =
         json!({"username": "bob", "body": {"login_name": "bob", "password": "hunter2", "source_id": 0}});
     let _ = h.call("adminEditUser", args.clone()).await;

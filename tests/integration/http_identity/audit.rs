@@ -21,7 +21,7 @@ async fn audit_lines_name_each_requests_own_identity_and_transport(t: &str) {
         ("AUDIT_KEY_FILE", key.to_str().unwrap()),
         ("ALLOWED_REPOS", "alice/*"),
     ];
-    let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
+    let server = HttpServer::in_process(&forge.base_url(), t, &env).await;
     let bob = token(BOB_TOKEN);
     let as_bob = McpClient::connect(&server, Some(&bob)).await.expect("bob connects");
     let as_server = McpClient::connect(&server, None).await.expect("connects");
@@ -86,7 +86,7 @@ async fn what_a_client_names_itself_reaches_the_audit_log_only_redacted(t: &str)
         ("AUDIT_LOG", log.to_str().unwrap()),
         ("AUDIT_KEY_FILE", key.to_str().unwrap()),
     ];
-    let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
+    let server = HttpServer::in_process(&forge.base_url(), t, &env).await;
     let percent = |s: &str| s.bytes().map(|b| format!("%{b:02x}")).collect::<String>();
     let demo = json!({"owner": "alice", "repo": "demo"});
     let shared = format!("Bearer {}", super::SHARED_SECRET);

@@ -167,7 +167,7 @@ on_both_transports!(one_identity_at_its_limit_does_not_stop_another);
 /// forge; carol (her own token) and the server's own identity (no header) still get theirs.
 async fn one_identity_at_its_limit_does_not_stop_another(t: &str) {
     let forge = forge().await;
-    let server = HttpServer::spawn(
+    let server = HttpServer::in_process(
         &forge.base_url(),
         t,
         &[("GITEA_TOKEN", super::support::ALICE_TOKEN), ("RATE_LIMIT_PER_MINUTE", "3")],
@@ -214,7 +214,7 @@ async fn a_hammering_identity_is_refused_while_another_gets_every_call() {
         ("RATE_LIMIT_CONCURRENT", "4"),
         ("LOG_LEVEL", "warn"),
     ];
-    let server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+    let server = HttpServer::in_process(&forge.base_url(), "http", &env).await;
     let (bob, carol) = (token(BOB_TOKEN), token(CAROL_TOKEN));
     let bob_client = std::sync::Arc::new(McpClient::connect(&server, Some(&bob)).await.unwrap());
     let carol_client = McpClient::connect(&server, Some(&carol)).await.unwrap();
@@ -268,7 +268,7 @@ async fn a_hammering_identity_is_refused_while_another_gets_every_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_tokens_in_numbers_never_take_what_established_identities_need() {
     let forge = forge().await;
-    let server = HttpServer::spawn(
+    let server = HttpServer::in_process(
         &forge.base_url(),
         "http",
         &[

@@ -69,7 +69,7 @@ async fn a_scrape_counts_exactly_the_calls_made() {
     ));
     forge.script(Script::always(Some("GET"), "/api/v1/repos/o/busy", ScriptedResponse::status(429)));
     // No global token: every call runs as the token of its request (the identity cache).
-    let server = HttpServer::spawn(
+    let server = HttpServer::in_process(
         &forge.base_url(),
         "http",
         &[("DISABLED_TOOLS", "repoDelete"), ("EXTRA_SECRETS", SECRET)],
@@ -216,7 +216,7 @@ async fn metrics_listen_serves_metrics_only_on_its_own_address() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_listen_off_serves_no_metrics() {
     let forge = FakeForge::start(Options::default()).await;
-    let server = HttpServer::spawn(
+    let server = HttpServer::in_process(
         &forge.base_url(),
         "http",
         &[("GITEA_TOKEN", ALICE_TOKEN), ("METRICS_LISTEN", "off")],

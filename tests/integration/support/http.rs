@@ -61,9 +61,13 @@ pub fn not_probes(forge: &fake_forge::FakeForge) -> Vec<fake_forge::Recorded> {
     forge.requests().into_iter().filter(|r| !is_readiness_probe(r)).collect()
 }
 
-/// The server binary serving `http` or `sse`; killed on drop.
+/// The server serving `http` or `sse`: the binary (`spawn`), killed on drop, or the same
+/// application in this process on a loopback socket of its own (`in_process`), stopped on
+/// drop.
 pub struct HttpServer {
-    child: tokio::process::Child,
+    child: Option<tokio::process::Child>,
+    /// The in-process server's stop: its accept loop, connections and streams end with it.
+    stop: Option<tokio_util::sync::CancellationToken>,
     /// `http://127.0.0.1:PORT`, no trailing slash.
     pub base: String,
     /// The announced MCP URL: `{base}/mcp` or `{base}/sse`.
@@ -187,7 +191,8 @@ impl HttpServer {
             None => endpoint.clone(),
         };
         HttpServer {
-            child,
+            child: Some(child),
+            stop: None,
             base,
             endpoint,
             transport: transport.to_owned(),
@@ -199,7 +204,63 @@ impl HttpServer {
 
     /// The server's process id, while it has not been reaped.
     pub fn pid(&self) -> Option<u32> {
-        self.child.id()
+        self.process().id()
+    }
+
+    fn process(&self) -> &tokio::process::Child {
+        self.child.as_ref().expect("a server of its own process (`spawn`), not an in-process one")
+    }
+
+    /// The same application as `spawn` starts, built and served in this process (on the test's
+    /// runtime, on a loopback socket of its own), for tests of what the server answers rather
+    /// than of the process: it has no log, signal or exit of its own to look at (`stderr`,
+    /// `pid` and `wait` refuse). `env` takes the settings' environment names, given to the
+    /// command line as its flags (the process's own environment is left alone).
+    pub async fn in_process(forge_url: &str, transport: &str, env: &[(&str, &str)]) -> HttpServer {
+        let flavor = env.iter().find(|(k, _)| *k == "GITEA_FLAVOR").map_or("gitea", |(_, v)| *v);
+        let args = [
+            "serve",
+            "--transport",
+            transport,
+            "--listen",
+            "127.0.0.1:0",
+            "--url",
+            forge_url,
+            "--flavor",
+            flavor,
+        ];
+        let env: Vec<(String, String)> = env
+            .iter()
+            .filter(|(k, _)| *k != "GITEA_FLAVOR")
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let settings = super::settings_of(&args, &env);
+        let (choice, limits) = (settings.transport, aegis_gitea_mcp::transport::http::conn_limits(&settings));
+        let server = std::sync::Arc::new(
+            aegis_gitea_mcp::server::Server::start(settings).await.expect("the server starts"),
+        );
+        // As `serve`: a metrics listener of its own when METRICS_LISTEN asks.
+        aegis_gitea_mcp::transport::metrics::serve_own(&server).await.expect("the metrics listener");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let app = aegis_gitea_mcp::transport::http::app(server, choice, addr, &stop).await;
+        let (accept, drain) = (stop.child_token(), stop.child_token());
+        tokio::spawn(aegis_gitea_mcp::transport::listener::serve(
+            listener, app.router, limits, accept, drain,
+        ));
+        let base = format!("http://{addr}");
+        let endpoint = format!("{base}{}", if transport == "sse" { "/sse" } else { "/mcp" });
+        HttpServer {
+            child: None,
+            stop: Some(stop),
+            base,
+            endpoint,
+            transport: transport.to_owned(),
+            stderr_path: PathBuf::new(),
+            copier: None,
+            _dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     /// Stops the server as an operator does (SIGTERM), waits for it to exit and returns all it
@@ -217,7 +278,9 @@ impl HttpServer {
     /// Waits for the server to exit (after a signal, say) and returns its exit status, once
     /// all it wrote to stderr is in `stderr()`.
     pub async fn wait(&mut self) -> std::process::ExitStatus {
-        let status = self.child.wait().await.expect("wait for the server");
+        let child =
+            self.child.as_mut().expect("a server of its own process (`spawn`), not an in-process one");
+        let status = child.wait().await.expect("wait for the server");
         if let Some(copier) = self.copier.take() {
             let _ = copier.join();
         }
@@ -236,6 +299,7 @@ impl HttpServer {
 
     /// What the server wrote to stderr so far.
     pub fn stderr(&self) -> String {
+        self.process();
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 
@@ -247,7 +311,12 @@ impl HttpServer {
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
-        let _ = self.child.start_kill();
+        if let Some(child) = &mut self.child {
+            let _ = child.start_kill();
+        }
+        if let Some(stop) = &self.stop {
+            stop.cancel();
+        }
     }
 }
 

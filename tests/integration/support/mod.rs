@@ -154,6 +154,40 @@ pub async fn run_with_timeout(cmd: &mut std::process::Command, timeout: Duration
     ChildRun { status, stdout: out.join().unwrap(), stderr: err.join().unwrap(), elapsed }
 }
 
+/// The settings the server would have with the command line `args` (after the program's
+/// name) and the environment `env`, as a spawned test server gets them: the environment's
+/// names of the command line's own settings are given as its flags (an in-process server
+/// leaves this process's environment alone), the others to the settings' own lookup; the
+/// data of envelopes as the forge's JSON (`RESULT_SHAPE=full`) unless `env` says otherwise.
+pub fn settings_of(args: &[&str], env: &[(String, String)]) -> aegis_gitea_mcp::config::Settings {
+    use aegis_gitea_mcp::config::{Cli, Settings};
+    use clap::{CommandFactory, Parser};
+    let command = Cli::command();
+    let mut line: Vec<String> =
+        std::iter::once("aegis-gitea-mcp").chain(args.iter().copied()).map(str::to_owned).collect();
+    let mut env: Vec<(String, String)> = env.to_vec();
+    if !env.iter().any(|(k, _)| k == "RESULT_SHAPE") {
+        env.push(("RESULT_SHAPE".into(), "full".into()));
+    }
+    let mut rest = Vec::new();
+    for (k, v) in env {
+        match command.get_arguments().find(|a| a.get_env().is_some_and(|e| e == k.as_str())) {
+            Some(arg) => {
+                let long = format!("--{}", arg.get_long().expect("a long flag"));
+                if arg.get_action().takes_values() {
+                    line.extend([long, v]);
+                } else if v == "true" {
+                    line.push(long);
+                }
+            }
+            None => rest.push((k, v)),
+        }
+    }
+    let cli = Cli::try_parse_from(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    let lookup = move |k: &str| rest.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    Settings::resolve(cli.common, &lookup).expect("the settings resolve")
+}
+
 /// `tests/python/oauth_client.py`: the Python SDK signing in as bob (whom the fake forge has
 /// signed in) through the MCP server at `url`, then making each call (`TOOL=JSON`) and
 /// refreshing its token once.
@@ -266,8 +300,12 @@ pub struct Setup {
     pub token: Option<String>,
     pub env: Vec<(String, String)>,
     /// A shell command run before the binary replaces the shell (`exec`), e.g. `trap '' XFSZ`
-    /// to start it with a signal ignored.
+    /// to start it with a signal ignored (a server of its own process, then).
     pub shell: Option<String>,
+    /// The server as a process of its own (the binary over its standard input and output), for
+    /// tests of its log, its pid or its exit; otherwise it runs in this process over an
+    /// in-memory pipe, through the same stdio transport.
+    pub process: bool,
 }
 
 impl Setup {
@@ -279,11 +317,18 @@ impl Setup {
             token: Some(ALICE_TOKEN.into()),
             env: Vec::new(),
             shell: None,
+            process: false,
         }
     }
     pub fn forgejo() -> Setup {
         Setup { flavor: Flavor::Forgejo, flavor_arg: "forgejo", ..Setup::gitea() }
     }
+    /// The server as a process of its own (see `process`).
+    pub fn process(mut self) -> Setup {
+        self.process = true;
+        self
+    }
+
     pub fn env(mut self, k: &str, v: &str) -> Setup {
         self.env.push((k.into(), v.into()));
         self
@@ -322,9 +367,10 @@ impl Setup {
 /// forge, or a real one in the end-to-end tests).
 pub struct Server {
     pub client: RunningService<RoleClient, ()>,
-    pub stderr_path: PathBuf,
+    /// Where a spawned server's stderr goes; `None` in process (it has no log of its own).
+    stderr_path: Option<PathBuf>,
     /// The server's process id.
-    pub pid: Option<u32>,
+    pid: Option<u32>,
     _dir: tempfile::TempDir,
 }
 
@@ -377,7 +423,41 @@ impl Server {
                 panic!("MCP handshake with the server failed ({e}); its stderr:\n{log}");
             }
         };
-        Server { client, stderr_path, pid, _dir: dir }
+        Server { client, stderr_path: Some(stderr_path), pid, _dir: dir }
+    }
+
+    /// The same server in this process, over an in-memory pipe instead of standard input and
+    /// output (the server's own stdio transport at the other end): for tests of what it
+    /// answers, not of the process — it has no log, no pid and no exit (`stderr` refuses).
+    pub async fn in_process(
+        url: &str,
+        flavor_arg: &str,
+        token: Option<String>,
+        env: Vec<(String, String)>,
+    ) -> Server {
+        let mut env = env;
+        if let Some(t) = token {
+            env.push(("GITEA_TOKEN".into(), t));
+        }
+        let settings = settings_of(&["serve", "--url", url, "--flavor", flavor_arg], &env);
+        let max_line = settings.max_body_bytes;
+        let server = std::sync::Arc::new(
+            aegis_gitea_mcp::server::Server::start(settings).await.expect("the server starts"),
+        );
+        // As `serve` over stdio: a metrics listener of its own when METRICS_LISTEN asks.
+        aegis_gitea_mcp::transport::metrics::serve_own(&server).await.expect("the metrics listener");
+        let (client_end, server_end) = tokio::io::duplex(1 << 16);
+        let (input, output) = tokio::io::split(server_end);
+        let handler = aegis_gitea_mcp::mcp::McpHandler::new(server);
+        tokio::spawn(aegis_gitea_mcp::transport::stdio::serve_on(handler, input, output, max_line));
+        let client = ().serve(client_end).await.expect("the MCP handshake");
+        Server { client, stderr_path: None, pid: None, _dir: tempfile::tempdir().unwrap() }
+    }
+
+    /// What the server wrote to stderr so far; only a server of its own process has one.
+    pub fn stderr(&self) -> String {
+        let file = self.stderr_path.as_ref().expect("a server of its own process, not an in-process one");
+        std::fs::read_to_string(file).unwrap_or_default()
     }
 
     /// Call a tool; panics on a JSON-RPC error.
@@ -573,9 +653,10 @@ pub async fn assert_typed(client: &RunningService<RoleClient, ()>, tool: &str, r
 pub struct Harness {
     pub forge: FakeForge,
     pub client: RunningService<RoleClient, ()>,
-    pub stderr_path: PathBuf,
-    /// The server's process id.
-    pub pid: Option<u32>,
+    /// Where a spawned server's stderr goes; `None` in process.
+    stderr_path: Option<PathBuf>,
+    /// The server's process id; `None` in process.
+    pid: Option<u32>,
     _dir: tempfile::TempDir,
 }
 
@@ -584,14 +665,18 @@ impl Harness {
         let opts =
             setup.forge_options.unwrap_or_else(|| Options { flavor: setup.flavor, ..Options::default() });
         let forge = FakeForge::start(opts).await;
-        let server = Server::spawn_in(
-            &forge.base_url(),
-            setup.flavor_arg,
-            setup.token,
-            setup.env,
-            setup.shell.as_deref(),
-        )
-        .await;
+        let server = if setup.process || setup.shell.is_some() {
+            Server::spawn_in(
+                &forge.base_url(),
+                setup.flavor_arg,
+                setup.token,
+                setup.env,
+                setup.shell.as_deref(),
+            )
+            .await
+        } else {
+            Server::in_process(&forge.base_url(), setup.flavor_arg, setup.token, setup.env).await
+        };
         Harness::around(forge, server)
     }
 
@@ -643,8 +728,20 @@ impl Harness {
         self.tool_requests().pop().expect("the forge received a request")
     }
 
+    /// What the server wrote to stderr so far; only a server of its own process has one.
     pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+        std::fs::read_to_string(self.stderr_file()).unwrap_or_default()
+    }
+
+    fn stderr_file(&self) -> &PathBuf {
+        self.stderr_path
+            .as_ref()
+            .expect("a server of its own process (`Setup::process`), not an in-process one")
+    }
+
+    /// The server's process id; only a server of its own process has one.
+    pub fn pid(&self) -> u32 {
+        self.pid.expect("a server of its own process (`Setup::process`), not an in-process one")
     }
 
     pub async fn stop(self) {
@@ -654,8 +751,9 @@ impl Harness {
     /// Stop the server as a client ending its session does (its standard input closed; it
     /// exits), then return everything it wrote to stderr.
     pub async fn stop_with_stderr(self) -> String {
+        let file = self.stderr_file().clone();
         let _ = self.client.cancel().await;
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+        std::fs::read_to_string(file).unwrap_or_default()
     }
 }
 
