@@ -104,18 +104,15 @@ async fn text(resp: Response<Body>) -> String {
 /// Reads an SSE stream's body until its `endpoint` event, and returns where to post.
 async fn endpoint_of(resp: Response<Body>) -> String {
     let mut body = resp.into_body();
-    let mut seen = String::new();
+    let mut parser = support::http::SseParser::default();
     while let Some(frame) = body.frame().await {
         if let Some(data) = frame.expect("a frame").data_ref() {
-            seen.push_str(&String::from_utf8_lossy(data));
-        }
-        if let Some(line) =
-            seen.lines().find_map(|l| l.strip_prefix("data: ")).filter(|_| seen.contains("\n\n"))
-        {
-            return line.trim().to_owned();
+            if let Some((_, at)) = parser.push(data).into_iter().find(|(event, _)| event == "endpoint") {
+                return at;
+            }
         }
     }
-    panic!("the stream ended before its endpoint: {seen}")
+    panic!("the stream ended before its endpoint")
 }
 
 on_both_transports!(

@@ -178,8 +178,10 @@ async fn stateless_requests_narrow_with_the_same_headers() {
             }
             let resp = req.send().await.unwrap();
             let text = resp.text().await.unwrap();
-            let json_line = text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or(&text).to_owned();
-            let v: Value = serde_json::from_str(&json_line).unwrap_or_else(|e| panic!("{e}: {text}"));
+            let v = support::http::messages_of(&text)
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| panic!("no message: {text}"));
             v["result"]["tools"]
                 .as_array()
                 .unwrap()

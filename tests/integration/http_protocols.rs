@@ -31,10 +31,8 @@ async fn rpc(url: &str, headers: &[(&str, &str)], body: Value) -> (u16, Option<V
     let status = resp.status().as_u16();
     let sid = resp.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
     let text = resp.text().await.unwrap();
-    let msg = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l.trim())))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let msg = support::http::messages_of(&text)
+        .into_iter()
         .find(|v| v.get("result").is_some() || v.get("error").is_some());
     (status, msg, sid)
 }

@@ -355,6 +355,18 @@ impl SseParser {
     }
 }
 
+/// The JSON messages of a whole reply body: one JSON value (`application/json`), or the data
+/// of each event of a `text/event-stream`, read by `SseParser`.
+pub fn messages_of(body: &str) -> Vec<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return vec![v];
+    }
+    let mut parser = SseParser::default();
+    let mut events = parser.push(body.as_bytes());
+    events.extend(parser.push(b"\n\n"));
+    events.into_iter().filter_map(|(_, data)| serde_json::from_str(&data).ok()).collect()
+}
+
 /// The JSON-RPC messages of a `text/event-stream` or `application/json` POST reply, read
 /// until the response with `id` arrives (the stream need not end).
 async fn read_reply(mut resp: reqwest::Response, id: u64) -> Result<Value, HttpError> {
