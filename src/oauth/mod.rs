@@ -160,6 +160,8 @@ pub struct OAuth {
     known_documents: std::sync::Mutex<std::collections::HashMap<String, (u64, Client)>>,
     /// App schemes the operator accepts in redirect URIs (`MCP_OAUTH_REDIRECT_SCHEMES`).
     redirect_schemes: Vec<String>,
+    /// What every lifetime is judged by.
+    clock: Clock,
 }
 
 /// How long a client ID metadata document is trusted, and how many are remembered.
@@ -290,6 +292,28 @@ struct Client {
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// The time, in seconds since the Unix epoch, by which the sign-in server judges every
+/// lifetime (pending sign-ins, codes, access and refresh tokens, documents): the system's
+/// clock, moved forward by `advance` — which only a test calls, to let a lifetime pass
+/// without waiting for it.
+#[derive(Debug, Default)]
+pub struct Clock {
+    ahead: std::sync::atomic::AtomicU64,
+}
+
+impl Clock {
+    /// Now, by this clock.
+    pub fn now(&self) -> u64 {
+        now().saturating_add(self.ahead.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Move this clock `by` forward (a test's way to let time pass).
+    #[doc(hidden)]
+    pub fn advance(&self, by: std::time::Duration) {
+        self.ahead.fetch_add(by.as_secs(), std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// What a browser id looks like (`Sealer::random_text(16)`).
@@ -453,7 +477,13 @@ impl OAuth {
             documents: tokio::sync::Semaphore::new(MAX_DOCUMENT_FETCHES),
             known_documents: Default::default(),
             redirect_schemes: settings.redirect_schemes.clone(),
+            clock: Clock::default(),
         }
+    }
+
+    /// The clock every lifetime is judged by.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// The sign-in cookie's name, and whether it is `Secure` (when the server is reached
@@ -525,7 +555,7 @@ impl OAuth {
             }
         }
         let name = client_name(&meta).map_err(invalid)?;
-        let issued = now();
+        let issued = self.clock.now();
         let client_id = self
             .sealer
             .seal(Kind::Client, &Registration { r: redirect_uris.clone(), n: name.clone(), t: issued });
@@ -562,7 +592,7 @@ impl OAuth {
             );
         }
         if let Some((expires, client)) = self.known_documents.lock().expect("never poisoned").get(client_id) {
-            if *expires >= now() {
+            if *expires >= self.clock.now() {
                 return Ok(client.clone());
             }
         }
@@ -587,13 +617,13 @@ impl OAuth {
         let client = Client { redirect_uris, name };
         let mut known = self.known_documents.lock().expect("never poisoned");
         if known.len() >= MAX_KNOWN_DOCUMENTS {
-            let t = now();
+            let t = self.clock.now();
             known.retain(|_, (expires, _)| *expires >= t);
             if known.len() >= MAX_KNOWN_DOCUMENTS {
                 known.clear();
             }
         }
-        known.insert(client_id.to_owned(), (now() + DOCUMENT_LIFETIME.as_secs(), client.clone()));
+        known.insert(client_id.to_owned(), (self.clock.now() + DOCUMENT_LIFETIME.as_secs(), client.clone()));
         Ok(client)
     }
 
@@ -655,7 +685,7 @@ impl OAuth {
         let Ok(pending) = self.sealer.open::<Pending>(Kind::Pending, sealed) else {
             return page("this sign-in was not started by this server; start again from your MCP client");
         };
-        if pending.e < now() {
+        if pending.e < self.clock.now() {
             return page("the sign-in took longer than 10 minutes; start again from your MCP client");
         }
         if !browser.is_some_and(|b| header::constant_time_eq(b.as_bytes(), pending.b.as_bytes())) {
@@ -732,7 +762,7 @@ impl OAuth {
                 .filter(|b| valid_browser_id(b))
                 .map_or_else(|| self.sealer.random_text(16), str::to_owned),
             id: self.sealer.random_text(16),
-            e: now() + PENDING_LIFETIME.as_secs(),
+            e: self.clock.now() + PENDING_LIFETIME.as_secs(),
         })
     }
 
@@ -771,10 +801,10 @@ impl OAuth {
                 "this sign-in was approved in another browser (or its cookie was lost); start again from your MCP client",
             );
         }
-        if pending.e < now() {
+        if pending.e < self.clock.now() {
             return page("the sign-in took longer than 10 minutes; start again from your MCP client");
         }
-        if !self.used.first_use(&pending.id, pending.e) {
+        if !self.used.first_use(&pending.id, pending.e, self.clock.now()) {
             return page("this sign-in has already come back once; start again from your MCP client");
         }
         let back = |pairs: &[(&str, &str)]| {
@@ -808,7 +838,7 @@ impl OAuth {
             res: pending.res.clone(),
             fv: pending.fv.clone(),
             f: forge_code.to_owned(),
-            e: now() + CODE_LIFETIME.as_secs(),
+            e: self.clock.now() + CODE_LIFETIME.as_secs(),
             id: self.sealer.random_text(16),
         };
         let sealed = self.sealer.seal(Kind::Code, &code);
@@ -839,7 +869,7 @@ impl OAuth {
             return Err(OAuthError::grant("PKCE: the code_verifier does not match the code_challenge"));
         }
         self.check_resource(params)?;
-        if !self.used.first_use(&code.id, code.e) {
+        if !self.used.first_use(&code.id, code.e, self.clock.now()) {
             return Err(OAuthError::grant("the code has already been used; sign in again"));
         }
         let callback = format!("{}{CALLBACK_PATH}", self.issuer);
@@ -871,7 +901,7 @@ impl OAuth {
             }
         };
         self.check_resource(params)?;
-        if !self.used.first_use(&old.id, old.e) {
+        if !self.used.first_use(&old.id, old.e, self.clock.now()) {
             return Err(OAuthError::grant(
                 "the refresh token has already been used (refresh tokens rotate); use the newest one, or sign in again",
             ));
@@ -892,7 +922,7 @@ impl OAuth {
             .sealer
             .open(T::KIND, required(params, T::FIELD)?)
             .map_err(|_| OAuthError::grant(format!("the {what} was not issued by this server")))?;
-        if value.expires() < now() {
+        if value.expires() < self.clock.now() {
             return Err(OAuthError::grant(format!("the {what} has expired ({lifetime}); sign in again")));
         }
         if value.client() != client_hash(client_id) {
@@ -950,7 +980,7 @@ impl OAuth {
             sc: scope.to_owned(),
             res: resource.to_owned(),
             f: grant.access_token.expose_secret().to_owned(),
-            e: now() + lifetime,
+            e: self.clock.now() + lifetime,
         };
         let mut out = json!({
             "access_token": self.sealer.seal(Kind::Access, &access),
@@ -964,7 +994,7 @@ impl OAuth {
                 sc: refresh_scope.to_owned(),
                 res: resource.to_owned(),
                 f: forge_refresh.expose_secret().to_owned(),
-                e: now() + REFRESH_LIFETIME.as_secs(),
+                e: self.clock.now() + REFRESH_LIFETIME.as_secs(),
                 id: self.sealer.random_text(16),
             };
             out["refresh_token"] = json!(self.sealer.seal(Kind::Refresh, &refresh));
@@ -988,7 +1018,7 @@ impl OAuth {
                 "the access token was not issued by this server, or was altered; sign in again",
             );
         };
-        if access.e < now() {
+        if access.e < self.clock.now() {
             return Presented::Invalid("the access token has expired; refresh it or sign in again");
         }
         if !self.audiences.contains(&access.res) {
@@ -1327,7 +1357,7 @@ mod tests {
             assert_eq!(e.status, 503);
         }
         let id = o.sealer.open::<Code>(Kind::Code, &code).unwrap().id;
-        assert!(o.used.first_use(&id, now() + 60));
+        assert!(o.used.first_use(&id, now() + 60, now()));
         let again = o.token(&f, &token(VERIFIER, &client, &code)).await.unwrap_err();
         assert!(again.description.contains("already been used"), "{again:?}");
         // An expired code.

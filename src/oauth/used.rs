@@ -23,10 +23,9 @@ impl UsedOnce {
         UsedOnce { inner: Mutex::new(Inner::default()), cap: cap.max(1) }
     }
 
-    /// Whether `id` is used for the first time (then it is remembered until `expires`, Unix
-    /// seconds).
-    pub fn first_use(&self, id: &str, expires: u64) -> bool {
-        let now = super::now();
+    /// Whether `id` is used for the first time at `now` (then it is remembered until
+    /// `expires`; both Unix seconds).
+    pub fn first_use(&self, id: &str, expires: u64, now: u64) -> bool {
         let mut inner = self.inner.lock().expect("the used set is never poisoned");
         while let Some((e, _)) = inner.by_expiry.first() {
             if *e >= now {
@@ -68,15 +67,15 @@ mod tests {
     fn a_second_use_is_refused_and_the_set_stays_bounded() {
         let used = UsedOnce::new(3);
         let later = super::super::now() + 60;
-        assert!(used.first_use("a", later));
-        assert!(!used.first_use("a", later));
+        assert!(used.first_use("a", later, super::super::now()));
+        assert!(!used.first_use("a", later, super::super::now()));
         for id in ["b", "c", "d", "e"] {
-            assert!(used.first_use(id, later + 1));
+            assert!(used.first_use(id, later + 1, super::super::now()));
         }
         assert!(used.inner.lock().unwrap().by_id.len() <= 3);
         // Expired entries are forgotten.
         let gone = UsedOnce::new(10);
-        assert!(gone.first_use("x", 0));
-        assert!(gone.first_use("x", later));
+        assert!(gone.first_use("x", 0, super::super::now()));
+        assert!(gone.first_use("x", later, super::super::now()));
     }
 }

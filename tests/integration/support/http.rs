@@ -68,6 +68,8 @@ pub struct HttpServer {
     child: Option<tokio::process::Child>,
     /// The in-process server's stop: its accept loop, connections and streams end with it.
     stop: Option<tokio_util::sync::CancellationToken>,
+    /// The in-process server itself (a test may move its sign-in clock).
+    server: Option<std::sync::Arc<aegis_gitea_mcp::server::Server>>,
     /// `http://127.0.0.1:PORT`, no trailing slash.
     pub base: String,
     /// The announced MCP URL: `{base}/mcp` or `{base}/sse`.
@@ -193,6 +195,7 @@ impl HttpServer {
         HttpServer {
             child: Some(child),
             stop: None,
+            server: None,
             base,
             endpoint,
             transport: transport.to_owned(),
@@ -207,6 +210,11 @@ impl HttpServer {
         self.process().id()
     }
 
+    /// The server an in-process `HttpServer` serves.
+    pub fn in_process_server(&self) -> &aegis_gitea_mcp::server::Server {
+        self.server.as_deref().expect("an in-process server (`in_process`)")
+    }
+
     fn process(&self) -> &tokio::process::Child {
         self.child.as_ref().expect("a server of its own process (`spawn`), not an in-process one")
     }
@@ -218,20 +226,12 @@ impl HttpServer {
     /// command line as its flags (the process's own environment is left alone).
     pub async fn in_process(forge_url: &str, transport: &str, env: &[(&str, &str)]) -> HttpServer {
         let flavor = env.iter().find(|(k, _)| *k == "GITEA_FLAVOR").map_or("gitea", |(_, v)| *v);
-        let args = [
-            "serve",
-            "--transport",
-            transport,
-            "--listen",
-            "127.0.0.1:0",
-            "--url",
-            forge_url,
-            "--flavor",
-            flavor,
-        ];
+        let listen = env.iter().find(|(k, _)| *k == "MCP_LISTEN").map_or("127.0.0.1:0", |(_, v)| *v);
+        let args =
+            ["serve", "--transport", transport, "--listen", listen, "--url", forge_url, "--flavor", flavor];
         let env: Vec<(String, String)> = env
             .iter()
-            .filter(|(k, _)| *k != "GITEA_FLAVOR")
+            .filter(|(k, _)| *k != "GITEA_FLAVOR" && *k != "MCP_LISTEN")
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let settings = super::settings_of(&args, &env);
@@ -241,10 +241,10 @@ impl HttpServer {
         );
         // As `serve`: a metrics listener of its own when METRICS_LISTEN asks.
         aegis_gitea_mcp::transport::metrics::serve_own(&server).await.expect("the metrics listener");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = tokio_util::sync::CancellationToken::new();
-        let app = aegis_gitea_mcp::transport::http::app(server, choice, addr, &stop).await;
+        let app = aegis_gitea_mcp::transport::http::app(server.clone(), choice, addr, &stop).await;
         let (accept, drain) = (stop.child_token(), stop.child_token());
         tokio::spawn(aegis_gitea_mcp::transport::listener::serve(
             listener, app.router, limits, accept, drain,
@@ -254,6 +254,7 @@ impl HttpServer {
         HttpServer {
             child: None,
             stop: Some(stop),
+            server: Some(server),
             base,
             endpoint,
             transport: transport.to_owned(),
