@@ -4,7 +4,6 @@
 use serde_json::{Map, Value, json};
 
 use crate::audit::{Origin, Trace};
-use crate::discovery;
 use crate::executor::client::LARGE_BODY;
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
@@ -219,7 +218,7 @@ fn which<'a>(
         Target::SearchOperations | Target::OperationSchema => {
             // No forge request; the answer goes through the same guard as any result.
             args::validate::validate(tool, &args)?;
-            discovery::answer(server, narrowing, tool, &args).map(Which::Answer)
+            server.discovery(narrowing).answer(tool, &args).map(Which::Answer)
         }
         Target::CallOperation => {
             // The operation's arguments move out (an upload's base64 is not copied); the rest
@@ -232,7 +231,7 @@ fn which<'a>(
                 }
             };
             args::validate::validate(tool, &args)?;
-            let target = discovery::target(server, narrowing, &args)?;
+            let target = server.discovery(narrowing).target(&args)?;
             trace.operation = target.operation().map(|op| op.id.clone());
             if let Some(why) = server.refusal(narrowing, target, &arguments) {
                 return Err(CallError::local(ErrorKind::Denied, why));
@@ -270,7 +269,7 @@ fn refused(server: &Server, narrowing: &Narrowing, name: &str, args: &Map<String
     if let Target::CallOperation = tool.target {
         let empty = Map::new();
         let arguments = args.get("arguments").and_then(Value::as_object).unwrap_or(&empty);
-        return match discovery::target(server, narrowing, args) {
+        return match server.discovery(narrowing).target(args) {
             Ok(target) => server.refusal(narrowing, target, arguments).is_some(),
             Err(e) => e.kind() == Some(ErrorKind::Denied),
         };

@@ -8,7 +8,6 @@
 pub mod audit;
 pub mod call;
 pub mod config;
-pub mod discovery;
 pub mod doctor;
 pub mod executor;
 /// The fuzz targets' bodies (`fuzz/`), also replayed over the committed corpus by a unit test.

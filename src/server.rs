@@ -158,6 +158,11 @@ impl Server {
         trace.caller(Identity { login, mode, sudo: None }, caller);
     }
 
+    /// What the discovery tools see for a request that narrowed the policy so.
+    pub fn discovery<'n>(&self, narrowing: &'n Narrowing) -> aegis_core::discovery::Discovery<'_, 'n> {
+        aegis_core::discovery::Discovery { catalog: &self.catalog, policy: &self.policy, narrowing }
+    }
+
     /// Whether `tools/list` shows `tool` to a request that narrowed the policy so.
     pub fn lists(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
         self.policy.lists(narrowing, &self.catalog, tool)

@@ -122,6 +122,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["shape", "envelope"],
             &["guard"],
             &["policy"],
+            &["discovery"],
         ],
     ),
     (
@@ -132,7 +133,6 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["executor", "limits", "audit"],
             &["oauth"],
             &["server"],
-            &["discovery"],
             &["call"],
             &["resources"],
             &["mcp"],

@@ -7,12 +7,13 @@
 //! allowed, and which repositories), `path` (how a path is encoded), `decode` (the forge's
 //! answer as data), `shape` (the data the agent asked for), `guard` (secrets, hidden
 //! characters and bounds: the only way to a `Guarded` result), `envelope` (the result's wire
-//! form); `error` is every way a call fails, and `identity` what the envelope says of who
-//! called.
+//! form); `discovery` answers the search and schema tools; `error` is every way a call
+//! fails, and `identity` what the envelope says of who called.
 
 pub mod args;
 pub mod catalog;
 pub mod decode;
+pub mod discovery;
 pub mod envelope;
 pub mod error;
 pub mod guard;
