@@ -140,6 +140,16 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["doctor", "fuzzing"],
         ],
     ),
+    (
+        "fake-forge/src",
+        &[
+            &["util", "reply", "recorded", "auth", "multipart", "router", "catch_all"],
+            &["paging", "fallback", "script"],
+            &["model", "spec"],
+            &["oauth"],
+            &["server"],
+        ],
+    ),
 ];
 
 /// Files that are a crate's root or only its tests, not a layer of its pipeline.

@@ -136,7 +136,7 @@ mod tests {
                 let declared = item["parameters"].as_array().into_iter().chain(op["parameters"].as_array());
                 let p = declared
                     .flatten()
-                    .map(|p| spec::resolve(&spec, p))
+                    .map(|p| crate::util::resolve(&spec, p))
                     .find(|p| p["in"] == "path" && p["name"] == r.param)
                     .unwrap_or_else(|| panic!("{row}: no path parameter {}", r.param));
                 assert_eq!(p["type"], "string", "{row}");

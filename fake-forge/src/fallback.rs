@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use crate::reply::Reply;
-use crate::spec::resolve;
+use crate::util::resolve;
 
 /// The body kind of a fallback answer.
 #[derive(Debug, Clone, PartialEq)]

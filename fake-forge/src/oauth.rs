@@ -37,7 +37,7 @@ use crate::paging::{Page, RequestUri, paginate};
 use crate::reply::Reply;
 use crate::util::now_rfc3339;
 
-pub(crate) use web::web;
+pub(crate) use web::{Site, web};
 
 /// Paths under this prefix are the OAuth2 provider's (bodies bounded by [`BODY_LIMIT`]).
 pub(crate) const PREFIX: &str = "/login/oauth/";

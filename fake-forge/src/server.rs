@@ -169,7 +169,13 @@ async fn handle(
         let reply = Reply::bytes(413, "text/plain; charset=utf-8", "http: request body too large\n");
         return Ok(reply.into_response());
     }
-    if let Some(reply) = oauth::web(&shared, &rec) {
+    let site = oauth::Site {
+        provider: &shared.oauth,
+        model: &shared.model,
+        root_url: &shared.root_url,
+        users: &shared.opts.users,
+    };
+    if let Some(reply) = oauth::web(&site, &rec) {
         return Ok(reply.into_response());
     }
     Ok(answer(&shared, &rec, routed).into_response())

@@ -15,6 +15,7 @@ use crate::Flavor;
 use crate::catch_all;
 use crate::fallback::Fallback;
 use crate::router::{Router, Template};
+use crate::util::resolve;
 
 const GITEA_SPEC: &[u8] = include_bytes!("../../specs/gitea-1.27.0.swagger.json");
 const FORGEJO_SPEC: &[u8] = include_bytes!("../../specs/forgejo-16.0.1.swagger.json");
@@ -99,21 +100,6 @@ pub(crate) fn api(flavor: Flavor) -> &'static Api {
         Flavor::Forgejo => &FORGEJO,
     };
     cell.get_or_init(|| Api::load(flavor))
-}
-
-/// Follows `$ref`s such as `#/responses/Repository` or `#/definitions/Repository`.
-pub(crate) fn resolve<'a>(spec: &'a Value, mut v: &'a Value) -> &'a Value {
-    for _ in 0..16 {
-        let Some(r) = v.get("$ref").and_then(Value::as_str) else {
-            break;
-        };
-        let mut target = spec;
-        for part in r.trim_start_matches("#/").split('/') {
-            target = &target[part];
-        }
-        v = target;
-    }
-    v
 }
 
 /// Path-level and operation-level parameters, `$ref`s resolved.

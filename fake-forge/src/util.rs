@@ -69,6 +69,24 @@ pub(crate) fn fake_uuid() -> String {
     )
 }
 
+/// Follows `$ref`s such as `#/responses/Repository` or `#/definitions/Repository`.
+pub(crate) fn resolve<'a>(
+    spec: &'a serde_json::Value,
+    mut v: &'a serde_json::Value,
+) -> &'a serde_json::Value {
+    for _ in 0..16 {
+        let Some(r) = v.get("$ref").and_then(serde_json::Value::as_str) else {
+            break;
+        };
+        let mut target = spec;
+        for part in r.trim_start_matches("#/").split('/') {
+            target = &target[part];
+        }
+        v = target;
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

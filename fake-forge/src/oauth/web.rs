@@ -11,13 +11,22 @@ use serde_json::json;
 use super::wire::{self, Authorization, Form};
 use super::{CODE_VALIDITY, Code, Grant, Provider, now_secs};
 use crate::auth::{Caller, caller};
+use crate::model::Model;
 use crate::model::user_json;
 use crate::recorded::Recorded;
 use crate::reply::Reply;
-use crate::server::Shared;
 
 /// Answers a request to one of the provider's routes; `None` for any other path.
-pub(crate) fn web(shared: &Shared, rec: &Recorded) -> Option<Reply> {
+/// What the provider's web routes read of the forge: the provider, the users' model, the
+/// forge's root URL and its tokens (`Options::users`).
+pub(crate) struct Site<'a> {
+    pub provider: &'a Provider,
+    pub model: &'a std::sync::Mutex<Model>,
+    pub root_url: &'a str,
+    pub users: &'a [(String, String)],
+}
+
+pub(crate) fn web(shared: &Site<'_>, rec: &Recorded) -> Option<Reply> {
     let method = rec.method.as_str();
     let reply = match rec.raw_path.as_str() {
         "/login/oauth/authorize" => match method {
@@ -25,7 +34,7 @@ pub(crate) fn web(shared: &Shared, rec: &Recorded) -> Option<Reply> {
             _ => Reply::empty(405),
         },
         "/login/oauth/access_token" => match method {
-            "POST" => super::token::access_token(&shared.oauth, rec),
+            "POST" => super::token::access_token(shared.provider, rec),
             _ => Reply::empty(405),
         },
         "/login/oauth/userinfo" => match method {
@@ -70,8 +79,8 @@ fn authorize_error(e: &AuthorizeError, state: &str, redirect_uri: Option<&str>) 
 }
 
 /// `AuthorizeOAuth` followed by the user granting access (`GrantApplicationOAuth`).
-fn authorize(shared: &Shared, rec: &Recorded) -> Reply {
-    let p = &shared.oauth;
+fn authorize(shared: &Site<'_>, rec: &Recorded) -> Reply {
+    let p = &shared.provider;
     let form = Form::from_query(rec);
     let (state, redirect_uri) = (form.get("state"), form.get("redirect_uri"));
     let Some(app) = p.app_by_client_id(form.get("client_id")) else {
@@ -208,7 +217,7 @@ fn base32_lower(bytes: &[u8]) -> String {
 
 /// `InfoOAuth`: the signed-in user's claims. Gitea's `OAuth2` auth method accepts any access
 /// token, its own JWTs and personal tokens alike, and names itself `oauth2` for both.
-fn userinfo(shared: &Shared, rec: &Recorded) -> Reply {
+fn userinfo(shared: &Site<'_>, rec: &Recorded) -> Reply {
     let no_valid = || {
         wire::plain_text(401, "no valid authorization")
             .header("www-authenticate", "Bearer realm=\"Gitea OAuth2\"")
@@ -232,7 +241,7 @@ fn userinfo(shared: &Shared, rec: &Recorded) -> Reply {
         return wire::http_error(401, "Failed to authenticate user");
     };
     let id = shared.model.lock().unwrap().user_id(&login);
-    let user = user_json(&shared.root_url, &login, id, false);
+    let user = user_json(shared.root_url, &login, id, false);
     let full_name = user["full_name"].as_str().unwrap_or("");
     Reply::json(
         200,
@@ -249,10 +258,10 @@ fn userinfo(shared: &Shared, rec: &Recorded) -> Reply {
 }
 
 /// The login of a configured token or of an issued OAuth2 access token.
-fn token_login(shared: &Shared, token: &str) -> Option<String> {
-    match caller(Some(&format!("token {token}")), &shared.opts.users, &[]) {
+fn token_login(shared: &Site<'_>, token: &str) -> Option<String> {
+    match caller(Some(&format!("token {token}")), shared.users, &[]) {
         Caller::User(login) => Some(login),
-        _ => shared.oauth.access(token).map(|a| a.login),
+        _ => shared.provider.access(token).map(|a| a.login),
     }
 }
 
