@@ -233,7 +233,7 @@ pub fn sse_message(data: &[u8]) {
     }
 }
 
-/// The raw tool's path rules and the path encoder (`args/raw.rs`, `executor/path.rs`,
+/// The raw tool's path rules and the path encoder (`args/raw.rs`, `core/src/path.rs`,
 /// `Catalog::reached_by_raw`). The first byte picks the method, the rest (as text) is the
 /// path; the same text is also encoded as one segment and as a catch-all value.
 ///
