@@ -7,12 +7,10 @@ use crate::support;
 
 use std::sync::Arc;
 
-use aegis_gitea_mcp::config::{Cli, Settings};
 use aegis_gitea_mcp::server::Server;
 use aegis_gitea_mcp::transport::http::{App, app};
 use axum::body::Body;
 use axum::http::{Request, Response};
-use clap::Parser;
 use fake_forge::{FakeForge, Options};
 use http_body_util::BodyExt;
 use serde_json::json;
@@ -24,8 +22,7 @@ use tower::ServiceExt;
 const ADDR: &str = "127.0.0.1:47123";
 
 /// The application for `transport` in front of a fake forge, with the global token and the
-/// settings of `flags` (the environment's names are read by the command line only from the
-/// process's own environment, which an in-process test leaves alone).
+/// settings of `flags`.
 struct InProcess {
     app: App,
     _forge: FakeForge,
@@ -40,23 +37,10 @@ impl InProcess {
         })
         .await;
         let url = forge.base_url();
-        let mut args = vec![
-            "aegis-gitea-mcp",
-            "serve",
-            "--transport",
-            transport,
-            "--listen",
-            ADDR,
-            "--url",
-            &url,
-            "--flavor",
-            "gitea",
-            "--token",
-            ALICE_TOKEN,
-        ];
+        let mut args =
+            vec!["serve", "--transport", transport, "--listen", ADDR, "--url", &url, "--flavor", "gitea"];
         args.extend_from_slice(flags);
-        let cli = Cli::try_parse_from(args).expect("the arguments parse");
-        let settings = Settings::resolve(cli.common, &|_| None).expect("the settings resolve");
+        let settings = support::settings_of(&args, &[("GITEA_TOKEN".into(), ALICE_TOKEN.into())]);
         let choice = settings.transport;
         let server = Arc::new(Server::start(settings).await.expect("the server starts"));
         let stop = CancellationToken::new();

@@ -155,13 +155,14 @@ pub async fn run_with_timeout(cmd: &mut std::process::Command, timeout: Duration
 }
 
 /// The settings the server would have with the command line `args` (after the program's
-/// name) and the environment `env`, as a spawned test server gets them: the environment's
-/// names of the command line's own settings are given as its flags (an in-process server
-/// leaves this process's environment alone), the others to the settings' own lookup; the
-/// data of envelopes as the forge's JSON (`RESULT_SHAPE=full`) unless `env` says otherwise.
+/// name) and the environment `env` alone, as a spawned test server (whose environment is
+/// cleared) gets them: the environment's names of the command line's own settings are given
+/// as its flags, the others to the settings' own lookup, and this process's environment is
+/// not read; the data of envelopes as the forge's JSON (`RESULT_SHAPE=full`) unless `env` says
+/// otherwise.
 pub fn settings_of(args: &[&str], env: &[(String, String)]) -> aegis_gitea_mcp::config::Settings {
     use aegis_gitea_mcp::config::{Cli, Settings};
-    use clap::{CommandFactory, Parser};
+    use clap::{CommandFactory, FromArgMatches};
     let command = Cli::command();
     let mut line: Vec<String> =
         std::iter::once("aegis-gitea-mcp").chain(args.iter().copied()).map(str::to_owned).collect();
@@ -183,7 +184,11 @@ pub fn settings_of(args: &[&str], env: &[(String, String)]) -> aegis_gitea_mcp::
             None => rest.push((k, v)),
         }
     }
-    let cli = Cli::try_parse_from(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    // Parsed with no environment names at all, so that nothing of this process's own
+    // environment (a developer's shell) leaks into the test's settings.
+    let hermetic = Cli::command().mut_args(|a| a.env(None::<&'static str>));
+    let matches = hermetic.try_get_matches_from(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| panic!("{line:?}: {e}"));
     let lookup = move |k: &str| rest.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     Settings::resolve(cli.common, &lookup).expect("the settings resolve")
 }
