@@ -148,8 +148,8 @@ pub async fn app(
 ) -> App {
     let s = &server.settings;
     let cfg = Arc::new(LayerConfig {
-        allowed_hosts: allowed_hosts(&s.allowed_hosts, addr),
-        allowed_origins: allowed_origins(&s.allowed_origins, addr),
+        allowed_hosts: layers::allowed_hosts(&s.allowed_hosts, addr),
+        allowed_origins: layers::allowed_origins(&s.allowed_origins, addr),
         bearer: s.mcp_bearer_token.clone(),
         max_body_bytes: s.max_body_bytes,
         body_timeout: s.body_timeout,
@@ -310,28 +310,6 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
-
-/// Configured hosts, or the loopback names when listening on loopback (any port), or any
-/// host otherwise (a warning says so).
-pub(super) fn allowed_hosts(configured: &[String], addr: SocketAddr) -> Vec<String> {
-    if !configured.is_empty() {
-        return configured.to_vec();
-    }
-    if addr.ip().is_loopback() { LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect() } else { Vec::new() }
-}
-
-pub(super) fn allowed_origins(configured: &[String], addr: SocketAddr) -> Vec<String> {
-    if !configured.is_empty() {
-        return configured.to_vec();
-    }
-    if addr.ip().is_loopback() {
-        LOOPBACK_NAMES.iter().flat_map(|h| [format!("http://{h}"), format!("https://{h}")]).collect()
-    } else {
-        Vec::new()
     }
 }
 

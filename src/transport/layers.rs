@@ -661,6 +661,28 @@ pub struct SessionLayer {
     pub owners: Arc<sessions::Owners>,
 }
 
+const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// Configured hosts, or the loopback names when listening on loopback (any port), or any
+/// host otherwise (a warning says so).
+pub(super) fn allowed_hosts(configured: &[String], addr: std::net::SocketAddr) -> Vec<String> {
+    if !configured.is_empty() {
+        return configured.to_vec();
+    }
+    if addr.ip().is_loopback() { LOOPBACK_NAMES.iter().map(|s| s.to_string()).collect() } else { Vec::new() }
+}
+
+pub(super) fn allowed_origins(configured: &[String], addr: std::net::SocketAddr) -> Vec<String> {
+    if !configured.is_empty() {
+        return configured.to_vec();
+    }
+    if addr.ip().is_loopback() {
+        LOOPBACK_NAMES.iter().flat_map(|h| [format!("http://{h}"), format!("https://{h}")]).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -99,8 +99,8 @@ pub async fn serve_own(server: &Arc<Server>) -> anyhow::Result<()> {
     // Never stopped: it serves until the process exits, also while the MCP listener drains.
     let (stop, drain) = (CancellationToken::new(), CancellationToken::new());
     let rules = Rules::new(
-        super::http::allowed_hosts(&s.allowed_hosts, addr),
-        super::http::allowed_origins(&s.allowed_origins, addr),
+        super::layers::allowed_hosts(&s.allowed_hosts, addr),
+        super::layers::allowed_origins(&s.allowed_origins, addr),
         s,
     );
     tokio::spawn(listener::serve(tcp, router(server.clone(), rules), limits, stop, drain));
