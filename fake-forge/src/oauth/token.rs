@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::jwt::{KIND_ACCESS, KIND_REFRESH};
-use super::web::contains_redirect_uri;
+use super::wire::contains_redirect_uri;
 use super::wire::{self, Authorization, Form};
 use super::{Grant, OAuthApp, Provider, REFRESH_VALIDITY, State, now_secs};
 use crate::model::user_json;

@@ -8,7 +8,9 @@
 
 use serde_json::json;
 
-use super::wire::{self, Authorization, Form};
+#[cfg(test)]
+use super::wire::loopback_without_port;
+use super::wire::{self, Authorization, Form, contains_redirect_uri};
 use super::{CODE_VALIDITY, Code, Grant, Provider, now_secs};
 use crate::auth::{Caller, caller};
 use crate::model::Model;
@@ -157,43 +159,6 @@ impl Provider {
         );
         code
     }
-}
-
-/// Gitea's `ContainsRedirectURI`: equal ignoring ASCII case and one trailing `/`; a public
-/// client may also use any port on an `http` loopback address registered without one.
-pub(super) fn contains_redirect_uri(app: &super::OAuthApp, redirect_uri: &str) -> bool {
-    let normalize = |s: &str| {
-        let lower = s.to_ascii_lowercase();
-        lower.strip_suffix('/').map(str::to_string).unwrap_or(lower)
-    };
-    let mut candidates = vec![normalize(redirect_uri)];
-    if !app.confidential
-        && let Some(without_port) = loopback_without_port(redirect_uri)
-    {
-        candidates.push(normalize(&without_port));
-    }
-    app.redirect_uris.iter().any(|r| candidates.contains(&normalize(r)))
-}
-
-/// Go's `url.Parse`, `uri.Host = uri.Hostname()`, `uri.String()` for an `http` URI whose host
-/// is a loopback IP with an explicit port: `http://127.0.0.1:PORT/x` -> `http://127.0.0.1/x`.
-/// `Hostname` drops the brackets of an IPv6 address, so `[::1]` becomes `::1` — which Gitea
-/// then never finds registered. `None` when the URI is not such a loopback URI.
-fn loopback_without_port(uri: &str) -> Option<String> {
-    let rest = uri.strip_prefix("http://")?;
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let (userinfo, host_port) = match authority.rsplit_once('@') {
-        Some((user, host_port)) => (format!("{user}@"), host_port),
-        None => (String::new(), authority),
-    };
-    let (host, port) = host_port.rsplit_once(':')?;
-    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
-    let ip: std::net::IpAddr = bare.parse().ok()?;
-    ip.is_loopback().then(|| format!("http://{userinfo}{bare}{tail}"))
 }
 
 /// Lower-case base32 without padding, as Gitea spells codes (`gta_…`).
