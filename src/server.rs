@@ -162,11 +162,6 @@ impl Server {
     pub fn discovery<'n>(&self, narrowing: &'n Narrowing) -> aegis_core::discovery::Discovery<'_, 'n> {
         aegis_core::discovery::Discovery { catalog: &self.catalog, policy: &self.policy, narrowing }
     }
-
-    /// Whether `tools/list` shows `tool` to a request that narrowed the policy so.
-    pub fn lists(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
-        self.policy.lists(narrowing, &self.catalog, tool)
-    }
 }
 
 /// The server's own credential: the token, else the login and password (HTTP Basic), else
