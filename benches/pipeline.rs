@@ -850,7 +850,6 @@ async fn run_concurrent(
 /// (route judged), the recording (audit line written, metrics counted) around a call that
 /// answers at once, and the content-hygiene prefilter over the call's result text.
 async fn guardrail_stages(server: &Server, case: &Case) {
-    let tool = server.catalog.get(case.tool).expect("tool exists");
     let narrowing = Default::default();
     let samples = |f: &mut dyn FnMut()| {
         let mut v = Vec::with_capacity(CALLS);
@@ -863,8 +862,17 @@ async fn guardrail_stages(server: &Server, case: &Case) {
         }
         us(stats(&v).median)
     };
+    let view = server.discovery(&narrowing);
+    let prepared = match aegis_core::admission::admit(view, case.tool, case.args.clone()).outcome {
+        Ok(aegis_core::admission::Admitted::Send(call, _)) => call,
+        other => panic!("{} is not admitted: {other:?}", case.tool),
+    };
     let policy = samples(&mut || {
-        assert!(server.refusal(&narrowing, tool, std::hint::black_box(&case.args)).is_none());
+        assert!(server.policy.judge(&narrowing, std::hint::black_box(&prepared)).is_none());
+    });
+    let admission = samples(&mut || {
+        let admitted = aegis_core::admission::admit(view, case.tool, std::hint::black_box(case.args.clone()));
+        assert!(admitted.outcome.is_ok());
     });
     let mut recording_times = Vec::with_capacity(CALLS);
     for i in 0..CALLS + 50 {
@@ -891,7 +899,7 @@ async fn guardrail_stages(server: &Server, case: &Case) {
         std::hint::black_box(aegis_core::guard::hygiene::may_hold(std::hint::black_box(&text)));
     });
     println!(
-        "  {:<16} policy with allowlists {policy:>5.1}   audit line + metrics {recording:>5.1}   hygiene prefilter ({} B) {hygiene:>5.1}   sum {:>5.1}",
+        "  {:<16} policy with allowlists {policy:>5.1} (admission, validation included, {admission:>5.1})   audit line + metrics {recording:>5.1}   hygiene prefilter ({} B) {hygiene:>5.1}   sum {:>5.1}",
         case.tool,
         text.len(),
         policy + recording + hygiene

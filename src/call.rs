@@ -10,8 +10,9 @@ use crate::executor::{Forge, Received};
 use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, Principal, sudo};
 use crate::limits::Key;
 use crate::server::Server;
-use aegis_core::args::{self, CallPlan};
-use aegis_core::catalog::{Target, ToolDef};
+use aegis_core::admission::{self, Admitted};
+use aegis_core::args::{CallPlan, Prepared};
+use aegis_core::catalog::ToolDef;
 use aegis_core::decode::json::{Elided, Keep};
 use aegis_core::decode::{body, pagination, status};
 use aegis_core::envelope::{self, Link, RequestInfo, Success};
@@ -19,7 +20,7 @@ use aegis_core::error::{CallError, ErrorKind};
 use aegis_core::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
 use aegis_core::policy::Narrowing;
 use aegis_core::policy::repos::{self, Filter};
-use aegis_core::shape::{self, Ask, Shape};
+use aegis_core::shape::{self, Shape};
 use secrecy::{ExposeSecret, SecretString};
 
 /// Run tool `name` with `args` as `caller`, under the server's policy as `narrowing`
@@ -44,22 +45,17 @@ pub async fn run(
     // parameter; it leaves the arguments here and is judged once the caller is known.
     let mut args = args.unwrap_or_default();
     let asked_sudo = aegis_core::args::sudo::take(&server.catalog, name, &mut args);
-    // The result's shape and fields are not the operation's arguments either.
-    let takes_shape = server.catalog.get(name).is_some_and(|t| t.takes_shape());
-    let ask =
-        if takes_shape { Ask::take(&mut args).map_err(|e| early_guard().error(e))? } else { Ask::default() };
-    // 1. which tool: unknown names are a protocol error, refused ones a policy refusal. The
-    //    discovery tools answer from the catalog, or name the operation to run.
-    let (tool, mut args, reached) = match which(server, narrowing, name, args, trace) {
-        Ok(Which::Answer(value)) => return early_guard().answer(value),
-        Ok(Which::Run { tool, args, reached }) => (tool, args, reached),
+    // 1.–3. which call, and may it run: unknown names are a protocol error, refused ones a
+    //    policy refusal; the arguments are normalised and validated once, and the policy
+    //    judges what validation left. The discovery tools answer from the catalog, or name
+    //    the operation to run.
+    let admission = admission::admit(server.discovery(narrowing), name, args);
+    // The audit line names the operation reached, also when the call is refused.
+    trace.operation = admission.operation.map(|op| op.id.clone());
+    let (call, ask) = match admission.outcome {
+        Ok(Admitted::Answer(value)) => return early_guard().answer(value),
+        Ok(Admitted::Send(call, ask)) => (call, ask),
         Err(e) => return Err(early_guard().error(e)),
-    };
-    // The call tool's operation may be asked for them among its own arguments.
-    let ask = if takes_shape && tool.name() != name {
-        ask.or(Ask::take(&mut args).map_err(|e| early_guard().error(e))?)
-    } else {
-        ask
     };
     // 2. who: the credential and the identity the envelope reports. A per-request identity
     //    that cannot be established fails the call; it never falls back to the global one.
@@ -86,26 +82,25 @@ pub async fn run(
     // A new repository that goes to the caller (a fork, a migration, the caller's own new
     // repository) is judged by the repository allowlists now that the caller is known.
     let login = identity.sudo.as_deref().or(identity.login.as_deref());
-    if let Some(why) = server.policy.caller_refusal(narrowing, tool, reached, &args, login) {
-        return Err(guard.error(CallError::local(ErrorKind::Denied, why)));
+    if let Some(refusal) = server.policy.caller_refusal(narrowing, &call, login) {
+        return Err(guard.error(refusal.into()));
     }
     // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
     // call to a credential operation is treated like the operation's tool).
-    let operation = tool.operation().or(reached.and_then(ToolDef::operation));
+    let operation = call.operation();
     let operation_id = operation.map(|op| op.id.as_str());
     // File bytes (raw files, archives) are exact content: no hygiene, even when sent as text.
     let file_bytes = operation.is_some_and(|op| op.response == aegis_core::catalog::ResponseKind::Binary);
-    let guard = guard.with(secrets::from_body(operation_id, args.get("body"))).for_file_bytes(file_bytes);
+    let guard =
+        guard.with(secrets::from_body(operation_id, call.args().get("body"))).for_file_bytes(file_bytes);
     let issues_credentials = credential_ops::issues_credentials(operation_id);
     // Fields the result type does not have are refused before anything is sent.
     let result_type = operation.and_then(|op| op.result.as_ref());
     if let Some(fields) = &ask.fields {
         shape::check_fields(server.catalog.definitions(), result_type, fields).map_err(|e| guard.error(e))?;
     }
-    // 3.–6. validate, plan, send, decode.
-    let mut fetched = fetch(server, tool, &mut args, reached, &credential, &guard, trace)
-        .await
-        .map_err(|e| guard.error(e))?;
+    // 4.–6. plan, send, decode.
+    let mut fetched = fetch(server, &call, &credential, &guard, trace).await.map_err(|e| guard.error(e))?;
     // Listings across repositories keep only what the repository allowlists allow.
     let fence = server.policy.fence(narrowing);
     let filtered = match repos::filter(
@@ -126,7 +121,7 @@ pub async fn run(
     fetched.shape(server, result_type, shape, ask.fields.as_deref()).map_err(|e| guard.error(e))?;
     // Binary content too large to inline, which a resource reads again, is left for the
     // client to fetch: `data` says what it is, `link` where.
-    let link = if fetched.json { None } else { link(server, tool, &args, &mut fetched.data) };
+    let link = if fetched.json { None } else { link(server, call.tool(), call.args(), &mut fetched.data) };
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
     success.filtered = filtered;
@@ -187,94 +182,24 @@ where
     result
 }
 
-/// What step 1 decided.
-enum Which<'a> {
-    /// A discovery tool's answer.
-    Answer(Value),
-    /// The tool to run with its arguments, and for the raw tool the operation it reaches.
-    Run { tool: &'a ToolDef, args: Map<String, Value>, reached: Option<&'a ToolDef> },
-}
-
-/// Step 1: the tool, the policy, and the discovery tools' part.
-fn which<'a>(
-    server: &'a Server,
-    narrowing: &Narrowing,
-    name: &str,
-    mut args: Map<String, Value>,
-    trace: &mut Trace,
-) -> Result<Which<'a>, CallError> {
-    let tool = server.catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
-    // A raw-tool call's route, resolved once: the policy, the guard and the plan need it.
-    let reached = match tool.target {
-        Target::Raw => server.catalog.reached_by_raw(&args).map(|t| t.as_ref()),
-        _ => None,
-    };
-    // The audit line names the operation reached, also when the call is refused.
-    trace.operation = tool.operation().or(reached.and_then(ToolDef::operation)).map(|op| op.id.clone());
-    if let Some(why) = server.policy.refusal_reaching(narrowing, tool, &args, reached) {
-        return Err(CallError::local(ErrorKind::Denied, why));
-    }
-    match &tool.target {
-        Target::SearchOperations | Target::OperationSchema => {
-            // No forge request; the answer goes through the same guard as any result.
-            args::validate::validate(tool, &args)?;
-            server.discovery(narrowing).answer(tool, &args).map(Which::Answer)
-        }
-        Target::CallOperation => {
-            // The operation's arguments move out (an upload's base64 is not copied); the rest
-            // is checked against the call tool's own schema.
-            let arguments = match args.remove("arguments") {
-                None | Some(Value::Null) => Map::new(),
-                Some(Value::Object(m)) => m,
-                Some(_) => {
-                    return Err(CallError::invalid_argument("/arguments", "`arguments` must be an object"));
-                }
-            };
-            args::validate::validate(tool, &args)?;
-            let target = server.discovery(narrowing).target(&args)?;
-            trace.operation = target.operation().map(|op| op.id.clone());
-            if let Some(why) = server.refusal(narrowing, target, &arguments) {
-                return Err(CallError::local(ErrorKind::Denied, why));
-            }
-            Ok(Which::Run { tool: target, args: arguments, reached: None })
-        }
-        _ => Ok(Which::Run { tool, args, reached }),
-    }
-}
-
 /// Whether the call `name` with `args` would be refused only because the request is held to
 /// reads: the HTTP layer answers such a call from a read-only sign-in with 403
-/// `insufficient_scope`, so that the client can ask the person for more. Nothing is answered
-/// or sent here; the call itself meets the same policy again.
+/// `insufficient_scope`, so that the client can ask the person for more. The call is admitted
+/// as the handler would admit it under what the request's headers narrow (one pass over its
+/// arguments), and then it is asked whether it writes. A call refused anyway, or whose
+/// arguments are wrong, is left to the handler: more scope would not make it run. Nothing is
+/// answered or sent here; the call itself meets the same policy again.
 pub fn refused_only_for_reads(
     server: &Server,
     narrowing: &Narrowing,
     name: &str,
-    args: &Map<String, Value>,
+    mut args: Map<String, Value>,
 ) -> bool {
-    let reads = Narrowing { read_only: true, ..narrowing.clone() };
-    refused(server, &reads, name, args) && !refused(server, narrowing, name, args)
-}
-
-/// Whether the policy refuses the call (as step 1 would decide, without answering it).
-fn refused(server: &Server, narrowing: &Narrowing, name: &str, args: &Map<String, Value>) -> bool {
-    let Some(tool) = server.catalog.get(name) else { return false };
-    let reached = match tool.target {
-        Target::Raw => server.catalog.reached_by_raw(args).map(|t| t.as_ref()),
-        _ => None,
-    };
-    if server.policy.refusal_reaching(narrowing, tool, args, reached).is_some() {
-        return true;
+    aegis_core::args::sudo::take(&server.catalog, name, &mut args);
+    match admission::admit(server.discovery(narrowing), name, args).outcome {
+        Ok(Admitted::Send(call, _)) => server.policy.needs_writes(&call),
+        Ok(Admitted::Answer(_)) | Err(_) => false,
     }
-    if let Target::CallOperation = tool.target {
-        let empty = Map::new();
-        let arguments = args.get("arguments").and_then(Value::as_object).unwrap_or(&empty);
-        return match server.discovery(narrowing).target(args) {
-            Ok(target) => server.refusal(narrowing, target, arguments).is_some(),
-            Err(e) => e.kind() == Some(ErrorKind::Denied),
-        };
-    }
-    false
 }
 
 /// What one request to the forge brought back, decoded but not yet guarded.
@@ -324,23 +249,16 @@ impl Fetched {
     }
 }
 
-/// Validate, plan, send and decode one call of `tool` (`reached`: the operation a raw-tool
-/// call's route reaches).
+/// Plan, send and decode one admitted call.
 async fn fetch(
     server: &Server,
-    tool: &ToolDef,
-    args: &mut Map<String, Value>,
-    reached: Option<&ToolDef>,
+    call: &Prepared<'_>,
     credential: &Credential,
     guard: &CallGuard,
     trace: &mut Trace,
 ) -> Result<Fetched, CallError> {
-    // 3. valid? body field names in the spec's spelling (the forges take any letter case),
-    //    then against the tool's JSON Schema, before anything is sent.
-    args::fields::normalize(tool, args)?;
-    args::validate::validate(tool, args)?;
     // 4. plan: encoded path, query, body or multipart.
-    let plan = plan(server, tool, args, reached)?;
+    let plan = call.plan(server.settings.max_binary_bytes)?;
     trace.sent(&plan, guard.redactor());
     // 5. send, within timeouts and size limits.
     let received = server.forge.send(&plan, credential).await?;
@@ -374,19 +292,20 @@ pub async fn run_reads(
     // As in `run`: the read's own guard is built once it is admitted.
     let secrets = caller.secrets();
     let early_guard = || server.guard.for_call(secrets.clone());
-    let mut tools = Vec::with_capacity(reads.len());
-    for r in &reads {
+    // Each read is admitted as a call of its operation would be, before anyone is asked.
+    let mut calls = Vec::with_capacity(reads.len());
+    for r in reads {
         trace.operation = Some(r.operation.to_owned());
-        let tool = server.catalog.get(r.operation).ok_or_else(|| {
-            early_guard().error(CallError::local(
+        let admitted = match admission::admit(server.discovery(narrowing), r.operation, r.args).outcome {
+            Ok(Admitted::Send(call, _)) => Ok(call),
+            Ok(Admitted::Answer(_)) => unreachable!("a resource reads operations, never a discovery tool"),
+            Err(CallError::UnknownTool(_)) => Err(CallError::local(
                 ErrorKind::NotFound,
                 format!("this forge has no {} operation", r.operation),
-            ))
-        })?;
-        if let Some(why) = server.refusal(narrowing, tool, &r.args) {
-            return Err(early_guard().error(CallError::local(ErrorKind::Denied, why)));
-        }
-        tools.push(tool);
+            )),
+            Err(e) => Err(e),
+        };
+        calls.push((admitted.map_err(|e| early_guard().error(e))?, r.at));
     }
     let key = limit_key(&caller);
     let (credential, identity) = identify(server, caller).await.map_err(|e| early_guard().error(e))?;
@@ -398,23 +317,23 @@ pub async fn run_reads(
     let mut first: Option<Fetched> = None;
     let shape = server.settings.result_shape;
     let mut compact = false;
-    let mut datas = Vec::with_capacity(reads.len());
+    let mut datas = Vec::with_capacity(calls.len());
     let mut elided = Elided::default();
-    for (tool, mut read) in tools.into_iter().zip(reads) {
+    for (call, at) in calls {
         // The audit line names the first read (as the envelope's `request` does), or the one that failed.
         let mut this = Trace::default();
-        let fetched = fetch(server, tool, &mut read.args, None, &credential, &guard, &mut this).await;
+        let fetched = fetch(server, &call, &credential, &guard, &mut this).await;
         if first.is_none() || fetched.is_err() {
             (trace.operation, trace.method, trace.path, trace.status) =
                 (this.operation, this.method, this.path, this.status);
         }
         let mut got = fetched.map_err(|e| guard.error(e))?;
         // Each read in the server's shape, typed by its own operation.
-        let result_type = tool.operation().and_then(|op| op.result.as_ref());
+        let result_type = call.operation().and_then(|op| op.result.as_ref());
         got.shape(server, result_type, shape, None).map_err(|e| guard.error(e))?;
         compact |= got.json && shape == Shape::Compact;
         datas.push(std::mem::take(&mut got.data));
-        elided.merge(std::mem::take(&mut got.elided).under(read.at));
+        elided.merge(std::mem::take(&mut got.elided).under(at));
         first.get_or_insert(got);
     }
     let first = first.expect("a resource reads at least once");
@@ -423,22 +342,6 @@ pub async fn run_reads(
     success.data = combine(datas);
     success.shape = compact.then_some(Shape::Compact.as_str());
     guard.success(&mut success, false, &elided)
-}
-
-fn plan(
-    server: &Server,
-    tool: &ToolDef,
-    args: &Map<String, Value>,
-    reached: Option<&ToolDef>,
-) -> Result<CallPlan, CallError> {
-    match &tool.target {
-        Target::Operation(op) => args::plan::for_operation(op, args, server.settings.max_binary_bytes),
-        Target::Raw => args::raw::plan(args, reached.and_then(ToolDef::operation)),
-        Target::AttachmentDownload => Ok(args::plan::attachment_download(args)),
-        Target::SearchOperations | Target::OperationSchema | Target::CallOperation => {
-            unreachable!("discovery tools are answered or resolved before planning")
-        }
-    }
 }
 
 /// Whose limits a call of `caller` counts against, once its identity is known.

@@ -146,7 +146,7 @@ pub async fn run(settings: Settings) -> ExitCode {
                     c.all_tools().count(),
                     flavor.display_name(),
                     c.spec_version,
-                    c.all_tools().filter(|t| policy.lists(&none, &c, t)).count(),
+                    c.all_tools().filter(|t| policy.lists(&none, t)).count(),
                 ));
                 for (name, why) in c.uncompilable() {
                     r.fail(&format!("{name}: {why}; calls to it are refused"));

@@ -260,7 +260,9 @@ pub fn raw_path(data: &[u8]) {
         Ok(()) => {
             assert!(p.starts_with('/') && !p.contains(['%', '?', '#']) && !p.chars().any(char::is_control));
             assert!(p != "/api/v1" && !p.starts_with("/api/v1/"));
-            let plan = aegis_core::args::raw::plan(args, reached.and_then(|t| t.operation()))
+            let raw = catalog.get(aegis_core::catalog::raw_tool::NAME).expect("the raw tool");
+            let plan = aegis_core::args::Prepared::new(catalog, raw, args.clone())
+                .and_then(|call| call.plan(1 << 20))
                 .unwrap_or_else(|e| panic!("an accepted path does not plan: {e}"));
             assert_stays_in_api(&plan);
             let decoded: Vec<String> = plan.path().split('/').skip(1).map(percent_decoded).collect();
@@ -284,8 +286,8 @@ pub fn raw_path(data: &[u8]) {
     }
 }
 
-/// Argument validation and plan building (`args/fields.rs`, `args/validate.rs`,
-/// `args/plan.rs`, `args/raw.rs`) against the tools of the embedded catalogs. The first line
+/// Argument preparation and plan building (`args/prepared.rs`, `args/fields.rs`,
+/// `args/validate.rs`, `args/plan.rs`, `args/raw.rs`) against the tools of the embedded catalogs. The first line
 /// is `gitea NAME` or `forgejo NAME` (an unknown name picks a tool by its hash), the rest the
 /// arguments as JSON.
 ///
@@ -300,7 +302,7 @@ pub fn arguments(data: &[u8]) {
     let head = String::from_utf8_lossy(head);
     let (flavor, name) = head.split_once(' ').unwrap_or(("", &head));
     let catalog = &catalogs()[usize::from(flavor == "forgejo")];
-    let Ok(Value::Object(mut args)) = serde_json::from_slice::<Value>(rest) else { return };
+    let Ok(Value::Object(args)) = serde_json::from_slice::<Value>(rest) else { return };
     let tools: Vec<&ToolDef> = catalog
         .all_tools()
         .map(|t| t.as_ref())
@@ -311,27 +313,22 @@ pub fn arguments(data: &[u8]) {
         Some(t) => t,
         None => tools[fnv(name.as_bytes()) as usize % tools.len()],
     };
-    let reached = match tool.target {
-        Target::Raw => catalog.reached_by_raw(&args).map(|t| t.as_ref()),
-        _ => None,
-    };
-    if let Err(e) = aegis_core::args::fields::normalize(tool, &mut args) {
+    let mut twice = args.clone();
+    if let Err(e) = aegis_core::args::fields::normalize(tool, &mut twice) {
         assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments), "{e}");
         return;
     }
-    let once = args.clone();
-    aegis_core::args::fields::normalize(tool, &mut args).expect("normalised arguments normalise again");
-    assert_eq!(args, once, "normalising is done in one pass");
-    if let Err(e) = aegis_core::args::validate::validate(tool, &args) {
-        assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments), "{e}");
-        return;
-    }
-    let plan = match &tool.target {
-        Target::Operation(op) => aegis_core::args::plan::for_operation(op, &args, 1 << 20),
-        Target::Raw => aegis_core::args::raw::plan(&args, reached.and_then(ToolDef::operation)),
-        Target::AttachmentDownload => Ok(aegis_core::args::plan::attachment_download(&args)),
-        _ => unreachable!("only planned tools are picked"),
+    let once = twice.clone();
+    aegis_core::args::fields::normalize(tool, &mut twice).expect("normalised arguments normalise again");
+    assert_eq!(twice, once, "normalising is done in one pass");
+    let call = match aegis_core::args::Prepared::new(catalog, tool, args) {
+        Ok(call) => call,
+        Err(e) => {
+            assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments), "{e}");
+            return;
+        }
     };
+    let plan = call.plan(1 << 20);
     match plan {
         Ok(plan) => assert_stays_in_api(&plan),
         Err(CallError::Result(f)) => assert!(

@@ -4,14 +4,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{Map, Value};
-
 use crate::audit::Trace;
 use crate::config::{FlavorChoice, Settings};
 use crate::executor::{Forge, flavor};
 use crate::identity::{Caller, Credential, GlobalIdentity, Identity, Mode};
 use crate::metrics::Metrics;
-use aegis_core::catalog::{Catalog, Flavor, ToolDef, Version};
+use aegis_core::catalog::{Catalog, Flavor, Version};
 use aegis_core::error::{CallError, ErrorKind};
 use aegis_core::guard::Guard;
 use aegis_core::policy::{Narrowing, Policy};
@@ -130,17 +128,6 @@ impl Server {
             calls: Default::default(),
             answers: Default::default(),
         })
-    }
-
-    /// Why `tool` may not be called with `args` under the server's policy narrowed by the
-    /// request, if it may not (see `policy.rs`).
-    pub fn refusal(
-        &self,
-        narrowing: &Narrowing,
-        tool: &ToolDef,
-        args: &Map<String, Value>,
-    ) -> Option<String> {
-        self.policy.refusal(narrowing, &self.catalog, tool, args)
     }
 
     /// Into `trace`, for the audit line, the identity `caller` is known to have before the

@@ -123,6 +123,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["guard"],
             &["policy"],
             &["discovery"],
+            &["admission"],
         ],
     ),
     (

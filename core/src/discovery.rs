@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use crate::catalog::{Catalog, Target, ToolDef, discovery_tools};
 use crate::envelope;
 use crate::error::{CallError, ErrorKind};
-use crate::policy::{Narrowing, Policy};
+use crate::policy::{Narrowing, Policy, Refusal};
 use crate::shape::Shape;
 use crate::shape::schema::data_schema;
 
@@ -27,13 +27,13 @@ pub struct Discovery<'c, 'n> {
 
 impl<'c> Discovery<'c, '_> {
     /// Why the policy refuses `tool` to this request, if it does (before arguments).
-    fn refusal(&self, tool: &ToolDef) -> Option<String> {
-        self.policy.refusal(self.narrowing, self.catalog, tool, &Map::new())
+    fn refusal(&self, tool: &ToolDef) -> Option<Refusal> {
+        self.policy.refusal(self.narrowing, tool)
     }
 
     /// Whether `tools/list` shows `tool` to this request.
     fn lists(&self, tool: &ToolDef) -> bool {
-        self.policy.lists(self.narrowing, self.catalog, tool)
+        self.policy.lists(self.narrowing, tool)
     }
 
     /// The answer of the search or schema tool.
@@ -42,8 +42,8 @@ impl<'c> Discovery<'c, '_> {
             Target::SearchOperations => self.search(args),
             Target::OperationSchema => {
                 let target = self.target(args)?;
-                if let Some(why) = self.refusal(target) {
-                    return Err(CallError::local(ErrorKind::Denied, why));
+                if let Some(refusal) = self.refusal(target) {
+                    return Err(refusal.into());
                 }
                 let output = args.get("output").and_then(Value::as_str).and_then(Shape::parse);
                 self.schema(target, output)

@@ -46,7 +46,7 @@ pub fn listed(catalog: &Catalog, policy: &Policy, narrowing: &Narrowing, typed: 
     let operations = catalog.all_tools().filter(|t| t.operation().is_some());
     builtins
         .chain(operations)
-        .filter(|t| policy.lists(narrowing, catalog, t))
+        .filter(|t| policy.lists(narrowing, t))
         .map(|t| match t.target {
             Target::Raw | Target::CallOperation if read_only => {
                 to_rmcp(t).with_annotations(ToolAnnotations::from_raw(None, Some(true), None, None, None))

@@ -387,16 +387,15 @@ pub async fn scope(State(server): State<Arc<Server>>, req: Request, next: Next) 
         Ok(v) => serde_json::from_value(v).ok().into_iter().collect(),
         Err(_) => Vec::new(),
     };
-    let writes = calls.iter().any(|c| {
+    let writes = calls.into_iter().any(|c| {
         c.method.as_deref() == Some("tools/call")
-            && c.params.as_ref().is_some_and(|p| {
-                let empty = serde_json::Map::new();
+            && c.params.is_some_and(|p| {
                 p.name.as_deref().is_some_and(|name| {
                     crate::call::refused_only_for_reads(
                         &server,
                         &narrowing,
                         name,
-                        p.arguments.as_ref().unwrap_or(&empty),
+                        p.arguments.unwrap_or_default(),
                     )
                 })
             })

@@ -132,12 +132,17 @@ async fn read_only_hides_and_refuses_every_write_on_all_three_paths() {
     let c = h.call("issueCreateIssue", json!({"owner": "o", "repo": "r", "body": {"title": "t"}})).await;
     assert_eq!(c.kind(), "denied", "{}", c.text);
     assert!(c.json["error"]["message"].as_str().unwrap().contains("READ_ONLY"));
-    // 2. the raw tool, whatever the case of the method
-    for method in ["POST", "delete", "Patch"] {
+    // 2. the raw tool; a method in another case is not one of its methods at all
+    for (method, kind) in [
+        ("POST", "denied"),
+        ("DELETE", "denied"),
+        ("delete", "invalid_arguments"),
+        ("Patch", "invalid_arguments"),
+    ] {
         let c = h
             .call("gitea_api_request", json!({"method": method, "path": "/repos/o/r/issues", "body": {}}))
             .await;
-        assert_eq!(c.kind(), "denied", "{method}: {}", c.text);
+        assert_eq!(c.kind(), kind, "{method}: {}", c.text);
     }
     // 3. discovery: not found, no schema, not callable
     let c = h.call("gitea_search_operations", json!({"query": "create an issue", "limit": 25})).await;
@@ -506,7 +511,7 @@ async fn write_allowed_repos_narrow_writes_including_new_and_moved_repositories(
         ("repoTransfer", json!({"owner": "alice", "repo": "demo", "body": {"new_owner": "bob"}}), "bob/demo"),
         // A write that touches repositories its route does not name cannot be judged.
         ("notifyReadList", json!({}), "notifyReadRepoList"),
-        ("orgEditTeam", json!({"id": 7, "body": {"permission": "admin"}}), "orgEditTeam"),
+        ("orgEditTeam", json!({"id": 7, "body": {"name": "t", "permission": "admin"}}), "orgEditTeam"),
         // The caller's own account is an owner: a hook sees every repository's events.
         (
             "userCreateHook",
@@ -516,14 +521,14 @@ async fn write_allowed_repos_narrow_writes_including_new_and_moved_repositories(
         // Another repository's issue named in the body.
         (
             "issueCreateIssueBlocking",
-            json!({"owner": "alice", "repo": "demo", "index": 1, "body": {"owner": "bob", "repo": "secret", "index": 1}}),
+            json!({"owner": "alice", "repo": "demo", "index": "1", "body": {"owner": "bob", "repo": "secret", "index": 1}}),
             "bob/secret",
         ),
-        // One member twice in different letter case: the policy cannot know which one counts.
+        // A member in another letter case, as the forge would read it.
         (
             "createFork",
-            json!({"owner": "bob", "repo": "demo", "body": {"organization": "alice", "Organization": "bob", "name": "demo"}}),
-            "letter case",
+            json!({"owner": "bob", "repo": "demo", "body": {"ORGANIZATION": "bob", "name": "demo"}}),
+            "bob/demo",
         ),
         // An attachment named by its uuid alone.
         ("gitea_download_attachment", json!({"uuid": "0b1a5a0e-8d4b-4e7c-9a51-8f7e5a2c3d4e"}), "uuid"),
@@ -532,6 +537,12 @@ async fn write_allowed_repos_narrow_writes_including_new_and_moved_repositories(
         assert_eq!(c.kind(), "denied", "{tool} {args}: {}", c.text);
         assert!(c.text.contains(says), "{tool}: {}", c.text);
     }
+    // One member twice in different letter case never reaches the policy, which could judge
+    // one while the forge reads the other: the arguments are refused as they are.
+    let twice = json!({"owner": "bob", "repo": "demo", "body": {"organization": "alice", "Organization": "bob", "name": "demo"}});
+    let c = h.call("createFork", twice).await;
+    assert_eq!(c.kind(), "invalid_arguments", "{}", c.text);
+    assert!(c.text.contains("name the same field"), "{}", c.text);
     assert_eq!(h.tool_requests().iter().filter(|r| r.method != "GET").count(), 0, "nothing was written");
     // Writes inside both lists go through; reads of read-only repositories too.
     let c = h.call("issueCreateIssue", json!({"owner": "Alice", "repo": "Demo", "body": issue})).await;
@@ -629,7 +640,11 @@ async fn operations_keyed_by_an_account_or_the_instance_do_not_escape_the_allowl
         ("adminDeleteUser", json!({"username": "alice", "purge": true}), "alice/*"),
         ("adminRenameUser", json!({"username": "alice", "body": {"new_username": "gone"}}), "alice/*"),
         ("adminRenameUser", json!({"username": "bob", "body": {"new_username": "alice"}}), "bob/*"),
-        ("adminEditUser", json!({"username": "alice", "body": {"admin": true}}), "alice/*"),
+        (
+            "adminEditUser",
+            json!({"username": "alice", "body": {"source_id": 0, "login_name": "alice", "admin": true}}),
+            "alice/*",
+        ),
         ("adminCronRun", json!({"task": "delete_repo_archives"}), "`*`"),
         (
             "userCreateToken",
@@ -646,7 +661,7 @@ async fn operations_keyed_by_an_account_or_the_instance_do_not_escape_the_allowl
         ("gitea_api_request", json!({"method": "POST", "path": "/admin/cron/delete_repo_archives"}), "`*`"),
         (
             "gitea_call_operation",
-            json!({"operation_id": "adminEditUser", "arguments": {"username": "ALICE", "body": {"admin": true}}}),
+            json!({"operation_id": "adminEditUser", "arguments": {"username": "ALICE", "body": {"source_id": 0, "login_name": "alice", "admin": true}}}),
             "ALICE/*",
         ),
     ];

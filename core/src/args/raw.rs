@@ -3,7 +3,7 @@
 //! The path is literal text: we refuse what could change its meaning (`%`, `?`, `#`, dot
 //! and empty segments) and encode each segment ourselves. The query may not carry `sudo`
 //! (`identity::sudo`). The operation its route reaches
-//! (looked up once per call, by `call.rs`) gives it paging, response-kind handling and how
+//! (looked up once per call, by `Prepared`) gives it paging, response-kind handling and how
 //! a string body is sent (as it is, to an operation that accepts only text).
 
 use serde_json::{Map, Value};
@@ -14,14 +14,15 @@ use crate::catalog::{BodyEncoding, Method, Operation, ResponseKind};
 use crate::error::CallError;
 use crate::path::encode_segment;
 
-/// Build the plan of a raw call. `args` passed the raw tool's schema already; `reached` is
-/// the spec operation its method and path reach (`Catalog::reached_by_raw`), if any.
-pub fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<CallPlan, CallError> {
+/// Build the plan of a raw call (`Prepared::plan`): `args` passed the raw tool's schema and
+/// its path `check_path` already; `reached` is the spec operation its method and path reach
+/// (`Catalog::reached_by_raw`), if any.
+pub(crate) fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Result<CallPlan, CallError> {
     let method = args.get("method").and_then(Value::as_str).and_then(Method::parse).ok_or_else(|| {
         CallError::invalid_argument("/method", "`method` must be GET, POST, PUT, PATCH or DELETE")
     })?;
     let raw_path = args.get("path").and_then(Value::as_str).unwrap_or("");
-    check_path(raw_path).map_err(|m| CallError::invalid_argument("/path", m))?;
+    debug_assert!(check_path(raw_path).is_ok(), "a prepared raw call's path was checked");
     let path: String = raw_path.split('/').skip(1).map(|s| format!("/{}", encode_segment(s))).collect();
 
     let mut query = Vec::new();
@@ -101,10 +102,13 @@ mod tests {
     use crate::catalog::{Catalog, Flavor};
     use serde_json::json;
 
+    /// The plan of a raw call as a call builds it: prepared, then planned.
     fn raw(args: Value) -> Result<CallPlan, String> {
         let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
-        let args = args.as_object().unwrap();
-        plan(args, c.reached_by_raw(args).and_then(|t| t.operation())).map_err(|e| e.to_string())
+        let tool = c.get(crate::catalog::raw_tool::NAME).unwrap();
+        crate::args::Prepared::new(&c, tool, args.as_object().unwrap().clone())
+            .and_then(|call| call.plan(1 << 20))
+            .map_err(|e| e.to_string())
     }
 
     #[test]

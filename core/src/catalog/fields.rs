@@ -90,9 +90,16 @@ impl Shape {
     }
 }
 
-/// A name in lower case, borrowed when it has no upper-case letter.
+/// A name in the form that all its spellings Go's JSON decoding takes for one field share:
+/// lower case, and the long s (`ſ`), which Go's standard decoder folds to `s`, as `s` (the
+/// Kelvin sign lower-cases to `k` already). Forgejo 16 reads `deſcription` as no field at
+/// all; renamed, every decoder reads what the policy judged. Borrowed when nothing changes.
 fn fold(name: &str) -> Cow<'_, str> {
-    if name.chars().any(char::is_uppercase) { Cow::Owned(name.to_lowercase()) } else { Cow::Borrowed(name) }
+    if name.chars().any(|c| c.is_uppercase() || c == 'ſ') {
+        Cow::Owned(name.to_lowercase().replace('ſ', "s"))
+    } else {
+        Cow::Borrowed(name)
+    }
 }
 
 #[cfg(test)]
@@ -112,6 +119,10 @@ mod tests {
         assert_eq!(s.spelling("do"), Some("Do"));
         assert_eq!(s.spelling("DO"), Some("Do"));
         assert_eq!(s.spelling("Do"), None, "already the spec's spelling");
+        // The two letters outside ASCII that Go's folding takes for ASCII ones.
+        let u = Shape::of(&json!({"properties": {"username": {}, "key": {}}})).unwrap();
+        assert_eq!(u.spelling("u\u{17f}ername"), Some("username"));
+        assert_eq!(u.spelling("\u{212a}EY"), Some("key"));
         assert_eq!(s.spelling("nope"), None);
         assert_eq!(s.field("opts").unwrap().spelling("DEEP_NAME"), Some("deep_Name"));
         assert_eq!(s.field("list").unwrap().items().unwrap().spelling("ID"), Some("id"));

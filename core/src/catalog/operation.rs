@@ -573,6 +573,12 @@ impl ToolDef {
         &self.name
     }
 
+    /// Whether it is one of the discovery tools (search, schema, call), which answer from the
+    /// catalog or name the operation to run rather than reaching the forge themselves.
+    pub fn is_discovery(&self) -> bool {
+        matches!(self.target, Target::SearchOperations | Target::OperationSchema | Target::CallOperation)
+    }
+
     /// Whether the tool takes `shape` and `fields` for its result: every operation that
     /// answers JSON, the raw tool and the call tool.
     pub fn takes_shape(&self) -> bool {

@@ -24,8 +24,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::args::Prepared;
 use crate::catalog::toolsets::Selection;
-use crate::catalog::{Catalog, Method, Operation, Target, ToolDef};
+use crate::catalog::{Method, Operation, Target, ToolDef};
+use crate::error::{CallError, ErrorKind};
 use crate::guard::credential_ops;
 use repos::{Fence, ForgeHost, RepoList, Values};
 
@@ -80,155 +82,185 @@ impl Policy {
         )
     }
 
-    /// Why `tool` may not be called with `args`, if it may not. For the raw tool the
-    /// operation its route reaches is judged too, so a disabled operation cannot be reached
-    /// by its path; for `gitea_call_operation` the caller judges the target (`call.rs`).
-    pub fn refusal(
-        &self,
-        narrowing: &Narrowing,
-        catalog: &Catalog,
-        tool: &ToolDef,
-        args: &Map<String, Value>,
-    ) -> Option<String> {
-        let reached = match tool.target {
-            Target::Raw => catalog.reached_by_raw(args),
-            _ => None,
-        };
-        self.refusal_reaching(narrowing, tool, args, reached.map(|t| t.as_ref()))
+    /// The second look of a call whose tool passed `tool_refusal`, on its validated
+    /// arguments: for the raw tool its method and the operation its route reaches (so a
+    /// disabled operation cannot be reached by its path), and the repository allowlists, which
+    /// read the body's members by the exact names validation left.
+    pub fn judge(&self, narrowing: &Narrowing, call: &Prepared) -> Option<Refusal> {
+        self.arguments_refusal(narrowing, call.tool(), call.reached(), call.args())
     }
 
-    /// `refusal` when the caller already knows the operation a raw-tool call reaches (a
-    /// call resolves it once, for the policy, the guard and the plan).
-    pub fn refusal_reaching(
+    /// Whether a call the policy admitted would be refused were the request held to reads
+    /// (it writes, or hands out a credential): what a read-only sign-in cannot make.
+    pub fn needs_writes(&self, call: &Prepared) -> bool {
+        let reads = Narrowing { read_only: true, ..Narrowing::default() };
+        self.read_only_refusal(&reads, call.tool(), call.reached(), call.args()).is_some()
+    }
+
+    /// Why no call of `tool` could be allowed, if none could (before arguments): what the
+    /// listing and the discovery tools go by.
+    pub fn refusal(&self, narrowing: &Narrowing, tool: &ToolDef) -> Option<Refusal> {
+        self.tool_refusal(narrowing, tool)
+            .or_else(|| self.arguments_refusal(narrowing, tool, None, &Map::new()))
+    }
+
+    /// The first look at a call, before its arguments (nothing is validated for a call that
+    /// no arguments could make allowed): the rules of the tool's name and kind —
+    /// `DISABLED_TOOLS`, `ENABLED_TOOLS`, the request's disabled tools — and for an
+    /// operation read-only. A call that passes meets `judge` once its arguments are prepared.
+    pub fn tool_refusal(&self, narrowing: &Narrowing, tool: &ToolDef) -> Option<Refusal> {
+        self.name_refusal(narrowing, tool).or_else(|| match tool.target {
+            Target::Operation(_) => self.read_only_refusal(narrowing, tool, None, &Map::new()),
+            _ => None,
+        })
+    }
+
+    /// The rules that read a call's arguments (validated, but for the listing question, which
+    /// has none): the raw tool's method and route, the repository allowlists.
+    fn arguments_refusal(
         &self,
         narrowing: &Narrowing,
         tool: &ToolDef,
-        args: &Map<String, Value>,
         reached: Option<&ToolDef>,
-    ) -> Option<String> {
-        if let Some(why) = self.refusal_of_name(narrowing, tool) {
-            return Some(why);
-        }
-        let read_only = self.read_only || narrowing.read_only;
+        args: &Map<String, Value>,
+    ) -> Option<Refusal> {
         let name = tool.name.as_str();
         let fence = self.fence(narrowing);
+        let repos = |why: String| Refusal { cause: Cause::Repos, why };
         match &tool.target {
             Target::Operation(op) => {
-                if let Some(why) = read_only.then(|| read_only_refusal(op)).flatten() {
-                    return Some(format!("{}: {name} {why}", read_only_words(self)));
-                }
-                repos::refusal(&fence, op, &Values::Args(args), args.get("body"))
+                repos::refusal(&fence, op, &Values::Args(args), args.get("body")).map(repos)
             }
             Target::Raw => {
-                let method = args.get("method").and_then(Value::as_str).unwrap_or("GET");
-                if read_only && !method.eq_ignore_ascii_case("GET") {
-                    // The method is not echoed: it is client text, not yet checked.
-                    return Some(format!("{}: {name} accepts only GET", read_only_words(self)));
+                if let Some(refusal) = self.read_only_refusal(narrowing, tool, reached, args) {
+                    return Some(refusal);
                 }
-                // A path the raw tool's own rules refuse is left to them (a clearer message).
-                let path = args
-                    .get("path")
-                    .and_then(Value::as_str)
-                    .filter(|p| crate::args::raw::check_path(p).is_ok());
+                let path = args.get("path").and_then(Value::as_str);
                 let Some(reached) = reached else {
-                    return self
-                        .unknown_route_refusal(args)
-                        .or_else(|| path.and_then(|p| repos::unknown_route_refusal(&fence, method, p)));
+                    return self.unknown_route_refusal(path).or_else(|| {
+                        let method = args.get("method").and_then(Value::as_str).unwrap_or("GET");
+                        path.and_then(|p| repos::unknown_route_refusal(&fence, method, p)).map(repos)
+                    });
                 };
-                if let Some(why) = reached.operation().filter(|_| read_only).and_then(read_only_refusal) {
-                    let words = read_only_words(self);
-                    return Some(format!("{words}: {} {why} (reached through {name})", reached.name));
-                }
-                if let Some(why) = self.refusal_of_name(narrowing, reached) {
-                    return Some(format!("{why} (reached through {name})"));
+                if let Some(refusal) = self.name_refusal(narrowing, reached) {
+                    return Some(refusal.through(name));
                 }
                 let (op, path) = (reached.operation()?, path?);
                 let segments = crate::catalog::segments(path);
                 repos::refusal(&fence, op, &Values::Segments(&segments), args.get("body"))
-                    .map(|why| format!("{why} (reached through {name})"))
+                    .map(|why| repos(why).through(name))
             }
             // An attachment is named by its uuid alone: which repository it belongs to is
             // known only once it is fetched (without arguments: the listing question).
-            Target::AttachmentDownload if !fence.is_open() && !args.is_empty() => Some(format!(
+            Target::AttachmentDownload if !fence.is_open() && !args.is_empty() => Some(repos(format!(
                 "{name} names an attachment by its uuid alone, so under a repository allowlist it is refused; read attachments through the operations of their repository (e.g. repoGetReleaseAttachment, issueGetIssueAttachment)"
-            )),
+            ))),
             _ => None,
         }
     }
 
-    /// The second look of the repository allowlists, once the caller is known (`login`: the
-    /// user the call runs as): a new repository that goes to the caller, or a route that acts
-    /// on the caller's own account (`repos::caller_refusal`).
-    pub fn caller_refusal(
+    /// Read-only, for an operation, or a raw call by its method and the operation it reaches.
+    fn read_only_refusal(
         &self,
         narrowing: &Narrowing,
         tool: &ToolDef,
         reached: Option<&ToolDef>,
         args: &Map<String, Value>,
+    ) -> Option<Refusal> {
+        if !(self.read_only || narrowing.read_only) {
+            return None;
+        }
+        let name = tool.name.as_str();
+        let words = read_only_words(self);
+        let why = match &tool.target {
+            Target::Operation(op) => format!("{words}: {name} {}", writes(op)?),
+            Target::Raw if args.get("method").and_then(Value::as_str).is_some_and(|m| m != "GET") => {
+                // The method is not echoed: the schema allows only the five, but it is the client's.
+                format!("{words}: {name} accepts only GET")
+            }
+            Target::Raw => {
+                let reached = reached?;
+                format!(
+                    "{words}: {} {} (reached through {name})",
+                    reached.name,
+                    writes(reached.operation()?)?
+                )
+            }
+            _ => return None,
+        };
+        Some(Refusal { cause: Cause::ReadOnly, why })
+    }
+
+    /// Why a second look of the repository allowlists refuses a call, once the caller is
+    /// known (`login`: the user the call runs as): a new repository that goes to the caller,
+    /// or a route that acts on the caller's own account (`repos::caller_refusal`).
+    pub fn caller_refusal(
+        &self,
+        narrowing: &Narrowing,
+        call: &Prepared,
         login: Option<&str>,
-    ) -> Option<String> {
+    ) -> Option<Refusal> {
         let fence = self.fence(narrowing);
         if fence.is_open() {
             return None;
         }
+        let args = call.args();
         let segments;
-        let (op, values) = match tool.operation() {
+        let (op, values) = match call.tool().operation() {
             Some(op) => (op, Values::Args(args)),
             None => {
-                let op = reached?.operation()?;
+                let op = call.reached()?.operation()?;
                 segments = crate::catalog::segments(args.get("path").and_then(Value::as_str)?);
                 (op, Values::Segments(&segments))
             }
         };
         repos::caller_refusal(&fence, op, &values, args.get("body"), login)
+            .map(|why| Refusal { cause: Cause::Repos, why })
     }
 
     /// Why a raw call whose route reaches no operation of the spec may not run: nothing could
-    /// judge it (a disabled operation under another spelling, an undocumented route). A
-    /// path the raw tool's own rules refuse is left to them (a clearer message), and so is a
-    /// call without a path (the listing question, or a call that validation refuses).
-    fn unknown_route_refusal(&self, args: &Map<String, Value>) -> Option<String> {
-        let path = args.get("path").and_then(Value::as_str)?;
-        if self.unknown_routes || crate::args::raw::check_path(path).is_err() {
+    /// judge it (a disabled operation under another spelling, an undocumented route). A call
+    /// without a path is the listing question.
+    fn unknown_route_refusal(&self, path: Option<&str>) -> Option<Refusal> {
+        if self.unknown_routes || path.is_none() {
             return None;
         }
-        Some(format!(
-            "no operation of this API has the route this {} request names (route words are case-sensitive: /repos, not /REPOS), so the server cannot judge it; find the operation with {}, or let the raw tool send unknown routes with ALLOW_UNKNOWN_ROUTES",
-            crate::catalog::raw_tool::NAME,
-            crate::catalog::discovery_tools::SEARCH,
-        ))
+        Some(Refusal {
+            cause: Cause::UnknownRoute,
+            why: format!(
+                "no operation of this API has the route this {} request names (route words are case-sensitive: /repos, not /REPOS), so the server cannot judge it; find the operation with {}, or let the raw tool send unknown routes with ALLOW_UNKNOWN_ROUTES",
+                crate::catalog::raw_tool::NAME,
+                crate::catalog::discovery_tools::SEARCH,
+            ),
+        })
     }
 
     /// The rules that depend only on the tool's name and kind.
-    fn refusal_of_name(&self, narrowing: &Narrowing, tool: &ToolDef) -> Option<String> {
+    fn name_refusal(&self, narrowing: &Narrowing, tool: &ToolDef) -> Option<Refusal> {
         let name = tool.name.as_str();
-        if self.disabled.contains(name) {
-            return Some(format!("the tool {name} is disabled on this server (DISABLED_TOOLS)"));
-        }
-        if narrowing.disabled.contains(name) {
-            return Some(format!("the tool {name} is disabled for this request (X-MCP-Disabled-Tools)"));
-        }
-        // The discovery tools are not subject to ENABLED_TOOLS: they only reach what it allows.
-        let discovery =
-            matches!(tool.target, Target::SearchOperations | Target::OperationSchema | Target::CallOperation);
-        if !self.enabled.is_empty() && !discovery && !self.enabled.contains(name) {
-            return Some(format!(
-                "the tool {name} is not among the tools this server allows (ENABLED_TOOLS)"
-            ));
-        }
-        None
+        let why = if self.disabled.contains(name) {
+            format!("the tool {name} is disabled on this server (DISABLED_TOOLS)")
+        } else if narrowing.disabled.contains(name) {
+            format!("the tool {name} is disabled for this request (X-MCP-Disabled-Tools)")
+        } else if !self.enabled.is_empty() && !tool.is_discovery() && !self.enabled.contains(name) {
+            // The discovery tools are not subject to ENABLED_TOOLS: they only reach what it allows.
+            format!("the tool {name} is not among the tools this server allows (ENABLED_TOOLS)")
+        } else {
+            return None;
+        };
+        Some(Refusal { cause: Cause::Tool, why })
     }
 
     /// Whether `tool` may be called at all (before arguments).
-    pub fn allows(&self, narrowing: &Narrowing, catalog: &Catalog, tool: &ToolDef) -> bool {
-        self.refusal(narrowing, catalog, tool, &Map::new()).is_none()
+    pub fn allows(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
+        self.refusal(narrowing, tool).is_none()
     }
 
     /// Whether `tool/list` shows `tool`: allowed, and a built-in tool, a tool named in
     /// `ENABLED_TOOLS`, or an operation in the selected toolsets (the server's and the
     /// request's).
-    pub fn lists(&self, narrowing: &Narrowing, catalog: &Catalog, tool: &ToolDef) -> bool {
-        if !self.allows(narrowing, catalog, tool) {
+    pub fn lists(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
+        if !self.allows(narrowing, tool) {
             return false;
         }
         if tool.operation().is_none() {
@@ -241,9 +273,57 @@ impl Policy {
     }
 }
 
+/// Why the policy refuses a call: which rule, and the words a person can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    cause: Cause,
+    why: String,
+}
+
+/// The rule that refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// `DISABLED_TOOLS`, `ENABLED_TOOLS`, or the request's `X-MCP-Disabled-Tools`.
+    Tool,
+    /// `READ_ONLY`, or a request held to reads.
+    ReadOnly,
+    /// A repository allowlist, the server's or the request's.
+    Repos,
+    /// A raw route that no operation has (`ALLOW_UNKNOWN_ROUTES` off).
+    UnknownRoute,
+}
+
+impl Refusal {
+    pub fn cause(&self) -> Cause {
+        self.cause
+    }
+
+    pub fn why(&self) -> &str {
+        &self.why
+    }
+
+    /// The refusal of the operation a raw call reaches, said of the raw call.
+    fn through(self, raw: &str) -> Refusal {
+        Refusal { why: format!("{} (reached through {raw})", self.why), ..self }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+/// A refusal is answered as a `denied` error, in its own words.
+impl From<Refusal> for CallError {
+    fn from(r: Refusal) -> CallError {
+        CallError::local(ErrorKind::Denied, r.why)
+    }
+}
+
 /// Why a read-only call may not run `op`, if it may not: it writes, or — whatever its
 /// method — it hands out a credential (a runner registration token is a GET on Forgejo).
-fn read_only_refusal(op: &Operation) -> Option<&'static str> {
+fn writes(op: &Operation) -> Option<&'static str> {
     if op.method != Method::Get {
         Some("would change data")
     } else if credential_ops::issues_credentials(Some(&op.id)) {
@@ -256,7 +336,7 @@ fn read_only_refusal(op: &Operation) -> Option<&'static str> {
 /// Whether `op` counts as a write wherever reads and writes are told apart (read-only mode,
 /// the write allowlists): it changes data, or it hands out a credential that can.
 pub(crate) fn is_write(op: &Operation) -> bool {
-    read_only_refusal(op).is_some()
+    writes(op).is_some()
 }
 
 /// Who made the call read-only: the server's setting wins the credit when both did.
@@ -271,7 +351,7 @@ fn read_only_words(p: &Policy) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Flavor;
+    use crate::catalog::{Catalog, Flavor};
     use serde_json::json;
 
     fn gitea() -> Catalog {
@@ -282,20 +362,53 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    /// Both looks of the policy at a call, as a call meets them, or `Ok` when it may run.
+    fn admit(
+        p: &Policy,
+        n: &Narrowing,
+        c: &Catalog,
+        tool: &ToolDef,
+        args: Map<String, Value>,
+    ) -> Result<(), CallError> {
+        if let Some(r) = p.tool_refusal(n, tool) {
+            return Err(r.into());
+        }
+        let call = Prepared::new(c, tool, args)?;
+        p.judge(n, &call).map_or(Ok(()), |r| Err(r.into()))
+    }
+
+    /// The policy's refusal of a whole call, or `None` when it admits the call.
+    fn judge(
+        p: &Policy,
+        n: &Narrowing,
+        c: &Catalog,
+        tool: &ToolDef,
+        args: &Map<String, Value>,
+    ) -> Option<String> {
+        match admit(p, n, c, tool, args.clone()) {
+            Ok(()) => None,
+            Err(e) if e.kind() == Some(ErrorKind::Denied) => Some(e.to_string()),
+            Err(e) => panic!("not a refusal: {e}"),
+        }
+    }
+
     #[test]
     fn read_only_refuses_writes_on_every_path_and_keeps_reads() {
         let c = gitea();
         let p = Policy { read_only: true, ..Policy::default() };
         let none = Narrowing::default();
         assert!(
-            p.refusal(&none, &c, c.get("repoDelete").unwrap(), &Map::new()).unwrap().contains("READ_ONLY")
+            p.refusal(&none, c.get("repoDelete").unwrap())
+                .map(|r| r.why().to_owned())
+                .unwrap()
+                .contains("READ_ONLY")
         );
-        assert!(p.refusal(&none, &c, c.get("repoGet").unwrap(), &Map::new()).is_none());
+        assert!(p.refusal(&none, c.get("repoGet").unwrap()).map(|r| r.why().to_owned()).is_none());
         let raw = c.get("gitea_api_request").unwrap();
         assert!(
-            p.refusal(&none, &c, raw, &args(json!({"method": "delete", "path": "/repos/o/r"}))).is_some()
+            judge(&p, &none, &c, raw, &args(json!({"method": "DELETE", "path": "/repos/o/r"}))).is_some()
         );
-        assert!(p.refusal(&none, &c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"}))).is_none());
+        assert!(judge(&p, &none, &c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"}))).is_none());
     }
 
     #[test]
@@ -305,22 +418,22 @@ mod tests {
         let none = Narrowing::default();
         let get = c.get("repoGetRunnerRegistrationToken").unwrap();
         assert_eq!(get.operation().unwrap().method, Method::Get);
-        let why = p.refusal(&none, &c, get, &Map::new()).unwrap();
+        let why = p.refusal(&none, get).map(|r| r.why().to_owned()).unwrap();
         assert!(why.contains("hands out a credential"), "{why}");
-        assert!(!p.lists(&none, &c, get));
+        assert!(!p.lists(&none, get));
         let raw = c.get("gitea_api_request").unwrap();
         let path = json!({"method": "GET", "path": "/repos/o/r/actions/runners/registration-token"});
-        let why = p.refusal(&none, &c, raw, &args(path)).unwrap();
+        let why = judge(&p, &none, &c, raw, &args(path)).unwrap();
         assert!(why.contains("repoGetRunnerRegistrationToken") && why.contains("credential"), "{why}");
         // The same for a request that made itself read-only.
         let ro = Narrowing { read_only: true, ..Narrowing::default() };
-        assert!(Policy::default().refusal(&ro, &c, get, &Map::new()).is_some());
+        assert!(Policy::default().refusal(&ro, get).map(|r| r.why().to_owned()).is_some());
         // Every credential-issuing operation of either spec is refused.
         for flavor in [Flavor::Gitea, Flavor::Forgejo] {
             let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
             for id in credential_ops::CREDENTIAL_ISSUING_OPERATIONS {
                 if let Some(t) = c.get(id) {
-                    assert!(p.refusal(&none, &c, t, &Map::new()).is_some(), "{id}");
+                    assert!(p.refusal(&none, t).map(|r| r.why().to_owned()).is_some(), "{id}");
                 }
             }
         }
@@ -331,12 +444,16 @@ mod tests {
         let c = gitea();
         let p = Policy { disabled: BTreeSet::from(["repoDelete".to_owned()]), ..Policy::default() };
         let ro = Narrowing { read_only: true, ..Narrowing::default() };
-        let why = p.refusal(&ro, &c, c.get("issueCreateIssue").unwrap(), &Map::new()).unwrap();
+        let why = p.refusal(&ro, c.get("issueCreateIssue").unwrap()).map(|r| r.why().to_owned()).unwrap();
         assert!(why.contains("X-MCP-Readonly"), "{why}");
         // A request that says nothing still meets the server's refusals.
-        assert!(p.refusal(&Narrowing::default(), &c, c.get("repoDelete").unwrap(), &Map::new()).is_some());
+        assert!(
+            p.refusal(&Narrowing::default(), c.get("repoDelete").unwrap())
+                .map(|r| r.why().to_owned())
+                .is_some()
+        );
         let off = Narrowing { disabled: BTreeSet::from(["repoGet".to_owned()]), ..Narrowing::default() };
-        assert!(p.refusal(&off, &c, c.get("repoGet").unwrap(), &Map::new()).is_some());
+        assert!(p.refusal(&off, c.get("repoGet").unwrap()).map(|r| r.why().to_owned()).is_some());
     }
 
     #[test]
@@ -344,12 +461,17 @@ mod tests {
         let c = gitea();
         let p = Policy { disabled: BTreeSet::from(["repoDelete".to_owned()]), ..Policy::default() };
         let raw = c.get("gitea_api_request").unwrap();
-        let why = p
-            .refusal(&Narrowing::default(), &c, raw, &args(json!({"method": "DELETE", "path": "/repos/o/r"})))
-            .unwrap();
+        let why = judge(
+            &p,
+            &Narrowing::default(),
+            &c,
+            raw,
+            &args(json!({"method": "DELETE", "path": "/repos/o/r"})),
+        )
+        .unwrap();
         assert!(why.contains("repoDelete") && why.contains("gitea_api_request"), "{why}");
         assert!(
-            p.refusal(&Narrowing::default(), &c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"})))
+            judge(&p, &Narrowing::default(), &c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"})))
                 .is_none()
         );
     }
@@ -363,18 +485,20 @@ mod tests {
         for (method, path) in
             [("DELETE", "/REPOS/o/r"), ("GET", "/nope"), ("POST", "/repos/o/r/undocumented")]
         {
-            let why = p.refusal(&none, &c, raw, &args(json!({"method": method, "path": path}))).unwrap();
+            let why = judge(&p, &none, &c, raw, &args(json!({"method": method, "path": path}))).unwrap();
             assert!(why.contains("no operation") && why.contains("ALLOW_UNKNOWN_ROUTES"), "{why}");
             assert!(!why.contains(path), "the path is not echoed: {why}");
         }
-        // Malformed paths are left to the raw tool's own rules; a listing has no path.
-        assert!(p.refusal(&none, &c, raw, &args(json!({"method": "GET", "path": "/a%2Fb"}))).is_none());
-        assert!(p.lists(&none, &c, raw));
+        // A malformed path is the raw tool's own argument error, before any route is judged;
+        // a listing has no path.
+        let malformed = admit(&p, &none, &c, raw, args(json!({"method": "GET", "path": "/a%2Fb"})));
+        assert_eq!(malformed.unwrap_err().kind(), Some(ErrorKind::InvalidArguments));
+        assert!(p.lists(&none, raw));
         let open = Policy { unknown_routes: true, ..p.clone() };
-        assert!(open.refusal(&none, &c, raw, &args(json!({"method": "GET", "path": "/nope"}))).is_none());
+        assert!(judge(&open, &none, &c, raw, &args(json!({"method": "GET", "path": "/nope"}))).is_none());
         // A known route is judged as its operation, whatever the setting.
         let del = args(json!({"method": "DELETE", "path": "/repos/o/r"}));
-        assert!(open.refusal(&none, &c, raw, &del).unwrap().contains("repoDelete"));
+        assert!(judge(&open, &none, &c, raw, &del).unwrap().contains("repoDelete"));
     }
 
     #[test]
@@ -382,12 +506,12 @@ mod tests {
         let c = gitea();
         let p = Policy::default(); // core
         let none = Narrowing::default();
-        let listed = |n: &Narrowing, name: &str| p.lists(n, &c, c.get(name).unwrap());
+        let listed = |n: &Narrowing, name: &str| p.lists(n, c.get(name).unwrap());
         assert!(listed(&none, "repoMergePullRequest"));
         assert!(!listed(&none, "adminCreateUser"));
         assert!(listed(&none, "gitea_search_operations"));
         // Not listed is not refused.
-        assert!(p.allows(&none, &c, c.get("adminCreateUser").unwrap()));
+        assert!(p.allows(&none, c.get("adminCreateUser").unwrap()));
         // A request naming a toolset the server does not list gains nothing.
         let admin = Narrowing { toolsets: Some(Selection::parse("admin").unwrap()), ..Narrowing::default() };
         assert!(!listed(&admin, "adminCreateUser"));
@@ -403,10 +527,10 @@ mod tests {
         let c = gitea();
         let p = Policy { enabled: BTreeSet::from(["adminCreateUser".to_owned()]), ..Policy::default() };
         let none = Narrowing::default();
-        assert!(p.lists(&none, &c, c.get("adminCreateUser").unwrap()));
-        assert!(!p.lists(&none, &c, c.get("repoGet").unwrap()));
-        assert!(!p.allows(&none, &c, c.get("repoGet").unwrap()));
-        assert!(p.lists(&none, &c, c.get("gitea_call_operation").unwrap()));
-        assert!(!p.lists(&none, &c, c.get("gitea_api_request").unwrap()));
+        assert!(p.lists(&none, c.get("adminCreateUser").unwrap()));
+        assert!(!p.lists(&none, c.get("repoGet").unwrap()));
+        assert!(!p.allows(&none, c.get("repoGet").unwrap()));
+        assert!(p.lists(&none, c.get("gitea_call_operation").unwrap()));
+        assert!(!p.lists(&none, c.get("gitea_api_request").unwrap()));
     }
 }

@@ -259,37 +259,12 @@ fn named(op: &Operation, values: &Values) -> Vec<Named> {
     out
 }
 
-/// Whether a body names one member twice in different letter case (the forges take either,
-/// so the policy could judge one value and the forge use the other).
-fn ambiguous(body: Option<&Value>) -> bool {
-    let Some(map) = body.and_then(Value::as_object) else { return false };
-    let mut seen = std::collections::HashSet::with_capacity(map.len());
-    map.keys().any(|k| !seen.insert(k.to_ascii_lowercase()))
-}
-
-/// Whether judging `reach` reads a body member.
-fn reads_body(reach: &Reach) -> bool {
-    let also_body = |also: &[Also]| {
-        also.iter().any(|a| matches!(a, Also::Issue { .. } | Also::Url { .. } | Also::Head(Source::Body(_))))
-    };
-    match reach {
-        Reach::Places(_) => true,
-        Reach::Repo(also) => also_body(also),
-        Reach::Account(sources) => sources.iter().any(|s| matches!(s, Source::Body(_))),
-        _ => false,
-    }
-}
-
 /// The value of one source (`None`: this source gives none).
 fn from_source(source: Source, op: &Operation, values: &Values, body: Option<&Value>) -> Option<String> {
     match source {
-        Source::Body(key) => body
-            .and_then(Value::as_object)?
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .and_then(|(_, v)| v.as_str())
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
+        Source::Body(key) => {
+            body.and_then(|b| b.get(key)).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
+        }
         Source::Route(name) => {
             let index = op
                 .template
@@ -309,7 +284,9 @@ fn from_source(source: Source, op: &Operation, values: &Values, body: Option<&Va
 /// Why `op` (reached with these route values and body) may not run inside the fence, if it may
 /// not, judged by its row of the reach table. An operation that acts on the caller's account,
 /// or puts a repository under the caller, is judged again once the caller is known
-/// (`caller_refusal`).
+/// (`caller_refusal`). The arguments are a prepared call's (`args::Prepared`): the body's
+/// members are read by the spec's exact names, which normalisation gave every spelling the
+/// forges would take for them (two spellings of one member were refused there).
 pub fn refusal(fence: &Fence, op: &Operation, values: &Values, body: Option<&Value>) -> Option<String> {
     if fence.is_open() {
         return None;
@@ -320,12 +297,6 @@ pub fn refusal(fence: &Fence, op: &Operation, values: &Values, body: Option<&Val
             op.id
         ));
     };
-    if reads_body(&reach) && ambiguous(body) {
-        return Some(format!(
-            "the body of {} names one member twice in different letter case; under a repository allowlist send each once",
-            op.id
-        ));
-    }
     let write = super::is_write(op);
     match reach {
         Reach::Harmless | Reach::Caller => None,
@@ -482,9 +453,7 @@ fn place_refusal(
                 });
             }
             Source::ById(key) => {
-                let by_id = body.and_then(Value::as_object).is_some_and(|b| {
-                    b.iter().any(|(k, v)| k.eq_ignore_ascii_case(key) && !(v.is_null() || v == 0))
-                });
+                let by_id = body.and_then(|b| b.get(key)).is_some_and(|v| !(v.is_null() || v == 0));
                 if by_id {
                     owner = Some(Err("the body names the owner by id; name it by login instead"));
                 }
@@ -777,6 +746,13 @@ mod tests {
         Fence::new(a, b, c, d, forge())
     }
 
+    /// Arguments as a prepared call holds them: body members in the spec's spelling.
+    fn spelled(c: &Catalog, id: &str, args: Value) -> Map<String, Value> {
+        let mut a = args.as_object().unwrap().clone();
+        crate::args::fields::normalize(c.get(id).unwrap(), &mut a).unwrap();
+        a
+    }
+
     fn list(s: &str) -> Arc<RepoList> {
         Arc::new(RepoList::parse(s).unwrap())
     }
@@ -851,7 +827,7 @@ mod tests {
         let (read, write) = (list("acme/*,src/*"), list("acme/widgets"));
         let f = fence_of(Some(&read), Some(&write), None, None);
         let judge = |id: &str, args: Value| {
-            let a = args.as_object().unwrap().clone();
+            let a = spelled(&c, id, args);
             refusal(&f, op(&c, id), &Values::Args(&a), a.get("body"))
         };
         assert_eq!(judge("createOrgRepo", json!({"org": "acme", "body": {"name": "Widgets"}})), None);
@@ -893,12 +869,14 @@ mod tests {
         assert!(caller_refusal(&f, o, &Values::Args(a), a.get("body"), None).is_some());
         // An owner given by id, in any letter case; one member twice in different cases.
         let uid = json!({"body": {"clone_addr": "https://x/y.git", "repo_name": "widgets", "UID": 42}});
-        let a2 = uid.as_object().unwrap();
+        let a2 = &spelled(&c, "repoMigrate", uid);
         let m = op(&c, "repoMigrate");
         assert!(
             caller_refusal(&f, m, &Values::Args(a2), a2.get("body"), Some("acme"))
                 .is_some_and(|w| w.contains("by id"))
         );
+        // One member twice in different cases never reaches the policy: normalisation
+        // refuses it, so the policy cannot judge one spelling while the forge reads the other.
         for (id, args) in [
             ("createOrgRepo", json!({"org": "acme", "body": {"name": "widgets", "Name": "x"}})),
             (
@@ -906,7 +884,9 @@ mod tests {
                 json!({"owner": "src", "repo": "x", "body": {"organization": "acme", "Organization": "evil", "name": "widgets"}}),
             ),
         ] {
-            assert!(judge(id, args).is_some_and(|w| w.contains("letter case")), "{id}");
+            let mut a = args.as_object().unwrap().clone();
+            let e = crate::args::fields::normalize(c.get(id).unwrap(), &mut a).unwrap_err();
+            assert!(e.to_string().contains("name the same field"), "{id}: {e}");
         }
         // Another repository's issue named in the body.
         assert!(judge("issueCreateIssueBlocking", json!({"owner": "acme", "repo": "widgets", "index": 1, "body": {"owner": "evil", "repo": "secret", "index": 1}})).is_some());
@@ -1163,7 +1143,7 @@ mod tests {
         let c = if g.get(id).is_some() { g } else { f };
         let l = list(lists);
         let fence = fence_of(Some(&l), Some(&l), None, None);
-        let a = args.as_object().unwrap().clone();
+        let a = spelled(c, id, args);
         let o = op(c, id);
         refusal(&fence, o, &Values::Args(&a), a.get("body"))
             .or_else(|| caller_refusal(&fence, o, &Values::Args(&a), a.get("body"), caller))
