@@ -477,6 +477,41 @@ mod tests {
     }
 
     #[test]
+    fn each_refusal_names_the_rule_that_made_it() {
+        let c = gitea();
+        let list = Some(Arc::new(RepoList::parse("acme/*").unwrap()));
+        let p = Policy {
+            disabled: BTreeSet::from(["repoDelete".to_owned()]),
+            repos: list,
+            forge: ForgeHost::new(None, Vec::new()),
+            ..Policy::default()
+        };
+        let none = Narrowing::default();
+        let ro = Narrowing { read_only: true, ..Narrowing::default() };
+        let cause = |n: &Narrowing, name: &str, a: Value| {
+            let tool = c.get(name).unwrap();
+            if let Some(r) = p.tool_refusal(n, tool) {
+                return Some(r.cause());
+            }
+            let call = Prepared::new(&c, tool, args(a)).unwrap();
+            p.judge(n, &call).map(|r| r.cause())
+        };
+        assert_eq!(cause(&none, "repoDelete", json!({})), Some(Cause::Tool));
+        assert_eq!(cause(&ro, "issueCreateIssue", json!({})), Some(Cause::ReadOnly));
+        let raw = |m: &str, path: &str| json!({"method": m, "path": path});
+        assert_eq!(cause(&ro, "gitea_api_request", raw("POST", "/repos/acme/r/issues")), Some(Cause::ReadOnly));
+        assert_eq!(cause(&none, "gitea_api_request", raw("DELETE", "/repos/acme/r")), Some(Cause::Tool));
+        assert_eq!(cause(&none, "gitea_api_request", raw("GET", "/nope")), Some(Cause::UnknownRoute));
+        assert_eq!(cause(&none, "repoGet", json!({"owner": "evil", "repo": "r"})), Some(Cause::Repos));
+        assert_eq!(cause(&none, "repoGet", json!({"owner": "acme", "repo": "r"})), None);
+        // A refusal is answered as `denied`, in its own words.
+        let r = p.tool_refusal(&none, c.get("repoDelete").unwrap()).unwrap();
+        let e = CallError::from(r.clone());
+        assert_eq!(e.kind(), Some(ErrorKind::Denied));
+        assert!(e.to_string().ends_with(r.why()), "{e}");
+    }
+
+    #[test]
     fn the_raw_tool_refuses_routes_no_operation_has_unless_allowed() {
         let c = gitea();
         let raw = c.get("gitea_api_request").unwrap();
