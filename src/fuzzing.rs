@@ -726,7 +726,10 @@ pub fn pagination(data: &[u8]) {
 }
 
 /// OAuth (`oauth/`): the first byte picks the part, the rest is its input.
-/// - 0: a form body or query (`form_params`): pairs written back as a form read back the same.
+/// - 0: a form body or query, read as each request's typed form (`oauth/form.rs`): a
+///   parameter the request reads holds the one value sent (an empty one as none), or the
+///   whole form is refused as `invalid_request` naming a parameter it reads that was sent
+///   more than once; nothing else refuses a form.
 /// - 1: redirect URIs, the registered one and the one asked for on two lines
 ///   (`valid_redirect_uri`, `same_redirect`): an accepted URI is absolute, without a
 ///   fragment, https or http to a loopback host or an app's scheme; a URI is the same as
@@ -739,9 +742,30 @@ pub fn oauth(data: &[u8]) {
     let Some((&first, rest)) = data.split_first() else { return };
     match first {
         0 => {
-            let pairs = crate::oauth::form_params(rest);
-            let written = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&pairs).finish();
-            assert_eq!(crate::oauth::form_params(written.as_bytes()), pairs);
+            use crate::oauth::form::{
+                ApproveForm, AuthorizeQuery, CallbackQuery, CodeGrant, RefreshGrant, TokenGrant,
+            };
+            let pairs: Vec<(String, String)> = url::form_urlencoded::parse(rest).into_owned().collect();
+            typed_form!(
+                rest,
+                &pairs,
+                AuthorizeQuery,
+                [
+                    client_id,
+                    redirect_uri,
+                    response_type,
+                    state,
+                    code_challenge,
+                    code_challenge_method,
+                    scope,
+                    resource
+                ]
+            );
+            typed_form!(rest, &pairs, ApproveForm, [pending, granted]);
+            typed_form!(rest, &pairs, CallbackQuery, [state, code, error]);
+            typed_form!(rest, &pairs, TokenGrant, [grant_type]);
+            typed_form!(rest, &pairs, CodeGrant, [client_id, code, redirect_uri, code_verifier, resource]);
+            typed_form!(rest, &pairs, RefreshGrant, [client_id, refresh_token, scope, resource]);
         }
         1 => {
             let text = String::from_utf8_lossy(rest);
@@ -786,6 +810,36 @@ pub fn oauth(data: &[u8]) {
             }
         }
     }
+}
+
+/// `bytes` read as the typed form `$form`, whose fields are `$field`s, checked against the
+/// `pairs` they hold (`oauth` target, part 0).
+macro_rules! typed_form {
+    ($bytes:expr, $pairs:expr, $form:ty, [$($field:ident),+ $(,)?]) => {
+        match crate::oauth::form::parse::<$form>($bytes) {
+            Ok(form) => {
+                $(form_field($pairs, stringify!($field), form.$field.get());)+
+            }
+            Err(e) => form_refused($pairs, &[$(stringify!($field)),+], &e),
+        }
+    };
+}
+use typed_form;
+
+/// A field of a form that was read: the one value sent as `name`, none for an empty one.
+fn form_field(pairs: &[(String, String)], name: &str, got: Option<&str>) {
+    let sent: Vec<&str> = pairs.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect();
+    assert!(sent.len() <= 1, "{name} was sent {} times, yet read", sent.len());
+    assert_eq!(got, sent.first().copied().filter(|v| !v.is_empty()), "{name}");
+}
+
+/// A form refused: for one of its `fields`, sent more than once, and named.
+fn form_refused(pairs: &[(String, String)], fields: &[&str], e: &crate::oauth::OAuthError) {
+    assert_eq!((e.status, e.code), (400, "invalid_request"), "{e:?}");
+    let name = e.description.strip_prefix("the parameter ").and_then(|d| d.strip_suffix(" is repeated"));
+    let name = name.unwrap_or_else(|| panic!("a form refused for another reason: {e:?}"));
+    assert!(fields.contains(&name), "{name} is not a field of the form");
+    assert!(pairs.iter().filter(|(k, _)| k == name).count() >= 2, "{name} was not repeated");
 }
 
 /// The redirect URI rules, checked from the parsed URL.

@@ -21,6 +21,7 @@
 //!
 //! This module decides; `transport/oauth.rs` speaks HTTP; `executor/oauth.rs` asks the forge.
 
+pub(crate) mod form;
 pub mod seal;
 mod used;
 
@@ -38,6 +39,7 @@ use crate::config::OAuthSettings;
 use crate::executor::Forge;
 use crate::executor::oauth::{ForgeGrant, ForgeRefusal};
 use crate::identity::{Grant, header};
+use form::{ApproveForm, AuthorizeQuery, CallbackQuery, CodeGrant, Param, RefreshGrant, TokenGrant};
 use seal::{Kind, Sealer};
 use used::UsedOnce;
 
@@ -444,20 +446,6 @@ fn with_query(url: &str, pairs: &[(&str, &str)]) -> String {
     }
 }
 
-/// One parameter of a query or form: refused when repeated (RFC 6749 §3.1).
-fn param<'a>(params: &'a [(String, String)], name: &str) -> Result<Option<&'a str>, OAuthError> {
-    let mut found = params.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str());
-    let first = found.next();
-    if found.next().is_some() {
-        return Err(OAuthError::request(format!("the parameter {name} is repeated")));
-    }
-    Ok(first.filter(|v| !v.is_empty()))
-}
-
-fn required<'a>(params: &'a [(String, String)], name: &str) -> Result<&'a str, OAuthError> {
-    param(params, name)?.ok_or_else(|| OAuthError::request(format!("the parameter {name} is missing")))
-}
-
 impl OAuth {
     /// The authorization server `settings` describe, for clients reaching `mcp_path`.
     pub fn new(settings: &OAuthSettings, mcp_path: &str) -> OAuth {
@@ -630,14 +618,13 @@ impl OAuth {
     /// `GET /authorize`: check the client and its redirect URI (problems there are shown to
     /// the person: a code must never go to an unchecked address), then everything else
     /// (problems there go back to the client), then send the person to the forge.
-    pub async fn authorize(
-        &self,
-        forge: &Forge,
-        params: &[(String, String)],
-        browser: Option<&str>,
-    ) -> Browser {
+    pub async fn authorize(&self, forge: &Forge, query: &[u8], browser: Option<&str>) -> Browser {
         let page = |status: u16, message: String| Browser::Page { status, message };
-        let client_id = match required(params, "client_id") {
+        let q: AuthorizeQuery = match form::parse(query) {
+            Ok(q) => q,
+            Err(e) => return page(e.status, format!("{} ({})", e.description, e.code)),
+        };
+        let client_id = match q.client_id.required("client_id") {
             Ok(c) => c,
             Err(e) => return page(400, e.description),
         };
@@ -645,21 +632,20 @@ impl OAuth {
             Ok(c) => c,
             Err(why) => return page(400, why),
         };
-        let redirect_uri = match param(params, "redirect_uri") {
-            Ok(Some(r)) if client.redirect_uris.iter().any(|u| same_redirect(u, r)) => r.to_owned(),
-            Ok(Some(_)) => {
+        let redirect_uri = match q.redirect_uri.get() {
+            Some(r) if client.redirect_uris.iter().any(|u| same_redirect(u, r)) => r.to_owned(),
+            Some(_) => {
                 return page(
                     400,
                     "the redirect_uri is not one this client registered (it must match exactly)".into(),
                 );
             }
-            Ok(None) if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
-            Ok(None) => return page(400, "the parameter redirect_uri is missing".into()),
-            Err(e) => return page(400, e.description),
+            None if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
+            None => return page(400, "the parameter redirect_uri is missing".into()),
         };
         // Nothing goes back to a client before the person approved it: every other problem is
         // shown here, so that this endpoint never redirects anywhere on a stranger's behalf.
-        match self.pending(client_id, &redirect_uri, params, browser) {
+        match self.pending(client_id, &redirect_uri, &q, browser) {
             Ok(pending) => Browser::Consent(Consent {
                 client: client.name.unwrap_or_else(|| client_label(client_id)),
                 redirect_to: Url::parse(&redirect_uri)
@@ -677,9 +663,18 @@ impl OAuth {
 
     /// `POST /authorize`: the person's answer on the consent page. Only the browser the
     /// page was shown to (its cookie) may answer; an answer from anywhere else is refused.
-    pub fn approve(&self, forge: &Forge, form: &[(String, String)], browser: Option<&str>) -> Browser {
+    pub fn approve(&self, forge: &Forge, body: &[u8], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
-        let Ok(Some(sealed)) = param(form, "pending") else {
+        let answer: ApproveForm = match form::parse(body) {
+            Ok(a) => a,
+            Err(e) => {
+                return page(&format!(
+                    "the answer could not be read ({}); start again from your MCP client",
+                    e.description
+                ));
+            }
+        };
+        let Some(sealed) = answer.pending.get() else {
             return page("the answer came without its sign-in; start again from your MCP client");
         };
         let Ok(pending) = self.sealer.open::<Pending>(Kind::Pending, sealed) else {
@@ -693,7 +688,7 @@ impl OAuth {
                 "this answer did not come from the browser the sign-in was shown in; start again from your MCP client",
             );
         }
-        if param(form, "granted").ok().flatten() != Some("true") {
+        if answer.granted.get() != Some("true") {
             let pairs = [
                 ("error", "access_denied"),
                 ("error_description", "the person declined"),
@@ -721,23 +716,23 @@ impl OAuth {
         &self,
         client_id: &str,
         redirect_uri: &str,
-        params: &[(String, String)],
+        q: &AuthorizeQuery,
         browser: Option<&str>,
     ) -> Result<Pending, OAuthError> {
-        match required(params, "response_type")? {
+        match q.response_type.required("response_type")? {
             "code" => {}
             _ => return Err(OAuthError::new(400, "unsupported_response_type", "response_type must be code")),
         }
-        let state = required(params, "state").map_err(|_| {
+        let state = q.state.get().ok_or_else(|| {
             OAuthError::request("the parameter state is missing; send a random state and check it on return")
         })?;
         if state.len() > MAX_STATE_CHARS {
             return Err(OAuthError::request(format!("state is longer than {MAX_STATE_CHARS} characters")));
         }
-        let challenge = required(params, "code_challenge").map_err(|_| {
+        let challenge = q.code_challenge.get().ok_or_else(|| {
             OAuthError::request("PKCE is required: send code_challenge and code_challenge_method=S256")
         })?;
-        if param(params, "code_challenge_method")? != Some("S256") {
+        if q.code_challenge_method.get() != Some("S256") {
             return Err(OAuthError::request("code_challenge_method must be S256"));
         }
         if challenge.len() != 43
@@ -747,8 +742,8 @@ impl OAuth {
                 "code_challenge must be the base64url SHA-256 of the verifier (43 characters)",
             ));
         }
-        let scope = parse_scope(param(params, "scope")?)?;
-        let resource = self.resource_param(param(params, "resource")?)?;
+        let scope = parse_scope(q.scope.get())?;
+        let resource = self.resource_param(q.resource.get())?;
         Ok(Pending {
             c: client_hash(client_id),
             r: redirect_uri.to_owned(),
@@ -784,9 +779,18 @@ impl OAuth {
     /// for the first time: every other answer is a page for the person (a client's redirect
     /// URI is never a place a stranger can send a browser to). Then the forge's refusal goes
     /// back to the client, or a code does.
-    pub fn callback(&self, params: &[(String, String)], browser: Option<&str>) -> Browser {
+    pub fn callback(&self, query: &[u8], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
-        let Ok(Some(state)) = param(params, "state") else {
+        let q: CallbackQuery = match form::parse(query) {
+            Ok(q) => q,
+            Err(e) => {
+                return page(&format!(
+                    "the forge's answer could not be read ({}); start again from your MCP client",
+                    e.description
+                ));
+            }
+        };
+        let Some(state) = q.state.get() else {
             return page("the sign-in came back without its state; start again from your MCP client");
         };
         let Ok(pending) = self.sealer.open::<Pending>(Kind::Approved, state) else {
@@ -813,7 +817,7 @@ impl OAuth {
             all.push(("iss", &self.issuer));
             Browser::Redirect(with_query(&pending.r, &all))
         };
-        if let Ok(Some(error)) = param(params, "error") {
+        if let Some(error) = q.error.get() {
             let description = if error == "access_denied" {
                 "the person declined on the forge's consent page"
             } else {
@@ -821,8 +825,8 @@ impl OAuth {
             };
             return back(&[("error", "access_denied"), ("error_description", description)]);
         }
-        let forge_code = match param(params, "code") {
-            Ok(Some(c)) if c.len() <= MAX_FORGE_CODE_CHARS => c,
+        let forge_code = match q.code.get() {
+            Some(c) if c.len() <= MAX_FORGE_CODE_CHARS => c,
             _ => {
                 return back(&[
                     ("error", "server_error"),
@@ -846,10 +850,13 @@ impl OAuth {
     }
 
     /// `POST /token`: the authorization code and refresh grants.
-    pub async fn token(&self, forge: &Forge, params: &[(String, String)]) -> Result<Value, OAuthError> {
-        match required(params, "grant_type")? {
-            "authorization_code" => self.exchange_code(forge, params).await,
-            "refresh_token" => self.refresh(forge, params).await,
+    /// The body is read twice: for its grant type, then for that grant's own fields (a
+    /// parameter the grant does not use is ignored, repeated or not).
+    pub async fn token(&self, forge: &Forge, body: &[u8]) -> Result<Value, OAuthError> {
+        let grant: TokenGrant = form::parse(body)?;
+        match grant.grant_type.required("grant_type")? {
+            "authorization_code" => self.exchange_code(forge, &form::parse(body)?).await,
+            "refresh_token" => self.refresh(forge, &form::parse(body)?).await,
             other => Err(OAuthError::new(
                 400,
                 "unsupported_grant_type",
@@ -858,17 +865,19 @@ impl OAuth {
         }
     }
 
-    async fn exchange_code(&self, forge: &Forge, params: &[(String, String)]) -> Result<Value, OAuthError> {
-        let code: Code = self.redeem(params, "codes live 60 seconds")?;
-        if param(params, "redirect_uri")? != Some(code.r.as_str()) {
+    async fn exchange_code(&self, forge: &Forge, grant: &CodeGrant) -> Result<Value, OAuthError> {
+        let code: Code = self.redeem(&grant.client_id, &grant.code, "codes live 60 seconds")?;
+        if grant.redirect_uri.get() != Some(code.r.as_str()) {
             return Err(OAuthError::grant("redirect_uri differs from the one of the authorization request"));
         }
-        let verifier = required(params, "code_verifier")
-            .map_err(|_| OAuthError::grant("PKCE: the code_verifier is missing"))?;
+        let verifier = grant
+            .code_verifier
+            .get()
+            .ok_or_else(|| OAuthError::grant("PKCE: the code_verifier is missing"))?;
         if !valid_pkce(verifier) || s256(verifier) != code.ch {
             return Err(OAuthError::grant("PKCE: the code_verifier does not match the code_challenge"));
         }
-        self.check_resource(params)?;
+        self.check_resource(&grant.resource)?;
         if !self.used.first_use(&code.id, code.e, self.clock.now()) {
             return Err(OAuthError::grant("the code has already been used; sign in again"));
         }
@@ -884,9 +893,10 @@ impl OAuth {
         Ok(self.issue(&code.c, &code.sc, &code.sc, &code.res, grant))
     }
 
-    async fn refresh(&self, forge: &Forge, params: &[(String, String)]) -> Result<Value, OAuthError> {
-        let old: Refresh = self.redeem(params, "refresh tokens live 30 days")?;
-        let scope = match param(params, "scope")? {
+    async fn refresh(&self, forge: &Forge, grant: &RefreshGrant) -> Result<Value, OAuthError> {
+        let old: Refresh =
+            self.redeem(&grant.client_id, &grant.refresh_token, "refresh tokens live 30 days")?;
+        let scope = match grant.scope.get() {
             None => old.sc.clone(),
             Some(asked) => {
                 let asked = parse_scope(Some(asked))?;
@@ -900,7 +910,7 @@ impl OAuth {
                 asked.to_owned()
             }
         };
-        self.check_resource(params)?;
+        self.check_resource(&grant.resource)?;
         if !self.used.first_use(&old.id, old.e, self.clock.now()) {
             return Err(OAuthError::grant(
                 "the refresh token has already been used (refresh tokens rotate); use the newest one, or sign in again",
@@ -913,14 +923,20 @@ impl OAuth {
         Ok(self.issue(&old.c, &scope, &old.sc, &old.res, grant))
     }
 
-    /// The code or refresh token a client presents, opened and checked: sealed here, not
-    /// expired (`lifetime` says how long they live), issued to this client.
-    fn redeem<T: Redeemable>(&self, params: &[(String, String)], lifetime: &str) -> Result<T, OAuthError> {
-        let client_id = required(params, "client_id")?;
+    /// The code or refresh token a client presents (`presented`, for `client_id`), opened
+    /// and checked: sealed here, not expired (`lifetime` says how long they live), issued to
+    /// this client.
+    fn redeem<T: Redeemable>(
+        &self,
+        client_id: &Param,
+        presented: &Param,
+        lifetime: &str,
+    ) -> Result<T, OAuthError> {
+        let client_id = client_id.required("client_id")?;
         let what = T::WHAT;
         let value: T = self
             .sealer
-            .open(T::KIND, required(params, T::FIELD)?)
+            .open(T::KIND, presented.required(T::FIELD)?)
             .map_err(|_| OAuthError::grant(format!("the {what} was not issued by this server")))?;
         if value.expires() < self.clock.now() {
             return Err(OAuthError::grant(format!("the {what} has expired ({lifetime}); sign in again")));
@@ -932,8 +948,8 @@ impl OAuth {
     }
 
     /// A `resource` at the token endpoint must name this server (any of its spellings).
-    fn check_resource(&self, params: &[(String, String)]) -> Result<(), OAuthError> {
-        match param(params, "resource")? {
+    fn check_resource(&self, resource: &Param) -> Result<(), OAuthError> {
+        match resource.get() {
             Some(r) if !self.audiences.iter().any(|a| a == r) => Err(OAuthError::new(
                 400,
                 "invalid_target",
@@ -1109,11 +1125,6 @@ pub(crate) fn opens_as(sealer: &Sealer, kind: Kind, text: &str) -> bool {
     }
 }
 
-/// Parameters of a query string or form body.
-pub fn form_params(text: &[u8]) -> Vec<(String, String)> {
-    url::form_urlencoded::parse(text).map(|(k, v)| (k.into_owned(), v.into_owned())).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1143,6 +1154,15 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
+    /// `pairs` as a query string or form body.
+    fn enc(pairs: &[(String, String)]) -> Vec<u8> {
+        url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish().into_bytes()
+    }
+
+    fn form(pairs: &[(&str, &str)]) -> Vec<u8> {
+        enc(&params(pairs))
+    }
+
     const VERIFIER: &str = "verifier-verifier-verifier-verifier-verifier-0001";
 
     fn registered(o: &OAuth) -> String {
@@ -1165,15 +1185,16 @@ mod tests {
     /// A code as the callback would hand it out for the client, for the forge code `F`: the
     /// consent page, the person's approval and the callback, all in one browser.
     async fn code_for(o: &OAuth, client: &str) -> String {
-        let Browser::Consent(consent) = o.authorize(&forge(), &authorize_params(client), None).await else {
+        let Browser::Consent(consent) = o.authorize(&forge(), &enc(&authorize_params(client)), None).await
+        else {
             panic!("authorize refused")
         };
         let approve = params(&[("pending", &consent.pending), ("granted", "true")]);
-        let Browser::Redirect(to_forge) = o.approve(&forge(), &approve, Some(&consent.browser)) else {
+        let Browser::Redirect(to_forge) = o.approve(&forge(), &enc(&approve), Some(&consent.browser)) else {
             panic!("approval refused")
         };
         let state = query(&to_forge, "state");
-        let back = o.callback(&params(&[("code", "F"), ("state", &state)]), Some(&consent.browser));
+        let back = o.callback(&form(&[("code", "F"), ("state", &state)]), Some(&consent.browser));
         let Browser::Redirect(back) = back else { panic!("callback refused: {back:?}") };
         query(&back, "code")
     }
@@ -1250,26 +1271,28 @@ mod tests {
             other => panic!("not a page: {other:?}"),
         };
         let mut p = authorize_params("aegis-client.forged");
-        assert_eq!(status_of(o.authorize(&f, &p, None).await).0, 400);
+        assert_eq!(status_of(o.authorize(&f, &enc(&p), None).await).0, 400);
         p = authorize_params(&client);
         p[1].1 = "http://127.0.0.1:5555/other".into();
-        assert_eq!(status_of(o.authorize(&f, &p, None).await).0, 400);
+        assert_eq!(status_of(o.authorize(&f, &enc(&p), None).await).0, 400);
         // Nothing is redirected before the person approved: no open redirector.
         for (drop, expected) in [("state", "invalid_request"), ("code_challenge", "invalid_request")] {
             let p: Vec<_> = authorize_params(&client).into_iter().filter(|(k, _)| k != drop).collect();
-            assert!(status_of(o.authorize(&f, &p, None).await).1.contains(expected), "without {drop}");
+            assert!(status_of(o.authorize(&f, &enc(&p), None).await).1.contains(expected), "without {drop}");
         }
         let mut p = authorize_params(&client);
         p[5].1 = "plain".into();
-        assert!(status_of(o.authorize(&f, &p, None).await).1.contains("S256"));
+        assert!(status_of(o.authorize(&f, &enc(&p), None).await).1.contains("S256"));
         p = authorize_params(&client);
         p[6].1 = "admin".into();
-        assert!(status_of(o.authorize(&f, &p, None).await).1.contains("invalid_scope"));
+        assert!(status_of(o.authorize(&f, &enc(&p), None).await).1.contains("invalid_scope"));
         p = authorize_params(&client);
         p.push(("resource".into(), "https://other.example/mcp".into()));
-        assert!(status_of(o.authorize(&f, &p, None).await).1.contains("invalid_target"));
+        assert!(status_of(o.authorize(&f, &enc(&p), None).await).1.contains("invalid_target"));
         // Valid: this server's consent page first, naming the client and where the answer goes.
-        let Browser::Consent(c) = o.authorize(&f, &authorize_params(&client), None).await else { panic!() };
+        let Browser::Consent(c) = o.authorize(&f, &enc(&authorize_params(&client)), None).await else {
+            panic!()
+        };
         assert_eq!(
             (c.client.as_str(), c.redirect_to.as_str(), c.read_only),
             ("test", "http://127.0.0.1:5555", true)
@@ -1277,7 +1300,7 @@ mod tests {
         // Approved from the same browser: on to the forge's consent page, with this server's
         // application and callback.
         let approve = params(&[("pending", &c.pending), ("granted", "true")]);
-        let Browser::Redirect(url) = o.approve(&f, &approve, Some(&c.browser)) else { panic!() };
+        let Browser::Redirect(url) = o.approve(&f, &enc(&approve), Some(&c.browser)) else { panic!() };
         assert!(url.starts_with("http://127.0.0.1:9/login/oauth/authorize?"), "{url}");
         assert_eq!(query(&url, "client_id"), "forge-app");
         assert_eq!(query(&url, "redirect_uri"), "http://127.0.0.1:8080/oauth/callback");
@@ -1285,11 +1308,14 @@ mod tests {
         assert!(query(&url, "scope").contains("read:repository") && !query(&url, "scope").contains("write"));
         assert!(query(&url, "state").starts_with("aegis-state."));
         // From another browser (no cookie, or another one): refused.
-        assert!(matches!(o.approve(&f, &approve, None), Browser::Page { .. }));
-        assert!(matches!(o.approve(&f, &approve, Some("AAAAAAAAAAAAAAAAAAAAAA")), Browser::Page { .. }));
+        assert!(matches!(o.approve(&f, &enc(&approve), None), Browser::Page { .. }));
+        assert!(matches!(
+            o.approve(&f, &enc(&approve), Some("AAAAAAAAAAAAAAAAAAAAAA")),
+            Browser::Page { .. }
+        ));
         // Denied: back to the client with access_denied.
         let deny = params(&[("pending", &c.pending), ("granted", "false")]);
-        let Browser::Redirect(back) = o.approve(&f, &deny, Some(&c.browser)) else { panic!() };
+        let Browser::Redirect(back) = o.approve(&f, &enc(&deny), Some(&c.browser)) else { panic!() };
         assert!(back.starts_with("http://127.0.0.1:5555/cb?"), "{back}");
         assert_eq!(query(&back, "error"), "access_denied");
         assert_eq!(query(&back, "state"), "st-1");
@@ -1339,26 +1365,29 @@ mod tests {
             ])
         };
         let wrong = "wrong-verifier-wrong-verifier-wrong-verifier-0001";
-        assert_eq!(o.token(&f, &token(wrong, &client, &code)).await.unwrap_err().code, "invalid_grant");
+        assert_eq!(o.token(&f, &enc(&token(wrong, &client, &code))).await.unwrap_err().code, "invalid_grant");
         let no_verifier: Vec<_> =
             token(VERIFIER, &client, &code).into_iter().filter(|(k, _)| k != "code_verifier").collect();
-        assert_eq!(o.token(&f, &no_verifier).await.unwrap_err().code, "invalid_grant");
+        assert_eq!(o.token(&f, &enc(&no_verifier)).await.unwrap_err().code, "invalid_grant");
         let other = registered(&o);
-        assert_eq!(o.token(&f, &token(VERIFIER, &other, &code)).await.unwrap_err().code, "invalid_grant");
         assert_eq!(
-            o.token(&f, &token(VERIFIER, &client, "aegis-code.xyz")).await.unwrap_err().code,
+            o.token(&f, &enc(&token(VERIFIER, &other, &code))).await.unwrap_err().code,
+            "invalid_grant"
+        );
+        assert_eq!(
+            o.token(&f, &enc(&token(VERIFIER, &client, "aegis-code.xyz"))).await.unwrap_err().code,
             "invalid_grant"
         );
         // The right verifier reaches the forge (down here: temporarily unavailable, and the
         // code may be tried again); a code the forge answered for is used up.
         for _ in 0..2 {
-            let e = o.token(&f, &token(VERIFIER, &client, &code)).await.unwrap_err();
+            let e = o.token(&f, &enc(&token(VERIFIER, &client, &code))).await.unwrap_err();
             assert_eq!(e.code, "temporarily_unavailable");
             assert_eq!(e.status, 503);
         }
         let id = o.sealer.open::<Code>(Kind::Code, &code).unwrap().id;
         assert!(o.used.first_use(&id, now() + 60, now()));
-        let again = o.token(&f, &token(VERIFIER, &client, &code)).await.unwrap_err();
+        let again = o.token(&f, &enc(&token(VERIFIER, &client, &code))).await.unwrap_err();
         assert!(again.description.contains("already been used"), "{again:?}");
         // An expired code.
         let expired = o.sealer.seal(
@@ -1375,8 +1404,116 @@ mod tests {
                 id: "old".into(),
             },
         );
-        let e = o.token(&f, &token(VERIFIER, &client, &expired)).await.unwrap_err();
+        let e = o.token(&f, &enc(&token(VERIFIER, &client, &expired))).await.unwrap_err();
         assert!(e.description.contains("expired"), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn a_token_request_names_a_repeated_or_missing_parameter_and_garbage_is_refused_as_wrong() {
+        let o = server();
+        let f = forge();
+        let client = registered(&o);
+        let code = code_for(&o, &client).await;
+        let exchange = |extra: &[(&str, &str)], drop: &str| {
+            let mut p = params(&[
+                ("grant_type", "authorization_code"),
+                ("code", &code),
+                ("client_id", &client),
+                ("redirect_uri", "http://127.0.0.1:5555/cb"),
+                ("code_verifier", VERIFIER),
+            ]);
+            p.retain(|(k, _)| k != drop);
+            p.extend(params(extra));
+            enc(&p)
+        };
+        let refused = |e: OAuthError| (e.status, e.code, e.description);
+        let request = |d: &str| (400, "invalid_request", d.to_owned());
+        // Repeated: refused by name, whatever the two values.
+        for (name, value) in [("code", code.as_str()), ("grant_type", "refresh_token"), ("code_verifier", "")]
+        {
+            let e = o.token(&f, &exchange(&[(name, value)], "")).await.unwrap_err();
+            assert_eq!(refused(e), request(&format!("the parameter {name} is repeated")), "{name}");
+        }
+        // A repeated parameter this grant does not read is ignored, like an unknown one: the
+        // request goes on to its next check (here: the verifier).
+        let wrong = "wrong-verifier-wrong-verifier-wrong-verifier-0001";
+        let body = exchange(
+            &[("scope", "read"), ("scope", "write"), ("x", "1"), ("x", "2"), ("code_verifier", wrong)],
+            "code_verifier",
+        );
+        assert_eq!(o.token(&f, &body).await.unwrap_err().code, "invalid_grant");
+        // Missing, or sent empty: named.
+        for name in ["grant_type", "client_id", "code"] {
+            for body in [exchange(&[], name), exchange(&[(name, "")], name)] {
+                let e = o.token(&f, &body).await.unwrap_err();
+                assert_eq!(refused(e), request(&format!("the parameter {name} is missing")), "{name}");
+            }
+        }
+        let body = enc(&params(&[("grant_type", "refresh_token"), ("client_id", &client)]));
+        let e = o.token(&f, &body).await.unwrap_err();
+        assert_eq!(refused(e), request("the parameter refresh_token is missing"));
+        let e = o.token(&f, &exchange(&[], "code_verifier")).await.unwrap_err();
+        assert_eq!((e.code, e.description.as_str()), ("invalid_grant", "PKCE: the code_verifier is missing"));
+        // Not UTF-8, or broken escapes: read as the text they make, which is then wrong.
+        let raw = |field: &str, bytes: &[u8]| [exchange(&[], field), b"&".to_vec(), bytes.to_vec()].concat();
+        let e = o.token(&f, &raw("grant_type", b"grant_type=%FF%FE")).await.unwrap_err();
+        assert_eq!(e.code, "unsupported_grant_type");
+        assert!(e.description.contains('\u{FFFD}'), "{e:?}");
+        let e = o.token(&f, &raw("code", b"code=aegis-code.%FF\xC3%ZZ")).await.unwrap_err();
+        assert_eq!(
+            (e.code, e.description.as_str()),
+            ("invalid_grant", "the code was not issued by this server")
+        );
+        let e = o.token(&f, &raw("client_id", b"client_id=%ZZ%4")).await.unwrap_err();
+        assert_eq!(
+            (e.code, e.description.as_str()),
+            ("invalid_grant", "the code was issued to another client")
+        );
+        let e = o.token(&f, &raw("code_verifier", b"code_verifier=\xFF%FF")).await.unwrap_err();
+        assert!(e.description.contains("does not match"), "{e:?}");
+        let e =
+            o.token(&f, &raw("redirect_uri", b"redirect_uri=http://127.0.0.1:5555/cb%FF")).await.unwrap_err();
+        assert!(e.description.contains("redirect_uri differs"), "{e:?}");
+        // None of these used the code up: the right request still reaches the forge.
+        let e = o.token(&f, &exchange(&[], "")).await.unwrap_err();
+        assert_eq!(e.code, "temporarily_unavailable");
+    }
+
+    #[tokio::test]
+    async fn a_repeated_parameter_at_authorize_approve_or_callback_is_a_page_naming_it() {
+        let o = server();
+        let f = forge();
+        let client = registered(&o);
+        let mut p = authorize_params(&client);
+        p.push(("state".into(), "st-2".into()));
+        let got = o.authorize(&f, &enc(&p), None).await;
+        let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
+        assert_eq!(got, page("the parameter state is repeated (invalid_request)"));
+        let Browser::Consent(c) = o.authorize(&f, &enc(&authorize_params(&client)), None).await else {
+            panic!()
+        };
+        let twice = form(&[("pending", &c.pending), ("granted", "true"), ("granted", "true")]);
+        assert_eq!(
+            o.approve(&f, &twice, Some(&c.browser)),
+            page(
+                "the answer could not be read (the parameter granted is repeated); start again from your MCP client"
+            )
+        );
+        let b = "BBBBBBBBBBBBBBBBBBBBBB";
+        let state =
+            o.sealer.seal(Kind::Approved, &sign_in(&o, "http://127.0.0.1:5555/cb", b, "p", now() + 60));
+        let twice = form(&[("code", "F"), ("code", "G"), ("state", &state)]);
+        assert_eq!(
+            o.callback(&twice, Some(b)),
+            page(
+                "the forge's answer could not be read (the parameter code is repeated); start again from your MCP client"
+            )
+        );
+        // Refused before it was used: the same sign-in still comes back once.
+        assert!(matches!(
+            o.callback(&form(&[("code", "F"), ("state", &state)]), Some(b)),
+            Browser::Redirect(_)
+        ));
     }
 
     #[test]
@@ -1420,7 +1557,7 @@ mod tests {
         let o = server();
         let b = "BBBBBBBBBBBBBBBBBBBBBB";
         assert!(matches!(
-            o.callback(&params(&[("code", "F"), ("state", "made-up")]), Some(b)),
+            o.callback(&form(&[("code", "F"), ("state", "made-up")]), Some(b)),
             Browser::Page { .. }
         ));
         let pending =
@@ -1429,12 +1566,12 @@ mod tests {
         // Another browser, or none: no code.
         for other in [None, Some("CCCCCCCCCCCCCCCCCCCCCC")] {
             assert!(matches!(
-                o.callback(&params(&[("code", "F"), ("state", &state)]), other),
+                o.callback(&form(&[("code", "F"), ("state", &state)]), other),
                 Browser::Page { .. }
             ));
         }
         let Browser::Redirect(url) =
-            o.callback(&params(&[("error", "access_denied"), ("state", &state)]), Some(b))
+            o.callback(&form(&[("error", "access_denied"), ("state", &state)]), Some(b))
         else {
             panic!()
         };
@@ -1444,11 +1581,11 @@ mod tests {
         // Once only.
         let state = o.sealer.seal(Kind::Approved, &pending("p2", 60));
         assert!(matches!(
-            o.callback(&params(&[("code", "F"), ("state", &state)]), Some(b)),
+            o.callback(&form(&[("code", "F"), ("state", &state)]), Some(b)),
             Browser::Redirect(_)
         ));
         assert!(matches!(
-            o.callback(&params(&[("code", "F"), ("state", &state)]), Some(b)),
+            o.callback(&form(&[("code", "F"), ("state", &state)]), Some(b)),
             Browser::Page { .. }
         ));
     }
@@ -1464,7 +1601,7 @@ mod tests {
             let pending = o.sealer.seal(Kind::Pending, &sign_in("shown", expires));
             for browser in [None, Some(b)] {
                 for extra in [("error", "access_denied"), ("code", "F")] {
-                    let got = o.callback(&params(&[extra, ("state", &pending)]), browser);
+                    let got = o.callback(&form(&[extra, ("state", &pending)]), browser);
                     assert!(matches!(got, Browser::Page { .. }), "{expires} {browser:?} {extra:?}: {got:?}");
                 }
             }
@@ -1478,11 +1615,11 @@ mod tests {
             (ok.as_str(), Some("CCCCCCCCCCCCCCCCCCCCCC")),
             ("aegis-state.made-up", Some(b)),
         ] {
-            let got = o.callback(&params(&[("error", "access_denied"), ("state", state)]), browser);
+            let got = o.callback(&form(&[("error", "access_denied"), ("state", state)]), browser);
             assert!(matches!(got, Browser::Page { .. }), "{state} {browser:?}: {got:?}");
         }
         // The approved one, in its browser and in time: the forge's refusal goes back.
-        let back = o.callback(&params(&[("error", "x"), ("state", &ok)]), Some(b));
+        let back = o.callback(&form(&[("error", "x"), ("state", &ok)]), Some(b));
         assert!(matches!(back, Browser::Redirect(_)), "{back:?}");
     }
 

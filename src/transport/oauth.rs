@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::Value;
 
-use crate::oauth::{Browser, OAuth, OAuthError, form_params};
+use crate::oauth::{Browser, OAuth, OAuthError};
 
 use crate::server::Server;
 
@@ -74,9 +74,9 @@ async fn register(State(ctx): State<Ctx>, req: Request) -> Response {
 }
 
 async fn authorize(State(ctx): State<Ctx>, req: Request) -> Response {
-    let params = form_params(req.uri().query().unwrap_or("").as_bytes());
+    let query = req.uri().query().unwrap_or("").as_bytes();
     let cookie = sign_in_cookie(&ctx.oauth, &req);
-    browser(&ctx.oauth, ctx.oauth.authorize(&ctx.server.forge, &params, cookie.as_deref()).await)
+    browser(&ctx.oauth, ctx.oauth.authorize(&ctx.server.forge, query, cookie.as_deref()).await)
 }
 
 /// The consent page's answer. A browser sends `Origin` with a form POST: it must be this
@@ -95,13 +95,13 @@ async fn approve(State(ctx): State<Ctx>, req: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    browser(&ctx.oauth, ctx.oauth.approve(&ctx.server.forge, &form_params(&body), cookie.as_deref()))
+    browser(&ctx.oauth, ctx.oauth.approve(&ctx.server.forge, &body, cookie.as_deref()))
 }
 
 async fn callback(State(ctx): State<Ctx>, req: Request) -> Response {
-    let params = form_params(req.uri().query().unwrap_or("").as_bytes());
+    let query = req.uri().query().unwrap_or("").as_bytes();
     let cookie = sign_in_cookie(&ctx.oauth, &req);
-    browser(&ctx.oauth, ctx.oauth.callback(&params, cookie.as_deref()))
+    browser(&ctx.oauth, ctx.oauth.callback(query, cookie.as_deref()))
 }
 
 /// The sign-in cookie's value, if the browser sent it.
@@ -134,7 +134,7 @@ async fn token(State(ctx): State<Ctx>, req: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    match ctx.oauth.token(&ctx.server.forge, &form_params(&body)).await {
+    match ctx.oauth.token(&ctx.server.forge, &body).await {
         Ok(tokens) => json(StatusCode::OK, &tokens),
         Err(e) => error(&e),
     }

@@ -236,6 +236,11 @@ impl SignIn {
     /// `POST /token` with `form`: status and body.
     pub(super) async fn token(&self, form: &[(&str, &str)]) -> (u16, Value) {
         let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+        self.token_body(body.into_bytes()).await
+    }
+
+    /// `POST /token` with `body` as it is (it need not be a well-formed form).
+    pub(super) async fn token_body(&self, body: Vec<u8>) -> (u16, Value) {
         let resp = browser()
             .post(self.url("/token"))
             .header("content-type", "application/x-www-form-urlencoded")
@@ -635,6 +640,21 @@ async fn every_refusal_of_the_sign_in_is_clear_and_asks_nothing_of_the_forge() {
     assert!(e["error_description"].as_str().unwrap().contains("code_verifier"));
     let (status, e) = s.token(&bad("")).await;
     assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{e}");
+    // A parameter sent twice, or missing: invalid_request naming it; bytes that are not UTF-8
+    // or broken escapes: read as the (wrong) text they make.
+    let mut twice = bad(VERIFIER);
+    twice.push(("code", "aegis-code.other"));
+    let (status, e) = s.token(&twice).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_request")), "{e}");
+    assert_eq!(e["error_description"], "the parameter code is repeated");
+    let no_client: Vec<_> = bad(VERIFIER).into_iter().filter(|(k, _)| *k != "client_id").collect();
+    let (status, e) = s.token(&no_client).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_request")), "{e}");
+    assert_eq!(e["error_description"], "the parameter client_id is missing");
+    let garbage = b"grant_type=authorization_code&code=%FF\xFE%ZZ&client_id=x&code_verifier=v".to_vec();
+    let (status, e) = s.token_body(garbage).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{e}");
+    assert_eq!(e["error_description"], "the code was not issued by this server");
     let other = s.register().await;
     let (status, e) = s.exchange(&other, &code).await;
     assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{e}");
