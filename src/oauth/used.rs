@@ -1,61 +1,94 @@
-//! Codes and refresh tokens this replica has already accepted, so that a second use is
-//! refused at once, before the forge is asked. Bounded: entries leave when they expire, and
-//! a full set first drops the expired ones; if it is still full the oldest-expiring entry
-//! goes (the forge still refuses a reused code or rotated refresh token on its own).
+//! Codes, refresh tokens and sign-ins this replica has already accepted, so that a second
+//! use is refused at once, before the forge is asked.
+//!
+//! On `moka`, so that the hard parts are not ours: the check and the insert are one step per
+//! id (moka runs the compute calls of one key one at a time, so of two concurrent first uses
+//! of an id exactly one is the first), the set is bounded, and each entry leaves at its own
+//! expiry (moka's `Expiry`) with no sweep here.
+//!
+//! Two clocks: the times asked about are the sign-in server's `Clock` (Unix seconds, which a
+//! test moves forward), moka's expiry runs on its own. So an entry holds its `expires`, and
+//! one whose `expires` has passed at the `now` it is asked at counts as absent (a new use
+//! replaces it); moka's expiry, the lifetime left at the insert plus a second, only frees the
+//! memory. The sign-in clock never runs behind the system's, so moka never drops an entry
+//! that clock still counts as live.
+//!
+//! When full, the least recently used entries go (LRU: moka's default admission policy may
+//! refuse to keep a new entry at all, and the newest are the ones a replay reuses). An id
+//! dropped so is not refused here a second time, but the forge still refuses a reused code or
+//! rotated refresh token on its own.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-#[derive(Debug)]
-pub struct UsedOnce {
-    inner: Mutex<Inner>,
-    cap: usize,
+use moka::Expiry;
+use moka::ops::compute::{CompResult, Op};
+use moka::policy::EvictionPolicy;
+use moka::sync::Cache;
+
+pub(crate) struct UsedOnce {
+    ids: Cache<String, Used>,
 }
 
-#[derive(Debug, Default)]
-struct Inner {
-    by_id: HashMap<String, u64>,
-    by_expiry: BTreeSet<(u64, String)>,
+/// One accepted id: until when it counts (the sign-in clock's Unix seconds), and how long
+/// moka keeps it from its insert.
+#[derive(Debug, Clone, Copy)]
+struct Used {
+    expires: u64,
+    keep: Duration,
+}
+
+/// Each entry leaves `keep` after it was put, by moka's clock.
+struct Keep;
+
+impl Expiry<String, Used> for Keep {
+    fn expire_after_create(&self, _: &String, used: &Used, _: Instant) -> Option<Duration> {
+        Some(used.keep)
+    }
+
+    fn expire_after_update(
+        &self,
+        _: &String,
+        used: &Used,
+        _: Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(used.keep)
+    }
+}
+
+impl std::fmt::Debug for UsedOnce {
+    /// The count only: the ids are nobody's business, and there may be many.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsedOnce").field("entries", &self.ids.entry_count()).finish()
+    }
 }
 
 impl UsedOnce {
-    pub fn new(cap: usize) -> UsedOnce {
-        UsedOnce { inner: Mutex::new(Inner::default()), cap: cap.max(1) }
+    /// A set of at most `cap` ids.
+    pub(crate) fn new(cap: usize) -> UsedOnce {
+        let ids = Cache::builder()
+            .max_capacity(cap.max(1) as u64)
+            .eviction_policy(EvictionPolicy::lru())
+            .expire_after(Keep)
+            .build();
+        UsedOnce { ids }
     }
 
     /// Whether `id` is used for the first time at `now` (then it is remembered until
-    /// `expires`; both Unix seconds).
-    pub fn first_use(&self, id: &str, expires: u64, now: u64) -> bool {
-        let mut inner = self.inner.lock().expect("the used set is never poisoned");
-        while let Some((e, _)) = inner.by_expiry.first() {
-            if *e >= now {
-                break;
-            }
-            let (_, old) = inner.by_expiry.pop_first().expect("checked above");
-            inner.by_id.remove(&old);
-        }
-        if inner.by_id.contains_key(id) {
-            return false;
-        }
-        if inner.by_id.len() >= self.cap {
-            if let Some((_, old)) = inner.by_expiry.pop_first() {
-                inner.by_id.remove(&old);
-            }
-        }
-        inner.by_id.insert(id.to_owned(), expires);
-        inner.by_expiry.insert((expires, id.to_owned()));
-        true
+    /// `expires`; both Unix seconds of the sign-in clock).
+    pub(crate) fn first_use(&self, id: &str, expires: u64, now: u64) -> bool {
+        let keep = Duration::from_secs(expires.saturating_sub(now).saturating_add(1));
+        let done = self.ids.entry(id.to_owned()).and_compute_with(|seen| match seen {
+            Some(seen) if seen.value().expires >= now => Op::Nop,
+            _ => Op::Put(Used { expires, keep }),
+        });
+        matches!(done, CompResult::Inserted(_) | CompResult::ReplacedWith(_))
     }
-}
 
-impl UsedOnce {
     /// Forget `id` (its use did not happen: the forge could not be reached, so the client
     /// may try again while the code lives).
-    pub fn forget(&self, id: &str) {
-        let mut inner = self.inner.lock().expect("the used set is never poisoned");
-        if let Some(e) = inner.by_id.remove(id) {
-            inner.by_expiry.remove(&(e, id.to_owned()));
-        }
+    pub(crate) fn forget(&self, id: &str) {
+        self.ids.invalidate(id);
     }
 }
 
@@ -63,19 +96,97 @@ impl UsedOnce {
 mod tests {
     use super::*;
 
+    use std::sync::{Arc, Barrier};
+
+    fn now() -> u64 {
+        super::super::now()
+    }
+
     #[test]
     fn a_second_use_is_refused_and_the_set_stays_bounded() {
         let used = UsedOnce::new(3);
-        let later = super::super::now() + 60;
-        assert!(used.first_use("a", later, super::super::now()));
-        assert!(!used.first_use("a", later, super::super::now()));
-        for id in ["b", "c", "d", "e"] {
-            assert!(used.first_use(id, later + 1, super::super::now()));
+        let later = now() + 60;
+        assert!(used.first_use("a", later, now()));
+        assert!(!used.first_use("a", later, now()));
+        assert!(!used.first_use("a", later + 600, now()), "a later expiry asked for changes nothing");
+        for id in ["b", "c", "d", "e", "f", "g"] {
+            assert!(used.first_use(id, later + 1, now()));
         }
-        assert!(used.inner.lock().unwrap().by_id.len() <= 3);
-        // Expired entries are forgotten.
-        let gone = UsedOnce::new(10);
-        assert!(gone.first_use("x", 0, super::super::now()));
-        assert!(gone.first_use("x", later, super::super::now()));
+        used.ids.run_pending_tasks();
+        assert!(used.ids.entry_count() <= 3, "{} entries", used.ids.entry_count());
+        // The newest stay (least recently used go first).
+        assert!(!used.first_use("g", later + 1, now()));
+    }
+
+    #[test]
+    fn an_expired_entry_counts_as_absent_and_is_replaced() {
+        let used = UsedOnce::new(10);
+        let t = now();
+        assert!(used.first_use("x", t - 1, t), "already expired when first used");
+        assert!(used.first_use("x", t + 60, t), "an expired entry does not count");
+        assert!(!used.first_use("x", t + 60, t));
+        // Judged by the time asked at, not by moka's clock: moved past the expiry (as a test
+        // moves the sign-in clock), the entry is gone; the expiry itself still counts.
+        assert!(!used.first_use("x", t + 600, t + 60));
+        assert!(used.first_use("x", t + 600, t + 61));
+        assert!(!used.first_use("x", t + 600, t + 61), "the replacement counts in full");
+        // Moka frees what has expired by its own clock (lifetime left + 1 s).
+        let short = UsedOnce::new(10);
+        assert!(short.first_use("y", t, t));
+        std::thread::sleep(Duration::from_millis(1100));
+        assert!(!short.ids.contains_key("y"));
+        short.ids.run_pending_tasks();
+        assert_eq!(short.ids.entry_count(), 0);
+    }
+
+    #[test]
+    fn a_forgotten_id_may_be_used_again_and_only_that_one() {
+        let used = UsedOnce::new(10);
+        let (t, later) = (now(), now() + 60);
+        assert!(used.first_use("a", later, t) && used.first_use("b", later, t));
+        used.forget("a");
+        used.forget("never-used");
+        assert!(used.first_use("a", later, t));
+        assert!(!used.first_use("a", later, t));
+        assert!(!used.first_use("b", later, t));
+    }
+
+    #[test]
+    fn of_concurrent_first_uses_of_one_id_exactly_one_is_first() {
+        let used = Arc::new(UsedOnce::new(1000));
+        let (threads, rounds) = (8, 200);
+        let barrier = Arc::new(Barrier::new(threads));
+        let running: Vec<_> = (0..threads)
+            .map(|_| {
+                let (used, barrier) = (used.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    (0..rounds)
+                        .map(|round| {
+                            barrier.wait();
+                            used.first_use(&format!("id-{round}"), now() + 60, now())
+                        })
+                        .collect::<Vec<bool>>()
+                })
+            })
+            .collect();
+        let firsts: Vec<Vec<bool>> = running.into_iter().map(|t| t.join().unwrap()).collect();
+        for round in 0..rounds {
+            let n = firsts.iter().filter(|f| f[round]).count();
+            assert_eq!(n, 1, "round {round}: {n} first uses");
+        }
+        // An expired entry raced for: replaced once, too.
+        let t = now();
+        assert!(used.first_use("old", t - 1, t));
+        let running: Vec<_> = (0..threads)
+            .map(|_| {
+                let (used, barrier) = (used.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    used.first_use("old", t + 60, t)
+                })
+            })
+            .collect();
+        let winners = running.into_iter().map(|h| h.join().unwrap()).filter(|&f| f).count();
+        assert_eq!(winners, 1);
     }
 }
