@@ -94,14 +94,14 @@ impl AuditKey {
 /// `call::run_reads` as far as the call got.
 #[derive(Debug, Default)]
 pub struct Trace {
-    pub identity: Option<Identity>,
+    pub(crate) identity: Option<Identity>,
     /// The operationId reached (of the tool, of the raw tool's route, of the call tool's target).
-    pub operation: Option<String>,
-    pub method: Option<&'static str>,
+    pub(crate) operation: Option<String>,
+    pub(crate) method: Option<&'static str>,
     /// The path as sent to the forge (no query), with known secrets redacted.
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
     /// The forge's HTTP status.
-    pub status: Option<u16>,
+    pub(crate) status: Option<u16>,
     /// The caller's own secrets (its token), redacted from what the client chose.
     caller_secrets: Vec<SecretString>,
 }
@@ -109,13 +109,13 @@ pub struct Trace {
 impl Trace {
     /// The identity a caller is known to have before the forge is asked (replaced once
     /// established), and its secrets.
-    pub fn caller(&mut self, identity: Identity, caller: &Caller) {
+    pub(crate) fn caller(&mut self, identity: Identity, caller: &Caller) {
         self.identity = Some(identity);
         self.caller_secrets = caller.secrets().into_iter().map(SecretString::from).collect();
     }
 
     /// What the plan sends: operation, method, and path (no query) with known secrets redacted.
-    pub fn sent(&mut self, plan: &aegis_core::args::CallPlan, redactor: &aegis_core::guard::Redactor) {
+    pub(crate) fn sent(&mut self, plan: &aegis_core::args::CallPlan, redactor: &aegis_core::guard::Redactor) {
         if let Some(id) = plan.operation_id() {
             self.operation = Some(id.to_owned());
         }
@@ -186,7 +186,7 @@ pub struct Origin {
 }
 
 /// One call being audited: started before the call runs, finished with its result.
-pub struct Pending<'a> {
+pub(crate) struct Pending<'a> {
     log: Option<&'a AuditLog>,
     guard: &'a Guard,
     catalog: &'a Catalog,
@@ -198,7 +198,7 @@ pub struct Pending<'a> {
 
 /// What a line is about: a tool as the client named it, or a resource read.
 #[derive(Debug, Clone, Copy)]
-pub enum Subject<'a> {
+pub(crate) enum Subject<'a> {
     Tool(&'a str),
     ResourceRead,
 }
@@ -206,7 +206,7 @@ pub enum Subject<'a> {
 /// Start auditing a call of `subject` with `args`: refused here, before it runs, when the
 /// audit log cannot be written (unless `AUDIT_FAIL_OPEN`). `guard` guards the refusal;
 /// `catalog` says which tool names are its own (the line names no other).
-pub fn begin<'a>(
+pub(crate) fn begin<'a>(
     log: Option<&'a AuditLog>,
     guard: &'a Guard,
     catalog: &'a Catalog,
@@ -230,7 +230,7 @@ pub fn begin<'a>(
 impl Pending<'_> {
     /// Write the call's line, then hand its result on; `audit_failed` instead when the line
     /// could not be written (the call ran, its result is withheld).
-    pub fn finish(
+    pub(crate) fn finish(
         self,
         trace: &Trace,
         result: Result<Guarded, GuardedError>,
@@ -346,7 +346,7 @@ struct Head {
 impl AuditLog {
     /// The log at `path`, chained with `key`; a file that cannot be written now is tried again
     /// at each call. The head of the chain found (or why the file is refused) is logged.
-    pub fn open(path: &Path, key: AuditKey, fail_open: bool) -> AuditLog {
+    pub(crate) fn open(path: &Path, key: AuditKey, fail_open: bool) -> AuditLog {
         let log = AuditLog { path: path.to_owned(), key, fail_open, state: Mutex::new(State::default()) };
         let mut state = log.lock();
         match log.ensure(&mut state) {
@@ -689,7 +689,7 @@ fn unhex(s: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// `2026-11-30T22:10:00.123Z`.
-pub fn rfc3339_utc(t: SystemTime) -> String {
+pub(crate) fn rfc3339_utc(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
@@ -714,7 +714,7 @@ pub fn rfc3339_utc(t: SystemTime) -> String {
 
 /// Canonical JSON of an object: keys sorted (by their UTF-8 bytes) at every level, no white
 /// space, strings and numbers as serde_json writes them.
-pub fn canonical_object(map: &Map<String, Value>) -> Vec<u8> {
+pub(crate) fn canonical_object(map: &Map<String, Value>) -> Vec<u8> {
     let mut out = Vec::new();
     canonical_map(map, &mut out);
     out

@@ -189,7 +189,7 @@ where
 /// arguments), and then it is asked whether it writes. A call refused anyway, or whose
 /// arguments are wrong, is left to the handler: more scope would not make it run. Nothing is
 /// answered or sent here; the call itself meets the same policy again.
-pub fn refused_only_for_reads(
+pub(crate) fn refused_only_for_reads(
     server: &Server,
     narrowing: &Narrowing,
     name: &str,
@@ -271,16 +271,16 @@ async fn fetch(
 /// One read of a combined result (`run_reads`): an operation, its arguments, and the JSON
 /// Pointer where its data lands in the combined data (`""`: it is the data).
 #[derive(Debug)]
-pub struct Read {
-    pub operation: &'static str,
-    pub args: Map<String, Value>,
-    pub at: &'static str,
+pub(crate) struct Read {
+    pub(crate) operation: &'static str,
+    pub(crate) args: Map<String, Value>,
+    pub(crate) at: &'static str,
 }
 
 /// Several reads under one identity and one guard, as one envelope (the resources): its
 /// `request` is the first read's, its `data` what `combine` makes of every read's data.
 /// Each read meets the policy like a call of its operation would.
-pub async fn run_reads(
+pub(crate) async fn run_reads(
     server: &Server,
     caller: Caller,
     narrowing: &Narrowing,
@@ -357,7 +357,7 @@ fn limit_key(caller: &Caller) -> impl FnOnce(&Identity) -> Key + use<> {
 /// credential, with `login: null`. A per-request token's login is resolved before the call
 /// (cached by a hash of the token for a short time); if that fails the call fails with
 /// `identity_failed` (or `unauthorized` for a refused token) and is not made at all.
-pub async fn identify(server: &Server, caller: Caller) -> Result<(Credential, Identity), CallError> {
+pub(crate) async fn identify(server: &Server, caller: Caller) -> Result<(Credential, Identity), CallError> {
     match caller {
         Caller::Global => {
             let credential = server.global.credential.clone();
@@ -480,13 +480,13 @@ async fn global_login(server: &Server) -> Option<String> {
 }
 
 /// `GET /api/v1/user` → `login` and `is_admin`.
-pub async fn fetch_user(server: &Server, credential: &Credential) -> Result<ForgeUser, CallError> {
+pub(crate) async fn fetch_user(server: &Server, credential: &Credential) -> Result<ForgeUser, CallError> {
     fetch_user_with(&server.forge, credential).await
 }
 
 /// `GET /api/v1/user` → `login` and `is_admin`, with any forge client (`doctor` uses it
 /// before a server exists).
-pub async fn fetch_user_with(forge: &Forge, credential: &Credential) -> Result<ForgeUser, CallError> {
+pub(crate) async fn fetch_user_with(forge: &Forge, credential: &Credential) -> Result<ForgeUser, CallError> {
     let got = forge.send(&simple_get("/user"), credential).await?;
     user_of(got, credential)
 }

@@ -125,7 +125,7 @@ pub enum TransportChoice {
 
 /// Schemes never accepted for a redirect URI, whatever the operator lists: a browser runs,
 /// shows, downloads or forwards such an address itself (and http, https keep their own rules).
-pub const NEVER_REDIRECT_SCHEMES: &[&str] = &[
+pub(crate) const NEVER_REDIRECT_SCHEMES: &[&str] = &[
     "http",
     "https",
     "javascript",
@@ -156,173 +156,173 @@ pub const NEVER_REDIRECT_SCHEMES: &[&str] = &[
 pub struct CommonArgs {
     /// Base URL of the Gitea or Forgejo instance (also read: GITEA_HOST, FORGEJO_URL).
     #[arg(long, env = "GITEA_URL", global = true)]
-    pub url: Option<String>,
+    pub(crate) url: Option<String>,
     /// The server's own access token (also read: GITEA_ACCESS_TOKEN, FORGEJO_ACCESS_TOKEN).
     /// Prefer the environment or --token-file: a flag is visible to other local users.
     #[arg(long, env = "GITEA_TOKEN", hide_env_values = true, global = true)]
-    pub token: Option<SecretString>,
+    pub(crate) token: Option<SecretString>,
     /// Read the global token from this file (surrounding white space is ignored).
     #[arg(long, env = "GITEA_TOKEN_FILE", global = true)]
-    pub token_file: Option<PathBuf>,
+    pub(crate) token_file: Option<PathBuf>,
     /// Which forge the tools are generated for.
     #[arg(long, env = "GITEA_FLAVOR", value_enum, default_value = "auto", global = true)]
-    pub flavor: FlavorChoice,
+    pub(crate) flavor: FlavorChoice,
     /// A Swagger 2.0 file to generate the tools from instead of the embedded spec.
     #[arg(long, env = "GITEA_SPEC", global = true)]
-    pub spec: Option<PathBuf>,
+    pub(crate) spec: Option<PathBuf>,
     /// MCP transport for `serve`.
     #[arg(long, env = "MCP_TRANSPORT", value_enum, default_value = "stdio", global = true)]
-    pub transport: TransportChoice,
+    pub(crate) transport: TransportChoice,
     /// Address for the http and sse transports.
     #[arg(long, env = "MCP_LISTEN", default_value = "127.0.0.1:8080", global = true)]
     pub listen: String,
     /// Streamable HTTP without sessions: every request stands alone, so any replica behind a
     /// load balancer can serve it (`initialize` is answered without an Mcp-Session-Id).
     #[arg(long, env = "MCP_STATELESS", global = true)]
-    pub stateless: bool,
+    pub(crate) stateless: bool,
     /// This replica's name (a DNS label: lowercase letters, digits, '-'), put in front of
     /// every session id it hands out (`<replica-id>.<random>`) so that a load balancer can
     /// send a session's requests back to it. Unset: session ids carry no name.
     #[arg(long, env = "MCP_REPLICA_ID", global = true)]
-    pub replica_id: Option<String>,
+    pub(crate) replica_id: Option<String>,
     /// Seconds to go on accepting requests after SIGTERM, with /readyz answering 503, before
     /// draining: time for a load balancer to stop sending new requests here.
     #[arg(long, env = "MCP_SHUTDOWN_DELAY", default_value_t = 0.0, global = true)]
-    pub shutdown_delay: f64,
+    pub(crate) shutdown_delay: f64,
     /// Shared secret HTTP clients present as `Authorization: Bearer …` to act as the
     /// server's global identity.
     #[arg(long, env = "MCP_BEARER_TOKEN", hide_env_values = true, global = true)]
-    pub mcp_bearer_token: Option<SecretString>,
+    pub(crate) mcp_bearer_token: Option<SecretString>,
     /// Largest binary body returned as base64, and largest base64 upload, in bytes.
     #[arg(long, env = "MAX_BINARY_BYTES", default_value_t = 1_048_576, global = true)]
-    pub max_binary_bytes: u64,
+    pub(crate) max_binary_bytes: u64,
     /// Largest binary content (a raw file, an attachment) a result holds inline as base64;
     /// larger comes as a `resource_link` to the `gitea://` resource that reads it.
     #[arg(long, env = "MAX_INLINE_BINARY_BYTES", default_value_t = 8_192, global = true)]
-    pub max_inline_binary_bytes: u64,
+    pub(crate) max_inline_binary_bytes: u64,
     /// Largest JSON or text body read from the forge, in bytes; larger answers fail with
     /// payload_too_large instead of filling memory.
     #[arg(long, env = "MAX_RESPONSE_BYTES", default_value_t = 16 * 1_048_576, global = true)]
-    pub max_response_bytes: u64,
+    pub(crate) max_response_bytes: u64,
     /// What pattern masking does with credential-looking strings in results.
     #[arg(long, env = "SECRET_DETECTION_MODE", value_enum, default_value = "mask", global = true)]
-    pub secret_detection_mode: DetectionMode,
+    pub(crate) secret_detection_mode: DetectionMode,
     /// Most list items in one result; longer lists are cut and the cut is reported.
     #[arg(long, env = "MAX_TOOL_RESPONSE_ITEMS", default_value_t = 100, global = true)]
-    pub max_tool_response_items: usize,
+    pub(crate) max_tool_response_items: usize,
     /// Most characters in one result's text; longer results are cut and the cut is reported.
     #[arg(long, env = "MAX_TOOL_RESPONSE_CHARS", default_value_t = 40_000, global = true)]
-    pub max_tool_response_chars: usize,
+    pub(crate) max_tool_response_chars: usize,
     /// How results are rendered unless a call asks (`shape`): compact or the forge's full JSON.
     #[arg(long, env = "RESULT_SHAPE", value_enum, default_value = "compact", global = true)]
-    pub result_shape: aegis_core::shape::Shape,
+    pub(crate) result_shape: aegis_core::shape::Shape,
     /// Which clients get typed results (`structuredContent`, and an `outputSchema` on every
     /// tool): those of this protocol version (YYYY-MM-DD) or later, or `never`.
     #[arg(long, env = "STRUCTURED_CONTENT_FROM", default_value = "2025-06-18", global = true)]
-    pub structured_content_from: String,
+    pub(crate) structured_content_from: String,
     /// More literal values to redact from every result and log line (comma-separated).
     #[arg(long, env = "EXTRA_SECRETS", hide_env_values = true, global = true)]
-    pub extra_secrets: Option<SecretString>,
+    pub(crate) extra_secrets: Option<SecretString>,
     /// A file of more literal values to redact, one per line.
     #[arg(long, env = "EXTRA_SECRETS_FILE", global = true)]
-    pub extra_secrets_file: Option<PathBuf>,
+    pub(crate) extra_secrets_file: Option<PathBuf>,
     /// Client id of the OAuth2 application registered on the forge (OAuth mode).
     #[arg(long, env = "GITEA_OAUTH_CLIENT_ID", global = true)]
-    pub oauth_client_id: Option<String>,
+    pub(crate) oauth_client_id: Option<String>,
     /// Client secret of that OAuth2 application; redacted from every result.
     #[arg(long, env = "GITEA_OAUTH_CLIENT_SECRET", hide_env_values = true, global = true)]
-    pub oauth_client_secret: Option<SecretString>,
+    pub(crate) oauth_client_secret: Option<SecretString>,
     /// The URL MCP clients reach this server at (scheme and host, no path), e.g.
     /// https://mcp.example.com; with the OAuth client id and secret it turns on sign-in with
     /// the forge. It may differ from --listen behind a reverse proxy.
     #[arg(long, env = "MCP_PUBLIC_URL", global = true)]
-    pub public_url: Option<String>,
+    pub(crate) public_url: Option<String>,
     /// A file holding the key (64 hex characters) that seals the tokens this server issues;
     /// replicas that share it accept each other's tokens. Create one with
     /// `openssl rand -hex 32`.
     #[arg(long, env = "MCP_OAUTH_KEY_FILE", global = true)]
-    pub oauth_key_file: Option<PathBuf>,
+    pub(crate) oauth_key_file: Option<PathBuf>,
     /// Comma-separated app schemes a client may register as redirect URIs besides https,
     /// http on loopback and schemes in reverse-domain form (com.example.app), e.g. `cursor`
     /// for Cursor's `cursor://…` callback.
     #[arg(long, env = "MCP_OAUTH_REDIRECT_SCHEMES", global = true)]
-    pub oauth_redirect_schemes: Option<String>,
+    pub(crate) oauth_redirect_schemes: Option<String>,
     /// Offer and allow only operations that read (GET); the raw tool accepts only GET.
     #[arg(long, env = "READ_ONLY", global = true)]
-    pub read_only: bool,
+    pub(crate) read_only: bool,
     /// Let gitea_api_request send routes that no operation of the spec has (a route the spec
     /// lacks); by default they are refused, since no policy can judge them.
     #[arg(long, env = "ALLOW_UNKNOWN_ROUTES", global = true)]
-    pub allow_unknown_routes: bool,
+    pub(crate) allow_unknown_routes: bool,
     /// Comma-separated `owner/repo`, `owner/*` or `*`: the repositories calls may touch (unset:
     /// every one). Matched case-insensitively; listings across repositories are filtered.
     #[arg(long, env = "ALLOWED_REPOS", global = true)]
-    pub allowed_repos: Option<String>,
+    pub(crate) allowed_repos: Option<String>,
     /// The same for calls that write (any method but GET); narrows ALLOWED_REPOS, never widens it.
     #[arg(long, env = "WRITE_ALLOWED_REPOS", global = true)]
-    pub write_allowed_repos: Option<String>,
+    pub(crate) write_allowed_repos: Option<String>,
     /// Comma-separated tool names: when set, only these are offered and callable, besides
     /// the three discovery tools, which then reach only these (DISABLED_TOOLS still removes).
     #[arg(long, env = "ENABLED_TOOLS", value_delimiter = ',', global = true)]
-    pub enabled_tools: Vec<String>,
+    pub(crate) enabled_tools: Vec<String>,
     /// Comma-separated tool names that are neither offered nor callable.
     #[arg(long, env = "DISABLED_TOOLS", value_delimiter = ',', global = true)]
-    pub disabled_tools: Vec<String>,
+    pub(crate) disabled_tools: Vec<String>,
     /// Comma-separated toolsets whose operations tools/list shows: `core` (the everyday
     /// ones), area names (`issues`, `pulls`, `actions`, … see `tools --list-toolsets`), `all`,
     /// or `none` (only the built-in tools).
     /// Every other operation stays callable through gitea_call_operation.
     #[arg(long, env = "TOOLSETS", default_value = "core", global = true)]
-    pub toolsets: String,
+    pub(crate) toolsets: String,
     /// Seconds to wait for a TCP/TLS connection to the forge.
     #[arg(long, env = "GITEA_CONNECT_TIMEOUT", default_value_t = 10.0, global = true)]
-    pub connect_timeout: f64,
+    pub(crate) connect_timeout: f64,
     /// Seconds one forge request may take in total, body included.
     #[arg(long, env = "GITEA_TIMEOUT", default_value_t = 60.0, global = true)]
-    pub timeout: f64,
+    pub(crate) timeout: f64,
     /// Host header values accepted over HTTP (comma-separated `host` or `host:port`); by
     /// default the loopback names when listening on loopback, else any.
     #[arg(long, env = "MCP_ALLOWED_HOSTS", value_delimiter = ',', global = true)]
-    pub allowed_hosts: Vec<String>,
+    pub(crate) allowed_hosts: Vec<String>,
     /// Origin header values accepted over HTTP (comma-separated `scheme://host[:port]`); by
     /// default the loopback origins when listening on loopback, else any.
     #[arg(long, env = "MCP_ALLOWED_ORIGINS", value_delimiter = ',', global = true)]
-    pub allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     /// Largest HTTP request body, in bytes.
     #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = 4 * 1_048_576, global = true)]
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Seconds one MCP request (a tool call) may take over HTTP before it fails with timeout.
     #[arg(long, env = "MCP_REQUEST_TIMEOUT", default_value_t = 120.0, global = true)]
-    pub request_timeout: f64,
+    pub(crate) request_timeout: f64,
     /// Seconds a client may take to send a request's headers, from their first byte.
     #[arg(long, env = "MCP_HEADER_TIMEOUT", default_value_t = 10.0, global = true)]
-    pub header_timeout: f64,
+    pub(crate) header_timeout: f64,
     /// Seconds a client may take to send a request's body.
     #[arg(long, env = "MCP_BODY_TIMEOUT", default_value_t = 30.0, global = true)]
-    pub body_timeout: f64,
+    pub(crate) body_timeout: f64,
     /// Seconds a connection may stay open between requests.
     #[arg(long, env = "MCP_IDLE_TIMEOUT", default_value_t = 60.0, global = true)]
-    pub idle_timeout: f64,
+    pub(crate) idle_timeout: f64,
     /// Most open HTTP connections (fewer when the open-file limit is lower).
     #[arg(long, env = "MCP_MAX_CONNECTIONS", default_value_t = 1024, global = true)]
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// Most open HTTP connections from one address (raise it behind a reverse proxy, where
     /// every connection comes from the proxy).
     #[arg(long, env = "MCP_MAX_CONNECTIONS_PER_PEER", default_value_t = 256, global = true)]
-    pub max_connections_per_peer: usize,
+    pub(crate) max_connections_per_peer: usize,
     /// Most open Streamable HTTP sessions.
     #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = 1000, global = true)]
-    pub max_sessions: usize,
+    pub(crate) max_sessions: usize,
     /// Most open legacy SSE streams.
     #[arg(long, env = "MCP_MAX_SSE_STREAMS", default_value_t = 1000, global = true)]
-    pub max_sse_streams: usize,
+    pub(crate) max_sse_streams: usize,
     /// Seconds a client may leave answers unread before its connection is closed (a legacy SSE
     /// stream with answers waiting, or any connection whose writes are blocked).
     #[arg(long, env = "MCP_STREAM_STALL_TIMEOUT", default_value_t = 30.0, global = true)]
-    pub stream_stall_timeout: f64,
+    pub(crate) stream_stall_timeout: f64,
     /// Most open sessions (or SSE streams) one identity may hold.
     #[arg(long, env = "MCP_MAX_SESSIONS_PER_IDENTITY", default_value_t = 100, global = true)]
-    pub max_sessions_per_identity: usize,
+    pub(crate) max_sessions_per_identity: usize,
     /// Log filter (tracing syntax, e.g. `info`, `aegis_gitea_mcp=debug`). Logs go to stderr.
     #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
     pub log_level: String,
@@ -330,28 +330,28 @@ pub struct CommonArgs {
     /// --password-file) instead of a token: the forges create and list access tokens only
     /// for a login and password.
     #[arg(long, env = "GITEA_USERNAME", global = true)]
-    pub username: Option<String>,
+    pub(crate) username: Option<String>,
     /// The password of GITEA_USERNAME. Prefer the environment or --password-file: a flag is
     /// visible to other local users.
     #[arg(long, env = "GITEA_PASSWORD", hide_env_values = true, global = true)]
-    pub password: Option<SecretString>,
+    pub(crate) password: Option<SecretString>,
     /// Read the password of GITEA_USERNAME from this file (surrounding white space is ignored).
     #[arg(long, env = "GITEA_PASSWORD_FILE", global = true)]
-    pub password_file: Option<PathBuf>,
+    pub(crate) password_file: Option<PathBuf>,
     /// Comma-separated logins that calls may act as with their `sudo` argument (the forge's
     /// Sudo header; the caller must be a site administrator), or `*` for any. Unset: no tool
     /// takes `sudo`.
     #[arg(long, env = "SUDO_ALLOWED_USERS", global = true)]
-    pub sudo_allowed_users: Option<String>,
+    pub(crate) sudo_allowed_users: Option<String>,
     /// Forge text a reader would not see — invisible and bidirectional-control characters,
     /// HTML comments: `mark` shows them in place, `strip` removes them, `off` leaves them.
     #[arg(long, env = "CONTENT_HYGIENE", value_enum, default_value = "mark", global = true)]
-    pub content_hygiene: ContentHygiene,
+    pub(crate) content_hygiene: ContentHygiene,
     /// Append one JSON line per tool call and resource read to this file, each authenticated
     /// with the key of --audit-key-file and chained to the one before (see `audit verify`).
     /// Unset: no audit trail.
     #[arg(long, env = "AUDIT_LOG", global = true)]
-    pub audit_log: Option<PathBuf>,
+    pub(crate) audit_log: Option<PathBuf>,
     /// A file of 64 hex characters: the key of the audit trail's MACs and of args_hmac
     /// (`openssl rand -hex 32`), readable only by the server and whoever verifies. Needed
     /// with AUDIT_LOG; `audit verify` reads it too.
@@ -360,33 +360,33 @@ pub struct CommonArgs {
     /// When the audit log cannot be written, run calls anyway with a warning instead of
     /// failing them with audit_failed.
     #[arg(long, env = "AUDIT_FAIL_OPEN", global = true)]
-    pub audit_fail_open: bool,
+    pub(crate) audit_fail_open: bool,
     /// Where Prometheus metrics are served at /metrics: unset, on the MCP address (http and
     /// sse only); an IP address and port such as 127.0.0.1:9464, only there, on a listener of
     /// its own (with every transport, stdio too); `off`, nowhere.
     #[arg(long, env = "METRICS_LISTEN", global = true)]
-    pub metrics_listen: Option<String>,
+    pub(crate) metrics_listen: Option<String>,
     /// A token a scrape of /metrics must present as `Authorization: Bearer <token>`; unset,
     /// /metrics needs none (it holds counts only).
     #[arg(long, env = "METRICS_BEARER_TOKEN", hide_env_values = true, global = true)]
-    pub metrics_bearer_token: Option<SecretString>,
+    pub(crate) metrics_bearer_token: Option<SecretString>,
     /// Tool calls and resource reads one identity may make per minute (at most this many at
     /// once, then one every 60/N s); above it calls fail with rate_limited. 0: no limit.
     #[arg(long, env = "RATE_LIMIT_PER_MINUTE", default_value_t = 0, global = true)]
-    pub rate_limit_per_minute: u32,
+    pub(crate) rate_limit_per_minute: u32,
     /// Calls one identity may have running at once; above it calls fail with rate_limited.
     /// 0: no limit.
     #[arg(long, env = "RATE_LIMIT_CONCURRENT", default_value_t = 0, global = true)]
-    pub rate_limit_concurrent: u32,
+    pub(crate) rate_limit_concurrent: u32,
     /// Requests to the forge running at once, for all identities together; a request that
     /// finds no slot within 200 ms fails with rate_limited. 0: no limit.
     #[arg(long, env = "FORGE_MAX_CONCURRENT", default_value_t = 0, global = true)]
-    pub forge_max_concurrent: u32,
+    pub(crate) forge_max_concurrent: u32,
     /// Tokens this server has not seen confirmed that one client address may present per
     /// minute over HTTP (each costs a login lookup at the forge); above it requests get 429.
     /// Raise it behind a reverse proxy, where every client has the proxy's address. 0: no limit.
     #[arg(long, env = "MCP_NEW_TOKENS_PER_MINUTE", default_value_t = 60, global = true)]
-    pub new_tokens_per_minute: u32,
+    pub(crate) new_tokens_per_minute: u32,
 }
 
 /// A replica's name as session ids carry it: one DNS label, so that a proxy can route on it
@@ -410,89 +410,87 @@ fn replica_id(id: String) -> Result<String, ConfigError> {
 pub struct Settings {
     /// Base URL of the forge with a trailing `/`, without `/api/v1`; `None` when none was
     /// given, which only `tools` with an explicit flavor accepts (see `forge_url`).
-    pub url: Option<Url>,
-    pub token: Option<SecretString>,
+    pub(crate) url: Option<Url>,
+    pub(crate) token: Option<SecretString>,
     pub flavor: FlavorChoice,
-    pub spec: Option<PathBuf>,
+    pub(crate) spec: Option<PathBuf>,
     pub transport: TransportChoice,
-    pub listen: String,
-    pub stateless: bool,
-    pub replica_id: Option<String>,
-    pub shutdown_delay: Duration,
-    pub mcp_bearer_token: Option<SecretString>,
+    pub(crate) listen: String,
+    pub(crate) stateless: bool,
+    pub(crate) replica_id: Option<String>,
+    pub(crate) shutdown_delay: Duration,
+    pub(crate) mcp_bearer_token: Option<SecretString>,
     pub max_binary_bytes: u64,
-    pub max_inline_binary_bytes: u64,
-    pub max_response_bytes: u64,
-    pub disabled_tools: BTreeSet<String>,
-    pub read_only: bool,
+    pub(crate) max_inline_binary_bytes: u64,
+    pub(crate) max_response_bytes: u64,
+    pub(crate) disabled_tools: BTreeSet<String>,
+    pub(crate) read_only: bool,
     /// Whether the raw tool may send routes that no operation of the spec has.
-    pub allow_unknown_routes: bool,
+    pub(crate) allow_unknown_routes: bool,
     /// `ALLOWED_REPOS` (`None`: every repository).
-    pub allowed_repos: Option<aegis_core::policy::repos::RepoList>,
+    pub(crate) allowed_repos: Option<aegis_core::policy::repos::RepoList>,
     /// `WRITE_ALLOWED_REPOS`.
-    pub write_allowed_repos: Option<aegis_core::policy::repos::RepoList>,
+    pub(crate) write_allowed_repos: Option<aegis_core::policy::repos::RepoList>,
     /// Empty: every tool; otherwise only these.
-    pub enabled_tools: BTreeSet<String>,
+    pub(crate) enabled_tools: BTreeSet<String>,
     /// Which operations `tools/list` shows.
-    pub toolsets: aegis_core::catalog::toolsets::Selection,
-    pub secret_detection: DetectionMode,
+    pub(crate) toolsets: aegis_core::catalog::toolsets::Selection,
+    pub(crate) secret_detection: DetectionMode,
     pub max_tool_response_items: usize,
     pub max_tool_response_chars: usize,
-    pub result_shape: aegis_core::shape::Shape,
+    pub(crate) result_shape: aegis_core::shape::Shape,
     /// `STRUCTURED_CONTENT_FROM`: the oldest protocol version given typed results (`None`: never).
     pub structured_content_from: Option<String>,
     /// `EXTRA_SECRETS` and the lines of `EXTRA_SECRETS_FILE`.
-    pub extra_secrets: Vec<SecretString>,
-    pub oauth_client_id: Option<String>,
-    pub oauth_client_secret: Option<SecretString>,
+    pub(crate) extra_secrets: Vec<SecretString>,
+    pub(crate) oauth_client_secret: Option<SecretString>,
     /// Sign-in with the forge, when the client id, secret, public URL and key are all set.
-    pub oauth: Option<OAuthSettings>,
-    pub connect_timeout: Duration,
-    pub timeout: Duration,
-    pub log_level: String,
-    pub allowed_hosts: Vec<String>,
-    pub allowed_origins: Vec<String>,
+    pub(crate) oauth: Option<OAuthSettings>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) allowed_hosts: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
-    pub request_timeout: Duration,
-    pub header_timeout: Duration,
-    pub body_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub max_connections: usize,
-    pub max_connections_per_peer: usize,
-    pub max_sessions: usize,
-    pub max_sse_streams: usize,
-    pub max_sessions_per_identity: usize,
-    pub stream_stall_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    pub(crate) header_timeout: Duration,
+    pub(crate) body_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) max_connections: usize,
+    pub(crate) max_connections_per_peer: usize,
+    pub(crate) max_sessions: usize,
+    pub(crate) max_sse_streams: usize,
+    pub(crate) max_sessions_per_identity: usize,
+    pub(crate) stream_stall_timeout: Duration,
     /// The global identity's login and password for HTTP Basic: both or neither, and never
     /// with `token`.
-    pub username: Option<String>,
-    pub password: Option<SecretString>,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<SecretString>,
     /// Who calls may act as with `sudo`; `None`: no tool takes the argument.
-    pub sudo_allowed_users: Option<aegis_core::args::sudo::Allowed>,
-    pub content_hygiene: ContentHygiene,
+    pub(crate) sudo_allowed_users: Option<aegis_core::args::sudo::Allowed>,
+    pub(crate) content_hygiene: ContentHygiene,
     /// The audit trail's file; `None`: none.
-    pub audit_log: Option<PathBuf>,
+    pub(crate) audit_log: Option<PathBuf>,
     /// The key of the audit trail (`AUDIT_KEY_FILE`); always given with `audit_log`.
-    pub audit_key: Option<std::sync::Arc<secrecy::SecretBox<[u8; 32]>>>,
+    pub(crate) audit_key: Option<std::sync::Arc<secrecy::SecretBox<[u8; 32]>>>,
     /// Run calls unrecorded (with a warning) when the audit log cannot be written.
-    pub audit_fail_open: bool,
+    pub(crate) audit_fail_open: bool,
     /// Calls per identity per minute; `None`: no limit.
-    pub rate_limit_per_minute: Option<NonZeroU32>,
+    pub(crate) rate_limit_per_minute: Option<NonZeroU32>,
     /// Calls of one identity running at once; `None`: no limit.
-    pub rate_limit_concurrent: Option<NonZeroU32>,
+    pub(crate) rate_limit_concurrent: Option<NonZeroU32>,
     /// Requests to the forge running at once, overall; `None`: no limit.
-    pub forge_max_concurrent: Option<NonZeroU32>,
+    pub(crate) forge_max_concurrent: Option<NonZeroU32>,
     /// Tokens not yet confirmed one address may present per minute; `None`: no limit.
-    pub new_tokens_per_minute: Option<NonZeroU32>,
+    pub(crate) new_tokens_per_minute: Option<NonZeroU32>,
     /// Where `/metrics` is served.
-    pub metrics_listen: MetricsListen,
+    pub(crate) metrics_listen: MetricsListen,
     /// The token a scrape must present (`METRICS_BEARER_TOKEN`).
-    pub metrics_bearer_token: Option<SecretString>,
+    pub(crate) metrics_bearer_token: Option<SecretString>,
 }
 
 /// `METRICS_LISTEN`: where `/metrics` is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricsListen {
+pub(crate) enum MetricsListen {
     /// On the MCP listener, beside `/mcp` (the HTTP transports; stdio has no listener).
     Main,
     /// Only on a listener of its own at this address, so that it need not be exposed with
@@ -504,7 +502,7 @@ pub enum MetricsListen {
 
 impl MetricsListen {
     /// Unset or empty: `Main`; `off`: `Off`; else an IP address and port.
-    pub fn parse(text: Option<&str>) -> Result<MetricsListen, ConfigError> {
+    pub(crate) fn parse(text: Option<&str>) -> Result<MetricsListen, ConfigError> {
         let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
             return Ok(MetricsListen::Main);
         };
@@ -522,15 +520,15 @@ impl MetricsListen {
 /// What sign-in with the forge needs: the OAuth2 application registered on the forge, where
 /// clients reach this server, and the key that seals the tokens it issues.
 #[derive(Clone)]
-pub struct OAuthSettings {
-    pub client_id: String,
-    pub client_secret: SecretString,
+pub(crate) struct OAuthSettings {
+    pub(crate) client_id: String,
+    pub(crate) client_secret: SecretString,
     /// Scheme, host and port, without a path or trailing `/`.
-    pub public_url: String,
+    pub(crate) public_url: String,
     /// The sealing key (32 bytes, read from 64 hex characters).
-    pub key: std::sync::Arc<secrecy::SecretBox<[u8; 32]>>,
+    pub(crate) key: std::sync::Arc<secrecy::SecretBox<[u8; 32]>>,
     /// App schemes accepted in redirect URIs beyond the standard ones (lower-case).
-    pub redirect_schemes: Vec<String>,
+    pub(crate) redirect_schemes: Vec<String>,
 }
 
 impl std::fmt::Debug for OAuthSettings {
@@ -548,7 +546,7 @@ impl std::fmt::Debug for OAuthSettings {
 pub struct ConfigError(pub String);
 
 /// Where the alternative environment names are read from; a function so tests can inject.
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// What the pipeline's stages are built from.
 impl Settings {
@@ -581,7 +579,7 @@ impl Settings {
 
     /// The server-wide guard: the configured secrets, the masking mode, the bounds and the
     /// hygiene.
-    pub fn guard(&self) -> aegis_core::guard::Guard {
+    pub(crate) fn guard(&self) -> aegis_core::guard::Guard {
         aegis_core::guard::Guard::new(
             self.secrets(),
             self.secret_detection,
@@ -753,12 +751,10 @@ impl Settings {
             max_inline_binary_bytes: args.max_inline_binary_bytes,
             structured_content_from: parse_structured_from(&args.structured_content_from)?,
             extra_secrets,
-            oauth_client_id,
             oauth_client_secret,
             oauth,
             connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
             timeout: seconds("--timeout", args.timeout)?,
-            log_level: args.log_level,
             allowed_hosts: clean_list(args.allowed_hosts),
             allowed_origins: clean_list(args.allowed_origins),
             max_body_bytes: args.max_body_bytes.max(1024),
@@ -824,7 +820,7 @@ fn non_empty(v: Option<String>) -> Option<String> {
 
 /// Accepts `https://host`, `https://host/sub/`, and forgives a trailing `/api/v1`.
 /// Refuses credentials in the URL: they would end up in logs and error messages.
-pub fn parse_base_url(text: &str) -> Result<Url, ConfigError> {
+pub(crate) fn parse_base_url(text: &str) -> Result<Url, ConfigError> {
     let mut url = Url::parse(text.trim()).map_err(|e| {
         ConfigError(format!(
             "the forge URL is not a valid URL ({e}); expected e.g. https://gitea.example.com"

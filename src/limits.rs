@@ -75,7 +75,7 @@ impl Entry {
 
 /// The limits of every identity.
 #[derive(Debug)]
-pub(crate) struct Limits {
+pub struct Limits {
     rate: Option<Rate>,
     concurrent: Option<u32>,
     shards: Box<[Mutex<HashMap<Key, Entry>>]>,
@@ -195,7 +195,7 @@ enum Refusal {
 /// forge, so one address may present at most `per_minute` of them a minute (that many at once,
 /// then one every 60/N s). Tokens already known to the login cache cost nothing here.
 #[derive(Debug)]
-pub(crate) struct NewTokens(Limits);
+pub struct NewTokens(Limits);
 
 impl NewTokens {
     /// `per_minute` new tokens per address (`None`: no limit), refusals counted into `refused`.

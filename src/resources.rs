@@ -20,15 +20,15 @@ use aegis_core::envelope::link::SCHEME;
 
 /// One resource template.
 #[derive(Debug)]
-pub struct Template {
-    pub name: &'static str,
-    pub title: &'static str,
-    pub uri_template: &'static str,
-    pub description: &'static str,
+pub(crate) struct Template {
+    pub(crate) name: &'static str,
+    pub(crate) title: &'static str,
+    pub(crate) uri_template: &'static str,
+    pub(crate) description: &'static str,
 }
 
 /// The templates, in the order `resources/templates/list` shows them.
-pub const TEMPLATES: &[Template] = &[
+pub(crate) const TEMPLATES: &[Template] = &[
     Template {
         name: "file",
         title: "File at a ref",
@@ -57,7 +57,7 @@ pub const TEMPLATES: &[Template] = &[
 
 /// Read the resource at `uri` as `caller`: the envelope text, or why not (`trace`: as for
 /// `call::run`).
-pub async fn read(
+pub(crate) async fn read(
     server: &Server,
     caller: Caller,
     narrowing: &Narrowing,

@@ -19,24 +19,24 @@ use aegis_core::policy::{Narrowing, Policy};
 pub struct Server {
     pub settings: Settings,
     pub catalog: Arc<Catalog>,
-    pub forge: Forge,
-    pub global: GlobalIdentity,
+    pub(crate) forge: Forge,
+    pub(crate) global: GlobalIdentity,
     /// Which tools are listed and which calls are allowed.
     pub policy: Policy,
     /// Redaction, masking and bounds of every result.
     pub guard: Guard,
     /// Tool calls and resource reads running right now, each holding a token until it
     /// returns (graceful shutdown waits for them).
-    pub calls: tokio_util::task::TaskTracker,
+    pub(crate) calls: tokio_util::task::TaskTracker,
     /// HTTP requests whose answers are still being written, each holding a token until its
     /// response body is done (graceful shutdown waits for them after the calls).
     pub answers: tokio_util::task::TaskTracker,
     /// Logins of per-request tokens (HTTP), by a hash of the token.
     pub logins: crate::identity::cache::LoginCache,
     /// Calls per minute and calls running, per identity (`RATE_LIMIT_*`).
-    pub(crate) limits: crate::limits::Limits,
+    pub limits: crate::limits::Limits,
     /// Tokens not yet confirmed, per client address (`MCP_NEW_TOKENS_PER_MINUTE`).
-    pub(crate) new_tokens: crate::limits::NewTokens,
+    pub new_tokens: crate::limits::NewTokens,
     /// Sign-in with the forge (HTTP transports, when configured).
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
     /// How long building the catalog took (spec parse, schemas, validators).
@@ -133,7 +133,7 @@ impl Server {
     /// Into `trace`, for the audit line, the identity `caller` is known to have before the
     /// forge is asked (the login when the login cache has it: nothing is asked of the forge
     /// for the audit line), and its secrets. Without an audit log, nothing.
-    pub async fn note_caller(&self, trace: &mut Trace, caller: &Caller) {
+    pub(crate) async fn note_caller(&self, trace: &mut Trace, caller: &Caller) {
         if self.audit.is_none() {
             return;
         }
@@ -153,7 +153,7 @@ impl Server {
 
 /// The server's own credential: the token, else the login and password (HTTP Basic), else
 /// none (anonymous). The settings never hold both (`config.rs` refuses that).
-pub fn global_credential(settings: &Settings) -> Result<Credential, StartError> {
+pub(crate) fn global_credential(settings: &Settings) -> Result<Credential, StartError> {
     match (&settings.token, &settings.username, &settings.password) {
         (Some(t), _, _) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}"))),
         (None, Some(username), Some(password)) => Ok(Credential::basic(username, password)),

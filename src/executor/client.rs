@@ -30,37 +30,38 @@ use aegis_core::error::{CallError, ErrorKind};
 const SUDO: &str = "Sudo";
 
 /// Bodies larger than this count as large (see `LARGE_CALLS`).
-pub const LARGE_BODY: usize = 1 << 20;
+pub(crate) const LARGE_BODY: usize = 1 << 20;
 /// Most large bodies being read or decoded at once.
-pub const LARGE_CALLS: usize = 4;
+pub(crate) const LARGE_CALLS: usize = 4;
 /// Most bytes read of an error answer.
-pub const ERROR_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const ERROR_BODY_BYTES: usize = 64 * 1024;
 /// How long a request waits for a slot of `FORGE_MAX_CONCURRENT` before it fails: long
 /// enough to ride out a burst, short enough to stay a fast answer.
-pub const SLOT_WAIT: Duration = Duration::from_millis(200);
+pub(crate) const SLOT_WAIT: Duration = Duration::from_millis(200);
 /// The wait suggested to a request refused for want of a slot.
 const SLOT_RETRY_AFTER: u64 = 1;
 
 /// A forge answer as received: status, headers, and the body or why it was not read.
 #[derive(Debug)]
-pub struct Received {
-    pub status: u16,
-    pub headers: HeaderMap,
-    pub body: Vec<u8>,
-    /// Held while a large body is in memory; released when this answer is dropped.
-    pub large: Option<OwnedSemaphorePermit>,
+pub(crate) struct Received {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Vec<u8>,
+    /// Held while a large body is in memory; released when this answer is dropped (never
+    /// read: it is here for its drop).
+    pub(crate) _large: Option<OwnedSemaphorePermit>,
 }
 
 impl Received {
     /// A header as text, if present and readable.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
 
 /// The forge: its base URL and the shared client.
 #[derive(Debug, Clone)]
-pub struct Forge {
+pub(crate) struct Forge {
     client: reqwest::Client,
     /// `<base>/api/v1` without a trailing slash.
     api: String,
@@ -80,7 +81,7 @@ pub struct Forge {
 
 impl Forge {
     /// Build the client for `base` (with a trailing `/`).
-    pub fn new(
+    pub(crate) fn new(
         base: Url,
         limits: Limits,
         connect_timeout: Duration,
@@ -118,7 +119,7 @@ impl Forge {
     }
 
     /// The same forge with at most `max` requests in flight at once (`None`: no limit).
-    pub fn with_max_concurrent(mut self, max: Option<std::num::NonZeroU32>) -> Forge {
+    pub(crate) fn with_max_concurrent(mut self, max: Option<std::num::NonZeroU32>) -> Forge {
         self.slots = max.map(|n| (Arc::new(Semaphore::new(n.get() as usize)), n.get()));
         self
     }
@@ -129,12 +130,12 @@ impl Forge {
     }
 
     /// The base URL of the forge.
-    pub fn base(&self) -> &Url {
+    pub(crate) fn base(&self) -> &Url {
         &self.base
     }
 
     /// The client the settings describe (URL, body limits, timeouts); fails without a URL.
-    pub fn from_settings(s: &crate::config::Settings) -> Result<Forge, String> {
+    pub(crate) fn from_settings(s: &crate::config::Settings) -> Result<Forge, String> {
         let limits = Limits { max_binary: s.max_binary_bytes, max_response: s.max_response_bytes };
         let url = s.forge_url().map_err(|e| e.to_string())?;
         Ok(Forge::new(url.clone(), limits, s.connect_timeout, s.timeout)?
@@ -142,7 +143,7 @@ impl Forge {
     }
 
     /// The full URL of a plan (for direct comparisons in benchmarks and tests).
-    pub fn url_of(&self, plan: &CallPlan) -> Result<Url, CallError> {
+    pub(crate) fn url_of(&self, plan: &CallPlan) -> Result<Url, CallError> {
         let prefix = match plan.root() {
             Root::Api => self.api.as_str(),
             Root::Site => self.base.as_str().trim_end_matches('/'),
@@ -166,7 +167,7 @@ impl Forge {
 
     /// Send a plan with a credential and read the answer within the limits, holding a slot
     /// of `FORGE_MAX_CONCURRENT` meanwhile.
-    pub async fn send(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
+    pub(crate) async fn send(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
         let _slot = self.slot().await?;
         self.send_now(plan, credential).await
     }
@@ -175,7 +176,11 @@ impl Forge {
     /// `FORGE_MAX_CONCURRENT`: such lookups are bounded by a small pool of their own (the
     /// login cache's), so that however many unknown tokens arrive they never take the slots
     /// established callers need.
-    pub async fn send_lookup(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
+    pub(crate) async fn send_lookup(
+        &self,
+        plan: &CallPlan,
+        credential: &Credential,
+    ) -> Result<Received, CallError> {
         self.send_now(plan, credential).await
     }
 
@@ -325,7 +330,7 @@ impl Forge {
                 }
             }
         }
-        Ok(Received { status, headers, body, large })
+        Ok(Received { status, headers, body, _large: large })
     }
 
     /// One of the permits for large bodies; waits while `LARGE_CALLS` are taken (the

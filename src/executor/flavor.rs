@@ -17,17 +17,17 @@ use super::Forge;
 
 /// What the version probe learned.
 #[derive(Debug, Clone)]
-pub struct Probe {
-    pub version: Version,
+pub(crate) struct Probe {
+    pub(crate) version: Version,
     /// The forge refused the credential (401); the version came from asking without it.
-    pub token_refused: bool,
+    pub(crate) token_refused: bool,
 }
 
 /// Where Forgejo serves its version outside `/api/v1` (Gitea has no such route).
 const FORGEJO_VERSION: &str = "/api/forgejo/v1/version";
 
 /// Ask the forge for its version. A Forgejo version reveals itself (`X+gitea-Y`).
-pub async fn detect(forge: &Forge, credential: &Credential) -> Result<Probe, CallError> {
+pub(crate) async fn detect(forge: &Forge, credential: &Credential) -> Result<Probe, CallError> {
     let got = forge.send(&simple_get("/version"), credential).await?;
     if got.status != 401 {
         return read_version(forge, &got).map(|version| Probe { version, token_refused: false });
@@ -89,7 +89,7 @@ fn read_version(forge: &Forge, got: &Received) -> Result<Version, CallError> {
 }
 
 /// A parameterless GET plan for the server's own requests (`/version`, `/user`).
-pub fn simple_get(path: &'static str) -> CallPlan {
+pub(crate) fn simple_get(path: &'static str) -> CallPlan {
     CallPlan::fixed_get(Root::Api, path)
 }
 

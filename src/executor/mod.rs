@@ -1,7 +1,7 @@
 //! Sending: the one HTTP client, and which forge this is.
 
-pub mod client;
-pub mod flavor;
-pub mod oauth;
+pub(crate) mod client;
+pub(crate) mod flavor;
+pub(crate) mod oauth;
 
-pub use client::{Forge, Received};
+pub(crate) use client::{Forge, Received};

@@ -13,22 +13,22 @@ use url::Url;
 use super::Forge;
 
 /// Largest answer read from the forge's token endpoint or a client's metadata document.
-pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
 /// Longest forge access or refresh token accepted (Gitea's JWTs are a few hundred bytes).
-pub const MAX_FORGE_TOKEN_BYTES: usize = 4096;
+pub(crate) const MAX_FORGE_TOKEN_BYTES: usize = 4096;
 /// How long a client ID metadata document may take.
-pub const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DOCUMENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the forge's token endpoint granted.
-pub struct ForgeGrant {
-    pub access_token: SecretString,
-    pub refresh_token: Option<SecretString>,
-    pub expires_in: Option<u64>,
+pub(crate) struct ForgeGrant {
+    pub(crate) access_token: SecretString,
+    pub(crate) refresh_token: Option<SecretString>,
+    pub(crate) expires_in: Option<u64>,
 }
 
 /// Why the forge's token endpoint gave no grant.
 #[derive(Debug, PartialEq, Eq)]
-pub enum ForgeRefusal {
+pub(crate) enum ForgeRefusal {
     /// The grant (code or refresh token) was refused: sign in again.
     Refused,
     /// The forge refused this server's application: the operator must fix the settings.
@@ -41,14 +41,14 @@ const AGENT: &str = concat!("aegis-gitea-mcp/", env!("CARGO_PKG_VERSION"));
 
 impl Forge {
     /// The forge's consent page with these parameters.
-    pub fn oauth_authorize_url(&self, pairs: &[(&str, &str)]) -> String {
+    pub(crate) fn oauth_authorize_url(&self, pairs: &[(&str, &str)]) -> String {
         let mut url = self.base().join("login/oauth/authorize").expect("a fixed relative path joins");
         url.query_pairs_mut().extend_pairs(pairs.iter().filter(|(_, v)| !v.is_empty()));
         url.into()
     }
 
     /// POST the form to the forge's token endpoint: its status and body (bounded).
-    pub async fn oauth_token_endpoint(&self, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), String> {
+    pub(crate) async fn oauth_token_endpoint(&self, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), String> {
         let url = self.base().join("login/oauth/access_token").expect("a fixed relative path joins");
         let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         let req =
@@ -58,7 +58,7 @@ impl Forge {
     }
 
     /// The grant the forge's token endpoint gives for the form, or why none.
-    pub async fn oauth_token(&self, form: &[(&str, &str)]) -> Result<ForgeGrant, ForgeRefusal> {
+    pub(crate) async fn oauth_token(&self, form: &[(&str, &str)]) -> Result<ForgeGrant, ForgeRefusal> {
         let (status, body) = self.oauth_token_endpoint(form).await.map_err(ForgeRefusal::Unavailable)?;
         #[derive(serde::Deserialize)]
         struct Answer {
@@ -102,7 +102,7 @@ impl Forge {
     /// loopback address on any port (a server that itself listens on loopback: a local test).
     /// Every failure reads the same, so that the answer says nothing about what is behind an
     /// address.
-    pub async fn client_document(&self, url: &Url, loopback: bool) -> Result<Vec<u8>, String> {
+    pub(crate) async fn client_document(&self, url: &Url, loopback: bool) -> Result<Vec<u8>, String> {
         const UNFETCHABLE: &str = "it could not be fetched (it must be served over https on port 443 from a public address, answering 200 with JSON within 5 s and 64 KiB)";
         let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
             return Err(UNFETCHABLE.into());
@@ -137,7 +137,7 @@ impl Forge {
 
 /// Whether the forge's words say it refused this server's application rather than the grant
 /// (Gitea and Forgejo answer `unauthorized_client` for both).
-pub fn client_refused(description: Option<&str>) -> bool {
+pub(crate) fn client_refused(description: Option<&str>) -> bool {
     description.is_some_and(|d| {
         let d = d.to_ascii_lowercase();
         d.contains("client secret") || d.contains("redirect uri") || d.contains("cannot load client")

@@ -20,25 +20,25 @@ use super::ForgeUser;
 use crate::metrics::IdentityCacheCounts;
 
 /// How long a resolved login is trusted without asking the forge again.
-pub const TTL: Duration = Duration::from_secs(60);
+pub(crate) const TTL: Duration = Duration::from_secs(60);
 /// How long a token the forge confirmed counts as known (its lookups take the forge slots
 /// of established callers, not the small pool of new tokens).
-pub const KNOWN_FOR: Duration = Duration::from_secs(3600);
+pub(crate) const KNOWN_FOR: Duration = Duration::from_secs(3600);
 /// How long a token the forge refused is refused again without asking it.
-pub const REFUSED_FOR: Duration = Duration::from_secs(30);
+pub(crate) const REFUSED_FOR: Duration = Duration::from_secs(30);
 /// Most tokens remembered at once (confirmed; and, apart, refused).
-pub const CAPACITY: usize = 4096;
+pub(crate) const CAPACITY: usize = 4096;
 /// How long a login lookup may take, whatever `GITEA_TIMEOUT` allows: a client waits for
 /// the answer of the request behind it (the SDKs give up after 30 s), so a forge that does not
 /// answer is said in time, as an error the client can show.
-pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a token seen once does not count as new again.
-pub const SEEN_FOR: Duration = Duration::from_secs(60);
+pub(crate) const SEEN_FOR: Duration = Duration::from_secs(60);
 /// Lookups of unknown tokens at the forge at once, for every caller together.
-pub const LOOKUPS: usize = 8;
+pub(crate) const LOOKUPS: usize = 8;
 /// How long an unknown token's lookup waits for one of `LOOKUPS` slots (a burst of people
 /// arriving at once is served in turn; garbage in numbers waits, then is refused).
-pub const LOOKUP_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const LOOKUP_WAIT: Duration = Duration::from_secs(5);
 
 type Key = [u8; 32];
 
@@ -89,23 +89,23 @@ impl LoginCache {
     }
 
     /// The cached user of `token`, if fresh.
-    pub async fn get(&self, token: &SecretString) -> Option<ForgeUser> {
+    pub(crate) async fn get(&self, token: &SecretString) -> Option<ForgeUser> {
         self.fresh.get(&key(token)).await
     }
 
     /// Whether the forge confirmed `token` within `KNOWN_FOR`.
-    pub fn knows(&self, token: &SecretString) -> bool {
+    pub(crate) fn knows(&self, token: &SecretString) -> bool {
         self.known.contains_key(&key(token))
     }
 
     /// Whether the forge refused `token` within `REFUSED_FOR`.
-    pub fn refused_recently(&self, token: &SecretString) -> bool {
+    pub(crate) fn refused_recently(&self, token: &SecretString) -> bool {
         self.refused.contains_key(&key(token))
     }
 
     /// Whether `token` is new: neither confirmed within `KNOWN_FOR` nor seen within
     /// `SEEN_FOR`. Seeing it makes it not new for `SEEN_FOR`.
-    pub fn first_sight(&self, token: &SecretString) -> bool {
+    pub(crate) fn first_sight(&self, token: &SecretString) -> bool {
         if self.knows(token) {
             return false;
         }
@@ -113,14 +113,14 @@ impl LoginCache {
     }
 
     /// Remember that the forge refused `token` (a token it confirms later is forgotten here).
-    pub fn put_refused(&self, token: &SecretString) {
+    pub(crate) fn put_refused(&self, token: &SecretString) {
         self.refused.insert(key(token), ());
         self.counts.refused.inc();
     }
 
     /// A slot for the lookup of a token that is not known, within `LOOKUP_WAIT`; `None` when
     /// all `LOOKUPS` stay taken (unknown tokens are being looked up in numbers).
-    pub async fn lookup_slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+    pub(crate) async fn lookup_slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.lookup_slot_within(LOOKUP_WAIT).await
     }
 
@@ -134,8 +134,9 @@ impl LoginCache {
         }
     }
 
+    #[cfg(test)]
     /// Remember a user the forge confirmed for `token`.
-    pub async fn put(&self, token: &SecretString, user: ForgeUser) {
+    pub(crate) async fn put(&self, token: &SecretString, user: ForgeUser) {
         let k = key(token);
         self.confirmed(k);
         self.fresh.insert(k, user).await;
@@ -150,7 +151,11 @@ impl LoginCache {
     /// callers of the same token (they share its answer). Failures are not cached; a
     /// resolution abandoned half-way (its caller timed out) leaves nothing behind, and the
     /// next caller resolves again.
-    pub async fn get_or_resolve<F, Fut, E>(&self, token: &SecretString, resolve: F) -> Result<ForgeUser, E>
+    pub(crate) async fn get_or_resolve<F, Fut, E>(
+        &self,
+        token: &SecretString,
+        resolve: F,
+    ) -> Result<ForgeUser, E>
     where
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<ForgeUser, E>>,
@@ -179,13 +184,15 @@ impl LoginCache {
         }
     }
 
+    #[cfg(test)]
     /// Tokens confirmed within `KNOWN_FOR` (after the cache's pending upkeep).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.known.run_pending_tasks();
         self.known.entry_count() as usize
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -9,11 +9,11 @@
 
 use secrecy::SecretString;
 
-pub use aegis_core::identity::MAX_TOKEN_BYTES;
+pub(crate) use aegis_core::identity::MAX_TOKEN_BYTES;
 
 /// What the header says.
 #[derive(Debug, Clone)]
-pub enum AuthHeader {
+pub(crate) enum AuthHeader {
     /// A token under a recognised scheme.
     Token(SecretString),
     /// Absent, empty, bare or an unknown scheme.
@@ -28,7 +28,7 @@ pub enum AuthHeader {
 /// Parse one `Authorization` header value. Works on bytes: a header value need not be
 /// UTF-8, and a recognised scheme followed by something that is not text is still a
 /// (broken) credential.
-pub fn parse(value: Option<&[u8]>) -> AuthHeader {
+pub(crate) fn parse(value: Option<&[u8]>) -> AuthHeader {
     let Some(value) = value else { return AuthHeader::None };
     let text = value.trim_ascii();
     let Some(at) = text.iter().position(|&b| b == b' ' || b == b'\t') else {
@@ -60,7 +60,7 @@ pub(crate) fn token_hash(token: &SecretString) -> [u8; 32] {
 
 /// Whether two secrets are equal, in time that depends only on their lengths (the TLS
 /// library's `CRYPTO_memcmp`, which no optimiser turns into an early exit).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     aws_lc_rs::constant_time::verify_slices_are_equal(a, b).is_ok()
 }
 

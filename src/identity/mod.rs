@@ -5,9 +5,9 @@
 //! runs as the global identity: the configured token, the configured login and password
 //! (HTTP Basic), or anonymous without either.
 
-pub mod cache;
-pub mod header;
-pub mod sudo;
+pub(crate) mod cache;
+pub(crate) mod header;
+pub(crate) mod sudo;
 
 pub use aegis_core::identity::{Identity, Mode, basic_blob};
 
@@ -20,16 +20,16 @@ use tokio::sync::OnceCell;
 /// Who the forge says a credential belongs to (`GET /api/v1/user`): the login, and whether
 /// that user is a site administrator (which sudo needs). Cached together.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForgeUser {
-    pub login: String,
-    pub is_admin: bool,
+pub(crate) struct ForgeUser {
+    pub(crate) login: String,
+    pub(crate) is_admin: bool,
 }
 
 /// The `Authorization` header of an identity, attached to outbound requests only by the
 /// executor, only for the configured forge; and, for a call made as another user, the `Sudo`
 /// header that names that user.
 #[derive(Clone)]
-pub struct Credential {
+pub(crate) struct Credential {
     header: Option<HeaderValue>,
     secret: Option<SecretString>,
     /// HTTP Basic (a login and password) rather than a token.
@@ -50,14 +50,14 @@ impl std::fmt::Debug for Credential {
 
 impl Credential {
     /// No credential: anonymous access.
-    pub fn anonymous() -> Credential {
+    pub(crate) fn anonymous() -> Credential {
         Credential { header: None, secret: None, basic: false, sudo: None }
     }
 
     /// A login and password, sent as `Authorization: Basic base64(login:password)`, marked
     /// sensitive. The forges serve some routes (creating and listing access tokens) only to
     /// this. Always a valid header value: base64 is plain ASCII.
-    pub fn basic(username: &str, password: &SecretString) -> Credential {
+    pub(crate) fn basic(username: &str, password: &SecretString) -> Credential {
         let blob = basic_blob(username, password);
         let mut hv = HeaderValue::from_str(&format!("Basic {}", blob.expose_secret()))
             .expect("base64 is a valid header value");
@@ -67,7 +67,7 @@ impl Credential {
 
     /// A forge access token, sent as `Authorization: token <t>`. Fails only for a token
     /// that cannot be an HTTP header value (control characters), with no value in the error.
-    pub fn token(token: &SecretString) -> Result<Credential, InvalidToken> {
+    pub(crate) fn token(token: &SecretString) -> Result<Credential, InvalidToken> {
         let mut hv =
             HeaderValue::from_str(&format!("token {}", token.expose_secret())).map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
@@ -75,12 +75,12 @@ impl Credential {
     }
 
     /// The header value to send, if any.
-    pub fn header(&self) -> Option<&HeaderValue> {
+    pub(crate) fn header(&self) -> Option<&HeaderValue> {
         self.header.as_ref()
     }
 
     /// The `Sudo` header value to send, if the call acts as another user.
-    pub fn sudo(&self) -> Option<&HeaderValue> {
+    pub(crate) fn sudo(&self) -> Option<&HeaderValue> {
         self.sudo.as_ref()
     }
 
@@ -92,11 +92,11 @@ impl Credential {
     }
 
     /// The raw secret (the token, or the password), for exact redaction of results.
-    pub fn secret(&self) -> Option<&SecretString> {
+    pub(crate) fn secret(&self) -> Option<&SecretString> {
         self.secret.as_ref()
     }
 
-    pub fn mode(&self) -> Mode {
+    pub(crate) fn mode(&self) -> Mode {
         match (&self.header, &self.secret) {
             (None, _) => Mode::Anonymous,
             (Some(_), _) if self.basic => Mode::Basic,
@@ -106,7 +106,7 @@ impl Credential {
     }
 
     /// A forge OAuth access token, sent as `Bearer` (a signed-in person's grant).
-    pub fn bearer(token: &SecretString) -> Result<Credential, InvalidToken> {
+    pub(crate) fn bearer(token: &SecretString) -> Result<Credential, InvalidToken> {
         let mut hv =
             HeaderValue::from_str(&format!("Bearer {}", token.expose_secret())).map_err(|_| InvalidToken)?;
         hv.set_sensitive(true);
@@ -115,7 +115,7 @@ impl Credential {
 
     /// A caller's own token from an HTTP request: an OAuth access token issued by the forge
     /// (a JWT) goes as `Bearer`, an access token as `token`; both are marked sensitive.
-    pub fn request_token(token: &SecretString) -> Result<Credential, InvalidToken> {
+    pub(crate) fn request_token(token: &SecretString) -> Result<Credential, InvalidToken> {
         let scheme = if looks_like_jwt(token.expose_secret()) { "Bearer" } else { "token" };
         let mut hv = HeaderValue::from_str(&format!("{scheme} {}", token.expose_secret()))
             .map_err(|_| InvalidToken)?;
@@ -139,20 +139,20 @@ fn looks_like_jwt(t: &str) -> bool {
 /// login a token resolved to, in lower case (the forges match logins in any letter case, so
 /// every token of one login, in any spelling, is one principal; a sudo target is not).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Principal {
+pub(crate) enum Principal {
     Global,
     Login(String),
 }
 
 impl Principal {
     /// The principal of a login.
-    pub fn login(login: &str) -> Principal {
+    pub(crate) fn login(login: &str) -> Principal {
         Principal::Login(login.to_lowercase())
     }
 
     /// The principal of a caller whose identity is now known: `global` when the caller is
     /// the server's own identity (`Caller::Global`), else the login it resolved to.
-    pub fn of(global: bool, identity: &Identity) -> Principal {
+    pub(crate) fn of(global: bool, identity: &Identity) -> Principal {
         match &identity.login {
             Some(login) if !global => Principal::login(login),
             _ => Principal::Global,
@@ -180,18 +180,18 @@ pub enum Caller {
 #[derive(Clone)]
 pub struct Grant {
     /// The forge's OAuth access token, sent as `Bearer`.
-    pub forge_token: SecretString,
+    pub(crate) forge_token: SecretString,
     /// The token the client presented (ours), redacted from results like the forge's.
-    pub presented: SecretString,
+    pub(crate) presented: SecretString,
     /// Signed in with the `read` scope only: every call is held to reads, as with
     /// `X-MCP-Readonly`.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
 }
 
 impl Caller {
     /// The caller's own secrets, for exact redaction of its results (none for the global
     /// identity, whose token the guard always knows).
-    pub fn secrets(&self) -> Vec<String> {
+    pub(crate) fn secrets(&self) -> Vec<String> {
         match self {
             Caller::Global => Vec::new(),
             Caller::Token(t) => vec![t.expose_secret().to_owned()],
@@ -217,33 +217,33 @@ impl std::fmt::Debug for Caller {
 #[error(
     "the token contains characters that cannot be sent in an HTTP header (check for a stray newline or quote)"
 )]
-pub struct InvalidToken;
+pub(crate) struct InvalidToken;
 
 /// The server's own identity (stdio, and HTTP callers without a token of their own):
 /// the credential plus its user, resolved with `GET /api/v1/user` once and cached.
 #[derive(Debug, Clone)]
-pub struct GlobalIdentity {
-    pub credential: Credential,
+pub(crate) struct GlobalIdentity {
+    pub(crate) credential: Credential,
     user: Arc<OnceCell<ForgeUser>>,
 }
 
 impl GlobalIdentity {
-    pub fn new(credential: Credential) -> GlobalIdentity {
+    pub(crate) fn new(credential: Credential) -> GlobalIdentity {
         GlobalIdentity { credential, user: Arc::new(OnceCell::new()) }
     }
 
     /// The cached login, if resolved.
-    pub fn cached_login(&self) -> Option<&str> {
+    pub(crate) fn cached_login(&self) -> Option<&str> {
         self.user.get().map(|u| u.login.as_str())
     }
 
     /// The cached user (login and whether a site administrator), if resolved.
-    pub fn cached_user(&self) -> Option<&ForgeUser> {
+    pub(crate) fn cached_user(&self) -> Option<&ForgeUser> {
         self.user.get()
     }
 
     /// Remember the user (first resolution wins).
-    pub fn remember(&self, user: ForgeUser) {
+    pub(crate) fn remember(&self, user: ForgeUser) {
         let _ = self.user.set(user);
     }
 }

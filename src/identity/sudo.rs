@@ -21,7 +21,7 @@ use super::{Credential, Identity, Mode};
 /// that reports it; refused, `denied` with the condition that failed. `allowed` is
 /// `SUDO_ALLOWED_USERS`; `is_admin` says whether a credential's user is a site administrator
 /// (asked only once the other conditions hold).
-pub async fn authorize(
+pub(crate) async fn authorize(
     allowed: Option<&Allowed>,
     requested: Requested,
     credential: Credential,

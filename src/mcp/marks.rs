@@ -6,19 +6,19 @@
 /// HTTP): the message it stands for was longer than `limit` bytes, so it was not read; only
 /// its id and tool name were skimmed. The handler answers it without running anything.
 #[derive(Debug, Clone, Copy)]
-pub struct Oversized {
-    pub limit: usize,
+pub(crate) struct Oversized {
+    pub(crate) limit: usize,
 }
 
 /// When a request must be done: set as it is authenticated, and honoured by every later wait
 /// — establishing its identity, waiting for its session, and the call itself — so that
 /// `MCP_REQUEST_TIMEOUT` bounds the whole request, not each step.
 #[derive(Debug, Clone, Copy)]
-pub struct Deadline(pub tokio::time::Instant);
+pub(crate) struct Deadline(pub tokio::time::Instant);
 
 impl Deadline {
     /// The deadline a request carries (from `authenticate`), or one from now.
-    pub fn of(extensions: &axum::http::Extensions, otherwise: std::time::Duration) -> Deadline {
+    pub(crate) fn of(extensions: &axum::http::Extensions, otherwise: std::time::Duration) -> Deadline {
         extensions
             .get::<Deadline>()
             .copied()
@@ -26,7 +26,7 @@ impl Deadline {
     }
 
     /// The time left.
-    pub fn left(&self) -> std::time::Duration {
+    pub(crate) fn left(&self) -> std::time::Duration {
         self.0.saturating_duration_since(tokio::time::Instant::now())
     }
 }

@@ -1,10 +1,10 @@
 //! The MCP layer: the only place (with `transport/`) that knows rmcp's types. It turns
 //! catalog entries into rmcp `Tool`s and `tools/call` requests into `call::run`.
 
-pub mod handler;
-pub mod marks;
+pub(crate) mod handler;
+pub(crate) mod marks;
 pub mod reply;
 pub mod tool_list;
 
 pub use handler::McpHandler;
-pub use marks::{Deadline, Oversized};
+pub(crate) use marks::{Deadline, Oversized};

@@ -12,7 +12,7 @@ use aegis_core::policy::{Narrowing, Policy};
 /// missing one reads as "may write"), destructive/idempotent only for tools that write,
 /// since the protocol ignores them on read-only tools, and only where they differ from the
 /// protocol's defaults (destructive, not idempotent).
-pub fn to_rmcp(t: &ToolDef) -> Tool {
+pub(crate) fn to_rmcp(t: &ToolDef) -> Tool {
     let a = &t.annotations;
     let annotations = if a.read_only {
         ToolAnnotations::from_raw(None, Some(true), None, None, None)

@@ -45,7 +45,7 @@ use used::UsedOnce;
 
 /// The scopes a client may ask for. `read` alone signs in a read-only identity; `write`
 /// includes reading.
-pub const SCOPES: [&str; 2] = ["read", "write"];
+pub(crate) const SCOPES: [&str; 2] = ["read", "write"];
 /// How long a person has to sign in on the forge.
 const PENDING_LIFETIME: Duration = Duration::from_secs(600);
 /// How long an authorization code lives.
@@ -62,7 +62,7 @@ const MAX_STATE_CHARS: usize = 512;
 const MAX_NAME_CHARS: usize = 200;
 /// Whether `text` has the shape of a value this server issues (a client id, state, code,
 /// access or refresh token): such a value is never sent to the forge as a token.
-pub fn looks_issued(text: &str) -> bool {
+pub(crate) fn looks_issued(text: &str) -> bool {
     [Kind::Client, Kind::Pending, Kind::Approved, Kind::Code, Kind::Access, Kind::Refresh]
         .iter()
         .any(|k| text.starts_with(k.prefix()))
@@ -70,14 +70,14 @@ pub fn looks_issued(text: &str) -> bool {
 /// Longest code accepted from the forge (Gitea's are 43 characters).
 const MAX_FORGE_CODE_CHARS: usize = 512;
 /// The path of the callback on this server that the forge's application must allow.
-pub const CALLBACK_PATH: &str = "/oauth/callback";
+pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
 
 /// An OAuth error answer: HTTP status, RFC 6749 `error` code, and words a person can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OAuthError {
-    pub status: u16,
-    pub code: &'static str,
-    pub description: String,
+pub(crate) struct OAuthError {
+    pub(crate) status: u16,
+    pub(crate) code: &'static str,
+    pub(crate) description: String,
 }
 
 impl OAuthError {
@@ -90,14 +90,14 @@ impl OAuthError {
     fn grant(description: impl Into<String>) -> OAuthError {
         OAuthError::new(400, "invalid_grant", description)
     }
-    pub fn body(&self) -> Value {
+    pub(crate) fn body(&self) -> Value {
         json!({"error": self.code, "error_description": self.description})
     }
 }
 
 /// Where `/authorize` and the callback send the browser, or the page they show instead.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Browser {
+pub(crate) enum Browser {
     /// 302 to this URL (the forge's consent page, or back to the client).
     Redirect(String),
     /// A page for the person: the request cannot be sent back to any client safely.
@@ -110,17 +110,17 @@ pub enum Browser {
 
 /// What the consent page shows, and the sealed sign-in it approves.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Consent {
+pub(crate) struct Consent {
     /// The client's name as it gave it (unverified), or its client id URL.
-    pub client: String,
+    pub(crate) client: String,
     /// Where the answer goes: the redirect URI's scheme, host and port.
-    pub redirect_to: String,
+    pub(crate) redirect_to: String,
     /// Held to reads.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
     /// The sealed sign-in (the form's hidden field, then the forge's `state`).
-    pub pending: String,
+    pub(crate) pending: String,
     /// The browser binding, for the cookie.
-    pub browser: String,
+    pub(crate) browser: String,
 }
 
 /// The cookie that binds a sign-in to the browser that approved it (over https its name
@@ -128,7 +128,7 @@ pub struct Consent {
 const COOKIE: &str = "aegis-signin";
 
 /// What the `Authorization` header's token turned out to be.
-pub enum Presented {
+pub(crate) enum Presented {
     /// Not a token of this server: a forge token, handled as before.
     NotOurs,
     /// Ours and valid.
@@ -307,7 +307,7 @@ pub struct Clock {
 
 impl Clock {
     /// Now, by this clock.
-    pub fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         now().saturating_add(self.ahead.load(std::sync::atomic::Ordering::Relaxed))
     }
 
@@ -338,7 +338,7 @@ fn client_hash(client_id: &str) -> String {
 }
 
 /// PKCE S256: base64url(SHA-256(verifier)).
-pub fn s256(verifier: &str) -> String {
+pub(crate) fn s256(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
@@ -448,7 +448,7 @@ fn with_query(url: &str, pairs: &[(&str, &str)]) -> String {
 
 impl OAuth {
     /// The authorization server `settings` describe, for clients reaching `mcp_path`.
-    pub fn new(settings: &OAuthSettings, mcp_path: &str) -> OAuth {
+    pub(crate) fn new(settings: &OAuthSettings, mcp_path: &str) -> OAuth {
         let issuer = settings.public_url.clone();
         let resource = format!("{issuer}{mcp_path}");
         let audiences = vec![resource.clone(), format!("{resource}/"), issuer.clone(), format!("{issuer}/")];
@@ -476,17 +476,17 @@ impl OAuth {
 
     /// The sign-in cookie's name, and whether it is `Secure` (when the server is reached
     /// over https).
-    pub fn cookie(&self) -> (&'static str, bool) {
+    pub(crate) fn cookie(&self) -> (&'static str, bool) {
         if self.issuer.starts_with("https://") { ("__Host-aegis-signin", true) } else { (COOKIE, false) }
     }
 
     /// Where the browser sends the answer of the consent page (an origin, for `Origin` checks).
-    pub fn origin(&self) -> &str {
+    pub(crate) fn origin(&self) -> &str {
         &self.issuer
     }
 
     /// `/.well-known/oauth-protected-resource` (RFC 9728).
-    pub fn resource_metadata(&self) -> Value {
+    pub(crate) fn resource_metadata(&self) -> Value {
         json!({
             "resource": self.resource,
             "authorization_servers": [self.issuer],
@@ -497,13 +497,13 @@ impl OAuth {
     }
 
     /// Where the resource metadata is, for `WWW-Authenticate`.
-    pub fn resource_metadata_url(&self) -> String {
+    pub(crate) fn resource_metadata_url(&self) -> String {
         let path = self.resource.strip_prefix(&self.issuer).unwrap_or("");
         format!("{}/.well-known/oauth-protected-resource{path}", self.issuer)
     }
 
     /// `/.well-known/oauth-authorization-server` (RFC 8414).
-    pub fn server_metadata(&self) -> Value {
+    pub(crate) fn server_metadata(&self) -> Value {
         let i = &self.issuer;
         json!({
             "issuer": i,
@@ -524,7 +524,7 @@ impl OAuth {
     /// `POST /register` (RFC 7591): the client id is the registration itself, sealed.
     /// Every client is public (PKCE protects its codes); a client asking for a secret gets
     /// `none`, which RFC 7591 lets the server decide.
-    pub fn register(&self, body: &[u8]) -> Result<Value, OAuthError> {
+    pub(crate) fn register(&self, body: &[u8]) -> Result<Value, OAuthError> {
         let meta: Value = serde_json::from_slice(body)
             .map_err(|_| OAuthError::new(400, "invalid_client_metadata", "the body must be a JSON object"))?;
         let invalid = |d: String| OAuthError::new(400, "invalid_client_metadata", d);
@@ -618,7 +618,7 @@ impl OAuth {
     /// `GET /authorize`: check the client and its redirect URI (problems there are shown to
     /// the person: a code must never go to an unchecked address), then everything else
     /// (problems there go back to the client), then send the person to the forge.
-    pub async fn authorize(&self, forge: &Forge, query: &[u8], browser: Option<&str>) -> Browser {
+    pub(crate) async fn authorize(&self, forge: &Forge, query: &[u8], browser: Option<&str>) -> Browser {
         let page = |status: u16, message: String| Browser::Page { status, message };
         let q: AuthorizeQuery = match form::parse(query) {
             Ok(q) => q,
@@ -663,7 +663,7 @@ impl OAuth {
 
     /// `POST /authorize`: the person's answer on the consent page. Only the browser the
     /// page was shown to (its cookie) may answer; an answer from anywhere else is refused.
-    pub fn approve(&self, forge: &Forge, body: &[u8], browser: Option<&str>) -> Browser {
+    pub(crate) fn approve(&self, forge: &Forge, body: &[u8], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
         let answer: ApproveForm = match form::parse(body) {
             Ok(a) => a,
@@ -779,7 +779,7 @@ impl OAuth {
     /// for the first time: every other answer is a page for the person (a client's redirect
     /// URI is never a place a stranger can send a browser to). Then the forge's refusal goes
     /// back to the client, or a code does.
-    pub fn callback(&self, query: &[u8], browser: Option<&str>) -> Browser {
+    pub(crate) fn callback(&self, query: &[u8], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
         let q: CallbackQuery = match form::parse(query) {
             Ok(q) => q,
@@ -852,7 +852,7 @@ impl OAuth {
     /// `POST /token`: the authorization code and refresh grants.
     /// The body is read twice: for its grant type, then for that grant's own fields (a
     /// parameter the grant does not use is ignored, repeated or not).
-    pub async fn token(&self, forge: &Forge, body: &[u8]) -> Result<Value, OAuthError> {
+    pub(crate) async fn token(&self, forge: &Forge, body: &[u8]) -> Result<Value, OAuthError> {
         let grant: TokenGrant = form::parse(body)?;
         match grant.grant_type.required("grant_type")? {
             "authorization_code" => self.exchange_code(forge, &form::parse(body)?).await,
@@ -1019,7 +1019,7 @@ impl OAuth {
     }
 
     /// What a presented token is: ours (valid or why not) or not ours at all.
-    pub fn verify(&self, token: &SecretString) -> Presented {
+    pub(crate) fn verify(&self, token: &SecretString) -> Presented {
         let text = token.expose_secret();
         if !looks_issued(text) {
             return Presented::NotOurs;
@@ -1050,7 +1050,7 @@ impl OAuth {
     }
 
     /// The scope to ask a client to sign in with again (`insufficient_scope`).
-    pub fn full_scope() -> &'static str {
+    pub(crate) fn full_scope() -> &'static str {
         "read write"
     }
 }

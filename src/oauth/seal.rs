@@ -36,7 +36,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn prefix(self) -> &'static str {
+    pub(crate) fn prefix(self) -> &'static str {
         match self {
             Kind::Client => "aegis-client.",
             Kind::Pending => "aegis-pending.",
@@ -49,7 +49,7 @@ impl Kind {
 }
 
 /// Longest sealed value opened, in bytes: larger text is refused before any work on it.
-pub const MAX_SEALED_BYTES: usize = 8192;
+pub(crate) const MAX_SEALED_BYTES: usize = 8192;
 
 /// Seals and opens with one key.
 pub struct Sealer {
@@ -111,7 +111,7 @@ impl Sealer {
     }
 
     /// `n` random bytes as base64url text (identifiers, PKCE verifiers).
-    pub fn random_text(&self, n: usize) -> String {
+    pub(crate) fn random_text(&self, n: usize) -> String {
         let mut bytes = vec![0u8; n];
         self.random.fill(&mut bytes).expect("the system's random source works");
         URL_SAFE_NO_PAD.encode(bytes)

@@ -16,18 +16,18 @@ use serde_json::{Value, json};
 use crate::mcp::Oversized;
 
 /// JSON-RPC's code for text that is not JSON.
-pub const PARSE_ERROR: i64 = -32700;
+pub(crate) const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC's code for JSON that is not a valid request.
-pub const INVALID_REQUEST: i64 = -32600;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
 
 /// Most JSON values one message may hold. An MCP message holds a few dozen, a tool call's
 /// arguments a few thousand at most; parsed, each value costs up to 80 bytes, so without this
 /// a 4 MiB body of `[0,0,…]` would take 160 MB.
-pub const MAX_VALUES: usize = 100_000;
+pub(crate) const MAX_VALUES: usize = 100_000;
 
 /// Refuse, before anything parses it, a message that holds more than `MAX_VALUES` JSON values
 /// (counted in one pass: openings and separators outside strings); the error to answer.
-pub fn check_values(bytes: &[u8]) -> Result<(), Value> {
+pub(crate) fn check_values(bytes: &[u8]) -> Result<(), Value> {
     let mut count = 0usize;
     let fits = aegis_core::decode::json::structure(bytes, |b| {
         count += usize::from(matches!(b, b'[' | b'{' | b','));
@@ -45,7 +45,7 @@ pub fn check_values(bytes: &[u8]) -> Result<(), Value> {
 
 /// What a client's bytes are.
 #[derive(Debug)]
-pub enum Read {
+pub(crate) enum Read {
     Message(Box<ClientJsonRpcMessage>),
     /// To be answered with this error response.
     Answer(Value),
@@ -54,7 +54,7 @@ pub enum Read {
 }
 
 /// Read one message (a line without its newline, or a request body).
-pub fn read(line: &[u8]) -> Read {
+pub(crate) fn read(line: &[u8]) -> Read {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
@@ -83,7 +83,7 @@ pub fn read(line: &[u8]) -> Read {
 }
 
 /// A JSON-RPC error response.
-pub fn error(id: Value, code: i64, message: &str) -> Value {
+pub(crate) fn error(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
@@ -136,7 +136,7 @@ struct Keeping {
 /// `params`, each when small (the first of each). Nothing recurses and nothing grows with
 /// the input; bytes that are not JSON end nothing, they only make the skim find less.
 #[derive(Debug, Default)]
-pub struct Skim {
+pub(crate) struct Skim {
     started: bool,
     /// The root is not an object: nothing to find.
     not_an_object: bool,
@@ -161,21 +161,21 @@ pub struct Skim {
 
 /// What a skim found.
 #[derive(Debug, Default, PartialEq)]
-pub struct Head {
+pub(crate) struct Head {
     /// The id, when it is a string or an integer (the ids the server can answer to).
-    pub id: Option<Value>,
+    pub(crate) id: Option<Value>,
     /// Whether the message has an `id` member at all (a request), readable or not.
-    pub has_id: bool,
-    pub method: Option<String>,
+    pub(crate) has_id: bool,
+    pub(crate) method: Option<String>,
     /// A `tools/call`'s tool name.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// The request's `_meta` (protocol version and capabilities of a stateless request).
-    pub meta: Option<Value>,
+    pub(crate) meta: Option<Value>,
 }
 
 impl Skim {
     /// Skim more bytes.
-    pub fn feed(&mut self, bytes: &[u8]) {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
         if self.not_an_object {
             return;
         }
@@ -325,7 +325,7 @@ impl Skim {
     }
 
     /// What the message said about itself.
-    pub fn head(mut self) -> Head {
+    pub(crate) fn head(mut self) -> Head {
         self.finish();
         let value = |t: Target| -> Option<Value> {
             self.found[t as usize].as_deref().and_then(|b| serde_json::from_slice(b).ok())
@@ -353,7 +353,7 @@ impl Skim {
 /// `tools/call` becomes a call of its tool marked `Oversized` (answered with the tool error
 /// `payload_too_large`); another request gets an Invalid Request error with its id; a
 /// notification nothing; what is no readable request a parse error with a null id.
-pub fn oversized(head: Head, limit: usize) -> Read {
+pub(crate) fn oversized(head: Head, limit: usize) -> Read {
     let too_long = format!("the message is longer than {limit} bytes (MCP_MAX_BODY_BYTES)");
     let Some(id) = head.id else {
         if head.method.is_some() && !head.has_id {

@@ -50,31 +50,31 @@ use aegis_core::policy::repos::RepoList;
 
 /// What the layers need to know.
 #[derive(Debug, Clone)]
-pub struct LayerConfig {
+pub(crate) struct LayerConfig {
     /// Allowed `Host` values (`host` or `host:port`); empty = any.
-    pub allowed_hosts: Vec<String>,
+    pub(crate) allowed_hosts: Vec<String>,
     /// Allowed `Origin` values (`scheme://host[:port]`); empty = any.
-    pub allowed_origins: Vec<String>,
-    pub bearer: Option<secrecy::SecretString>,
+    pub(crate) allowed_origins: Vec<String>,
+    pub(crate) bearer: Option<secrecy::SecretString>,
     /// Largest request body.
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// How long a request body may take to arrive.
-    pub body_timeout: std::time::Duration,
+    pub(crate) body_timeout: std::time::Duration,
     /// How long one request may take in all (`MCP_REQUEST_TIMEOUT`).
-    pub request_timeout: std::time::Duration,
+    pub(crate) request_timeout: std::time::Duration,
     /// Sign-in with the forge, when configured: its tokens are opened here, and a request
     /// without a usable token is told where to sign in.
-    pub oauth: Option<Arc<OAuth>>,
+    pub(crate) oauth: Option<Arc<OAuth>>,
     /// The server: which tokens the forge has confirmed or refused, and each address's budget
     /// of new ones.
-    pub server: Arc<Server>,
+    pub(crate) server: Arc<Server>,
 }
 
 /// Hold a token of `Server::answers` for a POST until its answer is written (its response
 /// body is done or dropped): graceful shutdown waits for these after the calls, so the
 /// answer of a call that just finished goes out before the streams end. Streams (GET) are
 /// not counted; they end at shutdown.
-pub async fn track_answers(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
+pub(crate) async fn track_answers(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
     if req.method() != axum::http::Method::POST {
         return next.run(req).await;
     }
@@ -109,25 +109,25 @@ impl http_body::Body for Tracked {
 }
 
 /// A request body, already read whole by `read_body_within`.
-pub async fn read_body(body: Body) -> Result<Bytes, Response> {
+pub(crate) async fn read_body(body: Body) -> Result<Bytes, Response> {
     axum::body::to_bytes(body, usize::MAX)
         .await
         .map_err(|_| refuse(StatusCode::BAD_REQUEST, -32600, "the request body could not be read"))
 }
 
 /// A JSON-RPC error response with an HTTP status.
-pub fn refuse(status: StatusCode, code: i64, message: &str) -> Response {
+pub(crate) fn refuse(status: StatusCode, code: i64, message: &str) -> Response {
     answer(status, &json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}))
 }
 
 /// The answer to a request the authentication layer did not pass (it always runs first):
 /// fail closed.
-pub fn no_identity() -> Response {
+pub(crate) fn no_identity() -> Response {
     refuse(StatusCode::INTERNAL_SERVER_ERROR, -32603, "the request carries no identity")
 }
 
 /// A JSON body with an HTTP status.
-pub fn answer(status: StatusCode, body: &serde_json::Value) -> Response {
+pub(crate) fn answer(status: StatusCode, body: &serde_json::Value) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
@@ -174,7 +174,11 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
 }
 
 /// 1. `Host` and `Origin` against the allowed lists.
-pub async fn guard_host_origin(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
+pub(crate) async fn guard_host_origin(
+    State(cfg): State<Arc<LayerConfig>>,
+    req: Request,
+    next: Next,
+) -> Response {
     match host_origin_refusal(&cfg.allowed_hosts, &cfg.allowed_origins, &req) {
         Some(refused) => refused,
         None => next.run(req).await,
@@ -199,7 +203,7 @@ pub(crate) fn host_origin_refusal(hosts: &[String], origins: &[String], req: &Re
 }
 
 /// `Host` only: the sign-in routes, which clients of other origins use by design.
-pub async fn guard_host(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
+pub(crate) async fn guard_host(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
     if host_ok(&cfg.allowed_hosts, &req) { next.run(req).await } else { host_refused() }
 }
 
@@ -222,7 +226,11 @@ fn host_ok(allowed: &[String], req: &Request) -> bool {
 }
 
 /// 2. The request's identity, from its `Authorization` header.
-pub async fn authenticate(State(cfg): State<Arc<LayerConfig>>, mut req: Request, next: Next) -> Response {
+pub(crate) async fn authenticate(
+    State(cfg): State<Arc<LayerConfig>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     if req.headers().get_all(header::AUTHORIZATION).iter().count() > 1 {
         return refuse(StatusCode::BAD_REQUEST, -32600, "send exactly one Authorization header");
     }
@@ -335,7 +343,7 @@ fn sign_in_needed(cfg: &LayerConfig, message: &str) -> Response {
 }
 
 /// A 401 with the challenge, for a server with or without sign-in.
-pub fn unauthorized_for(oauth: Option<&OAuth>, message: &str) -> Response {
+pub(crate) fn unauthorized_for(oauth: Option<&OAuth>, message: &str) -> Response {
     let mut r = refuse(StatusCode::UNAUTHORIZED, -32001, message);
     let challenge = match oauth {
         Some(oauth) => format!(
@@ -359,7 +367,7 @@ fn quoted(text: &str) -> String {
 /// After the body is read: a tools/call from a read-only sign-in that only a write sign-in
 /// could make is answered 403 `insufficient_scope` (the client may ask the person to sign in
 /// with more); the call itself would be refused by the policy anyway.
-pub async fn scope(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
+pub(crate) async fn scope(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
     let read_only = matches!(req.extensions().get::<Caller>(), Some(Caller::Granted(g)) if g.read_only);
     let (Some(oauth), true) = (&server.oauth, read_only) else { return next.run(req).await };
     // What the headers narrow (the sign-in's own read-only part is added by the handler):
@@ -420,7 +428,7 @@ pub async fn scope(State(server): State<Arc<Server>>, req: Request, next: Next) 
 }
 
 /// 3. What the request narrows for itself. Each header may appear once.
-pub async fn narrow(mut req: Request, next: Next) -> Response {
+pub(crate) async fn narrow(mut req: Request, next: Next) -> Response {
     match narrowing(req.headers()) {
         Ok(n) => {
             req.extensions_mut().insert(n);
@@ -521,7 +529,11 @@ async fn read_within(body: Body, max: usize) -> Result<Read, Unread> {
 /// small; every later step may read the body at once. A body over the limit is skimmed as it
 /// arrives: a tool call goes on as a call of its tool marked `Oversized` (the handler answers
 /// it with the tool error `payload_too_large`), another request gets 413 with its own id.
-pub async fn read_body_within(State(cfg): State<Arc<LayerConfig>>, req: Request, next: Next) -> Response {
+pub(crate) async fn read_body_within(
+    State(cfg): State<Arc<LayerConfig>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let (mut parts, body) = req.into_parts();
     let too_large = || {
         refuse(
@@ -570,7 +582,7 @@ pub async fn read_body_within(State(cfg): State<Arc<LayerConfig>>, req: Request,
 /// once its identity is established (401 for a token the forge refuses) and while the
 /// limits allow (503 overall, 429 for an identity over its share). Other requests without a
 /// session (the stateless 2026-07-28 protocol) pass: each call establishes its identity.
-pub async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request, next: Next) -> Response {
+pub(crate) async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request, next: Next) -> Response {
     let Some(identity) = req.extensions().get::<Caller>().cloned() else {
         return no_identity();
     };
@@ -625,7 +637,7 @@ pub async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request, next: 
 /// Step 6 (Streamable HTTP): a POST whose JSON body is not a JSON-RPC message gets 400 with
 /// the JSON-RPC error that says why (parse error, or invalid request with its id), where the
 /// MCP library would answer 415 as if the media type were wrong.
-pub async fn json_rpc_errors(req: Request, next: Next) -> Response {
+pub(crate) async fn json_rpc_errors(req: Request, next: Next) -> Response {
     let json = req.method() == axum::http::Method::POST
         && req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
             v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json")
@@ -651,13 +663,13 @@ pub async fn json_rpc_errors(req: Request, next: Next) -> Response {
 tokio::task_local! {
     /// The session the current `initialize` request is opening, for the session manager to
     /// name when it creates it.
-    pub static OPENING: std::cell::RefCell<Option<(sessions::Opening, sessions::Fingerprint)>>;
+    pub(crate) static OPENING: std::cell::RefCell<Option<(sessions::Opening, sessions::Fingerprint)>>;
 }
 
 /// What the sessions layer needs.
-pub struct SessionLayer {
-    pub server: Arc<Server>,
-    pub owners: Arc<sessions::Owners>,
+pub(crate) struct SessionLayer {
+    pub(crate) server: Arc<Server>,
+    pub(crate) owners: Arc<sessions::Owners>,
 }
 
 const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];

@@ -39,22 +39,22 @@ use tower::ServiceExt;
 /// What a connection may do.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnLimits {
-    pub max: usize,
-    pub per_peer: usize,
-    pub header_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub write_stall: Duration,
+    pub(crate) max: usize,
+    pub(crate) per_peer: usize,
+    pub(crate) header_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) write_stall: Duration,
 }
 
 /// Put into every request's extensions: cancelling it closes the request's connection (the
 /// legacy SSE transport ends a stream whose client stopped reading this way).
 #[derive(Debug, Clone)]
-pub struct CloseConnection(pub CancellationToken);
+pub(crate) struct CloseConnection(pub CancellationToken);
 
 /// The address a request's connection counts against (an IPv4 address, or an IPv6 /64), put
 /// into every request's extensions: the layers bound what one address may cost (new tokens).
 #[derive(Debug, Clone, Copy)]
-pub struct Peer(pub IpAddr);
+pub(crate) struct Peer(pub IpAddr);
 
 /// Largest request head (request line and headers) a connection buffers.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -428,7 +428,7 @@ impl http_body::Body for Tracked {
 /// Raise the open-file limit to what the system allows, and say how many connections fit:
 /// `wanted`, or fewer when descriptors would run out first (some are kept for the forge's
 /// connections and the process itself).
-pub fn connections_that_fit(wanted: usize) -> usize {
+pub(crate) fn connections_that_fit(wanted: usize) -> usize {
     const RESERVE: u64 = 128;
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) if limit < wanted as u64 + RESERVE => {

@@ -2,13 +2,13 @@
 //! request under its caller's identity (`layers.rs`).
 
 pub mod http;
-pub mod jsonrpc;
-pub mod layers;
+pub(crate) mod jsonrpc;
+pub(crate) mod layers;
 pub mod listener;
 pub mod metrics;
-pub mod oauth;
+pub(crate) mod oauth;
 pub(crate) mod plain_json;
 pub mod ready;
-pub mod sessions;
-pub mod sse;
+pub(crate) mod sessions;
+pub(crate) mod sse;
 pub mod stdio;

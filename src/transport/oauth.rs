@@ -20,7 +20,7 @@ use crate::oauth::{Browser, OAuth, OAuthError};
 use crate::server::Server;
 
 /// Largest registration or token request body.
-pub const MAX_FORM_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_FORM_BYTES: usize = 16 * 1024;
 
 #[derive(Clone)]
 struct Ctx {
@@ -29,7 +29,7 @@ struct Ctx {
 }
 
 /// The authorization server's routes, for a server with sign-in configured.
-pub fn routes(server: Arc<Server>, oauth: Arc<OAuth>) -> Router {
+pub(crate) fn routes(server: Arc<Server>, oauth: Arc<OAuth>) -> Router {
     let ctx = Ctx { server, oauth };
     Router::new()
         .route("/.well-known/oauth-protected-resource", get(resource_metadata))

@@ -26,7 +26,7 @@ const MAX_HELD: usize = 16 << 20;
 /// How long the end of the stream may take after the answer before it is streamed instead.
 const END_WAIT: Duration = Duration::from_millis(500);
 
-pub async fn plain_json(req: Request, next: Next) -> Response {
+pub(crate) async fn plain_json(req: Request, next: Next) -> Response {
     let wants = req.method() == Method::POST && takes_json(req.headers().get(header::ACCEPT));
     let response = next.run(req).await;
     if !wants || !is_event_stream(&response) {

@@ -28,7 +28,7 @@ use aegis_core::error::ErrorKind;
 
 /// A fingerprint of how a request authenticated (a hash of its token; one value for the
 /// global identity), to recognise a confirmed credential without asking the forge.
-pub type Fingerprint = [u8; 32];
+pub(crate) type Fingerprint = [u8; 32];
 
 /// Most fingerprints remembered per session (a client that rotates tokens often is asked the
 /// forge again, nothing worse).
@@ -45,7 +45,7 @@ pub(crate) fn new_id(replica: Option<&str>) -> String {
 }
 
 /// The fingerprint of a request's identity.
-pub fn fingerprint(identity: &Caller) -> Fingerprint {
+pub(crate) fn fingerprint(identity: &Caller) -> Fingerprint {
     match identity {
         Caller::Global => [0; 32],
         Caller::Token(t) => token_hash(t),
@@ -58,7 +58,7 @@ pub fn fingerprint(identity: &Caller) -> Fingerprint {
 /// itself within its own short bound (`identity::cache::LOOKUP_TIMEOUT`), so that a forge
 /// that does not answer is said to the client before it gives up on its request. A refusal is
 /// an HTTP answer with a JSON-RPC error a client can act on, its words guarded like a result.
-pub async fn establish(
+pub(crate) async fn establish(
     server: &Server,
     identity: &Caller,
     limit: Duration,
@@ -109,7 +109,7 @@ pub async fn establish(
 /// Whether a request may use session `id`: its owner may (a credential of the owner seen for
 /// the first time is remembered); anyone else, and a session that does not exist here, get
 /// the same 404, so that a session id reveals nothing to another identity.
-pub async fn admit(
+pub(crate) async fn admit(
     owners: &Owners,
     server: &Server,
     id: &str,
@@ -131,7 +131,7 @@ pub async fn admit(
 
 /// The open sessions of one transport.
 #[derive(Debug)]
-pub struct Owners {
+pub(crate) struct Owners {
     inner: Mutex<State>,
     max: usize,
     per_owner: usize,
@@ -143,15 +143,15 @@ pub struct Owners {
 }
 
 /// The gauge of open sessions (or streams) that `/metrics` shows.
-pub type OpenGauge = prometheus_client::metrics::gauge::Gauge<i64, std::sync::atomic::AtomicI64>;
+pub(crate) type OpenGauge = prometheus_client::metrics::gauge::Gauge<i64, std::sync::atomic::AtomicI64>;
 
 /// How refusals name things.
 #[derive(Debug, Clone, Copy)]
-pub struct Words {
-    pub what: &'static str,
-    pub max_setting: &'static str,
-    pub how_to_close: &'static str,
-    pub how_to_open: &'static str,
+pub(crate) struct Words {
+    pub(crate) what: &'static str,
+    pub(crate) max_setting: &'static str,
+    pub(crate) how_to_close: &'static str,
+    pub(crate) how_to_open: &'static str,
 }
 
 #[derive(Debug, Default)]
@@ -170,7 +170,7 @@ struct Entry {
 
 /// What a request holding a session id may do.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     /// The session is this request's (its credential was seen before).
     Granted,
     /// The session exists; whether it is this request's depends on who the request is.
@@ -181,14 +181,14 @@ pub enum Access {
 
 impl Owners {
     /// The sessions of one transport, counted open in `gauge`.
-    pub fn new(max: usize, per_owner: usize, words: Words, gauge: OpenGauge) -> Arc<Owners> {
+    pub(crate) fn new(max: usize, per_owner: usize, words: Words, gauge: OpenGauge) -> Arc<Owners> {
         Arc::new(Owners { inner: Mutex::default(), max, per_owner: per_owner.min(max).max(1), words, gauge })
     }
 
     /// Count a session about to be opened by `owner`, or refuse: 503 at the overall limit,
     /// 429 when `owner` holds its share. The slot is given back when the returned `Opening`
     /// is dropped without `opened`.
-    pub fn open(self: &Arc<Self>, owner: Principal) -> Result<Opening, Box<Response>> {
+    pub(crate) fn open(self: &Arc<Self>, owner: Principal) -> Result<Opening, Box<Response>> {
         let mut st = self.inner.lock().expect("sessions lock");
         let w = self.words;
         if st.sessions.len() + st.opening >= self.max {
@@ -218,7 +218,7 @@ impl Owners {
     }
 
     /// The answer to a request for a session that is not its own (or not there at all).
-    pub fn unknown(&self) -> Response {
+    pub(crate) fn unknown(&self) -> Response {
         refuse(
             StatusCode::NOT_FOUND,
             -32600,
@@ -227,7 +227,7 @@ impl Owners {
     }
 
     /// The session is gone (closed by its client, ended by the server, expired).
-    pub fn close(&self, id: &str) {
+    pub(crate) fn close(&self, id: &str) {
         let mut st = self.inner.lock().expect("sessions lock");
         if let Some(e) = st.sessions.remove(id) {
             release(&mut st, &e.owner);
@@ -236,7 +236,7 @@ impl Owners {
     }
 
     /// What a request with `fingerprint` may do with session `id`.
-    pub fn access(&self, id: &str, fingerprint: &Fingerprint) -> Access {
+    pub(crate) fn access(&self, id: &str, fingerprint: &Fingerprint) -> Access {
         let st = self.inner.lock().expect("sessions lock");
         match st.sessions.get(id) {
             None => Access::Unknown,
@@ -246,7 +246,7 @@ impl Owners {
     }
 
     /// Remember that `fingerprint` is the owner's too.
-    pub fn confirm(&self, id: &str, fingerprint: Fingerprint) {
+    pub(crate) fn confirm(&self, id: &str, fingerprint: Fingerprint) {
         let mut st = self.inner.lock().expect("sessions lock");
         if let Some(e) = st.sessions.get_mut(id) {
             if e.fingerprints.len() >= MAX_FINGERPRINTS {
@@ -274,14 +274,14 @@ fn release(st: &mut State, owner: &Principal) {
 
 /// A session being opened: its slot is held until it is named (`opened`) or dropped.
 #[derive(Debug)]
-pub struct Opening {
+pub(crate) struct Opening {
     owners: Arc<Owners>,
     owner: Option<Principal>,
 }
 
 impl Opening {
     /// The session exists now, under `id`, opened with `fingerprint`.
-    pub fn opened(mut self, id: String, fingerprint: Fingerprint) {
+    pub(crate) fn opened(mut self, id: String, fingerprint: Fingerprint) {
         let owner = self.owner.take().expect("opened once");
         let mut st = self.owners.inner.lock().expect("sessions lock");
         st.opening -= 1;

@@ -46,7 +46,7 @@ use crate::mcp::McpHandler;
 use crate::server::Server;
 
 /// Requests of one session whose answers may wait to be read.
-pub const MAX_OUTSTANDING: usize = 4;
+pub(crate) const MAX_OUTSTANDING: usize = 4;
 /// Answers that may wait in the stream itself.
 const OUTBOX: usize = 2;
 /// Messages that may wait for the session's MCP service.
@@ -61,14 +61,14 @@ const WORDS: sessions::Words = sessions::Words {
 
 /// The limits of the transport, from the settings.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub max_streams: usize,
-    pub per_identity: usize,
-    pub request_timeout: Duration,
-    pub stall: Duration,
+pub(crate) struct Limits {
+    pub(crate) max_streams: usize,
+    pub(crate) per_identity: usize,
+    pub(crate) request_timeout: Duration,
+    pub(crate) stall: Duration,
 }
 
-pub fn limits(s: &Settings) -> Limits {
+pub(crate) fn limits(s: &Settings) -> Limits {
     Limits {
         max_streams: s.max_sse_streams,
         per_identity: s.max_sessions_per_identity,
@@ -126,7 +126,7 @@ impl Drop for SessionGuard {
 }
 
 /// The `/sse` and `/message` routes.
-pub fn router(
+pub(crate) fn router(
     handler: McpHandler,
     limits: Limits,
     server: Arc<Server>,

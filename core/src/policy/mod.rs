@@ -499,7 +499,10 @@ mod tests {
         assert_eq!(cause(&none, "repoDelete", json!({})), Some(Cause::Tool));
         assert_eq!(cause(&ro, "issueCreateIssue", json!({})), Some(Cause::ReadOnly));
         let raw = |m: &str, path: &str| json!({"method": m, "path": path});
-        assert_eq!(cause(&ro, "gitea_api_request", raw("POST", "/repos/acme/r/issues")), Some(Cause::ReadOnly));
+        assert_eq!(
+            cause(&ro, "gitea_api_request", raw("POST", "/repos/acme/r/issues")),
+            Some(Cause::ReadOnly)
+        );
         assert_eq!(cause(&none, "gitea_api_request", raw("DELETE", "/repos/acme/r")), Some(Cause::Tool));
         assert_eq!(cause(&none, "gitea_api_request", raw("GET", "/nope")), Some(Cause::UnknownRoute));
         assert_eq!(cause(&none, "repoGet", json!({"owner": "evil", "repo": "r"})), Some(Cause::Repos));
