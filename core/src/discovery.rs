@@ -37,7 +37,7 @@ impl<'c> Discovery<'c, '_> {
     }
 
     /// The answer of the search or schema tool.
-    pub fn answer(&self, tool: &ToolDef, args: &Map<String, Value>) -> Result<Value, CallError> {
+    pub(crate) fn answer(&self, tool: &ToolDef, args: &Map<String, Value>) -> Result<Value, CallError> {
         let value = match tool.target {
             Target::SearchOperations => self.search(args),
             Target::OperationSchema => {
@@ -57,7 +57,7 @@ impl<'c> Discovery<'c, '_> {
     /// `arguments`, which the caller has taken out to run the operation with); an unknown name
     /// suggests the nearest allowed ones. The name is quoted as given, unescaped, so that the
     /// guard's redaction still sees any secret in it.
-    pub fn target(&self, args: &Map<String, Value>) -> Result<&'c Arc<ToolDef>, CallError> {
+    pub(crate) fn target(&self, args: &Map<String, Value>) -> Result<&'c Arc<ToolDef>, CallError> {
         let id = args.get("operation_id").and_then(Value::as_str).unwrap_or("");
         match self.catalog.get(id) {
             Some(t) if t.operation().is_some() => Ok(t),

@@ -35,7 +35,8 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind (the README lists them all: a test says so).
-    pub const ALL: [ErrorKind; 19] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [ErrorKind; 19] = [
         ErrorKind::BadRequest,
         ErrorKind::Unauthorized,
         ErrorKind::Forbidden,

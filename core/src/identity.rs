@@ -19,7 +19,7 @@ pub const MAX_TOKEN_BYTES: usize = 8192;
 
 /// The argument that asks for a call as another user (`Sudo: <login>`), which the catalog
 /// offers with `SUDO_ALLOWED_USERS` set; a header, never a parameter.
-pub const SUDO_ARGUMENT: &str = "sudo";
+pub(crate) const SUDO_ARGUMENT: &str = "sudo";
 
 /// How the caller authenticates: the envelope's `identity.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -51,7 +51,7 @@ pub fn basic_blob(username: &str, password: &SecretString) -> SecretString {
 
 /// What the forges accept as a login: ASCII letters, digits, `-`, `_` and `.`. Such a value
 /// is also always a valid header value.
-pub fn is_login(s: &str) -> bool {
+pub(crate) fn is_login(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_LOGIN_CHARS
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))

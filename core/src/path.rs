@@ -19,9 +19,9 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'
 
 /// Why a value cannot be put in a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathError {
-    pub param: String,
-    pub message: String,
+pub(crate) struct PathError {
+    pub(crate) param: String,
+    pub(crate) message: String,
 }
 
 /// Encode one value that must stay within one segment: `/` becomes `%2F`.
@@ -30,7 +30,7 @@ pub fn encode_segment(value: &str) -> String {
 }
 
 /// Render a template with its values. `value_of` gives the string form of each parameter.
-pub fn render<'a>(
+pub(crate) fn render<'a>(
     template: &PathTemplate,
     params: &[Param],
     value_of: impl Fn(&str) -> Option<&'a str>,

@@ -7,10 +7,10 @@
 
 pub mod fields;
 pub mod plan;
-pub mod prepared;
+pub(crate) mod prepared;
 pub mod raw;
 pub mod sudo;
-pub mod upload;
+pub(crate) mod upload;
 pub mod validate;
 
 pub use plan::{CallPlan, PageRequest, PlanBody, Root};

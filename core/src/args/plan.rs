@@ -175,7 +175,7 @@ pub fn for_operation(
 
 /// A body argument as the operation takes it: JSON, or for a text operation the string
 /// itself (never JSON-quoted; the schema asks for a string, anything else goes as JSON text).
-pub fn encode_body(encoding: BodyEncoding, v: &Value) -> PlanBody {
+pub(crate) fn encode_body(encoding: BodyEncoding, v: &Value) -> PlanBody {
     match encoding {
         BodyEncoding::Json => PlanBody::Json(v.clone()),
         BodyEncoding::Text => PlanBody::Text(scalar(v)),
@@ -184,7 +184,7 @@ pub fn encode_body(encoding: BodyEncoding, v: &Value) -> PlanBody {
 
 /// The plan of `gitea_download_attachment`: `GET /attachments/{uuid}` at the forge's root.
 /// The schema's pattern already limited the uuid to hex digits and dashes.
-pub fn attachment_download(args: &Map<String, Value>) -> CallPlan {
+pub(crate) fn attachment_download(args: &Map<String, Value>) -> CallPlan {
     let uuid = args.get("uuid").and_then(Value::as_str).unwrap_or_default();
     CallPlan {
         method: Method::Get,
@@ -199,7 +199,7 @@ pub fn attachment_download(args: &Map<String, Value>) -> CallPlan {
 }
 
 /// Add a query value: arrays are joined by the collection separator, or repeated (`multi`).
-pub fn push_query(query: &mut Vec<(String, String)>, name: &str, v: &Value, separator: Option<&str>) {
+pub(crate) fn push_query(query: &mut Vec<(String, String)>, name: &str, v: &Value, separator: Option<&str>) {
     match v {
         Value::Array(items) => match separator {
             Some(sep) => {
@@ -213,7 +213,7 @@ pub fn push_query(query: &mut Vec<(String, String)>, name: &str, v: &Value, sepa
 }
 
 /// The string form of a scalar argument (strings unquoted; anything else as JSON).
-pub fn scalar(v: &Value) -> String {
+pub(crate) fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),

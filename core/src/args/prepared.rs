@@ -54,7 +54,7 @@ impl<'c> Prepared<'c> {
     }
 
     /// For the raw tool, the spec operation its method and path reach, if any.
-    pub fn reached(&self) -> Option<&'c ToolDef> {
+    pub(crate) fn reached(&self) -> Option<&'c ToolDef> {
         self.reached
     }
 

@@ -56,7 +56,7 @@ impl Allowed {
 /// Why a query parameter named `sudo` is never sent: the forges read `?sudo=` as "act as
 /// this user" (in any spec, whatever it calls the parameter), and only the `sudo` argument,
 /// which the server judges, may ask that.
-pub fn query_refusal() -> CallError {
+pub(crate) fn query_refusal() -> CallError {
     CallError::local(
         ErrorKind::Denied,
         "a query parameter `sudo` is never sent: the forge would act as that user unchecked; acting as another user goes only through the tool's own `sudo` argument (see SUDO_ALLOWED_USERS)",
@@ -64,7 +64,7 @@ pub fn query_refusal() -> CallError {
 }
 
 /// Whether a query parameter name is the forges' `sudo` (matched in any letter case, to be safe).
-pub fn is_query_sudo(name: &str) -> bool {
+pub(crate) fn is_query_sudo(name: &str) -> bool {
     name.eq_ignore_ascii_case(ARGUMENT)
 }
 

@@ -24,12 +24,12 @@ pub struct FilePart {
 }
 
 /// The decoded size a base64 text of `len` significant characters would have.
-pub fn decoded_len(len: usize, padding: usize) -> u64 {
+pub(crate) fn decoded_len(len: usize, padding: usize) -> u64 {
     ((len as u64) * 3 / 4).saturating_sub(padding as u64)
 }
 
 /// Decode the file argument `name` (already schema-checked), refusing it above `max_bytes`.
-pub fn decode(name: &str, arg: &Map<String, Value>, max_bytes: u64) -> Result<FilePart, CallError> {
+pub(crate) fn decode(name: &str, arg: &Map<String, Value>, max_bytes: u64) -> Result<FilePart, CallError> {
     let text = arg.get("content_base64").and_then(Value::as_str).unwrap_or("");
     let significant = text.bytes().filter(|b| !b.is_ascii_whitespace()).count();
     let padding = text.bytes().rev().filter(|b| !b.is_ascii_whitespace()).take_while(|&b| b == b'=').count();

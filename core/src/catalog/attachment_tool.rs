@@ -15,7 +15,7 @@ use super::operation::{Annotations, Target, ToolDef};
 pub const NAME: &str = "gitea_download_attachment";
 
 /// Its definition.
-pub fn definition(flavor: Flavor) -> ToolDef {
+pub(crate) fn definition(flavor: Flavor) -> ToolDef {
     let schema = json!({
         "type": "object",
         "properties": {

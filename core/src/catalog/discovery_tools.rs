@@ -12,17 +12,17 @@ use super::Flavor;
 use super::operation::{Annotations, Target, ToolDef};
 
 /// Search the operations.
-pub const SEARCH: &str = "gitea_search_operations";
+pub(crate) const SEARCH: &str = "gitea_search_operations";
 /// One operation's full input schema.
-pub const SCHEMA: &str = "gitea_get_operation_schema";
+pub(crate) const SCHEMA: &str = "gitea_get_operation_schema";
 /// Call an operation by its operationId.
-pub const CALL: &str = "gitea_call_operation";
+pub(crate) const CALL: &str = "gitea_call_operation";
 
 /// Most results one search returns.
-pub const MAX_RESULTS: u64 = 25;
+pub(crate) const MAX_RESULTS: u64 = 25;
 
 /// The three definitions.
-pub fn definitions(flavor: Flavor) -> [ToolDef; 3] {
+pub(crate) fn definitions(flavor: Flavor) -> [ToolDef; 3] {
     let name = flavor.display_name();
     [
         ToolDef::builtin(

@@ -9,36 +9,35 @@ use super::{Flavor, ResponseKind};
 
 /// One correction.
 #[derive(Debug, Clone, Copy)]
-pub struct SpecFix {
-    pub flavor: Flavor,
-    pub operation: &'static str,
-    pub response: ResponseKind,
-    pub why: &'static str,
+pub(crate) struct SpecFix {
+    pub(crate) flavor: Flavor,
+    pub(crate) operation: &'static str,
+    pub(crate) response: ResponseKind,
     /// Appended to the tool description, so the model knows where to look.
-    pub note: &'static str,
+    pub(crate) note: &'static str,
 }
 
 /// The table.
-pub const FIXES: &[SpecFix] = &[
+pub(crate) const FIXES: &[SpecFix] = &[
     SpecFix {
         flavor: Flavor::Gitea,
         operation: "repoGetArchive",
         response: ResponseKind::Binary,
-        why: "declares application/json and a 200 without schema, but streams a zip, tar.gz or bundle",
+        // Why: declares application/json and a 200 without schema, but streams a zip, tar.gz or bundle
         note: "Returns the archive as binary data.",
     },
     SpecFix {
         flavor: Flavor::Gitea,
         operation: "downloadActionsRunJobLogs",
         response: ResponseKind::Text,
-        why: "declares JSON, but its 200 is the job's log as plain text",
+        // Why: declares JSON, but its 200 is the job's log as plain text
         note: "Returns the log as text.",
     },
     SpecFix {
         flavor: Flavor::Gitea,
         operation: "downloadArtifact",
         response: ResponseKind::Redirect,
-        why: "answers 302 to a signed blob URL; the zip itself is served by that URL",
+        // Why: answers 302 to a signed blob URL; the zip itself is served by that URL
         note: "Answers with a redirect: data.location is the download URL.",
     },
     // Gitea's RegistrationToken response declares the token as a response *header*; the
@@ -47,41 +46,41 @@ pub const FIXES: &[SpecFix] = &[
         flavor: Flavor::Gitea,
         operation: "adminCreateRunnerRegistrationToken",
         response: ResponseKind::Json,
-        why: "the registration token comes back as a JSON body {\"token\"}, not as a header",
+        // Why: the registration token comes back as a JSON body {"token"}, not as a header
         note: "Returns the new registration token as data.token.",
     },
     SpecFix {
         flavor: Flavor::Gitea,
         operation: "orgCreateRunnerRegistrationToken",
         response: ResponseKind::Json,
-        why: "the registration token comes back as a JSON body {\"token\"}, not as a header",
+        // Why: the registration token comes back as a JSON body {"token"}, not as a header
         note: "Returns the new registration token as data.token.",
     },
     SpecFix {
         flavor: Flavor::Gitea,
         operation: "repoCreateRunnerRegistrationToken",
         response: ResponseKind::Json,
-        why: "the registration token comes back as a JSON body {\"token\"}, not as a header",
+        // Why: the registration token comes back as a JSON body {"token"}, not as a header
         note: "Returns the new registration token as data.token.",
     },
     SpecFix {
         flavor: Flavor::Gitea,
         operation: "userCreateRunnerRegistrationToken",
         response: ResponseKind::Json,
-        why: "the registration token comes back as a JSON body {\"token\"}, not as a header",
+        // Why: the registration token comes back as a JSON body {"token"}, not as a header
         note: "Returns the new registration token as data.token.",
     },
     SpecFix {
         flavor: Flavor::Gitea,
         operation: "repoGetEditorConfig",
         response: ResponseKind::Json,
-        why: "declares a 200 without schema; the handler returns the editorconfig definition as JSON",
+        // Why: declares a 200 without schema; the handler returns the editorconfig definition as JSON
         note: "",
     },
 ];
 
 /// The rows for one flavor.
-pub fn for_flavor(flavor: Flavor) -> Vec<SpecFix> {
+pub(crate) fn for_flavor(flavor: Flavor) -> Vec<SpecFix> {
     FIXES.iter().copied().filter(|f| f.flavor == flavor).collect()
 }
 

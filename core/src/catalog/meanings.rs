@@ -9,14 +9,14 @@ use super::Flavor;
 
 /// One flavor's meaning of a clashing name.
 #[derive(Debug)]
-pub struct Meaning {
-    pub flavor: Flavor,
-    pub operation: &'static str,
-    pub summary: &'static str,
+pub(crate) struct Meaning {
+    pub(crate) flavor: Flavor,
+    pub(crate) operation: &'static str,
+    pub(crate) summary: &'static str,
 }
 
 /// The table.
-pub const MEANINGS: &[Meaning] = &[
+pub(crate) const MEANINGS: &[Meaning] = &[
     Meaning {
         flavor: Flavor::Gitea,
         operation: "repoUpdateBranch",
@@ -70,7 +70,7 @@ pub const MEANINGS: &[Meaning] = &[
 ];
 
 /// The flavor's own summary of a clashing name, if it is one.
-pub fn summary_for(flavor: Flavor, operation: &str) -> Option<&'static str> {
+pub(crate) fn summary_for(flavor: Flavor, operation: &str) -> Option<&'static str> {
     MEANINGS.iter().find(|m| m.flavor == flavor && m.operation == operation).map(|m| m.summary)
 }
 

@@ -5,18 +5,18 @@
 //! (which decide the spec and the wildcard routes) are given by the caller.
 
 pub mod attachment_tool;
-pub mod discovery_tools;
+pub(crate) mod discovery_tools;
 pub(crate) mod fields;
-pub mod fixes;
-pub mod meanings;
-pub mod operation;
+pub(crate) mod fixes;
+pub(crate) mod meanings;
+pub(crate) mod operation;
 pub mod raw_tool;
 pub mod results;
-pub mod schema;
-pub mod search;
+pub(crate) mod schema;
+pub(crate) mod search;
 pub mod spec;
 pub mod toolsets;
-pub mod wildcard;
+pub(crate) mod wildcard;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -252,7 +252,7 @@ impl Catalog {
     /// The spec operation a method and a literal path (relative to `/api/v1`, `/`-separated,
     /// not encoded) would reach, if any. Used by the raw tool to know about paging and
     /// response kinds.
-    pub fn match_path(&self, method: Method, path: &str) -> Option<&Arc<ToolDef>> {
+    pub(crate) fn match_path(&self, method: Method, path: &str) -> Option<&Arc<ToolDef>> {
         let segments = segments(path);
         // Prefer the most specific route, as the forge's router does: more literal pieces first.
         self.tools

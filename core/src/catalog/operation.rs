@@ -34,7 +34,7 @@ impl Method {
     }
 
     /// Parse an upper- or lower-case method name.
-    pub fn parse(s: &str) -> Option<Method> {
+    pub(crate) fn parse(s: &str) -> Option<Method> {
         Method::ALL.into_iter().find(|m| m.as_str().eq_ignore_ascii_case(s))
     }
 }
@@ -75,7 +75,7 @@ impl CollectionFormat {
     }
 
     /// The separator that joins items, or `None` for `multi`.
-    pub fn separator(self) -> Option<&'static str> {
+    pub(crate) fn separator(self) -> Option<&'static str> {
         match self {
             CollectionFormat::Csv => Some(","),
             CollectionFormat::Ssv => Some(" "),
@@ -90,13 +90,13 @@ impl CollectionFormat {
 #[derive(Debug, Clone)]
 pub struct Param {
     /// The spec name, which is also the argument name (`body` for the JSON body).
-    pub name: String,
-    pub location: Location,
-    pub required: bool,
+    pub(crate) name: String,
+    pub(crate) location: Location,
+    pub(crate) required: bool,
     /// For array query parameters.
-    pub collection: Option<CollectionFormat>,
+    pub(crate) collection: Option<CollectionFormat>,
     /// For path parameters: served through a catch-all route, so `/` stays literal.
-    pub wildcard: bool,
+    pub(crate) wildcard: bool,
 }
 
 /// What a successful answer of the operation carries.
@@ -126,7 +126,7 @@ impl BodyEncoding {
 
     /// From the media types an operation consumes (its own, else the spec's): text when
     /// they are all `text/plain`, JSON otherwise (also when the spec says nothing).
-    pub fn from_consumes(consumes: &[String]) -> BodyEncoding {
+    pub(crate) fn from_consumes(consumes: &[String]) -> BodyEncoding {
         let plain = |m: &String| m.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/plain");
         if !consumes.is_empty() && consumes.iter().all(plain) {
             BodyEncoding::Text
@@ -139,8 +139,8 @@ impl BodyEncoding {
 /// How an operation pages: which query parameters carry the page and the page size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paging {
-    pub page_param: String,
-    pub limit_param: Option<String>,
+    pub(crate) page_param: String,
+    pub(crate) limit_param: Option<String>,
 }
 
 /// A piece of one path segment: literal text or a parameter.
@@ -154,12 +154,12 @@ pub enum Piece {
 /// into segments of pieces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathTemplate {
-    pub segments: Vec<Vec<Piece>>,
+    pub(crate) segments: Vec<Vec<Piece>>,
 }
 
 impl PathTemplate {
     /// Parse a template; braces always close within one segment in Swagger paths.
-    pub fn parse(path: &str) -> PathTemplate {
+    pub(crate) fn parse(path: &str) -> PathTemplate {
         let segments = path
             .trim_start_matches('/')
             .split('/')
@@ -184,7 +184,7 @@ impl PathTemplate {
     }
 
     /// The names of the parameters in the template, in order.
-    pub fn params(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn params(&self) -> impl Iterator<Item = &str> {
         self.segments.iter().flatten().filter_map(|p| match p {
             Piece::Param(n) => Some(n.as_str()),
             Piece::Lit(_) => None,
@@ -192,7 +192,7 @@ impl PathTemplate {
     }
 
     /// How literal the template is: routers prefer literal segments over parameters.
-    pub fn literal_weight(&self) -> Vec<u8> {
+    pub(crate) fn literal_weight(&self) -> Vec<u8> {
         self.segments
             .iter()
             .map(|s| if s.iter().all(|p| matches!(p, Piece::Lit(_))) { 2 } else { 1 })
@@ -249,24 +249,24 @@ pub struct Operation {
     pub id: String,
     pub method: Method,
     /// The path template relative to `/api/v1`.
-    pub path: String,
+    pub(crate) path: String,
     pub template: PathTemplate,
-    pub summary: String,
-    pub tags: Vec<String>,
+    pub(crate) summary: String,
+    pub(crate) tags: Vec<String>,
     pub params: Vec<Param>,
     /// How the `body` argument is sent.
-    pub body: BodyEncoding,
+    pub(crate) body: BodyEncoding,
     pub response: ResponseKind,
     /// The definition a JSON answer holds (one, or a list of them), when the spec names one.
     pub result: Option<super::results::Typed>,
-    pub paging: Option<Paging>,
-    pub deprecated: bool,
+    pub(crate) paging: Option<Paging>,
+    pub(crate) deprecated: bool,
 }
 
 impl Operation {
     /// Resolve a raw operation: parameters and their locations, wildcard routes, how the
     /// body is sent, response kind (spec, then fixes), paging.
-    pub fn from_spec(
+    pub(crate) fn from_spec(
         raw: &RawOperation,
         spec: &Spec,
         flavor: Flavor,
@@ -342,7 +342,7 @@ impl Operation {
     }
 
     /// The parameter that an argument name stands for.
-    pub fn param(&self, name: &str) -> Option<&Param> {
+    pub(crate) fn param(&self, name: &str) -> Option<&Param> {
         self.params.iter().find(|p| p.name == name)
     }
 }
@@ -385,7 +385,7 @@ pub struct Annotations {
 }
 
 impl Annotations {
-    pub fn for_method(m: Method) -> Annotations {
+    pub(crate) fn for_method(m: Method) -> Annotations {
         Annotations {
             read_only: m == Method::Get,
             destructive: m == Method::Delete,
@@ -425,12 +425,12 @@ pub struct ToolDef {
     pub annotations: Annotations,
     pub target: Target,
     /// The area toolset of a spec operation (`toolsets::AREAS`); empty for built-in tools.
-    pub toolset: &'static str,
+    pub(crate) toolset: &'static str,
     /// Whether the operation is one of the everyday ones (`toolsets::CORE_OPERATIONS`).
     pub core: bool,
     /// Whether the tool takes the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see
     /// `identity::sudo`); it is then in both schemas, and taken out before validation.
-    pub offers_sudo: bool,
+    pub(crate) offers_sudo: bool,
     /// Where the schemas come from.
     source: Source,
     schemas: OnceLock<Schemas>,
@@ -458,7 +458,13 @@ struct Schemas {
 
 impl ToolDef {
     /// The tool of operation `raw`, the `index`th of `spec`.
-    pub fn new(op: Operation, raw: &RawOperation, spec: &Arc<Spec>, index: usize, flavor: Flavor) -> ToolDef {
+    pub(crate) fn new(
+        op: Operation,
+        raw: &RawOperation,
+        spec: &Arc<Spec>,
+        index: usize,
+        flavor: Flavor,
+    ) -> ToolDef {
         let meaning = super::meanings::summary_for(flavor, &op.id);
         ToolDef {
             name: op.id.clone(),
@@ -477,7 +483,7 @@ impl ToolDef {
     }
 
     /// A built-in tool (not a spec operation): its schema is already lean.
-    pub fn builtin(
+    pub(crate) fn builtin(
         name: &str,
         title: &str,
         description: String,
@@ -575,13 +581,13 @@ impl ToolDef {
 
     /// Whether it is one of the discovery tools (search, schema, call), which answer from the
     /// catalog or name the operation to run rather than reaching the forge themselves.
-    pub fn is_discovery(&self) -> bool {
+    pub(crate) fn is_discovery(&self) -> bool {
         matches!(self.target, Target::SearchOperations | Target::OperationSchema | Target::CallOperation)
     }
 
     /// Whether the tool takes `shape` and `fields` for its result: every operation that
     /// answers JSON, the raw tool and the call tool.
-    pub fn takes_shape(&self) -> bool {
+    pub(crate) fn takes_shape(&self) -> bool {
         match &self.target {
             Target::Operation(op) => op.response == ResponseKind::Json,
             Target::Raw | Target::CallOperation => true,

@@ -14,7 +14,7 @@ use super::operation::{Annotations, Target, ToolDef};
 pub const NAME: &str = "gitea_api_request";
 
 /// Its definition.
-pub fn definition(flavor: Flavor) -> ToolDef {
+pub(crate) fn definition(flavor: Flavor) -> ToolDef {
     let schema = json!({
         "type": "object",
         "properties": {

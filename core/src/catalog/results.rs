@@ -14,22 +14,22 @@ use super::spec::{Spec, definition_name};
 
 /// The arguments every tool that answers JSON takes for its result (the shape stage reads
 /// them; the catalog offers them in the tools' schemas).
-pub const SHAPE_ARGUMENT: &str = "shape";
-pub const FIELDS_ARGUMENT: &str = "fields";
+pub(crate) const SHAPE_ARGUMENT: &str = "shape";
+pub(crate) const FIELDS_ARGUMENT: &str = "fields";
 /// At most this many member paths, each at most `MAX_PATH_CHARS` long.
-pub const MAX_FIELDS: usize = 64;
-pub const MAX_PATH_CHARS: usize = 200;
+pub(crate) const MAX_FIELDS: usize = 64;
+pub(crate) const MAX_PATH_CHARS: usize = 200;
 
 /// A value of a definition: one, or a list of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Typed {
-    pub definition: String,
+    pub(crate) definition: String,
     pub list: bool,
 }
 
 impl Typed {
     /// The type a schema names: `$ref` to a definition, or an array of them.
-    pub fn of(schema: &Value) -> Option<Typed> {
+    pub(crate) fn of(schema: &Value) -> Option<Typed> {
         if let Some(name) = definition_name(schema) {
             return Some(Typed { definition: name.to_owned(), list: false });
         }
@@ -42,8 +42,8 @@ impl Typed {
 /// One definition's members in the spec's order, each with the definition it holds if any,
 /// and found by name in constant time (the shape stage asks for every member of every object).
 #[derive(Debug, Default)]
-pub struct Definition {
-    pub members: Vec<(String, Option<Typed>)>,
+pub(crate) struct Definition {
+    pub(crate) members: Vec<(String, Option<Typed>)>,
     by_name: HashMap<String, usize>,
 }
 
@@ -54,11 +54,11 @@ impl Definition {
     }
 
     /// The type of member `name`, when it holds a definition.
-    pub fn member(&self, name: &str) -> Option<&Typed> {
+    pub(crate) fn member(&self, name: &str) -> Option<&Typed> {
         self.by_name.get(name).and_then(|&i| self.members[i].1.as_ref())
     }
 
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.by_name.contains_key(name)
     }
 }
@@ -74,7 +74,7 @@ struct Properties {
 }
 
 impl Definitions {
-    pub fn of(spec: &Spec) -> Definitions {
+    pub(crate) fn of(spec: &Spec) -> Definitions {
         let read = |text: &str| {
             let props = serde_json::from_str::<Properties>(text).map(|p| p.properties).unwrap_or_default();
             Definition::new(props.iter().map(|(name, schema)| (name.clone(), Typed::of(schema))).collect())
@@ -82,16 +82,18 @@ impl Definitions {
         Definitions(spec.definition_texts().map(|(name, text)| (name.to_owned(), read(text))).collect())
     }
 
-    pub fn get(&self, name: &str) -> Option<&Definition> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Definition> {
         self.0.get(name)
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
+    #[cfg(test)]
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
 
     /// Every definition some member of another holds: those a result can carry nested.
-    pub fn nested(&self) -> impl Iterator<Item = &str> {
+    #[cfg(test)]
+    pub(crate) fn nested(&self) -> impl Iterator<Item = &str> {
         let mut names: Vec<&str> = self
             .0
             .values()
@@ -111,7 +113,7 @@ impl Definitions {
 pub(crate) const ONE_OR_A_LIST: &[&str] = &["repoGetContents"];
 
 /// The result type of an operation: the schema of its first success response with one.
-pub fn result_of(responses: &serde_json::Map<String, Value>, spec: &Spec) -> Option<Typed> {
+pub(crate) fn result_of(responses: &serde_json::Map<String, Value>, spec: &Spec) -> Option<Typed> {
     responses
         .iter()
         .filter(|(code, _)| code.starts_with('2'))

@@ -38,7 +38,11 @@ pub(crate) fn is_kept_keyword(keyword: &str) -> bool {
 }
 
 /// The input schema of one operation, from its parameters as the spec declares them.
-pub fn input_schema(parameters: &[Map<String, Value>], op: &Operation, spec: &Spec) -> Map<String, Value> {
+pub(crate) fn input_schema(
+    parameters: &[Map<String, Value>],
+    op: &Operation,
+    spec: &Spec,
+) -> Map<String, Value> {
     let mut properties = Map::new();
     let mut required = Vec::new();
     for p in parameters {
@@ -93,7 +97,7 @@ pub fn input_schema(parameters: &[Map<String, Value>], op: &Operation, spec: &Sp
 }
 
 /// The schema of an uploaded file argument.
-pub fn file_schema(description: Option<&str>) -> Value {
+pub(crate) fn file_schema(description: Option<&str>) -> Value {
     let mut s = json!({
         "type": "object",
         "properties": {
@@ -210,7 +214,7 @@ fn clean(schema: &Value, spec: &Spec, stack: &mut Vec<String>) -> Value {
 /// The first sentence of a description, at most `MAX_SENTENCE` characters (cut at a word,
 /// marked with `…`). Spec descriptions run to paragraphs; a client pays for every byte of
 /// `tools/list`, and the discovery schema tool has the rest.
-pub fn first_sentence(text: &str) -> String {
+pub(crate) fn first_sentence(text: &str) -> String {
     let line = text.trim().lines().next().unwrap_or("").trim();
     let mut end = line.len();
     for (i, _) in line.match_indices(". ") {
@@ -251,7 +255,7 @@ const COMMON_ARGUMENTS: &[(&str, &str)] = &[
 /// `minLength` of 1, and members described as deprecated. The validator keeps all of it, so
 /// an unknown, empty or deprecated argument is judged exactly as before; every other
 /// constraint is listed as it is.
-pub fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn lean(schema: &Map<String, Value>) -> Map<String, Value> {
     fn object(m: &Map<String, Value>) -> Map<String, Value> {
         // Only the description of an object or an enum is a copied type doc ("ReviewStateType
         // review state type"); a field's ("DefaultBranch of the repository") says what the
@@ -341,7 +345,7 @@ fn names_a_type(d: &str) -> bool {
 }
 
 /// Compile a validator: 2020-12 semantics, no remote references, linear-time regexes.
-pub fn compile(schema: &Map<String, Value>) -> Result<jsonschema::Validator, String> {
+pub(crate) fn compile(schema: &Map<String, Value>) -> Result<jsonschema::Validator, String> {
     jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
         .with_pattern_options(jsonschema::PatternOptions::regex())

@@ -93,7 +93,7 @@ struct Doc {
 
 /// The search index of one catalog: one document per spec operation, in catalog order.
 #[derive(Debug)]
-pub struct Index {
+pub(crate) struct Index {
     docs: Vec<Doc>,
     /// In how many documents each stemmed word occurs (any field).
     frequency: HashMap<String, usize>,
@@ -101,14 +101,14 @@ pub struct Index {
 
 /// One hit: the position of the operation in the catalog and its score.
 #[derive(Debug, Clone, Copy)]
-pub struct Hit {
-    pub position: usize,
-    pub score: f64,
+pub(crate) struct Hit {
+    pub(crate) position: usize,
+    pub(crate) score: f64,
 }
 
 impl Index {
     /// Index the operations, in the order the catalog holds them.
-    pub fn build<'a>(tools: impl Iterator<Item = &'a ToolDef>) -> Index {
+    pub(crate) fn build<'a>(tools: impl Iterator<Item = &'a ToolDef>) -> Index {
         let mut docs = Vec::new();
         let mut frequency: HashMap<String, usize> = HashMap::new();
         for t in tools {
@@ -144,7 +144,7 @@ impl Index {
 
     /// The best matches for `query` among the operations `allowed` admits (by position),
     /// best first, at most `limit`.
-    pub fn search(&self, query: &str, limit: usize, allowed: impl Fn(usize) -> bool) -> Vec<Hit> {
+    pub(crate) fn search(&self, query: &str, limit: usize, allowed: impl Fn(usize) -> bool) -> Vec<Hit> {
         let terms = query_terms(query);
         let needed = terms.iter().filter(|t| !t.hint).count();
         if needed == 0 {
@@ -255,7 +255,7 @@ fn query_terms(query: &str) -> Vec<Term> {
 }
 
 /// Split camelCase, snake_case, paths and prose into stemmed lower-case words.
-pub fn words(text: &str) -> Vec<String> {
+pub(crate) fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut prev: Option<char> = None;

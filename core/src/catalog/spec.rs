@@ -21,34 +21,34 @@ use super::CatalogError;
 
 /// One operation as the spec declares it.
 #[derive(Debug)]
-pub struct RawOperation {
-    pub id: String,
-    pub method: String,
-    pub path: String,
-    pub summary: String,
-    pub description: String,
-    pub tags: Vec<String>,
-    pub parameters: Vec<ParamDoc>,
+pub(crate) struct RawOperation {
+    pub(crate) id: String,
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) summary: String,
+    pub(crate) description: String,
+    pub(crate) tags: Vec<String>,
+    pub(crate) parameters: Vec<ParamDoc>,
     /// The media types the operation accepts as its body; empty: the spec's.
-    pub consumes: Vec<String>,
-    pub produces: Vec<String>,
-    pub responses: Map<String, Value>,
-    pub deprecated: bool,
+    pub(crate) consumes: Vec<String>,
+    pub(crate) produces: Vec<String>,
+    pub(crate) responses: Map<String, Value>,
+    pub(crate) deprecated: bool,
 }
 
 /// The parts of the spec the generator reads.
 #[derive(Debug)]
-pub struct Spec {
-    pub info_version: String,
+pub(crate) struct Spec {
+    pub(crate) info_version: String,
     /// The media types every operation accepts unless it names its own.
-    pub consumes: Vec<String>,
-    pub produces: Vec<String>,
+    pub(crate) consumes: Vec<String>,
+    pub(crate) produces: Vec<String>,
     /// Each operation's text, in the order the operations were read: its parameters are read again
     /// when its tool's schema is built, rather than kept.
     texts: Vec<&'static RawValue>,
     /// Each definition's text, parsed when a reference is followed.
     definitions: HashMap<String, &'static RawValue>,
-    pub responses: Map<String, Value>,
+    pub(crate) responses: Map<String, Value>,
 }
 
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
@@ -109,20 +109,20 @@ struct OperationDoc {
 /// What the catalog reads of a parameter to plan a call; its schema keywords are read again
 /// when the tool's input schema is built.
 #[derive(Debug, Deserialize)]
-pub struct ParamDoc {
+pub(crate) struct ParamDoc {
     #[serde(default)]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     #[serde(rename = "in", default)]
-    pub location: Option<String>,
+    pub(crate) location: Option<String>,
     #[serde(rename = "type", default)]
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
     #[serde(default)]
-    pub required: bool,
+    pub(crate) required: bool,
     #[serde(rename = "collectionFormat", default)]
-    pub collection_format: Option<String>,
+    pub(crate) collection_format: Option<String>,
     /// A body's schema (usually a reference to a definition).
     #[serde(default)]
-    pub schema: Option<Value>,
+    pub(crate) schema: Option<Value>,
 }
 
 /// Only an operation's parameters.
@@ -144,7 +144,7 @@ impl Spec {
     /// read (the catalog turns them into tools; the spec keeps only what schemas need later).
     /// The bytes are borrowed for as long as the spec lives: embedded specs are static, a spec
     /// file is read once.
-    pub fn parse(bytes: &'static [u8]) -> Result<(Spec, Vec<RawOperation>), CatalogError> {
+    pub(crate) fn parse(bytes: &'static [u8]) -> Result<(Spec, Vec<RawOperation>), CatalogError> {
         let top: Entries = serde_json::from_slice(bytes).map_err(|e| match e.classify() {
             serde_json::error::Category::Data => {
                 CatalogError::Shape("the document is not a JSON object".into())
@@ -217,7 +217,7 @@ impl Spec {
 
     /// The parameters of operation `index` (its place in `operations` as read), read again
     /// from the document.
-    pub fn parameters(&self, index: usize) -> Vec<Map<String, Value>> {
+    pub(crate) fn parameters(&self, index: usize) -> Vec<Map<String, Value>> {
         self.texts
             .get(index)
             .and_then(|raw| serde_json::from_str::<ParametersOnly>(raw.get()).ok())
@@ -226,7 +226,7 @@ impl Spec {
     }
 
     /// Follow a `#/responses/X` reference (one level, as the specs use them).
-    pub fn response<'a>(&'a self, r: &'a Value) -> &'a Value {
+    pub(crate) fn response<'a>(&'a self, r: &'a Value) -> &'a Value {
         match r.get("$ref").and_then(Value::as_str).and_then(|s| s.strip_prefix("#/responses/")) {
             Some(name) => self.responses.get(name).unwrap_or(r),
             None => r,
@@ -235,19 +235,19 @@ impl Spec {
 
     /// The definition a `#/definitions/X` reference names, parsed (`None`: not a reference to
     /// a definition the spec has, or one that is not JSON this parser takes).
-    pub fn definition(&self, schema: &Value) -> Option<Value> {
+    pub(crate) fn definition(&self, schema: &Value) -> Option<Value> {
         let raw = self.definitions.get(definition_name(schema)?)?;
         serde_json::from_str(raw.get()).ok()
     }
 
     /// Every definition's name and unparsed text.
-    pub fn definition_texts(&self) -> impl Iterator<Item = (&str, &'static str)> {
+    pub(crate) fn definition_texts(&self) -> impl Iterator<Item = (&str, &'static str)> {
         self.definitions.iter().map(|(name, raw)| (name.as_str(), raw.get()))
     }
 
     /// Whether `schema` (or the definition it refers to) lists required members, read
     /// without building the definition.
-    pub fn has_required(&self, schema: &Value) -> bool {
+    pub(crate) fn has_required(&self, schema: &Value) -> bool {
         match definition_name(schema) {
             Some(name) => self
                 .definitions
@@ -272,7 +272,7 @@ pub fn bytes(path: Option<&std::path::Path>, flavor: super::Flavor) -> Result<&'
 }
 
 /// The name in a `#/definitions/X` reference.
-pub fn definition_name(schema: &Value) -> Option<&str> {
+pub(crate) fn definition_name(schema: &Value) -> Option<&str> {
     schema.get("$ref").and_then(Value::as_str).and_then(|s| s.strip_prefix("#/definitions/"))
 }
 

@@ -14,9 +14,9 @@ use std::collections::BTreeSet;
 /// One area: its name, what it holds (for people), and the rules that put an operation in
 /// it (matched against the spec path, e.g. `/repos/{owner}/{repo}/pulls`; any rule will do).
 #[derive(Debug)]
-pub struct Area {
-    pub name: &'static str,
-    pub description: &'static str,
+pub(crate) struct Area {
+    pub(crate) name: &'static str,
+    pub(crate) description: &'static str,
     rules: &'static [Rule],
 }
 
@@ -66,7 +66,7 @@ impl Rule {
 }
 
 /// Every area, in matching order.
-pub const AREAS: &[Area] = &[
+pub(crate) const AREAS: &[Area] = &[
     Area {
         name: "admin",
         description: "Site administration: users, organizations, hooks, cron, quota (site admins only)",
@@ -192,15 +192,15 @@ pub const AREAS: &[Area] = &[
 ];
 
 /// The name of the everyday selection, and the default of `TOOLSETS`.
-pub const CORE: &str = "core";
+pub(crate) const CORE: &str = "core";
 
 /// What `CORE` holds, for people.
-pub const CORE_DESCRIPTION: &str =
+pub(crate) const CORE_DESCRIPTION: &str =
     "The everyday work of a developer: files, branches, commits, issues, pull requests, releases";
 
 /// The everyday operations, by operationId. A name missing from one flavor's spec is
 /// simply absent there.
-pub const CORE_OPERATIONS: &[&str] = &[
+pub(crate) const CORE_OPERATIONS: &[&str] = &[
     // who am I, which repositories
     "userGetCurrent",
     "repoGet",
@@ -245,17 +245,17 @@ pub const CORE_OPERATIONS: &[&str] = &[
 ];
 
 /// The area of a spec route.
-pub fn area_of(path: &str) -> &'static str {
+pub(crate) fn area_of(path: &str) -> &'static str {
     AREAS.iter().find(|a| a.rules.iter().any(|r| r.matches(path))).map_or("misc", |a| a.name)
 }
 
 /// Whether an operation is one of the everyday ones.
-pub fn is_core(operation_id: &str) -> bool {
+pub(crate) fn is_core(operation_id: &str) -> bool {
     CORE_OPERATIONS.contains(&operation_id)
 }
 
 /// Every name `TOOLSETS` accepts besides `all`.
-pub fn names() -> impl Iterator<Item = &'static str> {
+pub(crate) fn names() -> impl Iterator<Item = &'static str> {
     std::iter::once(CORE).chain(AREAS.iter().map(|a| a.name))
 }
 
@@ -304,7 +304,7 @@ impl Selection {
     }
 
     /// Whether an operation in `area`, core or not, is selected.
-    pub fn includes(&self, area: &str, core: bool) -> bool {
+    pub(crate) fn includes(&self, area: &str, core: bool) -> bool {
         match self {
             Selection::All => true,
             Selection::Only(set) => set.contains(area) || (core && set.contains(CORE)),

@@ -28,13 +28,13 @@ struct Since {
 
 /// The wildcard routes of both flavors.
 #[derive(Debug)]
-pub struct WildcardTable {
+pub(crate) struct WildcardTable {
     entries: Vec<Entry>,
 }
 
 impl WildcardTable {
     /// The table embedded in the binary.
-    pub fn embedded() -> WildcardTable {
+    pub(crate) fn embedded() -> WildcardTable {
         let entries: Vec<Entry> =
             serde_json::from_slice(include_bytes!("../../../specs/wildcard-params.json"))
                 .expect("specs/wildcard-params.json is valid (checked by a test)");
@@ -42,7 +42,7 @@ impl WildcardTable {
     }
 
     /// Whether `param` of `method path` is served through a catch-all route by this forge.
-    pub fn is_wildcard(
+    pub(crate) fn is_wildcard(
         &self,
         flavor: Flavor,
         version: &Version,
@@ -60,13 +60,9 @@ impl WildcardTable {
     }
 
     /// Number of entries (for tests).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    /// Whether the table is empty.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 

@@ -64,9 +64,9 @@ impl Elided {
 
 /// The kept document, and what was not kept.
 #[derive(Debug)]
-pub struct Parsed {
-    pub value: Value,
-    pub elided: Elided,
+pub(crate) struct Parsed {
+    pub(crate) value: Value,
+    pub(crate) elided: Elided,
 }
 
 /// Call `f` with each byte of JSON text that is outside strings (a quote opens a string, but
@@ -94,7 +94,7 @@ pub fn structure(bytes: &[u8], mut f: impl FnMut(u8) -> bool) -> bool {
 
 /// Parse `text`, keeping what `keep` allows. Errors are serde_json's (the caller keeps the
 /// text instead). Depth is bounded by serde_json's recursion limit (and checked before).
-pub fn parse(text: &str, keep: Keep) -> Result<Parsed, serde_json::Error> {
+pub(crate) fn parse(text: &str, keep: Keep) -> Result<Parsed, serde_json::Error> {
     let mut state =
         State { keep, left: keep.values.max(1), path: Vec::new(), cuts: Vec::new(), spent: false };
     // The limit is on what is kept; serde_json's own recursion limit bounds the depth.

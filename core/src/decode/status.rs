@@ -86,7 +86,7 @@ fn kind_hint(kind: ErrorKind) -> &'static str {
 
 /// Longest wait passed on from a forge's `Retry-After`: a day (a larger one is a mistake or a
 /// way to park the client; the forge refuses it again if it still means it).
-pub const MAX_RETRY_AFTER: u64 = 86_400;
+pub(crate) const MAX_RETRY_AFTER: u64 = 86_400;
 
 /// The seconds a forge's `Retry-After` asks to wait, as of `now`: delay-seconds, or an
 /// HTTP-date (any of the three forms HTTP allows; a date already past is 0). `None` when

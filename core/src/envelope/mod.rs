@@ -88,12 +88,12 @@ pub struct Success {
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 pub struct Filtered {
     /// Items of this page left out.
-    pub removed: usize,
-    pub note: &'static str,
+    pub(crate) removed: usize,
+    pub(crate) note: &'static str,
 }
 
 impl Filtered {
-    pub fn new(removed: usize) -> Filtered {
+    pub(crate) fn new(removed: usize) -> Filtered {
         Filtered {
             removed,
             note: "items naming a repository outside the repository allowlist are left out; the next page may still hold allowed items, and the total is unknown",
@@ -105,11 +105,11 @@ impl Filtered {
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 pub struct HiddenContent {
     /// Invisible and bidirectional-control characters found.
-    pub characters: usize,
+    pub(crate) characters: usize,
     /// HTML comments found.
-    pub comments: usize,
+    pub(crate) comments: usize,
     /// `mark` or `strip`.
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
 }
 
 /// The notice for a flavor.

@@ -23,7 +23,7 @@ pub fn listed() -> Arc<Map<String, Value>> {
 
 /// The envelope exactly, with `data` as `data_schema` says and `defs` (the definitions its
 /// references name, as `#/$defs/NAME`) at the root.
-pub fn exact(data_schema: Value, defs: Map<String, Value>) -> Value {
+pub(crate) fn exact(data_schema: Value, defs: Map<String, Value>) -> Value {
     let count = json!({"type": "integer", "minimum": 0});
     let nullable_count = json!({"type": ["integer", "null"], "minimum": 0});
     let mut pagination = closed(

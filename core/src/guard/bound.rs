@@ -36,7 +36,7 @@ const ROUNDS: usize = 12;
 const OWN_FIELD_CAP: usize = 200;
 
 /// A document the bounds apply to: the success envelope, or a built-in tool's answer.
-pub trait Bounded {
+pub(crate) trait Bounded {
     /// The part that may be cut.
     fn data(&self) -> &Value;
     fn data_mut(&mut self) -> &mut Value;
@@ -94,14 +94,14 @@ impl Bounded for Success {
 /// value with a `truncated` member added (or, when the value had to become text,
 /// `{"text", "truncated"}`).
 #[derive(Debug)]
-pub struct Answer {
-    pub value: Value,
-    pub truncated: Option<Value>,
+pub(crate) struct Answer {
+    pub(crate) value: Value,
+    pub(crate) truncated: Option<Value>,
 }
 
 impl Answer {
     /// The text as it stands.
-    pub fn text_now(&self) -> String {
+    pub(crate) fn text_now(&self) -> String {
         match (&self.value, &self.truncated) {
             (v, None) => v.to_string(),
             (Value::Object(m), Some(t)) => {
@@ -143,7 +143,12 @@ impl Bounded for Answer {
 /// serialized by the caller (the common case — nothing to cut — serializes only once).
 /// `elided`: what the parser already left out of the data (lists it cut while reading, values
 /// past its budget), reported like the cuts made here.
-pub fn fit(s: &mut dyn Bounded, b: Bounds, text: String, elided: &Elided) -> Result<String, CallError> {
+pub(crate) fn fit(
+    s: &mut dyn Bounded,
+    b: Bounds,
+    text: String,
+    elided: &Elided,
+) -> Result<String, CallError> {
     let root = s.data_pointer();
     let mut lists: Vec<Value> = elided
         .cuts
@@ -478,7 +483,7 @@ fn note(
 }
 
 /// The other way to fit more: fewer members per item.
-pub const FIELDS_ADVICE: &str = "or keep only the members you need with fields (e.g. fields: [\"number\", \"title\"]), so that more items fit";
+pub(crate) const FIELDS_ADVICE: &str = "or keep only the members you need with fields (e.g. fields: [\"number\", \"title\"]), so that more items fit";
 
 fn advice(page: Option<&Pagination>, top: Option<&Value>, items: &[Value], strings_cut: bool) -> String {
     let mut parts = Vec::new();

@@ -5,7 +5,7 @@
 
 /// The table: the token operations the design started from, then each flavor's equivalents
 /// found in the specs.
-pub const CREDENTIAL_ISSUING_OPERATIONS: &[&str] = &[
+pub(crate) const CREDENTIAL_ISSUING_OPERATIONS: &[&str] = &[
     // The design's own list.
     "userCreateToken",
     "adminCreateRunnerRegistrationToken",

@@ -56,15 +56,15 @@ use super::{Masker, Redactor};
 
 /// What was found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Hidden characters, also those inside comments.
-    pub characters: usize,
+    pub(crate) characters: usize,
     /// HTML comments.
-    pub comments: usize,
+    pub(crate) comments: usize,
 }
 
 impl Counts {
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.characters > 0 || self.comments > 0
     }
 
@@ -75,7 +75,7 @@ impl Counts {
 }
 
 /// What a marked comment starts with; it ends with `]`.
-pub const COMMENT_OPEN: &str = "[hidden comment: ";
+pub(crate) const COMMENT_OPEN: &str = "[hidden comment: ";
 
 /// Whether `text` (a result as JSON, or one string) may hold hidden content: a character
 /// `kind` does not call visible, or `<!--`. Every such character's UTF-8 encoding starts with
@@ -207,7 +207,7 @@ fn rewrite(s: &str, mode: ContentHygiene) -> (String, Counts) {
 
 /// One string made clean, adding what was found to `counts`; `None`: it stays as it is.
 /// `masker`: when pattern masking follows (see the module doc, "Secrets").
-pub fn clean_str(
+pub(crate) fn clean_str(
     s: &str,
     mode: ContentHygiene,
     redactor: &Redactor,
@@ -248,7 +248,7 @@ pub fn clean_str(
 
 /// Clean every string value of `v` in place but base64 content (keys are left as they are);
 /// what was found.
-pub fn clean_value(
+pub(crate) fn clean_value(
     v: &mut Value,
     mode: ContentHygiene,
     redactor: &Redactor,

@@ -38,7 +38,7 @@ impl Masker {
     }
 
     /// Build the anchors of the table; each rule's regex waits for its first candidate.
-    pub fn new() -> Masker {
+    pub(crate) fn new() -> Masker {
         let rules = RULES.iter().map(|r| (*r, OnceLock::new())).collect();
         let mut anchor_rule = Vec::new();
         let mut anchors = Vec::new();
@@ -96,7 +96,7 @@ impl Masker {
     }
 
     /// The kinds of secret found in `s`.
-    pub fn kinds_in(&self, s: &str, found: &mut BTreeSet<&'static str>) {
+    pub(crate) fn kinds_in(&self, s: &str, found: &mut BTreeSet<&'static str>) {
         for i in self.candidates(s) {
             let (rule, re) = self.rule(i);
             if re.is_match(s) {
@@ -106,7 +106,7 @@ impl Masker {
     }
 
     /// Mask every string and key of a value, in place. Returns how many strings changed.
-    pub fn mask_value(&self, v: &mut Value) -> usize {
+    pub(crate) fn mask_value(&self, v: &mut Value) -> usize {
         let mut changed = 0;
         let mut stack = vec![v];
         while let Some(v) = stack.pop() {
@@ -149,7 +149,7 @@ impl Masker {
     }
 
     /// The kinds of secret anywhere in a value (strings and keys).
-    pub fn kinds_in_value(&self, v: &Value) -> BTreeSet<&'static str> {
+    pub(crate) fn kinds_in_value(&self, v: &Value) -> BTreeSet<&'static str> {
         let mut found = BTreeSet::new();
         let mut stack = vec![v];
         while let Some(v) = stack.pop() {

@@ -23,13 +23,13 @@
 //! What the guard did to each result (redacted, masked, blocked, truncated, hidden content
 //! found) is counted once per result for `/metrics`.
 
-pub mod bound;
+pub(crate) mod bound;
 pub mod credential_ops;
 mod encoded;
 pub mod hygiene;
-pub mod mask;
-pub mod redact;
-pub mod rules;
+pub(crate) mod mask;
+pub(crate) mod redact;
+pub(crate) mod rules;
 pub mod secrets;
 pub mod spellings;
 pub mod unescape;
@@ -118,7 +118,7 @@ impl Outcome {
 }
 
 /// Longest forge message kept in an error result, in characters.
-pub const MAX_MESSAGE_CHARS: usize = 500;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 500;
 
 /// `SECRET_DETECTION_MODE`: what pattern masking does with credential-looking strings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,7 +148,7 @@ pub enum ContentHygiene {
 
 impl ContentHygiene {
     /// The setting's value, as written.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ContentHygiene::Mark => "mark",
             ContentHygiene::Strip => "strip",
@@ -296,10 +296,6 @@ impl Guard {
     /// Exact redaction of the configured secrets only.
     pub fn redactor(&self) -> &Redactor {
         &self.redactor
-    }
-
-    pub fn masker(&self) -> &'static Masker {
-        self.masker
     }
 
     /// The guard of one call: the configured secrets plus this call's own.

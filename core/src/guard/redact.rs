@@ -27,7 +27,7 @@ use super::spellings::spellings;
 use super::unescape;
 
 /// The replacement for every known secret.
-pub const REDACTED: &str = "[REDACTED]";
+pub(crate) const REDACTED: &str = "[REDACTED]";
 
 /// Replaces every occurrence of known secret values, in strings and object keys.
 #[derive(Clone)]
@@ -110,7 +110,7 @@ impl Redactor {
 
     /// This redactor plus more literals (e.g. a caller's own token or body secrets). Values
     /// already known are skipped, so the common case (nothing new) builds nothing.
-    pub fn with<I, S>(&self, more: I) -> Redactor
+    pub(crate) fn with<I, S>(&self, more: I) -> Redactor
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
@@ -132,7 +132,7 @@ impl Redactor {
 
     /// The secrets this redactor replaces, as they were given (each also in its other
     /// spellings).
-    pub fn secrets(&self) -> &[String] {
+    pub(crate) fn secrets(&self) -> &[String] {
         &self.secrets
     }
 
@@ -185,7 +185,7 @@ impl Redactor {
 
     /// Whether any known secret, in any spelling, occurs in `bytes`: binary content, which
     /// cannot be redacted, or a result's JSON text, which is walked only when one does.
-    pub fn occurs_in(&self, bytes: &[u8]) -> bool {
+    pub(crate) fn occurs_in(&self, bytes: &[u8]) -> bool {
         self.automaton().is_some_and(|ac| ac.is_match(bytes))
     }
 
@@ -251,11 +251,11 @@ impl Redactor {
 /// Patterns up to this long make a DFA (its construction stays small); longer ones an NFA.
 /// Every spelling of a secret of up to 128 bytes fits (percent-encoded, it is three times as
 /// long).
-pub const DFA_MAX_PATTERN: usize = 3 * 128;
+pub(crate) const DFA_MAX_PATTERN: usize = 3 * 128;
 
 /// The automaton for patterns built once and searched often: a DFA when every pattern is
 /// short, else a contiguous NFA (see the module doc).
-pub fn automaton_kind<S: AsRef<str>>(patterns: &[S]) -> AhoCorasickKind {
+pub(crate) fn automaton_kind<S: AsRef<str>>(patterns: &[S]) -> AhoCorasickKind {
     if patterns.iter().all(|p| p.as_ref().len() <= DFA_MAX_PATTERN) {
         AhoCorasickKind::DFA
     } else {
@@ -264,7 +264,7 @@ pub fn automaton_kind<S: AsRef<str>>(patterns: &[S]) -> AhoCorasickKind {
 }
 
 /// Cut to at most `max` characters, saying so.
-pub fn truncate_chars(s: &str, max: usize) -> String {
+pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         None => s.to_owned(),
         Some((i, _)) => format!("{}… (truncated)", &s[..i]),

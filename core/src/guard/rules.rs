@@ -8,26 +8,29 @@
 
 /// One kind of secret.
 #[derive(Debug, Clone, Copy)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// The kind, as reported by block mode and in masked text.
-    pub name: &'static str,
-    pub pattern: &'static str,
+    pub(crate) name: &'static str,
+    pub(crate) pattern: &'static str,
     /// Capture group holding the secret; 0 = the whole match.
-    pub group: usize,
+    pub(crate) group: usize,
     /// Lower-case literals one of which every match contains: a cheap prefilter.
-    pub anchors: &'static [&'static str],
-    pub must_match: &'static [&'static str],
-    pub must_not_match: &'static [&'static str],
+    pub(crate) anchors: &'static [&'static str],
+    /// Texts the rule must find, and must not: its examples, which the tests run.
+    #[cfg_attr(not(test), expect(dead_code, reason = "examples that only the tests read"))]
+    pub(crate) must_match: &'static [&'static str],
+    #[cfg_attr(not(test), expect(dead_code, reason = "examples that only the tests read"))]
+    pub(crate) must_not_match: &'static [&'static str],
 }
 
 /// The rule name reported for a masked secret field.
-pub const SECRET_FIELD_RULE: &str = "secret_field";
+pub(crate) const SECRET_FIELD_RULE: &str = "secret_field";
 
 /// Values shorter than this in a secret field are left alone (placeholders, flags).
-pub const SECRET_FIELD_MIN_LEN: usize = 8;
+pub(crate) const SECRET_FIELD_MIN_LEN: usize = 8;
 
 /// The table. Order matters only for overlapping rules: earlier rows win.
-pub const RULES: &[Rule] = &[
+pub(crate) const RULES: &[Rule] = &[
     Rule {
         name: "private_key",
         pattern: r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*)",

@@ -12,7 +12,7 @@ use serde_json::Value;
 /// any value under these keys in any result (`mask.rs`). Keys are matched case-insensitively,
 /// as the forges decode JSON field names. Exact names, so that `token_last_eight` or a
 /// package file's `sha1` are left alone.
-pub const SECRET_FIELDS: &[&str] = &[
+pub(crate) const SECRET_FIELDS: &[&str] = &[
     "password",
     "passwd",
     "secret",
@@ -34,18 +34,18 @@ pub const SECRET_FIELDS: &[&str] = &[
 ];
 
 /// Whether a JSON member's key names a secret.
-pub fn is_secret_key(key: &str) -> bool {
+pub(crate) fn is_secret_key(key: &str) -> bool {
     SECRET_FIELDS.iter().any(|k| key.eq_ignore_ascii_case(k))
 }
 
 /// Body secrets shorter than this are not collected: they would match everywhere.
-pub const MIN_FIELD_SECRET_LEN: usize = 4;
+pub(crate) const MIN_FIELD_SECRET_LEN: usize = 4;
 
 /// Fields are collected from objects and lists nested up to this depth (the body is 1).
-pub const MAX_DEPTH: usize = 8;
+pub(crate) const MAX_DEPTH: usize = 8;
 
 /// Operations whose body `data` is an Actions secret value, redacted at any length.
-pub const ACTION_SECRET_WRITES: &[&str] = &["updateRepoSecret", "updateOrgSecret", "updateUserSecret"];
+pub(crate) const ACTION_SECRET_WRITES: &[&str] = &["updateRepoSecret", "updateOrgSecret", "updateUserSecret"];
 
 /// The secrets of one call's request body.
 pub fn from_body(operation_id: Option<&str>, body: Option<&Value>) -> Vec<String> {

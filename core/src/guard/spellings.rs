@@ -32,11 +32,11 @@ use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 /// Secrets shorter than this have no base64 spellings: at 6 bytes every alignment keeps at
 /// least 7 characters (42 bits) that depend on the secret alone, so a chance match in forge
 /// text is improbable; shorter spellings would be.
-pub const MIN_BASE64_SECRET: usize = 6;
+pub(crate) const MIN_BASE64_SECRET: usize = 6;
 
 /// Secrets longer than this (the longest token the server accepts) are looked for as written
 /// only.
-pub const MAX_SPELLED_SECRET: usize = crate::identity::MAX_TOKEN_BYTES;
+pub(crate) const MAX_SPELLED_SECRET: usize = crate::identity::MAX_TOKEN_BYTES;
 
 /// Every spelling of `secret` that exact redaction replaces, the secret itself first, each
 /// once. Empty for an empty secret.

@@ -99,7 +99,7 @@ impl Policy {
 
     /// Why no call of `tool` could be allowed, if none could (before arguments): what the
     /// listing and the discovery tools go by.
-    pub fn refusal(&self, narrowing: &Narrowing, tool: &ToolDef) -> Option<Refusal> {
+    pub(crate) fn refusal(&self, narrowing: &Narrowing, tool: &ToolDef) -> Option<Refusal> {
         self.tool_refusal(narrowing, tool)
             .or_else(|| self.arguments_refusal(narrowing, tool, None, &Map::new()))
     }
@@ -108,7 +108,7 @@ impl Policy {
     /// no arguments could make allowed): the rules of the tool's name and kind —
     /// `DISABLED_TOOLS`, `ENABLED_TOOLS`, the request's disabled tools — and for an
     /// operation read-only. A call that passes meets `judge` once its arguments are prepared.
-    pub fn tool_refusal(&self, narrowing: &Narrowing, tool: &ToolDef) -> Option<Refusal> {
+    pub(crate) fn tool_refusal(&self, narrowing: &Narrowing, tool: &ToolDef) -> Option<Refusal> {
         self.name_refusal(narrowing, tool).or_else(|| match tool.target {
             Target::Operation(_) => self.read_only_refusal(narrowing, tool, None, &Map::new()),
             _ => None,
@@ -252,7 +252,7 @@ impl Policy {
     }
 
     /// Whether `tool` may be called at all (before arguments).
-    pub fn allows(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
+    pub(crate) fn allows(&self, narrowing: &Narrowing, tool: &ToolDef) -> bool {
         self.refusal(narrowing, tool).is_none()
     }
 

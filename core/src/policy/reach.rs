@@ -76,11 +76,11 @@ pub(crate) enum Source {
 /// An operation that creates or moves a repository named (partly) in its body.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Moves {
-    pub route: RouteUse,
-    pub owner: &'static [Source],
-    pub name: &'static [Source],
+    pub(crate) route: RouteUse,
+    pub(crate) owner: &'static [Source],
+    pub(crate) name: &'static [Source],
     /// Repositories it reads or writes besides (a migration's source).
-    pub also: &'static [Also],
+    pub(crate) also: &'static [Also],
 }
 
 /// Where a listing's items name their repository.
@@ -105,9 +105,9 @@ pub(crate) enum Item {
 /// items name their repository, and whether it is one item rather than a list.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Listing {
-    pub at: &'static str,
-    pub item: Item,
-    pub single: bool,
+    pub(crate) at: &'static str,
+    pub(crate) item: Item,
+    pub(crate) single: bool,
 }
 
 /// The row of `op_id`, if it has one.

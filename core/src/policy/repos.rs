@@ -129,7 +129,7 @@ const REQUEST_READ: &str = "the repositories this request allows (X-MCP-Allowed-
 const REQUEST_WRITE: &str = "the repositories this request allows writing to (X-MCP-Write-Allowed-Repos)";
 
 impl<'a> Fence<'a> {
-    pub fn new(
+    pub(crate) fn new(
         server: Option<&'a Arc<RepoList>>,
         server_write: Option<&'a Arc<RepoList>>,
         request: Option<&'a Arc<RepoList>>,
@@ -148,7 +148,7 @@ impl<'a> Fence<'a> {
     }
 
     /// No list at all: every repository.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.lists.iter().all(|(l, _, _)| l.is_none())
     }
 
@@ -157,14 +157,14 @@ impl<'a> Fence<'a> {
     }
 
     /// Why the repository may not be touched (read, or `write`), if it may not.
-    pub fn repo_refusal(&self, owner: &str, repo: &str, write: bool) -> Option<String> {
+    pub(crate) fn repo_refusal(&self, owner: &str, repo: &str, write: bool) -> Option<String> {
         let (o, r) = (owner.to_lowercase(), repo.to_lowercase());
         let (_, why) = self.applying(write).find(|(l, _)| !l.allows_repo(&o, &r))?;
         Some(format!("the repository {}/{} is not among {why}", clip(owner), clip(repo)))
     }
 
     /// Why an operation on the owner itself may not run, if it may not: it needs `owner/*`.
-    pub fn owner_refusal(&self, owner: &str, write: bool) -> Option<String> {
+    pub(crate) fn owner_refusal(&self, owner: &str, write: bool) -> Option<String> {
         let o = owner.to_lowercase();
         let (_, why) = self.applying(write).find(|(l, _)| !l.allows_owner(&o))?;
         Some(format!(
@@ -192,7 +192,7 @@ impl<'a> Fence<'a> {
 }
 
 /// Where a route's values come from: a tool's arguments, or the segments of a raw path.
-pub enum Values<'a> {
+pub(crate) enum Values<'a> {
     Args(&'a Map<String, Value>),
     Segments(&'a [&'a str]),
 }
@@ -287,7 +287,12 @@ fn from_source(source: Source, op: &Operation, values: &Values, body: Option<&Va
 /// (`caller_refusal`). The arguments are a prepared call's (`args::Prepared`): the body's
 /// members are read by the spec's exact names, which normalisation gave every spelling the
 /// forges would take for them (two spellings of one member were refused there).
-pub fn refusal(fence: &Fence, op: &Operation, values: &Values, body: Option<&Value>) -> Option<String> {
+pub(crate) fn refusal(
+    fence: &Fence,
+    op: &Operation,
+    values: &Values,
+    body: Option<&Value>,
+) -> Option<String> {
     if fence.is_open() {
         return None;
     }
@@ -397,7 +402,7 @@ fn also_refusal(
 /// operation on the caller's own account needs `login/*`; the new place of an operation that
 /// puts a repository under the caller (a new repository, a fork or a migration without an
 /// owner) must be writable.
-pub fn caller_refusal(
+pub(crate) fn caller_refusal(
     fence: &Fence,
     op: &Operation,
     values: &Values,
@@ -480,7 +485,7 @@ fn place_refusal(
 
 /// Why a raw request to a route no operation has may not run inside the fence: only routes
 /// of one repository or one owner can be judged by their shape.
-pub fn unknown_route_refusal(fence: &Fence, method: &str, path: &str) -> Option<String> {
+pub(crate) fn unknown_route_refusal(fence: &Fence, method: &str, path: &str) -> Option<String> {
     if fence.is_open() {
         return None;
     }
@@ -506,11 +511,6 @@ pub struct ForgeHost {
 impl ForgeHost {
     pub fn new(base: Option<Url>, addresses: Vec<IpAddr>) -> ForgeHost {
         ForgeHost { base, addresses: addresses.into_iter().map(canonical_ip).collect() }
-    }
-
-    /// The base URL, for looking up the host's addresses.
-    pub fn base(&self) -> Option<&Url> {
-        self.base.as_ref()
     }
 
     /// The repository of this forge that `text` names: `Ok(None)` for a URL of another host;

@@ -5,7 +5,7 @@
 
 /// What a nested value of a definition becomes in the compact shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Nested {
+pub(crate) enum Nested {
     /// Reduced to these members: to the value itself when there is one, else to an object
     /// of them.
     Identify(&'static [&'static str]),
@@ -16,7 +16,7 @@ pub enum Nested {
 use Nested::{Identify, Kept};
 
 /// Every definition a member of another holds, in either spec.
-pub const NESTED: &[(&str, Nested)] = &[
+pub(crate) const NESTED: &[(&str, Nested)] = &[
     ("ActionArtifact", Identify(&["id", "name"])),
     ("ActionRun", Identify(&["id", "index_in_repo"])),
     ("ActionRunner", Identify(&["id", "name"])),
@@ -105,7 +105,7 @@ pub const NESTED: &[(&str, Nested)] = &[
 ];
 
 /// The row of definition `name`, if it has one (the rows are in name order: a test says so).
-pub fn nested(name: &str) -> Option<Nested> {
+pub(crate) fn nested(name: &str) -> Option<Nested> {
     NESTED.binary_search_by(|(n, _)| (*n).cmp(name)).ok().map(|i| NESTED[i].1)
 }
 
@@ -141,7 +141,7 @@ pub const DERIVABLE_URLS: &[&str] = &[
 
 /// A member left out when the other is present: it repeats what the other holds
 /// (`assignee` is the first of `assignees`).
-pub const DUPLICATES: &[(&str, &str)] = &[("assignee", "assignees")];
+pub(crate) const DUPLICATES: &[(&str, &str)] = &[("assignee", "assignees")];
 
 #[cfg(test)]
 mod tests {

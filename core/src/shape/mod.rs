@@ -18,7 +18,7 @@
 //! the full shape is the forge's JSON as decoded, with `fields` applied if given.
 
 pub mod entities;
-pub mod schema;
+pub(crate) mod schema;
 
 use serde_json::{Map, Value};
 
@@ -38,7 +38,7 @@ pub enum Shape {
 }
 
 impl Shape {
-    pub fn parse(s: &str) -> Option<Shape> {
+    pub(crate) fn parse(s: &str) -> Option<Shape> {
         match s {
             "compact" => Some(Shape::Compact),
             "full" => Some(Shape::Full),
@@ -54,7 +54,7 @@ impl Shape {
     }
 }
 
-pub use crate::catalog::results::{FIELDS_ARGUMENT, MAX_FIELDS, MAX_PATH_CHARS, SHAPE_ARGUMENT};
+pub(crate) use crate::catalog::results::{FIELDS_ARGUMENT, MAX_FIELDS, MAX_PATH_CHARS, SHAPE_ARGUMENT};
 
 /// What a call asked of its result.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -104,7 +104,7 @@ impl Ask {
     }
 
     /// Merge what a later place asked (the call tool's own arguments over the operation's).
-    pub fn or(self, other: Ask) -> Ask {
+    pub(crate) fn or(self, other: Ask) -> Ask {
         Ask { shape: self.shape.or(other.shape), fields: self.fields.or(other.fields) }
     }
 }

@@ -25,13 +25,13 @@ use crate::catalog::{Catalog, Operation, ResponseKind};
 
 /// The schema of an operation's `data`, and the definitions it references.
 #[derive(Debug)]
-pub struct DataSchema {
-    pub data: Value,
-    pub defs: Map<String, Value>,
+pub(crate) struct DataSchema {
+    pub(crate) data: Value,
+    pub(crate) defs: Map<String, Value>,
 }
 
 /// The schema of `data` for a success of `op` in `shape`.
-pub fn data_schema(catalog: &Catalog, op: &Operation, shape: Shape) -> DataSchema {
+pub(crate) fn data_schema(catalog: &Catalog, op: &Operation, shape: Shape) -> DataSchema {
     let mut b = Builder { catalog, shape, defs: Map::new(), todo: Vec::new(), read: Default::default() };
     let expected = match op.response {
         ResponseKind::Text => json!({"type": "string", "description": "The forge's text."}),
