@@ -104,8 +104,8 @@ mod tests {
     use serde_json::json;
     use std::sync::Arc;
 
-    fn gitea() -> Catalog {
-        Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap()
+    fn gitea() -> &'static Catalog {
+        crate::catalog::embedded(Flavor::Gitea)
     }
 
     fn fenced() -> Policy {
@@ -133,18 +133,18 @@ mod tests {
         // A new repository elsewhere, its owner spelled as Go's decoding would still read it.
         for spelled in ["Organization", "ORGANIZATION"] {
             let body = json!({"owner": "src", "repo": "x", "body": {spelled: "evil", "name": "w"}});
-            let a = admit_in(&c, &p, &n, "createFork", body);
+            let a = admit_in(c, &p, &n, "createFork", body);
             assert_eq!(kind(&a), Some(ErrorKind::Denied), "{spelled}");
         }
         // A login with the long s, which Go's folding takes for `s`, is judged as the username.
         let body = json!({"username": "acme", "body": {"new_u\u{17f}ername": "elsewhere"}});
         let writes = Policy { repos: None, ..fenced() };
-        let a = admit_in(&c, &writes, &n, "adminRenameUser", body);
+        let a = admit_in(c, &writes, &n, "adminRenameUser", body);
         assert_eq!(kind(&a), Some(ErrorKind::Denied));
         // Two spellings of one member are an argument error, before the policy could pick one.
         let twice =
             json!({"owner": "src", "repo": "x", "body": {"organization": "acme", "Organization": "evil"}});
-        assert_eq!(kind(&admit_in(&c, &p, &n, "createFork", twice)), Some(ErrorKind::InvalidArguments));
+        assert_eq!(kind(&admit_in(c, &p, &n, "createFork", twice)), Some(ErrorKind::InvalidArguments));
     }
 
     #[test]
@@ -153,18 +153,18 @@ mod tests {
         let ro = Policy { read_only: true, ..fenced() };
         let n = Narrowing::default();
         // Read-only refuses a write whatever its arguments, without validating them.
-        assert_eq!(kind(&admit_in(&c, &ro, &n, "repoDelete", json!({}))), Some(ErrorKind::Denied));
+        assert_eq!(kind(&admit_in(c, &ro, &n, "repoDelete", json!({}))), Some(ErrorKind::Denied));
         // The fence reads validated arguments: a call missing them is told which.
         let p = fenced();
         assert_eq!(
-            kind(&admit_in(&c, &p, &n, "repoGet", json!({"owner": "evil"}))),
+            kind(&admit_in(c, &p, &n, "repoGet", json!({"owner": "evil"}))),
             Some(ErrorKind::InvalidArguments)
         );
         assert_eq!(
-            kind(&admit_in(&c, &p, &n, "repoGet", json!({"owner": "evil", "repo": "r"}))),
+            kind(&admit_in(c, &p, &n, "repoGet", json!({"owner": "evil", "repo": "r"}))),
             Some(ErrorKind::Denied)
         );
-        assert!(admit_in(&c, &p, &n, "repoGet", json!({"owner": "acme", "repo": "r"})).outcome.is_ok());
+        assert!(admit_in(c, &p, &n, "repoGet", json!({"owner": "acme", "repo": "r"})).outcome.is_ok());
     }
 
     #[test]
@@ -172,11 +172,11 @@ mod tests {
         let (c, p, n) = (gitea(), fenced(), Narrowing::default());
         let call =
             json!({"operation_id": "repoGet", "arguments": {"owner": "evil", "repo": "r", "shape": "full"}});
-        let a = admit_in(&c, &p, &n, "gitea_call_operation", call);
+        let a = admit_in(c, &p, &n, "gitea_call_operation", call);
         assert_eq!(a.operation.map(|o| o.id.as_str()), Some("repoGet"));
         assert_eq!(kind(&a), Some(ErrorKind::Denied));
         let ok = json!({"operation_id": "repoGet", "fields": ["name"], "arguments": {"owner": "acme", "repo": "r"}});
-        match admit_in(&c, &p, &n, "gitea_call_operation", ok).outcome {
+        match admit_in(c, &p, &n, "gitea_call_operation", ok).outcome {
             Ok(Admitted::Send(call, ask)) => {
                 assert_eq!(call.tool().name, "repoGet");
                 assert_eq!(ask.fields, Some(vec!["name".to_owned()]));
@@ -185,18 +185,18 @@ mod tests {
         }
         // A raw call's reached operation is named too.
         let raw = json!({"method": "DELETE", "path": "/repos/evil/r"});
-        let a = admit_in(&c, &p, &n, "gitea_api_request", raw);
+        let a = admit_in(c, &p, &n, "gitea_api_request", raw);
         assert_eq!(
             (a.operation.map(|o| o.id.as_str()), kind(&a)),
             (Some("repoDelete"), Some(ErrorKind::Denied))
         );
-        assert!(matches!(admit_in(&c, &p, &n, "nope", json!({})).outcome, Err(CallError::UnknownTool(_))));
+        assert!(matches!(admit_in(c, &p, &n, "nope", json!({})).outcome, Err(CallError::UnknownTool(_))));
     }
 
     #[test]
     fn needs_writes_is_what_a_read_only_request_would_refuse() {
         let (c, p, n) = (gitea(), Policy::default(), Narrowing::default());
-        let sent = |name: &str, args: Value| match admit_in(&c, &p, &n, name, args).outcome {
+        let sent = |name: &str, args: Value| match admit_in(c, &p, &n, name, args).outcome {
             Ok(Admitted::Send(call, _)) => p.needs_writes(&call),
             other => panic!("{other:?}"),
         };
@@ -204,8 +204,8 @@ mod tests {
         assert!(!sent("repoGet", json!({"owner": "o", "repo": "r"})));
         assert!(sent("gitea_api_request", json!({"method": "POST", "path": "/repos/o/r/issues"})));
         assert!(!sent("gitea_api_request", json!({"method": "GET", "path": "/repos/o/r"})));
-        let forgejo = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
-        let view = Discovery { catalog: &forgejo, policy: &p, narrowing: &n };
+        let forgejo = crate::catalog::embedded(Flavor::Forgejo);
+        let view = Discovery { catalog: forgejo, policy: &p, narrowing: &n };
         let token = json!({"method": "GET", "path": "/repos/o/r/actions/runners/registration-token"});
         match admit(view, "gitea_api_request", token.as_object().unwrap().clone()).outcome {
             Ok(Admitted::Send(call, _)) => assert!(p.needs_writes(&call), "a credential is a write"),

@@ -227,7 +227,7 @@ mod tests {
     use serde_json::json;
 
     fn plan(tool: &str, args: Value) -> Result<CallPlan, CallError> {
-        let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        let c = crate::catalog::embedded(Flavor::Gitea);
         let op = c.get(tool).unwrap().operation().unwrap().clone();
         for_operation(&op, args.as_object().unwrap(), 1 << 20)
     }

@@ -89,8 +89,8 @@ mod tests {
     use crate::error::ErrorKind;
     use serde_json::json;
 
-    fn gitea() -> Catalog {
-        Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap()
+    fn gitea() -> &'static Catalog {
+        crate::catalog::embedded(Flavor::Gitea)
     }
 
     fn args(v: Value) -> Map<String, Value> {
@@ -102,7 +102,7 @@ mod tests {
         let c = gitea();
         let raw = c.get("gitea_api_request").unwrap();
         let p = Prepared::new(
-            &c,
+            c,
             raw,
             args(json!({"method": "POST", "path": "/repos/o/r/pulls/1/merge", "body": {"DO": "merge"}})),
         )
@@ -112,7 +112,7 @@ mod tests {
         let twice = args(
             json!({"method": "POST", "path": "/repos/o/r/pulls/1/merge", "body": {"Do": "a", "do": "b"}}),
         );
-        let e = Prepared::new(&c, raw, twice).unwrap_err();
+        let e = Prepared::new(c, raw, twice).unwrap_err();
         assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments), "{e}");
     }
 
@@ -121,7 +121,7 @@ mod tests {
         let c = gitea();
         let raw = c.get("gitea_api_request").unwrap();
         for path in ["/a%2Fb", "/repos/o/../r", "/repos?x=1", "repos"] {
-            let e = Prepared::new(&c, raw, args(json!({"method": "GET", "path": path}))).unwrap_err();
+            let e = Prepared::new(c, raw, args(json!({"method": "GET", "path": path}))).unwrap_err();
             assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments), "{path}: {e}");
         }
     }
@@ -130,10 +130,10 @@ mod tests {
     fn an_operation_is_validated_once_and_planned_from_what_was_validated() {
         let c = gitea();
         let tool = c.get("issueCreateIssue").unwrap();
-        let missing = Prepared::new(&c, tool, args(json!({"owner": "o", "repo": "r"}))).unwrap_err();
+        let missing = Prepared::new(c, tool, args(json!({"owner": "o", "repo": "r"}))).unwrap_err();
         assert_eq!(missing.kind(), Some(ErrorKind::InvalidArguments));
-        let p = Prepared::new(&c, tool, args(json!({"owner": "o", "repo": "r", "body": {"TITLE": "t"}})))
-            .unwrap();
+        let p =
+            Prepared::new(c, tool, args(json!({"owner": "o", "repo": "r", "body": {"TITLE": "t"}}))).unwrap();
         assert_eq!(p.operation().unwrap().id, "issueCreateIssue");
         assert_eq!(p.args()["body"], json!({"title": "t"}));
         assert_eq!(p.plan(1 << 20).unwrap().path(), "/repos/o/r/issues");

@@ -99,14 +99,14 @@ pub fn check_path(p: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{Catalog, Flavor};
+    use crate::catalog::Flavor;
     use serde_json::json;
 
     /// The plan of a raw call as a call builds it: prepared, then planned.
     fn raw(args: Value) -> Result<CallPlan, String> {
-        let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        let c = crate::catalog::embedded(Flavor::Gitea);
         let tool = c.get(crate::catalog::raw_tool::NAME).unwrap();
-        crate::args::Prepared::new(&c, tool, args.as_object().unwrap().clone())
+        crate::args::Prepared::new(c, tool, args.as_object().unwrap().clone())
             .and_then(|call| call.plan(1 << 20))
             .map_err(|e| e.to_string())
     }

@@ -65,12 +65,12 @@ fn child(base: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{Catalog, Flavor};
+    use crate::catalog::Flavor;
     use crate::error::{ErrorKind, ToolFailure};
     use serde_json::json;
 
     fn check(tool: &str, args: Value) -> Result<(), ToolFailure> {
-        let c = Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap();
+        let c = crate::catalog::embedded(Flavor::Gitea);
         let t = c.get(tool).unwrap();
         validate(t, args.as_object().unwrap()).map_err(|e| match e {
             CallError::Result(f) => f,

@@ -270,6 +270,21 @@ pub fn segments(path: &str) -> Vec<&str> {
     path.trim_start_matches('/').split('/').collect()
 }
 
+/// The embedded catalog of `flavor`, built once for all the core's tests that only read one
+/// (building one takes a good part of a second).
+#[cfg(test)]
+pub(crate) fn embedded(flavor: Flavor) -> &'static Catalog {
+    static GITEA: OnceLock<Catalog> = OnceLock::new();
+    static FORGEJO: OnceLock<Catalog> = OnceLock::new();
+    let cell = match flavor {
+        Flavor::Gitea => &GITEA,
+        Flavor::Forgejo => &FORGEJO,
+    };
+    cell.get_or_init(|| {
+        Catalog::build(flavor.embedded_spec(), flavor, None).expect("the embedded spec builds")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

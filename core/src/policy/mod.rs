@@ -354,8 +354,8 @@ mod tests {
     use crate::catalog::{Catalog, Flavor};
     use serde_json::json;
 
-    fn gitea() -> Catalog {
-        Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap()
+    fn gitea() -> &'static Catalog {
+        crate::catalog::embedded(Flavor::Gitea)
     }
 
     fn args(v: Value) -> Map<String, Value> {
@@ -405,15 +405,13 @@ mod tests {
         );
         assert!(p.refusal(&none, c.get("repoGet").unwrap()).map(|r| r.why().to_owned()).is_none());
         let raw = c.get("gitea_api_request").unwrap();
-        assert!(
-            judge(&p, &none, &c, raw, &args(json!({"method": "DELETE", "path": "/repos/o/r"}))).is_some()
-        );
-        assert!(judge(&p, &none, &c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"}))).is_none());
+        assert!(judge(&p, &none, c, raw, &args(json!({"method": "DELETE", "path": "/repos/o/r"}))).is_some());
+        assert!(judge(&p, &none, c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"}))).is_none());
     }
 
     #[test]
     fn read_only_refuses_every_credential_issuing_operation_whatever_its_method() {
-        let c = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
+        let c = crate::catalog::embedded(Flavor::Forgejo);
         let p = Policy { read_only: true, ..Policy::default() };
         let none = Narrowing::default();
         let get = c.get("repoGetRunnerRegistrationToken").unwrap();
@@ -423,7 +421,7 @@ mod tests {
         assert!(!p.lists(&none, get));
         let raw = c.get("gitea_api_request").unwrap();
         let path = json!({"method": "GET", "path": "/repos/o/r/actions/runners/registration-token"});
-        let why = judge(&p, &none, &c, raw, &args(path)).unwrap();
+        let why = judge(&p, &none, c, raw, &args(path)).unwrap();
         assert!(why.contains("repoGetRunnerRegistrationToken") && why.contains("credential"), "{why}");
         // The same for a request that made itself read-only.
         let ro = Narrowing { read_only: true, ..Narrowing::default() };
@@ -464,14 +462,14 @@ mod tests {
         let why = judge(
             &p,
             &Narrowing::default(),
-            &c,
+            c,
             raw,
             &args(json!({"method": "DELETE", "path": "/repos/o/r"})),
         )
         .unwrap();
         assert!(why.contains("repoDelete") && why.contains("gitea_api_request"), "{why}");
         assert!(
-            judge(&p, &Narrowing::default(), &c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"})))
+            judge(&p, &Narrowing::default(), c, raw, &args(json!({"method": "GET", "path": "/repos/o/r"})))
                 .is_none()
         );
     }
@@ -493,7 +491,7 @@ mod tests {
             if let Some(r) = p.tool_refusal(n, tool) {
                 return Some(r.cause());
             }
-            let call = Prepared::new(&c, tool, args(a)).unwrap();
+            let call = Prepared::new(c, tool, args(a)).unwrap();
             p.judge(n, &call).map(|r| r.cause())
         };
         assert_eq!(cause(&none, "repoDelete", json!({})), Some(Cause::Tool));
@@ -523,20 +521,20 @@ mod tests {
         for (method, path) in
             [("DELETE", "/REPOS/o/r"), ("GET", "/nope"), ("POST", "/repos/o/r/undocumented")]
         {
-            let why = judge(&p, &none, &c, raw, &args(json!({"method": method, "path": path}))).unwrap();
+            let why = judge(&p, &none, c, raw, &args(json!({"method": method, "path": path}))).unwrap();
             assert!(why.contains("no operation") && why.contains("ALLOW_UNKNOWN_ROUTES"), "{why}");
             assert!(!why.contains(path), "the path is not echoed: {why}");
         }
         // A malformed path is the raw tool's own argument error, before any route is judged;
         // a listing has no path.
-        let malformed = admit(&p, &none, &c, raw, args(json!({"method": "GET", "path": "/a%2Fb"})));
+        let malformed = admit(&p, &none, c, raw, args(json!({"method": "GET", "path": "/a%2Fb"})));
         assert_eq!(malformed.unwrap_err().kind(), Some(ErrorKind::InvalidArguments));
         assert!(p.lists(&none, raw));
         let open = Policy { unknown_routes: true, ..p.clone() };
-        assert!(judge(&open, &none, &c, raw, &args(json!({"method": "GET", "path": "/nope"}))).is_none());
+        assert!(judge(&open, &none, c, raw, &args(json!({"method": "GET", "path": "/nope"}))).is_none());
         // A known route is judged as its operation, whatever the setting.
         let del = args(json!({"method": "DELETE", "path": "/repos/o/r"}));
-        assert!(judge(&open, &none, &c, raw, &del).unwrap().contains("repoDelete"));
+        assert!(judge(&open, &none, c, raw, &del).unwrap().contains("repoDelete"));
     }
 
     #[test]

@@ -791,8 +791,8 @@ mod tests {
         assert!(fence_of(None, None, None, None).is_open());
     }
 
-    fn gitea() -> Catalog {
-        Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap()
+    fn gitea() -> &'static Catalog {
+        crate::catalog::embedded(Flavor::Gitea)
     }
 
     fn op<'c>(c: &'c Catalog, id: &str) -> &'c Operation {
@@ -804,7 +804,7 @@ mod tests {
         let c = gitea();
         let args = json!({"owner": "Acme", "repo": "w", "org": "o", "template_owner": "t", "template_repo": "tr", "id": 3, "username": "u", "type": "npm", "name": "pkg", "repo_name": "linked"});
         let v = Values::Args(args.as_object().unwrap());
-        let n = |id: &str| named(op(&c, id), &v);
+        let n = |id: &str| named(op(c, id), &v);
         assert_eq!(n("repoGet"), [Named::Repo("Acme".into(), "w".into())]);
         assert_eq!(n("orgGet"), [Named::Owner("o".into())]);
         assert_eq!(n("orgAddTeamRepository"), [Named::Repo("o".into(), "w".into())]);
@@ -816,7 +816,7 @@ mod tests {
         // A raw path's segments, up to the wildcard.
         let segs = ["repos", "acme", "w", "contents", "a", "b"];
         assert_eq!(
-            named(op(&c, "repoGetContents"), &Values::Segments(&segs)),
+            named(op(c, "repoGetContents"), &Values::Segments(&segs)),
             [Named::Repo("acme".into(), "w".into())]
         );
     }
@@ -827,8 +827,8 @@ mod tests {
         let (read, write) = (list("acme/*,src/*"), list("acme/widgets"));
         let f = fence_of(Some(&read), Some(&write), None, None);
         let judge = |id: &str, args: Value| {
-            let a = spelled(&c, id, args);
-            refusal(&f, op(&c, id), &Values::Args(&a), a.get("body"))
+            let a = spelled(c, id, args);
+            refusal(&f, op(c, id), &Values::Args(&a), a.get("body"))
         };
         assert_eq!(judge("createOrgRepo", json!({"org": "acme", "body": {"name": "Widgets"}})), None);
         assert!(judge("createOrgRepo", json!({"org": "acme", "body": {"Name": "other"}})).is_some());
@@ -862,15 +862,15 @@ mod tests {
         // The caller's own place waits for the caller.
         let a = json!({"body": {"name": "widgets"}});
         let a = a.as_object().unwrap();
-        let o = op(&c, "createCurrentUserRepo");
+        let o = op(c, "createCurrentUserRepo");
         assert_eq!(refusal(&f, o, &Values::Args(a), a.get("body")), None);
         assert_eq!(caller_refusal(&f, o, &Values::Args(a), a.get("body"), Some("ACME")), None);
         assert!(caller_refusal(&f, o, &Values::Args(a), a.get("body"), Some("bob")).is_some());
         assert!(caller_refusal(&f, o, &Values::Args(a), a.get("body"), None).is_some());
         // An owner given by id, in any letter case; one member twice in different cases.
         let uid = json!({"body": {"clone_addr": "https://x/y.git", "repo_name": "widgets", "UID": 42}});
-        let a2 = &spelled(&c, "repoMigrate", uid);
-        let m = op(&c, "repoMigrate");
+        let a2 = &spelled(c, "repoMigrate", uid);
+        let m = op(c, "repoMigrate");
         assert!(
             caller_refusal(&f, m, &Values::Args(a2), a2.get("body"), Some("acme"))
                 .is_some_and(|w| w.contains("by id"))
@@ -892,7 +892,7 @@ mod tests {
         assert!(judge("issueCreateIssueBlocking", json!({"owner": "acme", "repo": "widgets", "index": 1, "body": {"owner": "evil", "repo": "secret", "index": 1}})).is_some());
         assert!(judge("issueCreateIssueDependencies", json!({"owner": "acme", "repo": "widgets", "index": 1, "body": {"owner": "src", "repo": "lib", "index": 1}})).is_none(), "read of an allowed one");
         // The caller's own account as an owner: its hooks, runners, secrets need `login/*`.
-        let hook = op(&c, "userCreateHook");
+        let hook = op(c, "userCreateHook");
         let none = Map::new();
         assert!(caller_refusal(&f, hook, &Values::Args(&none), None, Some("bob")).is_some());
         assert!(
@@ -900,7 +900,7 @@ mod tests {
             "writes need acme/* on the write list"
         );
         assert_eq!(
-            caller_refusal(&f, op(&c, "userListHooks"), &Values::Args(&none), None, Some("ACME")),
+            caller_refusal(&f, op(c, "userListHooks"), &Values::Args(&none), None, Some("ACME")),
             None
         );
         // Team writes by id cannot be judged.
@@ -910,43 +910,43 @@ mod tests {
         assert!(judge("notifyReadThread", json!({"id": "3"})).is_some());
         assert_eq!(judge("notifyGetList", json!({})), None);
         assert_eq!(
-            refusal(&fence_of(None, None, None, None), op(&c, "notifyReadList"), &Values::Args(a), None),
+            refusal(&fence_of(None, None, None, None), op(c, "notifyReadList"), &Values::Args(a), None),
             None
         );
     }
 
     #[test]
     fn credentials_count_as_writes_and_instance_wide_routes_need_everything() {
-        let f = Catalog::build(Flavor::Forgejo.embedded_spec(), Flavor::Forgejo, None).unwrap();
+        let f = crate::catalog::embedded(Flavor::Forgejo);
         let (read, write) = (list("acme/*"), list("acme/widgets"));
         let fence = fence_of(Some(&read), Some(&write), None, None);
         let args = json!({"owner": "acme", "repo": "gadgets"});
         let a = args.as_object().unwrap();
         // A runner token is a GET on Forgejo, and a runner gets the repository's jobs and
         // secrets: it needs the write list, like any write.
-        let token = op(&f, "repoGetRunnerRegistrationToken");
+        let token = op(f, "repoGetRunnerRegistrationToken");
         assert!(refusal(&fence, token, &Values::Args(a), None).is_some_and(|w| w.contains("writing")));
-        assert_eq!(refusal(&fence, op(&f, "repoGet"), &Values::Args(a), None), None);
+        assert_eq!(refusal(&fence, op(f, "repoGet"), &Values::Args(a), None), None);
         let none = Map::new();
-        let mine = op(&f, "userGetRunnerRegistrationToken");
+        let mine = op(f, "userGetRunnerRegistrationToken");
         assert!(caller_refusal(&fence, mine, &Values::Args(&none), None, Some("acme")).is_some());
         let wide = list("acme/*");
         let own = fence_of(Some(&read), Some(&wide), None, None);
         assert_eq!(caller_refusal(&own, mine, &Values::Args(&none), None, Some("acme")), None);
         // System hooks and the instance's runners, runs and jobs reach every repository.
         for id in ["adminListHooks", "adminCreateHook", "adminGetRunnerRegistrationToken"] {
-            let why = refusal(&own, op(&f, id), &Values::Args(&none), None);
+            let why = refusal(&own, op(f, id), &Values::Args(&none), None);
             assert!(why.as_deref().is_some_and(|w| w.contains("every repository")), "{id}: {why:?}");
         }
         let all = list("*");
         let open = fence_of(Some(&all), Some(&all), None, None);
         for id in ["adminListHooks", "adminCreateHook", "adminGetRunnerRegistrationToken"] {
-            assert_eq!(refusal(&open, op(&f, id), &Values::Args(&none), None), None, "{id}");
+            assert_eq!(refusal(&open, op(f, id), &Values::Args(&none), None), None, "{id}");
         }
         let g = gitea();
         let reads_all = fence_of(Some(&all), Some(&wide), None, None);
-        assert_eq!(refusal(&reads_all, op(&g, "adminListHooks"), &Values::Args(&none), None), None);
-        assert!(refusal(&reads_all, op(&g, "adminCreateHook"), &Values::Args(&none), None).is_some());
+        assert_eq!(refusal(&reads_all, op(g, "adminListHooks"), &Values::Args(&none), None), None);
+        assert!(refusal(&reads_all, op(g, "adminCreateHook"), &Values::Args(&none), None).is_some());
     }
 
     #[test]
@@ -1128,7 +1128,7 @@ mod tests {
     #[test]
     fn an_operation_without_a_row_is_refused_under_any_allowlist() {
         let c = gitea();
-        let mut op = op(&c, "getVersion").clone();
+        let mut op = op(c, "getVersion").clone();
         op.id = "someFutureOperation".into();
         let all = list("*");
         let f = fence_of(Some(&all), None, None, None);
@@ -1325,7 +1325,7 @@ mod tests {
         let l = list("o/r");
         let f = fence_of(Some(&l), None, None, None);
         let segs = ["repos", "o", "r", "compare", "main...evil:feat", "x"];
-        assert!(refusal(&f, op(&c, "repoCompareDiff"), &Values::Segments(&segs), None).is_some());
+        assert!(refusal(&f, op(c, "repoCompareDiff"), &Values::Segments(&segs), None).is_some());
     }
 
     #[test]

@@ -7,8 +7,8 @@ use super::*;
 use crate::catalog::{Catalog, Flavor};
 use crate::error::ErrorKind;
 
-fn gitea() -> Catalog {
-    Catalog::build(Flavor::Gitea.embedded_spec(), Flavor::Gitea, None).unwrap()
+fn gitea() -> &'static Catalog {
+    crate::catalog::embedded(Flavor::Gitea)
 }
 
 fn result_of(c: &Catalog, op: &str) -> Option<Typed> {
@@ -17,7 +17,7 @@ fn result_of(c: &Catalog, op: &str) -> Option<Typed> {
 
 fn compact(op: &str, mut data: Value) -> Value {
     let c = gitea();
-    render(c.definitions(), result_of(&c, op).as_ref(), Shape::Compact, None, &mut data).unwrap();
+    render(c.definitions(), result_of(c, op).as_ref(), Shape::Compact, None, &mut data).unwrap();
     data
 }
 
@@ -59,7 +59,7 @@ fn an_issue_listing_keeps_each_issue_and_reduces_what_is_nested_in_it() {
 fn the_full_shape_is_the_forges_json() {
     let c = gitea();
     let mut data = json!([issue()]);
-    render(c.definitions(), result_of(&c, "issueListIssues").as_ref(), Shape::Full, None, &mut data).unwrap();
+    render(c.definitions(), result_of(c, "issueListIssues").as_ref(), Shape::Full, None, &mut data).unwrap();
     assert_eq!(data, json!([issue()]));
 }
 
@@ -148,7 +148,7 @@ fn an_untyped_result_loses_only_derivable_urls_and_empty_members() {
 #[test]
 fn fields_keep_only_those_members_of_each_item_before_compaction() {
     let c = gitea();
-    let t = result_of(&c, "issueListIssues");
+    let t = result_of(c, "issueListIssues");
     let fields: Vec<String> = ["number", "title", "user", "milestone.title"].map(String::from).to_vec();
     check_fields(c.definitions(), t.as_ref(), &fields).unwrap();
     let mut data = json!([issue(), issue()]);
@@ -159,7 +159,7 @@ fn fields_keep_only_those_members_of_each_item_before_compaction() {
     let mut data = json!(issue());
     render(
         c.definitions(),
-        result_of(&c, "issueGetIssue").as_ref(),
+        result_of(c, "issueGetIssue").as_ref(),
         Shape::Full,
         Some(&["user".into()]),
         &mut data,
@@ -172,7 +172,7 @@ fn fields_keep_only_those_members_of_each_item_before_compaction() {
 fn nested_paths_merge_and_a_whole_member_wins_over_its_parts() {
     let c = gitea();
     let pr = json!({"number": 2, "title": "t", "head": {"ref": "feature", "sha": "h", "label": "feature", "repo": {"full_name": "o/r"}}, "base": {"ref": "main"}});
-    let t = result_of(&c, "repoGetPullRequest");
+    let t = result_of(c, "repoGetPullRequest");
     let fields: Vec<String> = ["head.ref", "head.sha", "base", "base.ref"].map(String::from).to_vec();
     check_fields(c.definitions(), t.as_ref(), &fields).unwrap();
     let mut data = pr.clone();
@@ -183,7 +183,7 @@ fn nested_paths_merge_and_a_whole_member_wins_over_its_parts() {
 #[test]
 fn an_unknown_path_is_answered_with_the_members_that_exist() {
     let c = gitea();
-    let t = result_of(&c, "issueListIssues");
+    let t = result_of(c, "issueListIssues");
     let e = check_fields(c.definitions(), t.as_ref(), &["number".into(), "titel".into()]).unwrap_err();
     assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments));
     let text = e.to_string();
@@ -239,7 +239,7 @@ fn every_operation_result_of_both_specs_names_a_definition_the_spec_has() {
 #[test]
 fn a_member_asked_for_by_name_is_kept_even_where_compact_leaves_links_out() {
     let c = gitea();
-    let t = result_of(&c, "repoGet");
+    let t = result_of(c, "repoGet");
     let repo = json!({"full_name": "o/r", "clone_url": "https://forge/o/r.git", "ssh_url": "git@forge:o/r.git",
         "owner": user("o"), "parent": {"full_name": "up/r", "html_url": "https://forge/up/r"}});
     let fields: Vec<String> = ["clone_url", "owner", "parent.html_url"].map(String::from).to_vec();
