@@ -1,6 +1,7 @@
 //! MCP transports: stdio for one person; Streamable HTTP and legacy SSE for many, each
 //! request under its caller's identity (`layers.rs`).
 
+pub(crate) mod answers;
 pub mod http;
 pub(crate) mod jsonrpc;
 pub(crate) mod layers;

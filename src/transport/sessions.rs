@@ -20,7 +20,7 @@ use crate::identity::header::token_hash;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::layers::refuse;
+use super::answers::{refuse, unauthorized_for};
 use crate::call;
 use crate::identity::{Caller, Principal};
 use crate::server::Server;
@@ -70,7 +70,7 @@ pub(crate) async fn establish(
     let e = match resolved {
         Ok(Ok((_, known))) => return Ok(Principal::of(false, &known)),
         Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => {
-            return Err(Box::new(super::layers::unauthorized_for(
+            return Err(Box::new(unauthorized_for(
                 server.oauth.as_deref(),
                 "the forge refused the token of this request (revoked or expired there); send a new token, or sign in again",
             )));

@@ -35,8 +35,9 @@ use rmcp::transport::Transport;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::answers::{answer, no_identity, refuse};
 use super::jsonrpc::{self, Read};
-use super::layers::{answer, no_identity, read_body, refuse};
+use super::layers::read_body;
 use super::listener::CloseConnection;
 use super::sessions::{self, Owners};
 use crate::config::Settings;
