@@ -9,7 +9,11 @@
 //! handlers do not, but when one does, or when the stream does not end right after the
 //! answer, the events go out as a stream as before, none lost. The standalone GET stream and
 //! clients that do not take `application/json` are left alone.
+//!
+//! The events are read by `sse_stream`, the parser the MCP library itself uses, given the
+//! bytes by hand: the bytes as they came stay here, to go out unchanged if the stream is kept.
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -17,12 +21,22 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use futures::StreamExt;
+use futures::channel::mpsc;
+use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+use sse_stream::{ByteStreamBody, Sse, SseStream};
 
-/// The most of a stream held while deciding; a longer answer is streamed as it comes.
+/// The most memory held while deciding, the parser's copies included; an answer longer than
+/// `MAX_HELD / COPIES` is streamed as it comes.
 const MAX_HELD: usize = 16 << 20;
+/// How many times the bytes read are held at most: as they came (to go out unchanged), in the
+/// parser's line being read and in the data it gathers.
+const COPIES: usize = 3;
+/// The most bytes given to the parser at once, cut after a line's end where there is one: what
+/// follows an event is then known to the byte, and the events one piece completes (each
+/// larger than its text) are few.
+const PIECE: usize = 4 << 10;
 /// How long the end of the stream may take after the answer before it is streamed instead.
 const END_WAIT: Duration = Duration::from_millis(500);
 
@@ -35,44 +49,44 @@ pub(crate) async fn plain_json(req: Request, next: Next) -> Response {
     let (mut parts, body) = response.into_parts();
     let mut stream = body.into_data_stream();
     let mut held: Vec<u8> = Vec::new();
-    let mut answer: Option<Data> = None;
-    let mut reader = Events::default();
+    let mut events = Events::new();
+    // What the stream sent that was not read: it goes out after what was.
+    let mut next_item = None;
     // Read events until the first one with data: the answer, or something else (then stream).
-    let streamed = loop {
-        match reader.first_message(&held) {
-            Message::Incomplete => {}
-            Message::Answer(data) => {
-                answer = Some(data);
-                break false;
-            }
-            Message::Other => break true,
-        }
-        if held.len() > MAX_HELD {
-            break true;
-        }
+    let answer = loop {
         match stream.next().await {
-            Some(Ok(chunk)) => held.extend_from_slice(&chunk),
+            Some(Ok(chunk)) => {
+                // The chunk that would take what is held past the bound is not read: it goes
+                // out after what was, so at most one chunk more than MAX_HELD is held.
+                if COPIES * (held.len() + chunk.len()) > MAX_HELD {
+                    next_item = Some(Ok(chunk));
+                    break None;
+                }
+                held.extend_from_slice(&chunk);
+                match events.read(chunk) {
+                    Message::Incomplete => {}
+                    Message::Answer(data) => break Some(data),
+                    Message::Other => break None,
+                }
+            }
             // Nothing (more) to tell: pass on what there is, as the library made it.
-            Some(Err(_)) | None => break true,
+            item @ Some(Err(_)) => {
+                next_item = item;
+                break None;
+            }
+            None => break None,
         }
     };
-    // What the stream sent after the answer, when it did not simply end: it goes out too.
-    let mut next_item = None;
-    if !streamed {
+    drop(events);
+    if let Some(data) = answer {
         // The answer must be the last thing the stream carries.
         match tokio::time::timeout(END_WAIT, stream.next()).await {
             Ok(None) => {
-                if let Some(data) = answer.take() {
-                    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                    parts.headers.remove(header::CACHE_CONTROL);
-                    parts.headers.remove(header::TRANSFER_ENCODING);
-                    parts.headers.remove("x-accel-buffering");
-                    let body = match data {
-                        Data::Within(range) => Bytes::from(held).slice(range),
-                        Data::Joined(joined) => Bytes::from(joined),
-                    };
-                    return Response::from_parts(parts, Body::from(body));
-                }
+                parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                parts.headers.remove(header::CACHE_CONTROL);
+                parts.headers.remove(header::TRANSFER_ENCODING);
+                parts.headers.remove("x-accel-buffering");
+                return Response::from_parts(parts, Body::from(data));
             }
             Ok(Some(item)) => next_item = Some(item),
             Err(_) => {}
@@ -106,97 +120,66 @@ enum Message {
     /// No event with data is complete yet.
     Incomplete,
     /// The first event with data is a JSON-RPC response (its data), and nothing follows it.
-    Answer(Data),
-    /// The first event with data is something else, or more follows the answer.
+    Answer(String),
+    /// The first event with data is something else, or more follows the answer, or the
+    /// parser cannot read the stream.
     Other,
 }
 
-/// Where the reading of the held bytes stands: every byte is looked at once, however the
-/// stream is cut into chunks.
-#[derive(Default)]
+/// What the parser reads from: the pieces it is given, one at a time.
+type Fed = mpsc::UnboundedReceiver<Result<Bytes, Infallible>>;
+
+/// The event-stream parser, given each chunk in pieces and asked for what it completed after
+/// each. It looks at every byte a fixed number of times (for the line's end, then its colon
+/// and text once the line is whole: a line cut into many chunks is gathered, not rescanned),
+/// as this reader does for a line's end, however the stream is cut into chunks.
 struct Events {
-    /// Where the event being read starts.
-    start: usize,
-    /// How far the search for its end has gone.
-    searched: usize,
+    feed: mpsc::UnboundedSender<Result<Bytes, Infallible>>,
+    parsed: SseStream<ByteStreamBody<Fed, Bytes>>,
 }
 
 impl Events {
-    /// What the held bytes start with, once events without data (the priming event) are
-    /// passed.
-    fn first_message(&mut self, held: &[u8]) -> Message {
-        loop {
-            let from = self.searched.max(self.start);
-            let Some(end) = blank_line(held, self.start, from) else {
-                self.searched = held.len().saturating_sub(2);
-                return Message::Incomplete;
-            };
-            let data = event_data(&held[self.start..end.0], self.start);
-            let after = &held[end.1..];
-            let bytes = match &data {
-                Data::Within(r) => &held[r.clone()],
-                Data::Joined(j) => j.as_slice(),
-            };
-            if bytes.is_empty() {
-                self.start = end.1;
-                continue;
-            }
-            if !is_response(bytes) {
+    fn new() -> Events {
+        let (feed, fed) = mpsc::unbounded();
+        Events { feed, parsed: SseStream::from_bytes_stream(fed) }
+    }
+
+    /// Gives the parser `chunk`: what the stream read so far starts with, once events without
+    /// data (the priming event) are passed.
+    fn read(&mut self, mut chunk: Bytes) -> Message {
+        while !chunk.is_empty() {
+            let most = chunk.len().min(PIECE);
+            let cut = memchr::memchr(b'\n', &chunk[..most]).map_or(most, |at| at + 1);
+            if self.feed.unbounded_send(Ok(chunk.split_to(cut))).is_err() {
                 return Message::Other;
             }
-            return if after.iter().all(u8::is_ascii_whitespace) {
-                Message::Answer(data)
-            } else {
-                Message::Other
-            };
+            loop {
+                match self.parsed.next().now_or_never() {
+                    // It waits for the next piece.
+                    None => break,
+                    Some(Some(Ok(Sse { data: Some(data), event, .. }))) if !data.is_empty() => {
+                        // An event without a type, or an empty one, is a message.
+                        let message = event.is_none_or(|e| e.is_empty() || e == "message");
+                        return if message && is_response(data.as_bytes()) && self.nothing_after(&chunk) {
+                            Message::Answer(data)
+                        } else {
+                            Message::Other
+                        };
+                    }
+                    // An event without data, as the priming event is: clients pass over it.
+                    Some(Some(Ok(_))) => {}
+                    // What it cannot read, or (never: the feed is open) the end of its input.
+                    Some(Some(Err(_)) | None) => return Message::Other,
+                }
+            }
         }
+        Message::Incomplete
     }
-}
 
-/// The first blank line at or after `from` that ends an event begun at `start`: where the
-/// event's text ends and where the next begins.
-fn blank_line(bytes: &[u8], start: usize, from: usize) -> Option<(usize, usize)> {
-    let mut i = from.max(start);
-    while let Some(n) = memchr::memchr(b'\n', &bytes[i..]) {
-        let at = i + n;
-        let next = &bytes[at + 1..];
-        if next.starts_with(b"\n") {
-            return Some((at, at + 2));
-        }
-        if next.starts_with(b"\r\n") {
-            return Some((at, at + 3));
-        }
-        i = at + 1;
-    }
-    None
-}
-
-/// An event's data: where it lies in the held bytes (one `data:` line, as the MCP library
-/// writes it: the answer is not copied), or its lines joined.
-#[derive(Debug, PartialEq)]
-enum Data {
-    Within(std::ops::Range<usize>),
-    Joined(Vec<u8>),
-}
-
-/// The event's `data:` lines joined with newlines, as the event-stream format reads them;
-/// `offset` is where `event` starts in the held bytes.
-fn event_data(event: &[u8], offset: usize) -> Data {
-    let mut values = Vec::new();
-    let mut start = 0;
-    for line in event.split(|&b| b == b'\n') {
-        let text = line.strip_suffix(b"\r").unwrap_or(line);
-        if let Some(value) = text.strip_prefix(b"data:") {
-            let value = value.strip_prefix(b" ").unwrap_or(value);
-            let at = start + (text.len() - value.len());
-            values.push(at..at + value.len());
-        }
-        start += line.len() + 1;
-    }
-    match values.as_slice() {
-        [] => Data::Within(offset..offset),
-        [one] => Data::Within(offset + one.start..offset + one.end),
-        many => Data::Joined(many.iter().map(|r| &event[r.clone()]).collect::<Vec<_>>().join(&b'\n')),
+    /// Whether an event just read is followed by nothing but blank space: neither in the
+    /// piece that completed it (another event) nor in `rest`, the chunk's bytes not yet given.
+    fn nothing_after(&mut self, rest: &[u8]) -> bool {
+        rest.iter().all(u8::is_ascii_whitespace) && self.parsed.next().now_or_never().is_none()
     }
 }
 
@@ -235,6 +218,12 @@ mod tests {
     async fn streamed(r: Response) -> String {
         assert_eq!(content_type(&r), "text/event-stream");
         text(r).await
+    }
+
+    /// Asserts that `events`, sent as one chunk, go out as a stream, as they came.
+    async fn goes_out_as_it_came(events: String) {
+        let events: &'static str = Box::leak(events.into_boxed_str());
+        assert_eq!(streamed(through(vec![events], BOTH, None).await).await, events);
     }
 
     async fn through(events: Vec<&'static str>, accept: &str, pause: Option<Duration>) -> Response {
@@ -279,13 +268,39 @@ mod tests {
         assert_eq!(text(r).await, ANSWER);
     }
 
-    #[test]
-    fn one_data_line_is_found_where_it_lies_and_several_are_joined() {
-        let held = b"xx: comment\r\ndata: {\"a\":1}\r\nid: 3";
-        let Data::Within(r) = event_data(&held[2..], 2) else { panic!("one line is not copied") };
-        assert_eq!(&held[r], b"{\"a\":1}");
-        assert_eq!(event_data(b"data:x\ndata:\ndata: y", 0), Data::Joined(b"x\n\ny".to_vec()));
-        assert_eq!(event_data(b"id: 0\nretry: 3000", 5), Data::Within(5..5));
+    #[tokio::test]
+    async fn comments_and_other_fields_are_passed_over_and_data_lines_are_joined() {
+        let events = vec![
+            ": comment\r\nid: 0\r\nretry: 3000\r\n\r\n",
+            ": comment\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata:\r\ndata: \"id\":3,\"result\":{}}\r\nid: 3\r\n\r\n",
+        ];
+        let r = through(events, BOTH, None).await;
+        assert_eq!(content_type(&r), "application/json");
+        assert_eq!(text(r).await, "{\"jsonrpc\":\"2.0\",\n\n\"id\":3,\"result\":{}}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_arriving_a_byte_at_a_time_is_read_once() {
+        // Every byte its own chunk: a parser that looked again at what it holds for each one
+        // would not finish.
+        let answer = format!(r#"{{"jsonrpc":"2.0","id":1,"result":"{}"}}"#, "a".repeat(1 << 20));
+        let event: &'static str = Box::leak(format!("data: {answer}\n\n").into_boxed_str());
+        let bytes = (0..event.len()).map(|i| &event[i..=i]).collect();
+        let r = through(bytes, BOTH, None).await;
+        assert_eq!(content_type(&r), "application/json");
+        assert_eq!(text(r).await, answer);
+    }
+
+    #[tokio::test]
+    async fn an_answer_under_another_event_type_keeps_its_stream() {
+        goes_out_as_it_came(format!("event: other\ndata: {ANSWER}\n\n")).await;
+    }
+
+    #[tokio::test]
+    async fn a_stream_the_parser_cannot_read_goes_out_unchanged() {
+        let data = answer_event();
+        let r = through(vec!["what: ever\n\n", data], BOTH, None).await;
+        assert_eq!(streamed(r).await, format!("what: ever\n\n{data}"));
     }
 
     #[tokio::test]
@@ -307,9 +322,9 @@ mod tests {
 
     #[tokio::test]
     async fn something_after_the_answer_keeps_the_stream_whole() {
-        let both: &'static str = Box::leak(format!("data: {ANSWER}\n\ndata: {ANSWER}\n\n").into_boxed_str());
-        let r = through(vec![both], BOTH, None).await;
-        assert_eq!(streamed(r).await, both);
+        goes_out_as_it_came(format!("data: {ANSWER}\n\ndata: {ANSWER}\n\n")).await;
+        // Even what no client would read as an event.
+        goes_out_as_it_came(format!("data: {ANSWER}\n\n: later\n\n")).await;
     }
 
     #[tokio::test]
