@@ -12,6 +12,7 @@ use aegis_gitea_mcp::transport::http::{App, app};
 use axum::body::Body;
 use axum::http::{Request, Response};
 use fake_forge::{FakeForge, Options};
+use futures::StreamExt as _;
 use http_body_util::BodyExt;
 use serde_json::json;
 use support::ALICE_TOKEN;
@@ -87,13 +88,11 @@ async fn text(resp: Response<Body>) -> String {
 
 /// Reads an SSE stream's body until its `endpoint` event, and returns where to post.
 async fn endpoint_of(resp: Response<Body>) -> String {
-    let mut body = resp.into_body();
-    let mut parser = support::http::SseParser::default();
-    while let Some(frame) = body.frame().await {
-        if let Some(data) = frame.expect("a frame").data_ref() {
-            if let Some((_, at)) = parser.push(data).into_iter().find(|(event, _)| event == "endpoint") {
-                return at;
-            }
+    let mut events = support::http::events_of(resp.into_body());
+    while let Some(read) = events.next().await {
+        let (event, at) = read.expect("an event stream");
+        if event == "endpoint" {
+            return at;
         }
     }
     panic!("the stream ended before its endpoint")

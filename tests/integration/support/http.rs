@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::{FutureExt, Stream, StreamExt};
 use serde_json::{Value, json};
+use sse_stream::{Sse, SseStream};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Called, bin};
@@ -321,56 +323,43 @@ impl Drop for HttpServer {
     }
 }
 
-/// Incremental `text/event-stream` parser: feed bytes, get complete `(event, data)` pairs.
-/// `event` defaults to `message`; events without data (comments, keep-alives, priming
-/// events) are dropped.
-#[derive(Default)]
-pub struct SseParser {
-    buf: Vec<u8>,
-}
-
-impl SseParser {
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<(String, String)> {
-        self.buf.extend(bytes.iter().copied().filter(|&b| b != b'\r'));
-        let mut out = Vec::new();
-        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
-            let block: Vec<u8> = self.buf.drain(..end + 2).collect();
-            let text = String::from_utf8_lossy(&block[..end]);
-            let mut event = "message".to_owned();
-            let mut data: Vec<&str> = Vec::new();
-            for line in text.lines() {
-                let (field, value) = line.split_once(':').unwrap_or((line, ""));
-                let value = value.strip_prefix(' ').unwrap_or(value);
-                match field {
-                    "event" => event = value.to_owned(),
-                    "data" => data.push(value),
-                    _ => {}
-                }
+/// The events of a `text/event-stream` body as they arrive, read by the parser the server
+/// uses: `(event, data)`, `event` being `message` unless named; events without data (priming
+/// events, keep-alives) are passed over.
+pub fn events_of<B>(body: B) -> impl Stream<Item = Result<(String, String), sse_stream::Error>> + Unpin
+where
+    B: http_body::Body + Unpin,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    SseStream::new(body).filter_map(|read| {
+        std::future::ready(match read {
+            Ok(Sse { data: Some(data), event, .. }) if !data.trim().is_empty() => {
+                Some(Ok((event.unwrap_or_else(|| "message".to_owned()), data)))
             }
-            let data = data.join("\n");
-            if !data.trim().is_empty() {
-                out.push((event, data));
-            }
-        }
-        out
-    }
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+    })
 }
 
 /// The JSON messages of a whole reply body: one JSON value (`application/json`), or the data
-/// of each event of a `text/event-stream`, read by `SseParser`.
+/// of each event of a `text/event-stream` (which must read as one, its last event ended).
 pub fn messages_of(body: &str) -> Vec<Value> {
     if let Ok(v) = serde_json::from_str::<Value>(body) {
         return vec![v];
     }
-    let mut parser = SseParser::default();
-    let mut events = parser.push(body.as_bytes());
-    events.extend(parser.push(b"\n\n"));
-    events.into_iter().filter_map(|(_, data)| serde_json::from_str(&data).ok()).collect()
+    let whole = http_body_util::Full::new(bytes::Bytes::copy_from_slice(body.as_bytes()));
+    let events = events_of(whole).collect::<Vec<_>>().now_or_never().expect("a whole body is read at once");
+    events
+        .into_iter()
+        .map(|read| read.unwrap_or_else(|e| panic!("not an event stream ({e}): {body}")))
+        .filter_map(|(_, data)| serde_json::from_str(&data).ok())
+        .collect()
 }
 
 /// The JSON-RPC messages of a `text/event-stream` or `application/json` POST reply, read
 /// until the response with `id` arrives (the stream need not end).
-async fn read_reply(mut resp: reqwest::Response, id: u64) -> Result<Value, HttpError> {
+async fn read_reply(resp: reqwest::Response, id: u64) -> Result<Value, HttpError> {
     let status = resp.status().as_u16();
     let is_sse = resp
         .headers()
@@ -390,29 +379,18 @@ async fn read_reply(mut resp: reqwest::Response, id: u64) -> Result<Value, HttpE
             v => Err((status, format!("a reply without id {id}: {v}"))),
         };
     }
-    let mut parser = SseParser::default();
+    let mut events = events_of(reqwest::Body::from(resp));
     let mut seen = Vec::new();
-    loop {
-        match resp.chunk().await {
-            Ok(Some(bytes)) => {
-                for (_, data) in parser.push(&bytes) {
-                    let v: Value = serde_json::from_str(&data)
-                        .map_err(|e| (status, format!("an SSE event that is not JSON ({e}): {data}")))?;
-                    if matches(&v) {
-                        return Ok(v);
-                    }
-                    seen.push(v);
-                }
-            }
-            Ok(None) => {
-                return Err((
-                    status,
-                    format!("the stream ended without a response to id {id}; saw {seen:?}"),
-                ));
-            }
-            Err(e) => return Err((status, format!("reading the stream: {e}"))),
+    while let Some(read) = events.next().await {
+        let (_, data) = read.map_err(|e| (status, format!("reading the stream: {e}")))?;
+        let v: Value = serde_json::from_str(&data)
+            .map_err(|e| (status, format!("an SSE event that is not JSON ({e}): {data}")))?;
+        if matches(&v) {
+            return Ok(v);
         }
+        seen.push(v);
     }
+    Err((status, format!("the stream ended without a response to id {id}; saw {seen:?}")))
 }
 
 /// The `clientInfo` of the test clients.
@@ -779,43 +757,50 @@ impl SseClient {
 }
 
 async fn read_stream(
-    mut resp: reqwest::Response,
+    resp: reqwest::Response,
     pending: Pending,
     others: mpsc::UnboundedSender<Value>,
     endpoint: oneshot::Sender<String>,
 ) {
     let mut endpoint = Some(endpoint);
-    let mut parser = SseParser::default();
-    while let Ok(Some(bytes)) = resp.chunk().await {
-        for (event, data) in parser.push(&bytes) {
-            match event.as_str() {
-                "endpoint" => {
-                    if let Some(tx) = endpoint.take() {
-                        let _ = tx.send(data.trim().to_owned());
-                    }
-                }
-                "message" => {
-                    let Ok(v) = serde_json::from_str::<Value>(&data) else {
-                        let _ = others.send(json!({"unparsable": data}));
-                        continue;
-                    };
-                    let is_response = v.get("result").is_some() || v.get("error").is_some();
-                    let id = v.get("id").and_then(Value::as_u64);
-                    let waiter = match (is_response, id) {
-                        (true, Some(id)) => pending.lock().unwrap().remove(&id),
-                        _ => None,
-                    };
-                    match waiter {
-                        Some(tx) => {
-                            let _ = tx.send(v);
-                        }
-                        None => {
-                            let _ = others.send(v);
-                        }
-                    }
-                }
-                _ => {}
+    let mut events = events_of(reqwest::Body::from(resp));
+    while let Some(read) = events.next().await {
+        let (event, data) = match read {
+            Ok(read) => read,
+            // The body broke off (the server went away): as its end.
+            Err(sse_stream::Error::Body(_)) => break,
+            Err(e) => {
+                let _ = others.send(json!({"unreadable": e.to_string()}));
+                break;
             }
+        };
+        match event.as_str() {
+            "endpoint" => {
+                if let Some(tx) = endpoint.take() {
+                    let _ = tx.send(data.trim().to_owned());
+                }
+            }
+            "message" => {
+                let Ok(v) = serde_json::from_str::<Value>(&data) else {
+                    let _ = others.send(json!({"unparsable": data}));
+                    continue;
+                };
+                let is_response = v.get("result").is_some() || v.get("error").is_some();
+                let id = v.get("id").and_then(Value::as_u64);
+                let waiter = match (is_response, id) {
+                    (true, Some(id)) => pending.lock().unwrap().remove(&id),
+                    _ => None,
+                };
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.send(v);
+                    }
+                    None => {
+                        let _ = others.send(v);
+                    }
+                }
+            }
+            _ => {}
         }
     }
     // The stream is gone: every waiter learns it (its sender is dropped).
