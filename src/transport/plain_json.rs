@@ -31,12 +31,9 @@ use sse_stream::{ByteStreamBody, Sse, SseStream};
 /// `MAX_HELD / COPIES` is streamed as it comes.
 const MAX_HELD: usize = 16 << 20;
 /// How many times the bytes read are held at most: as they came (to go out unchanged), in the
-/// parser's line being read and in the data it gathers.
+/// data the parser gathers, and in the line it gathers when a line runs on into the next
+/// chunk.
 const COPIES: usize = 3;
-/// The most bytes given to the parser at once, cut after a line's end where there is one: what
-/// follows an event is then known to the byte, and the events one piece completes (each
-/// larger than its text) are few.
-const PIECE: usize = 4 << 10;
 /// How long the end of the stream may take after the answer before it is streamed instead.
 const END_WAIT: Duration = Duration::from_millis(500);
 
@@ -126,13 +123,15 @@ enum Message {
     Other,
 }
 
-/// What the parser reads from: the pieces it is given, one at a time.
+/// What the parser reads from: the lines it is given, one at a time.
 type Fed = mpsc::UnboundedReceiver<Result<Bytes, Infallible>>;
 
-/// The event-stream parser, given each chunk in pieces and asked for what it completed after
-/// each. It looks at every byte a fixed number of times (for the line's end, then its colon
-/// and text once the line is whole: a line cut into many chunks is gathered, not rescanned),
-/// as this reader does for a line's end, however the stream is cut into chunks.
+/// The event-stream parser, given one line at a time and asked after each for what it
+/// completed: at most one event, so what follows an event is known to the byte, and a line
+/// within a chunk is read where it lies. It looks at every byte a fixed number of times (for
+/// the line's end, then its colon and text once the line is whole: a line cut into many chunks
+/// is gathered, not rescanned), as this reader does for a line's end, however the stream is
+/// cut into chunks.
 struct Events {
     feed: mpsc::UnboundedSender<Result<Bytes, Infallible>>,
     parsed: SseStream<ByteStreamBody<Fed, Bytes>>,
@@ -148,14 +147,15 @@ impl Events {
     /// data (the priming event) are passed.
     fn read(&mut self, mut chunk: Bytes) -> Message {
         while !chunk.is_empty() {
-            let most = chunk.len().min(PIECE);
-            let cut = memchr::memchr(b'\n', &chunk[..most]).map_or(most, |at| at + 1);
+            // A line and its end (a CR and its LF may be given apart), or what the chunk holds of
+            // a line it does not end.
+            let cut = memchr::memchr2(b'\n', b'\r', &chunk).map_or(chunk.len(), |at| at + 1);
             if self.feed.unbounded_send(Ok(chunk.split_to(cut))).is_err() {
                 return Message::Other;
             }
             loop {
                 match self.parsed.next().now_or_never() {
-                    // It waits for the next piece.
+                    // It waits for the next line.
                     None => break,
                     Some(Some(Ok(Sse { data: Some(data), event, .. }))) if !data.is_empty() => {
                         // An event without a type, or an empty one, is a message.
@@ -176,8 +176,8 @@ impl Events {
         Message::Incomplete
     }
 
-    /// Whether an event just read is followed by nothing but blank space: neither in the
-    /// piece that completed it (another event) nor in `rest`, the chunk's bytes not yet given.
+    /// Whether an event just read is followed by nothing but blank space in `rest`, the chunk's
+    /// bytes not yet given, and the parser holds no other event.
     fn nothing_after(&mut self, rest: &[u8]) -> bool {
         rest.iter().all(u8::is_ascii_whitespace) && self.parsed.next().now_or_never().is_none()
     }
@@ -310,6 +310,15 @@ mod tests {
         let r = through(events, BOTH, None).await;
         assert_eq!(content_type(&r), "application/json");
         assert_eq!(text(r).await, "{\"jsonrpc\":\"2.0\",\"id\":1,\n\"error\":{\"code\":-1}}");
+    }
+
+    #[tokio::test]
+    async fn lines_may_end_in_a_cr_alone() {
+        let events: &'static str = Box::leak(format!("data:\r\rdata: {ANSWER}\r\r").into_boxed_str());
+        let r = through(vec![events], BOTH, None).await;
+        assert_eq!(content_type(&r), "application/json");
+        assert_eq!(text(r).await, ANSWER);
+        goes_out_as_it_came(format!("data: {ANSWER}\r\r: later\r\r")).await;
     }
 
     #[tokio::test]
