@@ -324,8 +324,8 @@ impl Drop for HttpServer {
 }
 
 /// The events of a `text/event-stream` body as they arrive, read by the parser the server
-/// uses: `(event, data)`, `event` being `message` unless named; events without data (priming
-/// events, keep-alives) are passed over.
+/// uses: `(event, data)`, `event` being `message` unless named (an empty name is none);
+/// events without data (priming events, keep-alives) are passed over.
 pub fn events_of<B>(body: B) -> impl Stream<Item = Result<(String, String), sse_stream::Error>> + Unpin
 where
     B: http_body::Body + Unpin,
@@ -334,7 +334,7 @@ where
     SseStream::new(body).filter_map(|read| {
         std::future::ready(match read {
             Ok(Sse { data: Some(data), event, .. }) if !data.trim().is_empty() => {
-                Some(Ok((event.unwrap_or_else(|| "message".to_owned()), data)))
+                Some(Ok((event.filter(|e| !e.is_empty()).unwrap_or_else(|| "message".to_owned()), data)))
             }
             Ok(_) => None,
             Err(e) => Some(Err(e)),
