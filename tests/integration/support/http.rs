@@ -46,10 +46,25 @@ pub fn http_client() -> reqwest::Client {
         .expect("reqwest client")
 }
 
-/// A loopback port free right now (for a server whose public URL must be known before it
-/// starts; another process could take it in between, which these tests accept).
+/// A loopback port for a server a test starts with a fixed address (a replica behind a
+/// balancer whose configuration names it): one nothing listens on, that no other test of this
+/// run was given, and below the kernel's ephemeral range (32768 and up), so that no outgoing
+/// connection can take it between this check and the server's bind — a port the kernel hands
+/// out for `:0` could be, and was once, in a busy run.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    const FIRST: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    // Two test processes at once (two checkouts) start apart.
+    let offset = (std::process::id() % u32::from(SPAN)) as u16;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = FIRST + (offset.wrapping_add(n) % SPAN);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Whether `r` is an HTTP server's readiness probe: `GET /api/v1/version` without a token,
