@@ -9,7 +9,7 @@
 use serde_json::json;
 
 use super::Flavor;
-use super::operation::{Annotations, Target, ToolDef};
+use super::tool::{Annotations, Target, ToolDef};
 
 /// The tool's name.
 pub const NAME: &str = "gitea_download_attachment";

@@ -9,7 +9,7 @@
 use serde_json::json;
 
 use super::Flavor;
-use super::operation::{Annotations, Target, ToolDef};
+use super::tool::{Annotations, Target, ToolDef};
 
 /// Search the operations.
 pub(crate) const SEARCH: &str = "gitea_search_operations";

@@ -15,6 +15,7 @@ pub mod results;
 pub(crate) mod schema;
 pub(crate) mod search;
 pub mod spec;
+pub(crate) mod tool;
 pub mod toolsets;
 pub(crate) mod wildcard;
 
@@ -23,8 +24,9 @@ use std::sync::{Arc, OnceLock};
 
 pub use operation::{
     BodyEncoding, CollectionFormat, Location, Method, Operation, Paging, Param, PathTemplate, Piece,
-    ResponseKind, Target, ToolDef,
+    ResponseKind,
 };
+pub use tool::{Target, ToolDef};
 
 /// Which forge software the spec describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

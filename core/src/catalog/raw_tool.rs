@@ -8,7 +8,7 @@
 use serde_json::json;
 
 use super::Flavor;
-use super::operation::{Annotations, Target, ToolDef};
+use super::tool::{Annotations, Target, ToolDef};
 
 /// The raw tool's name, as clients and the README know it.
 pub const NAME: &str = "gitea_api_request";

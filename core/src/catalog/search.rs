@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::operation::ToolDef;
+use super::tool::ToolDef;
 
 /// Words that carry no meaning in a query.
 const STOP_WORDS: &[&str] = &[
