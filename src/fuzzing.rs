@@ -1029,7 +1029,7 @@ pub fn resource_uri(data: &[u8]) {
     let catalog = gitea_catalog();
     for read in &reads {
         let tool = catalog.get(read.operation).unwrap_or_else(|| panic!("{uri:?}: {}", read.operation));
-        let _ = aegis_core::args::validate::validate(tool, &read.args);
+        let _ = aegis_core::args::validate::validate(tool, &mut read.args.clone());
         if let Some(again) = aegis_core::envelope::link::uri_of(read.operation, &read.args) {
             let back =
                 crate::resources::reads_of(&again).unwrap_or_else(|e| panic!("{uri:?} → {again:?}: {e}"));

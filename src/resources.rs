@@ -299,7 +299,7 @@ mod tests {
                         .get(read.operation)
                         .unwrap_or_else(|| panic!("{flavor:?} lacks {}", read.operation));
                     assert!(
-                        aegis_core::args::validate::validate(tool, &read.args).is_ok(),
+                        aegis_core::args::validate::validate(tool, &mut read.args.clone()).is_ok(),
                         "{uri}: {}",
                         read.operation
                     );

@@ -59,7 +59,7 @@ fn stages<'c>(
     let mut ask = if tool.takes_shape() { Ask::take(&mut args)? } else { Ask::default() };
     let (tool, args) = match tool.target {
         Target::SearchOperations | Target::OperationSchema => {
-            validate::validate(tool, &args)?;
+            validate::validate(tool, &mut args)?;
             return view.answer(tool, &args).map(Admitted::Answer);
         }
         Target::CallOperation => {
@@ -72,7 +72,7 @@ fn stages<'c>(
                     return Err(CallError::invalid_argument("/arguments", "`arguments` must be an object"));
                 }
             };
-            validate::validate(tool, &args)?;
+            validate::validate(tool, &mut args)?;
             let target = view.target(&args)?;
             *operation = target.operation();
             if let Some(refusal) = policy.tool_refusal(narrowing, target) {

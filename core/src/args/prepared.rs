@@ -29,7 +29,7 @@ impl<'c> Prepared<'c> {
         mut args: Map<String, Value>,
     ) -> Result<Self, CallError> {
         fields::normalize(tool, &mut args)?;
-        validate::validate(tool, &args)?;
+        validate::validate(tool, &mut args)?;
         let reached = match tool.target {
             Target::Raw => {
                 if let Some(path) = args.get("path").and_then(Value::as_str) {

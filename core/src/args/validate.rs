@@ -9,16 +9,25 @@ use crate::catalog::ToolDef;
 use crate::error::CallError;
 use jsonschema::error::ValidationErrorKind;
 
-/// Check `args`; the first problem becomes an `invalid_arguments` error.
-pub fn validate(tool: &ToolDef, args: &Map<String, Value>) -> Result<(), CallError> {
+/// Check `args`; the first problem becomes an `invalid_arguments` error. The validator reads
+/// a `Value`: the arguments move into one and back rather than being copied (an upload's
+/// base64 may be megabytes, and every call is checked).
+pub fn validate(tool: &ToolDef, args: &mut Map<String, Value>) -> Result<(), CallError> {
+    let instance = Value::Object(std::mem::take(args));
+    let checked = check(tool, &instance);
+    let Value::Object(back) = instance else { unreachable!("an object was put in") };
+    *args = back;
+    checked
+}
+
+fn check(tool: &ToolDef, instance: &Value) -> Result<(), CallError> {
     let validator = tool.validator().map_err(|why| {
         CallError::local(
             crate::error::ErrorKind::InvalidArguments,
             format!("the arguments of {} cannot be checked, so the call is not sent: {why}", tool.name),
         )
     })?;
-    let instance = Value::Object(args.clone());
-    let mut errors = validator.iter_errors(&instance);
+    let mut errors = validator.iter_errors(instance);
     let Some(first) = errors.next() else {
         return Ok(());
     };
@@ -72,7 +81,7 @@ mod tests {
     fn check(tool: &str, args: Value) -> Result<(), ToolFailure> {
         let c = crate::catalog::embedded(Flavor::Gitea);
         let t = c.get(tool).unwrap();
-        validate(t, args.as_object().unwrap()).map_err(|e| match e {
+        validate(t, &mut args.as_object().unwrap().clone()).map_err(|e| match e {
             CallError::Result(f) => f,
             other => panic!("{other}"),
         })
