@@ -19,8 +19,17 @@ pub(crate) fn parse<T: DeserializeOwned>(text: &[u8]) -> Result<T, OAuthError> {
         let said = e.to_string();
         match said.strip_prefix("duplicate field `").and_then(|rest| rest.strip_suffix('`')) {
             Some(name) => OAuthError::request(format!("the parameter {name} is repeated")),
-            None => OAuthError::request(format!("the parameters could not be read ({said})")),
+            // Not serde's words: they may quote a value the client sent.
+            None => OAuthError::request("the parameters could not be read as a form"),
         }
+    })
+}
+
+/// `parse` for a request answered with a page for the person (`what`: what was sent, as the
+/// page names it), or the page's words.
+pub(crate) fn parse_for_page<T: DeserializeOwned>(text: &[u8], what: &str) -> Result<T, String> {
+    parse(text).map_err(|e| {
+        format!("{what} could not be read ({}); start again from your MCP client", e.description)
     })
 }
 

@@ -665,14 +665,9 @@ impl OAuth {
     /// page was shown to (its cookie) may answer; an answer from anywhere else is refused.
     pub(crate) fn approve(&self, forge: &Forge, body: &[u8], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
-        let answer: ApproveForm = match form::parse(body) {
+        let answer: ApproveForm = match form::parse_for_page(body, "the answer") {
             Ok(a) => a,
-            Err(e) => {
-                return page(&format!(
-                    "the answer could not be read ({}); start again from your MCP client",
-                    e.description
-                ));
-            }
+            Err(why) => return page(&why),
         };
         let Some(sealed) = answer.pending.get() else {
             return page("the answer came without its sign-in; start again from your MCP client");
@@ -781,14 +776,9 @@ impl OAuth {
     /// back to the client, or a code does.
     pub(crate) fn callback(&self, query: &[u8], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
-        let q: CallbackQuery = match form::parse(query) {
+        let q: CallbackQuery = match form::parse_for_page(query, "the forge's answer") {
             Ok(q) => q,
-            Err(e) => {
-                return page(&format!(
-                    "the forge's answer could not be read ({}); start again from your MCP client",
-                    e.description
-                ));
-            }
+            Err(why) => return page(&why),
         };
         let Some(state) = q.state.get() else {
             return page("the sign-in came back without its state; start again from your MCP client");

@@ -332,8 +332,8 @@ mod tests {
         let bad = c.uncompilable();
         assert_eq!(bad.iter().map(|(n, _)| *n).collect::<Vec<_>>(), ["badPattern"]);
         assert!(bad[0].1.contains("does not compile"), "{}", bad[0].1);
-        let e =
-            crate::args::validate::validate(c.get("badPattern").unwrap(), &mut Default::default()).unwrap_err();
+        let e = crate::args::validate::validate(c.get("badPattern").unwrap(), &mut Default::default())
+            .unwrap_err();
         assert!(e.to_string().contains("cannot be checked"), "{e}");
     }
 
