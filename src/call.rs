@@ -66,7 +66,7 @@ pub async fn run(
     // counts as running until it returns. A refusal is this server's own words (which limit,
     // when to retry), guarded with the configured secrets: refusing costs a client's
     // neighbours as little as possible.
-    let _admitted = server.limits.admit(key(&identity)).map_err(|e| server.guard.error(e))?;
+    let _admitted = server.limits.admit(key(&identity)).await.map_err(|e| server.guard.error(e))?;
     let guard = server.guard.for_call(secrets);
     // Sudo allowed (the credential now carries the `Sudo` header) or refused, before sending.
     let (credential, identity) = sudo::authorize(
@@ -312,7 +312,7 @@ pub(crate) async fn run_reads(
     trace.identity = Some(identity.clone());
     // One resource read is one call for the limits, however many reads it makes; a refusal is
     // this server's own words.
-    let _admitted = server.limits.admit(key(&identity)).map_err(|e| server.guard.error(e))?;
+    let _admitted = server.limits.admit(key(&identity)).await.map_err(|e| server.guard.error(e))?;
     let guard = server.guard.for_call(secrets).for_resource_read();
     let mut first: Option<Fetched> = None;
     let shape = server.settings.result_shape;

@@ -123,6 +123,16 @@ pub enum TransportChoice {
     Sse,
 }
 
+/// What the limits do when the shared store cannot be reached (`MCP_STATE_FAIL`); single-use
+/// checks refuse whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StateFail {
+    /// Each replica judges by its own limits meanwhile (as without a store).
+    Open,
+    /// Calls are refused as rate_limited meanwhile.
+    Closed,
+}
+
 /// Schemes never accepted for a redirect URI, whatever the operator lists: a browser runs,
 /// shows, downloads or forwards such an address itself (and http, https keep their own rules).
 pub(crate) const NEVER_REDIRECT_SCHEMES: &[&str] = &[
@@ -387,6 +397,56 @@ pub struct CommonArgs {
     /// Raise it behind a reverse proxy, where every client has the proxy's address. 0: no limit.
     #[arg(long, env = "MCP_NEW_TOKENS_PER_MINUTE", default_value_t = 60, global = true)]
     pub(crate) new_tokens_per_minute: u32,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
+}
+
+/// The shared store's settings (`MCP_STATE_*`), apart so that they are read as one.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct StateArgs {
+    /// A Redis (or Valkey) the replicas share, redis://host:port[/db] or rediss://…: codes
+    /// and refresh tokens are used once across them, and the limits hold for them together.
+    /// No password in the URL (use --state-password-file). Unset: each replica on its own.
+    #[arg(id = "state_url", long = "state-url", env = "MCP_STATE_URL", global = true)]
+    pub(crate) url: Option<String>,
+    /// A file holding the shared store's password.
+    #[arg(
+        id = "state_password_file",
+        long = "state-password-file",
+        env = "MCP_STATE_PASSWORD_FILE",
+        global = true
+    )]
+    pub(crate) password_file: Option<PathBuf>,
+    /// A PEM file of the CA certificates a rediss:// store's certificate is checked against
+    /// (default: the system's).
+    #[arg(id = "state_ca_file", long = "state-ca-file", env = "MCP_STATE_CA_FILE", global = true)]
+    pub(crate) ca_file: Option<PathBuf>,
+    /// A file of 64 hex characters, the same on every replica (`openssl rand -hex 32`): every
+    /// key the shared store sees is a keyed hash made with it. Needed with MCP_STATE_URL.
+    #[arg(id = "state_key_file", long = "state-key-file", env = "MCP_STATE_KEY_FILE", global = true)]
+    pub(crate) key_file: Option<PathBuf>,
+    /// What the limits do while the shared store cannot be reached: `open`, each replica
+    /// applies them on its own; `closed`, calls are refused. Codes and refresh tokens are
+    /// refused either way.
+    #[arg(
+        id = "state_fail",
+        long = "state-fail",
+        env = "MCP_STATE_FAIL",
+        value_enum,
+        default_value = "open",
+        global = true
+    )]
+    pub(crate) fail: StateFail,
+    /// The prefix of every key in the shared store (1 to 32 of a-z, 0-9, '-'), so that
+    /// deployments may share one store.
+    #[arg(
+        id = "state_namespace",
+        long = "state-namespace",
+        env = "MCP_STATE_NAMESPACE",
+        default_value = "aegis",
+        global = true
+    )]
+    pub(crate) namespace: String,
 }
 
 /// A replica's name as session ids carry it: one DNS label, so that a proxy can route on it
@@ -486,6 +546,22 @@ pub struct Settings {
     pub(crate) metrics_listen: MetricsListen,
     /// The token a scrape must present (`METRICS_BEARER_TOKEN`).
     pub(crate) metrics_bearer_token: Option<SecretString>,
+    /// The store the replicas share (`MCP_STATE_*`); `None`: none.
+    pub(crate) state: Option<StateSettings>,
+}
+
+/// The shared store's settings, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct StateSettings {
+    /// `redis://` or `rediss://`, a host, perhaps a user name and a database, no password.
+    pub(crate) url: Url,
+    pub(crate) password: Option<SecretString>,
+    /// PEM roots for `rediss://` (`None`: the system's).
+    pub(crate) ca: Option<Vec<u8>>,
+    /// The key of every hash the store sees.
+    pub(crate) key: std::sync::Arc<secrecy::SecretBox<[u8; 32]>>,
+    pub(crate) fail: StateFail,
+    pub(crate) namespace: String,
 }
 
 /// `METRICS_LISTEN`: where `/metrics` is served.
@@ -562,7 +638,13 @@ impl Settings {
                 .map(|s| s.expose_secret().to_owned())
                 .collect();
         out.extend(self.extra_secrets.iter().map(|s| s.expose_secret().to_owned()));
-        for key in [self.oauth.as_ref().map(|o| &o.key), self.audit_key.as_ref()].into_iter().flatten() {
+        if let Some(password) = self.state.as_ref().and_then(|s| s.password.as_ref()) {
+            out.push(password.expose_secret().to_owned());
+        }
+        let state_key = self.state.as_ref().map(|s| &s.key);
+        for key in
+            [self.oauth.as_ref().map(|o| &o.key), self.audit_key.as_ref(), state_key].into_iter().flatten()
+        {
             // A key as it is written in its file.
             let hex: String = key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
             out.push(hex.to_ascii_uppercase());
@@ -703,6 +785,7 @@ impl Settings {
         )?;
         let audit_log = args.audit_log.filter(|p| !p.as_os_str().is_empty());
         let audit_key = audit_key(audit_log.is_some(), args.audit_key_file.as_deref(), oauth.as_ref())?;
+        let state = state_settings(&args.state, oauth.as_ref(), audit_key.as_ref())?;
         Ok(Settings {
             url,
             token,
@@ -787,6 +870,7 @@ impl Settings {
             new_tokens_per_minute: NonZeroU32::new(args.new_tokens_per_minute),
             metrics_listen: MetricsListen::parse(args.metrics_listen.as_deref())?,
             metrics_bearer_token,
+            state,
         })
     }
 
@@ -976,6 +1060,83 @@ fn audit_key(
         ));
     }
     Ok(Some(key))
+}
+
+/// The shared store's settings (`MCP_STATE_*`), or `None` without `MCP_STATE_URL`. Errors
+/// never echo the URL: it is checked to hold no password, but it may hold one.
+fn state_settings(
+    args: &StateArgs,
+    oauth: Option<&OAuthSettings>,
+    audit_key: Option<&std::sync::Arc<secrecy::SecretBox<[u8; 32]>>>,
+) -> Result<Option<StateSettings>, ConfigError> {
+    let Some(text) = args.url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
+    let wrong = |why: &str| {
+        ConfigError(format!(
+            "MCP_STATE_URL (--state-url) {why}: use redis://host:port[/db] or rediss://host:port[/db], a user name if the store has users, and the password in MCP_STATE_PASSWORD_FILE"
+        ))
+    };
+    let url = Url::parse(text).map_err(|_| wrong("is not a URL"))?;
+    if !matches!(url.scheme(), "redis" | "rediss") {
+        return Err(wrong(
+            "must start with redis:// or rediss:// (unix sockets, Cluster and Sentinel are not supported)",
+        ));
+    }
+    if url.password().is_some() {
+        return Err(wrong("holds a password, which would sit in the environment"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(wrong("names no host"));
+    }
+    let db = url.path().trim_start_matches('/');
+    if !(db.is_empty() || db.len() <= 5 && db.bytes().all(|b| b.is_ascii_digit()))
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        return Err(wrong("may end only in a database number"));
+    }
+    let key_file = args.key_file.as_deref().filter(|p| !p.as_os_str().is_empty()).ok_or_else(|| {
+        ConfigError(
+            "MCP_STATE_URL (--state-url) needs MCP_STATE_KEY_FILE (--state-key-file): the store sees only hashes keyed with it, so it never holds a code, a token or a login; create one with `openssl rand -hex 32`, the same file on every replica".into(),
+        )
+    })?;
+    let key = read_key_file(key_file, "MCP_STATE_KEY_FILE")?;
+    let same = |other: Option<&std::sync::Arc<secrecy::SecretBox<[u8; 32]>>>| {
+        other.is_some_and(|k| k.expose_secret() == key.expose_secret())
+    };
+    if same(oauth.map(|o| &o.key)) || same(audit_key) {
+        return Err(ConfigError(
+            "MCP_STATE_KEY_FILE (--state-key-file) holds the same key as MCP_OAUTH_KEY_FILE or AUDIT_KEY_FILE: give the shared store a key of its own (`openssl rand -hex 32`)".into(),
+        ));
+    }
+    let password = args
+        .password_file
+        .as_deref()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| read_secret_file(p, "shared store's password file (MCP_STATE_PASSWORD_FILE)"))
+        .transpose()?;
+    let ca = match args.ca_file.as_deref().filter(|p| !p.as_os_str().is_empty()) {
+        None => None,
+        Some(_) if url.scheme() == "redis" => {
+            return Err(ConfigError(
+                "MCP_STATE_CA_FILE (--state-ca-file) is set but MCP_STATE_URL is redis://, which has no TLS: use rediss://".into(),
+            ));
+        }
+        Some(path) => Some(std::fs::read(path).map_err(|e| {
+            ConfigError(format!("cannot read MCP_STATE_CA_FILE {}: {}", path.display(), e.kind()))
+        })?),
+    };
+    let namespace = args.namespace.clone();
+    if namespace.is_empty()
+        || namespace.len() > 32
+        || !namespace.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(ConfigError(format!(
+            "MCP_STATE_NAMESPACE (--state-namespace) {namespace:?}: use 1 to 32 of a-z, 0-9 and '-'"
+        )));
+    }
+    Ok(Some(StateSettings { url, password, ca, key, fail: args.fail, namespace }))
 }
 
 /// The audit key from its file (`AUDIT_KEY_FILE`, or `audit verify --key-file`).
@@ -1285,6 +1446,82 @@ mod tests {
         assert!(!resolve(&["--transport", "http"]).unwrap().stateless);
         let e = resolve(&["--transport", "sse", "--stateless"]).unwrap_err().0;
         assert!(e.contains("MCP_STATELESS") && e.contains("--transport http"), "{e}");
+    }
+
+    #[test]
+    fn a_shared_store_needs_a_key_of_its_own_and_no_password_in_its_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("state.key");
+        std::fs::write(&key, format!("{}\n", "cd".repeat(32))).unwrap();
+        let key = key.to_str().unwrap();
+        let password = dir.path().join("password");
+        std::fs::write(&password, "  store-secret-pw \n").unwrap();
+        let password = password.to_str().unwrap();
+        let resolve = |extra: &[&str]| {
+            let mut v = vec!["--url", "https://g.example"];
+            v.extend_from_slice(extra);
+            Settings::resolve(args(&v), &|_| None)
+        };
+        assert!(resolve(&[]).unwrap().state.is_none());
+        let with = |url: &str| resolve(&["--state-url", url, "--state-key-file", key]);
+        let s = resolve(&["--state-url", "rediss://aegis@store.internal:6380/2", "--state-key-file", key])
+            .unwrap()
+            .state
+            .unwrap();
+        assert_eq!((s.fail, s.namespace.as_str()), (StateFail::Open, "aegis"));
+        for (url, why) in [
+            ("redis://:hunter2-in-url@store:6379", "holds a password"),
+            ("redis://user:hunter2-in-url@store:6379", "holds a password"),
+            ("unix:///run/redis.sock", "must start with redis://"),
+            ("http://store:6379", "must start with redis://"),
+            ("redis://store:6379/db?x=1", "may end only in a database number"),
+            ("not a url hunter2-in-url", "is not a URL"),
+        ] {
+            let e = with(url).unwrap_err().0;
+            assert!(e.contains(why) && !e.contains("hunter2"), "{url}: {e}");
+        }
+        let e = resolve(&["--state-url", "redis://store:6379"]).unwrap_err().0;
+        assert!(e.contains("MCP_STATE_KEY_FILE") && e.contains("openssl rand -hex 32"), "{e}");
+        // One key, one use: not the sealing key, not the audit key.
+        let e = resolve(&[
+            "--state-url",
+            "redis://s",
+            "--state-key-file",
+            key,
+            "--audit-log",
+            "/tmp/a",
+            "--audit-key-file",
+            key,
+        ])
+        .unwrap_err()
+        .0;
+        assert!(e.contains("same key"), "{e}");
+        let e = resolve(&["--state-url", "redis://s", "--state-key-file", key, "--state-ca-file", key])
+            .unwrap_err()
+            .0;
+        assert!(e.contains("rediss://"), "{e}");
+        for bad in ["", "Aegis", "a_b", &"x".repeat(33)] {
+            let e = resolve(&["--state-url", "redis://s", "--state-key-file", key, "--state-namespace", bad]);
+            assert!(e.unwrap_err().0.contains("MCP_STATE_NAMESPACE"), "{bad:?}");
+        }
+        // The password and the key are secrets: in no Debug, in the list the guard redacts.
+        let s = resolve(&[
+            "--state-url",
+            "redis://s",
+            "--state-key-file",
+            key,
+            "--state-password-file",
+            password,
+            "--state-fail",
+            "closed",
+        ])
+        .unwrap();
+        assert_eq!(s.state.as_ref().unwrap().fail, StateFail::Closed);
+        let debug = format!("{s:?}");
+        assert!(!debug.contains("store-secret-pw") && !debug.contains("cdcd"), "{debug}");
+        let secrets = s.secrets();
+        assert!(secrets.iter().any(|x| x == "store-secret-pw"));
+        assert!(secrets.iter().any(|x| x == &"cd".repeat(32)));
     }
 
     #[test]

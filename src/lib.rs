@@ -21,6 +21,7 @@ pub(crate) mod metrics;
 pub mod oauth;
 pub mod resources;
 pub mod server;
+pub(crate) mod state;
 #[cfg(test)]
 mod tidy;
 pub mod transport;

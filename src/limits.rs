@@ -15,6 +15,10 @@
 //! the one nearest to idle is forgotten: that identity may get its burst again early, and
 //! nobody is ever refused because of the table — so many identities cannot lock others out.
 //!
+//! With a shared store (`MCP_STATE_URL`) the limits of an identity are judged by the store,
+//! for every replica at once, by the same GCRA and a count of leased slots; this table then
+//! only decides while the store cannot (`MCP_STATE_FAIL=open`), as if there were no store.
+//!
 //! The same machinery bounds something else that costs the forge: tokens nobody has
 //! established yet, which need a login lookup. `NewTokens` gives each client address its own
 //! budget of them per minute (`MCP_NEW_TOKENS_PER_MINUTE`), judged by the HTTP layer before a
@@ -28,7 +32,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::config::StateFail;
 use crate::identity::Principal;
+use crate::state::{Admit, Lease, Limit, Store};
 use aegis_core::error::CallError;
 
 /// Most identities remembered at once (as many as the login cache holds).
@@ -82,19 +88,31 @@ pub struct Limits {
     hasher: RandomState,
     /// Where refusals are counted.
     refused: crate::metrics::RateLimits,
+    /// The store that judges for every replica, and what to do while it cannot.
+    shared: Option<(Store, StateFail)>,
 }
 
 /// A call let through; while it lives, it counts as running for its identity.
 #[derive(Debug)]
-pub(crate) struct Admitted(Option<Arc<AtomicU32>>);
+pub(crate) enum Admitted {
+    /// Counted nowhere: no concurrency limit.
+    Free,
+    /// Counted in this replica's table.
+    Here(Arc<AtomicU32>),
+    /// Counted in the shared store.
+    Shared { _lease: Lease },
+}
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        if let Some(running) = &self.0 {
+        if let Admitted::Here(running) = self {
             running.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
+
+/// The wait suggested while the shared store cannot judge and `MCP_STATE_FAIL=closed`.
+const STORE_RETRY_AFTER: u64 = 1;
 
 impl Limits {
     /// `per_minute` calls per identity per minute, `concurrent` calls of one identity at
@@ -110,24 +128,77 @@ impl Limits {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             hasher: RandomState::new(),
             refused: Default::default(),
+            shared: None,
         }
     }
 
     /// The limits of the settings, counting their refusals into `refused`.
-    pub(crate) fn from_settings(s: &crate::config::Settings, refused: crate::metrics::RateLimits) -> Limits {
-        Limits { refused, ..Limits::new(s.rate_limit_per_minute, s.rate_limit_concurrent) }
+    /// With `store`, judged by it for every replica.
+    pub(crate) fn from_settings(
+        s: &crate::config::Settings,
+        refused: crate::metrics::RateLimits,
+        store: Option<Store>,
+    ) -> Limits {
+        let fail = s.state.as_ref().map_or(StateFail::Open, |s| s.fail);
+        Limits {
+            refused,
+            shared: store.map(|store| (store, fail)),
+            ..Limits::new(s.rate_limit_per_minute, s.rate_limit_concurrent)
+        }
     }
 
     /// Let a call of `key` through, or say which limit refuses it and for how long.
-    pub(crate) fn admit(&self, key: Key) -> Result<Admitted, CallError> {
+    pub(crate) async fn admit(&self, key: Key) -> Result<Admitted, CallError> {
         if self.rate.is_none() && self.concurrent.is_none() {
-            return Ok(Admitted(None));
+            return Ok(Admitted::Free);
+        }
+        if let (Some((store, fail)), Key::Caller(principal)) = (&self.shared, &key) {
+            let who = match principal {
+                Principal::Global => "global".to_owned(),
+                Principal::Login(login) => format!("login:{login}"),
+            };
+            let limit = Limit {
+                concurrent: self.concurrent.unwrap_or(0),
+                rate: self.rate.map(|r| (r.interval, r.tolerance)),
+            };
+            match store.admit("admit", who.as_bytes(), limit).await {
+                Ok(Admit::Let(Some(lease))) => return Ok(Admitted::Shared { _lease: lease }),
+                Ok(Admit::Let(None)) => return Ok(Admitted::Free),
+                Ok(Admit::Busy(running)) => return Err(self.refusal(Refusal::Busy(running))),
+                Ok(Admit::Rate(wait)) => {
+                    let per_minute = self.rate.map_or(0, |r| r.per_minute);
+                    return Err(self.refusal(Refusal::Rate(per_minute, retry_seconds(wait))));
+                }
+                Err(why) if *fail == StateFail::Closed => {
+                    store.metrics().fallback("caller", "refused");
+                    store.warn("calls are refused meanwhile (MCP_STATE_FAIL=closed)", why);
+                    self.refused.refused("state");
+                    return Err(CallError::rate_limited(
+                        format!(
+                            "the limits' shared store (MCP_STATE_URL) could not be reached, and MCP_STATE_FAIL=closed refuses calls meanwhile; nothing was sent — retry after {STORE_RETRY_AFTER} s"
+                        ),
+                        STORE_RETRY_AFTER,
+                    ));
+                }
+                Err(why) => {
+                    store.metrics().fallback("caller", "local");
+                    store.warn(
+                        "each replica applies the limits on its own meanwhile (MCP_STATE_FAIL=open)",
+                        why,
+                    );
+                }
+            }
         }
         self.admit_at(key, Instant::now())
     }
 
     fn admit_at(&self, key: Key, now: Instant) -> Result<Admitted, CallError> {
-        self.check(key, now).map_err(|refusal| match refusal {
+        self.check(key, now).map_err(|refusal| self.refusal(refusal))
+    }
+
+    /// The refusal of a limit, counted.
+    fn refusal(&self, refusal: Refusal) -> CallError {
+        match refusal {
             Refusal::Busy(running) => {
                 self.refused.refused("concurrent");
                 CallError::rate_limited(
@@ -146,7 +217,7 @@ impl Limits {
                     wait,
                 )
             }
-        })
+        }
     }
 
     /// The entry of `key` takes one more call, or the limit it would break.
@@ -172,10 +243,10 @@ impl Limits {
             entry.tat = tat + rate.interval;
         }
         if self.concurrent.is_none() {
-            return Ok(Admitted(None));
+            return Ok(Admitted::Free);
         }
         entry.running.fetch_add(1, Ordering::AcqRel);
-        Ok(Admitted(Some(entry.running.clone())))
+        Ok(Admitted::Here(entry.running.clone()))
     }
 
     /// Identities remembered now.
@@ -320,15 +391,16 @@ mod tests {
     #[test]
     fn running_calls_count_until_their_permit_is_dropped() {
         let l = limits(0, 2);
-        let a = l.admit(Key::Caller(Principal::login("bob"))).unwrap();
-        let b = l.admit(Key::Caller(Principal::login("bob"))).unwrap();
-        assert_eq!(retry_after(l.admit(Key::Caller(Principal::login("bob")))), BUSY_RETRY_AFTER);
-        let other = l.admit(Key::Caller(Principal::login("carol"))).unwrap();
+        let admit = |who: &str| l.admit_at(Key::Caller(Principal::login(who)), Instant::now());
+        let a = admit("bob").unwrap();
+        let b = admit("bob").unwrap();
+        assert_eq!(retry_after(admit("bob")), BUSY_RETRY_AFTER);
+        let other = admit("carol").unwrap();
         drop(a);
-        let c = l.admit(Key::Caller(Principal::login("bob"))).unwrap();
-        assert!(l.admit(Key::Caller(Principal::login("bob"))).is_err());
+        let c = admit("bob").unwrap();
+        assert!(admit("bob").is_err());
         drop((b, c, other));
-        l.admit(Key::Caller(Principal::login("bob"))).unwrap();
+        admit("bob").unwrap();
     }
 
     #[test]
@@ -343,11 +415,11 @@ mod tests {
         l.admit_at(Key::Caller(Principal::Global), t0).unwrap();
     }
 
-    #[test]
-    fn without_limits_nothing_is_remembered() {
+    #[tokio::test]
+    async fn without_limits_nothing_is_remembered() {
         let l = limits(0, 0);
         for i in 0..100 {
-            l.admit(Key::Caller(Principal::login(&format!("u{i}")))).unwrap();
+            l.admit(Key::Caller(Principal::login(&format!("u{i}")))).await.unwrap();
         }
         assert_eq!(l.len(), 0);
     }

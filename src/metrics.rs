@@ -49,6 +49,7 @@ pub(crate) struct Metrics {
     sessions_open: Gauge<i64, AtomicI64>,
     streams_open: Gauge<i64, AtomicI64>,
     rate_limited: RateLimits,
+    state: StateMetrics,
 }
 
 impl Metrics {
@@ -116,8 +117,30 @@ impl Metrics {
         registry.register("sessions_open", "Open Streamable HTTP sessions", sessions_open.clone());
         let streams_open = Gauge::<i64, AtomicI64>::default();
         registry.register("streams_open", "Open legacy SSE streams", streams_open.clone());
+        let state = StateMetrics::default();
+        registry.register(
+            "state_requests",
+            "Round trips to the shared store by operation and result (ok, error, timeout, or skipped while the store is judged down)",
+            state.requests.clone(),
+        );
+        registry.register(
+            "state_request_duration_seconds",
+            "Time of one round trip to the shared store",
+            state.duration.clone(),
+        );
+        registry.register(
+            "state_fallback",
+            "Calls the limits judged without the shared store, which could not be reached: by limit (caller: the per-identity limits, forge_concurrent) and decision (local: by this replica's own count, refused: MCP_STATE_FAIL=closed)",
+            state.fallback.clone(),
+        );
+        registry.register(
+            "state_up",
+            "1 when the last round trip to the shared store succeeded, else 0",
+            state.up.clone(),
+        );
         Metrics {
             registry,
+            state,
             calls,
             call_duration,
             resource_reads,
@@ -163,6 +186,10 @@ impl Metrics {
     }
 
     /// The gauge of open Streamable HTTP sessions.
+    pub(crate) fn state(&self) -> StateMetrics {
+        self.state.clone()
+    }
+
     pub(crate) fn sessions_open(&self) -> Gauge<i64, AtomicI64> {
         self.sessions_open.clone()
     }
@@ -237,6 +264,54 @@ impl ForgeMetrics {
             self.responses.get_or_create(&StatusLabel { status }).inc();
         }
     }
+}
+
+/// The shared store's counters (cloned into `state::Store` and the limits that fall back).
+#[derive(Debug, Clone)]
+pub(crate) struct StateMetrics {
+    requests: Family<StateLabels, Counter>,
+    duration: Histogram,
+    fallback: Family<FallbackLabels, Counter>,
+    up: Gauge<i64, AtomicI64>,
+}
+
+impl Default for StateMetrics {
+    fn default() -> StateMetrics {
+        StateMetrics {
+            requests: Family::default(),
+            duration: Histogram::new(seconds_buckets()),
+            fallback: Family::default(),
+            up: Gauge::default(),
+        }
+    }
+}
+
+impl StateMetrics {
+    /// One round trip `op` ended in `result` after `took` (`None`: not attempted).
+    pub(crate) fn request(&self, op: &'static str, result: &'static str, took: Option<Duration>) {
+        self.requests.get_or_create(&StateLabels { op, result }).inc();
+        if let Some(took) = took {
+            self.duration.observe(took.as_secs_f64());
+            self.up.set(i64::from(result == "ok"));
+        }
+    }
+
+    /// A call judged without the store: `limit` names which, `decision` how.
+    pub(crate) fn fallback(&self, limit: &'static str, decision: &'static str) {
+        self.fallback.get_or_create(&FallbackLabels { limit, decision }).inc();
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    op: &'static str,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FallbackLabels {
+    limit: &'static str,
+    decision: &'static str,
 }
 
 /// The guard's counters, one per action.
@@ -351,7 +426,11 @@ mod tests {
         m.identity_cache().hit.inc();
         m.sessions_open().inc();
         m.rate_limits().refused("per_minute");
+        m.state().request("admit", "ok", Some(Duration::from_micros(50)));
+        m.state().fallback("caller", "local");
         let text = m.render();
+        assert_eq!(sample(&text, "aegis_state_requests_total", r#"{op="admit",result="ok"}"#), Some("1"));
+        assert_eq!(sample(&text, "aegis_state_up", ""), Some("1"));
         for (name, kind) in [
             ("aegis_calls_total", "counter"),
             ("aegis_call_duration_seconds", "histogram"),
@@ -363,6 +442,10 @@ mod tests {
             ("aegis_sessions_open", "gauge"),
             ("aegis_streams_open", "gauge"),
             ("aegis_rate_limited_total", "counter"),
+            ("aegis_state_requests_total", "counter"),
+            ("aegis_state_request_duration_seconds", "histogram"),
+            ("aegis_state_fallback_total", "counter"),
+            ("aegis_state_up", "gauge"),
         ] {
             assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name} {kind} in\n{text}");
         }

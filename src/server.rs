@@ -76,7 +76,20 @@ impl Server {
     /// spec, catalog. The only network access is the version probe of `--flavor auto`.
     pub async fn start(settings: Settings) -> Result<Server, StartError> {
         let metrics = Metrics::new();
-        let forge = Forge::from_settings(&settings).map_err(StartError)?.counted(metrics.forge());
+        let state = settings
+            .state
+            .as_ref()
+            .map(|s| crate::state::Store::connect(s, metrics.state()))
+            .transpose()
+            .map_err(StartError)?;
+        if let Some(store) = state.clone() {
+            tokio::spawn(async move { store.check().await });
+        }
+        let fail = settings.state.as_ref().map_or(crate::config::StateFail::Open, |s| s.fail);
+        let forge = Forge::from_settings(&settings)
+            .map_err(StartError)?
+            .counted(metrics.forge())
+            .with_store(state.clone(), fail);
         let credential = global_credential(&settings)?;
         let detected = match settings.flavor {
             FlavorChoice::Auto => Some(detect(&forge, &credential).await?),
@@ -93,7 +106,10 @@ impl Server {
         }
         let mcp_path =
             if settings.transport == crate::config::TransportChoice::Sse { "/sse" } else { "/mcp" };
-        let oauth = settings.oauth.as_ref().map(|o| Arc::new(crate::oauth::OAuth::new(o, mcp_path)));
+        let oauth = settings
+            .oauth
+            .as_ref()
+            .map(|o| Arc::new(crate::oauth::OAuth::new(o, mcp_path).with_store(state.clone())));
         let audit = match (&settings.audit_log, &settings.audit_key) {
             (None, _) => None,
             (Some(path), Some(key)) => Some(crate::audit::AuditLog::open(
@@ -107,7 +123,7 @@ impl Server {
                 ));
             }
         };
-        let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits());
+        let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits(), state);
         let new_tokens = crate::limits::NewTokens::new(settings.new_tokens_per_minute, metrics.rate_limits());
         let mut policy = settings.policy();
         policy.forge = forge_host(forge.base()).await;

@@ -10,7 +10,10 @@
 //! further, held until the body is decoded: however many calls run, at most that many large
 //! bodies are in memory at once. With `FORGE_MAX_CONCURRENT`, each request holds one of that
 //! many slots from before it is sent until its body is read; a request that finds none free
-//! within `SLOT_WAIT` is not sent and fails as `rate_limited`. Each request sent is timed, and
+//! within `SLOT_WAIT` is not sent and fails as `rate_limited`; with a shared store the slots
+//! are counted for every replica at once, each request holding a lease there besides its
+//! local slot (which stays the cap, and the fallback while the store cannot decide).
+//! Each request sent is timed, and
 //! the status it was answered with counted, for `/metrics`.
 
 use std::sync::Arc;
@@ -20,8 +23,10 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, Heade
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 use url::Url;
 
+use crate::config::StateFail;
 use crate::identity::Credential;
 use crate::metrics::ForgeMetrics;
+use crate::state::{Admit, Lease, Limit, Store};
 use aegis_core::args::{CallPlan, PlanBody, Root};
 use aegis_core::decode::body::{Limits, ReadLimit, read_limit};
 use aegis_core::error::{CallError, ErrorKind};
@@ -40,6 +45,22 @@ pub(crate) const ERROR_BODY_BYTES: usize = 64 * 1024;
 pub(crate) const SLOT_WAIT: Duration = Duration::from_millis(200);
 /// The wait suggested to a request refused for want of a slot.
 const SLOT_RETRY_AFTER: u64 = 1;
+/// How often a request asks the shared store again for a slot while all are taken.
+const SLOT_POLL: Duration = Duration::from_millis(20);
+/// Whose slots the forge's are in the shared store (no login is spelled so).
+const FORGE_SLOTS: &[u8] = b"\0forge";
+
+/// A few bits that differ from call to call, to spread retries.
+fn jitter() -> u32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_micros())
+}
+
+/// One request's slot: here, and in the shared store when there is one.
+#[derive(Debug)]
+struct Slot<'a> {
+    _here: SemaphorePermit<'a>,
+    _shared: Option<Lease>,
+}
 
 /// A forge answer as received: status, headers, and the body or why it was not read.
 #[derive(Debug)]
@@ -75,6 +96,8 @@ pub(crate) struct Forge {
     /// Slots for requests in flight (`FORGE_MAX_CONCURRENT`) and their number, shared by
     /// every clone; `None`: no limit.
     slots: Option<(Arc<Semaphore>, u32)>,
+    /// The store that counts the slots of every replica, and what to do while it cannot.
+    store: Option<(Store, StateFail)>,
     /// Whether the forge has answered any request yet (shared by every clone), for `/readyz`.
     answered: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -108,6 +131,7 @@ impl Forge {
             large: Arc::new(Semaphore::new(LARGE_CALLS)),
             metrics: ForgeMetrics::default(),
             slots: None,
+            store: None,
             answered: Arc::default(),
         })
     }
@@ -121,6 +145,13 @@ impl Forge {
     /// The same forge with at most `max` requests in flight at once (`None`: no limit).
     pub(crate) fn with_max_concurrent(mut self, max: Option<std::num::NonZeroU32>) -> Forge {
         self.slots = max.map(|n| (Arc::new(Semaphore::new(n.get() as usize)), n.get()));
+        self
+    }
+
+    /// The same forge, with `FORGE_MAX_CONCURRENT` counted for every replica sharing `store`
+    /// (`fail`: what to do while it cannot say).
+    pub(crate) fn with_store(mut self, store: Option<Store>, fail: StateFail) -> Forge {
+        self.store = store.map(|s| (s, fail));
         self
     }
 
@@ -185,21 +216,50 @@ impl Forge {
     }
 
     /// A slot for one request (none needed without `FORGE_MAX_CONCURRENT`), or `rate_limited`
-    /// when none frees up within `SLOT_WAIT`.
-    async fn slot(&self) -> Result<Option<SemaphorePermit<'_>>, CallError> {
+    /// when none frees up within `SLOT_WAIT`: here first, then in the shared store.
+    async fn slot(&self) -> Result<Option<Slot<'_>>, CallError> {
         let Some((slots, max)) = &self.slots else { return Ok(None) };
-        match tokio::time::timeout(SLOT_WAIT, slots.acquire()).await {
-            Ok(permit) => Ok(Some(permit.expect("the semaphore is never closed"))),
-            Err(_) => Err({
-                self.metrics.slot_refused();
-                CallError::rate_limited(
-                    format!(
-                        "the server already has {max} requests to the forge in flight, its limit for all callers together (FORGE_MAX_CONCURRENT); nothing was sent — retry after {SLOT_RETRY_AFTER} s"
-                    ),
-                    SLOT_RETRY_AFTER,
-                )
-            }),
+        let deadline = tokio::time::Instant::now() + SLOT_WAIT;
+        let Ok(here) = tokio::time::timeout_at(deadline, slots.acquire()).await else {
+            return Err(self.no_slot(*max));
+        };
+        let here = here.expect("the semaphore is never closed");
+        let Some((store, fail)) = &self.store else { return Ok(Some(Slot { _here: here, _shared: None })) };
+        let limit = Limit { concurrent: *max, rate: None };
+        loop {
+            match store.admit("forge_admit", FORGE_SLOTS, limit).await {
+                Ok(Admit::Let(shared)) => return Ok(Some(Slot { _here: here, _shared: shared })),
+                Ok(_) => {
+                    // Spread the askers out, so that they do not all ask again at once.
+                    let pause = SLOT_POLL + Duration::from_millis(u64::from(jitter()) % 10);
+                    if tokio::time::Instant::now() + pause >= deadline {
+                        return Err(self.no_slot(*max));
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+                Err(why) if *fail == StateFail::Closed => {
+                    store.metrics().fallback("forge_concurrent", "refused");
+                    store.warn("requests to the forge are refused meanwhile (MCP_STATE_FAIL=closed)", why);
+                    return Err(self.no_slot(*max));
+                }
+                Err(why) => {
+                    store.metrics().fallback("forge_concurrent", "local");
+                    store.warn("each replica counts FORGE_MAX_CONCURRENT on its own meanwhile", why);
+                    return Ok(Some(Slot { _here: here, _shared: None }));
+                }
+            }
         }
+    }
+
+    /// The refusal of a request that found no slot.
+    fn no_slot(&self, max: u32) -> CallError {
+        self.metrics.slot_refused();
+        CallError::rate_limited(
+            format!(
+                "{max} requests to the forge are already in flight, the limit for all callers together (FORGE_MAX_CONCURRENT); nothing was sent — retry after {SLOT_RETRY_AFTER} s"
+            ),
+            SLOT_RETRY_AFTER,
+        )
     }
 
     async fn send_now(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {

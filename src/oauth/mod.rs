@@ -41,7 +41,7 @@ use crate::executor::oauth::{ForgeGrant, ForgeRefusal};
 use crate::identity::{Grant, header};
 use form::{ApproveForm, AuthorizeQuery, CallbackQuery, CodeGrant, Param, RefreshGrant, TokenGrant};
 use seal::{Kind, Sealer};
-use used::UsedOnce;
+use used::{NotFirst, Use, UsedOnce};
 
 /// The scopes a client may ask for. `read` alone signs in a read-only identity; `write`
 /// includes reading.
@@ -469,6 +469,36 @@ impl OAuth {
         }
     }
 
+    /// The same server, with codes and refresh tokens used once across every replica that
+    /// shares `store`.
+    pub(crate) fn with_store(mut self, store: Option<crate::state::Store>) -> OAuth {
+        self.used = self.used.shared(store);
+        self
+    }
+
+    /// Take `id` of `kind` for its one use (`expires`, and how long such ids live), or say
+    /// why not: `used` is what to say of a second use.
+    async fn take(
+        &self,
+        kind: &'static str,
+        (id, expires, lifetime): (&str, u64, Duration),
+        used: &str,
+    ) -> Result<Use, OAuthError> {
+        self.used.take(kind, id, expires, lifetime.as_secs(), self.clock.now()).await.map_err(|why| match why {
+            NotFirst::Used => OAuthError::grant(used),
+            NotFirst::Reset => OAuthError::grant(format!(
+                "this {kind} was issued before the shared store (MCP_STATE_URL) was reset, so whether it was used cannot be known; sign in again"
+            )),
+            NotFirst::Unavailable => OAuthError::new(
+                503,
+                "temporarily_unavailable",
+                format!(
+                    "the shared store (MCP_STATE_URL) could not be reached to check that this {kind} is used only once; nothing was used up — try again shortly"
+                ),
+            ),
+        })
+    }
+
     /// The clock every lifetime is judged by.
     pub fn clock(&self) -> &Clock {
         &self.clock
@@ -774,7 +804,7 @@ impl OAuth {
     /// for the first time: every other answer is a page for the person (a client's redirect
     /// URI is never a place a stranger can send a browser to). Then the forge's refusal goes
     /// back to the client, or a code does.
-    pub(crate) fn callback(&self, query: &[u8], browser: Option<&str>) -> Browser {
+    pub(crate) async fn callback(&self, query: &[u8], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
         let q: CallbackQuery = match form::parse_for_page(query, "the forge's answer") {
             Ok(q) => q,
@@ -798,8 +828,23 @@ impl OAuth {
         if pending.e < self.clock.now() {
             return page("the sign-in took longer than 10 minutes; start again from your MCP client");
         }
-        if !self.used.first_use(&pending.id, pending.e, self.clock.now()) {
-            return page("this sign-in has already come back once; start again from your MCP client");
+        let now = self.clock.now();
+        match self.used.take("sign-in", &pending.id, pending.e, PENDING_LIFETIME.as_secs(), now).await {
+            Ok(_) => {}
+            Err(NotFirst::Used) => {
+                return page("this sign-in has already come back once; start again from your MCP client");
+            }
+            Err(NotFirst::Reset) => {
+                return page(
+                    "this sign-in was started before the shared store (MCP_STATE_URL) was reset; start again from your MCP client",
+                );
+            }
+            Err(NotFirst::Unavailable) => {
+                return Browser::Page {
+                    status: 503,
+                    message: "the shared store (MCP_STATE_URL) could not be reached to check that this sign-in comes back only once; reload this page shortly".into(),
+                };
+            }
         }
         let back = |pairs: &[(&str, &str)]| {
             let mut all = pairs.to_vec();
@@ -868,9 +913,8 @@ impl OAuth {
             return Err(OAuthError::grant("PKCE: the code_verifier does not match the code_challenge"));
         }
         self.check_resource(&grant.resource)?;
-        if !self.used.first_use(&code.id, code.e, self.clock.now()) {
-            return Err(OAuthError::grant("the code has already been used; sign in again"));
-        }
+        let once = (code.id.as_str(), code.e, CODE_LIFETIME);
+        let taken = self.take("code", once, "the code has already been used; sign in again").await?;
         let callback = format!("{}{CALLBACK_PATH}", self.issuer);
         let form = [
             ("grant_type", "authorization_code"),
@@ -879,7 +923,7 @@ impl OAuth {
             ("code_verifier", &code.fv),
         ];
         let refused = "the forge refused the sign-in's code (it may have been used already); sign in again";
-        let grant = self.ask_forge(forge, &form, &code.id, refused).await?;
+        let grant = self.ask_forge(forge, &form, &taken, refused).await?;
         Ok(self.issue(&code.c, &code.sc, &code.sc, &code.res, grant))
     }
 
@@ -901,14 +945,12 @@ impl OAuth {
             }
         };
         self.check_resource(&grant.resource)?;
-        if !self.used.first_use(&old.id, old.e, self.clock.now()) {
-            return Err(OAuthError::grant(
-                "the refresh token has already been used (refresh tokens rotate); use the newest one, or sign in again",
-            ));
-        }
+        let once = (old.id.as_str(), old.e, REFRESH_LIFETIME);
+        let used = "the refresh token has already been used (refresh tokens rotate); use the newest one, or sign in again";
+        let taken = self.take("refresh token", once, used).await?;
         let form = [("grant_type", "refresh_token"), ("refresh_token", old.f.as_str())];
         let refused = "the forge refused the refresh (it may have been used already, or the person revoked the application); sign in again";
-        let grant = self.ask_forge(forge, &form, &old.id, refused).await?;
+        let grant = self.ask_forge(forge, &form, &taken, refused).await?;
         // The new refresh token keeps the sign-in's scope; only the access token is narrowed.
         Ok(self.issue(&old.c, &scope, &old.sc, &old.res, grant))
     }
@@ -950,24 +992,27 @@ impl OAuth {
     }
 
     /// The forge's token endpoint with this server's application and `form`. The code or
-    /// refresh token `id` stays used unless the forge could not be reached (then the client
-    /// may try again).
+    /// refresh token `taken` stays used unless the forge could not be reached (then the
+    /// client may try again).
     async fn ask_forge(
         &self,
         forge: &Forge,
         form: &[(&str, &str)],
-        id: &str,
+        taken: &Use,
         refused: &str,
     ) -> Result<ForgeGrant, OAuthError> {
         let mut full = form.to_vec();
         full.push(("client_id", &self.forge_client_id));
         full.push(("client_secret", self.forge_client_secret.expose_secret()));
-        forge.oauth_token(&full).await.map_err(|r| {
-            if let ForgeRefusal::Unavailable(_) = r {
-                self.used.forget(id);
+        match forge.oauth_token(&full).await {
+            Ok(grant) => Ok(grant),
+            Err(r) => {
+                if let ForgeRefusal::Unavailable(_) = r {
+                    self.used.forget(taken).await;
+                }
+                Err(forge_refusal(r, refused))
             }
-            forge_refusal(r, refused)
-        })
+        }
     }
 
     /// Our tokens for a forge grant.
@@ -1184,7 +1229,7 @@ mod tests {
             panic!("approval refused")
         };
         let state = query(&to_forge, "state");
-        let back = o.callback(&form(&[("code", "F"), ("state", &state)]), Some(&consent.browser));
+        let back = o.callback(&form(&[("code", "F"), ("state", &state)]), Some(&consent.browser)).await;
         let Browser::Redirect(back) = back else { panic!("callback refused: {back:?}") };
         query(&back, "code")
     }
@@ -1494,14 +1539,14 @@ mod tests {
             o.sealer.seal(Kind::Approved, &sign_in(&o, "http://127.0.0.1:5555/cb", b, "p", now() + 60));
         let twice = form(&[("code", "F"), ("code", "G"), ("state", &state)]);
         assert_eq!(
-            o.callback(&twice, Some(b)),
+            o.callback(&twice, Some(b)).await,
             page(
                 "the forge's answer could not be read (the parameter code is repeated); start again from your MCP client"
             )
         );
         // Refused before it was used: the same sign-in still comes back once.
         assert!(matches!(
-            o.callback(&form(&[("code", "F"), ("state", &state)]), Some(b)),
+            o.callback(&form(&[("code", "F"), ("state", &state)]), Some(b)).await,
             Browser::Redirect(_)
         ));
     }
@@ -1542,12 +1587,12 @@ mod tests {
         assert!(matches!(other.verify(&SecretString::from(t)), Presented::Invalid(_)));
     }
 
-    #[test]
-    fn the_callback_needs_the_approving_browser_once_and_passes_a_refusal_back() {
+    #[tokio::test]
+    async fn the_callback_needs_the_approving_browser_once_and_passes_a_refusal_back() {
         let o = server();
         let b = "BBBBBBBBBBBBBBBBBBBBBB";
         assert!(matches!(
-            o.callback(&form(&[("code", "F"), ("state", "made-up")]), Some(b)),
+            o.callback(&form(&[("code", "F"), ("state", "made-up")]), Some(b)).await,
             Browser::Page { .. }
         ));
         let pending =
@@ -1556,12 +1601,12 @@ mod tests {
         // Another browser, or none: no code.
         for other in [None, Some("CCCCCCCCCCCCCCCCCCCCCC")] {
             assert!(matches!(
-                o.callback(&form(&[("code", "F"), ("state", &state)]), other),
+                o.callback(&form(&[("code", "F"), ("state", &state)]), other).await,
                 Browser::Page { .. }
             ));
         }
         let Browser::Redirect(url) =
-            o.callback(&form(&[("error", "access_denied"), ("state", &state)]), Some(b))
+            o.callback(&form(&[("error", "access_denied"), ("state", &state)]), Some(b)).await
         else {
             panic!()
         };
@@ -1571,17 +1616,17 @@ mod tests {
         // Once only.
         let state = o.sealer.seal(Kind::Approved, &pending("p2", 60));
         assert!(matches!(
-            o.callback(&form(&[("code", "F"), ("state", &state)]), Some(b)),
+            o.callback(&form(&[("code", "F"), ("state", &state)]), Some(b)).await,
             Browser::Redirect(_)
         ));
         assert!(matches!(
-            o.callback(&form(&[("code", "F"), ("state", &state)]), Some(b)),
+            o.callback(&form(&[("code", "F"), ("state", &state)]), Some(b)).await,
             Browser::Page { .. }
         ));
     }
 
-    #[test]
-    fn nothing_goes_back_to_a_client_for_a_sign_in_the_person_did_not_approve() {
+    #[tokio::test]
+    async fn nothing_goes_back_to_a_client_for_a_sign_in_the_person_did_not_approve() {
         let o = server();
         let b = "BBBBBBBBBBBBBBBBBBBBBB";
         let sign_in = |id: &str, expires: u64| sign_in(&o, "https://evil.example/landing", b, id, expires);
@@ -1591,7 +1636,7 @@ mod tests {
             let pending = o.sealer.seal(Kind::Pending, &sign_in("shown", expires));
             for browser in [None, Some(b)] {
                 for extra in [("error", "access_denied"), ("code", "F")] {
-                    let got = o.callback(&form(&[extra, ("state", &pending)]), browser);
+                    let got = o.callback(&form(&[extra, ("state", &pending)]), browser).await;
                     assert!(matches!(got, Browser::Page { .. }), "{expires} {browser:?} {extra:?}: {got:?}");
                 }
             }
@@ -1605,11 +1650,11 @@ mod tests {
             (ok.as_str(), Some("CCCCCCCCCCCCCCCCCCCCCC")),
             ("aegis-state.made-up", Some(b)),
         ] {
-            let got = o.callback(&form(&[("error", "access_denied"), ("state", state)]), browser);
+            let got = o.callback(&form(&[("error", "access_denied"), ("state", state)]), browser).await;
             assert!(matches!(got, Browser::Page { .. }), "{state} {browser:?}: {got:?}");
         }
         // The approved one, in its browser and in time: the forge's refusal goes back.
-        let back = o.callback(&form(&[("error", "x"), ("state", &ok)]), Some(b));
+        let back = o.callback(&form(&[("error", "x"), ("state", &ok)]), Some(b)).await;
         assert!(matches!(back, Browser::Redirect(_)), "{back:?}");
     }
 

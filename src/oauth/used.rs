@@ -13,6 +13,11 @@
 //! memory. The sign-in clock never runs behind the system's, so moka never drops an entry
 //! that clock still counts as live.
 //!
+//! With a shared store (`MCP_STATE_URL`) this set is the first filter only: a replay on this
+//! replica is refused with no round trip, and a first use here is then asked of the store,
+//! which decides for every replica. A store that cannot decide refuses (single use fails
+//! closed), and the id is taken back here so that the client may try again.
+//!
 //! When full, the least recently used entries go (LRU: moka's default admission policy may
 //! refuse to keep a new entry at all, and the newest are the ones a replay reuses). An id
 //! dropped so is not refused here a second time, but the forge still refuses a reused code or
@@ -25,8 +30,29 @@ use moka::ops::compute::{CompResult, Op};
 use moka::policy::EvictionPolicy;
 use moka::sync::Cache;
 
+use crate::state::{Mark, Once, Store};
+
 pub(crate) struct UsedOnce {
     ids: Cache<String, Used>,
+    shared: Option<Store>,
+}
+
+/// Why an id is not let through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotFirst {
+    /// It was used before.
+    Used,
+    /// It was issued before the shared store's memory began (the store restarted empty).
+    Reset,
+    /// The shared store could not decide.
+    Unavailable,
+}
+
+/// A use let through, to take back with `forget` if it did not happen.
+#[derive(Debug)]
+pub(crate) struct Use {
+    id: String,
+    mark: Option<Mark>,
 }
 
 /// One accepted id: until when it counts (the sign-in clock's Unix seconds), and how long
@@ -71,7 +97,51 @@ impl UsedOnce {
             .eviction_policy(EvictionPolicy::lru())
             .expire_after(Keep)
             .build();
-        UsedOnce { ids }
+        UsedOnce { ids, shared: None }
+    }
+
+    /// The same set, asking `store` after its own check when there is one.
+    pub(crate) fn shared(mut self, store: Option<Store>) -> UsedOnce {
+        self.shared = store;
+        self
+    }
+
+    /// Whether `id` of `kind` (a sign-in coming back, a code, a refresh token) is used for
+    /// the first time at `now`, here and, with a shared store, on every replica: remembered
+    /// until `expires`; `lifetime` is how long such ids live, so that the store can tell an id
+    /// issued before its memory began.
+    pub(crate) async fn take(
+        &self,
+        kind: &'static str,
+        id: &str,
+        expires: u64,
+        lifetime: u64,
+        now: u64,
+    ) -> Result<Use, NotFirst> {
+        if !self.first_use(id, expires, now) {
+            return Err(NotFirst::Used);
+        }
+        let Some(store) = &self.shared else { return Ok(Use { id: id.to_owned(), mark: None }) };
+        let left = Duration::from_secs(expires.saturating_sub(now));
+        match store.once(kind, id, left, expires.saturating_sub(lifetime)).await {
+            Ok(Once::First(mark)) => Ok(Use { id: id.to_owned(), mark: Some(mark) }),
+            Ok(Once::Used) => Err(NotFirst::Used),
+            Ok(Once::Reset) => Err(NotFirst::Reset),
+            Err(why) => {
+                self.forget_here(id);
+                store.warn("codes and refresh tokens are refused meanwhile", why);
+                Err(NotFirst::Unavailable)
+            }
+        }
+    }
+
+    /// Take back a use let through by `take` (it did not happen: the forge could not be
+    /// reached, so the client may try again while the id lives).
+    pub(crate) async fn forget(&self, taken: &Use) {
+        self.forget_here(&taken.id);
+        if let (Some(store), Some(mark)) = (&self.shared, &taken.mark) {
+            store.forget(mark).await;
+        }
     }
 
     /// Whether `id` is used for the first time at `now` (then it is remembered until
@@ -85,9 +155,8 @@ impl UsedOnce {
         matches!(done, CompResult::Inserted(_) | CompResult::ReplacedWith(_))
     }
 
-    /// Forget `id` (its use did not happen: the forge could not be reached, so the client
-    /// may try again while the code lives).
-    pub(crate) fn forget(&self, id: &str) {
+    /// Forget `id` here.
+    fn forget_here(&self, id: &str) {
         self.ids.invalidate(id);
     }
 }
@@ -144,8 +213,8 @@ mod tests {
         let used = UsedOnce::new(10);
         let (t, later) = (now(), now() + 60);
         assert!(used.first_use("a", later, t) && used.first_use("b", later, t));
-        used.forget("a");
-        used.forget("never-used");
+        used.forget_here("a");
+        used.forget_here("never-used");
         assert!(used.first_use("a", later, t));
         assert!(!used.first_use("a", later, t));
         assert!(!used.first_use("b", later, t));

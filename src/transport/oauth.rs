@@ -101,7 +101,7 @@ async fn approve(State(ctx): State<Ctx>, req: Request) -> Response {
 async fn callback(State(ctx): State<Ctx>, req: Request) -> Response {
     let query = req.uri().query().unwrap_or("").as_bytes();
     let cookie = sign_in_cookie(&ctx.oauth, &req);
-    browser(&ctx.oauth, ctx.oauth.callback(query, cookie.as_deref()))
+    browser(&ctx.oauth, ctx.oauth.callback(query, cookie.as_deref()).await)
 }
 
 /// The sign-in cookie's value, if the browser sent it.

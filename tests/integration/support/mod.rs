@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod redis;
 
 /// Run a scenario `async fn name(transport: &str)` on both transports as `name::http` and
 /// `name::sse`.
