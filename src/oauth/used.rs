@@ -140,7 +140,10 @@ impl UsedOnce {
     pub(crate) async fn forget(&self, taken: &Use) {
         self.forget_here(&taken.id);
         if let (Some(store), Some(mark)) = (&self.shared, &taken.mark) {
-            store.forget(mark).await;
+            if let Err(why) = store.forget(mark).await {
+                // The mark stays until the id expires: a retry is refused, never accepted twice.
+                store.warn("a code or refresh token the forge could not take stays used", why);
+            }
         }
     }
 

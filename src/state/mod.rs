@@ -250,18 +250,31 @@ impl Store {
                 // (never another's), so that a retry is not refused for a use that did not
                 // happen.
                 let store = self.clone();
-                tokio::spawn(async move { store.forget(&mark).await });
+                tokio::spawn(async move { store.forget_eventually(&mark).await });
                 Err(e)
             }
         }
     }
 
     /// Take back a use marked by `once` (it did not happen: the forge could not be reached).
-    pub(crate) async fn forget(&self, mark: &Mark) {
+    pub(crate) async fn forget(&self, mark: &Mark) -> Result<(), Unavailable> {
         let mut call = self.0.scripts.forget.prepare_invoke();
         call.key(&mark.key).arg(&mark.attempt);
         let mut con = self.0.con.clone();
-        let _ = self.run("forget", call.invoke_async::<i64>(&mut con)).await;
+        self.run("forget", call.invoke_async::<i64>(&mut con)).await.map(drop)
+    }
+
+    /// `forget`, tried again for a while (in the background): a mark whose answer was lost
+    /// would otherwise refuse the retry of a use that did not happen, for the id's lifetime.
+    async fn forget_eventually(&self, mark: &Mark) {
+        let mut pause = Duration::from_millis(200);
+        for _ in 0..8 {
+            if self.forget(mark).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
     }
 
     /// One more call of `who` under `limit`, judged for every replica at once (`op` names the
@@ -389,7 +402,10 @@ async fn run<T>(
             inner.metrics.request(op, "ok", Some(took));
             Ok(v)
         }
-        Ok(Err(e)) => Err(failed("error", classify(&e))),
+        Ok(Err(e)) => {
+            let why = classify(&e);
+            Err(failed(if why == "timeout" { "timeout" } else { "error" }, why))
+        }
         Err(_) => Err(failed("timeout", "timeout")),
     }
 }

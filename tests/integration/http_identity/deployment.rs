@@ -16,6 +16,9 @@ use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+#[path = "deployment/shared_store.rs"]
+mod shared_store;
+
 use super::oauth::{SignIn, assert_no_sign_in_secret, bearer, browser};
 use super::support::http::{
     HttpServer, StreamableClient, free_port, http_client, is_readiness_probe, not_probes, stateless_call,

@@ -1,0 +1,469 @@
+//! Three replicas behind HAProxy sharing a real Redis (`MCP_STATE_URL`): what one replica
+//! counts or remembers holds for all of them — a code or refresh token replayed on another
+//! replica, or raced on all three at once, goes through once; the rate and concurrency limits
+//! and `FORGE_MAX_CONCURRENT` hold for their sum — and the store's faults (killed, restarted
+//! empty, hung) do what docs/DEPLOYMENT.md says: single use refuses, the limits follow
+//! `MCP_STATE_FAIL`, nothing waits on the store for long, nothing is accepted twice.
+
+use std::time::{Duration, Instant};
+
+use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
+use serde_json::{Value, json};
+
+use super::super::oauth::{CLIENT_REDIRECT, SignIn, VERIFIER, assert_no_sign_in_secret, param};
+use super::super::support::http::{HttpServer, free_port, http_client, stateless_call, tool_result};
+use super::super::support::redis::Redis;
+use super::super::token;
+use super::{Cluster, bounded};
+
+/// `POST /token` with `form` at one replica (`base`), not through the balancer.
+async fn token_at(base: &str, form: &[(&str, &str)]) -> (u16, Value) {
+    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+    let resp = http_client()
+        .post(format!("{base}/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
+
+fn code_form<'a>(client: &'a str, code: &'a str) -> [(&'static str, &'a str); 5] {
+    [
+        ("grant_type", "authorization_code"),
+        ("code", code),
+        ("client_id", client),
+        ("redirect_uri", CLIENT_REDIRECT),
+        ("code_verifier", VERIFIER),
+    ]
+}
+
+fn refresh_form<'a>(client: &'a str, refresh: &'a str) -> [(&'static str, &'a str); 3] {
+    [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", client)]
+}
+
+/// The same form at each of `bases` at once: every answer.
+async fn raced(bases: &[String], form: &[(&str, &str)]) -> Vec<(u16, Value)> {
+    futures::future::join_all(bases.iter().map(|b| token_at(b, form))).await
+}
+
+/// `attempt` again until it answers something else than 503 (within 15 s).
+async fn until_not_503<F, Fut>(attempt: F) -> (u16, Value)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = (u16, Value)>,
+{
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, body) = attempt().await;
+        if status != 503 || Instant::now() > deadline {
+            return (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A replica's counter `name{labels}` (0 when absent).
+async fn counter(r: &HttpServer, name: &str, labels: &str) -> f64 {
+    let text = http_client().get(r.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let head = format!("{name}{labels} ");
+    text.lines().find_map(|l| l.strip_prefix(head.as_str())).map_or(0.0, |v| v.parse().unwrap())
+}
+
+fn env_of<'a>(redis: &'a [(&'static str, String)], extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env: Vec<(&str, &str)> = redis.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.extend_from_slice(extra);
+    env
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codes_and_refresh_tokens_are_used_once_across_replicas_even_raced_and_through_store_faults() {
+    bounded(async {
+        let mut redis = Redis::start().await;
+        let lb_port = free_port();
+        let public = format!("http://127.0.0.1:{lb_port}");
+        let (forge, dir, key_path) = SignIn::prepare(&public, Duration::from_secs(3600)).await;
+        let store_env = redis.env();
+        let mut settings = SignIn::settings(&public, &key_path).to_vec();
+        settings.extend(env_of(&store_env, &[]));
+        let cluster = Cluster::start(&forge.base_url(), "http", &settings, lb_port).await;
+        let direct: Vec<String> = (0..3).map(|i| cluster.replica(i).base.clone()).collect();
+        let fourth = SignIn::server(
+            &forge,
+            &public,
+            &key_path,
+            free_port(),
+            &env_of(&store_env, &[("MCP_REPLICA_ID", "r4")]),
+        )
+        .await;
+        let s =
+            SignIn { forge, server: fourth, public: public.clone(), _dir: dir, key_path: key_path.clone() };
+        let forge_token_requests = || s.token_requests().len();
+        let client = s.register().await;
+        let new_code = || async {
+            let back = s.authorize(&client, &[("scope", "read write")]).await;
+            param(&back, "code")
+        };
+
+        // A code exchanged on r1 and replayed on r2 and r3: refused by this server (the forge
+        // is not asked again), not merely by the forge.
+        let code = new_code().await;
+        let before = forge_token_requests();
+        let (status, tokens) = token_at(&direct[0], &code_form(&client, &code)).await;
+        assert_eq!(status, 200, "{tokens}\n{}", cluster.logs());
+        for base in &direct[1..] {
+            let (status, e) = token_at(base, &code_form(&client, &code)).await;
+            assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{base}: {e}");
+            assert!(e["error_description"].as_str().unwrap().contains("already been used"), "{e}");
+        }
+        assert_eq!(forge_token_requests(), before + 1, "a replay reached the forge");
+
+        // The refresh token: rotated on r2, the old one replayed on r3 and r1 is refused.
+        let old = tokens["refresh_token"].as_str().unwrap().to_owned();
+        let (status, rotated) = token_at(&direct[1], &refresh_form(&client, &old)).await;
+        assert_eq!(status, 200, "{rotated}");
+        for base in [&direct[2], &direct[0]] {
+            let (status, e) = token_at(base, &refresh_form(&client, &old)).await;
+            assert_eq!(status, 400, "{base}: {e}");
+            assert!(e["error_description"].as_str().unwrap().contains("already been used"), "{e}");
+        }
+
+        // Raced on all three replicas at once, each code and each refresh token goes through
+        // exactly once, and the forge hears of it once.
+        // (A new sign-in of the same person and application retires the forge's earlier grant,
+        // so each round refreshes the grant its code just made.)
+        let mut refresh = String::new();
+        for round in 0..5 {
+            let code = new_code().await;
+            let before = forge_token_requests();
+            let answers = raced(&direct, &code_form(&client, &code)).await;
+            let won: Vec<&(u16, Value)> = answers.iter().filter(|(s, _)| *s == 200).collect();
+            assert_eq!(won.len(), 1, "round {round}: {answers:?}");
+            assert!(answers.iter().all(|(s, _)| *s == 200 || *s == 400), "{answers:?}");
+            assert_eq!(forge_token_requests(), before + 1, "round {round}");
+            refresh = won[0].1["refresh_token"].as_str().unwrap().to_owned();
+
+            let answers = raced(&direct, &refresh_form(&client, &refresh)).await;
+            let won: Vec<&(u16, Value)> = answers.iter().filter(|(s, _)| *s == 200).collect();
+            assert_eq!(won.len(), 1, "round {round}: {answers:?}");
+            refresh = won[0].1["refresh_token"].as_str().unwrap().to_owned();
+        }
+        // Every key in the store is namespaced, hashed and expiring, but the one that says when
+        // its memory began; no id, code or login is in it.
+        let keys = redis.keys().await;
+        assert!(!keys.is_empty());
+        for k in &keys {
+            assert!(k.starts_with("aegis:v1:"), "{k}");
+            let ttl = redis.cli(&["PTTL", k]).await;
+            let ttl: i64 = ttl.trim().parse().unwrap();
+            assert!(ttl > 0 || k.starts_with("aegis:v1:since:"), "{k} has no expiry ({ttl})");
+            assert!(ttl <= 30 * 24 * 3600 * 1000 + 1000, "{k}: {ttl}");
+        }
+        assert_eq!(keys.iter().filter(|k| k.starts_with("aegis:v1:since:")).count(), 1, "{keys:?}");
+
+        // The store hung (out of reach): a code is refused with 503, quickly, and is not used
+        // up: once the store answers again, the same code goes through.
+        let code = new_code().await;
+        redis.stop();
+        let started = Instant::now();
+        let (status, e) = token_at(&direct[0], &code_form(&client, &code)).await;
+        let waited = started.elapsed();
+        assert_eq!((status, e["error"].as_str()), (503, Some("temporarily_unavailable")), "{e}");
+        assert!(e["error_description"].as_str().unwrap().contains("MCP_STATE_URL"), "{e}");
+        assert!(waited < Duration::from_secs(2), "the token endpoint waited {waited:?} on a hung store");
+        println!("a hung store cost the token endpoint {waited:?}");
+        redis.resume();
+        tokio::time::sleep(Duration::from_millis(1200)).await; // past the skip after failures
+        let (status, tokens) = token_at(&direct[0], &code_form(&client, &code)).await;
+        assert_eq!(status, 200, "the code was used up by a refusal: {tokens}\n{}", cluster.logs());
+        let r2 = tokens["refresh_token"].as_str().unwrap().to_owned();
+
+        // Killed: refreshes are refused (503) on every replica, the used one too.
+        redis.kill().await;
+        for base in &direct {
+            for presented in [&r2, &refresh] {
+                let (status, e) = token_at(base, &refresh_form(&client, presented)).await;
+                assert_ne!(status, 200, "accepted with the store down: {e}");
+            }
+        }
+        // Restarted empty: it cannot know what was used, so nothing issued before is accepted.
+        redis.restart().await;
+        for base in &direct {
+            // Until the replica has reconnected (a 503 uses nothing up).
+            let (status, e) = until_not_503(|| async { token_at(base, &refresh_form(&client, &r2)).await }).await;
+            assert_eq!(status, 400, "{base}: {e}");
+            let words = e["error_description"].as_str().unwrap();
+            assert!(words.contains("reset") || words.contains("already been used"), "{e}");
+        }
+        // A new sign-in works, and is used once again.
+        let code = new_code().await;
+        let answers = raced(&direct, &code_form(&client, &code)).await;
+        assert_eq!(answers.iter().filter(|(s, _)| *s == 200).count(), 1, "{answers:?}\n{}", cluster.logs());
+        assert_eq!(answers.iter().filter(|(s, _)| *s == 400).count(), 2, "{answers:?}");
+
+        // The store's password and key, and the sign-in's secrets, are in no log.
+        let mut secrets: Vec<&str> = Redis::secrets().to_vec();
+        secrets.push(&r2);
+        for r in cluster.replicas.iter().flatten() {
+            assert_no_sign_in_secret(&r.stderr(), &secrets);
+        }
+    })
+    .await;
+}
+
+/// A forge with `n` users (`userNN`, token `tok-user-NN`), each with a repository `r` whose
+/// `GET` takes `delay`.
+async fn slow_forge(n: usize, delay: Duration) -> FakeForge {
+    let users = (0..n).map(|w| (format!("tok-user-{w:02}"), format!("user{w:02}"))).collect();
+    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+    for w in 0..n {
+        let owner = format!("user{w:02}");
+        forge.seed_repo(&owner, "r");
+        forge.script(Script::always(
+            Some("GET"),
+            &format!("/api/v1/repos/{owner}/r"),
+            ScriptedResponse::json(200, &json!({"name": "r"})).with_delay(delay),
+        ));
+    }
+    forge
+}
+
+/// `repoGet` of `userNN/r` as `userNN` through `base`: the result.
+async fn call_as(base: &str, n: usize) -> super::super::support::Called {
+    let args = json!({"owner": format!("user{n:02}"), "repo": "r"});
+    let auth = token(&format!("tok-user-{n:02}"));
+    let r = stateless_call(&http_client(), base, "repoGet", args, Some(&auth)).await.unwrap();
+    tool_result(&r)
+}
+
+fn refused_by(c: &super::super::support::Called, setting: &str) -> bool {
+    c.is_error
+        && c.json["error"]["kind"] == "rate_limited"
+        && c.json["error"]["message"].as_str().is_some_and(|m| m.contains(setting))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_each_replica_when_the_store_is_gone()
+ {
+    bounded(async {
+        let mut redis = Redis::start_tls().await;
+        let delay = Duration::from_secs(3);
+        let forge = slow_forge(12, delay).await;
+        // user00 is fast: its calls measure the rate.
+        forge.script(Script::always(
+            Some("GET"),
+            "/api/v1/repos/user00/r",
+            ScriptedResponse::json(200, &json!({"name": "r"})),
+        ));
+        let store_env = redis.env();
+        let env = env_of(
+            &store_env,
+            &[("RATE_LIMIT_PER_MINUTE", "6"), ("RATE_LIMIT_CONCURRENT", "2"), ("FORGE_MAX_CONCURRENT", "3")],
+        );
+        let cluster = Cluster::start(&forge.base_url(), "http", &env, free_port()).await;
+        let lb = cluster.lb().to_owned();
+
+        // 6 a minute for one identity, 30 calls spread over three replicas: 6 go through.
+        let mut ok = 0;
+        for _ in 0..30 {
+            let c = call_as(&lb, 0).await;
+            if c.is_error {
+                assert!(refused_by(&c, "RATE_LIMIT_PER_MINUTE"), "{}", c.text);
+            } else {
+                ok += 1;
+            }
+        }
+        let per_replica = cluster.calls_per_replica().await;
+        println!("rate: {ok} of 30 calls through, per replica {per_replica:?}");
+        assert_eq!(ok, 6, "per replica {per_replica:?}\n{}", cluster.logs());
+        assert!(per_replica.iter().all(|&n| n >= 5), "the balancer spread the calls: {per_replica:?}");
+
+        // 2 at once for one identity: of 9 slow calls at once, 2 go through.
+        let calls = (0..9).map(|_| call_as(&lb, 1));
+        let done = futures::future::join_all(calls).await;
+        let ok = done.iter().filter(|c| !c.is_error).count();
+        assert!(
+            done.iter().all(|c| !c.is_error || refused_by(c, "RATE_LIMIT_CONCURRENT")),
+            "{:?}",
+            done[0].text
+        );
+        assert_eq!(ok, 2, "{}", cluster.logs());
+
+        // 3 at the forge at once for everybody: of 9 slow calls of 9 identities, 3 are sent.
+        let before = forge.requests().iter().filter(|r| r.raw_path.ends_with("/r")).count();
+        let calls = (3..12).map(|n| call_as(&lb, n));
+        let done = futures::future::join_all(calls).await;
+        let ok = done.iter().filter(|c| !c.is_error).count();
+        assert!(
+            done.iter().all(|c| !c.is_error || refused_by(c, "FORGE_MAX_CONCURRENT")),
+            "{:?}",
+            done[0].text
+        );
+        let sent = forge.requests().iter().filter(|r| r.raw_path.ends_with("/r")).count() - before;
+        assert_eq!((ok, sent), (3, 3), "{}", cluster.logs());
+        // The slots came back when the calls ended: a call goes through at once.
+        assert!(!call_as(&lb, 2).await.is_error);
+
+        // The store killed (MCP_STATE_FAIL=open): calls go on, each replica judging by its own
+        // limits, and each says so in its metrics; nothing waits on the store for long.
+        redis.kill().await;
+        let started = Instant::now();
+        for _ in 0..3 {
+            let c = call_as(&lb, 0).await;
+            assert!(!c.is_error || refused_by(&c, "RATE_LIMIT_PER_MINUTE"), "{}", c.text);
+        }
+        let mut slowest = Duration::ZERO;
+        for n in 2..5 {
+            let t = Instant::now();
+            let c = call_as(&cluster.replica(0).base, n).await;
+            slowest = slowest.max(t.elapsed());
+            assert!(!c.is_error, "{}", c.text);
+        }
+        println!(
+            "with the store down: 3 slow calls, the slowest {slowest:?}, {:?} in all",
+            started.elapsed()
+        );
+        assert!(slowest < delay + Duration::from_secs(2), "a call waited on a dead store: {slowest:?}");
+        let fell_back =
+            counter(cluster.replica(0), "aegis_state_fallback_total", r#"{limit="caller",decision="local"}"#)
+                .await;
+        assert!(fell_back >= 1.0, "{fell_back}");
+        let fell_back = counter(
+            cluster.replica(0),
+            "aegis_state_fallback_total",
+            r#"{limit="forge_concurrent",decision="local"}"#,
+        )
+        .await;
+        assert!(fell_back >= 1.0, "{fell_back}");
+        assert!(cluster.replica(0).stderr().contains("could not be used"), "{}", cluster.replica(0).stderr());
+        // Back, empty: the store judges again (a fresh bucket for a fresh identity), once each
+        // replica has reconnected.
+        redis.restart().await;
+        for r in cluster.replicas.iter().flatten() {
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while !(call_as(&r.base, 0).await.json["error"].is_null()
+                && counter(r, "aegis_state_up", "").await == 1.0)
+            {
+                assert!(Instant::now() < deadline, "{} never reconnected: {}", r.base, r.stderr());
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        let ok = futures::future::join_all((0..9).map(|_| call_as(&lb, 11)))
+            .await
+            .iter()
+            .filter(|c| !c.is_error)
+            .count();
+        assert_eq!(ok, 2, "{}", cluster.logs());
+        for r in cluster.replicas.iter().flatten() {
+            assert_no_sign_in_secret(&r.stderr(), &Redis::secrets());
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_forge_slots_come_back_on_their_own() {
+    bounded(async {
+        let redis = Redis::start().await;
+        let forge = slow_forge(4, Duration::from_secs(60)).await;
+        // user03 is fast: its call shows when a slot is free.
+        forge.script(Script::always(
+            Some("GET"),
+            "/api/v1/repos/user03/r",
+            ScriptedResponse::json(200, &json!({"name": "r"})),
+        ));
+        let store_env = redis.env();
+        let env = env_of(&store_env, &[("FORGE_MAX_CONCURRENT", "2")]);
+        let mut cluster = Cluster::start(&forge.base_url(), "http", &env, free_port()).await;
+        let r1 = cluster.replica(0).base.clone();
+        // Two calls that will not end hold both slots on r1.
+        let held: Vec<_> = (0..2)
+            .map(|n| {
+                tokio::spawn({
+                    let r1 = r1.clone();
+                    async move {
+                        stateless_call(
+                            &http_client(),
+                            &r1,
+                            "repoGet",
+                            json!({"owner": format!("user{n:02}"), "repo": "r"}),
+                            Some(&token(&format!("tok-user-{n:02}"))),
+                        )
+                        .await
+                    }
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while forge.requests().iter().filter(|r| r.raw_path.ends_with("/r")).count() < 2 {
+            assert!(Instant::now() < deadline, "the slow calls never reached the forge");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let r2 = cluster.replica(1).base.clone();
+        assert!(refused_by(&call_as(&r2, 2).await, "FORGE_MAX_CONCURRENT"), "r2 sees r1's slots taken");
+        cluster.kill(0).await;
+        for h in held {
+            h.abort();
+        }
+        // Nobody gives the slots back: they expire (15 s), and r2 gets one.
+        let killed = Instant::now();
+        loop {
+            let c = call_as(&r2, 3).await;
+            if !c.is_error {
+                break;
+            }
+            assert!(refused_by(&c, "FORGE_MAX_CONCURRENT"), "{}", c.text);
+            assert!(killed.elapsed() < Duration::from_secs(25), "r1's slots never came back");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        println!("a killed replica's forge slots came back after {:?}", killed.elapsed());
+        assert!(killed.elapsed() > Duration::from_secs(5), "the slots were given back by nobody yet");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_store_failing_closed_a_hung_store_refuses_calls_quickly_and_they_resume() {
+    bounded(async {
+        let redis = Redis::start().await;
+        let forge = slow_forge(1, Duration::ZERO).await;
+        let store_env = redis.env();
+        let env = env_of(&store_env, &[("RATE_LIMIT_PER_MINUTE", "600"), ("MCP_STATE_FAIL", "closed")]);
+        let server = HttpServer::spawn_listening(
+            &forge.base_url(),
+            "http",
+            &env,
+            &format!("127.0.0.1:{}", free_port()),
+        )
+        .await;
+        assert!(!call_as(&server.base, 0).await.is_error);
+        redis.stop();
+        let mut slowest = Duration::ZERO;
+        for _ in 0..5 {
+            let t = Instant::now();
+            let c = call_as(&server.base, 0).await;
+            slowest = slowest.max(t.elapsed());
+            assert!(refused_by(&c, "MCP_STATE_FAIL=closed"), "{}", c.text);
+            assert_eq!(c.json["error"]["retry_after_seconds"], 1, "{}", c.text);
+        }
+        println!("a hung store (fail closed): the slowest refusal took {slowest:?}");
+        assert!(slowest < Duration::from_secs(2), "{slowest:?}");
+        let refused =
+            counter(&server, "aegis_state_fallback_total", r#"{limit="caller",decision="refused"}"#).await;
+        assert!(refused >= 5.0, "{refused}");
+        assert!(
+            counter(&server, "aegis_state_requests_total", r#"{op="admit",result="timeout"}"#).await >= 1.0
+        );
+        assert!(
+            counter(&server, "aegis_state_requests_total", r#"{op="admit",result="skipped"}"#).await >= 1.0
+        );
+        redis.resume();
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let c = call_as(&server.base, 0).await;
+        assert!(!c.is_error, "{}", c.text);
+        assert!(counter(&server, "aegis_state_up", "").await == 1.0);
+    })
+    .await;
+}
