@@ -2,7 +2,9 @@
 """The Python half of scripts/check-deploy (run with .venv/bin/python, which has PyYAML).
 
   consistency DIR          the manifests in DIR refer to each other correctly (names, labels,
-                           ports, secret keys, the key file path), which no schema can see
+                           ports, secret keys, the files settings name, the shared store),
+                           and every pod meets the namespace's Pod Security Standard: what no
+                           schema can see
   nginx-conf DIR OUT       write the session router's nginx.conf (from its ConfigMap) to OUT
   router CONF NGINX TMP    run that nginx.conf with nginx on loopback, with a stub DNS server
                            and stub replicas, and check how it routes
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import yaml
@@ -54,6 +57,12 @@ def load(directory):
     return found
 
 
+# The kinds whose pods the other manifests refer to.
+WORKLOADS = ("Deployment", "StatefulSet")
+# Settings that hold keys, each of which must be a key of its own.
+KEY_FILES = ("MCP_OAUTH_KEY_FILE", "MCP_STATE_KEY_FILE", "AUDIT_KEY_FILE")
+
+
 def consistency(directory):
     resources = load(directory)
     by_kind = {}
@@ -76,47 +85,121 @@ def consistency(directory):
     def selects(selector, labels):
         return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
-    deployments = by_kind.get("Deployment", {})
-    for name, (file, d) in deployments.items():
-        where = f"{file}: Deployment {name}"
+    def secret_keys(secret):
+        return set(secret.get("stringData", {})) | set(secret.get("data", {}))
+
+    workloads = {(kind, name): hit for kind in WORKLOADS for name, hit in by_kind.get(kind, {}).items()}
+
+    def files_of(spec, container):
+        """Every file the container sees from a Secret or ConfigMap volume: path -> (kind, name, key)."""
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        found = {}
+        for m in container.get("volumeMounts", []):
+            vol = volumes.get(m["name"], {})
+            for kind, field, name_field in (("Secret", "secret", "secretName"), ("ConfigMap", "configMap", "name")):
+                if field not in vol:
+                    continue
+                source = vol[field][name_field]
+                items = vol[field].get("items")
+                if items is None:
+                    # The whole Secret or ConfigMap: one file per key.
+                    hit = by_kind.get(kind, {}).get(source)
+                    keys = (secret_keys(hit[1]) if kind == "Secret" else set(hit[1].get("data", {}))) if hit else set()
+                    items = [{"key": k, "path": k} for k in sorted(keys)]
+                for item in items:
+                    if m.get("subPath"):
+                        if m["subPath"] == item["path"]:
+                            found[m["mountPath"]] = (kind, source, item["key"])
+                    else:
+                        found[f"{m['mountPath'].rstrip('/')}/{item['path']}"] = (kind, source, item["key"])
+        return found
+
+    def security(where, spec):
+        """The "restricted" Pod Security Standard the namespace enforces, and a read-only root
+        file system, which every container here has."""
+        pod_sc = spec.get("securityContext", {})
+        for field in ("hostNetwork", "hostPID", "hostIPC"):
+            if spec.get(field):
+                problem(f"{where}: {field} is set")
+        for v in spec.get("volumes", []):
+            if "hostPath" in v:
+                problem(f"{where}: volume {v['name']} is a hostPath")
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            sc = c.get("securityContext", {})
+            cw = f"{where} container {c['name']}"
+            if not sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")):
+                problem(f"{cw}: runAsNonRoot is not true")
+            if sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
+                problem(f"{cw}: runs as user 0")
+            if sc.get("allowPrivilegeEscalation") is not False:
+                problem(f"{cw}: allowPrivilegeEscalation is not false")
+            if sc.get("privileged"):
+                problem(f"{cw}: privileged")
+            if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+                problem(f"{cw}: capabilities do not drop ALL")
+            if set(sc.get("capabilities", {}).get("add", [])) - {"NET_BIND_SERVICE"}:
+                problem(f"{cw}: adds capabilities beyond NET_BIND_SERVICE")
+            seccomp = sc.get("seccompProfile", pod_sc.get("seccompProfile", {})).get("type")
+            if seccomp not in ("RuntimeDefault", "Localhost"):
+                problem(f"{cw}: seccompProfile is {seccomp!r}, not RuntimeDefault or Localhost")
+            if sc.get("readOnlyRootFilesystem") is not True:
+                problem(f"{cw}: readOnlyRootFilesystem is not true")
+            for p in c.get("ports", []):
+                if p.get("hostPort"):
+                    problem(f"{cw}: port {p.get('name', p['containerPort'])} has a hostPort")
+
+    key_items = {}
+    for (kind, name), (file, d) in workloads.items():
+        where = f"{file}: {kind} {name}"
         pod = d["spec"]["template"]
         labels = pod["metadata"].get("labels", {})
         if not selects(d["spec"]["selector"].get("matchLabels", {}), labels):
             problem(f"{where}: its selector does not match its pod labels")
         spec = pod["spec"]
+        security(where, spec)
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
         for c in spec["containers"]:
             ports = {p["name"] for p in c.get("ports", []) if "name" in p}
             for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-                port = c.get(probe, {}).get("httpGet", {}).get("port")
-                if isinstance(port, str) and port not in ports:
-                    problem(f"{where}: {probe} uses port {port!r}, which the container does not name")
+                for action in ("httpGet", "tcpSocket"):
+                    port = c.get(probe, {}).get(action, {}).get("port")
+                    if isinstance(port, str) and port not in ports:
+                        problem(f"{where}: {probe} uses port {port!r}, which the container does not name")
             for e in c.get("env", []):
                 ref = e.get("valueFrom", {}).get("secretKeyRef")
                 if ref:
                     secret = get("Secret", ref["name"], f"{where} env {e['name']}")
-                    if secret is not None and ref["key"] not in secret.get("stringData", {}):
+                    if secret is not None and ref["key"] not in secret_keys(secret):
                         problem(f"{where}: env {e['name']} reads key {ref['key']!r}, which Secret {ref['name']} lacks")
             mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
             for m in mounts:
                 if m not in volumes:
                     problem(f"{where}: mounts volume {m!r}, which the pod does not define")
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
-            key_file = env.get("MCP_OAUTH_KEY_FILE")
-            if key_file:
-                reachable = {
-                    f"{mounts[v]['mountPath']}/{item['path']}"
-                    for v, vol in volumes.items()
-                    if v in mounts and "secret" in vol
-                    for item in vol["secret"].get("items", [])
-                }
-                if key_file not in reachable:
-                    problem(f"{where}: MCP_OAUTH_KEY_FILE {key_file} is not a mounted secret item ({sorted(reachable)})")
+            files = files_of(spec, c)
+            # Every file a setting names (MCP_OAUTH_KEY_FILE, MCP_STATE_KEY_FILE,
+            # MCP_STATE_PASSWORD_FILE, AUDIT_KEY_FILE, ...) is an item of a mounted volume.
+            for var, path in sorted(env.items()):
+                if var.endswith("_FILE") and path and path not in files:
+                    problem(f"{where}: {var} {path} is not a mounted Secret or ConfigMap item ({sorted(files)})")
+            seen = {}
+            for var in KEY_FILES:
+                item = files.get(env.get(var))
+                if item is None:
+                    continue
+                if item in seen:
+                    problem(f"{where}: {var} and {seen[item]} read the same key ({item[1]}/{item[2]}): the server refuses to start")
+                seen[item] = var
+            url = env.get("MCP_STATE_URL")
+            if url:
+                if not env.get("MCP_STATE_KEY_FILE"):
+                    problem(f"{where}: MCP_STATE_URL without MCP_STATE_KEY_FILE: the server refuses to start")
+                key_items[where] = (url, files.get(env.get("MCP_STATE_PASSWORD_FILE")))
         for v in volumes.values():
             if "secret" in v:
                 secret = get("Secret", v["secret"]["secretName"], f"{where} volume {v['name']}")
                 for item in v["secret"].get("items", []):
-                    if secret is not None and item["key"] not in secret.get("stringData", {}):
+                    if secret is not None and item["key"] not in secret_keys(secret):
                         problem(f"{where}: volume {v['name']} reads key {item['key']!r}, which the Secret lacks")
             if "configMap" in v:
                 cm = get("ConfigMap", v["configMap"]["name"], f"{where} volume {v['name']}")
@@ -131,24 +214,68 @@ def consistency(directory):
                     problem(f"{where}: subdomain Service {subdomain} is not headless (clusterIP: None)")
                 if not selects(svc["spec"].get("selector", {}), labels):
                     problem(f"{where}: subdomain Service {subdomain} does not select its pods")
+        if kind == "StatefulSet":
+            svc = get("Service", d["spec"].get("serviceName"), f"{where} serviceName")
+            if svc is not None and not selects(svc["spec"].get("selector", {}), labels):
+                problem(f"{where}: serviceName {d['spec']['serviceName']} does not select its pods")
 
     def pods_of(selector):
-        return [(n, d) for n, (_, d) in deployments.items() if selects(selector, d["spec"]["template"]["metadata"].get("labels", {}))]
+        return [
+            (f"{kind} {n}", d)
+            for (kind, n), (_, d) in workloads.items()
+            if selects(selector, d["spec"]["template"]["metadata"].get("labels", {}))
+        ]
 
     for name, (file, svc) in by_kind.get("Service", {}).items():
         where = f"{file}: Service {name}"
         targets = pods_of(svc["spec"].get("selector", {}))
         if not targets:
-            problem(f"{where}: its selector matches no Deployment's pods")
+            problem(f"{where}: its selector matches no Deployment's or StatefulSet's pods")
         for p in svc["spec"]["ports"]:
             tp = p.get("targetPort", p["port"])
             for dname, d in targets:
                 cports = [cp for c in d["spec"]["template"]["spec"]["containers"] for cp in c.get("ports", [])]
                 if not any(cp.get("name") == tp or cp["containerPort"] == tp for cp in cports):
-                    problem(f"{where}: targetPort {tp!r} is no port of Deployment {dname}")
+                    problem(f"{where}: targetPort {tp!r} is no port of {dname}")
+
+    # MCP_STATE_URL names a Service here, on one of its ports, in front of one store that
+    # requires the password the server presents.
+    for where, (url, password_item) in key_items.items():
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("redis", "rediss"):
+            problem(f"{where}: MCP_STATE_URL {url}: the scheme is not redis or rediss")
+            continue
+        if u.password is not None:
+            problem(f"{where}: MCP_STATE_URL holds a password: the server refuses it (use MCP_STATE_PASSWORD_FILE)")
+        if u.path not in ("", "/") and not u.path[1:].isdigit():
+            problem(f"{where}: MCP_STATE_URL {url}: the path is not a database number")
+        host = (u.hostname or "").rstrip(".")
+        parts = host.split(".")
+        suffixes = ([], [NAMESPACE], [NAMESPACE, "svc"], [NAMESPACE, "svc", "cluster", "local"])
+        if parts[1:] not in suffixes:
+            problem(f"{where}: MCP_STATE_URL host {host!r} is not a Service of namespace {NAMESPACE}")
+            continue
+        svc = get("Service", parts[0], f"{where} MCP_STATE_URL")
+        if svc is None:
+            continue
+        port = u.port or 6379
+        if not any(p["port"] == port for p in svc["spec"]["ports"]):
+            problem(f"{where}: MCP_STATE_URL port {port} is no port of Service {parts[0]}")
+        for dname, d in pods_of(svc["spec"].get("selector", {})):
+            if d["spec"].get("replicas", 1) != 1:
+                problem(f"{where}: the store {dname} runs {d['spec']['replicas']} replicas: they would be separate stores, each accepting a code once")
+            store_items = {
+                ("Secret", v["secret"]["secretName"], item["key"])
+                for v in d["spec"]["template"]["spec"].get("volumes", [])
+                if "secret" in v
+                for item in v["secret"].get("items", [])
+            }
+            if password_item is not None and password_item not in store_items:
+                problem(f"{where}: MCP_STATE_PASSWORD_FILE is {password_item[1]}/{password_item[2]}, which the store {dname} does not read")
+
     for name, (file, pdb) in by_kind.get("PodDisruptionBudget", {}).items():
         if not pods_of(pdb["spec"]["selector"].get("matchLabels", {})):
-            problem(f"{file}: PodDisruptionBudget {name} selects no Deployment's pods")
+            problem(f"{file}: PodDisruptionBudget {name} selects no Deployment's or StatefulSet's pods")
     for name, (file, hpa) in by_kind.get("HorizontalPodAutoscaler", {}).items():
         ref = hpa["spec"]["scaleTargetRef"]
         get(ref["kind"], ref["name"], f"{file}: HorizontalPodAutoscaler {name}")
