@@ -180,7 +180,29 @@ async fn codes_and_refresh_tokens_are_used_once_across_replicas_even_raced_and_t
         assert_eq!(status, 200, "the code was used up by a refusal: {tokens}\n{}", cluster.logs());
         let r2 = tokens["refresh_token"].as_str().unwrap().to_owned();
 
-        // Killed: refreshes are refused (503) on every replica, the used one too.
+        // Killed mid-load and restarted empty: a client refreshing in a loop, each refresh
+        // token raced on all three replicas, has none accepted twice; while the store is
+        // down every refresh is refused, and what was issued before it came back is refused
+        // after (it cannot know what was used).
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let load = tokio::spawn({
+            let (stop, direct, client, mut current) =
+                (stop.clone(), direct.clone(), client.clone(), r2.clone());
+            async move {
+                let mut wins = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let answers = raced(&direct, &refresh_form(&client, &current)).await;
+                    let won: Vec<&(u16, Value)> = answers.iter().filter(|(s, _)| *s == 200).collect();
+                    wins.push(won.len());
+                    match won.first() {
+                        Some((_, t)) => current = t["refresh_token"].as_str().unwrap().to_owned(),
+                        None => tokio::time::sleep(Duration::from_millis(50)).await,
+                    }
+                }
+                (wins, current)
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
         redis.kill().await;
         for base in &direct {
             for presented in [&r2, &refresh] {
@@ -188,14 +210,23 @@ async fn codes_and_refresh_tokens_are_used_once_across_replicas_even_raced_and_t
                 assert_ne!(status, 200, "accepted with the store down: {e}");
             }
         }
-        // Restarted empty: it cannot know what was used, so nothing issued before is accepted.
+        tokio::time::sleep(Duration::from_millis(500)).await;
         redis.restart().await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (wins, last) = load.await.unwrap();
+        println!("refreshes raced through the store's kill and restart: {} rounds, {wins:?}", wins.len());
+        assert!(wins.iter().all(|&n| n <= 1), "a refresh token accepted twice: {wins:?}");
+        assert!(wins.iter().filter(|&&n| n == 1).count() >= 2, "the load made no progress: {wins:?}");
         for base in &direct {
-            // Until the replica has reconnected (a 503 uses nothing up).
-            let (status, e) = until_not_503(|| async { token_at(base, &refresh_form(&client, &r2)).await }).await;
-            assert_eq!(status, 400, "{base}: {e}");
-            let words = e["error_description"].as_str().unwrap();
-            assert!(words.contains("reset") || words.contains("already been used"), "{e}");
+            for presented in [&r2, &last] {
+                // Until the replica has reconnected (a 503 uses nothing up).
+                let (status, e) =
+                    until_not_503(|| async { token_at(base, &refresh_form(&client, presented)).await }).await;
+                assert_eq!(status, 400, "{base}: {e}");
+                let words = e["error_description"].as_str().unwrap();
+                assert!(words.contains("reset") || words.contains("already been used"), "{e}");
+            }
         }
         // A new sign-in works, and is used once again.
         let code = new_code().await;
@@ -430,6 +461,8 @@ async fn with_the_store_failing_closed_a_hung_store_refuses_calls_quickly_and_th
         let redis = Redis::start().await;
         let forge = slow_forge(1, Duration::ZERO).await;
         let store_env = redis.env();
+        // A store that may evict keys is named at start (it could forget a used code).
+        assert_eq!(redis.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]).await.trim(), "OK");
         let env = env_of(&store_env, &[("RATE_LIMIT_PER_MINUTE", "600"), ("MCP_STATE_FAIL", "closed")]);
         let server = HttpServer::spawn_listening(
             &forge.base_url(),
@@ -438,6 +471,11 @@ async fn with_the_store_failing_closed_a_hung_store_refuses_calls_quickly_and_th
             &format!("127.0.0.1:{}", free_port()),
         )
         .await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !server.stderr().contains("maxmemory-policy is not noeviction") {
+            assert!(Instant::now() < deadline, "no warning of the eviction policy: {}", server.stderr());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert!(!call_as(&server.base, 0).await.is_error);
         redis.stop();
         let mut slowest = Duration::ZERO;
