@@ -1,6 +1,7 @@
 //! End-to-end figures for docs/PERFORMANCE.md: catalog start-up, `tools/list` size, the
 //! per-call overhead of the pipeline over a plain HTTP request to the same (fake) forge, and
-//! one identity's latency beside another over its rate limit.
+//! one identity's latency beside another over its rate limit, and what a shared store adds
+//! to a call with the limits on.
 //!
 //! Run with `cargo bench --bench pipeline` (or `-- guard`, `-- calls`… for some sections).
 //! Plain `fn main`, no harness: every figure is printed with its label. Everything runs in one process on one tokio runtime, the fake
@@ -69,7 +70,7 @@ fn main() {
     println!();
 
     // `cargo bench --bench pipeline -- guard` runs only the sections whose name holds a word
-    // (startup, tools, calls, guard, signin, limits, bytes).
+    // (startup, tools, calls, guard, signin, limits, bytes, store).
     let only: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
     let run = |name: &str| only.is_empty() || only.iter().any(|w| name.contains(w.as_str()));
     if run("startup") {
@@ -96,6 +97,96 @@ fn main() {
     if run("bytes") {
         rt.block_on(everyday_bytes());
     }
+    if run("store") {
+        rt.block_on(store_cost());
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. The shared store: what the limits cost a call when a Redis judges them.
+
+/// repoGet with the three limits on (far above what is asked, as in 3a+), counted by the
+/// server alone and by a Redis started here on a free port (skipped without `redis-server`):
+/// the time per call, sequential and concurrent, and the store's round trips per call
+/// (admit, forge_admit and release in `/metrics`, over `aegis_calls_total`).
+async fn store_cost() {
+    println!("== 8. Shared store: repoGet with the limits on, without and with a Redis on loopback");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (port, pass, key) = (free(), dir.path().join("password"), dir.path().join("key"));
+    std::fs::write(&pass, "bench-store-pass").unwrap();
+    std::fs::write(&key, "3c".repeat(32)).unwrap();
+    let started = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args(["--requirepass", "bench-store-pass", "--maxmemory", "64mb", "--maxmemory-policy"])
+        .args(["noeviction", "--loglevel", "warning", "--dir"])
+        .arg(dir.path())
+        .spawn();
+    let Ok(child) = started else {
+        println!("  skipped: no redis-server (scripts/setup-test-env installs it)\n");
+        return;
+    };
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = (self.0.kill(), self.0.wait());
+        }
+    }
+    let _redis = Killed(child);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let forge = FakeForge::start(Options { flavor: FFlavor::Gitea, ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    forge.set_recording(false);
+    let (url, pass, key) =
+        (format!("redis://127.0.0.1:{port}/"), pass.to_str().unwrap(), key.to_str().unwrap());
+    let store = ["--state-url", &*url, "--state-password-file", pass, "--state-key-file", key];
+    let limits = "--rate-limit-per-minute 60000000 --rate-limit-concurrent 64 --forge-max-concurrent 64";
+    let args = obj(json!({"owner": "alice", "repo": "demo"}));
+    let (cases, client) =
+        (Arc::new(vec![Case { tool: "repoGet", args, url: String::new() }]), reqwest::Client::new());
+    for (label, with_store) in [("limits, no store", false), ("limits, Redis store", true)] {
+        let metrics = format!("127.0.0.1:{}", free());
+        let mut flags: Vec<&str> = limits.split(' ').chain(["--metrics-listen", metrics.as_str()]).collect();
+        flags.extend(if with_store { &store[..] } else { &[] });
+        let server =
+            Arc::new(Server::start(settings_with("gitea", &forge.base_url(), &flags)).await.unwrap());
+        aegis_gitea_mcp::transport::metrics::serve_own(&server).await.expect("the metrics listener");
+        // The store's round trips of the calls (summed over their results), and the calls.
+        let counts = async || {
+            let text =
+                client.get(format!("http://{metrics}/metrics")).send().await.unwrap().text().await.unwrap();
+            let sum = |of: &[&str]| -> f64 {
+                let lines = text.lines().filter(|l| of.iter().any(|p| l.starts_with(p)));
+                lines.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+            };
+            let op = |op: &str| format!("aegis_state_requests_total{{op=\"{op}\"");
+            let of = [op("admit"), op("forge_admit"), op("release")];
+            (sum(&of.each_ref().map(String::as_str)), sum(&["aegis_calls_total{"]))
+        };
+        for _ in 0..CALL_WARMUP {
+            ours(&server, &cases[0]).await;
+        }
+        let ((trips0, calls0), mut samples) = (counts().await, Vec::with_capacity(CALLS));
+        for _ in 0..CALLS {
+            let t = Instant::now();
+            ours(&server, &cases[0]).await;
+            samples.push(t.elapsed());
+        }
+        let took = run_concurrent(&server, &client, &cases, 0, true, CONCURRENT_CALLS).await;
+        tokio::time::sleep(Duration::from_millis(300)).await; // slots are given back in the background
+        let ((trips, calls), s) = (counts().await, stats(&samples));
+        println!(
+            "  {label:<20} sequential median {:>6.1} us  p99 {:>6.1} us   {TASKS} tasks {:>6.0} calls/s   store round trips per call {:.2}",
+            us(s.median),
+            us(s.p99),
+            CONCURRENT_CALLS as f64 / took.as_secs_f64(),
+            (trips - trips0) / (calls - calls0)
+        );
+    }
+    println!();
+    forge.shutdown();
 }
 
 // ---------------------------------------------------------------------------------------

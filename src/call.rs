@@ -383,9 +383,9 @@ fn unusable(e: crate::identity::InvalidToken) -> CallError {
 }
 
 /// The login behind a per-request forge token: cached by a hash of the token, else asked. A
-/// token the forge refused moments ago is refused again without asking; one it has never
-/// confirmed is asked through the small pool of lookups of unknown tokens, not the forge slots
-/// of established callers (`identity/cache.rs`).
+/// token the forge refused moments ago is refused again without asking — here, or with a
+/// shared store on any replica; one it has never confirmed is asked through the small pool of
+/// lookups of unknown tokens, not the forge slots of established callers (`identity/cache.rs`).
 async fn per_request_login(
     server: &Server,
     token: &SecretString,
@@ -412,6 +412,15 @@ async fn per_request_login(
         }
     };
     let resolve = || async {
+        // Not in this replica's cache: another replica may have just seen the forge refuse it
+        // (a round trip to the store is cheaper than a lookup at the forge).
+        let shared = server.state.as_ref();
+        if let Some(store) = shared {
+            if store.refused(token.expose_secret().as_bytes()).await {
+                logins.put_refused(token);
+                return Err(refused_token());
+            }
+        }
         let limit = crate::identity::cache::LOOKUP_TIMEOUT.min(server.settings.timeout);
         let got = tokio::time::timeout(limit, lookup()).await.unwrap_or_else(|_| {
             Err(CallError::local(
@@ -421,6 +430,10 @@ async fn per_request_login(
         });
         if matches!(&got, Err(e) if e.kind() == Some(ErrorKind::Unauthorized)) {
             logins.put_refused(token);
+            if let Some(store) = shared {
+                let keep = crate::identity::cache::REFUSED_FOR;
+                store.remember_refused(token.expose_secret().as_bytes(), keep).await;
+            }
         }
         got
     };

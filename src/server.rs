@@ -45,6 +45,8 @@ pub struct Server {
     pub audit: Option<crate::audit::AuditLog>,
     /// What `/metrics` shows; every part of the server counts into it.
     pub(crate) metrics: Metrics,
+    /// The store the replicas share (`MCP_STATE_URL`), when there is one.
+    pub(crate) state: Option<crate::state::Store>,
 }
 
 /// The forge as URLs in arguments may name it: its base URL and the addresses of its host,
@@ -123,7 +125,7 @@ impl Server {
                 ));
             }
         };
-        let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits(), state);
+        let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits(), state.clone());
         let new_tokens = crate::limits::NewTokens::new(settings.new_tokens_per_minute, metrics.rate_limits());
         let mut policy = settings.policy();
         policy.forge = forge_host(forge.base()).await;
@@ -143,6 +145,7 @@ impl Server {
             new_tokens,
             calls: Default::default(),
             answers: Default::default(),
+            state,
         })
     }
 

@@ -313,6 +313,23 @@ impl Store {
         }
     }
 
+    /// Whether a replica found `token` refused by the forge within the last while
+    /// (`remember_refused`). A store that cannot say is taken as "no": the forge decides.
+    pub(crate) async fn refused(&self, token: &[u8]) -> bool {
+        let mut get = redis::cmd("EXISTS");
+        get.arg(self.key("refused", token, ""));
+        let mut con = self.0.con.clone();
+        matches!(self.run("refused", get.query_async::<i64>(&mut con)).await, Ok(1))
+    }
+
+    /// Tell every replica, for `keep`, that the forge refused `token`.
+    pub(crate) async fn remember_refused(&self, token: &[u8], keep: Duration) {
+        let mut set = redis::cmd("SET");
+        set.arg(self.key("refused", token, "")).arg(1).arg("PX").arg(keep.as_millis() as u64);
+        let mut con = self.0.con.clone();
+        let _ = self.run("remember_refused", set.query_async::<()>(&mut con)).await;
+    }
+
     /// A round trip `op`, bounded by `TIMEOUT`, counted, and skipped while the store is
     /// judged down.
     async fn run<T>(

@@ -395,7 +395,7 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_replicas_forge_slots_come_back_on_their_own() {
+async fn a_refused_token_is_known_everywhere_and_a_killed_replicas_forge_slots_come_back_on_their_own() {
     bounded(async {
         let redis = Redis::start().await;
         let forge = slow_forge(4, Duration::from_secs(60)).await;
@@ -408,6 +408,24 @@ async fn a_killed_replicas_forge_slots_come_back_on_their_own() {
         let store_env = redis.env();
         let env = env_of(&store_env, &[("FORGE_MAX_CONCURRENT", "2")]);
         let mut cluster = Cluster::start(&forge.base_url(), "http", &env, free_port()).await;
+        // A token the forge refused on one replica is refused by the others without asking it
+        // again (the store remembers the refusal, by a keyed hash, for 30 s).
+        let lookups = || forge.requests().iter().filter(|r| r.raw_path == "/api/v1/user").count();
+        let before = lookups();
+        for i in 0..3 {
+            let args = json!({"owner": "user00", "repo": "r"});
+            let auth = token(super::super::REFUSED_TOKEN);
+            let r =
+                stateless_call(&http_client(), &cluster.replica(i).base, "repoGet", args, Some(&auth)).await;
+            let c = tool_result(&r.unwrap());
+            assert_eq!(
+                (c.json["error"]["kind"].as_str(), c.json["error"]["status"].as_u64()),
+                (Some("unauthorized"), Some(401)),
+                "{}",
+                c.text
+            );
+        }
+        assert_eq!(lookups(), before + 1, "the forge was asked again about a token it refused");
         let r1 = cluster.replica(0).base.clone();
         // Two calls that will not end hold both slots on r1.
         let held: Vec<_> = (0..2)
