@@ -174,6 +174,18 @@ pub async fn run(settings: Settings) -> ExitCode {
     if let Some(oauth) = &settings.oauth {
         oauth_checks(&mut r, &forge, oauth).await;
     }
+    if let Some(state) = &settings.state {
+        match crate::state::Store::connect(state, Default::default()) {
+            Err(e) => r.fail(&e),
+            Ok(store) => match store.probe().await {
+                Err(why) => r.fail(&why),
+                Ok(warnings) => {
+                    r.ok(&format!("the shared store at {} answers", state.url));
+                    warnings.iter().for_each(|w| r.warn(w));
+                }
+            },
+        }
+    }
     if settings.mcp_bearer_token.as_ref().is_some_and(|t| t.expose_secret().len() < 16) {
         r.warn("MCP_BEARER_TOKEN is shorter than 16 characters: use a long random value");
     }

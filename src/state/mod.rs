@@ -114,6 +114,8 @@ pub(crate) struct Store(Arc<Inner>);
 
 struct Inner {
     con: ConnectionManager,
+    /// For `probe`'s own connection, which says why it cannot connect.
+    client: redis::Client,
     key: aws_lc_rs::hmac::Key,
     namespace: String,
     /// This process's name among the slots' members.
@@ -179,6 +181,7 @@ impl Store {
             .set_min_delay(Duration::from_millis(100))
             .set_max_delay(Duration::from_secs(2));
         let con = client
+            .clone()
             .get_connection_manager_lazy(config)
             .map_err(|_| "cannot set up the connection to the shared store".to_owned())?;
         let (release, releases) = tokio::sync::mpsc::channel(RELEASE_QUEUE);
@@ -186,6 +189,7 @@ impl Store {
         aws_lc_rs::rand::fill(&mut replica).map_err(|_| "no randomness for the replica's name".to_owned())?;
         let inner = Arc::new(Inner {
             con,
+            client,
             key: aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, settings.key.expose_secret()),
             namespace: settings.namespace.clone(),
             replica: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(replica),
@@ -356,36 +360,66 @@ impl Store {
         &self.0.metrics
     }
 
-    /// At start, in the background: whether the store answers, and whether it keeps what it
-    /// is given when full (a store that evicts keys may forget a used code).
-    pub(crate) async fn check(&self) {
-        let mut con = self.0.con.clone();
-        let ping = redis::cmd("PING");
-        match tokio::time::timeout(CONNECT_TIMEOUT * 2, ping.query_async::<String>(&mut con)).await {
-            Ok(Ok(_)) => self.0.metrics.request("ping", "ok", Some(Duration::ZERO)),
+    /// Whether the store answers, is one this server can use (Redis 6.2 or later, or a
+    /// Valkey), and keeps what it is given when full (a store that evicts keys may forget a
+    /// used code): `Err` when it cannot be used, else the warnings, for the start-up log and
+    /// `doctor`.
+    pub(crate) async fn probe(&self) -> Result<Vec<String>, String> {
+        let mut info = redis::cmd("INFO");
+        info.arg("server");
+        let asked = async {
+            let mut con = self.0.client.get_multiplexed_async_connection().await?;
+            let info = info.query_async::<String>(&mut con).await?;
+            Ok::<_, redis::RedisError>((con, info))
+        };
+        let (mut con, info) = match tokio::time::timeout(CONNECT_TIMEOUT * 2, asked).await {
+            Ok(Ok(got)) => {
+                self.0.metrics.request("ping", "ok", Some(Duration::ZERO));
+                got
+            }
             Ok(Err(e)) => {
                 self.0.metrics.request("ping", "error", Some(Duration::ZERO));
-                return tracing::warn!(
-                    "the shared store (MCP_STATE_URL) does not answer at start: {}; sign-ins are refused and the limits follow MCP_STATE_FAIL until it does",
+                return Err(format!(
+                    "the shared store (MCP_STATE_URL) cannot be used: {}",
                     Unavailable(classify(&e))
-                );
+                ));
             }
             Err(_) => {
                 self.0.metrics.request("ping", "timeout", Some(Duration::ZERO));
-                return tracing::warn!(
-                    "the shared store (MCP_STATE_URL) does not answer at start; sign-ins are refused and the limits follow MCP_STATE_FAIL until it does"
-                );
+                return Err("the shared store (MCP_STATE_URL) does not answer".into());
             }
+        };
+        let field = |name: &str| {
+            info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(|v| v.trim().to_owned())
+        };
+        let version = field("redis_version").unwrap_or_default();
+        let numbers: Vec<u32> = version.split('.').map_while(|n| n.parse().ok()).collect();
+        if numbers.as_slice() < [6, 2].as_slice() {
+            return Err(format!(
+                "the shared store runs Redis {version:?}: its scripts need Redis 6.2 or later (or a Valkey)"
+            ));
         }
+        let mut warnings = Vec::new();
         let mut policy = redis::cmd("CONFIG");
         policy.arg("GET").arg("maxmemory-policy");
         match tokio::time::timeout(CONNECT_TIMEOUT, policy.query_async::<Vec<String>>(&mut con)).await {
             Ok(Ok(pair)) if pair.get(1).map(String::as_str) == Some("noeviction") => {}
-            Ok(Ok(pair)) if pair.len() == 2 => tracing::warn!(
-                "the shared store's maxmemory-policy is not noeviction: when full it may drop a used code's mark, and the code could be used again; set maxmemory-policy noeviction"
+            Ok(Ok(pair)) if pair.len() == 2 => warnings.push(
+                "the shared store's maxmemory-policy is not noeviction: when full it may drop a used code's mark, and the code could be used again; set maxmemory-policy noeviction".to_owned(),
             ),
-            _ => tracing::warn!(
-                "could not check the shared store's maxmemory-policy (CONFIG GET refused?): make sure it is noeviction, or a full store may drop a used code's mark"
+            _ => warnings.push(
+                "could not check the shared store's maxmemory-policy (CONFIG GET refused?): make sure it is noeviction, or a full store may drop a used code's mark".to_owned(),
+            ),
+        }
+        Ok(warnings)
+    }
+
+    /// At start, in the background: `probe`, logged.
+    pub(crate) async fn check(&self) {
+        match self.probe().await {
+            Ok(warnings) => warnings.iter().for_each(|w| tracing::warn!("{w}")),
+            Err(why) => tracing::warn!(
+                "{why}; sign-ins are refused and the limits follow MCP_STATE_FAIL until it can"
             ),
         }
     }

@@ -385,3 +385,48 @@ async fn the_default_tool_list_fits_its_budget_with_and_without_output_schemas()
         }
     }
 }
+
+#[tokio::test]
+async fn doctor_checks_the_shared_store_and_names_what_is_wrong() {
+    let forge = FakeForge::start(Options::default()).await;
+    let url = forge.base_url();
+    let redis = support::redis::Redis::start().await;
+    let store = redis.env();
+    let mut env: Vec<(&str, &str)> = store.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.push(("GITEA_TOKEN", ALICE_TOKEN));
+    let o = run(&["doctor", "--url", &url], &env).await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!("ok    the shared store at redis://127.0.0.1:{}/ answers", redis.port)),
+        "{text}"
+    );
+    assert!(!text.contains("warn  the shared store"), "{text}");
+    // A store that may evict keys is a warning.
+    assert_eq!(redis.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]).await.trim(), "OK");
+    let text = stdout(&run(&["doctor", "--url", &url], &env).await);
+    assert!(text.contains("warn  the shared store's maxmemory-policy is not noeviction"), "{text}");
+    // A wrong password fails, without showing it.
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = dir.path().join("password");
+    std::fs::write(&wrong, "not-the-store-password-77").unwrap();
+    let wrong = wrong.to_str().unwrap().to_owned();
+    let mut bad = env.clone();
+    bad.retain(|(k, _)| *k != "MCP_STATE_PASSWORD_FILE");
+    bad.push(("MCP_STATE_PASSWORD_FILE", &wrong));
+    let o = run(&["doctor", "--url", &url], &bad).await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("FAIL  the shared store (MCP_STATE_URL) cannot be used: it refused the password"),
+        "{text}"
+    );
+    assert!(!text.contains("not-the-store-password-77"), "{text}");
+    // Nothing listens: it does not answer.
+    let mut gone = env.clone();
+    let nowhere = format!("redis://127.0.0.1:{}/", support::http::free_port());
+    gone.retain(|(k, _)| *k != "MCP_STATE_URL");
+    gone.push(("MCP_STATE_URL", &nowhere));
+    let text = stdout(&run(&["doctor", "--url", &url], &gone).await);
+    assert!(text.contains("FAIL  the shared store (MCP_STATE_URL)"), "{text}");
+}
