@@ -541,6 +541,36 @@ async fn renew(inner: Weak<Inner>) {
 mod tests {
     use super::*;
 
+    fn settings(key: u8) -> StateSettings {
+        StateSettings {
+            url: url::Url::parse("redis://127.0.0.1:1/").unwrap(),
+            password: None,
+            ca: None,
+            key: Arc::new(secrecy::SecretBox::new(Box::new([key; 32]))),
+            fail: crate::config::StateFail::Open,
+            namespace: "ns-1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn keys_are_namespaced_keyed_hashes_that_show_nothing_of_what_they_name() {
+        let store = Store::connect(&settings(7), StateMetrics::default()).unwrap();
+        let login = store.key("p", b"login:alice", ":rate");
+        let (prefix, rest) = login.split_at("ns-1:v1:p:".len());
+        assert_eq!(prefix, "ns-1:v1:p:");
+        let hash = rest.strip_suffix(":rate").unwrap();
+        assert_eq!(hash.len(), 22);
+        assert!(!login.contains("alice"), "{login}");
+        // One input, one key; another kind, another input or another key file: another key.
+        assert_eq!(login, store.key("p", b"login:alice", ":rate"));
+        assert_ne!(store.key("p", b"login:alice", ""), store.key("once", b"login:alice", ""));
+        assert_ne!(store.key("p", b"login:alice", ""), store.key("p", b"login:alicf", ""));
+        let other = Store::connect(&settings(8), StateMetrics::default()).unwrap();
+        assert_ne!(login, other.key("p", b"login:alice", ":rate"));
+        assert_ne!(store.since_key(), other.since_key(), "a new key file finds no memory");
+        assert!(format!("{store:?}").contains("ns-1") && !format!("{store:?}").contains("07"));
+    }
+
     #[test]
     fn unavailable_says_why_without_the_store_s_words() {
         assert_eq!(Unavailable("auth").to_string(), "it refused the password (MCP_STATE_PASSWORD_FILE)");

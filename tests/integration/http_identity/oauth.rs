@@ -241,16 +241,7 @@ impl SignIn {
 
     /// `POST /token` with `body` as it is (it need not be a well-formed form).
     pub(super) async fn token_body(&self, body: Vec<u8>) -> (u16, Value) {
-        let resp = browser()
-            .post(self.url("/token"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        assert_eq!(resp.headers().get("cache-control").map(|v| v.to_str().unwrap()), Some("no-store"));
-        (status, resp.json().await.unwrap())
+        token_at(&self.public, body).await
     }
 
     pub(super) async fn exchange(&self, client_id: &str, code: &str) -> (u16, Value) {
@@ -926,4 +917,18 @@ async fn sign_in_serves_the_legacy_sse_transport_too() {
     let me = sse.call("userGetCurrent", json!({}), Some(&bearer(access))).await;
     let me = tool_result(&me);
     assert_eq!(me.json["identity"], json!({"login": "bob", "mode": "oauth", "sudo": null}), "{}", me.text);
+}
+
+/// `POST /token` with `body` as it is at the server at `base` (one replica, or the balancer).
+pub(super) async fn token_at(base: &str, body: Vec<u8>) -> (u16, Value) {
+    let resp = browser()
+        .post(format!("{base}/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    assert_eq!(resp.headers().get("cache-control").map(|v| v.to_str().unwrap()), Some("no-store"));
+    (status, resp.json().await.unwrap())
 }

@@ -19,15 +19,7 @@ use super::{Cluster, bounded};
 /// `POST /token` with `form` at one replica (`base`), not through the balancer.
 async fn token_at(base: &str, form: &[(&str, &str)]) -> (u16, Value) {
     let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
-    let resp = http_client()
-        .post(format!("{base}/token"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap())
+    super::super::oauth::token_at(base, body.into_bytes()).await
 }
 
 fn code_form<'a>(client: &'a str, code: &'a str) -> [(&'static str, &'a str); 5] {
