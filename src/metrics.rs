@@ -258,6 +258,12 @@ impl ForgeMetrics {
         self.refused.refused("forge_concurrent");
     }
 
+    /// A request refused because the shared store that counts the slots could not be
+    /// reached (`MCP_STATE_FAIL=closed`).
+    pub(crate) fn state_refused(&self) {
+        self.refused.refused("state");
+    }
+
     pub(crate) fn request(&self, took: Duration, status: Option<u16>) {
         self.duration.observe(took.as_secs_f64());
         if let Some(status) = status {

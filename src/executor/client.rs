@@ -45,8 +45,9 @@ pub(crate) const ERROR_BODY_BYTES: usize = 64 * 1024;
 pub(crate) const SLOT_WAIT: Duration = Duration::from_millis(200);
 /// The wait suggested to a request refused for want of a slot.
 const SLOT_RETRY_AFTER: u64 = 1;
-/// How often a request asks the shared store again for a slot while all are taken.
-const SLOT_POLL: Duration = Duration::from_millis(20);
+/// How often a request asks the shared store again for a slot while all are taken (plus up
+/// to 20 ms, so that the askers spread out).
+const SLOT_POLL: Duration = Duration::from_millis(60);
 /// Whose slots the forge's are in the shared store (no login is spelled so).
 const FORGE_SLOTS: &[u8] = b"\0forge";
 
@@ -227,11 +228,15 @@ impl Forge {
         let Some((store, fail)) = &self.store else { return Ok(Some(Slot { _here: here, _shared: None })) };
         let limit = Limit { concurrent: *max, rate: None };
         loop {
-            match store.admit("forge_admit", FORGE_SLOTS, limit).await {
+            // Never past the deadline, whatever the store does (a slot it may have taken for a
+            // dropped answer is given back by the store module).
+            let asked = store.admit("forge_admit", FORGE_SLOTS, limit);
+            let answer = tokio::time::timeout_at(deadline, asked).await.unwrap_or(Ok(Admit::Busy(*max)));
+            match answer {
                 Ok(Admit::Let(shared)) => return Ok(Some(Slot { _here: here, _shared: shared })),
                 Ok(_) => {
                     // Spread the askers out, so that they do not all ask again at once.
-                    let pause = SLOT_POLL + Duration::from_millis(u64::from(jitter()) % 10);
+                    let pause = SLOT_POLL + Duration::from_millis(u64::from(jitter()) % 20);
                     if tokio::time::Instant::now() + pause >= deadline {
                         return Err(self.no_slot(*max));
                     }
@@ -240,7 +245,13 @@ impl Forge {
                 Err(why) if *fail == StateFail::Closed => {
                     store.metrics().fallback("forge_concurrent", "refused");
                     store.warn("requests to the forge are refused meanwhile (MCP_STATE_FAIL=closed)", why);
-                    return Err(self.no_slot(*max));
+                    self.metrics.state_refused();
+                    return Err(CallError::rate_limited(
+                        format!(
+                            "the shared store (MCP_STATE_URL) that counts FORGE_MAX_CONCURRENT could not be reached, and MCP_STATE_FAIL=closed refuses requests meanwhile; nothing was sent — retry after {SLOT_RETRY_AFTER} s"
+                        ),
+                        SLOT_RETRY_AFTER,
+                    ));
                 }
                 Err(why) => {
                     store.metrics().fallback("forge_concurrent", "local");

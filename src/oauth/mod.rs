@@ -830,7 +830,7 @@ impl OAuth {
         }
         let now = self.clock.now();
         match self.used.take("sign-in", &pending.id, pending.e, PENDING_LIFETIME.as_secs(), now).await {
-            Ok(_) => {}
+            Ok(taken) => taken.settle(),
             Err(NotFirst::Used) => {
                 return page("this sign-in has already come back once; start again from your MCP client");
             }
@@ -923,7 +923,7 @@ impl OAuth {
             ("code_verifier", &code.fv),
         ];
         let refused = "the forge refused the sign-in's code (it may have been used already); sign in again";
-        let grant = self.ask_forge(forge, &form, &taken, refused).await?;
+        let grant = self.ask_forge(forge, &form, taken, refused).await?;
         Ok(self.issue(&code.c, &code.sc, &code.sc, &code.res, grant))
     }
 
@@ -950,7 +950,7 @@ impl OAuth {
         let taken = self.take("refresh token", once, used).await?;
         let form = [("grant_type", "refresh_token"), ("refresh_token", old.f.as_str())];
         let refused = "the forge refused the refresh (it may have been used already, or the person revoked the application); sign in again";
-        let grant = self.ask_forge(forge, &form, &taken, refused).await?;
+        let grant = self.ask_forge(forge, &form, taken, refused).await?;
         // The new refresh token keeps the sign-in's scope; only the access token is narrowed.
         Ok(self.issue(&old.c, &scope, &old.sc, &old.res, grant))
     }
@@ -998,21 +998,18 @@ impl OAuth {
         &self,
         forge: &Forge,
         form: &[(&str, &str)],
-        taken: &Use,
+        taken: Use,
         refused: &str,
     ) -> Result<ForgeGrant, OAuthError> {
         let mut full = form.to_vec();
         full.push(("client_id", &self.forge_client_id));
         full.push(("client_secret", self.forge_client_secret.expose_secret()));
-        match forge.oauth_token(&full).await {
-            Ok(grant) => Ok(grant),
-            Err(r) => {
-                if let ForgeRefusal::Unavailable(_) = r {
-                    self.used.forget(taken).await;
-                }
-                Err(forge_refusal(r, refused))
-            }
+        let answer = forge.oauth_token(&full).await;
+        // Dropped unsettled, the use is taken back (the client may try again).
+        if !matches!(answer, Err(ForgeRefusal::Unavailable(_))) {
+            taken.settle();
         }
+        answer.map_err(|r| forge_refusal(r, refused))
     }
 
     /// Our tokens for a forge grant.

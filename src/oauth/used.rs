@@ -48,11 +48,39 @@ pub(crate) enum NotFirst {
     Unavailable,
 }
 
-/// A use let through, to take back with `forget` if it did not happen.
+/// A use let through. Settled once the forge has answered for it; dropped unsettled (the
+/// forge could not be reached, or the request went away meanwhile), it is taken back here
+/// and in the shared store, so that the client may try again while the id lives.
 #[derive(Debug)]
 pub(crate) struct Use {
     id: String,
     mark: Option<Mark>,
+    ids: Cache<String, Used>,
+    shared: Option<Store>,
+    settled: bool,
+}
+
+impl Use {
+    /// The use happened: it stays used.
+    pub(crate) fn settle(mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for Use {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        self.ids.invalidate(&self.id);
+        if let (Some(store), Some(mark)) = (self.shared.take(), self.mark.take()) {
+            // Without a runtime (the process is ending) the mark stays: refused, never
+            // accepted twice.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { store.forget(mark).await });
+            }
+        }
+    }
 }
 
 /// One accepted id: until when it counts (the sign-in clock's Unix seconds), and how long
@@ -121,28 +149,23 @@ impl UsedOnce {
         if !self.first_use(id, expires, now) {
             return Err(NotFirst::Used);
         }
-        let Some(store) = &self.shared else { return Ok(Use { id: id.to_owned(), mark: None }) };
+        let taken = |mark| Use {
+            id: id.to_owned(),
+            mark,
+            ids: self.ids.clone(),
+            shared: self.shared.clone(),
+            settled: false,
+        };
+        let Some(store) = &self.shared else { return Ok(taken(None)) };
         let left = Duration::from_secs(expires.saturating_sub(now));
         match store.once(kind, id, left, expires.saturating_sub(lifetime)).await {
-            Ok(Once::First(mark)) => Ok(Use { id: id.to_owned(), mark: Some(mark) }),
+            Ok(Once::First(mark)) => Ok(taken(Some(mark))),
             Ok(Once::Used) => Err(NotFirst::Used),
             Ok(Once::Reset) => Err(NotFirst::Reset),
             Err(why) => {
                 self.forget_here(id);
                 store.warn("codes and refresh tokens are refused meanwhile", why);
                 Err(NotFirst::Unavailable)
-            }
-        }
-    }
-
-    /// Take back a use let through by `take` (it did not happen: the forge could not be
-    /// reached, so the client may try again while the id lives).
-    pub(crate) async fn forget(&self, taken: &Use) {
-        self.forget_here(&taken.id);
-        if let (Some(store), Some(mark)) = (&self.shared, &taken.mark) {
-            if let Err(why) = store.forget(mark).await {
-                // The mark stays until the id expires: a retry is refused, never accepted twice.
-                store.warn("a code or refresh token the forge could not take stays used", why);
             }
         }
     }

@@ -1,20 +1,23 @@
 //! The store replicas share (`MCP_STATE_URL`: Redis, or a Valkey that speaks its protocol):
 //! what must be counted or remembered once for all of them — codes and refresh tokens used
-//! once, the rate and concurrency limits per identity, the forge's concurrency — is decided
-//! here, atomically, by short server-side scripts on the store's own clock (so replicas'
-//! clocks do not matter).
+//! once, the rate and concurrency limits per identity, the forge's concurrency, tokens the
+//! forge refused — is decided here, atomically, by short server-side scripts on the store's
+//! own clock.
 //!
 //! The store is trusted to keep what it is given, not to see it: every key is a keyed hash
-//! (`MCP_STATE_KEY_FILE`) of an id or a login, and no value is a secret. Every key is under
-//! the namespace and expires, but the one that says when the store's memory began.
+//! (`MCP_STATE_KEY_FILE`) of an id, a token or a login, and no value is a secret. Every key is
+//! under the namespace and expires, but the one that says when the store's memory began.
 //!
 //! Every round trip is bounded (`TIMEOUT`), and after `SKIP_AFTER` failures in a row the
 //! store is skipped for `SKIP_FOR`, so no request waits on a store that is down, slow or out
 //! of reach for longer than a round trip's bound. What a failure means is the caller's
-//! decision: single use refuses, the limits follow `MCP_STATE_FAIL`.
+//! decision: single use refuses, the limits follow `MCP_STATE_FAIL`. What must reach the
+//! store eventually — a slot given back, a use taken back — goes through one background
+//! worker that tries again while the store is away.
 //!
 //! One multiplexed connection per process (the `redis` crate's connection manager, which
-//! reconnects in the background); the answers read are each at most two integers.
+//! reconnects in the background after an I/O error; after a refused connection it is built
+//! anew, since it would keep that answer); the answers read are each at most two integers.
 
 mod scripts;
 
@@ -41,17 +44,34 @@ const SKIP_FOR: Duration = Duration::from_secs(1);
 /// How long a slot (a running call, a forge request) counts without being renewed: a
 /// killed replica's slots come back after this.
 pub(crate) const LEASE: Duration = Duration::from_secs(15);
-/// How often the slots still held are renewed.
+/// How often the slots still held are renewed (and the store is asked whether it answers).
 const RENEW_EVERY: Duration = Duration::from_secs(5);
-/// Slots renewed, or given back, per round trip at most.
+/// Slots renewed, or chores sent, per round trip at most.
 const BATCH: usize = 256;
-/// Slots given back and not yet sent to the store, at most: beyond them a slot is left to
-/// expire.
-const RELEASE_QUEUE: usize = 4096;
+/// Chores (slots given back, uses taken back) waiting for the store, at most: beyond them a
+/// slot is left to expire and a use stays used.
+const CHORES: usize = 4096;
+/// How long a use taken back is tried again while the store is away; after that it stays
+/// used (refused, never accepted twice).
+const FORGET_FOR: Duration = Duration::from_secs(60);
+/// Marks outlive the id they mark by this much, so that a replica whose clock is behind
+/// still finds them.
+const MARK_SLACK: Duration = Duration::from_secs(300);
+/// Ids issued this close after the store's memory began are refused too: an id issued in the
+/// same second as a reset, or by a replica whose clock is a little ahead, may be older.
+const SINCE_SLACK_SECS: u64 = 1;
 
 /// The store could not decide: why, in a word for logs (never what it said).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Unavailable(pub(crate) &'static str);
+
+impl Unavailable {
+    /// Whether the command may have reached the store (and done its work) although no
+    /// answer came back.
+    fn maybe_sent(self) -> bool {
+        matches!(self.0, "timeout" | "down")
+    }
+}
 
 impl std::fmt::Display for Unavailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -59,7 +79,9 @@ impl std::fmt::Display for Unavailable {
             "timeout" => "it did not answer in time",
             "skipped" => "it failed just before and is skipped for a moment",
             "down" => "it cannot be reached",
-            "auth" => "it refused the password (MCP_STATE_PASSWORD_FILE)",
+            "refused" => {
+                "it refused the connection (a wrong password in MCP_STATE_PASSWORD_FILE, or the store is loading or has too many clients)"
+            }
             "full" => "it is out of memory",
             _ => "its answer was not understood",
         };
@@ -108,14 +130,26 @@ pub(crate) struct Limit {
     pub(crate) rate: Option<(Duration, Duration)>,
 }
 
+/// What the background worker must still tell the store.
+#[derive(Debug)]
+enum Chore {
+    /// Give a slot back (its set and member).
+    Release(Arc<str>, String),
+    /// Take a use back.
+    Forget(Mark),
+}
+
 /// The shared store of this process.
 #[derive(Debug, Clone)]
 pub(crate) struct Store(Arc<Inner>);
 
 struct Inner {
-    con: ConnectionManager,
-    /// For `probe`'s own connection, which says why it cannot connect.
+    /// The connection every round trip clones (built anew after a refused connection).
+    con: Mutex<ConnectionManager>,
     client: redis::Client,
+    config: ConnectionManagerConfig,
+    /// When the connection was last built anew, as milliseconds since `epoch`.
+    rebuilt: AtomicU64,
     key: aws_lc_rs::hmac::Key,
     namespace: String,
     /// This process's name among the slots' members.
@@ -129,7 +163,7 @@ struct Inner {
     /// Slots held now, by number: their set and member, and when they were last renewed.
     held: Mutex<HashMap<u64, Held>>,
     next: AtomicU64,
-    release: tokio::sync::mpsc::Sender<(Arc<str>, String)>,
+    chores: tokio::sync::mpsc::Sender<(Instant, Chore)>,
     /// The last warning logged, as seconds since `epoch` + 1 (0: none yet).
     warned: AtomicU64,
 }
@@ -149,9 +183,9 @@ impl std::fmt::Debug for Inner {
 }
 
 impl Store {
-    /// The store `settings` name, not yet connected (the first round trip connects; a store
-    /// down at start is a store down, not a start-up failure). Needs a Tokio runtime: it
-    /// starts the tasks that renew and give back slots.
+    /// The store `settings` name, not yet connected (a store down at start is a store down,
+    /// not a start-up failure). Needs a Tokio runtime: it starts the tasks that renew slots
+    /// and do the chores.
     pub(crate) fn connect(settings: &StateSettings, metrics: StateMetrics) -> Result<Store, String> {
         let info = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
             .map_err(|_| "MCP_STATE_URL (--state-url) is not a store URL this server can use".to_owned())?;
@@ -182,14 +216,16 @@ impl Store {
             .set_max_delay(Duration::from_secs(2));
         let con = client
             .clone()
-            .get_connection_manager_lazy(config)
+            .get_connection_manager_lazy(config.clone())
             .map_err(|_| "cannot set up the connection to the shared store".to_owned())?;
-        let (release, releases) = tokio::sync::mpsc::channel(RELEASE_QUEUE);
+        let (chores, queue) = tokio::sync::mpsc::channel(CHORES);
         let mut replica = [0u8; 9];
         aws_lc_rs::rand::fill(&mut replica).map_err(|_| "no randomness for the replica's name".to_owned())?;
         let inner = Arc::new(Inner {
-            con,
+            con: Mutex::new(con),
             client,
+            config,
+            rebuilt: AtomicU64::new(0),
             key: aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, settings.key.expose_secret()),
             namespace: settings.namespace.clone(),
             replica: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(replica),
@@ -200,10 +236,10 @@ impl Store {
             epoch: Instant::now(),
             held: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
-            release,
+            chores,
             warned: AtomicU64::new(0),
         });
-        tokio::spawn(give_back(Arc::downgrade(&inner), releases));
+        tokio::spawn(do_chores(Arc::downgrade(&inner), queue));
         tokio::spawn(renew(Arc::downgrade(&inner)));
         Ok(Store(inner))
     }
@@ -216,6 +252,7 @@ impl Store {
         ctx.update(what);
         let tag = ctx.sign();
         let short = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&tag.as_ref()[..16]);
+        let kind = kind.replace(' ', "-");
         format!("{}:v1:{kind}:{short}{suffix}", self.0.namespace)
     }
 
@@ -227,7 +264,7 @@ impl Store {
 
     /// Whether `id` of `kind` is used for the first time across every replica: it is
     /// remembered for `left` (the id's lifetime left); `issued` is when it was issued (Unix
-    /// seconds), refused when the store's memory began after.
+    /// seconds), refused when the store's memory began after (or just before).
     pub(crate) async fn once(
         &self,
         kind: &str,
@@ -241,10 +278,14 @@ impl Store {
             key: self.key(kind, id.as_bytes(), ""),
             attempt: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value),
         };
-        let keep_ms = left.as_millis().saturating_add(1000).min(u128::from(u32::MAX)) as u64;
+        let keep_ms = u64::try_from((left + MARK_SLACK).as_millis()).unwrap_or(u64::MAX);
         let mut call = self.0.scripts.once.prepare_invoke();
-        call.key(&mark.key).key(self.since_key()).arg(&mark.attempt).arg(keep_ms).arg(issued);
-        let mut con = self.0.con.clone();
+        call.key(&mark.key)
+            .key(self.since_key())
+            .arg(&mark.attempt)
+            .arg(keep_ms)
+            .arg(issued.saturating_sub(SINCE_SLACK_SECS));
+        let mut con = self.0.con();
         match self.run("once", call.invoke_async::<i64>(&mut con)).await {
             Ok(1) => Ok(Once::First(mark)),
             Ok(-1) => Ok(Once::Reset),
@@ -253,31 +294,19 @@ impl Store {
                 // The mark may have been set and its answer lost: take this attempt's back
                 // (never another's), so that a retry is not refused for a use that did not
                 // happen.
-                let store = self.clone();
-                tokio::spawn(async move { store.forget_eventually(&mark).await });
+                if e.maybe_sent() {
+                    self.0.chore(Chore::Forget(mark));
+                }
                 Err(e)
             }
         }
     }
 
-    /// Take back a use marked by `once` (it did not happen: the forge could not be reached).
-    pub(crate) async fn forget(&self, mark: &Mark) -> Result<(), Unavailable> {
-        let mut call = self.0.scripts.forget.prepare_invoke();
-        call.key(&mark.key).arg(&mark.attempt);
-        let mut con = self.0.con.clone();
-        self.run("forget", call.invoke_async::<i64>(&mut con)).await.map(drop)
-    }
-
-    /// `forget`, tried again for a while (in the background): a mark whose answer was lost
-    /// would otherwise refuse the retry of a use that did not happen, for the id's lifetime.
-    async fn forget_eventually(&self, mark: &Mark) {
-        let mut pause = Duration::from_millis(200);
-        for _ in 0..8 {
-            if self.forget(mark).await.is_ok() {
-                return;
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(5));
+    /// Take back a use marked by `once` (it did not happen: the forge could not be reached),
+    /// now or, while the store is away, in the background.
+    pub(crate) async fn forget(&self, mark: Mark) {
+        if forget(&self.0, &mark, false).await.is_err() {
+            self.0.chore(Chore::Forget(mark));
         }
     }
 
@@ -302,18 +331,32 @@ impl Store {
             .arg(LEASE.as_millis() as u64)
             .arg(interval as u64)
             .arg(tolerance as u64);
-        let mut con = self.0.con.clone();
-        let (verdict, n) = self.run(op, call.invoke_async::<(i64, i64)>(&mut con)).await?;
-        match verdict {
-            0 if limit.concurrent > 0 => {
+        // Until the answer is read, a slot the script may have taken is given back if this
+        // call goes no further (its answer lost, or the call dropped while it waited).
+        let mut pending = Pending { inner: &self.0, slot: (limit.concurrent > 0).then_some((set, member)) };
+        let mut con = self.0.con();
+        let (verdict, n) = match self.run(op, call.invoke_async::<(i64, i64)>(&mut con)).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                if !e.maybe_sent() {
+                    pending.slot = None;
+                }
+                return Err(e);
+            }
+        };
+        let slot = match verdict {
+            0..=2 => pending.slot.take(),
+            _ => return Err(Unavailable("reply")),
+        };
+        match (verdict, slot) {
+            (0, Some((set, member))) => {
                 let renewed = Instant::now();
                 self.0.held.lock().expect("held lock").insert(id, Held { set, member, renewed });
                 Ok(Admit::Let(Some(Lease { id, store: Arc::downgrade(&self.0) })))
             }
-            0 => Ok(Admit::Let(None)),
-            1 => Ok(Admit::Busy(u32::try_from(n).unwrap_or(u32::MAX))),
-            2 => Ok(Admit::Rate(Duration::from_micros(n.max(0) as u64))),
-            _ => Err(Unavailable("reply")),
+            (0, None) => Ok(Admit::Let(None)),
+            (1, _) => Ok(Admit::Busy(u32::try_from(n).unwrap_or(u32::MAX))),
+            _ => Ok(Admit::Rate(Duration::from_micros(n.max(0) as u64))),
         }
     }
 
@@ -322,7 +365,7 @@ impl Store {
     pub(crate) async fn refused(&self, token: &[u8]) -> bool {
         let mut get = redis::cmd("EXISTS");
         get.arg(self.key("refused", token, ""));
-        let mut con = self.0.con.clone();
+        let mut con = self.0.con();
         matches!(self.run("refused", get.query_async::<i64>(&mut con)).await, Ok(1))
     }
 
@@ -330,18 +373,18 @@ impl Store {
     pub(crate) async fn remember_refused(&self, token: &[u8], keep: Duration) {
         let mut set = redis::cmd("SET");
         set.arg(self.key("refused", token, "")).arg(1).arg("PX").arg(keep.as_millis() as u64);
-        let mut con = self.0.con.clone();
+        let mut con = self.0.con();
         let _ = self.run("remember_refused", set.query_async::<()>(&mut con)).await;
     }
 
-    /// A round trip `op`, bounded by `TIMEOUT`, counted, and skipped while the store is
-    /// judged down.
+    /// A round trip `op` of a request, bounded by `TIMEOUT`, counted, and skipped while the
+    /// store is judged down.
     async fn run<T>(
         &self,
         op: &'static str,
         trip: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Unavailable> {
-        run(&self.0, op, trip).await
+        run(&self.0, op, trip, false).await
     }
 
     /// Log, at most once per 10 s, that `what` went without the store.
@@ -361,33 +404,27 @@ impl Store {
     }
 
     /// Whether the store answers, is one this server can use (Redis 6.2 or later, or a
-    /// Valkey), and keeps what it is given when full (a store that evicts keys may forget a
-    /// used code): `Err` when it cannot be used, else the warnings, for the start-up log and
-    /// `doctor`.
+    /// Valkey), and keeps what it is given (a store that evicts keys, or brings back an old
+    /// copy of itself, may forget a used code): `Err` when it cannot be used, else the
+    /// warnings, for the start-up log and `doctor`. On a connection of its own, which says
+    /// why it cannot connect.
     pub(crate) async fn probe(&self) -> Result<Vec<String>, String> {
         let mut info = redis::cmd("INFO");
-        info.arg("server");
+        info.arg("server").arg("replication");
         let asked = async {
             let mut con = self.0.client.get_multiplexed_async_connection().await?;
             let info = info.query_async::<String>(&mut con).await?;
             Ok::<_, redis::RedisError>((con, info))
         };
         let (mut con, info) = match tokio::time::timeout(CONNECT_TIMEOUT * 2, asked).await {
-            Ok(Ok(got)) => {
-                self.0.metrics.request("ping", "ok", Some(Duration::ZERO));
-                got
-            }
+            Ok(Ok(got)) => got,
             Ok(Err(e)) => {
-                self.0.metrics.request("ping", "error", Some(Duration::ZERO));
                 return Err(format!(
                     "the shared store (MCP_STATE_URL) cannot be used: {}",
                     Unavailable(classify(&e))
                 ));
             }
-            Err(_) => {
-                self.0.metrics.request("ping", "timeout", Some(Duration::ZERO));
-                return Err("the shared store (MCP_STATE_URL) does not answer".into());
-            }
+            Err(_) => return Err("the shared store (MCP_STATE_URL) does not answer".into()),
         };
         let field = |name: &str| {
             info.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).map(|v| v.trim().to_owned())
@@ -400,27 +437,101 @@ impl Store {
             ));
         }
         let mut warnings = Vec::new();
-        let mut policy = redis::cmd("CONFIG");
-        policy.arg("GET").arg("maxmemory-policy");
-        match tokio::time::timeout(CONNECT_TIMEOUT, policy.query_async::<Vec<String>>(&mut con)).await {
-            Ok(Ok(pair)) if pair.get(1).map(String::as_str) == Some("noeviction") => {}
-            Ok(Ok(pair)) if pair.len() == 2 => warnings.push(
+        if field("connected_slaves").is_some_and(|n| n != "0") || field("role").is_some_and(|r| r != "master")
+        {
+            warnings.push(
+                "the shared store has replicas (or is one): after a failover the new primary may lack the last codes marked used, and they could be used again; run one store".to_owned(),
+            );
+        }
+        let mut config = redis::cmd("CONFIG");
+        config.arg("GET").arg("maxmemory-policy").arg("save").arg("appendonly").arg("appendfsync");
+        let config = tokio::time::timeout(CONNECT_TIMEOUT, config.query_async::<Vec<String>>(&mut con)).await;
+        let Ok(Ok(pairs)) = config else {
+            warnings.push(
+                "could not read the shared store's configuration (CONFIG GET refused?): make sure maxmemory-policy is noeviction and that it keeps no snapshots (save \"\"), or a used code could be used again".to_owned(),
+            );
+            return Ok(warnings);
+        };
+        let setting = |name: &str| {
+            pairs.chunks(2).find(|p| p[0] == name).and_then(|p| p.get(1)).map(String::as_str).unwrap_or("")
+        };
+        if setting("maxmemory-policy") != "noeviction" {
+            warnings.push(
                 "the shared store's maxmemory-policy is not noeviction: when full it may drop a used code's mark, and the code could be used again; set maxmemory-policy noeviction".to_owned(),
-            ),
-            _ => warnings.push(
-                "could not check the shared store's maxmemory-policy (CONFIG GET refused?): make sure it is noeviction, or a full store may drop a used code's mark".to_owned(),
-            ),
+            );
+        }
+        let snapshots = !setting("save").is_empty();
+        let loose_log = setting("appendonly") == "yes" && setting("appendfsync") != "always";
+        if snapshots || loose_log {
+            warnings.push(
+                "the shared store keeps snapshots or an append-only log that may lose its last writes: restarted from them it lacks the last codes marked used but not its start, and they could be used again; run it with save \"\" and appendonly no (or appendfsync always)".to_owned(),
+            );
         }
         Ok(warnings)
     }
 
-    /// At start, in the background: `probe`, logged.
+    /// At start, in the background: the connection made (so that the first requests find it
+    /// open), and `probe`, logged.
     pub(crate) async fn check(&self) {
+        let mut call = self.0.scripts.since.prepare_invoke();
+        call.key(self.since_key());
+        let mut con = self.0.con();
+        let _ = tokio::time::timeout(CONNECT_TIMEOUT * 2, call.invoke_async::<i64>(&mut con)).await;
         match self.probe().await {
             Ok(warnings) => warnings.iter().for_each(|w| tracing::warn!("{w}")),
-            Err(why) => tracing::warn!(
-                "{why}; sign-ins are refused and the limits follow MCP_STATE_FAIL until it can"
-            ),
+            Err(why) => {
+                tracing::warn!(
+                    "{why}; sign-ins are refused and the limits follow MCP_STATE_FAIL until it can"
+                )
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn con(&self) -> ConnectionManager {
+        self.con.lock().expect("connection lock").clone()
+    }
+
+    /// The connection was refused (a wrong password, a store loading or full of clients): the
+    /// connection manager keeps such an answer for good, so build it anew — at most once per
+    /// `SKIP_FOR`.
+    fn rebuild(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        let last = self.rebuilt.load(Ordering::Relaxed);
+        let due = now >= last + SKIP_FOR.as_millis() as u64;
+        if due && self.rebuilt.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            if let Ok(con) = self.client.clone().get_connection_manager_lazy(self.config.clone()) {
+                *self.con.lock().expect("connection lock") = con;
+            }
+        }
+    }
+
+    /// Queue `chore` for the background worker (a full queue: it is dropped; a slot then
+    /// expires, a use stays used).
+    fn chore(&self, chore: Chore) {
+        let _ = self.chores.try_send((Instant::now(), chore));
+    }
+}
+
+/// Take back `mark` (compare-and-delete).
+async fn forget(inner: &Inner, mark: &Mark, background: bool) -> Result<(), Unavailable> {
+    let mut call = inner.scripts.forget.prepare_invoke();
+    call.key(&mark.key).arg(&mark.attempt);
+    let mut con = inner.con();
+    run(inner, "forget", call.invoke_async::<i64>(&mut con), background).await.map(drop)
+}
+
+/// A slot `admit` may have taken in the store, given back unless the answer was read.
+struct Pending<'a> {
+    inner: &'a Inner,
+    slot: Option<(Arc<str>, String)>,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some((set, member)) = self.slot.take() {
+            self.inner.chore(Chore::Release(set, member));
         }
     }
 }
@@ -429,9 +540,10 @@ async fn run<T>(
     inner: &Inner,
     op: &'static str,
     trip: impl Future<Output = redis::RedisResult<T>>,
+    background: bool,
 ) -> Result<T, Unavailable> {
     let now_ms = inner.epoch.elapsed().as_millis() as u64;
-    if inner.skip_until.load(Ordering::Relaxed) > now_ms {
+    if !background && inner.skip_until.load(Ordering::Relaxed) > now_ms {
         inner.metrics.request(op, "skipped", None);
         return Err(Unavailable("skipped"));
     }
@@ -440,7 +552,10 @@ async fn run<T>(
     let took = started.elapsed();
     let failed = |result: &'static str, why: &'static str| {
         inner.metrics.request(op, result, Some(took));
-        if inner.failures.fetch_add(1, Ordering::Relaxed) + 1 >= SKIP_AFTER {
+        if why == "refused" {
+            inner.rebuild();
+        }
+        if !background && inner.failures.fetch_add(1, Ordering::Relaxed) + 1 >= SKIP_AFTER {
             inner.failures.store(0, Ordering::Relaxed);
             let until = inner.epoch.elapsed() + SKIP_FOR;
             inner.skip_until.store(until.as_millis() as u64, Ordering::Relaxed);
@@ -465,16 +580,17 @@ async fn run<T>(
 fn classify(e: &redis::RedisError) -> &'static str {
     match e.kind() {
         _ if e.is_timeout() => "timeout",
-        redis::ErrorKind::AuthenticationFailed => "auth",
+        // Raised while connecting, for any refusal of the handshake.
+        redis::ErrorKind::AuthenticationFailed => "refused",
         _ if e.code() == Some("OOM") => "full",
-        _ if e.code() == Some("NOAUTH") || e.code() == Some("WRONGPASS") => "auth",
+        _ if matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "LOADING")) => "refused",
         redis::ErrorKind::Io | redis::ErrorKind::Client => "down",
         _ => "reply",
     }
 }
 
 /// A slot held in the store while it lives; dropped, it is given back (in the background:
-/// if that fails, it expires).
+/// if that fails for long, it expires).
 #[derive(Debug)]
 pub(crate) struct Lease {
     id: u64,
@@ -486,53 +602,101 @@ impl Drop for Lease {
         let Some(inner) = self.store.upgrade() else { return };
         let held = inner.held.lock().expect("held lock").remove(&self.id);
         if let Some(held) = held {
-            // A full queue means the store is far behind: the slot expires on its own.
-            let _ = inner.release.try_send((held.set, held.member));
+            inner.chore(Chore::Release(held.set, held.member));
         }
     }
 }
 
-/// Give back the slots dropped, many per round trip.
-async fn give_back(inner: Weak<Inner>, mut releases: tokio::sync::mpsc::Receiver<(Arc<str>, String)>) {
-    let mut batch = Vec::with_capacity(BATCH);
-    while releases.recv_many(&mut batch, BATCH).await > 0 {
+/// Tell the store what it must still hear: slots given back (many per round trip), uses
+/// taken back. While it cannot be reached, try again every `SKIP_FOR`; a slot older than
+/// `LEASE` has expired there anyway, a use older than `FORGET_FOR` stays used.
+async fn do_chores(inner: Weak<Inner>, mut queue: tokio::sync::mpsc::Receiver<(Instant, Chore)>) {
+    let mut batch: Vec<(Instant, Chore)> = Vec::with_capacity(BATCH);
+    let mut again: Vec<(Instant, Chore)> = Vec::new();
+    loop {
+        if again.is_empty() {
+            if queue.recv_many(&mut batch, BATCH).await == 0 {
+                return;
+            }
+        } else {
+            tokio::time::sleep(SKIP_FOR).await;
+            while batch.len() < BATCH
+                && let Ok(chore) = queue.try_recv()
+            {
+                batch.push(chore);
+            }
+        }
         let Some(inner) = inner.upgrade() else { return };
-        let mut pipe = redis::pipe();
-        for (set, member) in batch.drain(..) {
-            pipe.zrem(&*set, member).ignore();
+        batch.append(&mut again);
+        batch.retain(|(queued, chore)| {
+            let age = queued.elapsed();
+            match chore {
+                Chore::Release(..) => age < LEASE,
+                Chore::Forget(_) => age < FORGET_FOR,
+            }
+        });
+        let (releases, forgets): (Vec<_>, Vec<_>) =
+            batch.drain(..).partition(|(_, c)| matches!(c, Chore::Release(..)));
+        if !releases.is_empty() {
+            let mut pipe = redis::pipe();
+            for (_, chore) in &releases {
+                if let Chore::Release(set, member) = chore {
+                    pipe.zrem(&**set, member).ignore();
+                }
+            }
+            let mut con = inner.con();
+            if run(&inner, "release", pipe.query_async::<()>(&mut con), true).await.is_err() {
+                again.extend(releases);
+            }
         }
-        let mut con = inner.con.clone();
-        let _ = run(&inner, "release", pipe.query_async::<()>(&mut con)).await;
+        for (queued, chore) in forgets {
+            if let Chore::Forget(mark) = &chore {
+                if forget(&inner, mark, true).await.is_err() {
+                    again.push((queued, chore));
+                }
+            }
+        }
     }
 }
 
-/// Renew, every `RENEW_EVERY`, the slots held longer than that, so that only a replica that
-/// stopped loses its slots.
+/// Renew, every `RENEW_EVERY`, the slots not renewed for half of that, so that only a
+/// replica that stopped loses its slots (a lease outlives two missed renewals); and record
+/// when the store's memory began if it has lost that, which also says whether it answers
+/// (`aegis_state_up`, on an idle replica too).
 async fn renew(inner: Weak<Inner>) {
     let mut every = tokio::time::interval(RENEW_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
         let Some(inner) = inner.upgrade() else { return };
-        let due: Vec<(Arc<str>, String)> = {
-            let mut held = inner.held.lock().expect("held lock");
+        let mut call = inner.scripts.since.prepare_invoke();
+        call.key(Store(inner.clone()).since_key());
+        let mut con = inner.con();
+        let _ = run(&inner, "ping", call.invoke_async::<i64>(&mut con), true).await;
+        let due: Vec<(u64, Arc<str>, String)> = {
+            let held = inner.held.lock().expect("held lock");
             let now = Instant::now();
-            held.values_mut()
-                .filter(|h| now.duration_since(h.renewed) >= RENEW_EVERY - Duration::from_millis(500))
-                .map(|h| {
-                    h.renewed = now;
-                    (h.set.clone(), h.member.clone())
-                })
+            held.iter()
+                .filter(|(_, h)| now.duration_since(h.renewed) >= RENEW_EVERY / 2)
+                .map(|(id, h)| (*id, h.set.clone(), h.member.clone()))
                 .collect()
         };
         for chunk in due.chunks(BATCH) {
             let mut call = inner.scripts.renew.prepare_invoke();
             call.arg(LEASE.as_millis() as u64);
-            for (set, member) in chunk {
+            for (_, set, member) in chunk {
                 call.key(&**set).arg(member);
             }
-            let mut con = inner.con.clone();
-            let _ = run(&inner, "renew", call.invoke_async::<i64>(&mut con)).await;
+            let mut con = inner.con();
+            let started = Instant::now();
+            if run(&inner, "renew", call.invoke_async::<i64>(&mut con), true).await.is_ok() {
+                let mut held = inner.held.lock().expect("held lock");
+                for (id, ..) in chunk {
+                    if let Some(h) = held.get_mut(id) {
+                        h.renewed = started;
+                    }
+                }
+            }
         }
     }
 }
@@ -565,6 +729,7 @@ mod tests {
         assert_eq!(login, store.key("p", b"login:alice", ":rate"));
         assert_ne!(store.key("p", b"login:alice", ""), store.key("once", b"login:alice", ""));
         assert_ne!(store.key("p", b"login:alice", ""), store.key("p", b"login:alicf", ""));
+        assert!(store.key("refresh token", b"x", "").starts_with("ns-1:v1:refresh-token:"));
         let other = Store::connect(&settings(8), StateMetrics::default()).unwrap();
         assert_ne!(login, other.key("p", b"login:alice", ":rate"));
         assert_ne!(store.since_key(), other.since_key(), "a new key file finds no memory");
@@ -573,7 +738,8 @@ mod tests {
 
     #[test]
     fn unavailable_says_why_without_the_store_s_words() {
-        assert_eq!(Unavailable("auth").to_string(), "it refused the password (MCP_STATE_PASSWORD_FILE)");
+        assert!(Unavailable("refused").to_string().contains("MCP_STATE_PASSWORD_FILE"));
         assert_eq!(Unavailable("anything").to_string(), "its answer was not understood");
+        assert!(Unavailable("timeout").maybe_sent() && !Unavailable("skipped").maybe_sent());
     }
 }

@@ -52,6 +52,14 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 return 0
 ";
 
+/// Record when the store's memory began, if nobody has yet. KEYS: that key. Run at start and
+/// at every renewal tick, so that a store that restarted empty has it within seconds, before
+/// the ids issued after are presented.
+const SINCE: &str = r"
+redis.call('SET', KEYS[1], redis.call('TIME')[1], 'NX')
+return 1
+";
+
 /// Take back a mark, only if it is still this attempt's. KEYS: the mark. ARGV: the attempt.
 const FORGET: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -79,6 +87,7 @@ pub(super) struct Scripts {
     pub(super) once: Script,
     pub(super) forget: Script,
     pub(super) renew: Script,
+    pub(super) since: Script,
 }
 
 impl Scripts {
@@ -88,6 +97,7 @@ impl Scripts {
             once: Script::new(ONCE),
             forget: Script::new(FORGET),
             renew: Script::new(RENEW),
+            since: Script::new(SINCE),
         }
     }
 }

@@ -418,7 +418,7 @@ async fn doctor_checks_the_shared_store_and_names_what_is_wrong() {
     let text = stdout(&o);
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("FAIL  the shared store (MCP_STATE_URL) cannot be used: it refused the password"),
+        text.contains("FAIL  the shared store (MCP_STATE_URL) cannot be used: it refused the connection (a wrong password"),
         "{text}"
     );
     assert!(!text.contains("not-the-store-password-77"), "{text}");

@@ -112,6 +112,11 @@ impl Redis {
         env
     }
 
+    /// The password the server is given.
+    pub fn password() -> &'static str {
+        PASSWORD
+    }
+
     /// The store's password and key, which no log may show.
     pub fn secrets() -> [&'static str; 2] {
         [PASSWORD, STATE_KEY]
@@ -119,8 +124,13 @@ impl Redis {
 
     /// One command through `redis-cli`; its output (empty when it could not connect).
     pub async fn cli(&self, args: &[&str]) -> String {
+        self.cli_as(PASSWORD, args).await
+    }
+
+    /// `cli` with another password (after `CONFIG SET requirepass`).
+    pub async fn cli_as(&self, password: &str, args: &[&str]) -> String {
         let mut cmd = tokio::process::Command::new(binary("redis-cli"));
-        cmd.args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "--no-auth-warning", "-a", PASSWORD]);
+        cmd.args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "--no-auth-warning", "-a", password]);
         if self.tls {
             cmd.arg("--tls").arg("--cacert").arg(self.dir.path().join("ca.pem"));
         }
