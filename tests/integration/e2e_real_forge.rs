@@ -469,6 +469,87 @@ async fn e2e_http_each_request_runs_as_its_caller() {
     }
 }
 
+/// Two replicas sharing a real Redis (`MCP_STATE_URL`) in front of the real forge: one
+/// identity's `RATE_LIMIT_PER_MINUTE` holds for both together, another identity keeps its own,
+/// and a token the forge refused at one replica is refused by the other without asking the
+/// forge again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
+async fn e2e_replicas_sharing_a_store_count_and_refuse_as_one() {
+    let t = target();
+    let second = required("AEGIS_E2E_TOKEN_2");
+    preflight(&t);
+    let redis = support::redis::Redis::start().await;
+    let store = redis.env();
+    let mut env = vec![
+        ("GITEA_TOKEN", t.token.as_str()),
+        ("GITEA_FLAVOR", "auto"),
+        ("RATE_LIMIT_PER_MINUTE", "4"),
+        ("RATE_LIMIT_CONCURRENT", "2"),
+        ("FORGE_MAX_CONCURRENT", "8"),
+    ];
+    let spec = env_var("AEGIS_E2E_SPEC");
+    if let Some(s) = &spec {
+        env.push(("GITEA_SPEC", s));
+    }
+    env.extend(store.iter().map(|(k, v)| (*k, v.as_str())));
+    let a = support::http::HttpServer::spawn(&t.url, "http", &env).await;
+    let b = support::http::HttpServer::spawn(&t.url, "http", &env).await;
+    let http = support::http::http_client();
+    let call = |server: &support::http::HttpServer, auth: &str| {
+        let (http, base, auth) = (http.clone(), server.base.clone(), auth.to_owned());
+        async move {
+            let resp = support::http::stateless_call(&http, &base, "userGetCurrent", json!({}), Some(&auth))
+                .await
+                .expect("a stateless answer");
+            support::http::tool_result(&resp)
+        }
+    };
+    let statuses = |server: &support::http::HttpServer, status: u16| {
+        let (http, url) = (http.clone(), server.url("/metrics"));
+        async move {
+            let text = http.get(url).send().await.unwrap().text().await.unwrap();
+            let head = format!("aegis_forge_responses_total{{status=\"{status}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(head.as_str()))
+                .map_or(0.0, |v| v.parse::<f64>().unwrap())
+        }
+    };
+    // The second user, alternating between the replicas: 4 calls of 10 in all.
+    let as_second = format!("token {second}");
+    let mut ok = 0;
+    for i in 0..10 {
+        let c = call(if i % 2 == 0 { &a } else { &b }, &as_second).await;
+        if c.is_error {
+            assert_eq!(c.kind(), "rate_limited", "{}", c.text);
+            assert!(c.text.contains("RATE_LIMIT_PER_MINUTE"), "{}", c.text);
+        } else {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 4, "the limit held for the two replicas together");
+    // The first user has its own budget.
+    let as_first = format!("token {}", t.token);
+    for server in [&a, &b, &a, &b] {
+        let c = call(server, &as_first).await;
+        assert!(!c.is_error, "{}", c.text);
+    }
+    // A token the forge refuses: asked at a, refused by b from the store.
+    let bogus = "token aegis-e2e-not-a-token-001";
+    assert_eq!(call(&a, bogus).await.kind(), "unauthorized");
+    let before = statuses(&b, 401).await;
+    let c = call(&b, bogus).await;
+    assert_eq!(c.kind(), "unauthorized", "{}", c.text);
+    assert!(!c.text.contains("aegis-e2e-not-a-token-001"));
+    assert_eq!(statuses(&b, 401).await, before, "b asked the forge about a token a saw refused");
+    // Nothing in the store names a login or a token.
+    let keys = redis.keys().await;
+    assert!(!keys.is_empty());
+    for k in &keys {
+        assert!(k.starts_with("aegis:v1:") && !k.contains("not-a-token") && !k.contains(&second), "{k}");
+    }
+}
+
 /// Every GET operation of the spec once, against a scratch repository with a file, an issue
 /// and a release, with `READ_ONLY` on (nothing can be written whatever the arguments). The
 /// forge may well refuse many of them (no such organization, runner, key…), but no answer may
