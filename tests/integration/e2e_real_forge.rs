@@ -1624,7 +1624,11 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
     let key: String = (0..32).map(|i| format!("{:02x}", (i * 37 + port as usize) % 256)).collect();
     std::fs::write(&key_file, &key).unwrap();
     let key_path = key_file.to_str().unwrap().to_owned();
-    let env = [
+    // With a shared store, as replicas run: the sign-in, its code and each refresh token are
+    // marked used there too.
+    let redis = support::redis::Redis::start().await;
+    let store = redis.env();
+    let mut env = vec![
         ("GITEA_FLAVOR", "auto"),
         ("GITEA_OAUTH_CLIENT_ID", app.client_id.as_str()),
         ("GITEA_OAUTH_CLIENT_SECRET", app.client_secret.as_str()),
@@ -1633,6 +1637,7 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
         ("LOG_LEVEL", "debug"),
         ("SUDO_ALLOWED_USERS", login2.as_str()),
     ];
+    env.extend(store.iter().map(|(k, v)| (*k, v.as_str())));
     // doctor checks the application against the forge: each wrong setting is named.
     let doctor = |id: &str, secret: &str, public: &str| {
         let out = command(&t)
@@ -1736,13 +1741,21 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
         .unwrap();
     assert_eq!(absent.status().as_u16(), 404, "the read-only sign-in created {other}");
 
+    // Each step of single use was marked in the store.
+    let keys = redis.keys().await;
+    for kind in ["sign-in", "code", "refresh-token"] {
+        assert!(keys.iter().any(|k| k.starts_with(&format!("aegis:v1:{kind}:"))), "no {kind} mark: {keys:?}");
+    }
     // No secret of the sign-in in any log line.
     let log = server.stderr();
+    let [store_password, store_key] = support::redis::Redis::secrets();
     for (what, secret) in [
         ("client secret", app.client_secret.as_str()),
         ("sealing key", key.as_str()),
         ("password", password.as_str()),
         ("password 2", password2.as_str()),
+        ("store password", store_password),
+        ("store key", store_key),
     ] {
         assert!(!log.contains(secret), "the {what} is in the server's log");
     }
