@@ -61,31 +61,43 @@ const MARK_SLACK: Duration = Duration::from_secs(300);
 /// same second as a reset, or by a replica whose clock is a little ahead, may be older.
 const SINCE_SLACK_SECS: u64 = 1;
 
-/// The store could not decide: why, in a word for logs (never what it said).
+/// Why the store could not decide (never what it said: its words may quote it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Unavailable(pub(crate) &'static str);
+pub(crate) enum Unavailable {
+    /// No answer within `TIMEOUT`.
+    Timeout,
+    /// Not asked: it failed just before and is skipped for `SKIP_FOR`.
+    Skipped,
+    /// The connection is broken or cannot be made.
+    Down,
+    /// It refused the connection (a wrong password, loading, too many clients).
+    Refused,
+    /// Out of memory (`maxmemory` with `noeviction`).
+    Full,
+    /// An answer not understood.
+    Reply,
+}
 
 impl Unavailable {
     /// Whether the command may have reached the store (and done its work) although no
     /// answer came back.
     fn maybe_sent(self) -> bool {
-        matches!(self.0, "timeout" | "down")
+        matches!(self, Unavailable::Timeout | Unavailable::Down)
     }
 }
 
 impl std::fmt::Display for Unavailable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let words = match self.0 {
-            "timeout" => "it did not answer in time",
-            "skipped" => "it failed just before and is skipped for a moment",
-            "down" => "it cannot be reached",
-            "refused" => {
+        f.write_str(match self {
+            Unavailable::Timeout => "it did not answer in time",
+            Unavailable::Skipped => "it failed just before and is skipped for a moment",
+            Unavailable::Down => "it cannot be reached",
+            Unavailable::Refused => {
                 "it refused the connection (a wrong password in MCP_STATE_PASSWORD_FILE, or the store is loading or has too many clients)"
             }
-            "full" => "it is out of memory",
-            _ => "its answer was not understood",
-        };
-        f.write_str(words)
+            Unavailable::Full => "it is out of memory",
+            Unavailable::Reply => "its answer was not understood",
+        })
     }
 }
 
@@ -166,6 +178,8 @@ struct Inner {
     chores: tokio::sync::mpsc::Sender<(Instant, Chore)>,
     /// The last warning logged, as seconds since `epoch` + 1 (0: none yet).
     warned: AtomicU64,
+    /// The key that holds when the store's memory began (`since_key`), made once.
+    since: String,
 }
 
 #[derive(Debug)]
@@ -221,12 +235,14 @@ impl Store {
         let (chores, queue) = tokio::sync::mpsc::channel(CHORES);
         let mut replica = [0u8; 9];
         aws_lc_rs::rand::fill(&mut replica).map_err(|_| "no randomness for the replica's name".to_owned())?;
+        let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, settings.key.expose_secret());
+        let since = hashed(&key, &settings.namespace, "since", b"", "");
         let inner = Arc::new(Inner {
             con: Mutex::new(con),
             client,
             config,
             rebuilt: AtomicU64::new(0),
-            key: aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, settings.key.expose_secret()),
+            key,
             namespace: settings.namespace.clone(),
             replica: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(replica),
             scripts: scripts::Scripts::new(),
@@ -238,28 +254,22 @@ impl Store {
             next: AtomicU64::new(0),
             chores,
             warned: AtomicU64::new(0),
+            since,
         });
         tokio::spawn(do_chores(Arc::downgrade(&inner), queue));
         tokio::spawn(renew(Arc::downgrade(&inner)));
         Ok(Store(inner))
     }
 
-    /// The store's key for `what` of `kind`: a keyed hash, 128 bits in base64url.
+    /// The store's key for `what` of `kind` (`hashed`).
     fn key(&self, kind: &str, what: &[u8], suffix: &str) -> String {
-        let mut ctx = aws_lc_rs::hmac::Context::with_key(&self.0.key);
-        ctx.update(kind.as_bytes());
-        ctx.update(&[0]);
-        ctx.update(what);
-        let tag = ctx.sign();
-        let short = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&tag.as_ref()[..16]);
-        let kind = kind.replace(' ', "-");
-        format!("{}:v1:{kind}:{short}{suffix}", self.0.namespace)
+        hashed(&self.0.key, &self.0.namespace, kind, what, suffix)
     }
 
     /// When the store's memory began, under a name of the key too: a new key finds no
     /// memory, so nothing used under the old one can be used again under the new.
-    fn since_key(&self) -> String {
-        self.key("since", b"", "")
+    fn since_key(&self) -> &str {
+        &self.0.since
     }
 
     /// Whether `id` of `kind` is used for the first time across every replica: it is
@@ -273,7 +283,7 @@ impl Store {
         issued: u64,
     ) -> Result<Once, Unavailable> {
         let mut value = [0u8; 12];
-        aws_lc_rs::rand::fill(&mut value).map_err(|_| Unavailable("reply"))?;
+        aws_lc_rs::rand::fill(&mut value).map_err(|_| Unavailable::Reply)?;
         let mark = Mark {
             key: self.key(kind, id.as_bytes(), ""),
             attempt: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value),
@@ -346,7 +356,7 @@ impl Store {
         };
         let slot = match verdict {
             0..=2 => pending.slot.take(),
-            _ => return Err(Unavailable("reply")),
+            _ => return Err(Unavailable::Reply),
         };
         match (verdict, slot) {
             (0, Some((set, member))) => {
@@ -419,10 +429,7 @@ impl Store {
         let (mut con, info) = match tokio::time::timeout(CONNECT_TIMEOUT * 2, asked).await {
             Ok(Ok(got)) => got,
             Ok(Err(e)) => {
-                return Err(format!(
-                    "the shared store (MCP_STATE_URL) cannot be used: {}",
-                    Unavailable(classify(&e))
-                ));
+                return Err(format!("the shared store (MCP_STATE_URL) cannot be used: {}", classify(&e)));
             }
             Err(_) => return Err("the shared store (MCP_STATE_URL) does not answer".into()),
         };
@@ -488,6 +495,18 @@ impl Store {
     }
 }
 
+/// The key of `what` of `kind` under `namespace`: a keyed hash, 128 bits in base64url.
+fn hashed(key: &aws_lc_rs::hmac::Key, namespace: &str, kind: &str, what: &[u8], suffix: &str) -> String {
+    let mut ctx = aws_lc_rs::hmac::Context::with_key(key);
+    ctx.update(kind.as_bytes());
+    ctx.update(&[0]);
+    ctx.update(what);
+    let tag = ctx.sign();
+    let short = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&tag.as_ref()[..16]);
+    let kind = kind.replace(' ', "-");
+    format!("{namespace}:v1:{kind}:{short}{suffix}")
+}
+
 impl Inner {
     fn con(&self) -> ConnectionManager {
         self.con.lock().expect("connection lock").clone()
@@ -545,14 +564,15 @@ async fn run<T>(
     let now_ms = inner.epoch.elapsed().as_millis() as u64;
     if !background && inner.skip_until.load(Ordering::Relaxed) > now_ms {
         inner.metrics.request(op, "skipped", None);
-        return Err(Unavailable("skipped"));
+        return Err(Unavailable::Skipped);
     }
     let started = Instant::now();
     let out = tokio::time::timeout(TIMEOUT, trip).await;
     let took = started.elapsed();
-    let failed = |result: &'static str, why: &'static str| {
+    let failed = |why: Unavailable| {
+        let result = if why == Unavailable::Timeout { "timeout" } else { "error" };
         inner.metrics.request(op, result, Some(took));
-        if why == "refused" {
+        if why == Unavailable::Refused {
             inner.rebuild();
         }
         if !background && inner.failures.fetch_add(1, Ordering::Relaxed) + 1 >= SKIP_AFTER {
@@ -560,7 +580,7 @@ async fn run<T>(
             let until = inner.epoch.elapsed() + SKIP_FOR;
             inner.skip_until.store(until.as_millis() as u64, Ordering::Relaxed);
         }
-        Unavailable(why)
+        why
     };
     match out {
         Ok(Ok(v)) => {
@@ -568,24 +588,21 @@ async fn run<T>(
             inner.metrics.request(op, "ok", Some(took));
             Ok(v)
         }
-        Ok(Err(e)) => {
-            let why = classify(&e);
-            Err(failed(if why == "timeout" { "timeout" } else { "error" }, why))
-        }
-        Err(_) => Err(failed("timeout", "timeout")),
+        Ok(Err(e)) => Err(failed(classify(&e))),
+        Err(_) => Err(failed(Unavailable::Timeout)),
     }
 }
 
-/// A store error in a word (its text may quote the store, which is not ours to log).
-fn classify(e: &redis::RedisError) -> &'static str {
+/// What a store error means here (its text may quote the store, which is not ours to log).
+fn classify(e: &redis::RedisError) -> Unavailable {
     match e.kind() {
-        _ if e.is_timeout() => "timeout",
+        _ if e.is_timeout() => Unavailable::Timeout,
         // Raised while connecting, for any refusal of the handshake.
-        redis::ErrorKind::AuthenticationFailed => "refused",
-        _ if e.code() == Some("OOM") => "full",
-        _ if matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "LOADING")) => "refused",
-        redis::ErrorKind::Io | redis::ErrorKind::Client => "down",
-        _ => "reply",
+        redis::ErrorKind::AuthenticationFailed => Unavailable::Refused,
+        _ if e.code() == Some("OOM") => Unavailable::Full,
+        _ if matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "LOADING")) => Unavailable::Refused,
+        redis::ErrorKind::Io | redis::ErrorKind::Client => Unavailable::Down,
+        _ => Unavailable::Reply,
     }
 }
 
@@ -670,7 +687,7 @@ async fn renew(inner: Weak<Inner>) {
         every.tick().await;
         let Some(inner) = inner.upgrade() else { return };
         let mut call = inner.scripts.since.prepare_invoke();
-        call.key(Store(inner.clone()).since_key());
+        call.key(&inner.since);
         let mut con = inner.con();
         let _ = run(&inner, "ping", call.invoke_async::<i64>(&mut con), true).await;
         let due: Vec<(u64, Arc<str>, String)> = {
@@ -738,8 +755,9 @@ mod tests {
 
     #[test]
     fn unavailable_says_why_without_the_store_s_words() {
-        assert!(Unavailable("refused").to_string().contains("MCP_STATE_PASSWORD_FILE"));
-        assert_eq!(Unavailable("anything").to_string(), "its answer was not understood");
-        assert!(Unavailable("timeout").maybe_sent() && !Unavailable("skipped").maybe_sent());
+        assert!(Unavailable::Refused.to_string().contains("MCP_STATE_PASSWORD_FILE"));
+        assert_eq!(Unavailable::Reply.to_string(), "its answer was not understood");
+        assert!(Unavailable::Timeout.maybe_sent() && Unavailable::Down.maybe_sent());
+        assert!(!Unavailable::Skipped.maybe_sent() && !Unavailable::Refused.maybe_sent());
     }
 }

@@ -543,17 +543,14 @@ async fn a_store_fault_leaks_no_forge_slot_and_a_store_that_refused_the_connecti
             let c = call_as(&server.base, 0).await;
             assert!(!c.is_error, "{}", c.text);
         }
-        let ok = |server: &HttpServer| {
-            let server = server.url("/metrics");
-            async move {
-                let text = http_client().get(server).send().await.unwrap().text().await.unwrap();
-                let head = r#"aegis_state_requests_total{op="forge_admit",result="ok"} "#;
-                text.lines().find_map(|l| l.strip_prefix(head)).map_or(0.0, |v| v.parse::<f64>().unwrap())
-            }
-        };
-        let before = ok(&server).await;
+        const SLOT_OK: &str = r#"{op="forge_admit",result="ok"}"#;
+        let before = counter(&server, "aegis_state_requests_total", SLOT_OK).await;
         assert!(!call_as(&server.base, 0).await.is_error);
-        assert_eq!(ok(&server).await, before + 1.0, "the store counted the call's slot");
+        assert_eq!(
+            counter(&server, "aegis_state_requests_total", SLOT_OK).await,
+            before + 1.0,
+            "the store counted the call's slot"
+        );
 
         // The store refuses the server's connection (its password changed, the connections
         // dropped): calls go on by this replica's own count; once it accepts the password
@@ -578,10 +575,10 @@ async fn a_store_fault_leaks_no_forge_slot_and_a_store_that_refused_the_connecti
             "OK"
         );
         let back = Instant::now();
-        let before = ok(&server).await;
+        let before = counter(&server, "aegis_state_requests_total", SLOT_OK).await;
         loop {
             assert!(!call_as(&server.base, 0).await.is_error);
-            if ok(&server).await > before {
+            if counter(&server, "aegis_state_requests_total", SLOT_OK).await > before {
                 break;
             }
             assert!(
