@@ -32,7 +32,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::config::StateFail;
 use crate::identity::Principal;
 use crate::state::{Admit, Lease, Limit, Store};
 use aegis_core::error::CallError;
@@ -89,7 +88,7 @@ pub struct Limits {
     /// Where refusals are counted.
     refused: crate::metrics::RateLimits,
     /// The store that judges for every replica, and what to do while it cannot.
-    shared: Option<(Store, StateFail)>,
+    shared: Option<Store>,
 }
 
 /// A call let through; while it lives, it counts as running for its identity.
@@ -139,12 +138,7 @@ impl Limits {
         refused: crate::metrics::RateLimits,
         store: Option<Store>,
     ) -> Limits {
-        let fail = s.state.as_ref().map_or(StateFail::Open, |s| s.fail);
-        Limits {
-            refused,
-            shared: store.map(|store| (store, fail)),
-            ..Limits::new(s.rate_limit_per_minute, s.rate_limit_concurrent)
-        }
+        Limits { refused, shared: store, ..Limits::new(s.rate_limit_per_minute, s.rate_limit_concurrent) }
     }
 
     /// Let a call of `key` through, or say which limit refuses it and for how long.
@@ -152,7 +146,7 @@ impl Limits {
         if self.rate.is_none() && self.concurrent.is_none() {
             return Ok(Admitted::Free);
         }
-        if let (Some((store, fail)), Key::Caller(principal)) = (&self.shared, &key) {
+        if let (Some(store), Key::Caller(principal)) = (&self.shared, &key) {
             let who = match principal {
                 Principal::Global => "global".to_owned(),
                 Principal::Login(login) => format!("login:{login}"),
@@ -169,7 +163,7 @@ impl Limits {
                     let per_minute = self.rate.map_or(0, |r| r.per_minute);
                     return Err(self.refusal(Refusal::Rate(per_minute, retry_seconds(wait))));
                 }
-                Err(why) if *fail == StateFail::Closed => {
+                Err(why) if store.fails_closed() => {
                     store.metrics().fallback("caller", "refused");
                     store.warn("calls are refused meanwhile (MCP_STATE_FAIL=closed)", why);
                     self.refused.refused("state");

@@ -87,11 +87,10 @@ impl Server {
         if let Some(store) = state.clone() {
             tokio::spawn(async move { store.check().await });
         }
-        let fail = settings.state.as_ref().map_or(crate::config::StateFail::Open, |s| s.fail);
         let forge = Forge::from_settings(&settings)
             .map_err(StartError)?
             .counted(metrics.forge())
-            .with_store(state.clone(), fail);
+            .with_store(state.clone());
         let credential = global_credential(&settings)?;
         let detected = match settings.flavor {
             FlavorChoice::Auto => Some(detect(&forge, &credential).await?),

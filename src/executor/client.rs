@@ -23,7 +23,6 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, Heade
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 use url::Url;
 
-use crate::config::StateFail;
 use crate::identity::Credential;
 use crate::metrics::ForgeMetrics;
 use crate::state::{Admit, Lease, Limit, Store};
@@ -98,7 +97,7 @@ pub(crate) struct Forge {
     /// every clone; `None`: no limit.
     slots: Option<(Arc<Semaphore>, u32)>,
     /// The store that counts the slots of every replica, and what to do while it cannot.
-    store: Option<(Store, StateFail)>,
+    store: Option<Store>,
     /// Whether the forge has answered any request yet (shared by every clone), for `/readyz`.
     answered: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -149,10 +148,9 @@ impl Forge {
         self
     }
 
-    /// The same forge, with `FORGE_MAX_CONCURRENT` counted for every replica sharing `store`
-    /// (`fail`: what to do while it cannot say).
-    pub(crate) fn with_store(mut self, store: Option<Store>, fail: StateFail) -> Forge {
-        self.store = store.map(|s| (s, fail));
+    /// The same forge, with `FORGE_MAX_CONCURRENT` counted for every replica sharing `store`.
+    pub(crate) fn with_store(mut self, store: Option<Store>) -> Forge {
+        self.store = store;
         self
     }
 
@@ -225,7 +223,7 @@ impl Forge {
             return Err(self.no_slot(*max));
         };
         let here = here.expect("the semaphore is never closed");
-        let Some((store, fail)) = &self.store else { return Ok(Some(Slot { _here: here, _shared: None })) };
+        let Some(store) = &self.store else { return Ok(Some(Slot { _here: here, _shared: None })) };
         let limit = Limit { concurrent: *max, rate: None };
         loop {
             // Never past the deadline, whatever the store does (a slot it may have taken for a
@@ -242,7 +240,7 @@ impl Forge {
                     }
                     tokio::time::sleep(pause).await;
                 }
-                Err(why) if *fail == StateFail::Closed => {
+                Err(why) if store.fails_closed() => {
                     store.metrics().fallback("forge_concurrent", "refused");
                     store.warn("requests to the forge are refused meanwhile (MCP_STATE_FAIL=closed)", why);
                     self.metrics.state_refused();

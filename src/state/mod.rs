@@ -180,6 +180,8 @@ struct Inner {
     warned: AtomicU64,
     /// The key that holds when the store's memory began (`since_key`), made once.
     since: String,
+    /// Whether the limits refuse while the store cannot decide (`MCP_STATE_FAIL=closed`).
+    fail_closed: bool,
 }
 
 #[derive(Debug)]
@@ -255,6 +257,7 @@ impl Store {
             chores,
             warned: AtomicU64::new(0),
             since,
+            fail_closed: settings.fail == crate::config::StateFail::Closed,
         });
         tokio::spawn(do_chores(Arc::downgrade(&inner), queue));
         tokio::spawn(renew(Arc::downgrade(&inner)));
@@ -406,6 +409,12 @@ impl Store {
         {
             tracing::warn!("the shared store (MCP_STATE_URL) could not be used: {why}; {what}");
         }
+    }
+
+    /// Whether a limit refuses while the store cannot decide (`MCP_STATE_FAIL=closed`); else
+    /// each replica judges by its own count meanwhile.
+    pub(crate) fn fails_closed(&self) -> bool {
+        self.0.fail_closed
     }
 
     /// The metrics this store counts into.
