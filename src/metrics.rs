@@ -120,8 +120,13 @@ impl Metrics {
         let state = StateMetrics::default();
         registry.register(
             "state_requests",
-            "Round trips to the shared store by operation and result (ok, error, timeout, or skipped while the store is judged down)",
+            "Requests to the shared store by operation and result (ok, error, timeout, skipped while the store is judged down, or backlog: too many waiting); the requests that wait while a round trip is out share the next",
             state.requests.clone(),
+        );
+        registry.register(
+            "state_round_trips",
+            "Round trips to the shared store, each carrying one or more requests",
+            state.round_trips.clone(),
         );
         registry.register(
             "state_request_duration_seconds",
@@ -276,6 +281,7 @@ impl ForgeMetrics {
 #[derive(Debug, Clone)]
 pub(crate) struct StateMetrics {
     requests: Family<StateLabels, Counter>,
+    round_trips: Counter,
     duration: Histogram,
     fallback: Family<FallbackLabels, Counter>,
     up: Gauge<i64, AtomicI64>,
@@ -285,6 +291,7 @@ impl Default for StateMetrics {
     fn default() -> StateMetrics {
         StateMetrics {
             requests: Family::default(),
+            round_trips: Counter::default(),
             duration: Histogram::new(seconds_buckets()),
             fallback: Family::default(),
             up: Gauge::default(),
@@ -293,10 +300,14 @@ impl Default for StateMetrics {
 }
 
 impl StateMetrics {
-    /// One round trip `op` ended in `result` after `took` (`None`: not attempted).
-    pub(crate) fn request(&self, op: &'static str, result: &'static str, took: Option<Duration>) {
-        self.requests.get_or_create(&StateLabels { op, result }).inc();
+    /// The requests `ops` ended in `result`, together in one round trip that took `took`
+    /// (`None`: none made).
+    pub(crate) fn request(&self, ops: &[&'static str], result: &'static str, took: Option<Duration>) {
+        for &op in ops {
+            self.requests.get_or_create(&StateLabels { op, result }).inc();
+        }
         if let Some(took) = took {
+            self.round_trips.inc();
             self.duration.observe(took.as_secs_f64());
             self.up.set(i64::from(result == "ok"));
         }
@@ -432,10 +443,12 @@ mod tests {
         m.identity_cache().hit.inc();
         m.sessions_open().inc();
         m.rate_limits().refused("per_minute");
-        m.state().request("admit", "ok", Some(Duration::from_micros(50)));
+        m.state().request(&["admit", "release"], "ok", Some(Duration::from_micros(50)));
         m.state().fallback("caller", "local");
         let text = m.render();
         assert_eq!(sample(&text, "aegis_state_requests_total", r#"{op="admit",result="ok"}"#), Some("1"));
+        assert_eq!(sample(&text, "aegis_state_requests_total", r#"{op="release",result="ok"}"#), Some("1"));
+        assert_eq!(sample(&text, "aegis_state_round_trips_total", ""), Some("1"));
         assert_eq!(sample(&text, "aegis_state_up", ""), Some("1"));
         for (name, kind) in [
             ("aegis_calls_total", "counter"),
@@ -449,6 +462,7 @@ mod tests {
             ("aegis_streams_open", "gauge"),
             ("aegis_rate_limited_total", "counter"),
             ("aegis_state_requests_total", "counter"),
+            ("aegis_state_round_trips_total", "counter"),
             ("aegis_state_request_duration_seconds", "histogram"),
             ("aegis_state_fallback_total", "counter"),
             ("aegis_state_up", "gauge"),

@@ -17,7 +17,9 @@
 //!
 //! One multiplexed connection per process (the `redis` crate's connection manager, which
 //! reconnects in the background after an I/O error; after a refused connection it is built
-//! anew, since it would keep that answer); the answers read are each at most two integers.
+//! anew, since it would keep that answer). The calls a replica judges while a round trip is
+//! out go together in the next, so under load its calls share round trips; an answer read is
+//! two integers per call judged, or one.
 
 mod scripts;
 
@@ -46,8 +48,11 @@ const SKIP_FOR: Duration = Duration::from_secs(1);
 pub(crate) const LEASE: Duration = Duration::from_secs(15);
 /// How often the slots still held are renewed (and the store is asked whether it answers).
 const RENEW_EVERY: Duration = Duration::from_secs(5);
-/// Slots renewed, or chores sent, per round trip at most.
+/// Asks, slots renewed, or chores sent, per round trip at most.
 const BATCH: usize = 256;
+/// Asks (and slots given back) waiting for the next round trip, at most: beyond them an ask
+/// is refused at once (`Unavailable::Backlog`), a slot goes to the background worker.
+const ASKS: usize = 4096;
 /// Chores (slots given back, uses taken back) waiting for the store, at most: beyond them a
 /// slot is left to expire and a use stays used.
 const CHORES: usize = 4096;
@@ -76,13 +81,16 @@ pub(crate) enum Unavailable {
     Full,
     /// An answer not understood.
     Reply,
+    /// Not asked: too many asks wait for it already.
+    Backlog,
 }
 
 impl Unavailable {
-    /// Whether the command may have reached the store (and done its work) although no
-    /// answer came back.
+    /// Whether the command may have reached the store and done its work, or part of it
+    /// (a script stops at its first error and keeps what it did), although no answer usable
+    /// came back.
     fn maybe_sent(self) -> bool {
-        matches!(self, Unavailable::Timeout | Unavailable::Down)
+        !matches!(self, Unavailable::Skipped | Unavailable::Refused | Unavailable::Backlog)
     }
 }
 
@@ -97,6 +105,7 @@ impl std::fmt::Display for Unavailable {
             }
             Unavailable::Full => "it is out of memory",
             Unavailable::Reply => "its answer was not understood",
+            Unavailable::Backlog => "too many requests wait for it",
         })
     }
 }
@@ -151,6 +160,24 @@ enum Chore {
     Forget(Mark),
 }
 
+/// What waits for the next round trip of `send_asks`.
+enum Item {
+    Ask(Ask),
+    /// A slot to give back (its set and member).
+    Release(Arc<str>, String),
+}
+
+/// One call to judge against its limit, and where to answer: the verdict and what the
+/// script answered with it (running, or the wait in µs), and the slot it may have taken.
+struct Ask {
+    op: &'static str,
+    slots: Arc<str>,
+    rate: String,
+    member: String,
+    limit: Limit,
+    reply: tokio::sync::oneshot::Sender<Result<(i64, i64, Taken), Unavailable>>,
+}
+
 /// The shared store of this process.
 #[derive(Debug, Clone)]
 pub(crate) struct Store(Arc<Inner>);
@@ -176,6 +203,8 @@ struct Inner {
     held: Mutex<HashMap<u64, Held>>,
     next: AtomicU64,
     chores: tokio::sync::mpsc::Sender<(Instant, Chore)>,
+    /// Asks waiting for the next round trip, and slots to give back with it (`send_asks`).
+    asks: tokio::sync::mpsc::Sender<Item>,
     /// The last warning logged, as seconds since `epoch` + 1 (0: none yet).
     warned: AtomicU64,
     /// The key that holds when the store's memory began (`since_key`), made once.
@@ -235,6 +264,7 @@ impl Store {
             .get_connection_manager_lazy(config.clone())
             .map_err(|_| "cannot set up the connection to the shared store".to_owned())?;
         let (chores, queue) = tokio::sync::mpsc::channel(CHORES);
+        let (asks, waiting) = tokio::sync::mpsc::channel(ASKS);
         let mut replica = [0u8; 9];
         aws_lc_rs::rand::fill(&mut replica).map_err(|_| "no randomness for the replica's name".to_owned())?;
         let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, settings.key.expose_secret());
@@ -255,11 +285,13 @@ impl Store {
             held: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
             chores,
+            asks,
             warned: AtomicU64::new(0),
             since,
             fail_closed: settings.fail == crate::config::StateFail::Closed,
         });
         tokio::spawn(do_chores(Arc::downgrade(&inner), queue));
+        tokio::spawn(send_asks(Arc::downgrade(&inner), waiting));
         tokio::spawn(renew(Arc::downgrade(&inner)));
         Ok(Store(inner))
     }
@@ -325,43 +357,42 @@ impl Store {
 
     /// One more call of `who` under `limit`, judged for every replica at once (`op` names the
     /// use in the metrics). A call let through under a concurrency limit holds a slot until
-    /// its `Lease` is dropped, or `LEASE` after its replica stopped renewing it.
+    /// its `Lease` is dropped, or `LEASE` after its replica stopped renewing it. The calls
+    /// that come while a round trip is out go together in the next (`send_asks`).
     pub(crate) async fn admit(
         &self,
         op: &'static str,
         who: &[u8],
         limit: Limit,
     ) -> Result<Admit, Unavailable> {
+        if self.0.skipped(&[op]) {
+            return Err(Unavailable::Skipped);
+        }
         let id = self.0.next.fetch_add(1, Ordering::Relaxed);
-        let member = format!("{}:{id}", self.0.replica);
-        let set: Arc<str> = self.key("p", who, ":run").into();
-        let (interval, tolerance) = limit.rate.map_or((0, 0), |(i, t)| (i.as_micros(), t.as_micros()));
-        let mut call = self.0.scripts.admit.prepare_invoke();
-        call.key(&*set)
-            .key(self.key("p", who, ":rate"))
-            .arg(limit.concurrent)
-            .arg(&member)
-            .arg(LEASE.as_millis() as u64)
-            .arg(interval as u64)
-            .arg(tolerance as u64);
-        // Until the answer is read, a slot the script may have taken is given back if this
-        // call goes no further (its answer lost, or the call dropped while it waited).
-        let mut pending = Pending { inner: &self.0, slot: (limit.concurrent > 0).then_some((set, member)) };
-        let mut con = self.0.con();
-        let (verdict, n) = match self.run(op, call.invoke_async::<(i64, i64)>(&mut con)).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                if !e.maybe_sent() {
-                    pending.slot = None;
-                }
-                return Err(e);
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let ask = Ask {
+            op,
+            slots: self.key("p", who, ":run").into(),
+            rate: self.key("p", who, ":rate"),
+            member: format!("{}:{id}", self.0.replica),
+            limit,
+            reply,
+        };
+        if self.0.asks.try_send(Item::Ask(ask)).is_err() {
+            self.0.metrics.request(&[op], "backlog", None);
+            return Err(Unavailable::Backlog);
+        }
+        // Bounded here too, for the wait behind the round trip already out. Given up, the
+        // answer finds nobody and its slot is given back (`Taken`).
+        let (verdict, n, mut taken) = match tokio::time::timeout(TIMEOUT * 2, answer).await {
+            Ok(Ok(answer)) => answer?,
+            Ok(Err(_)) => return Err(Unavailable::Down),
+            Err(_) => {
+                self.0.metrics.request(&[op], "timeout", None);
+                return Err(Unavailable::Timeout);
             }
         };
-        let slot = match verdict {
-            0..=2 => pending.slot.take(),
-            _ => return Err(Unavailable::Reply),
-        };
-        match (verdict, slot) {
+        match (verdict, taken.slot.take()) {
             (0, Some((set, member))) => {
                 let renewed = Instant::now();
                 self.0.held.lock().expect("held lock").insert(id, Held { set, member, renewed });
@@ -397,7 +428,7 @@ impl Store {
         op: &'static str,
         trip: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Unavailable> {
-        run(&self.0, op, trip, false).await
+        run(&self.0, &[op], trip, false).await
     }
 
     /// Log, at most once per 10 s, that `what` went without the store.
@@ -535,6 +566,26 @@ impl Inner {
         }
     }
 
+    /// Whether the store is skipped now (it failed just before): `ops` are counted so.
+    fn skipped(&self, ops: &[&'static str]) -> bool {
+        let now_ms = self.epoch.elapsed().as_millis() as u64;
+        let skipped = self.skip_until.load(Ordering::Relaxed) > now_ms;
+        if skipped {
+            self.metrics.request(ops, "skipped", None);
+        }
+        skipped
+    }
+
+    /// Give a slot back, with the next round trip's asks (or, while too many wait, in the
+    /// background).
+    fn release(&self, set: Arc<str>, member: String) {
+        if let Err(full) = self.asks.try_send(Item::Release(set, member)) {
+            if let Item::Release(set, member) = full.into_inner() {
+                self.chore(Chore::Release(set, member));
+            }
+        }
+    }
+
     /// Queue `chore` for the background worker (a full queue: it is dropped; a slot then
     /// expires, a use stays used).
     fn chore(&self, chore: Chore) {
@@ -547,32 +598,33 @@ async fn forget(inner: &Inner, mark: &Mark, background: bool) -> Result<(), Unav
     let mut call = inner.scripts.forget.prepare_invoke();
     call.key(&mark.key).arg(&mark.attempt);
     let mut con = inner.con();
-    run(inner, "forget", call.invoke_async::<i64>(&mut con), background).await.map(drop)
+    run(inner, &["forget"], call.invoke_async::<i64>(&mut con), background).await.map(drop)
 }
 
-/// A slot `admit` may have taken in the store, given back unless the answer was read.
-struct Pending<'a> {
-    inner: &'a Inner,
+/// A slot the store may have taken for an ask: given back when dropped, unless the asker
+/// took it (it read the answer, and holds the slot as a `Lease`).
+struct Taken {
+    inner: Weak<Inner>,
     slot: Option<(Arc<str>, String)>,
 }
 
-impl Drop for Pending<'_> {
+impl Drop for Taken {
     fn drop(&mut self) {
-        if let Some((set, member)) = self.slot.take() {
-            self.inner.chore(Chore::Release(set, member));
+        if let (Some((set, member)), Some(inner)) = (self.slot.take(), self.inner.upgrade()) {
+            inner.release(set, member);
         }
     }
 }
 
+/// A round trip for the requests `ops` (one name each, for the metrics), bounded by
+/// `TIMEOUT`, counted, and (unless `background`) skipped while the store is judged down.
 async fn run<T>(
     inner: &Inner,
-    op: &'static str,
+    ops: &[&'static str],
     trip: impl Future<Output = redis::RedisResult<T>>,
     background: bool,
 ) -> Result<T, Unavailable> {
-    let now_ms = inner.epoch.elapsed().as_millis() as u64;
-    if !background && inner.skip_until.load(Ordering::Relaxed) > now_ms {
-        inner.metrics.request(op, "skipped", None);
+    if !background && inner.skipped(ops) {
         return Err(Unavailable::Skipped);
     }
     let started = Instant::now();
@@ -580,7 +632,7 @@ async fn run<T>(
     let took = started.elapsed();
     let failed = |why: Unavailable| {
         let result = if why == Unavailable::Timeout { "timeout" } else { "error" };
-        inner.metrics.request(op, result, Some(took));
+        inner.metrics.request(ops, result, Some(took));
         if why == Unavailable::Refused {
             inner.rebuild();
         }
@@ -594,7 +646,7 @@ async fn run<T>(
     match out {
         Ok(Ok(v)) => {
             inner.failures.store(0, Ordering::Relaxed);
-            inner.metrics.request(op, "ok", Some(took));
+            inner.metrics.request(ops, "ok", Some(took));
             Ok(v)
         }
         Ok(Err(e)) => Err(failed(classify(&e))),
@@ -628,7 +680,81 @@ impl Drop for Lease {
         let Some(inner) = self.store.upgrade() else { return };
         let held = inner.held.lock().expect("held lock").remove(&self.id);
         if let Some(held) = held {
-            inner.chore(Chore::Release(held.set, held.member));
+            inner.release(held.set, held.member);
+        }
+    }
+}
+
+/// Send the asks that came while the last round trip was out, and the slots given back
+/// meanwhile, in one round trip (one script), and answer each ask: under load a replica's
+/// calls share round trips, and alone a call waits for one round trip as before.
+async fn send_asks(inner: Weak<Inner>, mut queue: tokio::sync::mpsc::Receiver<Item>) {
+    let mut items = Vec::with_capacity(BATCH);
+    loop {
+        if queue.recv_many(&mut items, BATCH).await == 0 {
+            return;
+        }
+        let Some(inner) = inner.upgrade() else { return };
+        let (mut asks, mut releases) = (Vec::new(), Vec::new());
+        for item in items.drain(..) {
+            match item {
+                // Its asker gave up before it was sent: nothing to ask.
+                Item::Ask(ask) if ask.reply.is_closed() => {}
+                Item::Ask(ask) => asks.push(ask),
+                Item::Release(set, member) => releases.push((set, member)),
+            }
+        }
+        let mut call = inner.scripts.admit.prepare_invoke();
+        call.arg(LEASE.as_millis() as u64);
+        let mut ops = Vec::with_capacity(releases.len() + asks.len());
+        for (set, member) in &releases {
+            call.key(&**set).arg("r").arg(member);
+            ops.push("release");
+        }
+        for ask in &asks {
+            let (interval, tolerance) =
+                ask.limit.rate.map_or((0, 0), |(i, t)| (i.as_micros(), t.as_micros()));
+            call.key(&*ask.slots)
+                .key(&ask.rate)
+                .arg("a")
+                .arg(ask.limit.concurrent)
+                .arg(&ask.member)
+                .arg(interval as u64)
+                .arg(tolerance as u64);
+            ops.push(ask.op);
+        }
+        if ops.is_empty() {
+            continue;
+        }
+        let mut con = inner.con();
+        // Slots given back alone are background work: they do not open the breaker.
+        let answer = run(&inner, &ops, call.invoke_async::<Vec<i64>>(&mut con), asks.is_empty()).await;
+        let answer = answer.and_then(|v| {
+            let understood = v.len() == 2 * asks.len() && v.chunks(2).all(|p| (0..=2).contains(&p[0]));
+            if understood { Ok(v) } else { Err(Unavailable::Reply) }
+        });
+        match answer {
+            Ok(verdicts) => {
+                for (ask, pair) in asks.into_iter().zip(verdicts.chunks(2)) {
+                    let slot = (pair[0] == 0 && ask.limit.concurrent > 0).then_some((ask.slots, ask.member));
+                    let taken = Taken { inner: Arc::downgrade(&inner), slot };
+                    // An asker gone meanwhile drops the answer, and with it the slot.
+                    let _ = ask.reply.send(Ok((pair[0], pair[1], taken)));
+                }
+            }
+            Err(why) => {
+                for (set, member) in releases {
+                    inner.chore(Chore::Release(set, member));
+                }
+                // The script may have taken slots: they are given back (one never taken is
+                // a no-op there).
+                for ask in asks {
+                    if why.maybe_sent() && ask.limit.concurrent > 0 {
+                        inner.chore(Chore::Release(ask.slots, ask.member));
+                    }
+                    let _ = ask.reply.send(Err(why));
+                }
+            }
         }
     }
 }
@@ -671,7 +797,7 @@ async fn do_chores(inner: Weak<Inner>, mut queue: tokio::sync::mpsc::Receiver<(I
                 }
             }
             let mut con = inner.con();
-            if run(&inner, "release", pipe.query_async::<()>(&mut con), true).await.is_err() {
+            if run(&inner, &["release"], pipe.query_async::<()>(&mut con), true).await.is_err() {
                 again.extend(releases);
             }
         }
@@ -698,7 +824,7 @@ async fn renew(inner: Weak<Inner>) {
         let mut call = inner.scripts.since.prepare_invoke();
         call.key(&inner.since);
         let mut con = inner.con();
-        let _ = run(&inner, "ping", call.invoke_async::<i64>(&mut con), true).await;
+        let _ = run(&inner, &["ping"], call.invoke_async::<i64>(&mut con), true).await;
         let due: Vec<(u64, Arc<str>, String)> = {
             let held = inner.held.lock().expect("held lock");
             let now = Instant::now();
@@ -715,7 +841,7 @@ async fn renew(inner: Weak<Inner>) {
             }
             let mut con = inner.con();
             let started = Instant::now();
-            if run(&inner, "renew", call.invoke_async::<i64>(&mut con), true).await.is_ok() {
+            if run(&inner, &["renew"], call.invoke_async::<i64>(&mut con), true).await.is_ok() {
                 let mut held = inner.held.lock().expect("held lock");
                 for (id, ..) in chunk {
                     if let Some(h) = held.get_mut(id) {
@@ -762,11 +888,102 @@ mod tests {
         assert!(format!("{store:?}").contains("ns-1") && !format!("{store:?}").contains("07"));
     }
 
+    /// A real Redis (Debian's `redis-server`, which the test set-up installs) on a free
+    /// port, killed when dropped.
+    struct Redis {
+        child: std::process::Child,
+        port: u16,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Redis {
+        fn start() -> Redis {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let dir = tempfile::tempdir().unwrap();
+            let child = std::process::Command::new("redis-server")
+                .args([
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    &port.to_string(),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args(["--loglevel", "warning"])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("redis-server is not installed: run scripts/setup-test-env");
+            for _ in 0..100 {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Redis { child, port, _dir: dir };
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            panic!("redis-server did not come up on port {port}");
+        }
+    }
+
+    impl Drop for Redis {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// The round trips the store's metrics counted so far.
+    fn round_trips(metrics: &crate::metrics::Metrics) -> u64 {
+        let text = metrics.render();
+        let line = text.lines().find_map(|l| l.strip_prefix("aegis_state_round_trips_total "));
+        line.map_or(0, |n| n.trim().parse().unwrap())
+    }
+
+    // One thread: the asks made at once are all queued before the task that sends them runs,
+    // as asks that come while a round trip is out are.
+    #[tokio::test(flavor = "current_thread")]
+    async fn asks_made_while_a_round_trip_is_out_share_the_next_and_slots_given_back_ride_along() {
+        let redis = Redis::start();
+        let mut settings = settings(7);
+        settings.url = url::Url::parse(&format!("redis://127.0.0.1:{}/", redis.port)).unwrap();
+        let metrics = crate::metrics::Metrics::new();
+        let store = Store::connect(&settings, metrics.state()).unwrap();
+        let limit = Limit { concurrent: 5, rate: None };
+        // The first round trip (and the renewer's first tick) out of the way.
+        let first = store.admit("admit", b"bob", limit).await.unwrap();
+        assert!(matches!(first, Admit::Let(Some(_))), "{first:?}");
+        drop(first);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let before = round_trips(&metrics);
+
+        let asks = (0..20).map(|_| store.admit("admit", b"bob", limit));
+        let answers: Vec<Admit> =
+            futures::future::join_all(asks).await.into_iter().map(Result::unwrap).collect();
+        assert_eq!(round_trips(&metrics) - before, 1, "twenty asks, one round trip");
+        // Judged one after the other in the store: the first slot was given back with them.
+        let let_through = answers.iter().filter(|a| matches!(a, Admit::Let(Some(_)))).count();
+        assert_eq!(let_through, 5, "{answers:?}");
+        assert!(answers[5..].iter().all(|a| matches!(a, Admit::Busy(5))), "{answers:?}");
+
+        // The five slots given back go with the next ask, before it: it finds them free.
+        drop(answers);
+        let next = store.admit("admit", b"bob", limit).await.unwrap();
+        assert!(matches!(next, Admit::Let(Some(_))), "{next:?}");
+        assert_eq!(round_trips(&metrics) - before, 2, "the slots given back rode along");
+        let text = metrics.render();
+        assert!(text.contains("aegis_state_requests_total{op=\"release\",result=\"ok\"} 6"), "{text}");
+        assert!(text.contains("aegis_state_requests_total{op=\"admit\",result=\"ok\"} 22"), "{text}");
+    }
+
     #[test]
     fn unavailable_says_why_without_the_store_s_words() {
         assert!(Unavailable::Refused.to_string().contains("MCP_STATE_PASSWORD_FILE"));
         assert_eq!(Unavailable::Reply.to_string(), "its answer was not understood");
         assert!(Unavailable::Timeout.maybe_sent() && Unavailable::Down.maybe_sent());
+        assert!(Unavailable::Reply.maybe_sent() && Unavailable::Full.maybe_sent());
         assert!(!Unavailable::Skipped.maybe_sent() && !Unavailable::Refused.maybe_sent());
+        assert!(!Unavailable::Backlog.maybe_sent());
     }
 }

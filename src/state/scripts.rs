@@ -1,39 +1,63 @@
 //! The store's scripts. Each runs atomically on the store (no other command runs between its
-//! steps), reads the store's own clock, and answers at most two integers.
+//! steps), reads the store's own clock, and answers one integer, or two per call it judged.
 
 use redis::Script;
 
-/// One more call against a concurrency limit and a rate (GCRA), in that order, so that a call
-/// refused for concurrency uses no rate.
-/// KEYS: the slots' sorted set (member: a slot, score: its expiry in ms), the rate's arrival
-/// time (µs). ARGV: the concurrency limit (0: none), the slot's member, the slot's lifetime
-/// in ms, the rate's interval and tolerance in µs (interval 0: no rate).
-/// Answers {0, running} let through, {1, running} busy, {2, wait in µs} over the rate.
+/// Many calls against their limits, and slots given back, in one round trip: the calls that
+/// arrived at a replica while its previous round trip was out go together.
+/// ARGV[1]: a slot's lifetime in ms. Then, one after the other, each with its keys in KEYS in
+/// the same order:
+/// - `r`, a slot's member (KEYS: its sorted set): give the slot back;
+/// - `a`, the concurrency limit (0: none), the slot's member, the rate's interval and
+///   tolerance in µs (interval 0: no rate) (KEYS: the slots' sorted set — member: a slot,
+///   score: its expiry in ms — and the rate's arrival time in µs): one more call, judged for
+///   concurrency and then for its rate (GCRA), so that a call refused for concurrency uses no
+///   rate.
+/// Answers two integers per `a`, in order: {0, running} let through, {1, running} busy,
+/// {2, wait in µs} over the rate.
 /// `%d`: Lua writes a number with 14 significant digits, and µs timestamps have 16.
 const ADMIT: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now_ms = math.floor(now / 1000)
-local max, lease = tonumber(ARGV[1]), tonumber(ARGV[3])
-local interval, tolerance = tonumber(ARGV[4]), tonumber(ARGV[5])
-local n = 0
-if max > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
-  n = redis.call('ZCARD', KEYS[1])
-  if n >= max then return {1, n} end
+local lease = tonumber(ARGV[1])
+local out = {}
+local k, a = 1, 2
+while a <= #ARGV do
+  if ARGV[a] == 'r' then
+    redis.call('ZREM', KEYS[k], ARGV[a + 1])
+    k, a = k + 1, a + 2
+  else
+    local slots, rate = KEYS[k], KEYS[k + 1]
+    local max, member = tonumber(ARGV[a + 1]), ARGV[a + 2]
+    local interval, tolerance = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+    k, a = k + 2, a + 5
+    local verdict, n = 0, 0
+    if max > 0 then
+      redis.call('ZREMRANGEBYSCORE', slots, '-inf', now_ms)
+      n = redis.call('ZCARD', slots)
+      if n >= max then verdict = 1 end
+    end
+    if verdict == 0 and interval > 0 then
+      local tat = tonumber(redis.call('GET', rate) or now)
+      if tat < now then tat = now end
+      if tat - now > tolerance then
+        verdict, n = 2, tat - now - tolerance
+      else
+        local new = tat + interval
+        redis.call('SET', rate, string.format('%d', new), 'PX', math.ceil((new - now) / 1000))
+      end
+    end
+    if verdict == 0 and max > 0 then
+      redis.call('ZADD', slots, now_ms + lease, member)
+      redis.call('PEXPIRE', slots, lease)
+      n = n + 1
+    end
+    out[#out + 1] = verdict
+    out[#out + 1] = n
+  end
 end
-if interval > 0 then
-  local tat = tonumber(redis.call('GET', KEYS[2]) or now)
-  if tat < now then tat = now end
-  if tat - now > tolerance then return {2, tat - now - tolerance} end
-  local new = tat + interval
-  redis.call('SET', KEYS[2], string.format('%d', new), 'PX', math.ceil((new - now) / 1000))
-end
-if max > 0 then
-  redis.call('ZADD', KEYS[1], now_ms + lease, ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], lease)
-end
-return {0, n + 1}
+return out
 ";
 
 /// The first use of an id. KEYS: its mark, the key that holds when the store's memory began
