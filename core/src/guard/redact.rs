@@ -1,8 +1,11 @@
-//! Exact redaction of known secrets: one multi-pattern automaton, one pass per string. Its
+//! Exact redaction of known secrets: multi-pattern automata, one pass each per string. Their
 //! patterns are every spelling of every secret (`spellings.rs`: as written, percent-encoded,
 //! base64 at each alignment), each also as JSON text writes it (a quote, a backslash or a
 //! control character escaped), so a spelled secret costs no extra pass, and one search of a
 //! result's JSON text (`occurs_in`) tells the guard whether any string of it holds a secret.
+//! The configured secrets' automaton is built once and shared by every call; a call's own
+//! secrets (its token, a request body's) get a small one beside it, so a call pays for its
+//! own secrets only. Where matches of the two overlap, the stretch either covers goes as one.
 //! Matching is case-sensitive and leftmost-longest, which lets the library run a vectorised
 //! literal prefilter before the automaton: a text without a secret is passed over at GB/s
 //! (while there are at most 128 patterns, the prefilter's limit: a dozen secrets).
@@ -32,12 +35,19 @@ pub(crate) const REDACTED: &str = "[REDACTED]";
 /// Replaces every occurrence of known secret values, in strings and object keys.
 #[derive(Clone)]
 pub struct Redactor {
+    /// Every secret, as given: the configured ones and those `with` added.
     secrets: Arc<Vec<String>>,
-    /// Every spelling of every secret, also as JSON text writes it: the automaton's patterns.
-    patterns: Arc<Vec<String>>,
+    /// The automata, searched side by side: the configured secrets' first, shared by every
+    /// call's redactor (built once), then what `with` added for one call (built for it).
+    layers: Vec<Arc<Layer>>,
+}
+
+/// One automaton of secrets: every spelling of each, also as JSON text writes it.
+struct Layer {
+    patterns: Vec<String>,
     kind: AhoCorasickKind,
-    /// Built at the first search; `None` when there is nothing to find.
-    automaton: Arc<OnceLock<Option<AhoCorasick>>>,
+    /// Built at the first search.
+    automaton: OnceLock<AhoCorasick>,
 }
 
 /// A redactor printed for debugging (a panic message, a `{:?}` in a log line) shows how many
@@ -45,6 +55,37 @@ pub struct Redactor {
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Redactor").field("secrets", &self.secrets.len()).finish_non_exhaustive()
+    }
+}
+
+impl Layer {
+    /// The layer of `secrets`, its automaton of `kind` (`None`: by `automaton_kind`); `None`
+    /// when there is nothing to find.
+    fn new(secrets: &[String], kind: Option<AhoCorasickKind>) -> Option<Arc<Layer>> {
+        let mut patterns = Vec::new();
+        for spelled in secrets.iter().flat_map(|s| spellings(s)) {
+            // Inside JSON text a spelling with `"`, `\` or control characters appears escaped.
+            let escaped = serde_json::to_string(&spelled).unwrap_or_default();
+            let escaped = escaped.trim_matches('"');
+            if escaped != spelled {
+                patterns.push(escaped.to_owned());
+            }
+            patterns.push(spelled);
+        }
+        patterns.sort();
+        patterns.dedup();
+        let kind = kind.unwrap_or_else(|| automaton_kind(&patterns));
+        (!patterns.is_empty()).then(|| Arc::new(Layer { patterns, kind, automaton: OnceLock::new() }))
+    }
+
+    fn automaton(&self) -> &AhoCorasick {
+        self.automaton.get_or_init(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .kind(Some(self.kind))
+                .build(self.patterns.iter())
+                .expect("literal patterns always build")
+        })
     }
 }
 
@@ -73,43 +114,16 @@ impl Redactor {
     }
 
     /// The redactor of `list`, its automaton of `kind` (`None`: by `automaton_kind`).
-    fn build(mut list: Vec<String>, kind: Option<AhoCorasickKind>) -> Redactor {
-        list.retain(|s| !s.is_empty());
-        list.sort();
-        list.dedup();
-        let mut patterns = Vec::new();
-        for spelled in list.iter().flat_map(|s| spellings(s)) {
-            // Inside JSON text a spelling with `"`, `\` or control characters appears escaped.
-            let escaped = serde_json::to_string(&spelled).unwrap_or_default();
-            let escaped = escaped.trim_matches('"');
-            if escaped != spelled {
-                patterns.push(escaped.to_owned());
-            }
-            patterns.push(spelled);
-        }
-        patterns.sort();
-        patterns.dedup();
-        let kind = kind.unwrap_or_else(|| automaton_kind(&patterns));
-        Redactor { secrets: Arc::new(list), patterns: Arc::new(patterns), kind, automaton: Arc::default() }
-    }
-
-    /// The automaton, built at the first search.
-    fn automaton(&self) -> Option<&AhoCorasick> {
-        self.automaton
-            .get_or_init(|| {
-                (!self.patterns.is_empty()).then(|| {
-                    AhoCorasick::builder()
-                        .match_kind(MatchKind::LeftmostLongest)
-                        .kind(Some(self.kind))
-                        .build(self.patterns.iter())
-                        .expect("literal patterns always build")
-                })
-            })
-            .as_ref()
+    fn build(list: Vec<String>, kind: Option<AhoCorasickKind>) -> Redactor {
+        let list = known(list);
+        let layers = Layer::new(&list, kind).into_iter().collect();
+        Redactor { secrets: Arc::new(list), layers }
     }
 
     /// This redactor plus more literals (e.g. a caller's own token or body secrets). Values
-    /// already known are skipped, so the common case (nothing new) builds nothing.
+    /// already known are skipped, so the common case (nothing new) builds nothing; the new
+    /// ones get an automaton of their own, searched beside the ones already built, so a
+    /// call pays for its own secrets, not again for the configured ones.
     pub(crate) fn with<I, S>(&self, more: I) -> Redactor
     where
         I: IntoIterator<Item = S>,
@@ -123,11 +137,14 @@ impl Redactor {
         if new.is_empty() {
             return self.clone();
         }
+        let new = known(new);
         // One call's automaton: built for one search, so the cheapest to build.
-        Redactor::build(
-            self.secrets.iter().cloned().chain(new).collect(),
-            Some(AhoCorasickKind::ContiguousNFA),
-        )
+        let mut layers = self.layers.clone();
+        layers.extend(Layer::new(&new, Some(AhoCorasickKind::ContiguousNFA)));
+        let mut secrets = Vec::with_capacity(self.secrets.len() + new.len());
+        secrets.extend(self.secrets.iter().cloned());
+        secrets.extend(new);
+        Redactor { secrets: Arc::new(secrets), layers }
     }
 
     /// The secrets this redactor replaces, as they were given (each also in its other
@@ -136,31 +153,52 @@ impl Redactor {
         &self.secrets
     }
 
+    /// Whether any secret, in any spelling, occurs in `hay`.
+    fn is_match(&self, hay: &[u8]) -> bool {
+        self.layers.iter().any(|l| l.automaton().is_match(hay))
+    }
+
+    /// Where the secrets occur in `hay`, in order and apart: each automaton's leftmost-longest
+    /// matches, and where two automata's overlap, the stretch both cover as one.
+    fn find(&self, hay: &str) -> Vec<(usize, usize)> {
+        let mut found: Vec<(usize, usize)> = Vec::new();
+        for layer in &self.layers {
+            found.extend(layer.automaton().find_iter(hay).map(|m| (m.start(), m.end())));
+        }
+        if self.layers.len() > 1 && !found.is_empty() {
+            found.sort_unstable();
+            let mut merged: Vec<(usize, usize)> = Vec::with_capacity(found.len());
+            for (start, end) in found {
+                match merged.last_mut() {
+                    Some(last) if start < last.1 => last.1 = last.1.max(end),
+                    _ => merged.push((start, end)),
+                }
+            }
+            found = merged;
+        }
+        found
+    }
+
     /// Redact one string: every known secret, also where it is spelled with JSON escapes
     /// (see `unescape.rs`).
     pub fn redact_str(&self, s: &str) -> String {
-        let Some(ac) = self.automaton() else { return s.to_owned() };
+        if self.layers.is_empty() {
+            return s.to_owned();
+        }
         let plain = |s: &str| {
-            if ac.is_match(s) { ac.replace_all(s, &vec![REDACTED; ac.patterns_len()]) } else { s.to_owned() }
+            let found = self.find(s);
+            if found.is_empty() { s.to_owned() } else { splice(s, &found) }
         };
         if !s.contains('\\') {
             return plain(s);
         }
         let view = unescape::read(s);
-        let found: Vec<(usize, usize)> = ac.find_iter(view.as_str()).map(|m| (m.start(), m.end())).collect();
+        let found = self.find(view.as_str());
         if found.is_empty() {
             return plain(s);
         }
-        let mut out = String::with_capacity(s.len());
-        let mut at = 0;
-        for (start, end) in unescape::places(s, &found) {
-            out.push_str(&s[at..start]);
-            out.push_str(REDACTED);
-            at = end;
-        }
-        out.push_str(&s[at..]);
         // Once more as written: a secret may itself hold a backslash sequence.
-        plain(&out)
+        plain(&splice(s, &unescape::places(s, &found)))
     }
 
     /// `s` with a tail that is the first part (4 characters or more) of a known secret (in
@@ -169,7 +207,7 @@ impl Redactor {
     pub fn redact_cut_tail(&self, s: &str) -> String {
         const MIN: usize = 4;
         let mut from = s.len();
-        for secret in self.patterns.iter() {
+        for secret in self.layers.iter().flat_map(|l| l.patterns.iter()) {
             let Some(&first) = secret.as_bytes().first() else { continue };
             // The earliest start, so the longest tail, of each secret.
             for (i, _) in s.bytes().enumerate().filter(|&(_, b)| b == first) {
@@ -186,14 +224,16 @@ impl Redactor {
     /// Whether any known secret, in any spelling, occurs in `bytes`: binary content, which
     /// cannot be redacted, or a result's JSON text, which is walked only when one does.
     pub(crate) fn occurs_in(&self, bytes: &[u8]) -> bool {
-        self.automaton().is_some_and(|ac| ac.is_match(bytes))
+        self.is_match(bytes)
     }
 
     /// Redact every string and object key of a JSON value, in place; whether any changed.
     pub fn redact_value(&self, v: &mut Value) -> bool {
-        let Some(ac) = self.automaton() else { return false };
+        if self.layers.is_empty() {
+            return false;
+        }
         // A string needs a closer look when a secret occurs in it or escapes might spell one.
-        let may_hold = |s: &str| s.contains('\\') || ac.is_match(s);
+        let may_hold = |s: &str| s.contains('\\') || self.is_match(s.as_bytes());
         let mut changed = false;
         let mut stack = vec![v];
         while let Some(v) = stack.pop() {
@@ -248,6 +288,27 @@ impl Redactor {
     }
 }
 
+/// The secrets of `list` worth finding: none empty, each once, in order.
+fn known(mut list: Vec<String>) -> Vec<String> {
+    list.retain(|s| !s.is_empty());
+    list.sort();
+    list.dedup();
+    list
+}
+
+/// `s` with each of the `places` (in order, apart) replaced by `REDACTED`.
+fn splice(s: &str, places: &[(usize, usize)]) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    for &(start, end) in places {
+        out.push_str(&s[at..start]);
+        out.push_str(REDACTED);
+        at = end;
+    }
+    out.push_str(&s[at..]);
+    out
+}
+
 /// Patterns up to this long make a DFA (its construction stays small); longer ones an NFA.
 /// Every spelling of a secret of up to 128 bytes fits (percent-encoded, it is three times as
 /// long).
@@ -293,13 +354,15 @@ mod tests {
         // A DFA of this pattern takes time quadratic in its length to build (minutes here).
         let long = "A".repeat(1 << 20);
         let r = Redactor::new([long.as_str()]);
-        assert_eq!(r.automaton().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
+        assert_eq!(r.kinds(), [AhoCorasickKind::ContiguousNFA]);
         assert_eq!(r.redact_str(&format!("x{long}y")), "x[REDACTED]y");
-        // One call's additions are NFAs whatever their length; short configured ones DFAs.
+        // One call's additions are NFAs whatever their length, beside the configured
+        // secrets' automaton, which is shared and a DFA when they are short.
         let short = Redactor::new(["s3cr3t-token"]);
-        assert_eq!(short.automaton().unwrap().kind(), AhoCorasickKind::DFA);
+        assert_eq!(short.kinds(), [AhoCorasickKind::DFA]);
         let call = short.with(["B".repeat(1 << 16)]);
-        assert_eq!(call.automaton().unwrap().kind(), AhoCorasickKind::ContiguousNFA);
+        assert_eq!(call.kinds(), [AhoCorasickKind::DFA, AhoCorasickKind::ContiguousNFA]);
+        assert!(Arc::ptr_eq(&short.layers[0], &call.layers[0]), "the configured automaton is built once");
     }
 
     #[test]
@@ -358,10 +421,41 @@ mod tests {
         assert_eq!(r.redact_str(&escaped), REDACTED);
     }
 
+    impl Redactor {
+        fn kinds(&self) -> Vec<AhoCorasickKind> {
+            self.layers.iter().map(|l| l.automaton().kind()).collect()
+        }
+    }
+
     #[test]
     fn longest_secret_wins() {
         let r = Redactor::new(["secret", "secret-longer"]);
         assert_eq!(r.redact_str("a secret-longer b"), "a [REDACTED] b");
+    }
+
+    #[test]
+    fn a_calls_secrets_and_the_configured_ones_are_redacted_as_one_where_they_overlap() {
+        // Either may hold, or run into, the other: what either covers goes, in one piece.
+        let configured = Redactor::new(["secret", "tail-XYZ"]);
+        for (call, text, want) in [
+            ("secret-longer", "a secret-longer b", "a [REDACTED] b"),
+            ("cret-lon", "a secret-longer b", "a [REDACTED]ger b"),
+            ("abc-tail", "x abc-tail-XYZ y", "x [REDACTED] y"),
+            ("other", "secretother secret", "[REDACTED][REDACTED] [REDACTED]"),
+        ] {
+            let r = configured.with([call]);
+            assert_eq!(r.kinds().len(), 2);
+            assert_eq!(r.redact_str(text), want, "{call}");
+            let mut v = serde_json::json!({ text: [text] });
+            assert!(r.redact_value(&mut v));
+            assert_eq!(v, serde_json::json!({ want: [want] }), "{call}");
+        }
+        // Spelled with escapes, found through the unescaped view by both automata.
+        let r = configured.with(["cret-lon"]);
+        assert_eq!(r.redact_str(r"a secret-longer b"), "a [REDACTED]ger b");
+        assert!(r.occurs_in(b"..cret-lon..") && r.occurs_in(b"..secret..") && !r.occurs_in(b"..cret.."));
+        assert_eq!(r.redact_cut_tail("cut: cret-l"), "cut: [REDACTED]");
+        assert_eq!(r.redact_cut_tail("cut: secr"), "cut: [REDACTED]");
     }
 
     #[test]
