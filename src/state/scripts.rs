@@ -34,8 +34,13 @@ while a <= #ARGV do
     k, a = k + 2, a + 5
     local verdict, n = 0, 0
     if max > 0 then
-      redis.call('ZREMRANGEBYSCORE', slots, '-inf', now_ms)
       n = redis.call('ZCARD', slots)
+      -- Slots whose lease ran out (a replica that stopped) count until they are swept,
+      -- which only matters at the limit.
+      if n >= max then
+        redis.call('ZREMRANGEBYSCORE', slots, '-inf', now_ms)
+        n = redis.call('ZCARD', slots)
+      end
       if n >= max then verdict = 1 end
     end
     if verdict == 0 and interval > 0 then
