@@ -917,9 +917,10 @@ mod tests {
                 .stdout(std::process::Stdio::null())
                 .spawn()
                 .expect("redis-server is not installed: run scripts/setup-test-env");
+            let redis = Redis { child, port, _dir: dir };
             for _ in 0..100 {
                 if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Redis { child, port, _dir: dir };
+                    return redis;
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }

@@ -13,6 +13,7 @@ use redis::Script;
 ///   score: its expiry in ms — and the rate's arrival time in µs): one more call, judged for
 ///   concurrency and then for its rate (GCRA), so that a call refused for concurrency uses no
 ///   rate.
+///
 /// Answers two integers per `a`, in order: {0, running} let through, {1, running} busy,
 /// {2, wait in µs} over the rate.
 /// `%d`: Lua writes a number with 14 significant digits, and µs timestamps have 16.
