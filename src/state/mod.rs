@@ -48,6 +48,12 @@ const SKIP_FOR: Duration = Duration::from_secs(1);
 pub(crate) const LEASE: Duration = Duration::from_secs(15);
 /// How often the slots still held are renewed (and the store is asked whether it answers).
 const RENEW_EVERY: Duration = Duration::from_secs(5);
+/// How long rate drawn for a replica's next calls may be used (what is left after is lost:
+/// it was counted, so the limit's sum holds), and the window its demand is counted in.
+const DRAWN_FOR: Duration = Duration::from_millis(50);
+/// Slots or calls of rate drawn ahead at once, at most (the store gives at most a sixteenth
+/// of the limit ahead, and only while half of it stays free).
+const AHEAD: u32 = 64;
 /// Asks, slots renewed, or chores sent, per round trip at most.
 const BATCH: usize = 256;
 /// Asks (and slots given back) waiting for the next round trip, at most: beyond them an ask
@@ -167,15 +173,117 @@ enum Item {
     Release(Arc<str>, String),
 }
 
-/// One call to judge against its limit, and where to answer: the verdict and what the
-/// script answered with it (running, or the wait in µs), and the slot it may have taken.
+/// One call to judge against its limit, with how many slots and calls of rate to draw, and
+/// where to answer (`Verdict`).
 struct Ask {
     op: &'static str,
     slots: Arc<str>,
     rate: String,
+    /// The prefix of the members of the slots drawn: `{prefix}.1`, `{prefix}.2`, …
     member: String,
     limit: Limit,
-    reply: tokio::sync::oneshot::Sender<Result<(i64, i64, Taken), Unavailable>>,
+    want_slots: u32,
+    want_rate: u32,
+    reply: tokio::sync::oneshot::Sender<Result<Verdict, Unavailable>>,
+}
+
+/// What the store answered an ask: let through with this many slots and calls of rate
+/// drawn, busy with this many running, or over the rate for this long; and the slots it
+/// took.
+struct Verdict {
+    code: i64,
+    x: i64,
+    rate: i64,
+    taken: Taken,
+}
+
+/// What a replica holds of one identity's limits (or the forge's) beyond what it asked for
+/// its running calls: slots in the store that no call of it uses now, and rate drawn for its
+/// next calls. A busy replica so asks the store once for many calls; near a limit the store
+/// gives one at a time, and every call is judged there.
+#[derive(Debug, Default)]
+struct Reserve {
+    /// Slots held in the store, unused (their numbers in `held`).
+    free: Vec<u64>,
+    /// This replica's calls running under the limit.
+    running: u32,
+    /// Calls that may still go on the rate drawn, until `until`; whether more is being drawn.
+    rate: u32,
+    until: Option<Instant>,
+    drawing: bool,
+    /// The concurrency limit (0: none).
+    max: u32,
+    /// Asks in the current window (since `since`), and in the one before it; the most calls
+    /// running at once in each.
+    asks: u32,
+    before: u32,
+    peak: u32,
+    peak_before: u32,
+    since: Option<Instant>,
+}
+
+impl Reserve {
+    /// Count an ask at `now`, and say the demand: the asks of the last window, or of this
+    /// one so far if more.
+    fn ask(&mut self, now: Instant) -> u32 {
+        match self.since {
+            Some(since) if now.duration_since(since) < DRAWN_FOR => {}
+            Some(since) => {
+                let recent = now.duration_since(since) < DRAWN_FOR * 2;
+                self.before = if recent { self.asks } else { 0 };
+                self.peak_before = if recent { self.peak } else { 0 };
+                self.asks = 0;
+                self.peak = self.running;
+                self.since = Some(now);
+            }
+            None => self.since = Some(now),
+        }
+        let demand = self.before.max(self.asks);
+        self.asks += 1;
+        demand
+    }
+
+    fn rate_left(&self, now: Instant) -> bool {
+        self.rate > 0 && self.until.is_some_and(|until| now < until)
+    }
+
+    /// One more call running on a slot.
+    fn start(&mut self) {
+        self.running += 1;
+        self.peak = self.peak.max(self.running);
+    }
+
+    /// Slots to hold unused for the next calls at `now`: enough for half as many again as ran
+    /// at once in the last two windows, and two more, so that a busy replica seldom asks and a
+    /// growing one draws more each time, while an idle one holds none; at most a sixteenth of
+    /// the limit (and `AHEAD`).
+    fn keep(&self, now: Instant) -> u32 {
+        if self.since.is_none_or(|since| now.duration_since(since) >= DRAWN_FOR * 2) {
+            return 0;
+        }
+        let peak = self.peak.max(self.peak_before);
+        (peak + peak / 2 + 2).saturating_sub(self.running).min(AHEAD).min(self.max / 16)
+    }
+
+    /// The slots beyond what to keep, taken out to be given back.
+    fn surplus(&mut self, now: Instant) -> Vec<u64> {
+        let keep = self.keep(now) as usize;
+        if self.free.len() > keep { self.free.drain(keep..).collect() } else { Vec::new() }
+    }
+
+    /// `drawn` calls of rate more, for `DRAWN_FOR` from `now` (with what is left).
+    fn drawn(&mut self, drawn: i64, now: Instant) {
+        let left = if self.rate_left(now) { self.rate } else { 0 };
+        self.rate = left + u32::try_from(drawn).unwrap_or(0);
+        self.until = Some(now + DRAWN_FOR);
+    }
+
+    /// Whether it holds nothing and has seen no ask for a while.
+    fn idle(&self, now: Instant) -> bool {
+        self.running == 0
+            && self.free.is_empty()
+            && self.since.is_none_or(|since| now.duration_since(since) > RENEW_EVERY)
+    }
 }
 
 /// The shared store of this process.
@@ -201,6 +309,9 @@ struct Inner {
     epoch: Instant,
     /// Slots held now, by number: their set and member, and when they were last renewed.
     held: Mutex<HashMap<u64, Held>>,
+    /// What this replica holds ahead, by the slots' set (`Reserve`). Locked before `held`
+    /// when both are.
+    reserves: Mutex<HashMap<Arc<str>, Reserve>>,
     next: AtomicU64,
     chores: tokio::sync::mpsc::Sender<(Instant, Chore)>,
     /// Asks waiting for the next round trip, and slots to give back with it (`send_asks`).
@@ -283,6 +394,7 @@ impl Store {
             skip_until: AtomicU64::new(0),
             epoch: Instant::now(),
             held: Mutex::new(HashMap::new()),
+            reserves: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
             chores,
             asks,
@@ -293,6 +405,7 @@ impl Store {
         tokio::spawn(do_chores(Arc::downgrade(&inner), queue));
         tokio::spawn(send_asks(Arc::downgrade(&inner), waiting));
         tokio::spawn(renew(Arc::downgrade(&inner)));
+        tokio::spawn(trim(Arc::downgrade(&inner)));
         Ok(Store(inner))
     }
 
@@ -357,14 +470,118 @@ impl Store {
 
     /// One more call of `who` under `limit`, judged for every replica at once (`op` names the
     /// use in the metrics). A call let through under a concurrency limit holds a slot until
-    /// its `Lease` is dropped, or `LEASE` after its replica stopped renewing it. The calls
-    /// that come while a round trip is out go together in the next (`send_asks`).
+    /// its `Lease` is dropped, or `LEASE` after its replica stopped renewing it. A call goes
+    /// on what this replica holds ahead when it can (`Reserve`); else it asks the store, and
+    /// the asks that come while a round trip is out go together in the next (`send_asks`).
     pub(crate) async fn admit(
         &self,
         op: &'static str,
         who: &[u8],
         limit: Limit,
     ) -> Result<Admit, Unavailable> {
+        let set: Arc<str> = self.key("p", who, ":run").into();
+        let (slots, rate) = (limit.concurrent > 0, limit.rate.is_some());
+        let now = Instant::now();
+        let (want_slots, want_rate, kept) = {
+            let mut reserves = self.0.reserves.lock().expect("reserves lock");
+            let r = reserves.entry(set.clone()).or_default();
+            r.max = limit.concurrent;
+            let demand = r.ask(now);
+            let slot_here = !slots || !r.free.is_empty();
+            let rate_here = !rate || r.rate_left(now);
+            if rate && rate_here {
+                r.rate -= 1;
+                // More drawn before this runs out, in the background, so that the calls
+                // meanwhile neither wait for it nor each ask.
+                if !r.drawing && r.rate < demand / 2 {
+                    r.drawing = true;
+                    let (store, set, who) = (self.clone(), set.clone(), who.to_vec());
+                    tokio::spawn(
+                        async move { store.draw_rate(&set, &who, limit, 1 + demand.min(AHEAD)).await },
+                    );
+                }
+            }
+            // The slot this call can have here, kept for it while the store judges its rate.
+            let kept = if slots && slot_here { r.free.pop() } else { None };
+            if slot_here && rate_here {
+                if kept.is_some() {
+                    r.start();
+                }
+                return Ok(Admit::Let(kept.map(|id| Lease { id, store: Arc::downgrade(&self.0) })));
+            }
+            let want_slots = if slot_here { 0 } else { r.keep(now).max(1) };
+            let want_rate = if rate_here { 0 } else { 1 + demand.min(AHEAD) };
+            (want_slots, want_rate, kept)
+        };
+        let answer = self.ask(op, &set, who, limit, want_slots, want_rate).await;
+        let mut reserves = self.0.reserves.lock().expect("reserves lock");
+        let r = reserves.entry(set.clone()).or_default();
+        let verdict = match answer {
+            Ok(verdict) => verdict,
+            Err(why) => {
+                r.free.extend(kept);
+                return Err(why);
+            }
+        };
+        match verdict.code {
+            0 => {
+                if want_rate > 0 {
+                    // One for this call.
+                    r.drawn(verdict.rate - 1, now);
+                }
+                let mut taken = verdict.taken;
+                let lease = match taken.slot.take() {
+                    // The first slot drawn for this call, the others kept for the next.
+                    Some((set, prefix, n)) => {
+                        let mut held = self.0.held.lock().expect("held lock");
+                        let mut ids = (1..=n).map(|i| {
+                            let id = self.0.next.fetch_add(1, Ordering::Relaxed);
+                            let (set, member) = (set.clone(), format!("{prefix}.{i}"));
+                            held.insert(id, Held { set, member, renewed: now });
+                            id
+                        });
+                        let first = ids.next();
+                        r.free.extend(ids);
+                        first
+                    }
+                    None => kept,
+                };
+                if lease.is_some() {
+                    r.start();
+                }
+                Ok(Admit::Let(lease.map(|id| Lease { id, store: Arc::downgrade(&self.0) })))
+            }
+            1 => Ok(Admit::Busy(u32::try_from(verdict.x).unwrap_or(u32::MAX))),
+            _ => {
+                r.free.extend(kept);
+                Ok(Admit::Rate(Duration::from_micros(verdict.x.max(0) as u64)))
+            }
+        }
+    }
+
+    /// Draw `want` calls of rate of `who` under `limit` for this replica's next calls.
+    async fn draw_rate(&self, set: &Arc<str>, who: &[u8], limit: Limit, want: u32) {
+        let limit = Limit { concurrent: 0, ..limit };
+        let answer = self.ask("admit", set, who, limit, 0, want).await;
+        let mut reserves = self.0.reserves.lock().expect("reserves lock");
+        let Some(r) = reserves.get_mut(set) else { return };
+        r.drawing = false;
+        if let Ok(Verdict { code: 0, rate, .. }) = answer {
+            r.drawn(rate, Instant::now());
+        }
+    }
+
+    /// Ask the store for `want_slots` slots and `want_rate` calls of rate of `who` under
+    /// `limit`, in the next round trip (`send_asks`), bounded by twice `TIMEOUT`.
+    async fn ask(
+        &self,
+        op: &'static str,
+        set: &Arc<str>,
+        who: &[u8],
+        limit: Limit,
+        want_slots: u32,
+        want_rate: u32,
+    ) -> Result<Verdict, Unavailable> {
         if self.0.skipped(&[op]) {
             return Err(Unavailable::Skipped);
         }
@@ -372,10 +589,12 @@ impl Store {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let ask = Ask {
             op,
-            slots: self.key("p", who, ":run").into(),
+            slots: set.clone(),
             rate: self.key("p", who, ":rate"),
             member: format!("{}:{id}", self.0.replica),
             limit,
+            want_slots,
+            want_rate,
             reply,
         };
         if self.0.asks.try_send(Item::Ask(ask)).is_err() {
@@ -383,24 +602,14 @@ impl Store {
             return Err(Unavailable::Backlog);
         }
         // Bounded here too, for the wait behind the round trip already out. Given up, the
-        // answer finds nobody and its slot is given back (`Taken`).
-        let (verdict, n, mut taken) = match tokio::time::timeout(TIMEOUT * 2, answer).await {
-            Ok(Ok(answer)) => answer?,
-            Ok(Err(_)) => return Err(Unavailable::Down),
+        // answer finds nobody and its slots are given back (`Taken`).
+        match tokio::time::timeout(TIMEOUT * 2, answer).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(Unavailable::Down),
             Err(_) => {
                 self.0.metrics.request(&[op], "timeout", None);
-                return Err(Unavailable::Timeout);
+                Err(Unavailable::Timeout)
             }
-        };
-        match (verdict, taken.slot.take()) {
-            (0, Some((set, member))) => {
-                let renewed = Instant::now();
-                self.0.held.lock().expect("held lock").insert(id, Held { set, member, renewed });
-                Ok(Admit::Let(Some(Lease { id, store: Arc::downgrade(&self.0) })))
-            }
-            (0, None) => Ok(Admit::Let(None)),
-            (1, _) => Ok(Admit::Busy(u32::try_from(n).unwrap_or(u32::MAX))),
-            _ => Ok(Admit::Rate(Duration::from_micros(n.max(0) as u64))),
         }
     }
 
@@ -576,6 +785,19 @@ impl Inner {
         skipped
     }
 
+    /// Give the slots `ids` back (`release`).
+    fn give_back(&self, ids: Vec<u64>) {
+        if ids.is_empty() {
+            return;
+        }
+        let mut held = self.held.lock().expect("held lock");
+        for id in ids {
+            if let Some(h) = held.remove(&id) {
+                self.release(h.set, h.member);
+            }
+        }
+    }
+
     /// Give a slot back, with the next round trip's asks (or, while too many wait, in the
     /// background).
     fn release(&self, set: Arc<str>, member: String) {
@@ -601,17 +823,19 @@ async fn forget(inner: &Inner, mark: &Mark, background: bool) -> Result<(), Unav
     run(inner, &["forget"], call.invoke_async::<i64>(&mut con), background).await.map(drop)
 }
 
-/// A slot the store may have taken for an ask: given back when dropped, unless the asker
-/// took it (it read the answer, and holds the slot as a `Lease`).
+/// The slots the store took for an ask (their set, their members' prefix, how many): given
+/// back when dropped, unless the asker took them (it read the answer, and holds them).
 struct Taken {
     inner: Weak<Inner>,
-    slot: Option<(Arc<str>, String)>,
+    slot: Option<(Arc<str>, String, u32)>,
 }
 
 impl Drop for Taken {
     fn drop(&mut self) {
-        if let (Some((set, member)), Some(inner)) = (self.slot.take(), self.inner.upgrade()) {
-            inner.release(set, member);
+        if let (Some((set, prefix, n)), Some(inner)) = (self.slot.take(), self.inner.upgrade()) {
+            for i in 1..=n {
+                inner.release(set.clone(), format!("{prefix}.{i}"));
+            }
         }
     }
 }
@@ -676,12 +900,24 @@ pub(crate) struct Lease {
 }
 
 impl Drop for Lease {
+    /// The slot is kept for this replica's next calls while it has calls running (`Reserve`),
+    /// else given back, with the kept ones no longer needed.
     fn drop(&mut self) {
         let Some(inner) = self.store.upgrade() else { return };
-        let held = inner.held.lock().expect("held lock").remove(&self.id);
-        if let Some(held) = held {
-            inner.release(held.set, held.member);
-        }
+        let set = inner.held.lock().expect("held lock").get(&self.id).map(|h| h.set.clone());
+        let Some(set) = set else { return };
+        let gone: Vec<u64> = {
+            let mut reserves = inner.reserves.lock().expect("reserves lock");
+            match reserves.get_mut(&set) {
+                Some(r) => {
+                    r.running = r.running.saturating_sub(1);
+                    r.free.push(self.id);
+                    r.surplus(Instant::now())
+                }
+                None => vec![self.id],
+            }
+        };
+        inner.give_back(gone);
     }
 }
 
@@ -719,8 +955,10 @@ async fn send_asks(inner: Weak<Inner>, mut queue: tokio::sync::mpsc::Receiver<It
                 .arg("a")
                 .arg(ask.limit.concurrent)
                 .arg(&ask.member)
+                .arg(ask.want_slots)
                 .arg(interval as u64)
-                .arg(tolerance as u64);
+                .arg(tolerance as u64)
+                .arg(ask.want_rate);
             ops.push(ask.op);
         }
         if ops.is_empty() {
@@ -730,16 +968,18 @@ async fn send_asks(inner: Weak<Inner>, mut queue: tokio::sync::mpsc::Receiver<It
         // Slots given back alone are background work: they do not open the breaker.
         let answer = run(&inner, &ops, call.invoke_async::<Vec<i64>>(&mut con), asks.is_empty()).await;
         let answer = answer.and_then(|v| {
-            let understood = v.len() == 2 * asks.len() && v.chunks(2).all(|p| (0..=2).contains(&p[0]));
+            let understood = v.len() == 3 * asks.len()
+                && asks.iter().zip(v.chunks(3)).all(|(ask, a)| understood(ask, a[0], a[1], a[2]));
             if understood { Ok(v) } else { Err(Unavailable::Reply) }
         });
         match answer {
             Ok(verdicts) => {
-                for (ask, pair) in asks.into_iter().zip(verdicts.chunks(2)) {
-                    let slot = (pair[0] == 0 && ask.limit.concurrent > 0).then_some((ask.slots, ask.member));
+                for (ask, a) in asks.into_iter().zip(verdicts.chunks(3)) {
+                    let drawn = u32::try_from(a[1]).unwrap_or(0);
+                    let slot = (a[0] == 0 && drawn > 0).then_some((ask.slots, ask.member, drawn));
                     let taken = Taken { inner: Arc::downgrade(&inner), slot };
-                    // An asker gone meanwhile drops the answer, and with it the slot.
-                    let _ = ask.reply.send(Ok((pair[0], pair[1], taken)));
+                    // An asker gone meanwhile drops the answer, and with it the slots.
+                    let _ = ask.reply.send(Ok(Verdict { code: a[0], x: a[1], rate: a[2], taken }));
                 }
             }
             Err(why) => {
@@ -749,13 +989,28 @@ async fn send_asks(inner: Weak<Inner>, mut queue: tokio::sync::mpsc::Receiver<It
                 // The script may have taken slots: they are given back (one never taken is
                 // a no-op there).
                 for ask in asks {
-                    if why.maybe_sent() && ask.limit.concurrent > 0 {
-                        inner.chore(Chore::Release(ask.slots, ask.member));
+                    if why.maybe_sent() {
+                        for i in 1..=ask.want_slots {
+                            inner.chore(Chore::Release(ask.slots.clone(), format!("{}.{i}", ask.member)));
+                        }
                     }
                     let _ = ask.reply.send(Err(why));
                 }
             }
         }
+    }
+}
+
+/// Whether the store's answer to `ask` is one it can give: a known verdict, and when let
+/// through, at least one and at most the slots and calls of rate wanted.
+fn understood(ask: &Ask, code: i64, x: i64, rate: i64) -> bool {
+    let within =
+        |got: i64, want: u32| if want == 0 { got == 0 } else { (1..=i64::from(want)).contains(&got) };
+    match code {
+        0 => within(x, ask.want_slots) && within(rate, ask.want_rate),
+        1 => ask.want_slots > 0 && x >= 0,
+        2 => ask.want_rate > 0 && x >= 0,
+        _ => false,
     }
 }
 
@@ -808,6 +1063,24 @@ async fn do_chores(inner: Weak<Inner>, mut queue: tokio::sync::mpsc::Receiver<(I
                 }
             }
         }
+    }
+}
+
+/// Give back, every two windows of demand, the slots kept for calls that no longer come, and
+/// forget the limits no call has asked of for a while.
+async fn trim(inner: Weak<Inner>) {
+    let mut every = tokio::time::interval(DRAWN_FOR * 2);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let now = Instant::now();
+        let surplus: Vec<u64> = {
+            let mut reserves = inner.reserves.lock().expect("reserves lock");
+            reserves.retain(|_, r| !r.idle(now));
+            reserves.values_mut().flat_map(|r| r.surplus(now)).collect()
+        };
+        inner.give_back(surplus);
     }
 }
 
@@ -976,6 +1249,107 @@ mod tests {
         let text = metrics.render();
         assert!(text.contains("aegis_state_requests_total{op=\"release\",result=\"ok\"} 6"), "{text}");
         assert!(text.contains("aegis_state_requests_total{op=\"admit\",result=\"ok\"} 22"), "{text}");
+    }
+
+    /// Two stores of one key file and namespace on `redis`: two replicas, each with its
+    /// metrics.
+    fn replicas(redis: &Redis) -> [(Store, crate::metrics::Metrics); 2] {
+        let mut settings = settings(7);
+        settings.url = url::Url::parse(&format!("redis://127.0.0.1:{}/", redis.port)).unwrap();
+        [0, 1].map(|_| {
+            let metrics = crate::metrics::Metrics::new();
+            (Store::connect(&settings, metrics.state()).unwrap(), metrics)
+        })
+    }
+
+    /// What `redis-cli` answers `args` on `redis`.
+    fn cli(redis: &Redis, args: &[&str]) -> String {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &redis.port.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_busy_replica_draws_slots_ahead_and_the_sum_across_replicas_still_holds_exactly() {
+        let redis = Redis::start();
+        let [(a, metrics_a), (b, metrics_b)] = replicas(&redis);
+        let limit = Limit { concurrent: 64, rate: None };
+        let running = a.key("p", b"bob", ":run");
+        // One replica taking 16 slots, holding them: it draws a few at a time.
+        let mut held = Vec::new();
+        for _ in 0..16 {
+            match a.admit("admit", b"bob", limit).await.unwrap() {
+                Admit::Let(Some(lease)) => held.push(lease),
+                other => panic!("{other:?}"),
+            }
+        }
+        let trips = round_trips(&metrics_a);
+        assert!(trips < 10, "16 slots in {trips} round trips");
+        // Both replicas taking slots in turn until the store says busy to each: together
+        // they hold the limit exactly, none left unused in either.
+        let mut busy = [false, false];
+        while busy != [true, true] {
+            for (i, store) in [&a, &b].into_iter().enumerate() {
+                if !busy[i] {
+                    match store.admit("admit", b"bob", limit).await.unwrap() {
+                        Admit::Let(Some(lease)) => held.push(lease),
+                        Admit::Busy(64) => busy[i] = true,
+                        other => panic!("{other:?}"),
+                    }
+                }
+            }
+        }
+        assert_eq!(held.len(), 64);
+        assert_eq!(cli(&redis, &["ZCARD", &running]), "64");
+        assert!(round_trips(&metrics_a) + round_trips(&metrics_b) < 64 + 2);
+        // Given back once nothing runs: at most a sixteenth of the limit kept by each replica
+        // for its next calls, and those too within two windows of demand.
+        drop(held);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(cli(&redis, &["ZCARD", &running]).parse::<u32>().unwrap() <= 2 * 64 / 16);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(cli(&redis, &["ZCARD", &running]), "0");
+        // Under a small limit every call is judged in the store, one slot each.
+        let small = Limit { concurrent: 8, rate: None };
+        let before = round_trips(&metrics_a);
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            held.push(a.admit("admit", b"carol", small).await.unwrap());
+        }
+        assert_eq!(round_trips(&metrics_a) - before, 8);
+        assert!(matches!(b.admit("admit", b"carol", small).await.unwrap(), Admit::Busy(8)));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn rate_drawn_ahead_never_lets_more_through_than_the_bucket_holds() {
+        let redis = Redis::start();
+        let [(a, metrics_a), (b, metrics_b)] = replicas(&redis);
+        // 320 a minute: one call every 187.5 ms, 320 at once from a full bucket.
+        let interval = Duration::from_micros(187_500);
+        let limit = Limit { concurrent: 0, rate: Some((interval, interval * 319)) };
+        let mut let_through = 0;
+        let mut over = [false, false];
+        let started = Instant::now();
+        while over != [true, true] {
+            for (i, store) in [&a, &b].into_iter().enumerate() {
+                if !over[i] {
+                    match store.admit("admit", b"dave", limit).await.unwrap() {
+                        Admit::Let(None) => let_through += 1,
+                        Admit::Rate(_) => over[i] = true,
+                        other => panic!("{other:?}"),
+                    }
+                }
+            }
+        }
+        // The bucket, and what it refilled meanwhile; rate drawn and not used is lost, never
+        // let through twice.
+        let refilled = (started.elapsed().as_micros() / interval.as_micros()) as usize;
+        assert!((320..=320 + refilled + 1).contains(&let_through), "{let_through}, {refilled} refilled");
+        let trips = round_trips(&metrics_a) + round_trips(&metrics_b);
+        assert!(trips < 250, "{let_through} calls in {trips} round trips");
     }
 
     #[test]

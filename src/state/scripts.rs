@@ -8,14 +8,17 @@ use redis::Script;
 /// ARGV[1]: a slot's lifetime in ms. Then, one after the other, each with its keys in KEYS in
 /// the same order:
 /// - `r`, a slot's member (KEYS: its sorted set): give the slot back;
-/// - `a`, the concurrency limit (0: none), the slot's member, the rate's interval and
-///   tolerance in µs (interval 0: no rate) (KEYS: the slots' sorted set — member: a slot,
-///   score: its expiry in ms — and the rate's arrival time in µs): one more call, judged for
-///   concurrency and then for its rate (GCRA), so that a call refused for concurrency uses no
-///   rate.
+/// - `a`, the concurrency limit, a prefix for the slots' members, how many slots are wanted
+///   (0: none), the rate's interval and tolerance in µs, and how many calls' worth of rate
+///   is wanted (0: none) (KEYS: the slots' sorted set — member: a slot, score: its expiry in
+///   ms — and the rate's arrival time in µs): judged for concurrency and then for its rate
+///   (GCRA), so that a call refused for concurrency uses no rate.
 ///
-/// Answers two integers per `a`, in order: {0, running} let through, {1, running} busy,
-/// {2, wait in µs} over the rate.
+/// More than one of either is drawn only while the limit is far (the replica keeps them for
+/// its next calls): at most a sixteenth of the limit more, and only while half of it stays
+/// free after; else one, judged exactly.
+/// Answers three integers per `a`, in order: {0, slots, calls of rate} let through with that
+/// much drawn, {1, running, 0} busy, {2, wait in µs, 0} over the rate.
 /// `%d`: Lua writes a number with 14 significant digits, and µs timestamps have 16.
 const ADMIT: &str = r"
 local t = redis.call('TIME')
@@ -30,37 +33,50 @@ while a <= #ARGV do
     k, a = k + 1, a + 2
   else
     local slots, rate = KEYS[k], KEYS[k + 1]
-    local max, member = tonumber(ARGV[a + 1]), ARGV[a + 2]
-    local interval, tolerance = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-    k, a = k + 2, a + 5
-    local verdict, n = 0, 0
-    if max > 0 then
-      n = redis.call('ZCARD', slots)
+    local max, prefix, want_s = tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
+    local interval, tolerance, want_t = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+    k, a = k + 2, a + 7
+    local verdict, x, gs, gt = 0, 0, 0, 0
+    if want_s > 0 then
+      local n = redis.call('ZCARD', slots)
       -- Slots whose lease ran out (a replica that stopped) count until they are swept,
       -- which only matters at the limit.
       if n >= max then
         redis.call('ZREMRANGEBYSCORE', slots, '-inf', now_ms)
         n = redis.call('ZCARD', slots)
       end
-      if n >= max then verdict = 1 end
+      if n >= max then
+        verdict, x = 1, n
+      else
+        gs = math.min(want_s, 1 + math.floor(max / 16))
+        if n + gs > max / 2 then gs = 1 end
+      end
     end
-    if verdict == 0 and interval > 0 then
+    if verdict == 0 and want_t > 0 then
       local tat = tonumber(redis.call('GET', rate) or now)
       if tat < now then tat = now end
       if tat - now > tolerance then
-        verdict, n = 2, tat - now - tolerance
+        verdict, x, gs = 2, tat - now - tolerance, 0
       else
-        local new = tat + interval
+        gt = math.min(want_t, 1 + math.floor(tolerance / interval / 16))
+        if tat - now + gt * interval > tolerance / 2 then gt = 1 end
+        local new = tat + gt * interval
         redis.call('SET', rate, string.format('%d', new), 'PX', math.ceil((new - now) / 1000))
       end
     end
-    if verdict == 0 and max > 0 then
-      redis.call('ZADD', slots, now_ms + lease, member)
+    if verdict == 0 and gs > 0 then
+      local add = {}
+      for i = 1, gs do
+        add[#add + 1] = now_ms + lease
+        add[#add + 1] = prefix .. '.' .. i
+      end
+      redis.call('ZADD', slots, unpack(add))
       redis.call('PEXPIRE', slots, lease)
-      n = n + 1
     end
+    if verdict == 0 then x = gs end
     out[#out + 1] = verdict
-    out[#out + 1] = n
+    out[#out + 1] = x
+    out[#out + 1] = gt
   end
 end
 return out

@@ -375,12 +375,10 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-        let ok = futures::future::join_all((0..9).map(|_| call_as(&lb, 11)))
-            .await
-            .iter()
-            .filter(|c| !c.is_error)
-            .count();
-        assert_eq!(ok, 2, "{}", cluster.logs());
+        let calls = futures::future::join_all((0..9).map(|_| call_as(&lb, 11))).await;
+        let ok = calls.iter().filter(|c| !c.is_error).count();
+        let refusals: Vec<&str> = calls.iter().filter(|c| c.is_error).map(|c| c.text.as_str()).collect();
+        assert_eq!(ok, 2, "refused: {refusals:#?}\n{}", cluster.logs());
         for r in cluster.replicas.iter().flatten() {
             assert_no_sign_in_secret(&r.stderr(), &Redis::secrets());
         }
