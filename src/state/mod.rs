@@ -54,6 +54,8 @@ const DRAWN_FOR: Duration = Duration::from_millis(50);
 /// Slots or calls of rate drawn ahead at once, at most (the store gives at most a sixteenth
 /// of the limit ahead, and only while half of it stays free).
 const AHEAD: u32 = 64;
+/// Keys remembered for the identities seen lately, at most (then forgotten all at once).
+const NAMES: usize = 4096;
 /// Asks, slots renewed, or chores sent, per round trip at most.
 const BATCH: usize = 256;
 /// Asks (and slots given back) waiting for the next round trip, at most: beyond them an ask
@@ -312,6 +314,8 @@ struct Inner {
     /// What this replica holds ahead, by the slots' set (`Reserve`). Locked before `held`
     /// when both are.
     reserves: Mutex<HashMap<Arc<str>, Reserve>>,
+    /// The slots' key of each `who` seen lately (`slots_key`).
+    names: Mutex<HashMap<Box<[u8]>, Arc<str>>>,
     next: AtomicU64,
     chores: tokio::sync::mpsc::Sender<(Instant, Chore)>,
     /// Asks waiting for the next round trip, and slots to give back with it (`send_asks`).
@@ -395,6 +399,7 @@ impl Store {
             epoch: Instant::now(),
             held: Mutex::new(HashMap::new()),
             reserves: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
             chores,
             asks,
@@ -479,7 +484,7 @@ impl Store {
         who: &[u8],
         limit: Limit,
     ) -> Result<Admit, Unavailable> {
-        let set: Arc<str> = self.key("p", who, ":run").into();
+        let set = self.slots_key(who);
         let (slots, rate) = (limit.concurrent > 0, limit.rate.is_some());
         let now = Instant::now();
         let (want_slots, want_rate, kept) = {
@@ -507,7 +512,7 @@ impl Store {
                 if kept.is_some() {
                     r.start();
                 }
-                return Ok(Admit::Let(kept.map(|id| Lease { id, store: Arc::downgrade(&self.0) })));
+                return Ok(Admit::Let(kept.map(|id| self.lease(id, &set))));
             }
             let want_slots = if slot_here { 0 } else { r.keep(now).max(1) };
             let want_rate = if rate_here { 0 } else { 1 + demand.min(AHEAD) };
@@ -549,7 +554,7 @@ impl Store {
                 if lease.is_some() {
                     r.start();
                 }
-                Ok(Admit::Let(lease.map(|id| Lease { id, store: Arc::downgrade(&self.0) })))
+                Ok(Admit::Let(lease.map(|id| self.lease(id, &set))))
             }
             1 => Ok(Admit::Busy(u32::try_from(verdict.x).unwrap_or(u32::MAX))),
             _ => {
@@ -557,6 +562,25 @@ impl Store {
                 Ok(Admit::Rate(Duration::from_micros(verdict.x.max(0) as u64)))
             }
         }
+    }
+
+    /// The key of `who`'s slots, made once per `who` (an HMAC per call would cost more than
+    /// the rest of a call that goes on what its replica holds).
+    fn slots_key(&self, who: &[u8]) -> Arc<str> {
+        let mut names = self.0.names.lock().expect("names lock");
+        if let Some(set) = names.get(who) {
+            return set.clone();
+        }
+        if names.len() >= NAMES {
+            names.clear();
+        }
+        let set: Arc<str> = self.key("p", who, ":run").into();
+        names.insert(who.into(), set.clone());
+        set
+    }
+
+    fn lease(&self, id: u64, set: &Arc<str>) -> Lease {
+        Lease { id, set: set.clone(), store: Arc::downgrade(&self.0) }
     }
 
     /// Draw `want` calls of rate of `who` under `limit` for this replica's next calls.
@@ -896,6 +920,8 @@ fn classify(e: &redis::RedisError) -> Unavailable {
 #[derive(Debug)]
 pub(crate) struct Lease {
     id: u64,
+    /// Its slots' set, which names its `Reserve`.
+    set: Arc<str>,
     store: Weak<Inner>,
 }
 
@@ -904,11 +930,9 @@ impl Drop for Lease {
     /// else given back, with the kept ones no longer needed.
     fn drop(&mut self) {
         let Some(inner) = self.store.upgrade() else { return };
-        let set = inner.held.lock().expect("held lock").get(&self.id).map(|h| h.set.clone());
-        let Some(set) = set else { return };
         let gone: Vec<u64> = {
             let mut reserves = inner.reserves.lock().expect("reserves lock");
-            match reserves.get_mut(&set) {
+            match reserves.get_mut(&self.set) {
                 Some(r) => {
                     r.running = r.running.saturating_sub(1);
                     r.free.push(self.id);

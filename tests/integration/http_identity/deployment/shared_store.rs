@@ -275,7 +275,7 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
     bounded(async {
         let mut redis = Redis::start_tls().await;
         let delay = Duration::from_secs(3);
-        let forge = slow_forge(12, delay).await;
+        let forge = slow_forge(16, delay).await;
         // user00 is fast: its calls measure the rate.
         forge.script(Script::always(
             Some("GET"),
@@ -375,10 +375,33 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-        let calls = futures::future::join_all((0..9).map(|_| call_as(&lb, 11))).await;
-        let ok = calls.iter().filter(|c| !c.is_error).count();
-        let refusals: Vec<&str> = calls.iter().filter(|c| c.is_error).map(|c| c.text.as_str()).collect();
-        assert_eq!(ok, 2, "refused: {refusals:#?}\n{}", cluster.logs());
+        // A round trip slower than its bound (this machine is shared with other tests) makes a
+        // replica judge on its own, as MCP_STATE_FAIL=open says: such a try is not judged by
+        // the store, so it is tried again with another identity.
+        let fell_back = async || {
+            let mut n = 0.0;
+            for r in cluster.replicas.iter().flatten() {
+                for limit in ["caller", "forge_concurrent"] {
+                    let labels = format!(r#"{{limit="{limit}",decision="local"}}"#);
+                    n += counter(r, "aegis_state_fallback_total", &labels).await;
+                }
+            }
+            n
+        };
+        let mut judged = false;
+        for who in 11..16 {
+            let before = fell_back().await;
+            let calls = futures::future::join_all((0..9).map(|_| call_as(&lb, who))).await;
+            if fell_back().await > before {
+                continue;
+            }
+            let ok = calls.iter().filter(|c| !c.is_error).count();
+            let refusals: Vec<&str> = calls.iter().filter(|c| c.is_error).map(|c| c.text.as_str()).collect();
+            assert_eq!(ok, 2, "refused: {refusals:#?}\n{}", cluster.logs());
+            judged = true;
+            break;
+        }
+        assert!(judged, "the store never judged: {}", cluster.logs());
         for r in cluster.replicas.iter().flatten() {
             assert_no_sign_in_secret(&r.stderr(), &Redis::secrets());
         }
