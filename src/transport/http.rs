@@ -231,6 +231,8 @@ pub fn conn_limits(settings: &crate::config::Settings) -> ConnLimits {
         header_timeout: settings.header_timeout,
         idle_timeout: settings.idle_timeout,
         write_stall: settings.stream_stall_timeout,
+        drain_bytes: settings.max_body_bytes,
+        drain_timeout: settings.body_timeout,
     }
 }
 

@@ -9,6 +9,12 @@
 //! - a client that stops reading (the server's writes blocked for `write_stall`) is closed,
 //!   whatever it was doing: an unread answer or stream holds nothing for long;
 //! - a request body must arrive within the body timeout (`layers::read_body_within`);
+//! - a request answered before its body was read (a 401 to a POST, a refused host) has the
+//!   rest of its body read and dropped before the answer goes out, up to `drain_bytes` and
+//!   within `drain_timeout`: closing a socket with unread bytes makes the kernel reset the
+//!   connection, and the reset can destroy the answer on its way or the client's next request
+//!   on the kept-alive connection (a client sending its body in a second write after the
+//!   head, as Python's httpx does, meets this on its first unauthenticated POST);
 //! - at most `max` connections are open, at most `per_peer` from one address (an IPv6 /64
 //!   counts as one address). A connection
 //!   over the per-peer cap is answered 503 and closed. At the overall cap, the oldest
@@ -29,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
 use http_body::Frame;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -44,6 +51,10 @@ pub struct ConnLimits {
     pub(crate) header_timeout: Duration,
     pub(crate) idle_timeout: Duration,
     pub(crate) write_stall: Duration,
+    /// The most of an unread request body read (and dropped) after an early answer.
+    pub(crate) drain_bytes: usize,
+    /// How long that may take.
+    pub(crate) drain_timeout: Duration,
 }
 
 /// Put into every request's extensions: cancelling it closes the request's connection (the
@@ -319,7 +330,14 @@ async fn serve_connection(
         req.extensions_mut().insert(peer);
         let app = app.clone();
         async move {
-            let response = app.oneshot(req.map(Body::new)).await.unwrap_or_else(|e| match e {});
+            let (req, kept) = keep_body(req);
+            let mut response = app.oneshot(req).await.unwrap_or_else(|e| match e {});
+            if body_refused(response.status()) {
+                // The body itself was refused (too slow, too large): not read any further.
+                response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            } else {
+                drain_unread(kept, limits).await;
+            }
             Ok::<_, std::convert::Infallible>(response.map(|body| Tracked { body, _active: active }))
         }
     });
@@ -398,6 +416,67 @@ impl AsyncWrite for Watched {
     }
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+/// The request with its body behind a shared slot, and the slot: what the application leaves
+/// unread can be read after it has answered.
+fn keep_body(req: hyper::Request<hyper::body::Incoming>) -> (axum::extract::Request, Arc<Mutex<Incoming>>) {
+    let (parts, body) = req.into_parts();
+    let slot = Arc::new(Mutex::new(body));
+    (axum::extract::Request::from_parts(parts, Body::new(Kept(slot.clone()))), slot)
+}
+
+type Incoming = hyper::body::Incoming;
+
+/// Read and drop what the application left of the request body, bounded in bytes and time; a
+/// body still held by the application (a handler streaming it) is left to it.
+async fn drain_unread(slot: Arc<Mutex<Incoming>>, limits: ConnLimits) {
+    use http_body_util::BodyExt;
+    let Some(body) = Arc::into_inner(slot).map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner())) else {
+        return;
+    };
+    if http_body::Body::is_end_stream(&body) {
+        return;
+    }
+    let drain = async move {
+        let mut body = body;
+        let mut read = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            read += frame.data_ref().map_or(0, Bytes::len);
+            if read > limits.drain_bytes {
+                // Too much to be worth reading: the connection closes instead.
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(limits.drain_timeout, drain).await;
+}
+
+/// Whether `status` refuses the request's body itself, so that reading more of it is pointless.
+fn body_refused(status: StatusCode) -> bool {
+    matches!(status, StatusCode::REQUEST_TIMEOUT | StatusCode::PAYLOAD_TOO_LARGE)
+}
+
+/// A request body read through its connection's slot.
+struct Kept(Arc<Mutex<Incoming>>);
+
+impl http_body::Body for Kept {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let mut body = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        Pin::new(&mut *body).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_end_stream()
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).size_hint()
     }
 }
 

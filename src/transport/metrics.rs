@@ -95,6 +95,9 @@ pub async fn serve_own(server: &Arc<Server>) -> anyhow::Result<()> {
         header_timeout: s.header_timeout,
         idle_timeout: s.idle_timeout,
         write_stall: s.stream_stall_timeout,
+        // Scrapes are GETs: a body here is read only as far as a small one goes.
+        drain_bytes: 64 * 1024,
+        drain_timeout: s.header_timeout,
     };
     // Never stopped: it serves until the process exits, also while the MCP listener drains.
     let (stop, drain) = (CancellationToken::new(), CancellationToken::new());

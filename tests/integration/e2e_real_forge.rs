@@ -1574,21 +1574,28 @@ impl Drop for ForgeApp {
     }
 }
 
-/// `tests/python/oauth_client.py`: the official SDK's OAuth client against `mcp_url`, signing
-/// in on the forge as `login`; its JSON lines.
-async fn sign_in_and_call(mcp_url: &str, login: &str, password: &str, extra: &[&str]) -> Vec<Value> {
+/// `tests/python/oauth_client.py`: the official SDK's OAuth client against `server`'s MCP
+/// endpoint, signing in on the forge as `login`; its JSON lines. A failure shows the client's
+/// trace of its requests and the server's log.
+async fn sign_in_and_call(
+    server: &support::http::HttpServer,
+    login: &str,
+    password: &str,
+    extra: &[&str],
+) -> Vec<Value> {
     let mut cmd = std::process::Command::new(support::python());
     cmd.current_dir(support::repo_root())
         .arg("tests/python/oauth_client.py")
-        .args(["--url", mcp_url, "--login", login, "--password", password])
+        .args(["--url", &server.endpoint, "--login", login, "--password", password, "--trace"])
         .args(extra);
     let run = support::run_with_timeout(&mut cmd, std::time::Duration::from_secs(120)).await;
     assert!(
         run.status.is_some_and(|s| s.success()),
-        "oauth_client.py failed ({:?}):\n{}\n{}",
+        "oauth_client.py failed ({:?}):\n{}\n{}\nthe server's log:\n{}",
         run.status,
         run.stdout,
-        run.stderr
+        run.stderr,
+        server.stderr()
     );
     run.stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect()
 }
@@ -1666,7 +1673,6 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
 
     let server =
         support::http::HttpServer::spawn_listening(&t.url, "http", &env, &format!("127.0.0.1:{port}")).await;
-    let mcp = format!("{public}/mcp");
 
     // The first person signs in with full access (the SDK asks for what the server offers),
     // writes, and refreshes: through the forge's real login and consent pages.
@@ -1674,7 +1680,7 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
     let create = format!("createCurrentUserRepo={}", json!({"body": {"name": repo, "private": true}}));
     let as_other = format!("userGetCurrent={}", json!({"sudo": login2}));
     let lines = sign_in_and_call(
-        &mcp,
+        &server,
         &login,
         &password,
         &["--call", "userGetCurrent={}", "--call", &create, "--call", &as_other, "--force-refresh"],
@@ -1719,7 +1725,7 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
     let other = format!("aegis-e2e-oauth-ro-{}", suffix());
     let create2 = format!("createCurrentUserRepo={}", json!({"body": {"name": other}}));
     let lines2 = sign_in_and_call(
-        &mcp,
+        &server,
         &login2,
         &password2,
         &["--scope", "read", "--call", "userGetCurrent={}", "--call", &create2],

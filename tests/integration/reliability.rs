@@ -743,6 +743,70 @@ async fn idle_keep_alive_connections_are_closed() {
     assert!(after >= Duration::from_millis(1500), "closed after {after:?}, before the idle timeout");
 }
 
+/// An answer given before the request's body arrived (a 401 to an unauthenticated POST, whose
+/// client wrote the body after the head, as httpx does) reaches the client whole, and the
+/// kept-alive connection serves the next request: the rest of the body is read, not left for
+/// the kernel to answer with a reset.
+#[tokio::test]
+async fn an_answer_before_the_body_arrived_keeps_its_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let forge = forge().await;
+    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_BEARER_TOKEN", "operator-shared-secret")];
+    let server = HttpServer::in_process(&forge.base_url(), "http", &env).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        server.authority(),
+        body.len()
+    );
+    let health = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", server.authority());
+    for round in 0..5 {
+        let mut c = connect_from(&server, std::net::Ipv4Addr::LOCALHOST).await.unwrap();
+        c.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        c.write_all(body.as_bytes()).await.unwrap();
+        // The 401, whole: its head and as many body bytes as it announces.
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let whole = |got: &[u8]| {
+            let text = String::from_utf8_lossy(got);
+            let (head, rest) = text.split_once("\r\n\r\n")?;
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_owned))?
+                .trim()
+                .parse()
+                .ok()?;
+            (rest.len() >= length).then(|| head.to_owned())
+        };
+        let first = loop {
+            let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+                .await
+                .expect("an answer within 5 s")
+                .unwrap_or_else(|e| panic!("round {round}: reading the 401: {e}"));
+            assert!(
+                n > 0,
+                "round {round}: closed before the 401 was whole: {:?}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&buf[..n]);
+            if let Some(head) = whole(&got) {
+                break head;
+            }
+        };
+        assert!(first.starts_with("HTTP/1.1 401"), "{first}");
+        assert!(!first.to_ascii_lowercase().contains("connection: close"), "{first}");
+        // The same connection serves the next request.
+        c.write_all(health.as_bytes()).await.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+            .await
+            .expect("an answer within 5 s")
+            .unwrap_or_else(|e| panic!("round {round}: reading the second answer: {e}"));
+        let second = String::from_utf8_lossy(&buf[..n]);
+        assert!(second.starts_with("HTTP/1.1 200"), "round {round}: {second:?}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. Garbage tokens filled the session and stream limits; 14. a session answered any identity
 // that held its id.

@@ -54,6 +54,7 @@ import logging
 import socket
 import sys
 import time
+import traceback
 from contextlib import AsyncExitStack
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -295,6 +296,10 @@ def describe(e: BaseException) -> list[str]:
             out.extend(describe(sub))
         return out
     text = f"{type(e).__name__}: {e}"
+    if not isinstance(e, ForgeBrowserError) and e.__traceback__ is not None:
+        # Where it was raised: an error without a message (a reset connection) says little else.
+        frames = traceback.extract_tb(e.__traceback__)
+        text += " at " + " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} {f.name}" for f in frames[-3:][::-1])
     cause = e.__cause__ or e.__context__
     if cause is not None and not isinstance(e, ForgeBrowserError) and str(cause) != str(e):
         text += f" (caused by {type(cause).__name__}: {cause})"
