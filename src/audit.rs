@@ -102,6 +102,8 @@ pub struct Trace {
     pub(crate) path: Option<String>,
     /// The forge's HTTP status.
     pub(crate) status: Option<u16>,
+    /// How a call that cannot be undone was confirmed (never what the person wrote).
+    pub(crate) confirmed: Option<aegis_core::policy::confirm::Confirmed>,
     /// The caller's own secrets (its token), redacted from what the client chose.
     caller_secrets: Vec<SecretString>,
 }
@@ -274,6 +276,9 @@ impl Pending<'_> {
         line.insert("path".into(), json!(trace.path.as_deref().map(|p| clip(p, MAX_PATH))));
         line.insert("outcome".into(), outcome.into());
         line.insert("status".into(), json!(status));
+        if let Some(how) = trace.confirmed {
+            line.insert("confirmed".into(), how.as_str().into());
+        }
         line.insert("duration_ms".into(), json!(self.started.elapsed().as_secs_f64() * 1000.0));
         line.insert("bytes".into(), bytes.into());
         line.insert("args_hmac".into(), self.args_hmac.into());

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::audit::{Origin, Trace};
+use crate::confirm::{self, Asker, Nobody};
 use crate::executor::client::LARGE_BODY;
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
@@ -33,6 +34,20 @@ pub async fn run(
     narrowing: &Narrowing,
     name: &str,
     args: Option<Map<String, Value>>,
+    trace: &mut Trace,
+) -> Result<Guarded, GuardedError> {
+    run_asking(server, caller, narrowing, name, args, &Nobody, trace).await
+}
+
+/// `run`, where a call that cannot be undone is confirmed by the person `asker` reaches (an
+/// MCP client with elicitation), or by its `confirm` argument.
+pub async fn run_asking(
+    server: &Server,
+    caller: Caller,
+    narrowing: &Narrowing,
+    name: &str,
+    args: Option<Map<String, Value>>,
+    asker: &dyn Asker,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
     server.note_caller(trace, &caller).await;
@@ -98,6 +113,13 @@ pub async fn run(
     let result_type = operation.and_then(|op| op.result.as_ref());
     if let Some(fields) = &ask.fields {
         shape::check_fields(server.catalog.definitions(), result_type, fields).map_err(|e| guard.error(e))?;
+    }
+    // What cannot be undone is confirmed by a person (or their `confirm`) before it is sent.
+    if let Some(c) = server.policy.confirmation(&call) {
+        let how = confirm::confirm(server, narrowing, &credential, asker, &c, ask.confirm.as_deref())
+            .await
+            .map_err(|e| guard.error(e))?;
+        trace.confirmed = Some(how);
     }
     // 4.–6. plan, send, decode.
     let mut fetched = fetch(server, &call, &credential, &guard, trace).await.map_err(|e| guard.error(e))?;

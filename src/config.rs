@@ -223,6 +223,15 @@ pub struct CommonArgs {
     /// Most characters in one result's text; longer results are cut and the cut is reported.
     #[arg(long, env = "MAX_TOOL_RESPONSE_CHARS", default_value_t = 40_000, global = true)]
     pub(crate) max_tool_response_chars: usize,
+    /// How a call that cannot be undone (deleting a repository, a branch, a release, …) is
+    /// confirmed: `ask` the person through the client (a client that cannot be asked sends
+    /// `confirm` with the exact target), always by the `argument`, or `off`.
+    #[arg(long, env = "CONFIRM_IRREVERSIBLE", value_enum, default_value = "ask", global = true)]
+    pub(crate) confirm_irreversible: aegis_core::policy::confirm::Mode,
+    /// Seconds a person has to answer a confirmation before the call fails with
+    /// `not_confirmed` (over HTTP within MCP_REQUEST_TIMEOUT, which counts the wait too).
+    #[arg(long, env = "CONFIRM_TIMEOUT", default_value_t = 60.0, global = true)]
+    pub(crate) confirm_timeout: f64,
     /// How results are rendered unless a call asks (`shape`): compact or the forge's full JSON.
     #[arg(long, env = "RESULT_SHAPE", value_enum, default_value = "compact", global = true)]
     pub(crate) result_shape: aegis_core::shape::Shape,
@@ -499,6 +508,8 @@ pub struct Settings {
     pub max_tool_response_items: usize,
     pub max_tool_response_chars: usize,
     pub(crate) result_shape: aegis_core::shape::Shape,
+    pub(crate) confirm_irreversible: aegis_core::policy::confirm::Mode,
+    pub(crate) confirm_timeout: Duration,
     /// `STRUCTURED_CONTENT_FROM`: the oldest protocol version given typed results (`None`: never).
     pub structured_content_from: Option<String>,
     /// `EXTRA_SECRETS` and the lines of `EXTRA_SECRETS_FILE`.
@@ -685,6 +696,7 @@ impl Settings {
             repos: self.allowed_repos.clone().map(std::sync::Arc::new),
             write_repos: self.write_allowed_repos.clone().map(std::sync::Arc::new),
             forge: aegis_core::policy::repos::ForgeHost::new(self.url.clone(), Vec::new()),
+            confirm: self.confirm_irreversible,
         }
     }
 }
@@ -831,6 +843,8 @@ impl Settings {
             max_tool_response_items: args.max_tool_response_items,
             max_tool_response_chars: args.max_tool_response_chars,
             result_shape: args.result_shape,
+            confirm_irreversible: args.confirm_irreversible,
+            confirm_timeout: seconds("--confirm-timeout", args.confirm_timeout)?,
             max_inline_binary_bytes: args.max_inline_binary_bytes,
             structured_content_from: parse_structured_from(&args.structured_content_from)?,
             extra_secrets,

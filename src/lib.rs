@@ -8,6 +8,7 @@
 pub mod audit;
 pub mod call;
 pub mod config;
+pub mod confirm;
 pub mod doctor;
 pub mod executor;
 /// The fuzz targets' bodies (`fuzz/`), also replayed over the committed corpus by a unit test.

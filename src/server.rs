@@ -47,6 +47,31 @@ pub struct Server {
     pub(crate) metrics: Metrics,
     /// The store the replicas share (`MCP_STATE_URL`), when there is one.
     pub(crate) state: Option<crate::state::Store>,
+    /// Seals the request state of a call waiting for a person's confirmation.
+    pub(crate) confirmations: crate::oauth::seal::Sealer,
+}
+
+/// The key that seals confirmations' request states: derived from the sign-in's key, else
+/// from the shared store's (replicas have the same one, so any replica opens what another
+/// sealed), else one of this process alone. A derived key, so that no state is ever a token.
+fn confirmation_key(keys: &[Option<Arc<secrecy::SecretBox<[u8; 32]>>>; 2]) -> secrecy::SecretBox<[u8; 32]> {
+    use aws_lc_rs::hmac;
+    use secrecy::ExposeSecret;
+    let mut out = [0u8; 32];
+    match keys.iter().flatten().next() {
+        Some(key) => {
+            let tag = hmac::sign(
+                &hmac::Key::new(hmac::HMAC_SHA256, key.expose_secret()),
+                b"aegis confirmation state v1",
+            );
+            out.copy_from_slice(tag.as_ref());
+        }
+        None => {
+            use aws_lc_rs::rand::SecureRandom;
+            aws_lc_rs::rand::SystemRandom::new().fill(&mut out).expect("the system's random source works");
+        }
+    }
+    secrecy::SecretBox::new(Box::new(out))
 }
 
 /// The forge as URLs in arguments may name it: its base URL and the addresses of its host,
@@ -128,6 +153,8 @@ impl Server {
         let new_tokens = crate::limits::NewTokens::new(settings.new_tokens_per_minute, metrics.rate_limits());
         let mut policy = settings.policy();
         policy.forge = forge_host(forge.base()).await;
+        let settings_keys =
+            [settings.oauth.as_ref().map(|o| o.key.clone()), settings.state.as_ref().map(|s| s.key.clone())];
         Ok(Server {
             audit,
             oauth,
@@ -145,6 +172,7 @@ impl Server {
             calls: Default::default(),
             answers: Default::default(),
             state,
+            confirmations: crate::oauth::seal::Sealer::new(&confirmation_key(&settings_keys)),
         })
     }
 
@@ -197,6 +225,9 @@ pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Cat
         aegis_core::catalog::spec::bytes(settings.spec.as_deref(), flavor).map_err(StartError)?;
     let mut catalog = Catalog::build(spec_bytes, flavor, detected)
         .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
+    if settings.confirm_irreversible != aegis_core::policy::confirm::Mode::Off {
+        catalog.offer_confirm(aegis_core::policy::confirm::offered_by);
+    }
     if settings.sudo_allowed_users.is_some() {
         for name in catalog.offer_sudo() {
             tracing::warn!(

@@ -134,6 +134,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["executor", "limits", "audit"],
             &["oauth"],
             &["server"],
+            &["confirm"],
             &["call"],
             &["resources"],
             &["mcp"],

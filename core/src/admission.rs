@@ -11,9 +11,10 @@
 use serde_json::{Map, Value};
 
 use crate::args::{Prepared, validate};
-use crate::catalog::{Operation, Target};
+use crate::catalog::{Operation, Target, ToolDef};
 use crate::discovery::Discovery;
 use crate::error::CallError;
+use crate::policy::confirm;
 use crate::shape::Ask;
 
 /// What the first stage decided, and how far it got.
@@ -57,6 +58,11 @@ fn stages<'c>(
     }
     // The result's shape and fields are not the operation's arguments.
     let mut ask = if tool.takes_shape() { Ask::take(&mut args)? } else { Ask::default() };
+    // A person's confirmation is not the operation's either (offered where it may apply).
+    let confirms = |t: &ToolDef| policy.confirm != confirm::Mode::Off && confirm::offered_by(t);
+    if confirms(tool) {
+        ask.confirm = confirm::take(&mut args)?;
+    }
     let (tool, args) = match tool.target {
         Target::SearchOperations | Target::OperationSchema => {
             validate::validate(tool, &mut args)?;
@@ -81,6 +87,9 @@ fn stages<'c>(
             // The operation may be asked for them among its own arguments.
             if target.takes_shape() {
                 ask = ask.or(Ask::take(&mut arguments)?);
+            }
+            if confirms(target) {
+                ask.confirm = ask.confirm.or(confirm::take(&mut arguments)?);
             }
             (target.as_ref(), arguments)
         }

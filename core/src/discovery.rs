@@ -131,6 +131,13 @@ impl<'c> Discovery<'c, '_> {
             "annotations": {"readOnlyHint": a.read_only, "destructiveHint": a.destructive, "idempotentHint": a.idempotent},
             "input_schema": Value::Object((**t.input_schema()).clone()),
         });
+        // Whether a call asks the person first (CONFIRM_IRREVERSIBLE), and for a delete that
+        // does not, why it loses nothing.
+        if self.policy.confirm != crate::policy::confirm::Mode::Off {
+            if let Some(c) = crate::policy::confirm::described(op) {
+                answer["confirmation"] = c;
+            }
+        }
         if let Some(shape) = output {
             let out = data_schema(self.catalog, op, shape);
             answer["output_shape"] = shape.as_str().into();

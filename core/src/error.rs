@@ -31,12 +31,15 @@ pub enum ErrorKind {
     Denied,
     /// The audit log (`AUDIT_LOG`) could not be written.
     AuditFailed,
+    /// An irreversible call that a person did not confirm (declined, cancelled, did not
+    /// answer in time, or no `confirm` with the exact target): nothing was sent.
+    NotConfirmed,
 }
 
 impl ErrorKind {
     /// Every kind (the README lists them all: a test says so).
     #[cfg(test)]
-    pub(crate) const ALL: [ErrorKind; 19] = [
+    pub(crate) const ALL: [ErrorKind; 20] = [
         ErrorKind::BadRequest,
         ErrorKind::Unauthorized,
         ErrorKind::Forbidden,
@@ -56,6 +59,7 @@ impl ErrorKind {
         ErrorKind::IdentityFailed,
         ErrorKind::Denied,
         ErrorKind::AuditFailed,
+        ErrorKind::NotConfirmed,
     ];
 
     /// The wire name of the kind.
@@ -80,6 +84,7 @@ impl ErrorKind {
             ErrorKind::IdentityFailed => "identity_failed",
             ErrorKind::Denied => "denied",
             ErrorKind::AuditFailed => "audit_failed",
+            ErrorKind::NotConfirmed => "not_confirmed",
         }
     }
 }

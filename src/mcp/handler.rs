@@ -82,6 +82,8 @@ data is compact (shape: compact): nested users, repositories, labels and milesto
 derivable URLs are left out, and so are empty, zero, false and null members (absent means empty); shape: \"full\" gives the forge's own JSON, \
 and fields: [\"number\", \"title\", \"head.ref\"] keeps only those members of the result or of each item. \
 Errors carry a kind (not_found, invalid_arguments, denied, ...) and a message saying what to change. \
+A call that cannot be undone (deleting a repository, a branch, a release, ...) asks the person first; when the client cannot ask, \
+the error not_confirmed says what to ask them and, only if they agree, what to send as `confirm`. \
 Binary files and attachments larger than a few KB come as a link (link.uri, a resource_link) to read instead of base64. \
 gitea_get_operation_schema with output: \"compact\" also gives an operation's output_schema. \
 Resources: gitea://repos/{owner}/{repo}/contents/{path}?ref=..., .../issues/{index}, .../pulls/{index}, gitea://attachments/{uuid}.";
@@ -170,11 +172,21 @@ impl ServerHandler for McpHandler {
         let started = std::time::Instant::now();
         let _running = self.server.calls.token();
         let server = &self.server;
-        let (name, arguments) = (&request.name, request.arguments);
+        let (name, arguments) = (&request.name, request.arguments.clone());
         let oversized = oversized_of(&context);
+        let stateless = self.server.settings.stateless
+            && context.extensions.get::<http::request::Parts>().is_some()
+            && self.server.settings.transport != TransportChoice::Sse;
+        let person = super::person::Person::of(
+            &context,
+            &request,
+            stateless,
+            &server.confirmations,
+            server.settings.confirm_timeout,
+        );
         let result =
             call::recorded(server, self.origin(&context), name, arguments, |arguments, mut trace| {
-                let context = &context;
+                let (context, person) = (&context, &person);
                 async move {
                     if let Some(o) = oversized {
                         return (Err(server.guard.error(too_long(server, o))), trace);
@@ -182,13 +194,19 @@ impl ServerHandler for McpHandler {
                     let traced = &mut trace;
                     let result = self
                         .as_caller(context, |caller, narrowing| async move {
-                            call::run(server, caller, &narrowing, name, arguments, traced).await
+                            call::run_asking(server, caller, &narrowing, name, arguments, person, traced)
+                                .await
                         })
                         .await;
                     (result, trace)
                 }
             })
             .await;
+        // The person is being asked over rounds: the question is the answer, for now.
+        if let Some(question) = person.pending() {
+            tracing::debug!(tool = %request.name, "tools/call asks for the person's confirmation");
+            return Ok(question.into());
+        }
         let outcome = outcome(&result);
         let took = started.elapsed();
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = took.as_millis() as u64, "tools/call");

@@ -3,6 +3,7 @@
 
 pub(crate) mod handler;
 pub(crate) mod marks;
+pub(crate) mod person;
 pub mod reply;
 pub mod tool_list;
 

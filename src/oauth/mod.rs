@@ -1154,6 +1154,7 @@ pub(crate) fn opens_as(sealer: &Sealer, kind: Kind, text: &str) -> bool {
         Kind::Code => sealer.open::<Code>(kind, text).is_ok(),
         Kind::Access => sealer.open::<Access>(kind, text).is_ok(),
         Kind::Refresh => sealer.open::<Refresh>(kind, text).is_ok(),
+        Kind::Confirmation => sealer.open::<seal::ConfirmationState>(kind, text).is_ok(),
     }
 }
 

@@ -33,6 +33,9 @@ pub enum Kind {
     Access,
     /// A refresh token.
     Refresh,
+    /// The request state of a call that waits for a person's confirmation (protocol
+    /// 2026-07-28): which call, by whom, until when.
+    Confirmation,
 }
 
 impl Kind {
@@ -44,8 +47,20 @@ impl Kind {
             Kind::Code => "aegis-code.",
             Kind::Access => "aegis-at.",
             Kind::Refresh => "aegis-rt.",
+            Kind::Confirmation => "aegis-confirm.",
         }
     }
+}
+
+/// What a confirmation's request state holds: a hash binding it to one call of one caller
+/// (the tool, its exact arguments, the caller's credentials, the target), and when it expires
+/// (seconds since the Unix epoch). Nothing of the call itself.
+#[derive(Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub(crate) struct ConfirmationState {
+    #[serde(rename = "b")]
+    pub(crate) binding: String,
+    #[serde(rename = "e")]
+    pub(crate) expires: u64,
 }
 
 /// Longest sealed value opened, in bytes: larger text is refused before any work on it.

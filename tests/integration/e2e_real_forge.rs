@@ -255,7 +255,8 @@ impl Drop for RepoGuard {
         if !self.armed {
             return;
         }
-        let args = json!({"owner": self.owner, "repo": self.name}).to_string();
+        let target = format!("{}/{}", self.owner, self.name);
+        let args = json!({"owner": self.owner, "repo": self.name, "confirm": target}).to_string();
         let out = command(&self.target)
             .args(["call", "repoDelete", "--args", &args, "--url", &self.target.url, "--flavor", "auto"])
             .output();
@@ -1523,6 +1524,107 @@ async fn delete_repo(r: &Repo<'_>) {
 
     let c = r.call("repoGet", json!({})).await;
     fails(&c, "not_found", Some(404));
+}
+
+// ---------------------------------------------------------------------------------------
+// What cannot be undone is confirmed by a person: the official SDK's elicitation callback
+// ---------------------------------------------------------------------------------------
+
+/// The Python SDK over stdio against the server for `t`, answering every elicitation `answer`.
+async fn asking(t: &Target, mode: &str, answer: &str, calls: Value) -> support::DriverRun {
+    let (mut cmd, _dir) = support::python_driver("mcp_stdio_client.py", mode, &calls);
+    cmd.args(["--elicit", answer, "--"])
+        .arg(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))
+        .args(["serve", "--url", &t.url, "--flavor", "auto"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("GITEA_TOKEN", &t.token)
+        .envs(server_env());
+    let timeout = std::time::Duration::from_secs(90);
+    support::DriverRun::run(&mut cmd, timeout, &format!("the stdio driver ({mode}, {answer})"), String::new)
+        .await
+}
+
+fn asked(run: &support::DriverRun) -> Vec<String> {
+    run.doc["elicitations"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no elicitations: {}", run.context))
+        .iter()
+        .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn envelope(run: &support::DriverRun, nth: usize) -> (bool, Value) {
+    let c = &run.doc["calls"][nth];
+    let text = c["text"].as_str().unwrap_or_else(|| panic!("call {nth}: {}", run.context));
+    (c["is_error"] == true, serde_json::from_str(text).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN"]
+async fn e2e_deleting_a_branch_and_a_repository_asks_the_person_first() {
+    let t = target();
+    let s = spawn(&t).await;
+    let login = whoami(&s).await;
+    let name = format!("aegis-e2e-confirm-{}", suffix());
+    let c = s
+        .call("createCurrentUserRepo", json!({"body": {"name": name, "auto_init": true, "private": true}}))
+        .await;
+    ok(&c, 201);
+    let mut guard = RepoGuard { target: t.clone(), owner: login.clone(), name: name.clone(), armed: true };
+    let c = s
+        .call(
+            "repoCreateBranch",
+            json!({"owner": login, "repo": name, "body": {"new_branch_name": "feat/x"}}),
+        )
+        .await;
+    ok(&c, 201);
+    let head = s.call("repoGetBranch", json!({"owner": login, "repo": name, "branch": "feat/x"})).await;
+    let sha = ok(&head, 200)["commit"]["id"].as_str().unwrap_or_default().to_owned();
+    let branch =
+        json!({"tool": "repoDeleteBranch", "arguments": {"owner": login, "repo": name, "branch": "feat/x"}});
+    let repo = json!({"tool": "repoDelete", "arguments": {"owner": login, "repo": name}});
+
+    // Declined, over both protocol generations: nothing is deleted.
+    for mode in ["legacy", "auto"] {
+        let run = asking(&t, mode, "decline", json!([branch, repo])).await;
+        for nth in [0, 1] {
+            let (failed, e) = envelope(&run, nth);
+            assert!(failed && e["error"]["kind"] == "not_confirmed", "{mode}: {e}");
+        }
+        let questions = asked(&run);
+        assert_eq!(questions.len(), 2, "{questions:?}");
+        // The question says what goes with the target, as the forge reports it.
+        assert_eq!(
+            questions[0],
+            format!(
+                "Delete branch feat/x of {login}/{name} (its last commit {})? This cannot be undone.",
+                &sha[..10]
+            )
+        );
+        assert_eq!(
+            questions[1],
+            format!(
+                "Delete repository {login}/{name} with its 0 open issues, 0 open pull requests and 0 releases? This cannot be undone."
+            )
+        );
+    }
+    let c = s.call("repoGetBranch", json!({"owner": login, "repo": name, "branch": "feat/x"})).await;
+    ok(&c, 200);
+
+    // Accepted: the branch, then the repository, are gone.
+    let run = asking(&t, "auto", "accept", json!([branch])).await;
+    let (failed, e) = envelope(&run, 0);
+    assert!(!failed, "{e}");
+    assert_eq!(e["status"], 204, "{e}");
+    let c = s.call("repoGetBranch", json!({"owner": login, "repo": name, "branch": "feat/x"})).await;
+    fails(&c, "not_found", Some(404));
+    let run = asking(&t, "legacy", "accept", json!([repo])).await;
+    let (failed, e) = envelope(&run, 0);
+    assert!(!failed, "{e}");
+    let c = s.call("repoGet", json!({"owner": login, "repo": name})).await;
+    fails(&c, "not_found", Some(404));
+    guard.armed = false;
 }
 
 // ---------------------------------------------------------------------------------------

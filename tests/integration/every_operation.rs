@@ -64,7 +64,17 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
 
         let args = support::minimal(&schema, "");
         h.forge.clear_requests();
+        let asked = h.confirmed();
         let c = h.call(&tool.name, args.clone()).await;
+        // A call that cannot be undone was held for its `confirm` (nothing sent), and only those
+        // offer it.
+        let offers = tool.input_schema.get("properties").and_then(|p| p.get("confirm")).is_some();
+        assert_eq!(
+            h.confirmed() > asked,
+            offers,
+            "{}: held for a confirmation iff it offers confirm",
+            tool.name
+        );
         if c.is_error {
             let kind = c.kind();
             assert!(KINDS.contains(&kind), "{}: unexpected error kind {kind}: {}", tool.name, c.text);

@@ -9,6 +9,7 @@
 mod support;
 
 mod cli;
+mod confirm;
 mod conformance;
 mod e2e_real_forge;
 mod every_operation;

@@ -11,6 +11,13 @@ a CALLS.json file in order and print ONE JSON document on stdout:
                | {"resource": URI, "text": TEXT, "mime_type": M, "contents": n}
                | {"tool" or "resource": ..., "jsonrpc_error": {"code": c, "message": m}}]}
 
+With `--elicit ANSWER` the client declares elicitation support and answers every
+elicitation the server sends with ANSWER: `accept` (the form with each boolean member true),
+`uncheck` (accepted with each boolean false), `decline`, `cancel`, or `ignore` (never answers:
+the callback sleeps longer than any test waits). The report then has
+`"elicitations": [{"message": ..., "requested_schema": {...}}]`, one per question, in order.
+Without `--elicit` the client declares no elicitation support.
+
 A call is `{"tool": NAME, "arguments": {...}}` (`tools/call`) or `{"resource": URI}`
 (`resources/read`). `text` is the text of the first text content item (null when there is
 none). A JSON-RPC error answer (e.g. -32602 for an unknown tool, -32002 for a missing
@@ -40,6 +47,38 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check-typed", action="store_true", help="check each operation's result against its typed output schema"
     )
+    parser.add_argument(
+        "--elicit",
+        choices=["accept", "uncheck", "decline", "cancel", "ignore"],
+        help="declare elicitation support and answer every elicitation so",
+    )
+
+
+class Elicitations:
+    """The elicitation callback answering `answer`, and what it was asked."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.asked: list[dict[str, Any]] = []
+
+    async def __call__(self, context: Any, params: Any) -> Any:
+        from mcp import types
+
+        schema = getattr(params, "requested_schema", None)
+        schema = schema if isinstance(schema, dict) else (schema.model_dump(by_alias=True) if schema else None)
+        self.asked.append({"message": params.message, "requested_schema": schema})
+        if self.answer == "ignore":
+            await asyncio.sleep(3600)
+        if self.answer in ("decline", "cancel"):
+            return types.ElicitResult(action=self.answer)
+        props = (schema or {}).get("properties", {})
+        content = {name: self.answer == "accept" for name, p in props.items() if p.get("type") == "boolean"}
+        return types.ElicitResult(action="accept", content=content)
+
+
+def elicitation_of(args: argparse.Namespace) -> Elicitations | None:
+    """The callback `--elicit` asks for, if any."""
+    return Elicitations(args.elicit) if args.elicit else None
 
 
 def load_calls(path: str) -> list[dict[str, Any]]:
@@ -81,7 +120,11 @@ async def typed_errors(client: Client, tool: str, arguments: dict[str, Any], str
 
 
 async def drive(
-    client: Client, calls: list[dict[str, Any]], head: dict[str, Any] | None = None, check_typed: bool = False
+    client: Client,
+    calls: list[dict[str, Any]],
+    head: dict[str, Any] | None = None,
+    check_typed: bool = False,
+    elicitations: Elicitations | None = None,
 ) -> dict[str, Any]:
     """Lists every tool (following cursors), performs `calls` in order; the report document,
     starting with the keys of `head`. With `check_typed`, each success of an operation is also
@@ -124,6 +167,8 @@ async def drive(
                 client, tool, call.get("arguments") or {}, result.structured_content
             )
         out["calls"].append(record)
+    if elicitations is not None:
+        out["elicitations"] = elicitations.asked
     return out
 
 

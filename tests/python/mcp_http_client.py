@@ -27,7 +27,7 @@ import httpx2
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_driver_common import add_common_arguments, drive, load_calls, report
+from mcp_driver_common import add_common_arguments, drive, elicitation_of, load_calls, report
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -61,11 +61,18 @@ async def transport(args: argparse.Namespace, stack: AsyncExitStack) -> Any:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     calls = load_calls(args.calls)
+    elicit = elicitation_of(args)
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(
-            Client(await transport(args, stack), mode=args.mode, read_timeout_seconds=args.timeout)
+            Client(
+                await transport(args, stack),
+                mode=args.mode,
+                read_timeout_seconds=args.timeout,
+                elicitation_callback=elicit,
+            )
         )
-        return await drive(client, calls, {"transport": args.transport, "mode": args.mode}, args.check_typed)
+        head = {"transport": args.transport, "mode": args.mode}
+        return await drive(client, calls, head, args.check_typed, elicit)
 
 
 def main() -> int:

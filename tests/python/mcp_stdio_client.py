@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from mcp import Client, StdioServerParameters
-from mcp_driver_common import add_common_arguments, drive, load_calls, report
+from mcp_driver_common import add_common_arguments, drive, elicitation_of, load_calls, report
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -39,8 +39,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 async def run(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
     calls = load_calls(args.calls)
     server = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
-    async with Client(server, mode=args.mode, read_timeout_seconds=args.timeout) as client:
-        return await drive(client, calls, check_typed=args.check_typed)
+    elicit = elicitation_of(args)
+    async with Client(
+        server, mode=args.mode, read_timeout_seconds=args.timeout, elicitation_callback=elicit
+    ) as client:
+        return await drive(client, calls, check_typed=args.check_typed, elicitations=elicit)
 
 
 def main() -> int:

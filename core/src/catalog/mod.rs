@@ -200,6 +200,17 @@ impl Catalog {
         kept
     }
 
+    /// Offer the optional `confirm` argument on the tools `offers` names (an operation that
+    /// may need a person's confirmation, the raw tool, the call tool); done once, right after
+    /// `build`, before any schema is built.
+    pub fn offer_confirm(&mut self, offers: impl Fn(&ToolDef) -> bool) {
+        for tool in self.tools.iter_mut().chain(self.builtins.iter_mut()) {
+            if offers(tool) {
+                Arc::get_mut(tool).expect("the catalog is not shared while it is built").offer_confirm();
+            }
+        }
+    }
+
     /// The spec's definitions as results hold them, read at the first call that needs them.
     pub fn definitions(&self) -> &results::Definitions {
         self.definitions.get_or_init(|| results::Definitions::of(&self.spec))

@@ -66,6 +66,10 @@ pub struct ToolDef {
     /// Whether the tool takes the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see
     /// `identity::sudo`); it is then in both schemas, and taken out before validation.
     pub(crate) offers_sudo: bool,
+    /// Whether the tool takes the optional `confirm` argument (a call that cannot be undone,
+    /// for a client that cannot ask its person); then in both schemas, and taken out before
+    /// validation.
+    pub(crate) offers_confirm: bool,
     /// Where the schemas come from.
     source: Source,
     schemas: OnceLock<Schemas>,
@@ -110,6 +114,7 @@ impl ToolDef {
             toolset: super::toolsets::area_of(&op.path),
             core: super::toolsets::is_core(&op.id),
             offers_sudo: false,
+            offers_confirm: false,
             target: Target::Operation(Box::new(op)),
             source: Source::Spec(spec.clone(), index),
             schemas: OnceLock::new(),
@@ -137,6 +142,7 @@ impl ToolDef {
             toolset: "",
             core: false,
             offers_sudo: false,
+            offers_confirm: false,
             source: Source::Given(Arc::new(schema)),
             schemas: OnceLock::new(),
             validator: OnceLock::new(),
@@ -159,6 +165,13 @@ impl ToolDef {
             if self.offers_sudo {
                 offer_sudo_in(Arc::make_mut(&mut input), SUDO_FULL);
                 offer_sudo_in(Arc::make_mut(&mut listed), SUDO_LEAN);
+            }
+            // Listed without a description (the server's instructions say it once, and the
+            // error of a call without it says what to send).
+            if self.offers_confirm {
+                let full = if self.operation().is_some() { CONFIRM_FULL } else { CONFIRM_REACHED_FULL };
+                offer_confirm_in(Arc::make_mut(&mut input), Some(full));
+                offer_confirm_in(Arc::make_mut(&mut listed), None);
             }
             // Every tool that answers JSON takes them; `tools/list` shows them where reading
             // makes them worth their bytes: reads, the raw tool and the call tool.
@@ -208,6 +221,14 @@ impl ToolDef {
         debug_assert!(self.schemas.get().is_none(), "sudo is offered before the schemas are built");
         self.schemas = OnceLock::new();
         self.offers_sudo = true;
+    }
+
+    /// Offer the optional `confirm` argument in both schemas (before they are built, as
+    /// `offer_sudo`).
+    pub(crate) fn offer_confirm(&mut self) {
+        debug_assert!(self.schemas.get().is_none(), "confirm is offered before the schemas are built");
+        self.schemas = OnceLock::new();
+        self.offers_confirm = true;
     }
 
     pub fn name(&self) -> &str {
@@ -262,6 +283,22 @@ fn offer_shape_in(schema: &mut Map<String, Value>, shape: Option<&str>, fields: 
         }
         props.insert(SHAPE_ARGUMENT.into(), s);
         props.insert(FIELDS_ARGUMENT.into(), f);
+    }
+}
+
+const CONFIRM_FULL: &str = "This call cannot be undone. A client that can ask its person (elicitation) is asked and this is ignored; otherwise the exact target the person agreed to, as the error of a call without it names it (e.g. alice/webapp, alice/webapp#branch/feat-x). Never fill it in without asking the person.";
+const CONFIRM_REACHED_FULL: &str = "For an operation that cannot be undone (deleting a repository, a branch, a release, ...): the exact target the person agreed to, as the error of a call without it names it; a client that can ask its person is asked instead. Never fill it in without asking the person.";
+
+/// Add the `confirm` property, described by `text` if given, to a schema.
+fn offer_confirm_in(schema: &mut Map<String, Value>, text: Option<&str>) {
+    let mut property = serde_json::json!({"type": "string"});
+    if let Some(text) = text {
+        property["maxLength"] = 2048.into();
+        property["description"] = text.into();
+    }
+    let props = schema.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(props) = props {
+        props.insert("confirm".to_owned(), property);
     }
 }
 

@@ -16,6 +16,7 @@
 //! `X-MCP-Write-Allowed-Repos`), in `repos`. It refuses calls on the same paths and never
 //! changes what is listed.
 
+pub mod confirm;
 pub(crate) mod reach;
 pub mod repos;
 
@@ -47,6 +48,8 @@ pub struct Policy {
     pub write_repos: Option<Arc<RepoList>>,
     /// This forge, for arguments that name it by URL (a migration's source).
     pub forge: ForgeHost,
+    /// `CONFIRM_IRREVERSIBLE`: how a call that cannot be undone is confirmed.
+    pub confirm: confirm::Mode,
 }
 
 /// What one HTTP request asked for itself, on top of the server's policy. The default
@@ -216,6 +219,22 @@ impl Policy {
         };
         repos::caller_refusal(&fence, op, &values, args.get("body"), login)
             .map(|why| Refusal { cause: Cause::Repos, why })
+    }
+
+    /// What a person must confirm before `call` is sent, if anything (whatever
+    /// `CONFIRM_IRREVERSIBLE` says: with `off` the audit line still says it was not asked).
+    /// Judged by the operation reached: a tool's, a raw call's route's (a raw DELETE of a
+    /// route no operation has is confirmed by its path), the call tool's target's.
+    pub fn confirmation(&self, call: &Prepared) -> Option<confirm::Confirmation> {
+        let args = call.args();
+        match (call.tool().operation(), call.reached().and_then(ToolDef::operation)) {
+            (Some(op), _) => confirm::needed(op, &Values::Args(args), args),
+            (None, Some(op)) => {
+                let segments = crate::catalog::segments(args.get("path").and_then(Value::as_str)?);
+                confirm::needed(op, &Values::Segments(&segments), args)
+            }
+            (None, None) => confirm::unknown_route(call.tool(), args),
+        }
     }
 
     /// Why a raw call whose route reaches no operation of the spec may not run: nothing could

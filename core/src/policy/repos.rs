@@ -199,7 +199,7 @@ pub(crate) enum Values<'a> {
 
 impl Values<'_> {
     /// The value of path parameter `name`, at segment `index`, as the path would carry it.
-    fn get(&self, index: usize, name: &str) -> Option<String> {
+    pub(super) fn get(&self, index: usize, name: &str) -> Option<String> {
         match self {
             Values::Args(args) => match args.get(name)? {
                 Value::String(s) => Some(s.clone()),
@@ -212,7 +212,7 @@ impl Values<'_> {
 
     /// The value of a parameter that may span the rest of the path (a wildcard's), from
     /// segment `index` on.
-    fn rest(&self, index: usize, name: &str) -> Option<String> {
+    pub(super) fn rest(&self, index: usize, name: &str) -> Option<String> {
         match self {
             Values::Args(_) => self.get(index, name),
             Values::Segments(s) => (index < s.len()).then(|| s[index..].join("/")),

@@ -56,11 +56,13 @@ impl Shape {
 
 pub(crate) use crate::catalog::results::{FIELDS_ARGUMENT, MAX_FIELDS, MAX_PATH_CHARS, SHAPE_ARGUMENT};
 
-/// What a call asked of its result.
+/// What a call asked beside the operation's arguments: of its result, and the target a
+/// person confirmed (`confirm`, judged by the policy's confirmations).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ask {
     pub shape: Option<Shape>,
     pub fields: Option<Vec<String>>,
+    pub confirm: Option<String>,
 }
 
 impl Ask {
@@ -100,12 +102,16 @@ impl Ask {
                 ));
             }
         };
-        Ok(Ask { shape, fields })
+        Ok(Ask { shape, fields, confirm: None })
     }
 
     /// Merge what a later place asked (the call tool's own arguments over the operation's).
     pub(crate) fn or(self, other: Ask) -> Ask {
-        Ask { shape: self.shape.or(other.shape), fields: self.fields.or(other.fields) }
+        Ask {
+            shape: self.shape.or(other.shape),
+            fields: self.fields.or(other.fields),
+            confirm: self.confirm.or(other.confirm),
+        }
     }
 }
 

@@ -204,7 +204,14 @@ fn shape_and_fields_are_taken_from_the_arguments_and_checked() {
     let mut args =
         json!({"owner": "o", "shape": "full", "fields": ["title", "head.ref"]}).as_object().unwrap().clone();
     let ask = Ask::take(&mut args).unwrap();
-    assert_eq!(ask, Ask { shape: Some(Shape::Full), fields: Some(vec!["title".into(), "head.ref".into()]) });
+    assert_eq!(
+        ask,
+        Ask {
+            shape: Some(Shape::Full),
+            fields: Some(vec!["title".into(), "head.ref".into()]),
+            confirm: None
+        }
+    );
     assert_eq!(args, *json!({"owner": "o"}).as_object().unwrap());
     for (bad, at) in [
         (json!({"shape": "lean"}), "/shape"),

@@ -568,12 +568,23 @@ pub async fn stateless_call(
     args: Value,
     auth: Option<&str>,
 ) -> Result<Value, HttpError> {
-    let url = if base.ends_with("/mcp") { base.to_owned() } else { format!("{base}/mcp") };
-    let id = STATELESS_IDS.fetch_add(1, Ordering::Relaxed);
     let meta = json!({"io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
                       "io.modelcontextprotocol/clientCapabilities": {}});
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                      "params": {"name": tool, "arguments": args, "_meta": meta}});
+    stateless_tools_call(http, base, json!({"name": tool, "arguments": args, "_meta": meta}), auth).await
+}
+
+/// `stateless_call` with the whole `params` given (other capabilities, a retry's
+/// `inputResponses` and `requestState`): the JSON-RPC response.
+pub async fn stateless_tools_call(
+    http: &reqwest::Client,
+    base: &str,
+    params: Value,
+    auth: Option<&str>,
+) -> Result<Value, HttpError> {
+    let url = if base.ends_with("/mcp") { base.to_owned() } else { format!("{base}/mcp") };
+    let id = STATELESS_IDS.fetch_add(1, Ordering::Relaxed);
+    let tool = params["name"].as_str().unwrap_or_default().to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
     let mut req = http
         .post(&url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")

@@ -466,8 +466,16 @@ impl Server {
         std::fs::read_to_string(file).unwrap_or_default()
     }
 
-    /// Call a tool; panics on a JSON-RPC error.
+    /// Call a tool; panics on a JSON-RPC error. A call held for a person's confirmation
+    /// (this client cannot be asked) is made again with the `confirm` its error names, as an
+    /// agent would once the person agreed (the real-forge tests' deletes).
     pub async fn call(&self, tool: &str, args: Value) -> Called {
+        let first = call_on(&self.client, tool, args.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"));
+        let Some(target) = confirm_asked(&first) else { return first };
+        let mut args = args;
+        args.as_object_mut().expect("arguments are an object").insert("confirm".into(), target.into());
         call_on(&self.client, tool, args).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
     }
 }
@@ -663,7 +671,19 @@ pub struct Harness {
     stderr_path: Option<PathBuf>,
     /// The server's process id; `None` in process.
     pid: Option<u32>,
+    confirmed: std::sync::atomic::AtomicUsize,
     _dir: tempfile::TempDir,
+}
+
+/// The target a `not_confirmed` error tells the agent to send as `confirm`, if `c` is one.
+pub fn confirm_asked(c: &Called) -> Option<String> {
+    if !c.is_error || c.json["error"]["kind"] != "not_confirmed" {
+        return None;
+    }
+    let message = c.json["error"]["message"].as_str()?;
+    let at = message.find("\"confirm\": ")? + "\"confirm\": ".len();
+    let mut stream = serde_json::Deserializer::from_str(&message[at..]).into_iter::<String>();
+    stream.next()?.ok()
 }
 
 impl Harness {
@@ -692,6 +712,7 @@ impl Harness {
             client: server.client,
             stderr_path: server.stderr_path,
             pid: server.pid,
+            confirmed: Default::default(),
             _dir: server._dir,
         }
     }
@@ -711,9 +732,31 @@ impl Harness {
         self.client.list_all_tools().await.unwrap()
     }
 
-    /// Call a tool; panics on a JSON-RPC error (use `call_raw` to see those).
+    /// Call a tool; panics on a JSON-RPC error (use `call_raw` to see those). A call the
+    /// server holds for a person's confirmation (this client cannot be asked) is checked to
+    /// have sent nothing, then made again with the `confirm` its error names, as an agent
+    /// would once the person agreed; `confirmed` counts those.
     pub async fn call(&self, tool: &str, args: Value) -> Called {
+        let before = self.forge.requests().len();
+        let first =
+            self.call_raw(tool, args.clone()).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"));
+        let Some(target) = confirm_asked(&first) else { return first };
+        // The server's own questions (who the caller is) are not the call.
+        let sent: Vec<String> = self.forge.requests()[before..]
+            .iter()
+            .filter(|r| r.raw_path != "/api/v1/version" && r.raw_path != "/api/v1/user")
+            .map(|r| format!("{} {}", r.method, r.raw_path))
+            .collect();
+        assert!(sent.is_empty(), "{tool}: sent before it was confirmed: {sent:?}");
+        self.confirmed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut args = args;
+        args.as_object_mut().expect("arguments are an object").insert("confirm".into(), target.into());
         self.call_raw(tool, args).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
+    }
+
+    /// How many calls `call` made again with `confirm`.
+    pub fn confirmed(&self) -> usize {
+        self.confirmed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub async fn call_raw(&self, tool: &str, args: Value) -> Result<Called, rmcp::ServiceError> {

@@ -1,0 +1,324 @@
+//! A person confirms what cannot be undone (`CONFIRM_IRREVERSIBLE`), through real clients:
+//! the official Python SDK's elicitation callback over stdio, Streamable HTTP sessions,
+//! stateless Streamable HTTP (protocol 2026-07-28's multi-round-trip answer) and legacy SSE;
+//! a client without the capability, which must send `confirm`; and sealed request states
+//! replayed for another target or after they expired. The recording fake forge says what was
+//! sent: nothing, unless the person accepted.
+// Tests read their own variables (PATH, AEGIS_E2E_*), not the server's settings.
+#![allow(clippy::disallowed_methods)]
+
+use std::time::Duration;
+
+use fake_forge::{FakeForge, Flavor, Options, Recorded};
+use serde_json::{Value, json};
+
+use crate::support::http::{HttpServer, http_client, stateless_tools_call};
+use crate::support::{ALICE_TOKEN, DriverRun, bin, python_driver};
+
+const BOB_TOKEN: &str = "tok-bob-c0nf1rm5b0b";
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+async fn forge() -> FakeForge {
+    let forge = FakeForge::start(Options {
+        flavor: Flavor::Gitea,
+        users: vec![(ALICE_TOKEN.to_owned(), "alice".to_owned()), (BOB_TOKEN.to_owned(), "bob".to_owned())],
+        ..Options::default()
+    })
+    .await;
+    forge.seed_repo("alice", "demo");
+    forge.seed_repo("alice", "other");
+    forge
+}
+
+/// What was sent that changes something (the server's own reads left out).
+fn writes(forge: &FakeForge) -> Vec<Recorded> {
+    forge.requests().into_iter().filter(|r| r.method != "GET").collect()
+}
+
+fn delete_demo() -> Value {
+    json!([{"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}}])
+}
+
+/// The Python SDK over stdio against a server of `forge`, answering elicitations `elicit`.
+async fn stdio(
+    forge: &FakeForge,
+    mode: &str,
+    elicit: Option<&str>,
+    calls: &Value,
+    env: &[(&str, &str)],
+) -> DriverRun {
+    let (mut cmd, _dir) = python_driver("mcp_stdio_client.py", mode, calls);
+    if let Some(answer) = elicit {
+        cmd.args(["--elicit", answer]);
+    }
+    cmd.arg("--")
+        .arg(bin())
+        .args(["serve", "--url", &forge.base_url(), "--flavor", "gitea"])
+        .env("GITEA_TOKEN", ALICE_TOKEN)
+        .env_remove("CONFIRM_IRREVERSIBLE")
+        .env_remove("CONFIRM_TIMEOUT")
+        .envs(env.iter().copied());
+    DriverRun::run(&mut cmd, TIMEOUT, &format!("the stdio driver ({mode}, {elicit:?})"), String::new).await
+}
+
+/// The Python SDK over HTTP (`http` or `sse`) against `server`, as alice.
+async fn http(
+    server: &HttpServer,
+    transport: &str,
+    mode: &str,
+    elicit: Option<&str>,
+    calls: &Value,
+) -> DriverRun {
+    let (mut cmd, _dir) = python_driver("mcp_http_client.py", mode, calls);
+    if let Some(answer) = elicit {
+        cmd.args(["--elicit", answer]);
+    }
+    cmd.args(["--transport", transport, &server.endpoint])
+        .arg("--header")
+        .arg(format!("Authorization: token {ALICE_TOKEN}"));
+    let what = format!("the HTTP driver ({transport}, {mode}, {elicit:?})");
+    DriverRun::run(&mut cmd, TIMEOUT, &what, || format!("--- server stderr ---\n{}", server.stderr())).await
+}
+
+/// The `nth` call's envelope, and whether it is an error.
+fn result(run: &DriverRun, nth: usize) -> (bool, Value) {
+    let c = &run.doc["calls"][nth];
+    let text = c["text"].as_str().unwrap_or_else(|| panic!("call {nth} has no text: {}", run.context));
+    (c["is_error"] == true, serde_json::from_str(text).unwrap())
+}
+
+/// The person accepted: the question named the repository and said it cannot be undone,
+/// and the forge received the delete.
+fn ran(run: &DriverRun, forge: &FakeForge) {
+    let (failed, envelope) = result(run, 0);
+    assert!(!failed, "{envelope}\n{}", run.context);
+    assert_eq!(envelope["status"], 204, "{envelope}");
+    asked_once(run);
+    let sent = writes(forge);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!((sent[0].method.as_str(), sent[0].raw_path.as_str()), ("DELETE", "/api/v1/repos/alice/demo"));
+}
+
+/// The person did not accept: `not_confirmed` with `why`, and nothing was sent.
+fn refused(run: &DriverRun, forge: &FakeForge, why: &str) {
+    let (failed, envelope) = result(run, 0);
+    assert!(failed, "{envelope}");
+    assert_eq!(envelope["error"]["kind"], "not_confirmed", "{envelope}");
+    assert_eq!(envelope["error"]["status"], Value::Null, "{envelope}");
+    let message = envelope["error"]["message"].as_str().unwrap();
+    assert!(message.contains(why), "{message}");
+    assert!(writes(forge).is_empty(), "sent without a yes: {:?}", writes(forge));
+}
+
+/// One question, naming what is destroyed, as a form with one box.
+fn asked_once(run: &DriverRun) {
+    let asked =
+        run.doc["elicitations"].as_array().unwrap_or_else(|| panic!("no elicitations: {}", run.context));
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let message = asked[0]["message"].as_str().unwrap();
+    assert!(message.starts_with("Delete repository alice/demo"), "{message}");
+    assert!(message.ends_with("? This cannot be undone."), "{message}");
+    let schema = &asked[0]["requested_schema"];
+    assert_eq!(schema["required"], json!(["confirm"]), "{schema}");
+    assert_eq!(schema["properties"]["confirm"]["type"], "boolean", "{schema}");
+}
+
+#[tokio::test]
+async fn over_stdio_the_person_is_asked_and_only_a_checked_yes_runs_the_call() {
+    // Before 2026-07-28 (`legacy`) the server asks while the call waits; from it on (`auto`)
+    // the call answers with the question and the SDK calls again with the answer.
+    for mode in ["legacy", "auto"] {
+        let f = forge().await;
+        ran(&stdio(&f, mode, Some("accept"), &delete_demo(), &[]).await, &f);
+        for (answer, why) in [
+            ("decline", "the person declined"),
+            ("uncheck", "the person declined"),
+            ("cancel", "the person cancelled the question"),
+        ] {
+            let f = forge().await;
+            let run = stdio(&f, mode, Some(answer), &delete_demo(), &[]).await;
+            refused(&run, &f, why);
+            asked_once(&run);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_person_who_does_not_answer_in_time_stops_the_call() {
+    let f = forge().await;
+    let run = stdio(&f, "legacy", Some("ignore"), &delete_demo(), &[("CONFIRM_TIMEOUT", "1")]).await;
+    refused(&run, &f, "did not answer within 1s (CONFIRM_TIMEOUT)");
+}
+
+#[tokio::test]
+async fn a_client_that_cannot_ask_sends_the_exact_target_the_error_names() {
+    let f = forge().await;
+    let calls = json!([
+        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}},
+        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/other"}},
+        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/demo"}},
+    ]);
+    let run = stdio(&f, "legacy", None, &calls, &[]).await;
+    for nth in [0, 1] {
+        let (failed, envelope) = result(&run, nth);
+        assert!(failed && envelope["error"]["kind"] == "not_confirmed", "{envelope}");
+        let message = envelope["error"]["message"].as_str().unwrap();
+        assert!(message.contains("declared no elicitation support"), "{message}");
+        assert!(
+            message.contains(r#"ask the person: "Delete repository alice/demo? This cannot be undone.""#),
+            "{message}"
+        );
+        assert!(message.contains(r#""confirm": "alice/demo""#), "{message}");
+    }
+    assert!(
+        result(&run, 1).1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"alice/other\", is not the exact target")
+    );
+    let (failed, envelope) = result(&run, 2);
+    assert!(!failed, "{envelope}");
+    assert_eq!(writes(&f).len(), 1, "only the confirmed call was sent: {:?}", writes(&f));
+}
+
+#[tokio::test]
+async fn with_argument_mode_even_a_client_that_can_ask_sends_confirm_and_with_off_nobody_is_asked() {
+    let f = forge().await;
+    let run =
+        stdio(&f, "legacy", Some("accept"), &delete_demo(), &[("CONFIRM_IRREVERSIBLE", "argument")]).await;
+    refused(&run, &f, "CONFIRM_IRREVERSIBLE=argument");
+    assert_eq!(run.doc["elicitations"], json!([]), "argument mode asks nobody");
+    let f = forge().await;
+    let run = stdio(&f, "legacy", Some("decline"), &delete_demo(), &[("CONFIRM_IRREVERSIBLE", "off")]).await;
+    assert!(!result(&run, 0).0, "{}", run.context);
+    assert_eq!(run.doc["elicitations"], json!([]));
+    assert_eq!(writes(&f).len(), 1);
+}
+
+#[tokio::test]
+async fn an_agent_that_can_ask_its_person_cannot_confirm_for_them() {
+    // A `confirm` an injected instruction made the agent send is ignored: the person is asked.
+    let f = forge().await;
+    let calls = json!([{"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/demo"}}]);
+    let run = stdio(&f, "legacy", Some("decline"), &calls, &[]).await;
+    refused(&run, &f, "the person declined");
+}
+
+#[tokio::test]
+async fn the_raw_and_call_tools_are_asked_for_the_operation_they_reach() {
+    for call in [
+        json!({"tool": "gitea_api_request", "arguments": {"method": "DELETE", "path": "/repos/alice/demo"}}),
+        json!({"tool": "gitea_call_operation", "arguments": {"operation_id": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}}}),
+    ] {
+        let f = forge().await;
+        let run = stdio(&f, "legacy", Some("decline"), &json!([call]), &[]).await;
+        refused(&run, &f, "the person declined");
+        asked_once(&run);
+        let f = forge().await;
+        ran(&stdio(&f, "legacy", Some("accept"), &json!([call]), &[]).await, &f);
+    }
+}
+
+#[tokio::test]
+async fn in_streamable_http_sessions_and_over_sse_the_person_is_asked() {
+    for (transport, mode) in [("http", "legacy"), ("http", "auto"), ("sse", "legacy"), ("sse", "auto")] {
+        let f = forge().await;
+        let server = HttpServer::spawn(&f.base_url(), transport, &[]).await;
+        ran(&http(&server, transport, mode, Some("accept"), &delete_demo()).await, &f);
+        let f = forge().await;
+        let server = HttpServer::spawn(&f.base_url(), transport, &[]).await;
+        let run = http(&server, transport, mode, Some("decline"), &delete_demo()).await;
+        refused(&run, &f, "the person declined");
+        asked_once(&run);
+    }
+}
+
+#[tokio::test]
+async fn over_stateless_http_the_question_comes_back_as_the_answer() {
+    let f = forge().await;
+    let server = HttpServer::spawn(&f.base_url(), "http", &[("MCP_STATELESS", "true")]).await;
+    // 2026-07-28: the multi-round-trip answer, driven by the SDK.
+    ran(&http(&server, "http", "auto", Some("accept"), &delete_demo()).await, &f);
+    let f2 = forge().await;
+    let server = HttpServer::spawn(&f2.base_url(), "http", &[("MCP_STATELESS", "true")]).await;
+    let run = http(&server, "http", "auto", Some("decline"), &delete_demo()).await;
+    refused(&run, &f2, "the person declined");
+    // Before it, a stateless request cannot reach the client: `confirm` it is.
+    let run = http(&server, "http", "legacy", Some("accept"), &delete_demo()).await;
+    refused(&run, &f2, r#""confirm": "alice/demo""#);
+    assert_eq!(run.doc["elicitations"], json!([]));
+}
+
+/// A stateless 2026-07-28 `tools/call` from a client with form elicitation.
+async fn round(server: &HttpServer, args: Value, retry: Option<(&Value, Value)>, token: &str) -> Value {
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}});
+    let mut params = json!({"name": "repoDelete", "arguments": args, "_meta": meta});
+    if let Some((state, answer)) = retry {
+        params["requestState"] = state.clone();
+        params["inputResponses"] = json!({"confirm": answer});
+    }
+    let auth = format!("token {token}");
+    stateless_tools_call(&http_client(), &server.base, params, Some(&auth))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", server.stderr()))
+}
+
+fn error_of(reply: &Value) -> (String, String) {
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{reply}"));
+    let v: Value = serde_json::from_str(text).unwrap();
+    (
+        v["error"]["kind"].as_str().unwrap_or("").to_owned(),
+        v["error"]["message"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_sealed_question_confirms_only_its_own_call_and_only_in_time() {
+    let f = forge().await;
+    let server =
+        HttpServer::spawn(&f.base_url(), "http", &[("MCP_STATELESS", "true"), ("CONFIRM_TIMEOUT", "2")])
+            .await;
+    let demo = json!({"owner": "alice", "repo": "demo"});
+    let first = round(&server, demo.clone(), None, ALICE_TOKEN).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let state = result["requestState"].clone();
+    assert!(state.as_str().is_some_and(|s| s.starts_with("aegis-confirm.")), "{first}");
+    let asked = &result["inputRequests"]["confirm"];
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert!(
+        asked["params"]["message"].as_str().unwrap().starts_with("Delete repository alice/demo"),
+        "{asked}"
+    );
+    let yes = json!({"action": "accept", "content": {"confirm": true}});
+    // The yes for alice/demo confirms no other repository, and no other caller's call.
+    let other = json!({"owner": "alice", "repo": "other"});
+    let (kind, message) = error_of(&round(&server, other, Some((&state, yes.clone())), ALICE_TOKEN).await);
+    assert_eq!(kind, "not_confirmed");
+    assert!(message.contains("given for another call"), "{message}");
+    let (kind, _) = error_of(&round(&server, demo.clone(), Some((&state, yes.clone())), BOB_TOKEN).await);
+    assert_eq!(kind, "not_confirmed");
+    // A state altered by one character opens nowhere.
+    let mut forged = state.as_str().unwrap().to_owned();
+    let last = forged.pop().unwrap();
+    forged.push(if last == 'A' { 'B' } else { 'A' });
+    let (kind, _) =
+        error_of(&round(&server, demo.clone(), Some((&json!(forged), yes.clone())), ALICE_TOKEN).await);
+    assert_eq!(kind, "not_confirmed");
+    assert!(writes(&f).is_empty(), "{:?}", writes(&f));
+    // After CONFIRM_TIMEOUT the yes comes too late.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (kind, message) =
+        error_of(&round(&server, demo.clone(), Some((&state, yes.clone())), ALICE_TOKEN).await);
+    assert_eq!(kind, "not_confirmed");
+    assert!(message.contains("has expired"), "{message}");
+    assert!(writes(&f).is_empty(), "{:?}", writes(&f));
+    // A fresh question answered in time runs the call.
+    let again = round(&server, demo.clone(), None, ALICE_TOKEN).await;
+    let state = again["result"]["requestState"].clone();
+    let done = round(&server, demo, Some((&state, yes)), ALICE_TOKEN).await;
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(writes(&f).len(), 1);
+}
