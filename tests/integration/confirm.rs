@@ -322,3 +322,53 @@ async fn a_sealed_question_confirms_only_its_own_call_and_only_in_time() {
     assert_eq!(done["result"]["isError"], false, "{done}");
     assert_eq!(writes(&f).len(), 1);
 }
+
+#[tokio::test]
+async fn the_audit_line_says_how_each_call_was_confirmed_and_nothing_the_person_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, key) = (dir.path().join("audit.jsonl"), dir.path().join("audit.key"));
+    std::fs::write(&key, "ab".repeat(32)).unwrap();
+    let env = [("AUDIT_LOG", log.to_str().unwrap()), ("AUDIT_KEY_FILE", key.to_str().unwrap())];
+    let lines = |log: &std::path::Path| -> Vec<Value> {
+        std::fs::read_to_string(log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let f = forge().await;
+    stdio(&f, "legacy", Some("accept"), &delete_demo(), &env).await;
+    let calls = json!([
+        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "other"}},
+        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "other", "confirm": "alice/other"}},
+        {"tool": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}},
+    ]);
+    stdio(&f, "legacy", None, &calls, &env).await;
+    let off = [env[0], env[1], ("CONFIRM_IRREVERSIBLE", "off")];
+    stdio(
+        &f,
+        "legacy",
+        None,
+        &json!([{"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "gone"}}]),
+        &off,
+    )
+    .await;
+    let tools: Vec<Value> = lines(&log).into_iter().filter(|l| l["tool"].is_string()).collect();
+    let how: Vec<(Value, Value, Value)> = tools
+        .iter()
+        .map(|l| {
+            (l["operation"].clone(), l["outcome"].clone(), l.get("confirmed").cloned().unwrap_or(Value::Null))
+        })
+        .collect();
+    assert_eq!(
+        how,
+        [
+            (json!("repoDelete"), json!("ok"), json!("asked")),
+            (json!("repoDelete"), json!("not_confirmed"), Value::Null),
+            (json!("repoDelete"), json!("ok"), json!("argument")),
+            // Deleted by the first call: a read is never asked for.
+            (json!("repoGet"), json!("not_found"), Value::Null),
+            // Sent unasked (the fake forge has no such repository).
+            (json!("repoDelete"), json!("not_found"), json!("off")),
+        ],
+        "{tools:#?}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("Yes, go ahead") && !text.contains("This cannot be undone"), "{text}");
+}
