@@ -226,11 +226,22 @@ async fn in_streamable_http_sessions_and_over_sse_the_person_is_asked() {
         let f = forge().await;
         let server = HttpServer::spawn(&f.base_url(), transport, &[]).await;
         ran(&http(&server, transport, mode, Some("accept"), &delete_demo()).await, &f);
+        for (answer, why) in
+            [("decline", "the person declined"), ("cancel", "the person cancelled the question")]
+        {
+            let f = forge().await;
+            let server = HttpServer::spawn(&f.base_url(), transport, &[]).await;
+            let run = http(&server, transport, mode, Some(answer), &delete_demo()).await;
+            refused(&run, &f, why);
+            asked_once(&run);
+        }
+    }
+    // A person who does not answer: the call ends when CONFIRM_TIMEOUT has passed.
+    for transport in ["http", "sse"] {
         let f = forge().await;
-        let server = HttpServer::spawn(&f.base_url(), transport, &[]).await;
-        let run = http(&server, transport, mode, Some("decline"), &delete_demo()).await;
-        refused(&run, &f, "the person declined");
-        asked_once(&run);
+        let server = HttpServer::spawn(&f.base_url(), transport, &[("CONFIRM_TIMEOUT", "1")]).await;
+        let run = http(&server, transport, "legacy", Some("ignore"), &delete_demo()).await;
+        refused(&run, &f, "did not answer within 1s (CONFIRM_TIMEOUT)");
     }
 }
 

@@ -13,8 +13,9 @@ a CALLS.json file in order and print ONE JSON document on stdout:
 
 With `--elicit ANSWER` the client declares elicitation support and answers every
 elicitation the server sends with ANSWER: `accept` (the form with each boolean member true),
-`uncheck` (accepted with each boolean false), `decline`, `cancel`, or `ignore` (never answers:
-the callback sleeps longer than any test waits). The report then has
+`uncheck` (accepted with each boolean false), `decline`, `cancel`, or `ignore` (answers too late:
+the callback sleeps `IGNORE_SECONDS`, longer than the tests' CONFIRM_TIMEOUT, then declines; a
+callback that never returned would leave the SDK's readers busy when the client closes). The report then has
 `"elicitations": [{"message": ..., "requested_schema": {...}}]`, one per question, in order.
 Without `--elicit` the client declares no elicitation support.
 
@@ -54,12 +55,16 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+IGNORE_SECONDS = 4.0
+
+
 class Elicitations:
     """The elicitation callback answering `answer`, and what it was asked."""
 
     def __init__(self, answer: str) -> None:
         self.answer = answer
         self.asked: list[dict[str, Any]] = []
+        self.running = 0  # callbacks not yet returned (a late answer on its way)
 
     async def __call__(self, context: Any, params: Any) -> Any:
         from mcp import types
@@ -68,7 +73,12 @@ class Elicitations:
         schema = schema if isinstance(schema, dict) else (schema.model_dump(by_alias=True) if schema else None)
         self.asked.append({"message": params.message, "requested_schema": schema})
         if self.answer == "ignore":
-            await asyncio.sleep(3600)
+            self.running += 1
+            try:
+                await asyncio.sleep(IGNORE_SECONDS)
+            finally:
+                self.running -= 1
+            return types.ElicitResult(action="decline")
         if self.answer in ("decline", "cancel"):
             return types.ElicitResult(action=self.answer)
         props = (schema or {}).get("properties", {})
@@ -168,6 +178,12 @@ async def drive(
             )
         out["calls"].append(record)
     if elicitations is not None:
+        # A late answer is let go before the client closes (the SDK's readers fail otherwise).
+        for _ in range(int(IGNORE_SECONDS * 20) + 20):
+            if not elicitations.running:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2 if elicitations.answer == "ignore" else 0)
         out["elicitations"] = elicitations.asked
     return out
 
