@@ -785,8 +785,15 @@ pub fn oauth(data: &[u8]) {
         }
         _ => {
             let text = String::from_utf8_lossy(rest);
-            let kinds =
-                [Kind::Client, Kind::Pending, Kind::Approved, Kind::Code, Kind::Access, Kind::Refresh];
+            let kinds = [
+                Kind::Client,
+                Kind::Pending,
+                Kind::Approved,
+                Kind::Code,
+                Kind::Access,
+                Kind::Refresh,
+                Kind::Confirmation,
+            ];
             for kind in kinds {
                 assert!(!crate::oauth::opens_as(sealer(), kind, &text), "{kind:?} opened {text:?}");
                 assert!(sealer().open::<Value>(kind, &text).is_err(), "{kind:?} opened {text:?}");
