@@ -1368,10 +1368,16 @@ mod tests {
                 }
             }
         }
-        // The bucket, and what it refilled meanwhile; rate drawn and not used is lost, never
-        // let through twice.
+        // Never more than the bucket and what it refilled meanwhile. Rate drawn and not used
+        // in time (valid for DRAWN_FOR; on a loaded machine a draw can outlive it) is lost,
+        // never let through twice: at most a draw's worth, a sixteenth of the bucket, per
+        // replica.
         let refilled = (started.elapsed().as_micros() / interval.as_micros()) as usize;
-        assert!((320..=320 + refilled + 1).contains(&let_through), "{let_through}, {refilled} refilled");
+        let lost = 2 * (320 / 16 + 1);
+        assert!(
+            (320 - lost..=320 + refilled + 1).contains(&let_through),
+            "{let_through}, {refilled} refilled"
+        );
         let trips = round_trips(&metrics_a) + round_trips(&metrics_b);
         assert!(trips < 250, "{let_through} calls in {trips} round trips");
     }
