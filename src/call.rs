@@ -116,9 +116,17 @@ pub async fn run_asking(
     }
     // What cannot be undone is confirmed by a person (or their `confirm`) before it is sent.
     if let Some(c) = server.policy.confirmation(&call) {
-        let how = confirm::confirm(server, narrowing, &credential, asker, &c, ask.confirm.as_deref())
-            .await
-            .map_err(|e| guard.error(e))?;
+        let how = confirm::confirm(
+            server,
+            narrowing,
+            &credential,
+            asker,
+            guard.redactor(),
+            &c,
+            ask.confirm.as_deref(),
+        )
+        .await
+        .map_err(|e| guard.error(e))?;
         trace.confirmed = Some(how);
     }
     // 4.–6. plan, send, decode.

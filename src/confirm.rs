@@ -21,6 +21,7 @@ use crate::identity::Credential;
 use crate::server::Server;
 use aegis_core::admission::{self, Admitted};
 use aegis_core::error::CallError;
+use aegis_core::guard::Redactor;
 use aegis_core::policy::Narrowing;
 use aegis_core::policy::confirm::{Confirmation, Confirmed, Mode, goes_with};
 
@@ -47,6 +48,11 @@ pub enum Answer {
 pub trait Asker: Send + Sync {
     /// Whether the client declared it can ask its person (form elicitation) on this request.
     fn can_ask(&self) -> bool;
+    /// Whether asking needs the question's words: not when the request already carries the
+    /// person's answer (a 2026-07-28 retry), which is judged against its state alone.
+    fn needs_question(&self) -> bool {
+        true
+    }
     /// Ask `question`, to be confirmed for `target`; what the person did.
     fn ask<'a>(
         &'a self,
@@ -68,12 +74,14 @@ impl Asker for Nobody {
 }
 
 /// Confirm `c` for a call under `narrowing` as `credential`: how it was confirmed, or the
-/// `not_confirmed` error (nothing is sent then).
+/// `not_confirmed` error (nothing is sent then). What the person is shown passes the call's
+/// `redactor` first: the target is the caller's text, which may hold a pasted secret.
 pub(crate) async fn confirm(
     server: &Server,
     narrowing: &Narrowing,
     credential: &Credential,
     asker: &dyn Asker,
+    redactor: &Redactor,
     c: &Confirmation,
     given: Option<&str>,
 ) -> Result<Confirmed, CallError> {
@@ -87,9 +95,15 @@ pub(crate) async fn confirm(
         }
         Mode::Ask => {}
     }
-    let with = look(server, narrowing, credential, c).await;
-    let question = c.question(with.as_deref());
-    let answer = tokio::time::timeout(server.settings.confirm_timeout, asker.ask(&question, &c.target))
+    let question = if asker.needs_question() {
+        let with = look(server, narrowing, credential, c).await;
+        redactor.redact_str(&c.question(with.as_deref()))
+    } else {
+        String::new()
+    };
+    // The target names the form's box; the state's binding covers the exact arguments anyway.
+    let target = redactor.redact_str(&c.target);
+    let answer = tokio::time::timeout(server.settings.confirm_timeout, asker.ask(&question, &target))
         .await
         .unwrap_or(Answer::NoAnswer);
     tracing::debug!(operation = %c.operation, ?answer, "asked the person to confirm");
@@ -143,7 +157,8 @@ async fn look(
         return None;
     }
     let total = got.header("x-total-count").and_then(|t| t.trim().parse().ok());
-    // Numbers and a commit id are read; nothing else of the answer reaches the question.
+    // Numbers and a commit id are read; nothing else of the answer reaches the question
+    // (the body was bounded by the forge client).
     let value: Value = serde_json::from_slice(&got.body).ok()?;
     goes_with(c.with, &value, total)
 }

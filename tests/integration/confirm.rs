@@ -383,3 +383,16 @@ async fn the_audit_line_says_how_each_call_was_confirmed_and_nothing_the_person_
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("Yes, go ahead") && !text.contains("This cannot be undone"), "{text}");
 }
+
+#[tokio::test]
+async fn a_secret_in_the_target_is_not_shown_to_the_person() {
+    // An agent may paste anything into an argument; the question passes the call's guard.
+    let f = forge().await;
+    let calls =
+        json!([{"tool": "repoDelete", "arguments": {"owner": "alice", "repo": format!("x{ALICE_TOKEN}")}}]);
+    let run = stdio(&f, "legacy", Some("decline"), &calls, &[]).await;
+    let asked = run.doc["elicitations"].to_string();
+    assert!(asked.contains("Delete repository alice/x"), "{asked}");
+    assert!(!asked.contains(ALICE_TOKEN), "the token was shown: {asked}");
+    assert!(writes(&f).is_empty());
+}
