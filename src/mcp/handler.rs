@@ -172,18 +172,22 @@ impl ServerHandler for McpHandler {
         let started = std::time::Instant::now();
         let _running = self.server.calls.token();
         let server = &self.server;
-        let (name, arguments) = (&request.name, request.arguments.clone());
         let oversized = oversized_of(&context);
         let stateless = self.server.settings.stateless
             && context.extensions.get::<http::request::Parts>().is_some()
             && self.server.settings.transport != TransportChoice::Sse;
+        let may_ask = server.settings.confirm_irreversible == aegis_core::policy::confirm::Mode::Ask
+            && server.catalog.get(&request.name).is_some_and(|t| aegis_core::policy::confirm::offered_by(t));
         let person = super::person::Person::of(
             &context,
             &request,
             stateless,
+            may_ask,
             &server.confirmations,
             server.settings.confirm_timeout,
         );
+        let mut request = request;
+        let (name, arguments) = (&request.name, request.arguments.take());
         let result =
             call::recorded(server, self.origin(&context), name, arguments, |arguments, mut trace| {
                 let (context, person) = (&context, &person);

@@ -67,14 +67,19 @@ struct Rounds<'s> {
 
 impl<'s> Person<'s> {
     /// The person behind `context`'s client for `request`; `stateless`: the request stands
-    /// alone (HTTP without sessions).
+    /// alone (HTTP without sessions); `may_ask`: the tool may need a confirmation — for any
+    /// other call nothing is looked at or hashed.
     pub(crate) fn of(
         context: &RequestContext<RoleServer>,
         request: &CallToolRequestParams,
         stateless: bool,
+        may_ask: bool,
         sealer: &'s Sealer,
         timeout: Duration,
     ) -> Person<'s> {
+        if !may_ask {
+            return Person { way: Way::Unreachable, declared: false, timeout };
+        }
         let declared = context
             .client_capabilities()
             .and_then(|c| c.elicitation)
@@ -114,7 +119,8 @@ fn call_hash(context: &RequestContext<RoleServer>, request: &CallToolRequestPara
     let mut h = Sha256::new();
     h.update(request.name.as_bytes());
     h.update([0]);
-    h.update(serde_json::to_vec(&request.arguments).unwrap_or_default());
+    // Straight into the hash: an upload's base64 is not copied.
+    let _ = serde_json::to_writer(&mut h, &request.arguments);
     h.update([0]);
     if let Some(parts) = context.extensions.get::<http::request::Parts>() {
         for v in parts.headers.get_all(http::header::AUTHORIZATION) {
@@ -172,6 +178,10 @@ fn answer_of(r: &ElicitResult) -> Answer {
 impl Asker for Person<'_> {
     fn can_ask(&self) -> bool {
         self.declared && !matches!(self.way, Way::Unreachable)
+    }
+
+    fn needs_question(&self) -> bool {
+        !matches!(&self.way, Way::Rounds(r) if r.state.is_some() && r.answer.is_some())
     }
 
     fn ask<'a>(

@@ -289,16 +289,21 @@ fn offer_shape_in(schema: &mut Map<String, Value>, shape: Option<&str>, fields: 
 const CONFIRM_FULL: &str = "This call cannot be undone. A client that can ask its person (elicitation) is asked and this is ignored; otherwise the exact target the person agreed to, as the error of a call without it names it (e.g. alice/webapp, alice/webapp#branch/feat-x). Never fill it in without asking the person.";
 const CONFIRM_REACHED_FULL: &str = "For an operation that cannot be undone (deleting a repository, a branch, a release, ...): the exact target the person agreed to, as the error of a call without it names it; a client that can ask its person is asked instead. Never fill it in without asking the person.";
 
+/// The argument that carries a person's confirmation when the client cannot ask them, and
+/// the longest one read (a target is a route's values).
+pub const CONFIRM_ARGUMENT: &str = "confirm";
+pub(crate) const MAX_CONFIRM_BYTES: usize = 2048;
+
 /// Add the `confirm` property, described by `text` if given, to a schema.
 fn offer_confirm_in(schema: &mut Map<String, Value>, text: Option<&str>) {
     let mut property = serde_json::json!({"type": "string"});
     if let Some(text) = text {
-        property["maxLength"] = 2048.into();
+        property["maxLength"] = MAX_CONFIRM_BYTES.into();
         property["description"] = text.into();
     }
     let props = schema.entry("properties").or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(props) = props {
-        props.insert("confirm".to_owned(), property);
+        props.insert(CONFIRM_ARGUMENT.to_owned(), property);
     }
 }
 

@@ -21,8 +21,8 @@ use super::repos::Values;
 use crate::catalog::{Method, Operation, Piece, Target, ToolDef};
 use crate::error::{CallError, ErrorKind};
 
-/// The argument that carries a person's confirmation when the client cannot ask them.
-pub const CONFIRM_ARGUMENT: &str = "confirm";
+pub use crate::catalog::tool::CONFIRM_ARGUMENT;
+use crate::catalog::tool::MAX_CONFIRM_BYTES;
 
 /// `CONFIRM_IRREVERSIBLE`: how an irreversible call is confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -287,9 +287,6 @@ pub(crate) fn take(args: &mut Map<String, Value>) -> Result<Option<String>, Call
         )),
     }
 }
-
-/// The longest `confirm` read: a target is a route's values.
-const MAX_CONFIRM_BYTES: usize = 2048;
 
 fn is_harmless(id: &str) -> bool {
     HARMLESS.iter().any(|h| h.operation == id)

@@ -470,14 +470,27 @@ impl Server {
     /// (this client cannot be asked) is made again with the `confirm` its error names, as an
     /// agent would once the person agreed (the real-forge tests' deletes).
     pub async fn call(&self, tool: &str, args: Value) -> Called {
-        let first = call_on(&self.client, tool, args.clone())
-            .await
-            .unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"));
-        let Some(target) = confirm_asked(&first) else { return first };
-        let mut args = args;
-        args.as_object_mut().expect("arguments are an object").insert("confirm".into(), target.into());
-        call_on(&self.client, tool, args).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
+        call_confirming(&self.client, tool, args, |_| ()).await
     }
+}
+
+/// `call_on`, panicking on a JSON-RPC error; a call the server holds for a person's
+/// confirmation (`not_confirmed`: this client cannot be asked) is made again with the
+/// `confirm` its error names, as an agent would once the person agreed, after `between` has
+/// looked at the first answer.
+pub async fn call_confirming(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+    between: impl FnOnce(&Called),
+) -> Called {
+    let first =
+        call_on(client, tool, args.clone()).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"));
+    let Some(target) = confirm_asked(&first) else { return first };
+    between(&first);
+    let mut args = args;
+    args.as_object_mut().expect("arguments are an object").insert("confirm".into(), target.into());
+    call_on(client, tool, args).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
 }
 
 /// One `tools/call` through an rmcp client.
@@ -738,20 +751,17 @@ impl Harness {
     /// would once the person agreed; `confirmed` counts those.
     pub async fn call(&self, tool: &str, args: Value) -> Called {
         let before = self.forge.requests().len();
-        let first =
-            self.call_raw(tool, args.clone()).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"));
-        let Some(target) = confirm_asked(&first) else { return first };
-        // The server's own questions (who the caller is) are not the call.
-        let sent: Vec<String> = self.forge.requests()[before..]
-            .iter()
-            .filter(|r| r.raw_path != "/api/v1/version" && r.raw_path != "/api/v1/user")
-            .map(|r| format!("{} {}", r.method, r.raw_path))
-            .collect();
-        assert!(sent.is_empty(), "{tool}: sent before it was confirmed: {sent:?}");
-        self.confirmed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut args = args;
-        args.as_object_mut().expect("arguments are an object").insert("confirm".into(), target.into());
-        self.call_raw(tool, args).await.unwrap_or_else(|e| panic!("{tool}: JSON-RPC error {e}"))
+        call_confirming(&self.client, tool, args, |_| {
+            // The server's own questions (who the caller is) are not the call.
+            let sent: Vec<String> = self.forge.requests()[before..]
+                .iter()
+                .filter(|r| r.raw_path != "/api/v1/version" && r.raw_path != "/api/v1/user")
+                .map(|r| format!("{} {}", r.method, r.raw_path))
+                .collect();
+            assert!(sent.is_empty(), "{tool}: sent before it was confirmed: {sent:?}");
+            self.confirmed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })
+        .await
     }
 
     /// How many calls `call` made again with `confirm`.
