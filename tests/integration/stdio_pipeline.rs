@@ -1299,3 +1299,37 @@ async fn typed_results_go_to_clients_of_the_protocol_versions_the_setting_names(
         client.cancel().await.unwrap();
     }
 }
+
+/// JSON Schema counts `1.0`, `1E2` and `-0` as integers, so they pass validation; they are
+/// sent as the integers they are (`/issues/1`, never `/issues/1.0` or `-0.0`), in the path,
+/// the query and the body, and a number no 64-bit integer holds is refused before sending.
+#[tokio::test]
+async fn integers_written_as_decimals_are_sent_as_integers() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.seed_repo("alice", "demo");
+    h.forge.seed_issues("alice", "demo", 3);
+    for (index, path) in [
+        (json!(1.0), "/api/v1/repos/alice/demo/issues/1"),
+        (json!(-0.0), "/api/v1/repos/alice/demo/issues/0"),
+    ] {
+        let _ = h.call("issueGetIssue", json!({"owner": "alice", "repo": "demo", "index": index})).await;
+        assert_eq!(h.last().raw_path, path);
+    }
+    let c =
+        h.call("issueListIssues", json!({"owner": "alice", "repo": "demo", "limit": 1E1, "page": 1.0})).await;
+    assert_envelope(&c);
+    let query = h.last().raw_query.unwrap_or_default();
+    assert!(query.contains("limit=10") && query.contains("page=1"), "{query}");
+    let body = json!({"title": "t", "milestone": 2.0});
+    let _ =
+        h.call("issueEditIssue", json!({"owner": "alice", "repo": "demo", "index": 2.0, "body": body})).await;
+    let sent = h.last();
+    assert_eq!(sent.raw_path, "/api/v1/repos/alice/demo/issues/2");
+    assert_eq!(sent.json_body().unwrap()["milestone"].to_string(), "2");
+    let before = h.tool_requests().len();
+    let c = h.call("issueGetIssue", json!({"owner": "alice", "repo": "demo", "index": 1e300})).await;
+    assert_eq!(c.kind(), "invalid_arguments", "{}", c.text);
+    assert!(c.text.contains("64-bit integer"), "{}", c.text);
+    assert_eq!(h.tool_requests().len(), before, "nothing sent");
+    h.stop().await;
+}
