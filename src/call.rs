@@ -106,7 +106,7 @@ pub async fn run_asking(
     let operation_id = operation.map(|op| op.id.as_str());
     // File bytes (raw files, archives) are exact content: no hygiene, even when sent as text.
     let file_bytes = operation.is_some_and(|op| op.response == aegis_core::catalog::ResponseKind::Binary);
-    let guard =
+    let mut guard =
         guard.with(secrets::from_body(operation_id, call.args().get("body"))).for_file_bytes(file_bytes);
     let issues_credentials = credential_ops::issues_credentials(operation_id);
     // Fields the result type does not have are refused before anything is sent.
@@ -144,6 +144,13 @@ pub async fn run_asking(
         Filter::Removed(f) => Some(f),
         Filter::Withheld(why) => return Err(guard.error(CallError::local(ErrorKind::Denied, why))),
     };
+    // Known secrets in base64 file content are found on the forge's whole answer, before
+    // shaping: `fields` may keep a file's `content` without the `encoding` that says what it is.
+    if fetched.json {
+        guard
+            .contents(server.catalog.definitions(), result_type, fetched.status, &mut fetched.data)
+            .map_err(|e| guard.error(e))?;
+    }
     // 7. shape: what the agent needs of the data (after the fence, which reads the forge's
     //    own members), and only the fields asked for.
     let shape = ask.shape.unwrap_or(server.settings.result_shape);
@@ -343,7 +350,7 @@ pub(crate) async fn run_reads(
     // One resource read is one call for the limits, however many reads it makes; a refusal is
     // this server's own words.
     let _admitted = server.limits.admit(key(&identity)).await.map_err(|e| server.guard.error(e))?;
-    let guard = server.guard.for_call(secrets).for_resource_read();
+    let mut guard = server.guard.for_call(secrets).for_resource_read();
     let mut first: Option<Fetched> = None;
     let shape = server.settings.result_shape;
     let mut compact = false;
@@ -358,8 +365,13 @@ pub(crate) async fn run_reads(
                 (this.operation, this.method, this.path, this.status);
         }
         let mut got = fetched.map_err(|e| guard.error(e))?;
-        // Each read in the server's shape, typed by its own operation.
+        // Each read in the server's shape, typed by its own operation, its base64 content
+        // checked before (as a call's).
         let result_type = call.operation().and_then(|op| op.result.as_ref());
+        if got.json {
+            let defs = server.catalog.definitions();
+            guard.contents(defs, result_type, got.status, &mut got.data).map_err(|e| guard.error(e))?;
+        }
         got.shape(server, result_type, shape, None).map_err(|e| guard.error(e))?;
         compact |= got.json && shape == Shape::Compact;
         datas.push(std::mem::take(&mut got.data));

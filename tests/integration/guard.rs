@@ -83,6 +83,43 @@ async fn known_secrets_inside_base64_file_content_are_redacted_or_withheld() {
     h.stop().await;
 }
 
+/// `fields` keeps only some members, but which members are base64 content is decided on the
+/// forge's whole answer first (by the result type, and the `encoding` the forge sent): a
+/// binary file holding a secret is withheld with `fields: ["content"]` too, not sent as base64
+/// with `[REDACTED]` spliced in, and a text file's secret is redacted in the decoded text and
+/// encoded again — also when the forge leaves the encoding out.
+#[tokio::test]
+async fn fields_never_skip_the_check_of_base64_content() {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as B64;
+    let (setup, _dir) = secrets_setup("off");
+    let h = Harness::start(setup).await;
+    let mut bytes = vec![0u8, 0xff, 0xfe];
+    bytes.extend(EXTRA.as_bytes());
+    let body = json!({"type": "file", "path": "a.bin", "encoding": "base64", "content": B64.encode(&bytes)});
+    h.forge.script(echo("/api/v1/repos/o/r/contents/a.bin", body));
+    for fields in [json!(["content"]), json!(["content", "path"]), json!(["path"])] {
+        let args = json!({"owner": "o", "repo": "r", "filepath": "a.bin", "fields": fields});
+        let c = h.call("repoGetContents", args).await;
+        assert_eq!(c.kind(), "secret_blocked", "{fields}: {}", c.text);
+        assert!(!c.text.contains("REDACTED"), "{}", c.text);
+    }
+    let file = format!("token={EXTRA}\n");
+    let body = json!({"type": "file", "path": "a.txt", "encoding": "base64", "content": B64.encode(&file)});
+    h.forge.script(echo("/api/v1/repos/o/r/contents/a.txt", body));
+    // The forge's encoding left out: the result type says `content` is base64.
+    let body = json!({"type": "file", "path": "b.txt", "content": B64.encode(&file)});
+    h.forge.script(echo("/api/v1/repos/o/r/contents/b.txt", body));
+    for path in ["a.txt", "b.txt"] {
+        let args = json!({"owner": "o", "repo": "r", "filepath": path, "fields": ["content"]});
+        let c = h.call("repoGetContents", args).await;
+        assert_envelope(&c);
+        let content = B64.decode(c.data()["content"].as_str().unwrap()).expect("still base64");
+        assert_eq!(String::from_utf8(content).unwrap(), "token=[REDACTED]\n", "{path}: {}", c.text);
+    }
+    h.stop().await;
+}
+
 /// Every byte percent-encoded, with upper- or lower-case hex.
 fn percent(secret: &str, upper: bool) -> String {
     secret.bytes().map(|b| if upper { format!("%{b:02X}") } else { format!("%{b:02x}") }).collect()

@@ -7,6 +7,13 @@
 //!
 //! Only results whose text mentions `base64` are walked; the walk is iterative (the decoder
 //! already bounded the depth) and each string is decoded once, so the cost is linear.
+//!
+//! Which members hold base64 is decided on the forge's whole answer, before the shape stage
+//! keeps only the `fields` asked for (`redact_typed`): by the result type (a member `content`
+//! of a definition that also has `encoding`, a member `content_base64`), and by the
+//! `encoding` the forge sent beside it. After shaping, `content` may stand alone and could no
+//! longer be told from text, and the text scan would splice `[REDACTED]` into the base64 of
+//! a file it must withhold.
 
 use base64::Engine;
 use base64::alphabet::STANDARD as ALPHABET;
@@ -15,6 +22,7 @@ use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STAN
 use serde_json::{Map, Value};
 
 use super::Redactor;
+use crate::catalog::results::{Definition, Definitions, Typed};
 
 /// What the walk found.
 #[derive(Debug, PartialEq, Eq)]
@@ -65,13 +73,65 @@ pub(super) fn redact(redactor: &Redactor, v: &mut Value) -> Found {
     found
 }
 
-/// The members of `map` that hold base64 content.
+/// `redact` on a result of type `result`: the members its definitions say hold base64 are
+/// decoded too, whatever the forge sent beside them.
+pub(super) fn redact_typed(redactor: &Redactor, defs: &Definitions, result: Option<&Typed>, v: &mut Value) -> Found {
+    let mut found = Found::Clean;
+    let top = result.and_then(|t| defs.get(&t.definition));
+    let mut stack: Vec<(&mut Value, Option<&Definition>)> = vec![(v, top)];
+    while let Some((v, def)) = stack.pop() {
+        match v {
+            // A list of the definition (or one where the spec says one and the forge answers
+            // a list): each item is one.
+            Value::Array(items) => stack.extend(items.iter_mut().map(|i| (i, def))),
+            Value::Object(map) => {
+                let mut keys = encoded_fields(map);
+                for key in def.map(typed_fields).unwrap_or_default() {
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+                for key in keys {
+                    if let Some(Value::String(s)) = map.get_mut(key) {
+                        match redact_one(redactor, s) {
+                            Found::Clean => {}
+                            Found::Redacted => found = Found::Redacted,
+                            Found::InBinary => return Found::InBinary,
+                        }
+                    }
+                }
+                for (name, member) in map.iter_mut() {
+                    let inner = def.and_then(|d| d.member(name)).and_then(|t| defs.get(&t.definition));
+                    stack.push((member, inner));
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The members of `map` that hold base64 content, by what the forge sent: `content` beside
+/// `"encoding": "base64"`, and `content_base64`.
 pub(super) fn encoded_fields(map: &Map<String, Value>) -> Vec<&'static str> {
     let mut keys = Vec::new();
     if map.get("encoding").and_then(Value::as_str) == Some("base64") {
         keys.push("content");
     }
     if map.contains_key("content_base64") {
+        keys.push("content_base64");
+    }
+    keys
+}
+
+/// The members a definition says hold base64 content: a file's or blob's `content` (its
+/// definition has `encoding`), a wiki page's `content_base64`.
+fn typed_fields(def: &Definition) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    if def.has("content") && def.has("encoding") {
+        keys.push("content");
+    }
+    if def.has("content_base64") {
         keys.push("content_base64");
     }
     keys
@@ -156,6 +216,28 @@ mod tests {
         let before = v.clone();
         assert_eq!(redact(&redactor(), &mut v), Found::Clean);
         assert_eq!(v, before);
+    }
+
+    #[test]
+    fn the_result_type_says_which_members_are_base64_whatever_the_forge_sent_beside_them() {
+        let c = crate::catalog::embedded(crate::catalog::Flavor::Gitea);
+        let defs = c.definitions();
+        let contents = Typed { definition: "ContentsResponse".into(), list: false };
+        let enc = STANDARD.encode(format!("x {SECRET}"));
+        // A file's `content` alone (the encoding left out, or shaped away).
+        let mut v = json!({"content": enc});
+        assert_eq!(redact_typed(&redactor(), defs, Some(&contents), &mut v), Found::Redacted);
+        assert_eq!(decoded(&v["content"]), "x [REDACTED]");
+        // Nested: the file of a change (`FileResponse.content`), the entries of a directory.
+        let file = Typed { definition: "FileResponse".into(), list: false };
+        let mut v = json!({"content": {"content": enc}, "commit": {"message": "m"}});
+        assert_eq!(redact_typed(&redactor(), defs, Some(&file), &mut v), Found::Redacted);
+        let mut v = json!([{"content": enc}, {"content": null}]);
+        assert_eq!(redact_typed(&redactor(), defs, Some(&contents), &mut v), Found::Redacted);
+        // Another definition's `content` is text.
+        let comment = Typed { definition: "Comment".into(), list: false };
+        let mut v = json!({"body": enc, "content": enc});
+        assert_eq!(redact_typed(&redactor(), defs, Some(&comment), &mut v), Found::Clean);
     }
 
     #[test]

@@ -305,6 +305,7 @@ impl Guard {
             guard: self.clone(),
             file_bytes: false,
             whole_binary: false,
+            contents: None,
         }
     }
 
@@ -332,6 +333,15 @@ impl Guard {
             None => false,
         }
     }
+}
+
+/// A result withheld because a known secret is in base64 content that is not text.
+fn withheld_encoded(status: u16) -> CallError {
+    CallError::from_forge(
+        status,
+        ErrorKind::SecretBlocked,
+        "the result was withheld because a secret this server knows occurs in base64 content that is not text (or the content does not decode, so it could not be checked); fetch it without the server, or remove the secret from it",
+    )
 }
 
 /// Redact and mask an error's words (errors are masked, never blocked: the status and kind
@@ -386,6 +396,9 @@ pub struct CallGuard {
     /// Binary content is kept whole, beyond `MAX_TOOL_RESPONSE_CHARS` (a resource read: the
     /// client fetches it, and `MAX_BINARY_BYTES` bounded it when it was read).
     whole_binary: bool,
+    /// The base64 content of the data was checked before shaping (`contents`), and whether a
+    /// secret was redacted in it; `None`: `success` checks it.
+    contents: Option<bool>,
 }
 
 impl CallGuard {
@@ -403,6 +416,31 @@ impl CallGuard {
         self
     }
 
+    /// Known secrets in the base64 content of `data`, a JSON result of type `result` as the
+    /// forge sent it (before the shape stage keeps only some members): redacted in text and
+    /// encoded again, or the result withheld (`secret_blocked`) for content that is not text.
+    /// `success` then leaves the content alone.
+    pub fn contents(
+        &mut self,
+        defs: &crate::catalog::results::Definitions,
+        result: Option<&crate::catalog::results::Typed>,
+        status: u16,
+        data: &mut Value,
+    ) -> Result<(), CallError> {
+        if self.redactor.secrets().is_empty() {
+            self.contents = Some(false);
+            return Ok(());
+        }
+        // A resource read checks each of its reads before the one success of them all.
+        let before = self.contents.unwrap_or(false);
+        match encoded::redact_typed(&self.redactor, defs, result, data) {
+            encoded::Found::Clean => self.contents = Some(before),
+            encoded::Found::Redacted => self.contents = Some(true),
+            encoded::Found::InBinary => return Err(withheld_encoded(status)),
+        }
+        Ok(())
+    }
+
     /// This guard, also knowing `more` secrets (a request body's, once the operation is known).
     pub fn with(&self, more: Vec<String>) -> CallGuard {
         if more.is_empty() {
@@ -412,6 +450,7 @@ impl CallGuard {
         all.extend(more);
         let mut g = self.guard.for_call(all).for_file_bytes(self.file_bytes);
         g.whole_binary = self.whole_binary;
+        g.contents = self.contents;
         g
     }
 
@@ -454,21 +493,18 @@ impl CallGuard {
         // member on, so the envelope's own words (`"mode":"token"`) do not count as hits. A
         // raw `,"data":` cannot occur inside an earlier string, where quotes are escaped.
         let from = text.find(",\"data\":").unwrap_or(0);
-        // File contents come base64-encoded, where no text scan sees a secret.
-        if !self.redactor.secrets().is_empty() && encoded::may_hold(&text[from..]) {
+        // File contents come base64-encoded, where no text scan sees a secret (checked before
+        // shaping when the caller did, `contents`).
+        if let Some(redacted) = self.contents {
+            done.redacted |= redacted;
+        } else if !self.redactor.secrets().is_empty() && encoded::may_hold(&text[from..]) {
             match encoded::redact(&self.redactor, &mut s.data) {
                 encoded::Found::Clean => {}
                 encoded::Found::Redacted => {
                     done.redacted = true;
                     text = s.to_text();
                 }
-                encoded::Found::InBinary => {
-                    return Err(CallError::from_forge(
-                        s.status,
-                        ErrorKind::SecretBlocked,
-                        "the result was withheld because a secret this server knows occurs in base64 content that is not text (or the content does not decode, so it could not be checked); fetch it without the server, or remove the secret from it",
-                    ));
-                }
+                encoded::Found::InBinary => return Err(withheld_encoded(s.status)),
             }
         }
         // Hidden content first, so that redaction and masking see the text as it leaves.
