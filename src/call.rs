@@ -112,7 +112,7 @@ pub async fn run_asking(
     // Fields the result type does not have are refused before anything is sent.
     let result_type = operation.and_then(|op| op.result.as_ref());
     if let Some(fields) = &ask.fields {
-        shape::check_fields(server.catalog.definitions(), result_type, fields).map_err(|e| guard.error(e))?;
+        shape::check_asked(server.catalog.definitions(), operation, fields).map_err(|e| guard.error(e))?;
     }
     // What cannot be undone is confirmed by a person (or their `confirm`) before it is sent.
     if let Some(c) = server.policy.confirmation(&call) {

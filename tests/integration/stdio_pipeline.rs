@@ -1333,3 +1333,29 @@ async fn integers_written_as_decimals_are_sent_as_integers() {
     assert_eq!(h.tool_requests().len(), before, "nothing sent");
     h.stop().await;
 }
+
+/// `fields` keeps members of a JSON result. Through the raw and the call tool it could reach
+/// an operation that answers text or a file's bytes, where it was silently ignored: it is
+/// refused before anything is sent, naming the operation and what it answers.
+#[tokio::test]
+async fn fields_on_an_operation_that_answers_text_or_bytes_is_refused_before_sending() {
+    let h = Harness::start(Setup::gitea()).await;
+    h.forge.seed_repo("alice", "demo");
+    let before = h.tool_requests().len();
+    for (tool, args) in [
+        (
+            "gitea_api_request",
+            json!({"method": "GET", "path": "/repos/alice/demo/raw/README.md", "fields": ["name"]}),
+        ),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "repoDownloadPullDiffOrPatch", "arguments": {"owner": "alice", "repo": "demo", "index": 1, "diffType": "diff"}, "fields": ["x"]}),
+        ),
+    ] {
+        let c = h.call(tool, args).await;
+        assert_eq!(c.kind(), "invalid_arguments", "{}", c.text);
+        assert!(c.text.contains("leave `fields` out"), "{}", c.text);
+    }
+    assert_eq!(h.tool_requests().len(), before, "nothing was sent");
+    h.stop().await;
+}

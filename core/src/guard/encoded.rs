@@ -75,7 +75,12 @@ pub(super) fn redact(redactor: &Redactor, v: &mut Value) -> Found {
 
 /// `redact` on a result of type `result`: the members its definitions say hold base64 are
 /// decoded too, whatever the forge sent beside them.
-pub(super) fn redact_typed(redactor: &Redactor, defs: &Definitions, result: Option<&Typed>, v: &mut Value) -> Found {
+pub(super) fn redact_typed(
+    redactor: &Redactor,
+    defs: &Definitions,
+    result: Option<&Typed>,
+    v: &mut Value,
+) -> Found {
     let mut found = Found::Clean;
     let top = result.and_then(|t| defs.get(&t.definition));
     let mut stack: Vec<(&mut Value, Option<&Definition>)> = vec![(v, top)];

@@ -145,6 +145,33 @@ fn wrapped(def: &Definition) -> Option<(&str, &Typed)> {
     }
 }
 
+/// Before anything is sent: `fields` of a call of `op` (the operation a raw or call tool
+/// reaches, when known). An operation that answers text, a file's bytes or a redirect has no
+/// members to keep, so `fields` is refused rather than silently ignored; for one that answers
+/// JSON, as `check_fields`.
+pub fn check_asked(
+    defs: &Definitions,
+    op: Option<&crate::catalog::Operation>,
+    fields: &[String],
+) -> Result<(), CallError> {
+    use crate::catalog::ResponseKind;
+    let answers = match op.map(|op| op.response) {
+        Some(ResponseKind::Text) => "text",
+        Some(ResponseKind::Binary) => "a file's bytes",
+        Some(ResponseKind::Redirect) => "a redirect (its location)",
+        Some(ResponseKind::Json) | None => {
+            return check_fields(defs, op.and_then(|op| op.result.as_ref()), fields);
+        }
+    };
+    let id = op.map_or("", |op| op.id.as_str());
+    Err(CallError::invalid_argument(
+        "/fields",
+        format!(
+            "`fields` keeps members of a JSON result, and {id} answers {answers}, which has none: leave `fields` out"
+        ),
+    ))
+}
+
 /// Before anything is sent: every path of `fields` names members the items of a `result`
 /// have (nested paths as far as the spec types them), or the error lists those they have.
 /// Without a result type the paths are checked against the data instead (`render`).
