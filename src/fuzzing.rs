@@ -493,6 +493,9 @@ enum Reading {
     Unescaped,
     /// Base64 file content (the members `guard::encoded` decodes), decoded.
     Base64Content,
+    /// Every string and key with its percent-escapes read (`%2f` is `/`), as a URL decoder
+    /// reads them: any mixture of escaped bytes and hex cases.
+    PercentDecoded,
 }
 
 /// What the guard claims to handle: a secret as it is, in every reading; spelled with JSON's
@@ -502,7 +505,7 @@ const SPELLINGS: &[Spelling] = &[
     Spelling {
         name: "plain",
         spell: plain,
-        readings: &[Reading::Text, Reading::Unescaped, Reading::Base64Content],
+        readings: &[Reading::Text, Reading::Unescaped, Reading::Base64Content, Reading::PercentDecoded],
     },
     Spelling { name: "JSON-escaped", spell: json_escaped, readings: &[Reading::Text] },
     Spelling { name: "percent or base64", spell: aegis_core::guard::spellings, readings: &[Reading::Text] },
@@ -520,11 +523,12 @@ fn json_escaped(secret: &str) -> Vec<String> {
 /// How the guard target writes secret `k` into its input: byte 1 + k as it is, byte 5 + k
 /// with every character as a `\u` escape (a JSON string's spelling a reader decodes), byte
 /// 9 + k with every byte percent-encoded, byte 13 + k in base64 (at whatever alignment the
-/// bytes before it give, when they are base64 too).
+/// bytes before it give, when they are base64 too), byte 17 + k with its bytes percent-encoded
+/// or not and in either hex case as the bits of the byte after say.
 fn with_secrets(data: &[u8]) -> Vec<u8> {
     use base64::Engine;
     let mut out = Vec::with_capacity(data.len() + 64);
-    for &b in data {
+    for (i, &b) in data.iter().enumerate() {
         match b {
             1..=4 => out.extend_from_slice(SECRETS[usize::from(b - 1)].as_bytes()),
             5..=8 => {
@@ -540,6 +544,17 @@ fn with_secrets(data: &[u8]) -> Vec<u8> {
             13..=16 => {
                 let encoded = base64::engine::general_purpose::STANDARD.encode(SECRETS[usize::from(b - 13)]);
                 out.extend_from_slice(encoded.as_bytes());
+            }
+            17..=20 => {
+                let bits = data.get(i + 1).copied().unwrap_or(0x55);
+                for (j, byte) in SECRETS[usize::from(b - 17)].bytes().enumerate() {
+                    match (bits >> (j % 4 * 2)) & 3 {
+                        0 => out.extend_from_slice(format!("%{byte:02X}").as_bytes()),
+                        1 => out.extend_from_slice(format!("%{byte:02x}").as_bytes()),
+                        _ if byte.is_ascii_alphanumeric() => out.push(byte),
+                        _ => out.extend_from_slice(format!("%{byte:02x}").as_bytes()),
+                    }
+                }
             }
             _ => out.push(b),
         }
@@ -627,6 +642,12 @@ fn error_text(e: CallError) -> String {
     }
 }
 
+/// `s` with its percent-escapes read, as a URL decoder reads them (the bytes that do not make
+/// UTF-8 as U+FFFD).
+fn percent_read(s: &str) -> String {
+    percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned()
+}
+
 /// The property of the guard target: `text` is JSON, and no spelling of a known secret is
 /// found in any of its readings.
 fn assert_no_secret(text: &str) {
@@ -635,10 +656,14 @@ fn assert_no_secret(text: &str) {
     let mut stack = vec![&parsed];
     while let Some(v) = stack.pop() {
         match v {
-            Value::String(s) => readings.push((Reading::Unescaped, unescape::read(s))),
+            Value::String(s) => {
+                readings.push((Reading::Unescaped, unescape::read(s)));
+                readings.push((Reading::PercentDecoded, percent_read(s)));
+            }
             Value::Array(items) => stack.extend(items),
             Value::Object(m) => {
                 readings.extend(m.keys().map(|k| (Reading::Unescaped, unescape::read(k))));
+                readings.extend(m.keys().map(|k| (Reading::PercentDecoded, percent_read(k))));
                 let encoded = [
                     (m.get("encoding").and_then(Value::as_str) == Some("base64")).then(|| m.get("content")),
                     Some(m.get("content_base64")),

@@ -137,9 +137,24 @@ fn in_base64(secret: &str, pad: &str, url_safe: bool) -> (String, String) {
     (encoded, inner)
 }
 
+/// Every byte percent-encoded, the hex case alternating from byte to byte, and every second
+/// byte left plain: spellings no list of spellings holds.
+fn percent_mixed(secret: &str) -> (String, String) {
+    let cases = secret
+        .bytes()
+        .enumerate()
+        .map(|(i, b)| if i % 2 == 0 { format!("%{b:02X}") } else { format!("%{b:02x}") });
+    let some = secret
+        .bytes()
+        .enumerate()
+        .map(|(i, b)| if i % 2 == 0 { format!("%{b:02x}") } else { (b as char).to_string() });
+    (cases.collect(), some.collect())
+}
+
 /// A known secret leaves a forge in other spellings too: in a webhook's URL, percent-encoded
-/// byte by byte; in a header dump or a configuration blob, base64-encoded at any alignment.
-/// Each is redacted, outside file content as inside it, in every detection mode.
+/// byte by byte (in either hex case, or both mixed, or only some bytes); in a header dump or a
+/// configuration blob, base64-encoded at any alignment. Each is redacted, outside file content
+/// as inside it, in every detection mode.
 #[tokio::test]
 async fn known_secrets_percent_encoded_or_base64_encoded_anywhere_are_redacted() {
     for mode in ["off", "mask"] {
@@ -153,10 +168,12 @@ async fn known_secrets_percent_encoded_or_base64_encoded_anywhere_are_redacted()
                 blobs.push(encoded);
                 inner.push(core);
             }
+            let (mixed, some) = percent_mixed(secret);
             let body = json!({
                 "id": 7,
                 "config": {"url": format!("https://ci.example/hook?token={}&key={}", percent(secret, true), percent(secret, false))},
                 "headers": blobs,
+                "events": [format!("a={mixed}&b={some}")],
             });
             h.forge.script(echo("/api/v1/repos/o/r/hooks/7", body));
             let c = h.call("repoGetHook", json!({"owner": "o", "repo": "r", "id": 7})).await;
@@ -167,6 +184,7 @@ async fn known_secrets_percent_encoded_or_base64_encoded_anywhere_are_redacted()
                 "{mode}: {}",
                 c.text
             );
+            assert_eq!(c.data()["events"][0], "a=[REDACTED]&b=[REDACTED]", "{mode}: {}", c.text);
             for (i, spelled) in inner.iter().enumerate() {
                 let got = c.data()["headers"][i].as_str().unwrap();
                 assert!(

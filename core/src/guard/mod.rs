@@ -28,6 +28,7 @@ pub mod credential_ops;
 mod encoded;
 pub mod hygiene;
 pub(crate) mod mask;
+mod percent;
 pub(crate) mod redact;
 pub(crate) mod rules;
 pub mod secrets;

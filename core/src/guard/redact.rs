@@ -3,6 +3,8 @@
 //! base64 at each alignment), each also as JSON text writes it (a quote, a backslash or a
 //! control character escaped), so a spelled secret costs no extra pass, and one search of a
 //! result's JSON text (`occurs_in`) tells the guard whether any string of it holds a secret.
+//! A text with a percent-escape is searched once more in its decoded reading
+//! (`percent.rs`), which finds every mixture of escaped and plain bytes and of hex cases.
 //! The configured secrets' automaton is built once and shared by every call; a call's own
 //! secrets (its token, a request body's) get a small one beside it, so a call pays for its
 //! own secrets only. Where matches of the two overlap, the stretch either covers goes as one.
@@ -27,7 +29,7 @@ use serde_json::{Map, Value};
 
 use super::MAX_MESSAGE_CHARS;
 use super::spellings::spellings;
-use super::unescape;
+use super::{percent, unescape};
 
 /// The replacement for every known secret.
 pub(crate) const REDACTED: &str = "[REDACTED]";
@@ -160,7 +162,7 @@ impl Redactor {
 
     /// Where the secrets occur in `hay`, in order and apart: each automaton's leftmost-longest
     /// matches, and where two automata's overlap, the stretch both cover as one.
-    fn find(&self, hay: &str) -> Vec<(usize, usize)> {
+    fn find(&self, hay: &[u8]) -> Vec<(usize, usize)> {
         let mut found: Vec<(usize, usize)> = Vec::new();
         for layer in &self.layers {
             found.extend(layer.automaton().find_iter(hay).map(|m| (m.start(), m.end())));
@@ -180,20 +182,41 @@ impl Redactor {
     }
 
     /// Redact one string: every known secret, also where it is spelled with JSON escapes
-    /// (see `unescape.rs`).
+    /// (see `unescape.rs`) or with any mixture of percent-escapes (`percent.rs`).
     pub fn redact_str(&self, s: &str) -> String {
         if self.layers.is_empty() {
             return s.to_owned();
         }
+        let out = self.redact_escaped(s);
+        if !percent::has_escape(out.as_bytes()) {
+            return out;
+        }
+        let view = percent::read(out.as_bytes());
+        let found = self.find(&view);
+        if found.is_empty() {
+            return out;
+        }
+        let places = percent::places(out.as_bytes(), &found);
+        // A secret is whole characters, and so is every escape's stretch of the original.
+        if places.iter().all(|&(a, b)| out.is_char_boundary(a) && out.is_char_boundary(b)) {
+            splice(&out, &places)
+        } else {
+            out
+        }
+    }
+
+    /// `redact_str` but for percent-escapes: the secrets as the automata spell them, also
+    /// where JSON escapes spell them.
+    fn redact_escaped(&self, s: &str) -> String {
         let plain = |s: &str| {
-            let found = self.find(s);
+            let found = self.find(s.as_bytes());
             if found.is_empty() { s.to_owned() } else { splice(s, &found) }
         };
         if !s.contains('\\') {
             return plain(s);
         }
         let view = unescape::read(s);
-        let found = self.find(view.as_str());
+        let found = self.find(view.as_bytes());
         if found.is_empty() {
             return plain(s);
         }
@@ -224,7 +247,7 @@ impl Redactor {
     /// Whether any known secret, in any spelling, occurs in `bytes`: binary content, which
     /// cannot be redacted, or a result's JSON text, which is walked only when one does.
     pub(crate) fn occurs_in(&self, bytes: &[u8]) -> bool {
-        self.is_match(bytes)
+        self.is_match(bytes) || (percent::has_escape(bytes) && self.is_match(&percent::read(bytes)))
     }
 
     /// Redact every string and object key of a JSON value, in place; whether any changed.
@@ -233,7 +256,7 @@ impl Redactor {
             return false;
         }
         // A string needs a closer look when a secret occurs in it or escapes might spell one.
-        let may_hold = |s: &str| s.contains('\\') || self.is_match(s.as_bytes());
+        let may_hold = |s: &str| s.contains('\\') || self.occurs_in(s.as_bytes());
         let mut changed = false;
         let mut stack = vec![v];
         while let Some(v) = stack.pop() {
@@ -419,6 +442,25 @@ mod tests {
         // Escapes of a spelling are read too: `\u0025` is `%`.
         let escaped = percent(true).replace('%', "\\u0025");
         assert_eq!(r.redact_str(&escaped), REDACTED);
+    }
+    #[test]
+    fn any_mixture_of_percent_escapes_and_hex_cases_is_found() {
+        let r = Redactor::new(["tok/SECRET+value~42?"]);
+        for spelled in [
+            "%74%6f%6B%2f%53%45%43%52%45%54%2B%76%61%6C%75%65%7E%34%32%3F",
+            "tok%2fSECRET%2Bvalue~42%3f",
+            "%74ok/S%45CRET+value%7E42?",
+        ] {
+            let text = format!("https://x/?t={spelled}&n=1");
+            assert_eq!(r.redact_str(&text), "https://x/?t=[REDACTED]&n=1", "{spelled}");
+            assert!(r.occurs_in(text.as_bytes()), "{spelled}");
+            let mut v = serde_json::json!({"url": text});
+            assert!(r.redact_value(&mut v), "{spelled}");
+        }
+        // An escape that is not one, and a string with no secret, stay as they are.
+        for text in ["100% of %zz", "a%2Fb", "tok%2fSECRET"] {
+            assert_eq!(r.redact_str(text), text);
+        }
     }
 
     impl Redactor {

@@ -22,9 +22,10 @@
 //! A secret longer than [`MAX_SPELLED_SECRET`] is looked for as written only: its other
 //! spellings would make an automaton several times its size (a request body may carry a
 //! secret of megabytes), for a value no URL carries. JSON escapes of any spelling
-//! (`\u0025…`) are found by reading the escapes (`unescape.rs`), not by more patterns. Not
-//! covered: a percent-encoding that mixes upper- and lower-case hex
-//! within one secret, or encodes only some of the bytes it need not encode.
+//! (`\u0025…`) are found by reading the escapes (`unescape.rs`), not by more patterns; so
+//! are the percent-encodings no list could hold — upper- and lower-case hex mixed within one
+//! secret, only some of the bytes encoded that need not be — by reading a text's
+//! percent-escapes (`percent.rs`). The two listed here find the common spellings without it.
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
