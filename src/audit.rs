@@ -104,6 +104,9 @@ pub struct Trace {
     pub(crate) status: Option<u16>,
     /// How a call that cannot be undone was confirmed (never what the person wrote).
     pub(crate) confirmed: Option<aegis_core::policy::confirm::Confirmed>,
+    /// The call's answer is a question for the person (protocol 2026-07-28): it ends this
+    /// round as `input_required`, not refused.
+    pub(crate) input_required: bool,
     /// The caller's own secrets (its token), redacted from what the client chose.
     caller_secrets: Vec<SecretString>,
 }
@@ -114,6 +117,15 @@ impl Trace {
     pub(crate) fn caller(&mut self, identity: Identity, caller: &Caller) {
         self.identity = Some(identity);
         self.caller_secrets = caller.secrets().into_iter().map(SecretString::from).collect();
+    }
+
+    /// How the call ended, as its audit line and the metrics say: the result's kind, or
+    /// `input_required` for a round that asks the person.
+    pub(crate) fn outcome(&self, result: &Result<Guarded, GuardedError>) -> &'static str {
+        match result {
+            Err(e) if self.input_required && e.kind() == Some(ErrorKind::NotConfirmed) => "input_required",
+            _ => crate::metrics::outcome(result),
+        }
     }
 
     /// What the plan sends: operation, method, and path (no query) with known secrets redacted.
@@ -238,7 +250,7 @@ impl Pending<'_> {
         result: Result<Guarded, GuardedError>,
     ) -> Result<Guarded, GuardedError> {
         let Some(log) = self.log else { return result };
-        let outcome = crate::metrics::outcome(&result);
+        let outcome = trace.outcome(&result);
         let (status, bytes) = match &result {
             Ok(text) => (trace.status, text.as_str().len()),
             Err(e) => match e.error() {

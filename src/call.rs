@@ -126,7 +126,10 @@ pub async fn run_asking(
             ask.confirm.as_deref(),
         )
         .await
-        .map_err(|e| guard.error(e))?;
+        .map_err(|e| {
+            trace.input_required = asker.is_asking();
+            guard.error(e)
+        })?;
         trace.confirmed = Some(how);
     }
     // 4.–6. plan, send, decode.
@@ -200,6 +203,7 @@ where
     Fut: std::future::Future<Output = (Result<Guarded, GuardedError>, Trace)>,
 {
     let started = std::time::Instant::now();
+    let mut outcome = None;
     let result = match crate::audit::begin(
         server.audit.as_ref(),
         &server.guard,
@@ -211,11 +215,14 @@ where
         Err(e) => Err(e),
         Ok(pending) => {
             let (result, trace) = call(arguments, Trace::default()).await;
-            pending.finish(&trace, result)
+            let result = pending.finish(&trace, result);
+            outcome = Some(trace.outcome(&result));
+            result
         }
     };
     // Labelled by the catalog's own tool, never by the client's text.
-    server.metrics.call(server.catalog.get(name), crate::metrics::outcome(&result), started.elapsed());
+    let outcome = outcome.unwrap_or_else(|| crate::metrics::outcome(&result));
+    server.metrics.call(server.catalog.get(name), outcome, started.elapsed());
     result
 }
 

@@ -40,8 +40,13 @@ pub enum Answer {
     Pending,
     /// The answer came with the state of another call (another target, arguments or caller).
     Stale,
-    /// The answer came after its question expired.
+    /// The answer came after its question expired (or the shared store that would say
+    /// whether it was used was reset since).
     Expired,
+    /// The answer was a yes already used: a yes runs its call once.
+    Used,
+    /// Whether the yes was used before could not be known (the shared store did not answer).
+    Unchecked,
 }
 
 /// How the transport of a call reaches its person.
@@ -52,6 +57,11 @@ pub trait Asker: Send + Sync {
     /// person's answer (a 2026-07-28 retry), which is judged against its state alone.
     fn needs_question(&self) -> bool {
         true
+    }
+    /// Whether the person is being asked right now, the question going back as the call's
+    /// answer (protocol 2026-07-28): the call is not refused, it waits for its next round.
+    fn is_asking(&self) -> bool {
+        false
     }
     /// Ask `question`, to be confirmed for `target`; what the person did.
     fn ask<'a>(
@@ -121,6 +131,12 @@ pub(crate) async fn confirm(
             "the confirmation sent was given for another call (another target, other arguments or another caller)",
         )),
         Answer::Expired => Err(c.refused("the confirmation sent has expired; the person must be asked again")),
+        Answer::Used => Err(c.refused(
+            "the confirmation sent was used already (a person's yes runs its call once); to run the call again the person must be asked again",
+        )),
+        Answer::Unchecked => Err(c.not_yet(
+            "whether the confirmation sent was used before could not be checked (the shared store, MCP_STATE_URL, did not answer); the person's yes was not used up: send the same answer again in a moment",
+        )),
     }
 }
 

@@ -49,7 +49,13 @@ pub struct Server {
     pub(crate) state: Option<crate::state::Store>,
     /// Seals the request state of a call waiting for a person's confirmation.
     pub(crate) confirmations: crate::oauth::seal::Sealer,
+    /// The confirmations a person's yes was given with, each used once: here, and with a
+    /// shared store on every replica.
+    pub(crate) confirmed: crate::oauth::used::UsedOnce,
 }
+
+/// Most confirmations remembered as used on one replica (each for its `CONFIRM_TIMEOUT`).
+const CONFIRMED_REMEMBERED: usize = 100_000;
 
 /// The key that seals confirmations' request states: derived from the sign-in's key, else
 /// from the shared store's (replicas have the same one, so any replica opens what another
@@ -171,6 +177,7 @@ impl Server {
             new_tokens,
             calls: Default::default(),
             answers: Default::default(),
+            confirmed: crate::oauth::used::UsedOnce::new(CONFIRMED_REMEMBERED).shared(state.clone()),
             state,
             confirmations: crate::oauth::seal::Sealer::new(&confirmation_key(&settings_keys)),
         })

@@ -183,7 +183,7 @@ impl ServerHandler for McpHandler {
             &request,
             stateless,
             may_ask,
-            &server.confirmations,
+            (&server.confirmations, &server.confirmed),
             server.settings.confirm_timeout,
         );
         let mut request = request;

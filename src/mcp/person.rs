@@ -9,7 +9,9 @@
 //!   first answer asks for input (`InputRequiredResult`) with a request state sealed with the
 //!   server's key, bound to this caller, this tool, its exact arguments and the target, and
 //!   expiring after `CONFIRM_TIMEOUT`; the client asks its person and calls again with the
-//!   answer and the state. A state of another call, or an expired one, confirms nothing.
+//!   answer and the state. A state of another call, or an expired one, confirms nothing; a
+//!   yes runs its call once: the state's id is then recorded as used (`Server::confirmed`,
+//!   on every replica with a shared store), and the same yes sent again confirms nothing.
 //!
 //! A client is asked only when it declared form elicitation (for the request, or at its
 //! handshake).
@@ -30,6 +32,7 @@ use sha2::{Digest, Sha256};
 
 use crate::confirm::{Answer, Asker};
 use crate::oauth::seal::{ConfirmationState, Kind, Sealer};
+use crate::oauth::used::{NotFirst, UsedOnce};
 
 /// The one member of the form: the person's yes.
 const CONFIRM_FIELD: &str = "confirm";
@@ -54,6 +57,8 @@ enum Way<'s> {
 
 struct Rounds<'s> {
     sealer: &'s Sealer,
+    /// The states whose yes was used.
+    used: &'s UsedOnce,
     /// This call of this caller, hashed: the tool, its arguments and the credentials it came with.
     call: [u8; 32],
     /// The answer and state the client sent back, when this is a retry.
@@ -74,7 +79,7 @@ impl<'s> Person<'s> {
         request: &CallToolRequestParams,
         stateless: bool,
         may_ask: bool,
-        sealer: &'s Sealer,
+        (sealer, used): (&'s Sealer, &'s UsedOnce),
         timeout: Duration,
     ) -> Person<'s> {
         if !may_ask {
@@ -89,6 +94,7 @@ impl<'s> Person<'s> {
         let way = if rounds {
             Way::Rounds(Box::new(Rounds {
                 sealer,
+                used,
                 call: call_hash(context, request),
                 answer: request.input_responses.as_ref().and_then(|r| r.get(INPUT_KEY)).cloned(),
                 state: request.request_state.clone(),
@@ -184,6 +190,10 @@ impl Asker for Person<'_> {
         !matches!(&self.way, Way::Rounds(r) if r.state.is_some() && r.answer.is_some())
     }
 
+    fn is_asking(&self) -> bool {
+        matches!(&self.way, Way::Rounds(r) if r.pending.lock().unwrap_or_else(|e| e.into_inner()).is_some())
+    }
+
     fn ask<'a>(
         &'a self,
         question: &'a str,
@@ -203,7 +213,7 @@ impl Asker for Person<'_> {
                         Answer::Failed
                     }
                 },
-                Way::Rounds(r) => r.round(question, target),
+                Way::Rounds(r) => r.round(question, target).await,
             }
         })
     }
@@ -211,8 +221,9 @@ impl Asker for Person<'_> {
 
 impl Rounds<'_> {
     /// A retry's answer, judged against its state; or, on the first round, the question.
-    fn round(&self, question: &str, target: &str) -> Answer {
+    async fn round(&self, question: &str, target: &str) -> Answer {
         let bound = binding(&self.call, target);
+        let lifetime = self.lifetime.as_secs().max(1);
         if let (Some(state), Some(answer)) = (&self.state, &self.answer) {
             let Ok(opened) = self.sealer.open::<ConfirmationState>(Kind::Confirmation, state) else {
                 return Answer::Stale;
@@ -220,18 +231,32 @@ impl Rounds<'_> {
             if opened.binding != bound {
                 return Answer::Stale;
             }
-            if opened.expires <= now() {
+            let now = now();
+            if opened.expires <= now {
                 return Answer::Expired;
             }
-            return match serde_json::from_value::<ElicitResult>(answer.clone()) {
+            let answer = match serde_json::from_value::<ElicitResult>(answer.clone()) {
                 Ok(r) => answer_of(&r),
                 Err(_) => Answer::Declined,
             };
+            if answer != Answer::Accepted {
+                return answer;
+            }
+            // A yes runs its call once: used now, whatever becomes of the call.
+            return match self.used.take("confirmation", &opened.id, opened.expires, lifetime, now).await {
+                Ok(first) => {
+                    first.settle();
+                    Answer::Accepted
+                }
+                Err(NotFirst::Used) => Answer::Used,
+                Err(NotFirst::Reset) => Answer::Expired,
+                Err(NotFirst::Unavailable) => Answer::Unchecked,
+            };
         }
-        let state = self.sealer.seal(
-            Kind::Confirmation,
-            &ConfirmationState { binding: bound, expires: now() + self.lifetime.as_secs().max(1) },
-        );
+        let id = self.sealer.random_text(16);
+        let state = self
+            .sealer
+            .seal(Kind::Confirmation, &ConfirmationState { binding: bound, expires: now() + lifetime, id });
         let mut requests = InputRequests::new();
         requests.insert(
             INPUT_KEY.to_owned(),

@@ -23,7 +23,7 @@
 
 pub(crate) mod form;
 pub mod seal;
-mod used;
+pub(crate) mod used;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

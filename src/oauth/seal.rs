@@ -53,14 +53,17 @@ impl Kind {
 }
 
 /// What a confirmation's request state holds: a hash binding it to one call of one caller
-/// (the tool, its exact arguments, the caller's credentials, the target), and when it expires
-/// (seconds since the Unix epoch). Nothing of the call itself.
+/// (the tool, its exact arguments, the caller's credentials, the target), when it expires
+/// (seconds since the Unix epoch), and a random id by which a yes given with it is used
+/// once. Nothing of the call itself.
 #[derive(Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub(crate) struct ConfirmationState {
     #[serde(rename = "b")]
     pub(crate) binding: String,
     #[serde(rename = "e")]
     pub(crate) expires: u64,
+    #[serde(rename = "i")]
+    pub(crate) id: String,
 }
 
 /// Longest sealed value opened, in bytes: larger text is refused before any work on it.

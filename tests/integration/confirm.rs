@@ -19,7 +19,7 @@ const BOB_TOKEN: &str = "tok-bob-c0nf1rm5b0b";
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn forge() -> FakeForge {
+pub(crate) async fn forge() -> FakeForge {
     let forge = FakeForge::start(Options {
         flavor: Flavor::Gitea,
         users: vec![(ALICE_TOKEN.to_owned(), "alice".to_owned()), (BOB_TOKEN.to_owned(), "bob".to_owned())],
@@ -32,7 +32,7 @@ async fn forge() -> FakeForge {
 }
 
 /// What was sent that changes something (the server's own reads left out).
-fn writes(forge: &FakeForge) -> Vec<Recorded> {
+pub(crate) fn writes(forge: &FakeForge) -> Vec<Recorded> {
     forge.requests().into_iter().filter(|r| r.method != "GET").collect()
 }
 
@@ -262,7 +262,12 @@ async fn over_stateless_http_the_question_comes_back_as_the_answer() {
 }
 
 /// A stateless 2026-07-28 `tools/call` from a client with form elicitation.
-async fn round(server: &HttpServer, args: Value, retry: Option<(&Value, Value)>, token: &str) -> Value {
+pub(crate) async fn round(
+    server: &HttpServer,
+    args: Value,
+    retry: Option<(&Value, Value)>,
+    token: &str,
+) -> Value {
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                       "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}});
     let mut params = json!({"name": "repoDelete", "arguments": args, "_meta": meta});
@@ -276,7 +281,7 @@ async fn round(server: &HttpServer, args: Value, retry: Option<(&Value, Value)>,
         .unwrap_or_else(|e| panic!("{e:?}\n{}", server.stderr()))
 }
 
-fn error_of(reply: &Value) -> (String, String) {
+pub(crate) fn error_of(reply: &Value) -> (String, String) {
     let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{reply}"));
     let v: Value = serde_json::from_str(text).unwrap();
     (
@@ -326,12 +331,65 @@ async fn a_sealed_question_confirms_only_its_own_call_and_only_in_time() {
     assert_eq!(kind, "not_confirmed");
     assert!(message.contains("has expired"), "{message}");
     assert!(writes(&f).is_empty(), "{:?}", writes(&f));
-    // A fresh question answered in time runs the call.
+    // A fresh question answered in time runs the call, once: the same yes sent again within
+    // CONFIRM_TIMEOUT confirms nothing (it would run the call a second time).
     let again = round(&server, demo.clone(), None, ALICE_TOKEN).await;
     let state = again["result"]["requestState"].clone();
-    let done = round(&server, demo, Some((&state, yes)), ALICE_TOKEN).await;
+    let done = round(&server, demo.clone(), Some((&state, yes.clone())), ALICE_TOKEN).await;
     assert_eq!(done["result"]["isError"], false, "{done}");
     assert_eq!(writes(&f).len(), 1);
+    f.seed_repo("alice", "demo");
+    let (kind, message) =
+        error_of(&round(&server, demo.clone(), Some((&state, yes.clone())), ALICE_TOKEN).await);
+    assert_eq!(kind, "not_confirmed");
+    assert!(message.contains("used already"), "{message}");
+    assert_eq!(writes(&f).len(), 1, "the yes ran its call twice: {:?}", writes(&f));
+    // A no leaves the question open: the person may still say yes to it.
+    let again = round(&server, demo.clone(), None, ALICE_TOKEN).await;
+    let state = again["result"]["requestState"].clone();
+    let no = json!({"action": "decline"});
+    let (kind, _) = error_of(&round(&server, demo.clone(), Some((&state, no)), ALICE_TOKEN).await);
+    assert_eq!(kind, "not_confirmed");
+    let done = round(&server, demo, Some((&state, yes)), ALICE_TOKEN).await;
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(writes(&f).len(), 2);
+}
+
+/// The first round of a call that asks its person (protocol 2026-07-28) is a question, not a
+/// refusal: its audit line and its metric say `input_required`; the retry that carries the
+/// yes says `ok`, asked.
+#[tokio::test]
+async fn the_round_that_asks_the_person_is_recorded_as_input_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, key) = (dir.path().join("audit.jsonl"), dir.path().join("audit.key"));
+    std::fs::write(&key, "ab".repeat(32)).unwrap();
+    let f = forge().await;
+    let env = [
+        ("MCP_STATELESS", "true"),
+        ("AUDIT_LOG", log.to_str().unwrap()),
+        ("AUDIT_KEY_FILE", key.to_str().unwrap()),
+    ];
+    let server = HttpServer::spawn(&f.base_url(), "http", &env).await;
+    let demo = json!({"owner": "alice", "repo": "demo"});
+    let first = round(&server, demo.clone(), None, ALICE_TOKEN).await;
+    let state = first["result"]["requestState"].clone();
+    let yes = json!({"action": "accept", "content": {"confirm": true}});
+    let done = round(&server, demo, Some((&state, yes)), ALICE_TOKEN).await;
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let how: Vec<(Value, Value)> = lines
+        .iter()
+        .map(|l| (l["outcome"].clone(), l.get("confirmed").cloned().unwrap_or(Value::Null)))
+        .collect();
+    assert_eq!(how, [(json!("input_required"), Value::Null), (json!("ok"), json!("asked"))], "{lines:#?}");
+    let metrics = reqwest::get(format!("{}/metrics", server.base)).await.unwrap().text().await.unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("aegis_calls_total{") && l.contains("outcome=\"input_required\"")),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

@@ -460,6 +460,15 @@ impl Confirmation {
         ))
     }
 
+    /// The error when the person's answer could not be judged for now (`why`); the same
+    /// answer may be sent again.
+    pub fn not_yet(&self, why: &str) -> CallError {
+        CallError::local(
+            ErrorKind::NotConfirmed,
+            format!("{} of {} was not sent: {why}.", self.operation, shown(&self.target)),
+        )
+    }
+
     /// The error when the person was asked and did not agree (`answer`: what they did).
     pub fn refused(&self, answer: &str) -> CallError {
         CallError::local(

@@ -616,3 +616,36 @@ async fn a_store_fault_leaks_no_forge_slot_and_a_store_that_refused_the_connecti
     })
     .await;
 }
+
+/// A person's yes (protocol 2026-07-28, stateless replicas sharing the store) runs its call
+/// once on all replicas together: sent again to another replica within CONFIRM_TIMEOUT, it
+/// confirms nothing, and the forge sees one delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_yes_runs_its_call_once_on_every_replica() {
+    use crate::confirm::{error_of, forge, round, writes};
+    bounded(async {
+        let redis = Redis::start().await;
+        let f = forge().await;
+        let store_env = redis.env();
+        let env = env_of(&store_env, &[("MCP_STATELESS", "true")]);
+        let (r1, r2) = (
+            HttpServer::spawn(&f.base_url(), "http", &env).await,
+            HttpServer::spawn(&f.base_url(), "http", &env).await,
+        );
+        let demo = json!({"owner": "alice", "repo": "demo"});
+        let token = crate::support::ALICE_TOKEN;
+        let first = round(&r1, demo.clone(), None, token).await;
+        let state = first["result"]["requestState"].clone();
+        let yes = json!({"action": "accept", "content": {"confirm": true}});
+        let done = round(&r1, demo.clone(), Some((&state, yes.clone())), token).await;
+        assert_eq!(done["result"]["isError"], false, "{done}");
+        f.seed_repo("alice", "demo");
+        for r in [&r2, &r1] {
+            let (kind, message) = error_of(&round(r, demo.clone(), Some((&state, yes.clone())), token).await);
+            assert_eq!(kind, "not_confirmed", "{message}");
+            assert!(message.contains("used already"), "{message}");
+        }
+        assert_eq!(writes(&f).len(), 1, "{:?}", writes(&f));
+    })
+    .await;
+}
