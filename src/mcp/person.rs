@@ -243,7 +243,8 @@ impl Rounds<'_> {
                 return answer;
             }
             // A yes runs its call once: used now, whatever becomes of the call.
-            return match self.used.take("confirmation", &opened.id, opened.expires, lifetime, now).await {
+            let (once, generation) = ((opened.expires, lifetime), opened.generation);
+            return match self.used.take("confirmation", &opened.id, once, generation, now).await {
                 Ok(first) => {
                     first.settle();
                     Answer::Accepted
@@ -253,10 +254,11 @@ impl Rounds<'_> {
                 Err(NotFirst::Unavailable) => Answer::Unchecked,
             };
         }
-        let id = self.sealer.random_text(16);
+        let (id, generation) = (self.sealer.random_text(16), self.used.fresh_generation().await);
+        let expires = now() + lifetime;
         let state = self
             .sealer
-            .seal(Kind::Confirmation, &ConfirmationState { binding: bound, expires: now() + lifetime, id });
+            .seal(Kind::Confirmation, &ConfirmationState { binding: bound, expires, id, generation });
         let mut requests = InputRequests::new();
         requests.insert(
             INPUT_KEY.to_owned(),

@@ -207,6 +207,9 @@ struct Pending {
     id: String,
     /// Expires (Unix seconds).
     e: u64,
+    /// The generation of the shared store's memory it was issued under (0: none known).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    g: u64,
 }
 
 /// An authorization code: the pending sign-in plus the forge's code.
@@ -223,6 +226,9 @@ struct Code {
     e: u64,
     /// Unique id, for single use.
     id: String,
+    /// The generation of the shared store's memory it was issued under (0: none known).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    g: u64,
 }
 
 /// An access token.
@@ -246,6 +252,9 @@ struct Refresh {
     f: String,
     e: u64,
     id: String,
+    /// The generation of the shared store's memory it was issued under (0: none known).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    g: u64,
 }
 
 /// What a client redeems at the token endpoint: a code or a refresh token.
@@ -290,6 +299,10 @@ struct Client {
     redirect_uris: Vec<String>,
     /// The name the client gave itself (unverified).
     name: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn now() -> u64 {
@@ -481,10 +494,11 @@ impl OAuth {
     async fn take(
         &self,
         kind: &'static str,
-        (id, expires, lifetime): (&str, u64, Duration),
+        (id, expires, lifetime, generation): (&str, u64, Duration, u64),
         used: &str,
     ) -> Result<Use, OAuthError> {
-        self.used.take(kind, id, expires, lifetime.as_secs(), self.clock.now()).await.map_err(|why| match why {
+        let (now, lifetime) = (self.clock.now(), lifetime.as_secs());
+        self.used.take(kind, id, (expires, lifetime), generation, now).await.map_err(|why| match why {
             NotFirst::Used => OAuthError::grant(used),
             NotFirst::Reset => OAuthError::grant(format!(
                 "this {kind} was issued before the shared store (MCP_STATE_URL) was reset, so whether it was used cannot be known; sign in again"
@@ -676,17 +690,22 @@ impl OAuth {
         // Nothing goes back to a client before the person approved it: every other problem is
         // shown here, so that this endpoint never redirects anywhere on a stranger's behalf.
         match self.pending(client_id, &redirect_uri, &q, browser) {
-            Ok(pending) => Browser::Consent(Consent {
-                client: client.name.unwrap_or_else(|| client_label(client_id)),
-                redirect_to: Url::parse(&redirect_uri)
-                    .map(|u| u.origin().ascii_serialization())
-                    .ok()
-                    .filter(|o| o != "null")
-                    .unwrap_or_else(|| redirect_uri.clone()),
-                read_only: pending.sc == "read",
-                pending: self.sealer.seal(Kind::Pending, &pending),
-                browser: pending.b,
-            }),
+            Ok(mut pending) => {
+                // Issued under the store's memory as it is now: a sign-in started right after
+                // the store restarted comes back under the new generation.
+                pending.g = self.used.fresh_generation().await;
+                Browser::Consent(Consent {
+                    client: client.name.unwrap_or_else(|| client_label(client_id)),
+                    redirect_to: Url::parse(&redirect_uri)
+                        .map(|u| u.origin().ascii_serialization())
+                        .ok()
+                        .filter(|o| o != "null")
+                        .unwrap_or_else(|| redirect_uri.clone()),
+                    read_only: pending.sc == "read",
+                    pending: self.sealer.seal(Kind::Pending, &pending),
+                    browser: pending.b,
+                })
+            }
             Err(e) => page(e.status, format!("{} ({})", e.description, e.code)),
         }
     }
@@ -783,6 +802,7 @@ impl OAuth {
                 .map_or_else(|| self.sealer.random_text(16), str::to_owned),
             id: self.sealer.random_text(16),
             e: self.clock.now() + PENDING_LIFETIME.as_secs(),
+            g: 0,
         })
     }
 
@@ -829,7 +849,8 @@ impl OAuth {
             return page("the sign-in took longer than 10 minutes; start again from your MCP client");
         }
         let now = self.clock.now();
-        match self.used.take("sign-in", &pending.id, pending.e, PENDING_LIFETIME.as_secs(), now).await {
+        let lifetime = PENDING_LIFETIME.as_secs();
+        match self.used.take("sign-in", &pending.id, (pending.e, lifetime), pending.g, now).await {
             Ok(taken) => taken.settle(),
             Err(NotFirst::Used) => {
                 return page("this sign-in has already come back once; start again from your MCP client");
@@ -879,6 +900,8 @@ impl OAuth {
             f: forge_code.to_owned(),
             e: self.clock.now() + CODE_LIFETIME.as_secs(),
             id: self.sealer.random_text(16),
+            // The sign-in's use just asked the store, which said its generation.
+            g: self.used.generation(),
         };
         let sealed = self.sealer.seal(Kind::Code, &code);
         back(&[("code", &sealed)])
@@ -913,7 +936,7 @@ impl OAuth {
             return Err(OAuthError::grant("PKCE: the code_verifier does not match the code_challenge"));
         }
         self.check_resource(&grant.resource)?;
-        let once = (code.id.as_str(), code.e, CODE_LIFETIME);
+        let once = (code.id.as_str(), code.e, CODE_LIFETIME, code.g);
         let taken = self.take("code", once, "the code has already been used; sign in again").await?;
         let callback = format!("{}{CALLBACK_PATH}", self.issuer);
         let form = [
@@ -945,7 +968,7 @@ impl OAuth {
             }
         };
         self.check_resource(&grant.resource)?;
-        let once = (old.id.as_str(), old.e, REFRESH_LIFETIME);
+        let once = (old.id.as_str(), old.e, REFRESH_LIFETIME, old.g);
         let used = "the refresh token has already been used (refresh tokens rotate); use the newest one, or sign in again";
         let taken = self.take("refresh token", once, used).await?;
         let form = [("grant_type", "refresh_token"), ("refresh_token", old.f.as_str())];
@@ -1044,6 +1067,8 @@ impl OAuth {
                 f: forge_refresh.expose_secret().to_owned(),
                 e: self.clock.now() + REFRESH_LIFETIME.as_secs(),
                 id: self.sealer.random_text(16),
+                // The code's or old token's use just asked the store, which said its generation.
+                g: self.used.generation(),
             };
             out["refresh_token"] = json!(self.sealer.seal(Kind::Refresh, &refresh));
         }
@@ -1435,6 +1460,7 @@ mod tests {
                 f: "F".into(),
                 e: now() - 1,
                 id: "old".into(),
+                g: 0,
             },
         );
         let e = o.token(&f, &enc(&token(VERIFIER, &client, &expired))).await.unwrap_err();
@@ -1669,6 +1695,7 @@ mod tests {
             b: b.into(),
             id: id.into(),
             e,
+            g: 0,
         }
     }
 }

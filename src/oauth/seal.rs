@@ -64,6 +64,9 @@ pub(crate) struct ConfirmationState {
     pub(crate) expires: u64,
     #[serde(rename = "i")]
     pub(crate) id: String,
+    /// The generation of the shared store's memory it was issued under (0: none known).
+    #[serde(rename = "g", default)]
+    pub(crate) generation: u64,
 }
 
 /// Longest sealed value opened, in bytes: larger text is refused before any work on it.

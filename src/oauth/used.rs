@@ -134,16 +134,32 @@ impl UsedOnce {
         self
     }
 
-    /// Whether `id` of `kind` (a sign-in coming back, a code, a refresh token) is used for
-    /// the first time at `now`, here and, with a shared store, on every replica: remembered
-    /// until `expires`; `lifetime` is how long such ids live, so that the store can tell an id
-    /// issued before its memory began.
+    /// The generation of the shared store's memory to issue an id under, right after a round
+    /// trip to the store (0: no store, or none known).
+    pub(crate) fn generation(&self) -> u64 {
+        self.shared.as_ref().map_or(0, Store::generation)
+    }
+
+    /// The generation of the shared store's memory to issue an id under, asked of the store
+    /// now (what this replica knew when it cannot say; 0: no store).
+    pub(crate) async fn fresh_generation(&self) -> u64 {
+        match &self.shared {
+            Some(store) => store.fresh_generation().await,
+            None => 0,
+        }
+    }
+
+    /// Whether `id` of `kind` (a sign-in coming back, a code, a refresh token, a yes) is used
+    /// for the first time at `now`, here and, with a shared store, on every replica:
+    /// remembered until `expires`. `generation` is the generation of the store's memory the id
+    /// was issued under; for an id issued under none (0), `lifetime` is how long such ids live,
+    /// so that the store can tell an id issued before its memory began by its time.
     pub(crate) async fn take(
         &self,
         kind: &'static str,
         id: &str,
-        expires: u64,
-        lifetime: u64,
+        (expires, lifetime): (u64, u64),
+        generation: u64,
         now: u64,
     ) -> Result<Use, NotFirst> {
         if !self.first_use(id, expires, now) {
@@ -158,7 +174,7 @@ impl UsedOnce {
         };
         let Some(store) = &self.shared else { return Ok(taken(None)) };
         let left = Duration::from_secs(expires.saturating_sub(now));
-        match store.once(kind, id, left, expires.saturating_sub(lifetime)).await {
+        match store.once(kind, id, left, (expires.saturating_sub(lifetime), generation)).await {
             Ok(Once::First(mark)) => Ok(taken(Some(mark))),
             Ok(Once::Used) => Err(NotFirst::Used),
             Ok(Once::Reset) => Err(NotFirst::Reset),

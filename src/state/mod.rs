@@ -6,7 +6,16 @@
 //!
 //! The store is trusted to keep what it is given, not to see it: every key is a keyed hash
 //! (`MCP_STATE_KEY_FILE`) of an id, a token or a login, and no value is a secret. Every key is
-//! under the namespace and expires, but the one that says when the store's memory began.
+//! under the namespace and expires, but the one that names the store's memory.
+//!
+//! **The store's memory.** A store restarted empty has forgotten which ids were used, so an
+//! id issued before must be refused. The memory has a generation, made by the first script
+//! to find none (the store's clock in µs); every replica learns it from each answer that
+//! carries it, and an id is issued under the generation its replica knows (`generation`, or
+//! asked first with `fresh_generation` where nothing else went to the store just before). An
+//! id of another generation is refused; one issued under a generation nobody knew is judged
+//! by its time. So ids issued after a restart work at once, whatever the replicas' clocks
+//! say, and no id from before it is accepted.
 //!
 //! Every round trip is bounded (`TIMEOUT`), and after `SKIP_AFTER` failures in a row the
 //! store is skipped for `SKIP_FOR`, so no request waits on a store that is down, slow or out
@@ -70,8 +79,9 @@ const FORGET_FOR: Duration = Duration::from_secs(60);
 /// Marks outlive the id they mark by this much, so that a replica whose clock is behind
 /// still finds them.
 const MARK_SLACK: Duration = Duration::from_secs(300);
-/// Ids issued this close after the store's memory began are refused too: an id issued in the
-/// same second as a reset, or by a replica whose clock is a little ahead, may be older.
+/// An id issued without a generation this close after the store's memory began is refused
+/// too: one issued in the same second as a reset, or by a replica whose clock is a little
+/// ahead, may be older. (Ids with a generation need no such margin.)
 const SINCE_SLACK_SECS: u64 = 1;
 
 /// Why the store could not decide (never what it said: its words may quote it).
@@ -322,8 +332,10 @@ struct Inner {
     asks: tokio::sync::mpsc::Sender<Item>,
     /// The last warning logged, as seconds since `epoch` + 1 (0: none yet).
     warned: AtomicU64,
-    /// The key that holds when the store's memory began (`since_key`), made once.
-    since: String,
+    /// The key that names the store's memory (`memory_key`), made once.
+    memory: String,
+    /// The generation of the store's memory this replica last learned; 0: none yet.
+    generation: AtomicU64,
     /// Whether the limits refuse while the store cannot decide (`MCP_STATE_FAIL=closed`).
     fail_closed: bool,
 }
@@ -383,7 +395,7 @@ impl Store {
         let mut replica = [0u8; 9];
         aws_lc_rs::rand::fill(&mut replica).map_err(|_| "no randomness for the replica's name".to_owned())?;
         let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, settings.key.expose_secret());
-        let since = hashed(&key, &settings.namespace, "since", b"", "");
+        let memory = hashed(&key, &settings.namespace, "memory", b"", "");
         let inner = Arc::new(Inner {
             con: Mutex::new(con),
             client,
@@ -404,7 +416,8 @@ impl Store {
             chores,
             asks,
             warned: AtomicU64::new(0),
-            since,
+            memory,
+            generation: AtomicU64::new(0),
             fail_closed: settings.fail == crate::config::StateFail::Closed,
         });
         tokio::spawn(do_chores(Arc::downgrade(&inner), queue));
@@ -419,21 +432,42 @@ impl Store {
         hashed(&self.0.key, &self.0.namespace, kind, what, suffix)
     }
 
-    /// When the store's memory began, under a name of the key too: a new key finds no
-    /// memory, so nothing used under the old one can be used again under the new.
-    fn since_key(&self) -> &str {
-        &self.0.since
+    /// The key that names the store's memory, under a name of the key too: a new key finds
+    /// no memory, so nothing used under the old one can be used again under the new.
+    fn memory_key(&self) -> &str {
+        &self.0.memory
+    }
+
+    /// The generation of the store's memory as this replica last learned it (0: not yet),
+    /// for an id issued right after a round trip that carried it.
+    pub(crate) fn generation(&self) -> u64 {
+        self.0.generation.load(Ordering::Relaxed)
+    }
+
+    /// The generation of the store's memory, asked now (made if the store has none); what
+    /// this replica knew when the store cannot say. For an id issued with no round trip to
+    /// the store just before it.
+    pub(crate) async fn fresh_generation(&self) -> u64 {
+        let mut call = self.0.scripts.memory.prepare_invoke();
+        call.key(self.memory_key());
+        let mut con = self.0.con();
+        if let Ok(g) = self.run("memory", call.invoke_async::<String>(&mut con)).await {
+            self.0.learn(&g);
+        }
+        self.generation()
     }
 
     /// Whether `id` of `kind` is used for the first time across every replica: it is
-    /// remembered for `left` (the id's lifetime left); `issued` is when it was issued (Unix
-    /// seconds), refused when the store's memory began after (or just before).
+    /// remembered for `left` (the id's lifetime left). `generation` is the generation of the
+    /// store's memory it was issued under (refused when it is not the store's now); 0 when its
+    /// issuer knew none: then `issued`, when it was issued (Unix seconds), is judged instead,
+    /// refused when the store's memory began after (or just before).
     pub(crate) async fn once(
         &self,
         kind: &str,
         id: &str,
         left: Duration,
-        issued: u64,
+        (issued, generation): (u64, u64),
     ) -> Result<Once, Unavailable> {
         let mut value = [0u8; 12];
         aws_lc_rs::rand::fill(&mut value).map_err(|_| Unavailable::Reply)?;
@@ -444,12 +478,17 @@ impl Store {
         let keep_ms = u64::try_from((left + MARK_SLACK).as_millis()).unwrap_or(u64::MAX);
         let mut call = self.0.scripts.once.prepare_invoke();
         call.key(&mark.key)
-            .key(self.since_key())
+            .key(self.memory_key())
             .arg(&mark.attempt)
             .arg(keep_ms)
-            .arg(issued.saturating_sub(SINCE_SLACK_SECS));
+            .arg(issued.saturating_sub(SINCE_SLACK_SECS))
+            .arg(generation);
         let mut con = self.0.con();
-        match self.run("once", call.invoke_async::<i64>(&mut con)).await {
+        let answer = self.run("once", call.invoke_async::<(i64, String)>(&mut con)).await;
+        if let Ok((_, g)) = &answer {
+            self.0.learn(g);
+        }
+        match answer.map(|(verdict, _)| verdict) {
             Ok(1) => Ok(Once::First(mark)),
             Ok(-1) => Ok(Once::Reset),
             Ok(_) => Ok(Once::Used),
@@ -753,10 +792,14 @@ impl Store {
     /// At start, in the background: the connection made (so that the first requests find it
     /// open), and `probe`, logged.
     pub(crate) async fn check(&self) {
-        let mut call = self.0.scripts.since.prepare_invoke();
-        call.key(self.since_key());
+        let mut call = self.0.scripts.memory.prepare_invoke();
+        call.key(self.memory_key());
         let mut con = self.0.con();
-        let _ = tokio::time::timeout(CONNECT_TIMEOUT * 2, call.invoke_async::<i64>(&mut con)).await;
+        if let Ok(Ok(g)) =
+            tokio::time::timeout(CONNECT_TIMEOUT * 2, call.invoke_async::<String>(&mut con)).await
+        {
+            self.0.learn(&g);
+        }
         match self.probe().await {
             Ok(warnings) => warnings.iter().for_each(|w| tracing::warn!("{w}")),
             Err(why) => {
@@ -781,6 +824,14 @@ fn hashed(key: &aws_lc_rs::hmac::Key, namespace: &str, kind: &str, what: &[u8], 
 }
 
 impl Inner {
+    /// A generation of the store's memory an answer carried (digits; anything else is not
+    /// one and is ignored).
+    fn learn(&self, g: &str) {
+        if let Ok(g) = g.parse::<u64>() {
+            self.generation.store(g, Ordering::Relaxed);
+        }
+    }
+
     fn con(&self) -> ConnectionManager {
         self.con.lock().expect("connection lock").clone()
     }
@@ -1118,10 +1169,12 @@ async fn renew(inner: Weak<Inner>) {
     loop {
         every.tick().await;
         let Some(inner) = inner.upgrade() else { return };
-        let mut call = inner.scripts.since.prepare_invoke();
-        call.key(&inner.since);
+        let mut call = inner.scripts.memory.prepare_invoke();
+        call.key(&inner.memory);
         let mut con = inner.con();
-        let _ = run(&inner, &["ping"], call.invoke_async::<i64>(&mut con), true).await;
+        if let Ok(g) = run(&inner, &["ping"], call.invoke_async::<String>(&mut con), true).await {
+            inner.learn(&g);
+        }
         let due: Vec<(u64, Arc<str>, String)> = {
             let held = inner.held.lock().expect("held lock");
             let now = Instant::now();
@@ -1181,7 +1234,7 @@ mod tests {
         assert!(store.key("refresh token", b"x", "").starts_with("ns-1:v1:refresh-token:"));
         let other = Store::connect(&settings(8), StateMetrics::default()).unwrap();
         assert_ne!(login, other.key("p", b"login:alice", ":rate"));
-        assert_ne!(store.since_key(), other.since_key(), "a new key file finds no memory");
+        assert_ne!(store.memory_key(), other.memory_key(), "a new key file finds no memory");
         assert!(format!("{store:?}").contains("ns-1") && !format!("{store:?}").contains("07"));
     }
 
@@ -1237,6 +1290,55 @@ mod tests {
         let text = metrics.render();
         let line = text.lines().find_map(|l| l.strip_prefix("aegis_state_round_trips_total "));
         line.map_or(0, |n| n.trim().parse().unwrap())
+    }
+
+    fn unix_now() -> u64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    }
+
+    /// Ids issued under the store's memory work at once, on every replica, also right after
+    /// the store lost its memory: the ids issued before are refused, the ids issued after are
+    /// not, whatever second of the clock each falls in. An id issued where no generation was
+    /// known is judged by its time.
+    #[tokio::test(flavor = "current_thread")]
+    async fn ids_issued_after_the_store_lost_its_memory_work_at_once_and_those_before_never() {
+        let redis = Redis::start();
+        let mut settings = settings(9);
+        settings.url = url::Url::parse(&format!("redis://127.0.0.1:{}/", redis.port)).unwrap();
+        let (a, b) = (
+            Store::connect(&settings, crate::metrics::Metrics::new().state()).unwrap(),
+            Store::connect(&settings, crate::metrics::Metrics::new().state()).unwrap(),
+        );
+        let left = Duration::from_secs(60);
+        for round in 0..3 {
+            let g = a.fresh_generation().await;
+            assert!(g > 1_000_000_000_000_000, "a generation in µs: {g}");
+            let old = format!("old-{round}");
+            assert!(matches!(a.once("code", &old, left, (unix_now(), g)).await, Ok(Once::First(_))));
+            // The memory lost (a restart empty, a flush); the replicas have not noticed yet.
+            let flushed = std::process::Command::new("redis-cli")
+                .args(["-p", &redis.port.to_string(), "FLUSHALL"])
+                .output()
+                .unwrap();
+            assert!(flushed.status.success());
+            // An id of the old memory is refused, on the replica that issued it and on another.
+            for store in [&b, &a] {
+                let replay = store.once("code", &old, left, (unix_now(), g)).await;
+                assert!(matches!(replay, Ok(Once::Reset)), "{round}: {replay:?}");
+            }
+            // One issued now, under the new memory, works at once and once.
+            let new = a.generation();
+            assert_ne!(new, g, "the refusal carried the new generation");
+            let id = format!("new-{round}");
+            assert!(matches!(b.once("code", &id, left, (unix_now(), new)).await, Ok(Once::First(_))));
+            assert!(matches!(a.once("code", &id, left, (unix_now(), new)).await, Ok(Once::Used)));
+            assert_eq!(b.fresh_generation().await, new);
+        }
+        // No generation known to its issuer: issued before the memory began is refused, one
+        // issued in a later second is not.
+        let began = a.fresh_generation().await / 1_000_000;
+        assert!(matches!(a.once("code", "t0", left, (began - 5, 0)).await, Ok(Once::Reset)));
+        assert!(matches!(a.once("code", "t1", left, (began + 2, 0)).await, Ok(Once::First(_))));
     }
 
     // One thread: the asks made at once are all queued before the task that sends them runs,

@@ -82,28 +82,42 @@ end
 return out
 ";
 
-/// The first use of an id. KEYS: its mark, the key that holds when the store's memory began
-/// (Unix seconds, set by the first script to find it missing). ARGV: this attempt's value,
-/// how long to keep the mark in ms, when the id was issued (Unix seconds).
-/// Answers 1 first use, 0 used before, -1 issued before the store's memory began.
+/// The first use of an id. KEYS: its mark, the key that names the store's memory (its
+/// generation: the store's time in µs when the first script found it missing, `MEMORY`).
+/// ARGV: this attempt's value, how long to keep the mark in ms, when the id was issued (Unix
+/// seconds), and the generation the id was issued under ('0': not known to its issuer).
+/// An id of another generation was issued before the memory began, or under another one:
+/// nobody can say whether it was used. One issued where the generation was not known is
+/// judged by its time: issued before the memory began is refused.
+/// Answers {1, generation} first use, {0, generation} used before, {-1, generation} issued
+/// before the store's memory began.
 const ONCE: &str = r"
-local now = tonumber(redis.call('TIME')[1])
-local since = tonumber(redis.call('GET', KEYS[2]))
-if not since then
-  redis.call('SET', KEYS[2], now)
-  since = now
+local g = redis.call('GET', KEYS[2])
+if not g then
+  local t = redis.call('TIME')
+  g = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('SET', KEYS[2], g)
 end
-if tonumber(ARGV[3]) < since then return -1 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-return 0
+if ARGV[4] ~= '0' then
+  if ARGV[4] ~= g then return {-1, g} end
+elseif tonumber(ARGV[3]) * 1000000 < tonumber(g) then
+  return {-1, g}
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, g} end
+return {0, g}
 ";
 
-/// Record when the store's memory began, if nobody has yet. KEYS: that key. Run at start and
-/// at every renewal tick, so that a store that restarted empty has it within seconds, before
-/// the ids issued after are presented.
-const SINCE: &str = r"
-redis.call('SET', KEYS[1], redis.call('TIME')[1], 'NX')
-return 1
+/// The store's memory's generation, made if nobody has yet. KEYS: its key. Run at start, at
+/// every renewal tick and before an id is issued without another round trip, so that a store
+/// that restarted empty has a new generation at once, and the ids issued after carry it.
+/// Answers the generation (text: 16 digits).
+const MEMORY: &str = r"
+local g = redis.call('GET', KEYS[1])
+if g then return g end
+local t = redis.call('TIME')
+g = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+redis.call('SET', KEYS[1], g)
+return g
 ";
 
 /// Take back a mark, only if it is still this attempt's. KEYS: the mark. ARGV: the attempt.
@@ -133,7 +147,7 @@ pub(super) struct Scripts {
     pub(super) once: Script,
     pub(super) forget: Script,
     pub(super) renew: Script,
-    pub(super) since: Script,
+    pub(super) memory: Script,
 }
 
 impl Scripts {
@@ -143,7 +157,7 @@ impl Scripts {
             once: Script::new(ONCE),
             forget: Script::new(FORGET),
             renew: Script::new(RENEW),
-            since: Script::new(SINCE),
+            memory: Script::new(MEMORY),
         }
     }
 }
