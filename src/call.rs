@@ -130,7 +130,7 @@ pub async fn run_asking(
             trace.input_required = asker.is_asking();
             guard.error(e)
         })?;
-        trace.confirmed = Some(how);
+        trace.confirmed = how;
     }
     // 4.–6. plan, send, decode.
     let mut fetched = fetch(server, &call, &credential, &guard, trace).await.map_err(|e| guard.error(e))?;

@@ -23,7 +23,7 @@ use aegis_core::admission::{self, Admitted};
 use aegis_core::error::CallError;
 use aegis_core::guard::Redactor;
 use aegis_core::policy::Narrowing;
-use aegis_core::policy::confirm::{Confirmation, Confirmed, Mode, goes_with};
+use aegis_core::policy::confirm::{Clause, Confirmation, Confirmed, Lost, Mode, lost};
 
 /// What the person did with a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,9 +83,10 @@ impl Asker for Nobody {
     }
 }
 
-/// Confirm `c` for a call under `narrowing` as `credential`: how it was confirmed, or the
-/// `not_confirmed` error (nothing is sent then). What the person is shown passes the call's
-/// `redactor` first: the target is the caller's text, which may hold a pasted secret.
+/// Confirm `c` for a call under `narrowing` as `credential`: how it was confirmed, `None`
+/// when the look-ups showed that nothing is lost after all, or the `not_confirmed` error
+/// (nothing is sent then). What the person is shown passes the call's `redactor` first: the
+/// target is the caller's text, which may hold a pasted secret.
 pub(crate) async fn confirm(
     server: &Server,
     narrowing: &Narrowing,
@@ -94,23 +95,38 @@ pub(crate) async fn confirm(
     redactor: &Redactor,
     c: &Confirmation,
     given: Option<&str>,
-) -> Result<Confirmed, CallError> {
-    match server.settings.confirm_irreversible {
-        Mode::Off => return Ok(Confirmed::Off),
-        Mode::Argument => {
-            return c.argument_refusal(given, false).map_or(Ok(Confirmed::Argument), Err);
-        }
-        Mode::Ask if !asker.can_ask() => {
-            return c.argument_refusal(given, true).map_or(Ok(Confirmed::Argument), Err);
-        }
-        Mode::Ask => {}
+) -> Result<Option<Confirmed>, CallError> {
+    let mode = server.settings.confirm_irreversible;
+    if mode == Mode::Off {
+        return Ok(Some(Confirmed::Off));
     }
-    let question = if asker.needs_question() {
-        let with = look(server, narrowing, credential, c).await;
-        redactor.redact_str(&c.question(with.as_deref()))
-    } else {
-        String::new()
-    };
+    let asking = mode == Mode::Ask && asker.can_ask();
+    // A retry that carries the person's answer is judged against its state alone.
+    let retry = asking && !asker.needs_question();
+    // What goes with the target: read for the question, and, for a part asked only when
+    // something is lost, to know whether it is (also when the agent must send `confirm`).
+    let mut c = c.clone();
+    if !retry && (asking || c.may_lose_nothing()) {
+        let mut kept = Vec::with_capacity(c.clauses.len());
+        for mut clause in std::mem::take(&mut c.clauses) {
+            match look(server, narrowing, credential, &clause).await {
+                Lost::Nothing if clause.only_if_lost => continue,
+                Lost::Some(words) => clause.found = words,
+                Lost::Nothing | Lost::Unknown => {}
+            }
+            kept.push(clause);
+        }
+        if kept.is_empty() {
+            tracing::debug!(operation = %c.operation, "nothing the call would destroy exists: not asked");
+            return Ok(None);
+        }
+        c.clauses = kept;
+    }
+    if !asking {
+        let asked = mode == Mode::Ask;
+        return c.argument_refusal(given, asked).map_or(Ok(Some(Confirmed::Argument)), Err);
+    }
+    let question = if retry { String::new() } else { redactor.redact_str(&c.question()) };
     // The target names the form's box; the state's binding covers the exact arguments anyway.
     let target = redactor.redact_str(&c.target);
     let answer = tokio::time::timeout(server.settings.confirm_timeout, asker.ask(&question, &target))
@@ -118,7 +134,7 @@ pub(crate) async fn confirm(
         .unwrap_or(Answer::NoAnswer);
     tracing::debug!(operation = %c.operation, ?answer, "asked the person to confirm");
     match answer {
-        Answer::Accepted => Ok(Confirmed::Asked),
+        Answer::Accepted => Ok(Some(Confirmed::Asked)),
         Answer::Declined => Err(c.refused("the person declined")),
         Answer::Cancelled => Err(c.refused("the person cancelled the question")),
         Answer::NoAnswer => Err(c.refused(&format!(
@@ -140,16 +156,11 @@ pub(crate) async fn confirm(
     }
 }
 
-/// What goes with the target, read as the caller through the raw tool's route (under the
-/// request's policy, as any read of theirs); `None` when there is nothing to read or the read
-/// fails.
-async fn look(
-    server: &Server,
-    narrowing: &Narrowing,
-    credential: &Credential,
-    c: &Confirmation,
-) -> Option<String> {
-    let look = c.look.as_deref()?;
+/// What a clause loses, read as the caller through the raw tool's route (under the
+/// request's policy, as any read of theirs); `Unknown` when there is nothing to read or the
+/// read fails.
+async fn look(server: &Server, narrowing: &Narrowing, credential: &Credential, c: &Clause) -> Lost {
+    let Some(look) = c.look.as_deref() else { return Lost::Unknown };
     let (path, query) = look.split_once('?').unwrap_or((look, ""));
     let query: Map<String, Value> = query
         .split('&')
@@ -165,16 +176,16 @@ async fn look(
     let Ok(Admitted::Send(call, _)) =
         admission::admit(server.discovery(narrowing), aegis_core::catalog::raw_tool::NAME, args).outcome
     else {
-        return None;
+        return Lost::Unknown;
     };
-    let plan = call.plan(server.settings.max_binary_bytes).ok()?;
-    let got = server.forge.send(&plan, credential).await.ok()?;
+    let Ok(plan) = call.plan(server.settings.max_binary_bytes) else { return Lost::Unknown };
+    let Ok(got) = server.forge.send(&plan, credential).await else { return Lost::Unknown };
     if got.status != 200 {
-        return None;
+        return Lost::Unknown;
     }
     let total = got.header("x-total-count").and_then(|t| t.trim().parse().ok());
-    // Numbers and a commit id are read; nothing else of the answer reaches the question
-    // (the body was bounded by the forge client).
-    let value: Value = serde_json::from_slice(&got.body).ok()?;
-    goes_with(c.with, &value, total)
+    // Numbers, flags, names and commit ids are read; nothing else of the answer reaches the
+    // question (the body was bounded by the forge client).
+    let Ok(value) = serde_json::from_slice::<Value>(&got.body) else { return Lost::Unknown };
+    lost(c.with, &value, total, c.subject.as_deref())
 }

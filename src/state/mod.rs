@@ -79,6 +79,11 @@ const FORGET_FOR: Duration = Duration::from_secs(60);
 /// Marks outlive the id they mark by this much, so that a replica whose clock is behind
 /// still finds them.
 const MARK_SLACK: Duration = Duration::from_secs(300);
+/// How often, and how far apart, the generation is asked for an id about to be issued: a
+/// store that has just restarted answers once its connection is made anew (within a few
+/// hundred milliseconds). Only a sign-in's start and a confirmation's question wait so.
+const FRESH_TRIES: u32 = 4;
+const FRESH_AGAIN: Duration = Duration::from_millis(150);
 /// An id issued without a generation this close after the store's memory began is refused
 /// too: one issued in the same second as a reset, or by a replica whose clock is a little
 /// ahead, may be older. (Ids with a generation need no such margin.)
@@ -444,17 +449,26 @@ impl Store {
         self.0.generation.load(Ordering::Relaxed)
     }
 
-    /// The generation of the store's memory, asked now (made if the store has none); what
-    /// this replica knew when the store cannot say. For an id issued with no round trip to
-    /// the store just before it.
+    /// The generation of the store's memory, asked now (made if the store has none), for an
+    /// id issued with no round trip to the store just before it; 0 when the store cannot say
+    /// (the id is then judged by its time: what this replica knew may be of a memory the
+    /// store has lost meanwhile). Asked even while the store is skipped after failures: a
+    /// store just back is asked at once, and again while its connection is being made anew
+    /// (`FRESH_TRIES`, each within the round trip's bound).
     pub(crate) async fn fresh_generation(&self) -> u64 {
-        let mut call = self.0.scripts.memory.prepare_invoke();
-        call.key(self.memory_key());
-        let mut con = self.0.con();
-        if let Ok(g) = self.run("memory", call.invoke_async::<String>(&mut con)).await {
-            self.0.learn(&g);
+        for attempt in 0..FRESH_TRIES {
+            if attempt > 0 {
+                tokio::time::sleep(FRESH_AGAIN).await;
+            }
+            let mut call = self.0.scripts.memory.prepare_invoke();
+            call.key(self.memory_key());
+            let mut con = self.0.con();
+            if let Ok(g) = run(&self.0, &["memory"], call.invoke_async::<String>(&mut con), true).await {
+                self.0.learn(&g);
+                return self.generation();
+            }
         }
-        self.generation()
+        0
     }
 
     /// Whether `id` of `kind` is used for the first time across every replica: it is
