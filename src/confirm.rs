@@ -103,10 +103,12 @@ pub(crate) async fn confirm(
     let asking = mode == Mode::Ask && asker.can_ask();
     // A retry that carries the person's answer is judged against its state alone.
     let retry = asking && !asker.needs_question();
-    // What goes with the target: read for the question, and, for a part asked only when
-    // something is lost, to know whether it is (also when the agent must send `confirm`).
+    // What goes with the target: read for the question (the person's, or the one the error
+    // tells the agent to ask), and, for a part asked only when something is lost, to know
+    // whether it is. A call that carries the exact target reads only for the latter.
     let mut c = c.clone();
-    if !retry && (asking || c.may_lose_nothing()) {
+    let questioned = if asking { !retry } else { given != Some(c.target.as_str()) };
+    if questioned || (!retry && c.may_lose_nothing()) {
         let mut kept = Vec::with_capacity(c.clauses.len());
         for mut clause in std::mem::take(&mut c.clauses) {
             match look(server, narrowing, credential, &clause).await {

@@ -166,7 +166,9 @@ async fn a_client_that_cannot_ask_sends_the_exact_target_the_error_names() {
         let message = envelope["error"]["message"].as_str().unwrap();
         assert!(message.contains("declared no elicitation support"), "{message}");
         assert!(
-            message.contains(r#"ask the person: "Delete repository alice/demo? This cannot be undone.""#),
+            message.contains(
+                r#"ask the person: "Delete repository alice/demo with its 0 open issues, 0 open pull requests and 0 releases? This cannot be undone.""#
+            ),
             "{message}"
         );
         assert!(message.contains(r#""confirm": "alice/demo""#), "{message}");
@@ -453,4 +455,158 @@ async fn a_secret_in_the_target_is_not_shown_to_the_person() {
     assert!(asked.contains("Delete repository alice/x"), "{asked}");
     assert!(!asked.contains(ALICE_TOKEN), "the token was shown: {asked}");
     assert!(writes(&f).is_empty());
+}
+
+/// What cannot be undone is judged by effect, not by the DELETE method: the same write is
+/// asked for with the arguments or the forge state that make it destroy, naming what is lost,
+/// and sent unasked otherwise. A client without elicitation is told the question in the error.
+mod by_effect {
+    use super::*;
+    use crate::support::{Harness, Setup};
+    use fake_forge::{Script, ScriptedResponse};
+
+    fn answer(path: &str, body: Value, total: Option<u64>) -> Script {
+        let mut r = ScriptedResponse::json(200, &body);
+        if let Some(t) = total {
+            r = r.with_header("x-total-count", &t.to_string());
+        }
+        Script::always(Some("GET"), path, r)
+    }
+
+    /// The call held (nothing but reads sent), and the question in its error; then sent with
+    /// the target the error names.
+    async fn asked(h: &Harness, tool: &str, args: Value) -> String {
+        let before = h.tool_requests().len();
+        let c = h.call_raw(tool, args.clone()).await.unwrap();
+        assert_eq!(c.kind(), "not_confirmed", "{tool}: {}", c.text);
+        let sent: Vec<String> = h.tool_requests()[before..]
+            .iter()
+            .filter(|r| r.method != "GET")
+            .map(|r| r.raw_path.clone())
+            .collect();
+        assert!(sent.is_empty(), "{tool}: sent before it was confirmed: {sent:?}");
+        let message = c.json["error"]["message"].as_str().unwrap().to_owned();
+        let c = h.call(tool, args).await;
+        assert!(
+            h.tool_requests().iter().any(|r| r.method != "GET"),
+            "{tool}: not sent once confirmed: {}",
+            c.text
+        );
+        message
+    }
+
+    /// The call sent at once, unasked.
+    async fn unasked(h: &Harness, tool: &str, args: Value) {
+        let before = h.tool_requests().iter().filter(|r| r.method != "GET").count();
+        let c = h.call_raw(tool, args).await.unwrap();
+        assert_ne!(c.kind(), "not_confirmed", "{tool}: {}", c.text);
+        let after = h.tool_requests().iter().filter(|r| r.method != "GET").count();
+        assert_eq!(after, before + 1, "{tool}: sent once, unasked: {}", c.text);
+    }
+
+    #[tokio::test]
+    async fn a_branch_forced_back_is_asked_naming_the_commits_it_drops() {
+        let h = Harness::start(Setup::gitea()).await;
+        h.forge.seed_repo("alice", "demo");
+        let compare = "/api/v1/repos/alice/demo/compare/0123abcd...feat/x";
+        let dropped = json!({"total_commits": 3, "commits": [
+            {"sha": "a1b2c3d4e5f6a7b8c9d0a1b2c3d4e5f6a7b8c9d0"},
+            {"sha": "9f8e7d6c5b4a39281706f5e4d3c2b1a098765432"},
+            {"sha": "5a4b3c2d1e0f5a4b3c2d1e0f5a4b3c2d1e0f5a4b"}]});
+        h.forge.script(answer(compare, dropped, None));
+        let args = json!({"owner": "alice", "repo": "demo", "branch": "feat/x", "body": {"new_commit_id": "0123abcd", "force": true}});
+        let question = asked(&h, "repoUpdateBranch", args.clone()).await;
+        assert!(
+            question.contains("Force branch feat/x of alice/demo to 0123abcd, dropping 3 commits only it has (a1b2c3d4e5, 9f8e7d6c5b and 5a4b3c2d1e)? This cannot be undone."),
+            "{question}"
+        );
+        assert!(question.contains(r#""confirm": "alice/demo#branch/feat/x""#), "{question}");
+        // Nothing dropped (a fast-forward, forced or not): sent unasked.
+        h.forge.clear_scripts();
+        h.forge.script(answer(compare, json!({"total_commits": 0, "commits": []}), None));
+        unasked(&h, "repoUpdateBranch", args).await;
+        let plain = json!({"owner": "alice", "repo": "demo", "branch": "feat/x", "body": {"new_commit_id": "0123abcd"}});
+        unasked(&h, "repoUpdateBranch", plain).await;
+        h.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_secret_written_over_a_hook_secret_and_a_force_push_are_asked_and_new_ones_are_not() {
+        let h = Harness::start(Setup::gitea()).await;
+        h.forge.seed_repo("alice", "demo");
+        let list = "/api/v1/repos/alice/demo/actions/secrets";
+        h.forge.script(answer(list, json!([{"name": "DEPLOY_KEY"}, {"name": "OTHER"}]), Some(2)));
+        let put = |name: &str| json!({"owner": "alice", "repo": "demo", "secretname": name, "body": {"data": "n3w-s3cret-value"}});
+        let question = asked(&h, "updateRepoSecret", put("deploy_key")).await;
+        assert!(
+            question.contains("Replace the value of Actions secret deploy_key of alice/demo"),
+            "{question}"
+        );
+        assert!(!question.contains("n3w-s3cret-value"), "the new value was shown: {question}");
+        unasked(&h, "updateRepoSecret", put("NEW_ONE")).await;
+        // A webhook's other settings are not asked; its secret is.
+        let hook = |body: Value| json!({"owner": "alice", "repo": "demo", "id": 1, "body": body});
+        let question = asked(&h, "repoEditHook", hook(json!({"config": {"url": "https://ci.example/h", "content_type": "json", "secret": "n3w-hook-secret"}}))).await;
+        assert!(question.contains("Replace the secret of webhook 1 of alice/demo"), "{question}");
+        unasked(&h, "repoEditHook", hook(json!({"active": false}))).await;
+        // A file written with a force push over a branch names the branch's last commit.
+        h.forge.script(answer(
+            "/api/v1/repos/alice/demo/branches/release",
+            json!({"name": "release", "commit": {"id": "c0ffee0123c0ffee0123c0ffee0123c0ffee0123"}}),
+            None,
+        ));
+        let write =
+            |body: Value| json!({"owner": "alice", "repo": "demo", "filepath": "a.txt", "body": body});
+        let question = asked(
+            &h,
+            "repoCreateFile",
+            write(json!({"content": "aGk=", "new_branch": "release", "force_push": true})),
+        )
+        .await;
+        assert!(question.contains("Force-push branch release of alice/demo with a new commit on the default branch, replacing what the branch holds now (its last commit c0ffee0123)?"), "{question}");
+        unasked(&h, "repoCreateFile", write(json!({"content": "aGk=", "new_branch": "topic"}))).await;
+        h.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_collaborator_with_assignments_blocking_and_making_public_are_asked() {
+        let h = Harness::start(Setup::gitea()).await;
+        h.forge.seed_repo("alice", "demo");
+        let issues = "/api/v1/repos/alice/demo/issues";
+        h.forge.script(answer(issues, json!([{"number": 1}]), Some(3)));
+        let remove = json!({"owner": "alice", "repo": "demo", "collaborator": "bob"});
+        let question = asked(&h, "repoDeleteCollaborator", remove.clone()).await;
+        assert!(
+            question.contains("Remove collaborator bob from alice/demo")
+                && question.contains("(they are assigned to 3 now)"),
+            "{question}"
+        );
+        let asked_with = h.tool_requests().into_iter().find(|r| r.raw_path == issues).unwrap();
+        let query = asked_with.raw_query.unwrap_or_default();
+        assert!(query.contains("assigned_by=bob") && query.contains("state=all"), "{query}");
+        h.forge.clear_scripts();
+        h.forge.script(answer(issues, json!([]), Some(0)));
+        unasked(&h, "repoDeleteCollaborator", remove).await;
+        // Blocking a user always is.
+        let question = asked(&h, "userBlockUser", json!({"username": "mallory"})).await;
+        assert!(question.contains("Block mallory"), "{question}");
+        // Made public: asked while it is private, not when it is public already.
+        h.forge.script(answer("/api/v1/repos/alice/demo", json!({"name": "demo", "private": true}), None));
+        let public = json!({"owner": "alice", "repo": "demo", "body": {"private": false}});
+        let question = asked(&h, "repoEdit", public.clone()).await;
+        assert!(
+            question.contains("Make alice/demo public") && question.contains("(it is private now)"),
+            "{question}"
+        );
+        h.forge.clear_scripts();
+        h.forge.script(answer("/api/v1/repos/alice/demo", json!({"name": "demo", "private": false}), None));
+        unasked(&h, "repoEdit", public).await;
+        unasked(
+            &h,
+            "repoEdit",
+            json!({"owner": "alice", "repo": "demo", "body": {"description": "d", "archived": true}}),
+        )
+        .await;
+        h.stop().await;
+    }
 }

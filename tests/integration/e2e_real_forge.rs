@@ -1627,6 +1627,89 @@ async fn e2e_deleting_a_branch_and_a_repository_asks_the_person_first() {
     guard.armed = false;
 }
 
+/// A write that destroys under another method than DELETE is asked for too: on Gitea a
+/// branch forced back to an older commit (`repoUpdateBranch`, a PUT) names the commits it
+/// drops, as the forge's own comparison lists them; accepted, the branch points there. A
+/// file written with a force push over a branch is asked for on both forges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN"]
+async fn e2e_a_branch_forced_back_is_asked_naming_the_commits_it_drops() {
+    let t = target();
+    let s = spawn(&t).await;
+    let (flavor, _) = detect(&s).await;
+    let login = whoami(&s).await;
+    let name = format!("aegis-e2e-force-{}", suffix());
+    let c = s
+        .call("createCurrentUserRepo", json!({"body": {"name": name, "auto_init": true, "private": true}}))
+        .await;
+    ok(&c, 201);
+    let guard = RepoGuard { target: t.clone(), owner: login.clone(), name: name.clone(), armed: true };
+    let sha_of = |branch: &'static str| {
+        let (s, login, name) = (&s, login.clone(), name.clone());
+        async move {
+            let c = s.call("repoGetBranch", json!({"owner": login, "repo": name, "branch": branch})).await;
+            ok(&c, 200)["commit"]["id"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    let base = sha_of("main").await;
+    let c = s
+        .call(
+            "repoCreateBranch",
+            json!({"owner": login, "repo": name, "body": {"new_branch_name": "feat/x"}}),
+        )
+        .await;
+    ok(&c, 201);
+    let mut added = Vec::new();
+    for file in ["one.txt", "two.txt"] {
+        let body = json!({"content": "aGk=", "branch": "feat/x", "message": format!("add {file}")});
+        let c = s
+            .call("repoCreateFile", json!({"owner": login, "repo": name, "filepath": file, "body": body}))
+            .await;
+        added.push(ok(&c, 201)["commit"]["sha"].as_str().unwrap_or_default().to_owned());
+    }
+    // A file written with a force push over `main`: asked on both forges (declined here).
+    let flag = if flavor == Flavor::Gitea { "force_push" } else { "force_overwrite_new_branch" };
+    let body = json!({"content": "aGk=", "branch": "feat/x", "new_branch": "main", flag: true});
+    let forced = json!({"tool": "repoCreateFile", "arguments": {"owner": login, "repo": name, "filepath": "three.txt", "body": body}});
+    let run = asking(&t, "legacy", "decline", json!([forced])).await;
+    assert_eq!(
+        asked(&run),
+        [format!(
+            "Force-push branch main of {login}/{name} with a new commit on feat/x, replacing what the branch holds now (its last commit {})? This cannot be undone.",
+            &base[..10]
+        )]
+    );
+    assert_eq!(sha_of("main").await, base, "declined, main is where it was");
+    if flavor == Flavor::Forgejo {
+        // Forgejo's `repoUpdateBranch` renames a branch: nothing to force (the guard deletes
+        // the repository).
+        return;
+    }
+    let back = json!({"tool": "repoUpdateBranch", "arguments": {"owner": login, "repo": name, "branch": "feat/x", "body": {"new_commit_id": base, "force": true}}});
+    let run = asking(&t, "legacy", "decline", json!([back])).await;
+    let (failed, e) = envelope(&run, 0);
+    assert!(failed && e["error"]["kind"] == "not_confirmed", "{e}");
+    // The comparison lists the newest first.
+    assert_eq!(
+        asked(&run),
+        [format!(
+            "Force branch feat/x of {login}/{name} to {base}, dropping 2 commits only it has ({} and {})? This cannot be undone.",
+            &added[1][..10],
+            &added[0][..10]
+        )]
+    );
+    assert_eq!(sha_of("feat/x").await, added[1], "declined, the branch keeps its commits");
+    let run = asking(&t, "auto", "accept", json!([back])).await;
+    let (failed, e) = envelope(&run, 0);
+    assert!(!failed, "{e}");
+    assert_eq!(sha_of("feat/x").await, base, "accepted, the branch points at the older commit");
+    // Nothing left to drop: the same call is sent unasked.
+    let run = asking(&t, "legacy", "decline", json!([back])).await;
+    let (failed, e) = envelope(&run, 0);
+    assert!(!failed && asked(&run).is_empty(), "{e}");
+    drop(guard);
+}
+
 // ---------------------------------------------------------------------------------------
 // Sign-in with the forge: the forge's own login and consent pages, driven headless
 // ---------------------------------------------------------------------------------------

@@ -305,7 +305,8 @@ pub static IRREVERSIBLE: &[Irreversible] = &[
 
 /// A write that creates a branch of this name, or replaces it when it exists (`force_push`
 /// on Gitea, `force_overwrite_new_branch` on Forgejo).
-const FORCED: When = All(&[Given("new_branch"), Any(&[True("force_push"), True("force_overwrite_new_branch")])]);
+const FORCED: When =
+    All(&[Given("new_branch"), Any(&[True("force_push"), True("force_overwrite_new_branch")])]);
 const FORCED_WORDS: &str = "Force-push branch {body.new_branch} of {owner}/{repo} with a new commit on {body.branch|the default branch}, replacing what the branch holds now";
 const FORCED_LOOK: (&str, With) = ("/repos/{owner}/{repo}/branches/{body.new_branch}", BranchHead);
 const A_COMMIT: &str = "a commit on a branch: the history keeps what it changes, and a new commit restores it (a `new_branch` that exists is refused unless forced)";
@@ -602,7 +603,9 @@ pub(crate) fn described(op: &Operation) -> Option<Value> {
         })
         .collect();
     if let Some(first) = rows_with(&op.id).next() {
-        return Some(serde_json::json!({"needed": "with some arguments", "cases": cases, "otherwise": first.otherwise}));
+        return Some(
+            serde_json::json!({"needed": "with some arguments", "cases": cases, "otherwise": first.otherwise}),
+        );
     }
     let h = HARMLESS.iter().find(|h| h.operation == op.id)?;
     Some(serde_json::json!({"needed": false, "why": h.why}))
@@ -705,7 +708,12 @@ impl Confirmation {
 }
 
 /// The clause of `row` for these route values and body.
-fn clause_of(row: &Irreversible, route: &[(String, String)], body: Option<&Value>, only_if_lost: bool) -> Clause {
+fn clause_of(
+    row: &Irreversible,
+    route: &[(String, String)],
+    body: Option<&Value>,
+    only_if_lost: bool,
+) -> Clause {
     let look = (!row.look.is_empty()).then(|| fill(row.look, route, body));
     let subject = match row.with {
         SecretNamed(param) => route.iter().find(|(n, _)| n == param).map(|(_, v)| v.clone()),
@@ -726,7 +734,11 @@ pub(crate) fn needed(op: &Operation, values: &Values, args: &Map<String, Value>)
         if args.get("purge").and_then(Value::as_bool) == Some(true) {
             clause.words.push_str(" and everything the account owns (purge)");
         }
-        return Some(Confirmation { operation: op.id.clone(), target: fill(r.target, &route, body), clauses: vec![clause] });
+        return Some(Confirmation {
+            operation: op.id.clone(),
+            target: fill(r.target, &route, body),
+            clauses: vec![clause],
+        });
     }
     let met: Vec<&IrreversibleWith> = rows_with(&op.id).filter(|r| r.when.holds(args, &route)).collect();
     if let Some(first) = met.first() {
@@ -941,7 +953,10 @@ pub fn lost(with: With, looked: &Value, total: Option<u64>, subject: Option<&str
                 .and_then(Value::as_array)
                 .map(|a| format!("with its {}", count(a.len() as u64, "asset", "assets"))),
         ),
-        BranchHead => said(short_id(looked.get("commit").and_then(|c| c.get("id"))).map(|id| format!("(its last commit {id})"))),
+        BranchHead => said(
+            short_id(looked.get("commit").and_then(|c| c.get("id")))
+                .map(|id| format!("(its last commit {id})")),
+        ),
         DroppedCommits => {
             let Some(dropped) = n("total_commits") else { return Lost::Unknown };
             if dropped == 0 {
@@ -962,7 +977,9 @@ pub fn lost(with: With, looked: &Value, total: Option<u64>, subject: Option<&str
         }
         SecretNamed(_) => {
             let (Some(items), Some(name)) = (looked.as_array(), subject) else { return Lost::Unknown };
-            let named = |i: &Value| i.get("name").and_then(Value::as_str).is_some_and(|n| n.eq_ignore_ascii_case(name));
+            let named = |i: &Value| {
+                i.get("name").and_then(Value::as_str).is_some_and(|n| n.eq_ignore_ascii_case(name))
+            };
             if items.iter().any(named) {
                 return Lost::Some(None);
             }
@@ -1015,7 +1032,9 @@ mod tests {
 
     /// How many of the tables hold operation `id`.
     fn tables_of(id: &str) -> usize {
-        usize::from(row_of(id).is_some()) + usize::from(rows_with(id).next().is_some()) + usize::from(is_harmless(id))
+        usize::from(row_of(id).is_some())
+            + usize::from(rows_with(id).next().is_some())
+            + usize::from(is_harmless(id))
     }
 
     #[test]
@@ -1030,7 +1049,12 @@ mod tests {
                 writes.insert(op.id.clone());
                 match tables_of(&op.id) {
                     1 => {}
-                    n => unclassified.push(format!("{flavor:?} {} {} {} (in {n} tables)", op.id, op.method.as_str(), op.path)),
+                    n => unclassified.push(format!(
+                        "{flavor:?} {} {} {} (in {n} tables)",
+                        op.id,
+                        op.method.as_str(),
+                        op.path
+                    )),
                 }
             }
         }
@@ -1046,7 +1070,12 @@ mod tests {
             assert!(writes.contains(r.operation), "{} is no write of either spec", r.operation);
         }
         for r in IRREVERSIBLE {
-            assert_eq!(IRREVERSIBLE.iter().filter(|o| o.operation == r.operation).count(), 1, "{}", r.operation);
+            assert_eq!(
+                IRREVERSIBLE.iter().filter(|o| o.operation == r.operation).count(),
+                1,
+                "{}",
+                r.operation
+            );
         }
         for h in HARMLESS {
             assert_eq!(HARMLESS.iter().filter(|o| o.operation == h.operation).count(), 1, "{}", h.operation);
@@ -1060,13 +1089,18 @@ mod tests {
             assert!(r.otherwise.len() > 10, "{}: say why it loses nothing otherwise", r.operation);
             assert_eq!(r.only_if_lost, r.row.with != Nothing && r.only_if_lost, "{}", r.operation);
             if matches!(r.when, Always) {
-                assert!(r.only_if_lost, "{}: a row for any arguments is asked only when a look-up finds a loss", r.operation);
+                assert!(
+                    r.only_if_lost,
+                    "{}: a row for any arguments is asked only when a look-up finds a loss",
+                    r.operation
+                );
             }
         }
         // The README's count of operations that may need a person's confirmation.
         let readme = include_str!("../../../README.md");
         let always = IRREVERSIBLE.len();
-        let sometimes: std::collections::BTreeSet<&str> = IRREVERSIBLE_WITH.iter().map(|r| r.operation).collect();
+        let sometimes: std::collections::BTreeSet<&str> =
+            IRREVERSIBLE_WITH.iter().map(|r| r.operation).collect();
         let said = format!("{always} operations always, and {} with some arguments", sometimes.len());
         assert!(readme.contains(&said), "the README should say \"{said}\"");
     }
@@ -1097,7 +1131,8 @@ mod tests {
 
     #[test]
     fn every_row_names_an_operation_of_a_spec_and_fills_from_its_own_parameters() {
-        let rows = IRREVERSIBLE.iter().map(|r| (r, None)).chain(IRREVERSIBLE_WITH.iter().map(|r| (&r.row, Some(r))));
+        let rows =
+            IRREVERSIBLE.iter().map(|r| (r, None)).chain(IRREVERSIBLE_WITH.iter().map(|r| (&r.row, Some(r))));
         for (r, conditional) in rows {
             let mut found = false;
             for (flavor, c) in catalogs() {
@@ -1109,24 +1144,53 @@ mod tests {
                     args.insert(p.to_owned(), json!(format!("v-{p}")));
                 }
                 let mut body = Map::new();
-                for m in ["new_owner", "new_username", "new_name", "remote_address", "new_commit_id", "new_branch", "branch", "clone_addr", "repo_name", "owner"] {
+                for m in [
+                    "new_owner",
+                    "new_username",
+                    "new_name",
+                    "remote_address",
+                    "new_commit_id",
+                    "new_branch",
+                    "branch",
+                    "clone_addr",
+                    "repo_name",
+                    "owner",
+                ] {
                     body.insert(m.into(), json!("v-new"));
                 }
                 body.insert("name".into(), json!("v-name"));
                 if let Some(cond) = conditional {
                     meeting(&cond.when, &mut body);
                     args.insert("body".into(), Value::Object(body));
-                    assert!(cond.when.holds(&args, &route_values(op, &Values::Args(&args))), "{}: {:?}", r.operation, cond.when);
+                    assert!(
+                        cond.when.holds(&args, &route_values(op, &Values::Args(&args))),
+                        "{}: {:?}",
+                        r.operation,
+                        cond.when
+                    );
                 } else {
                     args.insert("body".into(), Value::Object(body));
                 }
                 let c = needed(op, &Values::Args(&args), &args).expect("a row needs a confirmation");
                 for clause in &c.clauses {
-                    let look = clause.look.as_deref().map(|l| l.split('?').next().unwrap().to_owned()).unwrap_or_default();
+                    let look = clause
+                        .look
+                        .as_deref()
+                        .map(|l| l.split('?').next().unwrap().to_owned())
+                        .unwrap_or_default();
                     for text in [&c.target, &clause.words, &look] {
-                        assert!(!text.contains('?') && !text.contains('{'), "{flavor:?} {}: {text}", r.operation);
+                        assert!(
+                            !text.contains('?') && !text.contains('{'),
+                            "{flavor:?} {}: {text}",
+                            r.operation
+                        );
                     }
-                    assert!(clause.words.starts_with(char::is_uppercase), "{}: {}", r.operation, clause.words);
+                    assert!(
+                        clause.words.starts_with(char::is_uppercase),
+                        "{}: {}",
+                        r.operation,
+                        clause.words
+                    );
                     if let Some(look) = &clause.look {
                         let route = look.split('?').next().unwrap();
                         assert!(
@@ -1137,7 +1201,12 @@ mod tests {
                     }
                 }
                 assert!(!c.target.is_empty() && c.target.len() < 200, "{}: {}", r.operation, c.target);
-                assert_eq!(r.look.is_empty(), r.with == Nothing, "{}: a look-up and what it says go together", r.operation);
+                assert_eq!(
+                    r.look.is_empty(),
+                    r.with == Nothing,
+                    "{}: a look-up and what it says go together",
+                    r.operation
+                );
             }
             assert!(found, "{} is an operation of neither spec", r.operation);
         }
@@ -1147,7 +1216,12 @@ mod tests {
         crate::catalog::embedded(flavor).match_path(Method::Get, route).is_some()
     }
 
-    fn admitted_in(flavor: Flavor, tool: &str, args: Value, mode: Mode) -> Option<(Confirmation, Option<String>)> {
+    fn admitted_in(
+        flavor: Flavor,
+        tool: &str,
+        args: Value,
+        mode: Mode,
+    ) -> Option<(Confirmation, Option<String>)> {
         let c = crate::catalog::embedded(flavor);
         let p = Policy { confirm: mode, ..Policy::default() };
         let n = Narrowing::default();
@@ -1192,13 +1266,22 @@ mod tests {
         // The look-up is a raw route: literal, as its wildcard takes a branch with a slash.
         assert_eq!(c.clauses[0].look.as_deref(), Some("/repos/alice/webapp/branches/feat/x"));
         let head = json!({"commit": {"id": "0123456789abcdef0123456789abcdef01234567"}});
-        assert_eq!(lost(c.clauses[0].with, &head, None, None), Lost::Some(Some("(its last commit 0123456789)".into())));
+        assert_eq!(
+            lost(c.clauses[0].with, &head, None, None),
+            Lost::Some(Some("(its last commit 0123456789)".into()))
+        );
         let (c, _) =
             admitted("repoDeleteRelease", json!({"owner": "a", "repo": "b", "id": 7}), Mode::Ask).unwrap();
         assert_eq!(c.target, "a/b#release/7");
-        assert_eq!(lost(c.clauses[0].with, &json!({"assets": [{}, {}]}), None, None), Lost::Some(Some("with its 2 assets".into())));
+        assert_eq!(
+            lost(c.clauses[0].with, &json!({"assets": [{}, {}]}), None, None),
+            Lost::Some(Some("with its 2 assets".into()))
+        );
         let (c, _) = admitted("orgDelete", json!({"org": "acme"}), Mode::Ask).unwrap();
-        assert_eq!(lost(c.clauses[0].with, &json!([]), Some(1), None), Lost::Some(Some("with its 1 repository".into())));
+        assert_eq!(
+            lost(c.clauses[0].with, &json!([]), Some(1), None),
+            Lost::Some(Some("with its 1 repository".into()))
+        );
         // A look-up that says nothing says so: the question is asked without it.
         assert_eq!(lost(BranchHead, &json!({"message": "x"}), None, None), Lost::Unknown);
     }
@@ -1206,7 +1289,12 @@ mod tests {
     #[test]
     fn a_force_update_of_a_branch_names_the_commits_it_drops_and_a_fast_forward_is_not_asked() {
         let body = json!({"new_commit_id": "0123abcd", "force": true});
-        let (c, _) = admitted("repoUpdateBranch", json!({"owner": "alice", "repo": "webapp", "branch": "feat/x", "body": body}), Mode::Ask).unwrap();
+        let (c, _) = admitted(
+            "repoUpdateBranch",
+            json!({"owner": "alice", "repo": "webapp", "branch": "feat/x", "body": body}),
+            Mode::Ask,
+        )
+        .unwrap();
         assert_eq!(c.target, "alice/webapp#branch/feat/x");
         let clause = &c.clauses[0];
         assert!(clause.only_if_lost);
@@ -1226,7 +1314,14 @@ mod tests {
         // Without `force` only a fast-forward is possible: nothing to ask. On Forgejo the
         // operation of this name renames a branch.
         let body = json!({"new_commit_id": "0123abcd"});
-        assert!(admitted("repoUpdateBranch", json!({"owner": "a", "repo": "b", "branch": "x", "body": body}), Mode::Ask).is_none());
+        assert!(
+            admitted(
+                "repoUpdateBranch",
+                json!({"owner": "a", "repo": "b", "branch": "x", "body": body}),
+                Mode::Ask
+            )
+            .is_none()
+        );
         let rename = json!({"owner": "a", "repo": "b", "branch": "x", "body": {"name": "y"}});
         assert!(admitted_in(Flavor::Forgejo, "repoUpdateBranch", rename, Mode::Ask).is_none());
     }
@@ -1246,23 +1341,43 @@ mod tests {
         let forced = json!({"content": "eA==", "sha": "abc", "New_Branch": "release", "branch": "main", "force_overwrite_new_branch": true});
         let (c, _) = admitted_in(Flavor::Forgejo, "repoUpdateFile", repo(forced), Mode::Ask).unwrap();
         assert!(c.action().contains("new commit on main"), "{}", c.action());
-        for plain in [json!({"content": "eA=="}), json!({"content": "eA==", "new_branch": "b"}), json!({"content": "eA==", "force_push": true})] {
+        for plain in [
+            json!({"content": "eA=="}),
+            json!({"content": "eA==", "new_branch": "b"}),
+            json!({"content": "eA==", "force_push": true}),
+        ] {
             assert!(admitted("repoCreateFile", repo(plain.clone()), Mode::Ask).is_none(), "{plain}");
         }
         // A secret: asked only when one of that name exists (the look-up decides).
-        let (c, _) = admitted("updateRepoSecret", json!({"owner": "o", "repo": "r", "secretname": "DEPLOY_KEY", "body": {"data": "x"}}), Mode::Ask).unwrap();
+        let (c, _) = admitted(
+            "updateRepoSecret",
+            json!({"owner": "o", "repo": "r", "secretname": "DEPLOY_KEY", "body": {"data": "x"}}),
+            Mode::Ask,
+        )
+        .unwrap();
         let clause = &c.clauses[0];
         assert!(clause.only_if_lost && clause.subject.as_deref() == Some("DEPLOY_KEY"));
         let listed = json!([{"name": "OTHER"}, {"name": "deploy_key"}]);
         assert_eq!(lost(clause.with, &listed, Some(2), clause.subject.as_deref()), Lost::Some(None));
-        assert_eq!(lost(clause.with, &json!([{"name": "OTHER"}]), Some(1), clause.subject.as_deref()), Lost::Nothing);
+        assert_eq!(
+            lost(clause.with, &json!([{"name": "OTHER"}]), Some(1), clause.subject.as_deref()),
+            Lost::Nothing
+        );
         // Not on the first page of many: cannot say, so asked.
-        assert_eq!(lost(clause.with, &json!([{"name": "OTHER"}]), Some(80), clause.subject.as_deref()), Lost::Unknown);
+        assert_eq!(
+            lost(clause.with, &json!([{"name": "OTHER"}]), Some(80), clause.subject.as_deref()),
+            Lost::Unknown
+        );
         // A webhook's secret, not its other settings.
         let hook = |body: Value| json!({"owner": "o", "repo": "r", "id": 3, "body": body});
-        let (c, _) = admitted("repoEditHook", hook(json!({"config": {"secret": "s3", "url": "u"}})), Mode::Ask).unwrap();
+        let (c, _) =
+            admitted("repoEditHook", hook(json!({"config": {"secret": "s3", "url": "u"}})), Mode::Ask)
+                .unwrap();
         assert_eq!(c.target, "o/r#hook/3");
-        assert!(admitted("repoEditHook", hook(json!({"config": {"url": "u"}, "active": false})), Mode::Ask).is_none());
+        assert!(
+            admitted("repoEditHook", hook(json!({"config": {"url": "u"}, "active": false})), Mode::Ask)
+                .is_none()
+        );
         // A repository: renamed, made public, its mirror's credentials replaced — one
         // question with each part; other settings are not asked.
         let edit = |body: Value| json!({"owner": "o", "repo": "r", "body": body});
@@ -1271,14 +1386,26 @@ mod tests {
         assert_eq!(c.clauses.len(), 2, "{c:?}");
         assert!(c.clauses[1].only_if_lost);
         assert_eq!(lost(c.clauses[1].with, &json!({"private": false}), None, None), Lost::Nothing);
-        for harmless in [json!({"name": "R"}), json!({"description": "d", "archived": true, "has_wiki": false}), json!({"private": true})] {
+        for harmless in [
+            json!({"name": "R"}),
+            json!({"description": "d", "archived": true, "has_wiki": false}),
+            json!({"private": true}),
+        ] {
             assert!(admitted("repoEdit", edit(harmless.clone()), Mode::Ask).is_none(), "{harmless}");
         }
         // A collaborator removed: asked only when assigned to something.
-        let (c, _) = admitted("repoDeleteCollaborator", json!({"owner": "o", "repo": "r", "collaborator": "bob"}), Mode::Ask).unwrap();
+        let (c, _) = admitted(
+            "repoDeleteCollaborator",
+            json!({"owner": "o", "repo": "r", "collaborator": "bob"}),
+            Mode::Ask,
+        )
+        .unwrap();
         assert_eq!(c.clauses[0].look.as_deref(), Some("/repos/o/r/issues?state=all&assigned_by=bob&limit=1"));
         assert_eq!(lost(c.clauses[0].with, &json!([]), Some(0), None), Lost::Nothing);
-        assert_eq!(lost(c.clauses[0].with, &json!([{}]), Some(4), None), Lost::Some(Some("(they are assigned to 4 now)".into())));
+        assert_eq!(
+            lost(c.clauses[0].with, &json!([{}]), Some(4), None),
+            Lost::Some(Some("(they are assigned to 4 now)".into()))
+        );
         // A migration with credentials into a public repository.
         let migrate = |body: Value| json!({"body": body});
         let creds = json!({"clone_addr": "https://git.example/x.git", "repo_name": "x", "auth_token": "t0k"});
@@ -1286,7 +1413,14 @@ mod tests {
         let mut private = creds.clone();
         private["private"] = json!(true);
         assert!(admitted("repoMigrate", migrate(private), Mode::Ask).is_none());
-        assert!(admitted("repoMigrate", migrate(json!({"clone_addr": "https://git.example/x.git", "repo_name": "x"})), Mode::Ask).is_none());
+        assert!(
+            admitted(
+                "repoMigrate",
+                migrate(json!({"clone_addr": "https://git.example/x.git", "repo_name": "x"})),
+                Mode::Ask
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -1313,7 +1447,10 @@ mod tests {
         // A write that destroys under another method, through the raw tool too.
         let raw = json!({"method": "PUT", "path": "/repos/alice/webapp/branches/main", "body": {"new_commit_id": "abc", "force": true}});
         let (c, _) = admitted("gitea_api_request", raw, Mode::Ask).unwrap();
-        assert_eq!((c.operation.as_str(), c.target.as_str()), ("repoUpdateBranch", "alice/webapp#branch/main"));
+        assert_eq!(
+            (c.operation.as_str(), c.target.as_str()),
+            ("repoUpdateBranch", "alice/webapp#branch/main")
+        );
         // Inside the call tool's arguments or beside them.
         for args in [
             json!({"operation_id": "repoDeleteTag", "arguments": {"owner": "a", "repo": "b", "tag": "v1", "confirm": "a/b#tag/v1"}}),
@@ -1389,7 +1526,10 @@ mod tests {
             panic!("admitted")
         };
         let conf = p.confirmation(&call).unwrap();
-        assert_eq!((conf.target.as_str(), conf.action().as_str()), ("/things/x", "Delete /things/x (thingDelete)"));
+        assert_eq!(
+            (conf.target.as_str(), conf.action().as_str()),
+            ("/things/x", "Delete /things/x (thingDelete)")
+        );
     }
 
     #[test]
