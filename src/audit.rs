@@ -107,6 +107,10 @@ pub struct Trace {
     /// The call's answer is a question for the person (protocol 2026-07-28): it ends this
     /// round as `input_required`, not refused.
     pub(crate) input_required: bool,
+    /// What the call's lines share, when there is an audit log (`Pending::trace`).
+    facts: Option<Facts>,
+    /// The `seq` of the line that said this write was about to be sent (`AuditLog::before_write`).
+    intent: Option<u64>,
     /// The caller's own secrets (its token), redacted from what the client chose.
     caller_secrets: Vec<SecretString>,
 }
@@ -203,10 +207,18 @@ pub struct Origin {
 pub(crate) struct Pending<'a> {
     log: Option<&'a AuditLog>,
     guard: &'a Guard,
-    catalog: &'a Catalog,
     started: Instant,
+    facts: Facts,
+}
+
+/// What every line of one call says alike: its id (a write's intent line and its outcome
+/// line share it), where it came from, its tool (as the catalog names it; `None` for a name
+/// the catalog does not have, which is the client's text) and `args_hmac`.
+#[derive(Debug, Clone)]
+struct Facts {
+    id: String,
     origin: Origin,
-    subject: Subject<'a>,
+    tool: Option<String>,
     args_hmac: String,
 }
 
@@ -238,12 +250,66 @@ pub(crate) fn begin<'a>(
             log.key.args_hmac(args.unwrap_or(&Map::new()))
         }
     };
-    Ok(Pending { log, guard, catalog, started, origin, subject, args_hmac })
+    // A name the catalog does not have is the client's text, which may hold anything (a
+    // pasted token): it is not written.
+    let tool = match subject {
+        Subject::Tool(name) => catalog.get(name).map(|t| t.name().to_owned()),
+        Subject::ResourceRead => Some("resources/read".to_owned()),
+    };
+    let facts = Facts { id: uuid::Uuid::new_v4().to_string(), origin, tool, args_hmac };
+    Ok(Pending { log, guard, started, facts })
+}
+
+/// The members of a call's line, as far as the call got: who, which tool and operation, what
+/// was sent, the outcome. Client text is redacted with `redactor` (the configured secrets)
+/// and the caller's own, and bounded.
+fn line_of(
+    facts: &Facts,
+    trace: &Trace,
+    redactor: &Redactor,
+    outcome: &str,
+    status: Option<u16>,
+) -> Map<String, Value> {
+    let chosen = ClientText::new(redactor, &trace.caller_secrets);
+    let mut line = Map::new();
+    line.insert("time".into(), rfc3339_utc(SystemTime::now()).into());
+    line.insert("id".into(), facts.id.clone().into());
+    line.insert("transport".into(), facts.origin.transport.into());
+    if let Some((name, version)) = &facts.origin.client {
+        line.insert(
+            "client".into(),
+            json!({"name": chosen.clean(name, MAX_NAME), "version": chosen.clean(version, MAX_NAME)}),
+        );
+    }
+    // The login to act as is the client's text; the login the forge's, guarded alike.
+    let identity = trace.identity.as_ref().map(|id| Identity {
+        login: id.login.as_deref().map(|l| chosen.clean(l, MAX_NAME)),
+        mode: id.mode,
+        sudo: id.sudo.as_deref().map(|l| chosen.clean(l, MAX_NAME)),
+    });
+    line.insert("identity".into(), serde_json::to_value(&identity).unwrap_or(Value::Null));
+    line.insert("tool".into(), json!(facts.tool));
+    line.insert("operation".into(), json!(trace.operation));
+    line.insert("method".into(), json!(trace.method));
+    line.insert("path".into(), json!(trace.path.as_deref().map(|p| clip(p, MAX_PATH))));
+    line.insert("outcome".into(), outcome.into());
+    line.insert("status".into(), json!(status));
+    if let Some(how) = trace.confirmed {
+        line.insert("confirmed".into(), how.as_str().into());
+    }
+    line
 }
 
 impl Pending<'_> {
+    /// The trace the call fills in: with an audit log, it carries what the call's lines share,
+    /// so that a write's intent line can be written before it is sent (`AuditLog::before_write`).
+    pub(crate) fn trace(&self) -> Trace {
+        Trace { facts: self.log.map(|_| self.facts.clone()), ..Trace::default() }
+    }
+
     /// Write the call's line, then hand its result on; `audit_failed` instead when the line
-    /// could not be written (the call ran, its result is withheld).
+    /// could not be written (the call ran, its result is withheld; a write that was sent says
+    /// so, and its intent line records it).
     pub(crate) fn finish(
         self,
         trace: &Trace,
@@ -258,45 +324,30 @@ impl Pending<'_> {
                 CallError::Result(f) => (f.status, aegis_core::envelope::error_text(f).len()),
             },
         };
-        let chosen = ClientText::new(self.guard.redactor(), &trace.caller_secrets);
-        let mut line = Map::new();
-        line.insert("time".into(), rfc3339_utc(SystemTime::now()).into());
-        line.insert("id".into(), uuid::Uuid::new_v4().to_string().into());
-        line.insert("transport".into(), self.origin.transport.into());
-        if let Some((name, version)) = &self.origin.client {
-            line.insert(
-                "client".into(),
-                json!({"name": chosen.clean(name, MAX_NAME), "version": chosen.clean(version, MAX_NAME)}),
-            );
-        }
-        // The login to act as is the client's text; the login the forge's, guarded alike.
-        let identity = trace.identity.as_ref().map(|id| Identity {
-            login: id.login.as_deref().map(|l| chosen.clean(l, MAX_NAME)),
-            mode: id.mode,
-            sudo: id.sudo.as_deref().map(|l| chosen.clean(l, MAX_NAME)),
-        });
-        line.insert("identity".into(), serde_json::to_value(&identity).unwrap_or(Value::Null));
-        // A name the catalog does not have is the client's text, which may hold anything
-        // (a pasted token): it is not written.
-        let tool = match self.subject {
-            Subject::Tool(name) => self.catalog.get(name).map(|t| t.name()),
-            Subject::ResourceRead => Some("resources/read"),
-        };
-        line.insert("tool".into(), json!(tool));
-        line.insert("operation".into(), json!(trace.operation));
-        line.insert("method".into(), json!(trace.method));
-        line.insert("path".into(), json!(trace.path.as_deref().map(|p| clip(p, MAX_PATH))));
-        line.insert("outcome".into(), outcome.into());
-        line.insert("status".into(), json!(status));
-        if let Some(how) = trace.confirmed {
-            line.insert("confirmed".into(), how.as_str().into());
+        let mut line = line_of(&self.facts, trace, self.guard.redactor(), outcome, status);
+        if let Some(seq) = trace.intent {
+            line.insert("intent_seq".into(), seq.into());
         }
         line.insert("duration_ms".into(), json!(self.started.elapsed().as_secs_f64() * 1000.0));
         line.insert("bytes".into(), bytes.into());
-        line.insert("args_hmac".into(), self.args_hmac.into());
+        line.insert("args_hmac".into(), self.facts.args_hmac.clone().into());
         match log.append(line) {
-            Ok(()) => result,
+            Ok(_) => result,
+            // Refused for want of its intent line: that says it all (nothing was sent).
+            Err(why) if matches!(&result, Err(e) if e.kind() == Some(ErrorKind::AuditFailed)) => {
+                tracing::error!(audit_log = %log.path.display(), "{why}");
+                result
+            }
             Err(why) => {
+                let why = match (trace.intent, trace.status) {
+                    (Some(seq), Some(status)) => format!(
+                        "{why}. The call WAS sent to the forge, which answered {status}: its intent line (seq {seq}) records it, its outcome could not be"
+                    ),
+                    (Some(seq), None) => format!(
+                        "{why}. The call was sent to the forge, its answer is not known: its intent line (seq {seq}) records it, its outcome could not be"
+                    ),
+                    _ => why,
+                };
                 refuse_or_warn(self.guard, log, why)?;
                 result
             }
@@ -527,7 +578,7 @@ impl AuditLog {
     /// Append one line: the fields of `body`, then `seq`, `prev` (and `continues` on the
     /// first line of a file that continues another, `cut_bytes` after a torn write was cut),
     /// then its `mac`.
-    fn append(&self, mut body: Map<String, Value>) -> Result<(), String> {
+    fn append(&self, mut body: Map<String, Value>) -> Result<u64, String> {
         let mut state = self.lock();
         self.ensure(&mut state)?;
         let (seq, prev) = match &state.head {
@@ -549,15 +600,58 @@ impl AuditLog {
         let (mut bytes, mac) = seal(&self.key, &line);
         bytes.push(b'\n');
         if let Err(e) = open.file.write_all(&bytes) {
-            // Whatever became of the file (a torn line, say), the next call checks it again.
-            state.file = None;
+            // A full disk cuts the line short: the bytes that went are cut back at once, so the
+            // file ends in a whole line (and verifies) while space stays short; the next line
+            // records them. Whatever else became of the file, the next call checks it again.
+            let torn = open.file.metadata().map(|m| m.len().saturating_sub(open.end));
+            match torn {
+                Ok(0) => {}
+                Ok(torn) if open.file.set_len(open.end).is_ok() => {
+                    state.cut += torn;
+                    tracing::warn!(
+                        audit_log = %self.path.display(),
+                        bytes = torn,
+                        "a write to the audit log was cut short (a full disk?): its torn line was cut back; the next line records the bytes cut (cut_bytes)"
+                    );
+                }
+                _ => state.file = None,
+            }
             return Err(format!("cannot write the audit log {}: {}", self.path.display(), e.kind()));
         }
         open.end += bytes.len() as u64;
         open.first = false;
         state.cut = 0;
         state.head = Some(Head { seq, mac });
-        Ok(())
+        Ok(seq)
+    }
+
+    /// Before a write is sent: the line that says it is about to be (`"outcome": "sending"`,
+    /// the id its outcome line will have), so that a write never reaches the forge without a
+    /// line that says so. When it cannot be written the write is refused, not sent (unless
+    /// `AUDIT_FAIL_OPEN`).
+    pub(crate) fn before_write(&self, guard: &Guard, trace: &mut Trace) -> Result<(), CallError> {
+        let Some(facts) = &trace.facts else { return Ok(()) };
+        let mut line = line_of(facts, trace, guard.redactor(), "sending", None);
+        line.insert("args_hmac".into(), facts.args_hmac.clone().into());
+        match self.append(line) {
+            Ok(seq) => {
+                trace.intent = Some(seq);
+                Ok(())
+            }
+            Err(why) if self.fail_open => {
+                tracing::warn!(audit_log = %self.path.display(), "{why}; the write is sent unrecorded (AUDIT_FAIL_OPEN)");
+                Ok(())
+            }
+            Err(why) => {
+                tracing::error!(audit_log = %self.path.display(), "{why}");
+                Err(CallError::local(
+                    ErrorKind::AuditFailed,
+                    format!(
+                        "{why}; the call was NOT sent (a write goes to the forge only once the audit line that says so is written) — the operator must fix AUDIT_LOG (or set AUDIT_FAIL_OPEN=true)"
+                    ),
+                ))
+            }
+        }
     }
 }
 
@@ -821,10 +915,14 @@ pub(crate) fn verify_reader(mut reader: impl BufRead, key: &AuditKey) -> std::io
         }
         n += 1;
         if buf.pop_if(|b| *b == b'\n').is_none() {
-            let why = format!(
-                "line {n}, the last, has no line end: a write cut short (a full disk, a crash) or the file was cut; a running server cuts such a tail back before its next line and records the bytes cut there (cut_bytes)"
-            );
-            return Ok(report(&links, notes, Some((n, why))));
+            // A torn write (a full disk, a crash): the lines before it verify; the bytes after
+            // the last whole line are no line at all, and say nothing.
+            notes.push(format!(
+                "the file ends in {} bytes without a line end after line {}: a write cut short (a full disk, a crash) or the file was cut there; the lines before verify, and a running server cuts such a tail back before its next line and records the bytes cut there (cut_bytes)",
+                buf.len(),
+                n - 1
+            ));
+            return Ok(report(&links, notes, None));
         }
         let line = match open_line(key, &buf) {
             Ok(line) => line,
@@ -1203,14 +1301,23 @@ mod tests {
     }
 
     #[test]
-    fn a_truncated_last_line_is_named() {
+    fn a_file_cut_inside_its_last_line_verifies_up_to_the_cut_and_says_where() {
         let dir = tempfile::tempdir().unwrap();
         let path = chain(dir.path(), 3);
         let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::write(&path, &text[..text.len() - 10]).unwrap();
-        let (n, why) = broken(&path);
-        assert_eq!(n, 3);
-        assert!(why.contains("has no line end"), "{why}");
+        let cut = &text[..text.len() - 10];
+        std::fs::write(&path, cut).unwrap();
+        let report = verify_file(&path, &key()).unwrap();
+        assert_eq!((report.broken, report.lines), (None, 2));
+        let tail = cut.len() - cut.rfind('\n').unwrap() - 1;
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains(&format!("ends in {tail} bytes without a line end after line 2"))),
+            "{:?}",
+            report.notes
+        );
     }
 
     #[test]
@@ -1304,7 +1411,8 @@ mod tests {
         // A line cut short, as a full disk leaves it.
         let torn = br#"{"seq":4,"time":"2026-"#;
         std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(torn).unwrap();
-        assert!(broken(&path).1.contains("has no line end"));
+        let before = verify_file(&path, &key()).unwrap();
+        assert!(before.broken.is_none() && before.notes.iter().any(|n| n.contains("without a line end")));
         log.append(body(3)).unwrap();
         let report = verify_file(&path, &key()).unwrap();
         assert_eq!(report.broken, None);

@@ -214,7 +214,7 @@ where
     ) {
         Err(e) => Err(e),
         Ok(pending) => {
-            let (result, trace) = call(arguments, Trace::default()).await;
+            let (result, trace) = call(arguments, pending.trace()).await;
             let result = pending.finish(&trace, result);
             outcome = Some(trace.outcome(&result));
             result
@@ -304,6 +304,12 @@ async fn fetch(
     // 4. plan: encoded path, query, body or multipart.
     let plan = call.plan(server.settings.max_binary_bytes)?;
     trace.sent(&plan, guard.redactor());
+    // A write is sent only once the audit line that says so is written.
+    if plan.method() != aegis_core::catalog::Method::Get {
+        if let Some(log) = &server.audit {
+            log.before_write(&server.guard, trace)?;
+        }
+    }
     // 5. send, within timeouts and size limits.
     let received = server.forge.send(&plan, credential).await?;
     trace.status = Some(received.status);

@@ -1055,9 +1055,9 @@ fn audit_lines_of(text: &str) -> Vec<Value> {
 
 /// A full disk cuts a line short. Here the write really fails: the server runs with a file-size
 /// limit just above its audit log (`RLIMIT_FSIZE`, SIGXFSZ ignored so the write returns an
-/// error). While it lasts calls fail closed; once the limit is lifted the torn tail is cut
-/// back, the next line says how many bytes went, and the file verifies — a transient failure,
-/// not an outage.
+/// error). While it lasts calls fail closed, and the torn line is cut back at once, so the
+/// file verifies meanwhile; once the limit is lifted the next line says how many bytes went
+/// — a transient failure, not an outage.
 #[tokio::test]
 async fn a_write_cut_short_by_a_full_disk_is_repaired_once_space_returns() {
     #[cfg(target_os = "linux")]
@@ -1096,17 +1096,17 @@ async fn full_disk_then_space() {
         let c = h.call("repoGet", demo.clone()).await;
         assert_eq!(c.kind(), "audit_failed", "{}", c.text);
     }
-    assert_eq!(std::fs::metadata(&log).unwrap().len(), full, "a torn line of {room} bytes");
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), full - room, "the torn line was cut back");
     let (ok, report) = audit_verify(&[&log]);
-    assert!(!ok && report.contains("BROKEN at line 2: line 2, the last, has no line end"), "{report}");
+    assert!(ok && report.contains("ok, 1 lines"), "{report}");
     // Space returns.
     rlimit::prlimit(pid, Resource::FSIZE, Some((soft, hard)), None).unwrap();
     assert!(!h.call("repoGet", demo).await.is_error);
     let stderr = h.stop_with_stderr().await;
-    assert!(stderr.contains("torn write"), "{stderr}");
+    assert!(stderr.contains("its torn line was cut back"), "{stderr}");
     let lines = audit_lines(&log);
     assert_eq!(lines.len(), 2);
-    // Two torn lines were cut: the second call's and the third's first try.
+    // Two torn lines were cut: the first and the second call's.
     assert_eq!(lines[1]["cut_bytes"], 2 * room, "{:?}", lines[1]);
     let (ok, report) = audit_verify(&[&log]);
     assert!(ok && report.contains(&format!("line 2 records {} bytes of a torn write", 2 * room)), "{report}");
@@ -1357,5 +1357,77 @@ async fn fields_on_an_operation_that_answers_text_or_bytes_is_refused_before_sen
         assert!(c.text.contains("leave `fields` out"), "{}", c.text);
     }
     assert_eq!(h.tool_requests().len(), before, "nothing was sent");
+    h.stop().await;
+}
+
+/// A full disk never lets a write reach the forge unrecorded: the line that says a write is
+/// about to be sent is written first, and a write whose line cannot be written is refused,
+/// not sent ("was NOT sent"); one whose outcome line cannot be written says that it WAS sent.
+/// Every write the forge received has its intent line in the file, which verifies up to the
+/// cut.
+#[tokio::test]
+async fn on_a_full_disk_no_write_reaches_the_forge_without_its_line() {
+    #[cfg(target_os = "linux")]
+    writes_on_a_full_disk().await;
+    #[cfg(not(target_os = "linux"))]
+    eprintln!("SKIPPED: this system has no prlimit(2) to fill a disk");
+}
+
+#[cfg(target_os = "linux")]
+async fn writes_on_a_full_disk() {
+    use rlimit::Resource;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let mut setup = Setup::gitea().audit(&log);
+    setup.shell = Some("trap '' XFSZ".into());
+    let h = Harness::start(setup).await;
+    h.forge.seed_repo("alice", "demo");
+    h.forge.seed_issues("alice", "demo", 1);
+    assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
+    let pid = h.pid() as i32;
+    let (mut soft, mut hard) = (0, 0);
+    rlimit::prlimit(pid, Resource::FSIZE, None, Some((&mut soft, &mut hard))).unwrap();
+    // Room for a few lines, not for all.
+    let full = std::fs::metadata(&log).unwrap().len() + 3000;
+    if let Err(e) = rlimit::prlimit(pid, Resource::FSIZE, Some((full, hard)), None) {
+        eprintln!("SKIPPED: cannot limit the server's file size with prlimit ({e})");
+        h.stop().await;
+        return;
+    }
+    let (mut succeeded, mut refused, mut sent_unrecorded) = (0, 0, 0);
+    for i in 0..20 {
+        let args =
+            json!({"owner": "alice", "repo": "demo", "index": 1, "body": {"body": format!("comment {i}")}});
+        let c = h.call("issueCreateComment", args).await;
+        if !c.is_error {
+            succeeded += 1;
+            continue;
+        }
+        assert_eq!(c.kind(), "audit_failed", "{}", c.text);
+        let message = c.json["error"]["message"].as_str().unwrap();
+        if message.contains("was NOT sent") {
+            refused += 1;
+        } else {
+            assert!(message.contains("WAS sent to the forge, which answered 201"), "{message}");
+            sent_unrecorded += 1;
+        }
+    }
+    let writes = h.tool_requests().iter().filter(|r| r.method == "POST").count();
+    assert!(
+        refused > 0 && succeeded > 0,
+        "{succeeded} ok, {refused} refused, {sent_unrecorded} sent without their outcome"
+    );
+    assert_eq!(writes, succeeded + sent_unrecorded, "a write reached the forge that its call denies");
+    let lines = audit_lines(&log);
+    let sending = lines.iter().filter(|l| l["outcome"] == "sending").count();
+    assert_eq!(sending, writes, "every write the forge received has its intent line: {lines:#?}");
+    // Each outcome line names its intent line, and both carry the call's id.
+    for l in lines.iter().filter(|l| l["tool"] == "issueCreateComment" && l["outcome"] != "sending") {
+        let intent = lines.iter().find(|i| i["seq"] == l["intent_seq"]).expect("its intent line");
+        assert_eq!((&intent["id"], &intent["outcome"]), (&l["id"], &json!("sending")));
+    }
+    let (ok, report) = audit_verify(&[&log]);
+    assert!(ok, "the file verifies up to the cut: {report}");
+    rlimit::prlimit(pid, Resource::FSIZE, Some((soft, hard)), None).unwrap();
     h.stop().await;
 }
