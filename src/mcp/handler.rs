@@ -35,6 +35,11 @@ pub struct McpHandler {
 }
 
 impl McpHandler {
+    /// The calls running now (a transport stopping waits for them).
+    pub(crate) fn calls(&self) -> tokio_util::task::TaskTracker {
+        self.server.calls.clone()
+    }
+
     pub fn new(server: Arc<Server>) -> McpHandler {
         McpHandler { server, tools: Default::default() }
     }

@@ -299,7 +299,8 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
     Ok(())
 }
 
-async fn wait_for_signal() {
+/// SIGTERM or SIGINT (Ctrl-C).
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

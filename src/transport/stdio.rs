@@ -1,5 +1,8 @@
 //! JSON-RPC over stdin/stdout, one message per line. Every call runs as the global
-//! identity; logs go to stderr.
+//! identity; logs go to stderr. It serves until the client closes stdin, or until SIGTERM or
+//! SIGINT: then no new message is read, the calls running are let finish (within a bound)
+//! and their answers written, and `serve` returns, so that the audit chain's head is logged
+//! as at any other end.
 //!
 //! Ours rather than rmcp's, because rmcp drops a line that is not JSON without a word: a
 //! client that sent one (invalid UTF-8, nesting 10,000 deep, a 100,000-digit id, a line of
@@ -18,10 +21,26 @@ use tokio::sync::mpsc;
 
 use crate::mcp::McpHandler;
 
-/// Serve until the client closes stdin.
+/// How long the calls running at a signal may take to finish.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serve until the client closes stdin, or a signal asks the process to stop.
 pub async fn serve(handler: McpHandler, max_line: usize) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    serve_on(handler, stdin, stdout, max_line).await
+    let calls = handler.calls();
+    tokio::select! {
+        served = serve_on(handler, stdin, stdout, max_line) => served,
+        () = super::http::wait_for_signal() => {
+            tracing::info!("shutting down on a signal: no new messages are read; the calls running may finish for {}s", DRAIN.as_secs());
+            calls.close();
+            if tokio::time::timeout(DRAIN, calls.wait()).await.is_err() {
+                tracing::warn!("{} calls still running after {}s; exiting", calls.len(), DRAIN.as_secs());
+            }
+            // Their answers were handed to the writer: a moment to write them out.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            Ok(())
+        }
+    }
 }
 
 /// `serve` over any pair of byte streams: the process's standard input and output, or a

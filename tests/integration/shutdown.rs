@@ -82,3 +82,45 @@ async fn sigterm_drains_the_call_in_flight_and_exits() {
     let head = format!("seq=1 mac={}", lines.last().unwrap()["mac"].as_str().unwrap());
     assert!(text.lines().any(|l| l.contains("audit chain head at shutdown") && l.contains(&head)), "{text}");
 }
+
+/// Over stdio too: SIGTERM ends the session like a closed stdin — the call in flight is
+/// answered, and the head of the audit chain is logged last, naming the last line.
+#[tokio::test]
+async fn sigterm_over_stdio_finishes_the_call_and_logs_the_chain_head() {
+    use support::{Harness, Setup};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let h = Harness::start(Setup::gitea().process().audit(&log)).await;
+    h.forge.seed_repo("alice", "demo");
+    h.forge.script(Script::always(
+        None,
+        "/api/v1/repos/alice/slow",
+        ScriptedResponse::json(200, &json!({"name": "slow"})).with_delay(Duration::from_millis(1000)),
+    ));
+    assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
+    let pid = h.pid().to_string();
+    let slow = h.call("repoGet", json!({"owner": "alice", "repo": "slow"}));
+    let kill = async {
+        while !h.forge.requests().iter().any(|r| r.raw_path == "/api/v1/repos/alice/slow") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    };
+    let (answer, ()) = tokio::time::timeout(Duration::from_secs(20), async { tokio::join!(slow, kill) })
+        .await
+        .expect("the call in flight was answered");
+    assert!(!answer.is_error && answer.data()["name"] == "slow", "{}", answer.text);
+    let logged = tokio::time::timeout(Duration::from_secs(20), async {
+        while !h.stderr().contains("audit chain head at shutdown") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let text = h.stderr();
+    assert!(logged.is_ok(), "no chain head at shutdown: {text}");
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let head = format!("seq=2 mac={}", lines.last().unwrap()["mac"].as_str().unwrap());
+    assert!(text.lines().any(|l| l.contains("audit chain head at shutdown") && l.contains(&head)), "{text}");
+    assert!(text.contains("shutting down on a signal"), "{text}");
+}
