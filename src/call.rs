@@ -100,6 +100,23 @@ pub async fn run_asking(
     if let Some(refusal) = server.policy.caller_refusal(narrowing, &call, login) {
         return Err(guard.error(refusal.into()));
     }
+    // A URL of the body (a migration's source, a push mirror's remote) may name this forge by
+    // another of its names: under a repository allowlist the names are looked up, and the
+    // call judged again with what they resolve to.
+    let hosts = server.policy.named_hosts(narrowing, &call);
+    if !hosts.is_empty() {
+        let aliases = crate::server::look_up(&hosts).await.map_err(|host| {
+            guard.error(CallError::local(
+                ErrorKind::Denied,
+                format!(
+                    "under a repository allowlist the host {host} that this call's URL names could not be looked up, so whether it is this forge (whose repositories the list governs) cannot be judged; nothing was sent — retry, or name the repository by this forge's own address"
+                ),
+            ))
+        })?;
+        if let Some(refusal) = server.policy.alias_refusal(narrowing, &call, &aliases) {
+            return Err(guard.error(refusal.into()));
+        }
+    }
     // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
     // call to a credential operation is treated like the operation's tool).
     let operation = call.operation();

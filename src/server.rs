@@ -98,6 +98,24 @@ async fn forge_host(base: &url::Url) -> aegis_core::policy::repos::ForgeHost {
     aegis_core::policy::repos::ForgeHost::new(Some(base.clone()), addresses)
 }
 
+/// How long looking up a host name that a URL of a call names may take.
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The addresses of each of `hosts` (host names a call's URLs give), looked up now, so that
+/// the repository allowlists can tell another name of this forge's address: the name of one
+/// that cannot be looked up, which then cannot be judged.
+pub(crate) async fn look_up(hosts: &[String]) -> Result<Vec<(String, Vec<std::net::IpAddr>)>, String> {
+    let mut out = Vec::with_capacity(hosts.len());
+    for host in hosts {
+        let lookup = tokio::net::lookup_host((host.as_str(), 0));
+        match tokio::time::timeout(LOOKUP_TIMEOUT, lookup).await {
+            Ok(Ok(found)) => out.push((host.clone(), found.map(|a| a.ip()).collect())),
+            _ => return Err(host.clone()),
+        }
+    }
+    Ok(out)
+}
+
 /// Why the server could not start, in words a person can act on.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]

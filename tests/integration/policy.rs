@@ -706,14 +706,30 @@ async fn a_migration_cannot_copy_a_repository_of_this_forge_from_outside_the_all
         format!("http://[::1]:{port}/bob/secret"),
         format!("git@{host}:bob/secret.git"),
         "/data/gitea/repositories/bob/secret.git".to_owned(),
+        // A name no lookup answers: whether it is this forge cannot be told.
+        format!("https://no-such-host.invalid:{port}/bob/secret.git"),
     ] {
         let body = json!({"clone_addr": clone, "repo_owner": "alice", "repo_name": "copy"});
         let c = h.call("repoMigrate", json!({"body": body})).await;
         assert_eq!(c.kind(), "denied", "{clone}: {}", c.text);
     }
+    // Another name of this forge's address (this machine's own name, which resolves to
+    // loopback here): looked up, and judged as this forge.
+    match own_loopback_name() {
+        Some(name) => {
+            let clone = format!("http://{name}:{port}/bob/secret.git");
+            let body = json!({"clone_addr": clone, "repo_owner": "alice", "repo_name": "copy"});
+            let c = h.call("repoMigrate", json!({"body": body})).await;
+            assert_eq!(c.kind(), "denied", "{clone}: {}", c.text);
+            assert!(c.text.contains("a repository of this forge named by `clone_addr`"), "{}", c.text);
+        }
+        None => eprintln!(
+            "SKIPPED: this machine's name does not resolve to loopback, so it is no alias of the forge"
+        ),
+    }
     assert_eq!(h.tool_requests().len(), 0, "nothing was sent");
     // From this forge's allowed repositories, and from elsewhere, it runs as before.
-    for clone in [format!("{base}/alice/demo.git"), "https://example.com/bob/secret.git".to_owned()] {
+    for clone in [format!("{base}/alice/demo.git"), "https://203.0.113.9/bob/secret.git".to_owned()] {
         let body = json!({"clone_addr": clone, "repo_owner": "alice", "repo_name": "copy"});
         let c = h.call("repoMigrate", json!({"body": body})).await;
         assert_ne!(c.kind(), "denied", "{clone}: {}", c.text);
@@ -743,4 +759,16 @@ async fn a_refused_answer_by_id_does_not_name_the_repository() {
     }
     assert!(shown >= 3 && withheld >= 2, "shown {shown}, withheld {withheld}");
     h.stop().await;
+}
+
+/// This machine's own name, when it resolves to a loopback address only (as Debian's
+/// `/etc/hosts` has it): another name of a forge on loopback.
+fn own_loopback_name() -> Option<String> {
+    use std::net::ToSocketAddrs;
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?.trim().to_owned();
+    if name.is_empty() || name.eq_ignore_ascii_case("localhost") {
+        return None;
+    }
+    let found: Vec<std::net::SocketAddr> = (name.as_str(), 0).to_socket_addrs().ok()?.collect();
+    (!found.is_empty() && found.iter().all(|a| a.ip().is_loopback())).then_some(name)
 }

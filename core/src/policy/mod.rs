@@ -221,6 +221,49 @@ impl Policy {
             .map(|why| Refusal { cause: Cause::Repos, why })
     }
 
+    /// The host names the URLs of `call`'s body give other than this forge's own, under a
+    /// repository allowlist: the server looks them up and judges the call again with what they
+    /// resolve to (`alias_refusal`), since another name of this forge's address would pass for
+    /// another host.
+    pub fn named_hosts(&self, narrowing: &Narrowing, call: &Prepared) -> Vec<String> {
+        let fence = self.fence(narrowing);
+        let args = call.args();
+        let segments;
+        let (op, values) = match call.tool().operation() {
+            Some(op) => (op, Values::Args(args)),
+            None => {
+                let Some(op) = call.reached().and_then(ToolDef::operation) else { return Vec::new() };
+                let Some(path) = args.get("path").and_then(Value::as_str) else { return Vec::new() };
+                segments = crate::catalog::segments(path);
+                (op, Values::Segments(&segments))
+            }
+        };
+        repos::named_hosts(&fence, op, &values, args.get("body"))
+    }
+
+    /// `call` judged again by the repository allowlists, each of `aliases` (a host name and
+    /// the addresses it resolves to) being this forge when it resolves to one of its
+    /// addresses.
+    pub fn alias_refusal(
+        &self,
+        narrowing: &Narrowing,
+        call: &Prepared,
+        aliases: &[(String, Vec<std::net::IpAddr>)],
+    ) -> Option<Refusal> {
+        let fence = self.fence(narrowing).with_aliases(aliases);
+        let args = call.args();
+        let segments;
+        let (op, values) = match call.tool().operation() {
+            Some(op) => (op, Values::Args(args)),
+            None => {
+                let op = call.reached()?.operation()?;
+                segments = crate::catalog::segments(args.get("path").and_then(Value::as_str)?);
+                (op, Values::Segments(&segments))
+            }
+        };
+        repos::refusal(&fence, op, &values, args.get("body")).map(|why| Refusal { cause: Cause::Repos, why })
+    }
+
     /// What a person must confirm before `call` is sent, if anything (whatever
     /// `CONFIRM_IRREVERSIBLE` says: with `off` the audit line still says it was not asked).
     /// Judged by the operation reached: a tool's, a raw call's route's (a raw DELETE of a

@@ -120,6 +120,10 @@ pub struct Fence<'a> {
     lists: [(Option<&'a RepoList>, &'static str, bool); 4],
     /// This forge, for URLs that may name its repositories.
     forge: &'a ForgeHost,
+    /// Other names of hosts that URLs of the call name, with the addresses they resolve to
+    /// (looked up by the server before sending): a name that reaches this forge's address is
+    /// this forge.
+    aliases: &'a [(String, Vec<IpAddr>)],
 }
 
 /// Where a list comes from, as a message names it.
@@ -144,7 +148,13 @@ impl<'a> Fence<'a> {
                 (request_write.map(|l| &**l), REQUEST_WRITE, true),
             ],
             forge,
+            aliases: &[],
         }
+    }
+
+    /// This fence, where `aliases` (host names and what they resolve to) may name this forge.
+    pub(crate) fn with_aliases(self, aliases: &'a [(String, Vec<IpAddr>)]) -> Fence<'a> {
+        Fence { aliases, ..self }
     }
 
     /// No list at all: every repository.
@@ -366,7 +376,7 @@ fn also_refusal(
         Also::Url { field, write } => {
             let url = from_source(Source::Body(field), op, values, body)?;
             let what = if write { "writes to" } else { "reads" };
-            match fence.forge.repository(&url) {
+            match fence.forge.repository_at(&url, fence.aliases) {
                 Ok(None) => None,
                 Ok(Some((o, r))) => fence.repo_refusal(&o, &r, write).map(|why| {
                     format!("{} {what} a repository of this forge named by `{field}`: {why}", op.id)
@@ -396,6 +406,33 @@ fn also_refusal(
             Some(format!("{} compares with a branch of another repository: {why}", op.id))
         }
     }
+}
+
+/// The host names the URLs of `op`'s body give other than this forge's own (and
+/// `localhost`): another name of this forge's address would pass for another host, so the
+/// server looks them up before sending and judges the call again with what they resolve to
+/// (`Fence::with_aliases`). None without a repository allowlist.
+pub(crate) fn named_hosts(
+    fence: &Fence,
+    op: &Operation,
+    values: &Values,
+    body: Option<&Value>,
+) -> Vec<String> {
+    if fence.is_open() {
+        return Vec::new();
+    }
+    let also: &[Also] = match reach::of(&op.id) {
+        Some(Reach::Repo(also)) => also,
+        Some(Reach::Places(m)) => m.also,
+        _ => &[],
+    };
+    also.iter()
+        .filter_map(|a| match a {
+            Also::Url { field, .. } => from_source(Source::Body(field), op, values, body),
+            _ => None,
+        })
+        .filter_map(|url| fence.forge.other_name(&url))
+        .collect()
 }
 
 /// The second look, once the caller is known (`caller`: the login the call runs as): an
@@ -519,26 +556,32 @@ impl ForgeHost {
     /// fragment ignored, the base path, empty segments, `.git` and `.wiki` left out,
     /// percent-encoding decoded.
     pub fn repository(&self, text: &str) -> Result<Option<(String, String)>, &'static str> {
-        const NOT_A_URL: &str = "it is not an http, https, git or ssh URL (a local path cannot be judged)";
-        let text = text.trim();
-        let url = match Url::parse(text) {
-            Ok(u) => u,
-            Err(_) => scp_like(text).ok_or(NOT_A_URL)?,
-        };
-        if !matches!(url.scheme(), "http" | "https" | "git" | "ssh") {
-            return Err(NOT_A_URL);
-        }
-        // ssh and git URLs keep their host as written: read it as an http URL's host is read
-        // (IPv4 in any of its number forms, letter case), as the programs that connect do.
-        let special = match url.scheme() {
-            "ssh" | "git" => Url::parse(&format!("http://{}/", url.host_str().unwrap_or_default())).ok(),
-            _ => None,
-        };
-        let Some(host) = special.as_ref().unwrap_or(&url).host() else { return Err(NOT_A_URL) };
+        self.repository_at(text, &[])
+    }
+
+    /// `repository`, where a host named as one of `aliases` is this forge when it resolves to
+    /// one of this forge's addresses (a loopback one when the forge is on loopback).
+    pub(crate) fn repository_at(
+        &self,
+        text: &str,
+        aliases: &[(String, Vec<IpAddr>)],
+    ) -> Result<Option<(String, String)>, &'static str> {
+        let url = parse_url(text)?;
+        let owned = url_host(&url)?;
+        let host = borrowed(&owned);
         let Some(base) = &self.base else {
             return Err("this server does not know its forge's address, so no URL can be judged");
         };
-        if !self.is_forge(&host, base) {
+        let forge_ip = base.host().and_then(|h| host_ip(&h));
+        let forge_loopback = base.host().is_some_and(|h| is_loopback(&h));
+        let alias = |name: &str| {
+            aliases.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).flat_map(|(_, a)| a).any(|a| {
+                let a = canonical_ip(*a);
+                self.addresses.contains(&a) || forge_ip == Some(a) || (forge_loopback && a.is_loopback())
+            })
+        };
+        let is_alias = matches!(&host, url::Host::Domain(d) if alias(d));
+        if !self.is_forge(&host, base) && !is_alias {
             return Ok(None);
         }
         let path = url.path();
@@ -557,6 +600,26 @@ impl ForgeHost {
         let repo = strip_suffix_ci(&repo, ".git");
         let repo = strip_suffix_ci(repo, ".wiki");
         Ok(Some((owner, repo.to_owned())))
+    }
+
+    /// The host `text` names when it is a name other than this forge's own (and not
+    /// `localhost`): what could be another name of this forge's address.
+    pub(crate) fn other_name(&self, text: &str) -> Option<String> {
+        let url = parse_url(text).ok()?;
+        let owned = url_host(&url).ok()?;
+        let host = borrowed(&owned);
+        let base = self.base.as_ref()?;
+        match host {
+            url::Host::Domain(d) if !self.is_forge(&host, base) && !is_loopback(&host) => {
+                Some(d.trim_end_matches('.').to_ascii_lowercase())
+            }
+            _ => None,
+        }
+    }
+
+    /// The addresses of this forge's host looked up at start.
+    pub fn addresses(&self) -> &[IpAddr] {
+        &self.addresses
     }
 
     fn is_forge(&self, host: &url::Host<&str>, base: &Url) -> bool {
@@ -579,6 +642,40 @@ impl ForgeHost {
                 self.addresses.contains(&ip) || host_ip(&forge).is_some_and(|f| f == ip)
             }
         }
+    }
+}
+
+const NOT_A_URL: &str = "it is not an http, https, git or ssh URL (a local path cannot be judged)";
+
+/// A URL of a repository as the forges and git read it (scp-like `user@host:path` too).
+fn parse_url(text: &str) -> Result<Url, &'static str> {
+    let text = text.trim();
+    let url = match Url::parse(text) {
+        Ok(u) => u,
+        Err(_) => scp_like(text).ok_or(NOT_A_URL)?,
+    };
+    if !matches!(url.scheme(), "http" | "https" | "git" | "ssh") {
+        return Err(NOT_A_URL);
+    }
+    Ok(url)
+}
+
+/// The host of `url`: ssh and git URLs keep their host as written, so it is read as an http
+/// URL's host is read (IPv4 in any of its number forms, letter case), as the programs that
+/// connect do.
+fn url_host(url: &Url) -> Result<url::Host<String>, &'static str> {
+    let special = match url.scheme() {
+        "ssh" | "git" => Url::parse(&format!("http://{}/", url.host_str().unwrap_or_default())).ok(),
+        _ => None,
+    };
+    special.as_ref().unwrap_or(url).host().map(|h| h.to_owned()).ok_or(NOT_A_URL)
+}
+
+fn borrowed(host: &url::Host<String>) -> url::Host<&str> {
+    match host {
+        url::Host::Domain(d) => url::Host::Domain(d.as_str()),
+        url::Host::Ipv4(a) => url::Host::Ipv4(*a),
+        url::Host::Ipv6(a) => url::Host::Ipv6(*a),
     }
 }
 
@@ -735,6 +832,22 @@ mod tests {
             ForgeHost::new(Url::parse("https://git.example.com/").ok(), vec!["203.0.113.5".parse().unwrap()])
         });
         &FORGE
+    }
+
+    #[test]
+    fn another_name_of_this_forges_address_is_this_forge_once_looked_up() {
+        let f = forge();
+        let url = "https://code.internal.example/bob/secret.git";
+        assert_eq!(f.other_name(url).as_deref(), Some("code.internal.example"));
+        assert_eq!(f.other_name("https://GIT.example.com./bob/secret"), None, "the forge's own name");
+        assert_eq!(f.other_name("https://203.0.113.9/bob/secret"), None, "an address is judged as it is");
+        assert_eq!(f.repository(url), Ok(None), "without a look-up, another host");
+        let same = [("code.internal.example".to_owned(), vec!["203.0.113.5".parse().unwrap()])];
+        assert_eq!(f.repository_at(url, &same), Ok(Some(("bob".into(), "secret".into()))));
+        let mapped = [("code.internal.example".to_owned(), vec!["::ffff:203.0.113.5".parse().unwrap()])];
+        assert_eq!(f.repository_at(url, &mapped), Ok(Some(("bob".into(), "secret".into()))));
+        let elsewhere = [("code.internal.example".to_owned(), vec!["198.51.100.7".parse().unwrap()])];
+        assert_eq!(f.repository_at(url, &elsewhere), Ok(None));
     }
 
     fn fence_of<'a>(
