@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::audit::{Origin, Trace};
 use crate::confirm::{self, Asker, Nobody};
-use crate::executor::client::LARGE_BODY;
+use crate::executor::client::{Binary, LARGE_BODY};
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received};
 use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, Principal, sudo};
@@ -149,8 +149,12 @@ pub async fn run_asking(
         })?;
         trace.confirmed = how;
     }
-    // 4.–6. plan, send, decode.
-    let mut fetched = fetch(server, &call, &credential, &guard, trace).await.map_err(|e| guard.error(e))?;
+    // 4.–6. plan, send, decode. Binary content a resource reads again is not held past what
+    // a result can take: over MAX_BINARY_BYTES it is only counted, and linked.
+    let linkable = envelope::link::uri_of(call.tool().name(), call.args()).is_some();
+    let binary = if linkable { Binary::Measure(server.settings.max_resource_bytes) } else { Binary::Refuse };
+    let mut fetched =
+        fetch(server, &call, &credential, &guard, trace, binary).await.map_err(|e| guard.error(e))?;
     // Listings across repositories keep only what the repository allowlists allow.
     let fence = server.policy.fence(narrowing);
     let filtered = match repos::filter(
@@ -178,7 +182,11 @@ pub async fn run_asking(
     fetched.shape(server, result_type, shape, ask.fields.as_deref()).map_err(|e| guard.error(e))?;
     // Binary content too large to inline, which a resource reads again, is left for the
     // client to fetch: `data` says what it is, `link` where.
-    let link = if fetched.json { None } else { link(server, call.tool(), call.args(), &mut fetched.data) };
+    let link = match (fetched.json, fetched.over) {
+        (true, _) => None,
+        (false, true) => over_link(call.tool(), call.args(), &fetched.data),
+        (false, false) => link(server, call.tool(), call.args(), &mut fetched.data),
+    };
     let elided = std::mem::take(&mut fetched.elided);
     let mut success = fetched.into_success(server, identity);
     success.filtered = filtered;
@@ -201,6 +209,15 @@ fn link(server: &Server, tool: &ToolDef, args: &Map<String, Value>, data: &mut V
     let mime_type =
         data.get("content_type").and_then(Value::as_str).unwrap_or("application/octet-stream").to_owned();
     *data = json!({"content_type": mime_type, "size": size});
+    Some(Link { uri, mime_type, size })
+}
+
+/// The link for binary content over `MAX_BINARY_BYTES` that was counted, not kept (`data`
+/// is already `{content_type, size}`).
+fn over_link(tool: &ToolDef, args: &Map<String, Value>, data: &Value) -> Option<Link> {
+    let uri = envelope::link::uri_of(tool.name(), args)?;
+    let size = data.get("size")?.as_u64()?;
+    let mime_type = data.get("content_type")?.as_str()?.to_owned();
     Some(Link { uri, mime_type, size })
 }
 
@@ -272,6 +289,8 @@ struct Fetched {
     elided: Elided,
     /// The body was JSON (only JSON is shaped).
     json: bool,
+    /// Binary content too large for a result was counted, not kept: `data` says what it is.
+    over: bool,
 }
 
 impl Fetched {
@@ -310,13 +329,15 @@ impl Fetched {
     }
 }
 
-/// Plan, send and decode one admitted call.
+/// Plan, send and decode one admitted call, reading binary content over `MAX_BINARY_BYTES`
+/// as `binary` says.
 async fn fetch(
     server: &Server,
     call: &Prepared<'_>,
     credential: &Credential,
     guard: &CallGuard,
     trace: &mut Trace,
+    binary: Binary,
 ) -> Result<Fetched, CallError> {
     // 4. plan: encoded path, query, body or multipart.
     let plan = call.plan(server.settings.max_binary_bytes)?;
@@ -328,11 +349,30 @@ async fn fetch(
         }
     }
     // 5. send, within timeouts and size limits.
-    let received = server.forge.send(&plan, credential).await?;
+    let received = server.forge.send_reading(&plan, credential, binary).await?;
     trace.status = Some(received.status);
+    // Binary content larger than a result holds, counted and not kept: what it is, for a link.
+    if let (Some(size), true) = (received.over, (200..300).contains(&received.status)) {
+        let content_type = received.header("content-type").unwrap_or("application/octet-stream").to_owned();
+        let data = json!({"content_type": content_type, "size": size});
+        let status = received.status;
+        return Ok(Fetched {
+            plan,
+            status,
+            data,
+            pagination: None,
+            elided: Elided::default(),
+            json: false,
+            over: true,
+        });
+    }
     // 6. decode: status → error kind, body → data, headers → pagination.
-    let (status, data, pagination, elided, json) = decode(server, &plan, received, guard).await?;
-    Ok(Fetched { plan, status, data, pagination, elided, json })
+    let max_binary = match binary {
+        Binary::UpTo(max) => max,
+        Binary::Refuse | Binary::Measure(_) => server.settings.max_binary_bytes,
+    };
+    let (status, data, pagination, elided, json) = decode(server, &plan, received, guard, max_binary).await?;
+    Ok(Fetched { plan, status, data, pagination, elided, json, over: false })
 }
 
 /// One read of a combined result (`run_reads`): an operation, its arguments, and the JSON
@@ -389,7 +429,8 @@ pub(crate) async fn run_reads(
     for (call, at) in calls {
         // The audit line names the first read (as the envelope's `request` does), or the one that failed.
         let mut this = Trace::default();
-        let fetched = fetch(server, &call, &credential, &guard, &mut this).await;
+        let binary = Binary::UpTo(server.settings.max_resource_bytes);
+        let fetched = fetch(server, &call, &credential, &guard, &mut this, binary).await;
         if first.is_none() || fetched.is_err() {
             (trace.operation, trace.method, trace.path, trace.status) =
                 (this.operation, this.method, this.path, this.status);
@@ -636,6 +677,7 @@ async fn decode(
     plan: &CallPlan,
     mut got: Received,
     guard: &CallGuard,
+    max_binary: u64,
 ) -> Result<Decoded, CallError> {
     let st = got.status;
     if let Some(kind) = status::kind_for(st) {
@@ -666,13 +708,18 @@ async fn decode(
         body::decode(expect, content_type.as_deref(), bytes, keep)
     };
     if let body::Decoded::Binary { bytes, .. } = &decoded {
-        let max = server.settings.max_binary_bytes;
+        let max = max_binary;
         if bytes.len() as u64 > max {
+            let setting = if max == server.settings.max_binary_bytes {
+                "MAX_BINARY_BYTES"
+            } else {
+                "MAX_RESOURCE_BYTES"
+            };
             return Err(CallError::from_forge(
                 st,
                 ErrorKind::PayloadTooLarge,
                 format!(
-                    "the forge returned {} bytes of binary data, over MAX_BINARY_BYTES ({max}); ask for a smaller file or raise MAX_BINARY_BYTES",
+                    "the forge returned {} bytes of binary data, over {setting} ({max}); ask for a smaller file or raise {setting}",
                     bytes.len()
                 ),
             ));

@@ -206,6 +206,10 @@ pub struct CommonArgs {
     /// Largest binary body returned as base64, and largest base64 upload, in bytes.
     #[arg(long, env = "MAX_BINARY_BYTES", default_value_t = 1_048_576, global = true)]
     pub(crate) max_binary_bytes: u64,
+    /// Largest binary content (a raw file, an attachment) a resource read serves, in bytes:
+    /// a tool result links content over MAX_BINARY_BYTES up to this size to the resource.
+    #[arg(long, env = "MAX_RESOURCE_BYTES", default_value_t = 32 * 1_048_576, global = true)]
+    pub(crate) max_resource_bytes: u64,
     /// Largest binary content (a raw file, an attachment) a result holds inline as base64;
     /// larger comes as a `resource_link` to the `gitea://` resource that reads it.
     #[arg(long, env = "MAX_INLINE_BINARY_BYTES", default_value_t = 8_192, global = true)]
@@ -490,6 +494,7 @@ pub struct Settings {
     pub(crate) shutdown_delay: Duration,
     pub(crate) mcp_bearer_token: Option<SecretString>,
     pub max_binary_bytes: u64,
+    pub(crate) max_resource_bytes: u64,
     pub(crate) max_inline_binary_bytes: u64,
     pub(crate) max_response_bytes: u64,
     pub(crate) disabled_tools: BTreeSet<String>,
@@ -732,6 +737,11 @@ impl Settings {
         if args.max_binary_bytes == 0 {
             return Err(ConfigError("MAX_BINARY_BYTES must be at least 1".into()));
         }
+        if args.max_resource_bytes < args.max_binary_bytes || args.max_resource_bytes > 1 << 30 {
+            return Err(ConfigError(
+                "MAX_RESOURCE_BYTES must be at least MAX_BINARY_BYTES and at most 1073741824 (1 GiB)".into(),
+            ));
+        }
         if args.max_response_bytes == 0 {
             return Err(ConfigError("MAX_RESPONSE_BYTES must be at least 1".into()));
         }
@@ -825,6 +835,7 @@ impl Settings {
             },
             mcp_bearer_token,
             max_binary_bytes: args.max_binary_bytes,
+            max_resource_bytes: args.max_resource_bytes,
             max_response_bytes: args.max_response_bytes,
             disabled_tools: args
                 .disabled_tools

@@ -629,7 +629,7 @@ pub fn guard(data: &[u8]) {
     if let Some(ct) = media.filter(|m| !m.is_empty() && *m != FROM_INPUT) {
         headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
     }
-    let received = crate::executor::client::Received { status, headers, body, _large: None };
+    let received = crate::executor::client::Received { status, headers, body, over: None, _large: None };
     let kind = status::kind_for(status).unwrap_or(ErrorKind::UpstreamError);
     let error = crate::call::forge_error(&received, kind, call.redactor());
     assert_no_secret(&error_text(call.error(error).into_error()));

@@ -62,12 +62,27 @@ struct Slot<'a> {
     _shared: Option<Lease>,
 }
 
+/// How an answer of binary content over `MAX_BINARY_BYTES` is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binary {
+    /// Refused, `payload_too_large`.
+    Refuse,
+    /// Read up to this many bytes (`MAX_RESOURCE_BYTES`: a resource read).
+    UpTo(u64),
+    /// Not kept but counted, up to this many bytes: `Received::over` says how many (a tool
+    /// call whose content a resource reads again).
+    Measure(u64),
+}
+
 /// A forge answer as received: status, headers, and the body or why it was not read.
 #[derive(Debug)]
 pub(crate) struct Received {
     pub(crate) status: u16,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Vec<u8>,
+    /// Binary content over `MAX_BINARY_BYTES`, counted and not kept (`Binary::Measure`): its
+    /// size; the body is empty then.
+    pub(crate) over: Option<u64>,
     /// Held while a large body is in memory; released when this answer is dropped (never
     /// read: it is here for its drop).
     pub(crate) _large: Option<OwnedSemaphorePermit>,
@@ -198,8 +213,18 @@ impl Forge {
     /// Send a plan with a credential and read the answer within the limits, holding a slot
     /// of `FORGE_MAX_CONCURRENT` meanwhile.
     pub(crate) async fn send(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
+        self.send_reading(plan, credential, Binary::Refuse).await
+    }
+
+    /// `send`, reading binary content over `MAX_BINARY_BYTES` as `binary` says.
+    pub(crate) async fn send_reading(
+        &self,
+        plan: &CallPlan,
+        credential: &Credential,
+        binary: Binary,
+    ) -> Result<Received, CallError> {
         let _slot = self.slot().await?;
-        self.send_now(plan, credential).await
+        self.send_now(plan, credential, binary).await
     }
 
     /// Send the login lookup of a token not yet established, without a slot of
@@ -211,7 +236,7 @@ impl Forge {
         plan: &CallPlan,
         credential: &Credential,
     ) -> Result<Received, CallError> {
-        self.send_now(plan, credential).await
+        self.send_now(plan, credential, Binary::Refuse).await
     }
 
     /// A slot for one request (none needed without `FORGE_MAX_CONCURRENT`), or `rate_limited`
@@ -271,10 +296,15 @@ impl Forge {
         )
     }
 
-    async fn send_now(&self, plan: &CallPlan, credential: &Credential) -> Result<Received, CallError> {
+    async fn send_now(
+        &self,
+        plan: &CallPlan,
+        credential: &Credential,
+        binary: Binary,
+    ) -> Result<Received, CallError> {
         let url = self.url_of(plan)?;
         let started = Instant::now();
-        let got = self.exchange(url, plan, credential).await;
+        let got = self.exchange(url, plan, credential, binary).await;
         let status = match &got {
             Ok(r) => Some(r.status),
             Err(CallError::Result(f)) => f.status,
@@ -302,6 +332,7 @@ impl Forge {
         url: Url,
         plan: &CallPlan,
         credential: &Credential,
+        binary: Binary,
     ) -> Result<Received, CallError> {
         let method = reqwest::Method::from_bytes(plan.method().as_str().as_bytes()).expect("standard method");
         let mut req = self
@@ -348,10 +379,28 @@ impl Forge {
         let headers = resp.headers().clone();
         let content_type = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok());
         let limit = read_limit(plan.expect(), content_type, self.limits);
+        let is_binary = limit.setting == "MAX_BINARY_BYTES";
+        let resource = ReadLimit { bytes: 0, setting: "MAX_RESOURCE_BYTES" };
+        // Binary content past MAX_BINARY_BYTES: a resource read keeps it up to its own bound;
+        // a tool call that links to such a resource only counts it.
+        let (limit, measure) = match binary {
+            Binary::UpTo(max) if is_binary => (ReadLimit { bytes: max, ..resource }, None),
+            Binary::Measure(max) if is_binary => (limit, Some(ReadLimit { bytes: max, ..resource })),
+            _ => (limit, None),
+        };
         let declared =
             headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
         // An error's message is at its start: read that much, drop the rest.
         let error_prefix = (status >= 400).then_some(ERROR_BODY_BYTES);
+        if let (Some(len), Some(up_to)) = (declared, measure) {
+            if len > limit.bytes && error_prefix.is_none() {
+                if len > up_to.bytes {
+                    return Err(too_large(status, up_to, Some(len)));
+                }
+                // Larger than a result holds: its size is all that is wanted.
+                return Ok(Received { status, headers, body: Vec::new(), over: Some(len), _large: None });
+            }
+        }
         if let Some(len) = declared.filter(|&len| len > limit.bytes && error_prefix.is_none()) {
             return Err(too_large(status, limit, Some(len)));
         }
@@ -361,6 +410,8 @@ impl Forge {
         }
         let initial = declared.unwrap_or(0).min(limit.bytes).min(error_prefix.unwrap_or(usize::MAX) as u64);
         let mut body: Vec<u8> = Vec::with_capacity(initial as usize);
+        // Bytes counted past the limit and dropped (`Binary::Measure`, without a length).
+        let mut counted: Option<u64> = None;
         loop {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
@@ -371,7 +422,24 @@ impl Forge {
                         }
                         continue;
                     }
+                    if let Some(n) = &mut counted {
+                        *n += chunk.len() as u64;
+                        if measure.is_some_and(|m| *n > m.bytes) {
+                            return Err(too_large(status, measure.expect("measuring"), None));
+                        }
+                        continue;
+                    }
                     if body.len() as u64 + chunk.len() as u64 > limit.bytes {
+                        if let Some(up_to) = measure {
+                            let n = body.len() as u64 + chunk.len() as u64;
+                            if n > up_to.bytes {
+                                return Err(too_large(status, up_to, None));
+                            }
+                            counted = Some(n);
+                            body = Vec::new();
+                            large = None;
+                            continue;
+                        }
                         return Err(too_large(status, limit, None));
                     }
                     if large.is_none() && body.len() + chunk.len() > LARGE_BODY {
@@ -399,7 +467,10 @@ impl Forge {
                 }
             }
         }
-        Ok(Received { status, headers, body, _large: large })
+        if let Some(size) = counted {
+            return Ok(Received { status, headers, body: Vec::new(), over: Some(size), _large: None });
+        }
+        Ok(Received { status, headers, body, over: None, _large: large })
     }
 
     /// One of the permits for large bodies; waits while `LARGE_CALLS` are taken (the

@@ -21,17 +21,36 @@ fn resource_of(l: Link) -> Resource {
 }
 
 /// What a resource read answers: the envelope text, or for binary content (`data` is
-/// `{content_base64, content_type, size}`) the bytes as a blob of their own type.
+/// `{content_base64, content_type, size}`) the bytes as a blob of their own type. The blob is
+/// read from the text in place (base64 has no escapes) and copied once: a resource may be
+/// `MAX_RESOURCE_BYTES` large.
 pub(crate) fn resource_contents(text: Guarded, uri: &str) -> ResourceContents {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        data: Blob<'a>,
+    }
+    /// Exactly the members decoding gives binary content: a forge's JSON that happens to
+    /// hold such members among others is text.
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Blob<'a> {
+        #[serde(borrow)]
+        content_base64: std::borrow::Cow<'a, str>,
+        content_type: String,
+        #[allow(dead_code)]
+        size: u64,
+    }
     let text = text.into_string();
-    let binary = serde_json::from_str::<Value>(&text).ok().and_then(|e| {
-        let data = e.get("data")?;
-        let blob = data.get("content_base64")?.as_str()?.to_owned();
-        data.get("size")?.as_u64()?;
-        Some((blob, data.get("content_type")?.as_str()?.to_owned()))
-    });
+    let binary = match serde_json::from_str::<Envelope>(&text) {
+        Ok(e) => Some((e.data.content_base64.into_owned(), e.data.content_type)),
+        Err(_) => None,
+    };
     match binary {
-        Some((blob, mime)) => ResourceContents::blob(blob, uri).with_mime_type(mime),
+        Some((blob, mime)) => {
+            drop(text);
+            ResourceContents::blob(blob, uri).with_mime_type(mime)
+        }
         None => ResourceContents::text(text, uri).with_mime_type("application/json"),
     }
 }

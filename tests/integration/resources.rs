@@ -251,3 +251,68 @@ async fn large_binary_content_comes_as_a_link_whose_read_gives_the_bytes() {
     assert_eq!(base64::engine::general_purpose::STANDARD.decode(blob).unwrap(), large);
     h.stop().await;
 }
+
+/// Binary content over `MAX_BINARY_BYTES` is linked too, not refused: the tool call only
+/// counts its bytes (it never holds them) and links the resource, whose read serves it up to
+/// `MAX_RESOURCE_BYTES` — with a length or chunked without one; past that both say which
+/// setting to raise. A known secret in it withholds the read.
+#[tokio::test]
+async fn binary_over_max_binary_bytes_is_linked_and_read_up_to_max_resource_bytes() {
+    use fake_forge::{Script, ScriptBody, ScriptedResponse};
+    let h = Harness::start(Setup::gitea().env("MAX_RESOURCE_BYTES", "4194304")).await;
+    h.forge.seed_repo("o", "r");
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 13 % 251) as u8).collect();
+    let raw = |name: &str, body: ScriptBody| {
+        Script::always(
+            Some("GET"),
+            &format!("/api/v1/repos/o/r/raw/{name}"),
+            ScriptedResponse::status(200)
+                .with_header("content-type", "application/octet-stream")
+                .with_body(body),
+        )
+    };
+    h.forge.script(raw("big.bin", ScriptBody::Bytes(big.clone())));
+    let chunks: Vec<Vec<u8>> = big.chunks(256 * 1024).map(<[u8]>::to_vec).collect();
+    h.forge
+        .script(raw("chunked.bin", ScriptBody::Chunked { chunks, delay_between: std::time::Duration::ZERO }));
+    for name in ["big.bin", "chunked.bin"] {
+        let c = h.call("repoGetRawFile", json!({"owner": "o", "repo": "r", "filepath": name})).await;
+        assert!(!c.is_error, "{name}: {}", c.text);
+        assert_eq!(
+            c.json["data"],
+            json!({"content_type": "application/octet-stream", "size": 3_000_000}),
+            "{}",
+            c.text
+        );
+        let uri = format!("gitea://repos/o/r/contents/{name}");
+        assert_eq!(c.json["link"]["uri"], uri.as_str(), "{}", c.text);
+        let r = h.client.read_resource(ReadResourceRequestParams::new(uri.as_str())).await.unwrap();
+        let ResourceContents::BlobResourceContents { blob, .. } = &r.contents[0] else { panic!("a blob") };
+        assert!(base64::engine::general_purpose::STANDARD.decode(blob).unwrap() == big, "{name}: the bytes");
+    }
+    // Past MAX_RESOURCE_BYTES: refused, naming it, by the call and by the read.
+    let huge = vec![7u8; 5_000_000];
+    h.forge.script(raw("huge.bin", ScriptBody::Bytes(huge)));
+    let c = h.call("repoGetRawFile", json!({"owner": "o", "repo": "r", "filepath": "huge.bin"})).await;
+    assert_eq!(c.kind(), "payload_too_large", "{}", c.text);
+    assert!(c.text.contains("MAX_RESOURCE_BYTES"), "{}", c.text);
+    let e = h
+        .client
+        .read_resource(ReadResourceRequestParams::new("gitea://repos/o/r/contents/huge.bin"))
+        .await
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("MAX_RESOURCE_BYTES"), "{e:?}");
+    // A known secret inside: the read is withheld, not served.
+    let mut secret = big.clone();
+    secret.extend_from_slice(support::ALICE_TOKEN.as_bytes());
+    h.forge.script(raw("leak.bin", ScriptBody::Bytes(secret)));
+    let c = h.call("repoGetRawFile", json!({"owner": "o", "repo": "r", "filepath": "leak.bin"})).await;
+    assert!(c.json["link"].is_object(), "{}", c.text);
+    let e = h
+        .client
+        .read_resource(ReadResourceRequestParams::new("gitea://repos/o/r/contents/leak.bin"))
+        .await
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("secret_blocked"), "{e:?}");
+    h.stop().await;
+}
