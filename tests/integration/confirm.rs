@@ -384,7 +384,16 @@ async fn the_round_that_asks_the_person_is_recorded_as_input_required() {
         .iter()
         .map(|l| (l["outcome"].clone(), l.get("confirmed").cloned().unwrap_or(Value::Null)))
         .collect();
-    assert_eq!(how, [(json!("input_required"), Value::Null), (json!("ok"), json!("asked"))], "{lines:#?}");
+    // The write's intent line comes before its outcome.
+    assert_eq!(
+        how,
+        [
+            (json!("input_required"), Value::Null),
+            (json!("sending"), json!("asked")),
+            (json!("ok"), json!("asked"))
+        ],
+        "{lines:#?}"
+    );
     let metrics = reqwest::get(format!("{}/metrics", server.base)).await.unwrap().text().await.unwrap();
     assert!(
         metrics
@@ -420,7 +429,12 @@ async fn the_audit_line_says_how_each_call_was_confirmed_and_nothing_the_person_
         &off,
     )
     .await;
-    let tools: Vec<Value> = lines(&log).into_iter().filter(|l| l["tool"].is_string()).collect();
+    // Outcome lines (a write's intent line, `sending`, comes before it with the same id).
+    let all = lines(&log);
+    let tools: Vec<Value> =
+        all.iter().filter(|l| l["tool"].is_string() && l["outcome"] != "sending").cloned().collect();
+    let sending = all.iter().filter(|l| l["outcome"] == "sending").count();
+    assert_eq!(sending, 3, "the three deletes sent: {all:#?}");
     let how: Vec<(Value, Value, Value)> = tools
         .iter()
         .map(|l| {

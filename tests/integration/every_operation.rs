@@ -97,7 +97,7 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
             .forge
             .requests()
             .into_iter()
-            .filter(|r| !sometimes || r.method != "GET" || method == "GET")
+            .filter(|r| !offers || r.method != "GET" || method == "GET")
             .collect();
         assert_eq!(sent.len(), 1, "{}: exactly one request reached the forge ({args})", tool.name);
         let r = &sent[0];

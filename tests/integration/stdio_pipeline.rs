@@ -588,7 +588,9 @@ async fn json_deeper_than_100_levels_is_returned_as_text() {
 
 #[tokio::test]
 async fn binary_bodies_come_back_as_base64_up_to_the_limit_and_fail_above_it() {
-    let h = Harness::start(Setup::gitea().env("MAX_BINARY_BYTES", "1000")).await;
+    let h =
+        Harness::start(Setup::gitea().env("MAX_BINARY_BYTES", "1000").env("MAX_RESOURCE_BYTES", "100000"))
+            .await;
     let octet = [("content-type", "application/octet-stream")];
     let raw = |p: &str| json!({"owner": "o", "repo": "r", "filepath": p});
     h.forge.script(script("/api/v1/repos/o/r/raw/ok.bin", respond(200, &octet, &[7u8; 1000])));
@@ -615,8 +617,20 @@ async fn binary_bodies_come_back_as_base64_up_to_the_limit_and_fail_above_it() {
     assert_eq!(c.data()["size"], 1000);
     assert_eq!(c.data()["content_type"], "application/octet-stream");
     assert_eq!(c.data()["content_base64"].as_str().unwrap().len(), 1336);
-    for p in ["big.bin", "chunked.bin", "endless.bin"] {
+    // Over the limit, a file its resource reads again is linked (its bytes counted, not
+    // kept); an endless one is refused at the resource's limit.
+    for (p, size) in [("big.bin", 1001), ("chunked.bin", 1200)] {
         let c = h.call("repoGetRawFile", raw(p)).await;
+        assert_eq!(c.data()["size"], size, "{p}: {}", c.text);
+        assert!(c.json["link"]["uri"].as_str().unwrap().ends_with(p), "{}", c.text);
+    }
+    let c = h.call("repoGetRawFile", raw("endless.bin")).await;
+    assert_eq!(c.kind(), "payload_too_large", "{}", c.text);
+    assert!(c.json["error"]["message"].as_str().unwrap().contains("MAX_RESOURCE_BYTES"), "{}", c.text);
+    // Through the raw tool nothing links: over MAX_BINARY_BYTES is refused.
+    for p in ["big.bin", "chunked.bin", "endless.bin"] {
+        let path = format!("/repos/o/r/raw/{p}");
+        let c = h.call("gitea_api_request", json!({"method": "GET", "path": path})).await;
         assert_eq!(c.kind(), "payload_too_large", "{p}: {}", c.text);
         assert_eq!(c.json["error"]["status"], 200);
         assert!(c.json["error"]["message"].as_str().unwrap().contains("MAX_BINARY_BYTES"), "{}", c.text);
