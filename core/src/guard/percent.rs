@@ -34,26 +34,15 @@ pub(crate) fn read(s: &[u8]) -> Vec<u8> {
 
 /// The places in `s` of `ranges` of its reading (byte ranges, in order, not overlapping).
 pub(crate) fn places(s: &[u8], ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let mut out = Vec::with_capacity(ranges.len());
-    let mut wanted = ranges.iter().peekable();
-    let (mut view, mut original) = (0, 0);
-    let mut start = None;
-    while original < s.len() {
-        let Some(&&(from, to)) = wanted.peek() else { break };
-        if start.is_none() && view == from {
-            start = Some(original);
-        }
-        original += if escape_at(s, original).is_some() { 3 } else { 1 };
-        view += 1;
-        if let Some(begin) = start {
-            if view == to {
-                out.push((begin, original));
-                start = None;
-                wanted.next();
-            }
-        }
-    }
-    out
+    let mut at = 0;
+    let pieces = std::iter::from_fn(|| {
+        (at < s.len()).then(|| {
+            let len = if escape_at(s, at).is_some() { 3 } else { 1 };
+            at += len;
+            (len, 1)
+        })
+    });
+    super::unescape::places_of(pieces, ranges)
 }
 
 /// The byte a percent-escape at `s[at]` stands for, if one starts there.

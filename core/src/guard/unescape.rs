@@ -19,16 +19,26 @@ pub fn read(s: &str) -> String {
 /// The places in `s` of `ranges` of its reading (byte ranges, in order, not overlapping, on
 /// character boundaries of the reading).
 pub(crate) fn places(s: &str, ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    places_of(pieces(s).map(|(len, c)| (len, c.len_utf8())), ranges)
+}
+
+/// The places in an original of `ranges` of a reading of it, from the reading's pieces in
+/// order: how many bytes each takes in the original and in the reading (an escape and what it
+/// reads as). For every reading of a text that a redactor searches (`percent.rs` too).
+pub(crate) fn places_of(
+    pieces: impl Iterator<Item = (usize, usize)>,
+    ranges: &[(usize, usize)],
+) -> Vec<(usize, usize)> {
     let mut out = Vec::with_capacity(ranges.len());
     let mut wanted = ranges.iter().peekable();
     let (mut view, mut original) = (0, 0);
     let mut start = None;
-    for (len, c) in pieces(s) {
+    for (len, read) in pieces {
         let Some(&&(from, to)) = wanted.peek() else { break };
         if start.is_none() && view == from {
             start = Some(original);
         }
-        view += c.len_utf8();
+        view += read;
         original += len;
         if let Some(begin) = start {
             if view == to {

@@ -207,17 +207,8 @@ impl Policy {
         if fence.is_open() {
             return None;
         }
-        let args = call.args();
-        let segments;
-        let (op, values) = match call.tool().operation() {
-            Some(op) => (op, Values::Args(args)),
-            None => {
-                let op = call.reached()?.operation()?;
-                segments = crate::catalog::segments(args.get("path").and_then(Value::as_str)?);
-                (op, Values::Segments(&segments))
-            }
-        };
-        repos::caller_refusal(&fence, op, &values, args.get("body"), login)
+        let (op, route) = Route::of(call)?;
+        repos::caller_refusal(&fence, op, &route.values(), call.args().get("body"), login)
             .map(|why| Refusal { cause: Cause::Repos, why })
     }
 
@@ -227,18 +218,8 @@ impl Policy {
     /// another host.
     pub fn named_hosts(&self, narrowing: &Narrowing, call: &Prepared) -> Vec<String> {
         let fence = self.fence(narrowing);
-        let args = call.args();
-        let segments;
-        let (op, values) = match call.tool().operation() {
-            Some(op) => (op, Values::Args(args)),
-            None => {
-                let Some(op) = call.reached().and_then(ToolDef::operation) else { return Vec::new() };
-                let Some(path) = args.get("path").and_then(Value::as_str) else { return Vec::new() };
-                segments = crate::catalog::segments(path);
-                (op, Values::Segments(&segments))
-            }
-        };
-        repos::named_hosts(&fence, op, &values, args.get("body"))
+        let Some((op, route)) = Route::of(call) else { return Vec::new() };
+        repos::named_hosts(&fence, op, &route.values(), call.args().get("body"))
     }
 
     /// `call` judged again by the repository allowlists, each of `aliases` (a host name and
@@ -251,17 +232,9 @@ impl Policy {
         aliases: &[(String, Vec<std::net::IpAddr>)],
     ) -> Option<Refusal> {
         let fence = self.fence(narrowing).with_aliases(aliases);
-        let args = call.args();
-        let segments;
-        let (op, values) = match call.tool().operation() {
-            Some(op) => (op, Values::Args(args)),
-            None => {
-                let op = call.reached()?.operation()?;
-                segments = crate::catalog::segments(args.get("path").and_then(Value::as_str)?);
-                (op, Values::Segments(&segments))
-            }
-        };
-        repos::refusal(&fence, op, &values, args.get("body")).map(|why| Refusal { cause: Cause::Repos, why })
+        let (op, route) = Route::of(call)?;
+        repos::refusal(&fence, op, &route.values(), call.args().get("body"))
+            .map(|why| Refusal { cause: Cause::Repos, why })
     }
 
     /// What a person must confirm before `call` is sent, if anything (whatever
@@ -269,14 +242,9 @@ impl Policy {
     /// Judged by the operation reached: a tool's, a raw call's route's (a raw DELETE of a
     /// route no operation has is confirmed by its path), the call tool's target's.
     pub fn confirmation(&self, call: &Prepared) -> Option<confirm::Confirmation> {
-        let args = call.args();
-        match (call.tool().operation(), call.reached().and_then(ToolDef::operation)) {
-            (Some(op), _) => confirm::needed(op, &Values::Args(args), args),
-            (None, Some(op)) => {
-                let segments = crate::catalog::segments(args.get("path").and_then(Value::as_str)?);
-                confirm::needed(op, &Values::Segments(&segments), args)
-            }
-            (None, None) => confirm::unknown_route(call.tool(), args),
+        match Route::of(call) {
+            Some((op, route)) => confirm::needed(op, &route.values(), call.args()),
+            None => confirm::unknown_route(call.tool(), call.args()),
         }
     }
 
@@ -407,6 +375,37 @@ fn read_only_words(p: &Policy) -> &'static str {
         "the server is read-only (READ_ONLY)"
     } else {
         "this request is read-only (X-MCP-Readonly, or a sign-in with scope read)"
+    }
+}
+
+/// Where a prepared call's route values are: its tool's arguments, or the segments of the
+/// raw path that reaches an operation.
+enum Route<'a> {
+    Args(&'a Map<String, Value>),
+    Segments(Vec<&'a str>),
+}
+
+impl<'a> Route<'a> {
+    /// The operation `call` runs and its route values.
+    fn of(call: &'a Prepared) -> Option<(&'a crate::catalog::Operation, Route<'a>)> {
+        let args = call.args();
+        match call.tool().operation() {
+            Some(op) => Some((op, Route::Args(args))),
+            None => {
+                let op = call.reached()?.operation()?;
+                Some((
+                    op,
+                    Route::Segments(crate::catalog::segments(args.get("path").and_then(Value::as_str)?)),
+                ))
+            }
+        }
+    }
+
+    fn values(&self) -> Values<'_> {
+        match self {
+            Route::Args(args) => Values::Args(args),
+            Route::Segments(s) => Values::Segments(s),
+        }
     }
 }
 
