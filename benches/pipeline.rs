@@ -986,6 +986,25 @@ async fn guardrail_stages(server: &Server, case: &Case) {
         assert!(r.is_err());
     }
     let recording = us(stats(&recording_times).median);
+    // A write pays one line more: the one that says it is about to be sent.
+    let mut write_times = Vec::with_capacity(CALLS);
+    for i in 0..CALLS + 50 {
+        let origin = audit::Origin { transport: "stdio", client: None };
+        let t = Instant::now();
+        let r = call::recorded(server, origin, case.tool, Some(case.args.clone()), |_, mut trace| async move {
+            if let Some(log) = &server.audit {
+                log.before_write(&server.guard, &mut trace).expect("the intent line is written");
+            }
+            let e = aegis_core::error::CallError::local(aegis_core::error::ErrorKind::Denied, "bench");
+            (Err(server.guard.error(e)), trace)
+        })
+        .await;
+        if i >= 50 {
+            write_times.push(t.elapsed());
+        }
+        assert!(r.is_err());
+    }
+    let write_lines = us(stats(&write_times).median);
     let mut trace = audit::Trace::default();
     let text = call::run(server, Caller::Global, &narrowing, case.tool, Some(case.args.clone()), &mut trace)
         .await
@@ -996,7 +1015,7 @@ async fn guardrail_stages(server: &Server, case: &Case) {
         std::hint::black_box(aegis_core::guard::hygiene::may_hold(std::hint::black_box(&text)));
     });
     println!(
-        "  {:<16} policy with allowlists {policy:>5.1} (admission, validation included, {admission:>5.1})   audit line + metrics {recording:>5.1}   hygiene prefilter ({} B) {hygiene:>5.1}   sum {:>5.1}",
+        "  {:<16} policy with allowlists {policy:>5.1} (admission, validation included, {admission:>5.1})   audit line + metrics {recording:>5.1} (a write's two lines {write_lines:>5.1})   hygiene prefilter ({} B) {hygiene:>5.1}   sum {:>5.1}",
         case.tool,
         text.len(),
         policy + recording + hygiene

@@ -629,7 +629,7 @@ impl AuditLog {
     /// the id its outcome line will have), so that a write never reaches the forge without a
     /// line that says so. When it cannot be written the write is refused, not sent (unless
     /// `AUDIT_FAIL_OPEN`).
-    pub(crate) fn before_write(&self, guard: &Guard, trace: &mut Trace) -> Result<(), CallError> {
+    pub fn before_write(&self, guard: &Guard, trace: &mut Trace) -> Result<(), CallError> {
         let Some(facts) = &trace.facts else { return Ok(()) };
         let mut line = line_of(facts, trace, guard.redactor(), "sending", None);
         line.insert("args_hmac".into(), facts.args_hmac.clone().into());
