@@ -60,26 +60,165 @@ pub(crate) fn read(line: &[u8]) -> Read {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Read::Nothing;
     }
+    // A key given twice would be read by one reader as its first value and by another as
+    // its last (the typed reading then takes the whole message for another kind).
+    if let Some((v, why)) = twice(line) {
+        return if is_notification(&v) { Read::Nothing } else { Read::Answer(why) };
+    }
     if let Ok(m) = serde_json::from_slice::<ClientJsonRpcMessage>(line) {
         return Read::Message(Box::new(m));
     }
     let Ok(v) = serde_json::from_slice::<Value>(line) else {
         return Read::Answer(error(Value::Null, PARSE_ERROR, "Parse error: the message is not JSON"));
     };
-    let is_notification = v.get("method").is_some() && v.get("id").is_none();
-    if is_notification {
+    if is_notification(&v) {
         return Read::Nothing;
     }
-    let id = match v.get("id") {
-        Some(id @ Value::String(_)) => id.clone(),
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n.clone()),
-        _ => Value::Null,
-    };
     Read::Answer(error(
-        id,
+        id_of(&v),
         INVALID_REQUEST,
         "Invalid Request: not a JSON-RPC request, notification or response",
     ))
+}
+
+fn is_notification(v: &Value) -> bool {
+    v.get("method").is_some() && v.get("id").is_none()
+}
+
+/// The id to answer a message that is not taken with: its own when it is one an id can be.
+fn id_of(v: &Value) -> Value {
+    match v.get("id") {
+        Some(id @ Value::String(_)) => id.clone(),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n.clone()),
+        _ => Value::Null,
+    }
+}
+
+/// Refuse a message in which one object has a key twice (for the transports that hand the
+/// bytes on to another reader); the error to answer. Bytes that are not JSON pass: the
+/// reader after says so.
+pub(crate) fn check_distinct(bytes: &[u8]) -> Result<(), Value> {
+    twice(bytes).map_or(Ok(()), |(_, why)| Err(why))
+}
+
+/// When an object of `bytes` has a key twice: the message as `serde_json` reads it (the last
+/// of each) and the error to answer, with the message's id unless that is the key given twice.
+/// One pass that keeps only the keys of the objects open.
+fn twice(bytes: &[u8]) -> Option<(Value, Value)> {
+    let mut reader = serde_json::Deserializer::from_slice(bytes);
+    let e = serde::de::DeserializeSeed::deserialize(Distinct { root: true }, &mut reader).err()?;
+    if !e.is_data() {
+        return None;
+    }
+    let v = serde_json::from_slice::<Value>(bytes).ok()?;
+    // serde_json's words and where: the key and its place are ours, the line is not needed.
+    let why = e.to_string();
+    let why = why.split(" at line ").next().unwrap_or_default();
+    let id = if why == ROOT_ID_TWICE { Value::Null } else { id_of(&v) };
+    let answer =
+        error(id, INVALID_REQUEST, &format!("Invalid Request: {why} (a key may appear once in an object)"));
+    Some((v, answer))
+}
+
+/// The error of a message whose own `id` is given twice: which one to answer is not known.
+const ROOT_ID_TWICE: &str = "the key \"id\" appears twice in the message";
+
+/// Reads past any JSON value, failing at an object that has a key twice (`serde_json` keeps
+/// the last); the error names the key and whether it is one of the message's own members.
+#[derive(Clone, Copy)]
+struct Distinct {
+    root: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Distinct {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Distinct {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Distinct { root: false })?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key_seed(Key)? {
+            map.next_value_seed(Distinct { root: false })?;
+            if seen.contains(&key) {
+                let message = if self.root && key == "id" {
+                    ROOT_ID_TWICE.to_owned()
+                } else {
+                    let key = Value::String(key.chars().take(64).collect());
+                    let place = if self.root { "the message" } else { "one of its objects" };
+                    format!("the key {key} appears twice in {place}")
+                };
+                return Err(serde::de::Error::custom(message));
+            }
+            seen.insert(key);
+        }
+        Ok(())
+    }
+}
+
+/// An object's key, borrowed from the bytes unless it has escapes.
+struct Key;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Key {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Key {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Borrowed(s))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(s.to_owned()))
+    }
 }
 
 /// A JSON-RPC error response.
@@ -425,6 +564,43 @@ mod tests {
         assert_eq!(answer(br#"{"jsonrpc":"2.0","id":"a","params":1}"#)["id"], "a");
         assert_eq!(answer(br#"[1,2]"#)["error"]["code"], -32600);
         assert_eq!(answer(br#"{"id":1.5,"x":1}"#)["id"], Value::Null);
+    }
+
+    /// A key given twice is read differently by different readers (and by the typed reading,
+    /// which took such an `initialize` for a custom request): refused anywhere in a request,
+    /// answered with the request's id unless that is the key given twice.
+    #[test]
+    fn a_key_given_twice_anywhere_is_an_invalid_request_naming_it() {
+        let init = br#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
+        let a = answer(init);
+        assert_eq!((a["id"].clone(), a["error"]["code"].as_i64()), (json!(4), Some(INVALID_REQUEST)), "{a}");
+        let why = a["error"]["message"].as_str().unwrap();
+        assert_eq!(
+            why,
+            r#"Invalid Request: the key "capabilities" appears twice in one of its objects (a key may appear once in an object)"#
+        );
+        let call = br#"{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"repoDelete","arguments":{"owner":"a","repo":"x","repo":"y"}}}"#;
+        assert_eq!(answer(call)["id"], "c");
+        let ids = answer(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#);
+        assert_eq!(ids["id"], Value::Null, "{ids}");
+        assert!(
+            ids["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(r#"the key "id" appears twice in the message"#)
+        );
+        let method = answer(br#"{"jsonrpc":"2.0","id":3,"method":"ping","method":"tools/list"}"#);
+        assert_eq!(method["id"], 3);
+        // A notification is never answered; the same message without the second key passes.
+        let note = br#"{"jsonrpc":"2.0","method":"notifications/initialized","method":"x"}"#;
+        assert!(matches!(read(note), Read::Nothing));
+        let once = br#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
+        assert!(matches!(read(once), Read::Message(_)));
+        // Same keys in different objects are not twice.
+        assert!(matches!(
+            read(br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"id":1,"x":{"id":2}}}"#),
+            Read::Message(_)
+        ));
     }
 
     #[test]

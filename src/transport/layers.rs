@@ -537,6 +537,11 @@ pub(crate) async fn read_body_within(
     if let Err(error) = jsonrpc::check_values(&bytes) {
         return answer(StatusCode::BAD_REQUEST, &error);
     }
+    // Every layer after this one and the MCP library read the body again, each its own way:
+    // a key given twice could be read as one thing by a check and as another by the call.
+    if let Err(error) = jsonrpc::check_distinct(&bytes) {
+        return answer(StatusCode::BAD_REQUEST, &error);
+    }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 

@@ -1103,6 +1103,13 @@ async fn every_line_over_stdio_gets_an_answer_and_the_server_keeps_serving() {
         ("a 100 MB line", huge.into_bytes(), -32600, json!(1)),
         ("not JSON", b"{oops".to_vec(), -32700, Value::Null),
         ("JSON that is no message", br#"{"jsonrpc":"2.0","id":9,"method":7}"#.to_vec(), -32600, json!(9)),
+        // Read as its first value by one reader and its last by another: refused, unsent.
+        (
+            "an argument given twice",
+            br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"repoDelete","arguments":{"owner":"alice","repo":"demo","repo":"other"}}}"#.to_vec(),
+            -32600,
+            json!(8),
+        ),
     ];
     for (what, line, code, id) in lines {
         s.send_line(&line).await;
@@ -1119,7 +1126,7 @@ async fn every_line_over_stdio_gets_an_answer_and_the_server_keeps_serving() {
 on_both_transports!(a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error);
 
 async fn a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error(t: &str) {
-    let (_forge, server) = start(t, &[]).await;
+    let (forge, server) = start(t, &[]).await;
     let c = server.connect(None).await.unwrap();
     let url = match &c {
         support::http::McpClient::Sse(c) => c.post_url().to_owned(),
@@ -1137,6 +1144,11 @@ async fn a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error(t: 
             serde_json::Value::Null,
         ),
         (br#"{"jsonrpc":"2.0","id":5,"method":7}"#.to_vec(), -32600, json!(5)),
+        (
+            br#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"repoDelete","name":"repoGet","arguments":{"owner":"alice","repo":"demo"}}}"#.to_vec(),
+            -32600,
+            json!(6),
+        ),
     ] {
         for with_session in [true, false] {
             if with_session && t == "sse" || !with_session && t == "http" && session.is_none() {
@@ -1156,6 +1168,11 @@ async fn a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error(t: 
             assert_eq!((a["error"]["code"].as_i64(), &a["id"]), (Some(code), &id), "{a}");
         }
     }
+    assert!(
+        forge.requests().iter().all(|r| r.method == "GET"),
+        "nothing of a refused body was sent: {:?}",
+        forge.requests()
+    );
     let r = c.call_ok("repoGet", json!({"owner": "alice", "repo": "demo"}), None).await;
     assert!(!r.is_error, "{}", r.text);
 }
