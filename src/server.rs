@@ -107,13 +107,33 @@ const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 pub(crate) async fn look_up(hosts: &[String]) -> Result<Vec<(String, Vec<std::net::IpAddr>)>, String> {
     let mut out = Vec::with_capacity(hosts.len());
     for host in hosts {
-        let lookup = tokio::net::lookup_host((host.as_str(), 0));
-        match tokio::time::timeout(LOOKUP_TIMEOUT, lookup).await {
-            Ok(Ok(found)) => out.push((host.clone(), found.map(|a| a.ip()).collect())),
+        match tokio::time::timeout(LOOKUP_TIMEOUT, look_up_one(host)).await {
+            Ok(Some(found)) => out.push((host.clone(), found)),
             _ => return Err(host.clone()),
         }
     }
     Ok(out)
+}
+
+/// How many look-ups of the names calls give may run at once, over all callers. The system's
+/// resolver blocks a thread for each and goes on after the caller stopped waiting (a name
+/// whose servers never answer holds it for the resolver's own time-outs), so that without a
+/// bound a caller naming such hosts over and over would fill the blocking threads that file
+/// writes (the audit log) need too.
+const MAX_LOOKUPS: usize = 16;
+
+static LOOKUPS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_LOOKUPS);
+
+/// One name looked up on a blocking thread that holds one of `LOOKUPS` until the resolver
+/// answers, also when the caller has stopped waiting. `None`: it could not be.
+async fn look_up_one(host: &str) -> Option<Vec<std::net::IpAddr>> {
+    let permit = LOOKUPS.acquire().await.ok()?;
+    let host = host.to_owned();
+    let found = tokio::task::spawn_blocking(move || {
+        let _held = permit;
+        std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), 0)).map(|a| a.map(|a| a.ip()).collect())
+    });
+    found.await.ok()?.ok()
 }
 
 /// Why the server could not start, in words a person can act on.
@@ -303,6 +323,21 @@ async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, Start
 mod tests {
     use super::*;
     use clap::Parser;
+
+    /// Many look-ups at once share `MAX_LOOKUPS` blocking threads and each gets its answer;
+    /// a name that does not resolve is named back; every thread is given back after.
+    #[tokio::test]
+    async fn look_ups_at_once_are_bounded_and_each_answered() {
+        let hosts = ["localhost".to_owned()];
+        let many = (0..MAX_LOOKUPS * 3).map(|_| look_up(&hosts));
+        for found in futures::future::join_all(many).await {
+            let found = found.unwrap();
+            assert!(found[0].1.iter().any(std::net::IpAddr::is_loopback), "{found:?}");
+        }
+        let unknown = ["localhost".to_owned(), "no-such-host.invalid".to_owned()];
+        assert_eq!(look_up(&unknown).await.unwrap_err(), "no-such-host.invalid");
+        assert_eq!(LOOKUPS.available_permits(), MAX_LOOKUPS);
+    }
 
     #[tokio::test]
     async fn a_server_printed_for_debugging_shows_no_credential() {
