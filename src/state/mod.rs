@@ -339,6 +339,8 @@ struct Inner {
     warned: AtomicU64,
     /// The key that names the store's memory (`memory_key`), made once.
     memory: String,
+    /// The key in which a version before generations recorded when the memory began.
+    legacy_since: String,
     /// The generation of the store's memory this replica last learned; 0: none yet.
     generation: AtomicU64,
     /// Whether the limits refuse while the store cannot decide (`MCP_STATE_FAIL=closed`).
@@ -401,6 +403,7 @@ impl Store {
         aws_lc_rs::rand::fill(&mut replica).map_err(|_| "no randomness for the replica's name".to_owned())?;
         let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, settings.key.expose_secret());
         let memory = hashed(&key, &settings.namespace, "memory", b"", "");
+        let legacy_since = hashed(&key, &settings.namespace, "since", b"", "");
         let inner = Arc::new(Inner {
             con: Mutex::new(con),
             client,
@@ -422,6 +425,7 @@ impl Store {
             asks,
             warned: AtomicU64::new(0),
             memory,
+            legacy_since,
             generation: AtomicU64::new(0),
             fail_closed: settings.fail == crate::config::StateFail::Closed,
         });
@@ -454,18 +458,23 @@ impl Store {
     /// (the id is then judged by its time: what this replica knew may be of a memory the
     /// store has lost meanwhile). Asked even while the store is skipped after failures: a
     /// store just back is asked at once, and again while its connection is being made anew
-    /// (`FRESH_TRIES`, each within the round trip's bound).
+    /// (`FRESH_TRIES`, each within the round trip's bound) — but not again once the store is
+    /// skipped after failures: a store that is down costs one round trip's bound here.
     pub(crate) async fn fresh_generation(&self) -> u64 {
         for attempt in 0..FRESH_TRIES {
             if attempt > 0 {
                 tokio::time::sleep(FRESH_AGAIN).await;
             }
             let mut call = self.0.scripts.memory.prepare_invoke();
-            call.key(self.memory_key());
+            call.key(self.memory_key()).key(&self.0.legacy_since);
             let mut con = self.0.con();
-            if let Ok(g) = run(&self.0, &["memory"], call.invoke_async::<String>(&mut con), true).await {
-                self.0.learn(&g);
-                return self.generation();
+            match run(&self.0, &["memory"], call.invoke_async::<String>(&mut con), attempt == 0).await {
+                Ok(g) => {
+                    self.0.learn(&g);
+                    return self.generation();
+                }
+                Err(Unavailable::Skipped) => break,
+                Err(_) => {}
             }
         }
         0
@@ -493,6 +502,7 @@ impl Store {
         let mut call = self.0.scripts.once.prepare_invoke();
         call.key(&mark.key)
             .key(self.memory_key())
+            .key(&self.0.legacy_since)
             .arg(&mark.attempt)
             .arg(keep_ms)
             .arg(issued.saturating_sub(SINCE_SLACK_SECS))
@@ -807,7 +817,7 @@ impl Store {
     /// open), and `probe`, logged.
     pub(crate) async fn check(&self) {
         let mut call = self.0.scripts.memory.prepare_invoke();
-        call.key(self.memory_key());
+        call.key(self.memory_key()).key(&self.0.legacy_since);
         let mut con = self.0.con();
         if let Ok(Ok(g)) =
             tokio::time::timeout(CONNECT_TIMEOUT * 2, call.invoke_async::<String>(&mut con)).await
@@ -1184,7 +1194,7 @@ async fn renew(inner: Weak<Inner>) {
         every.tick().await;
         let Some(inner) = inner.upgrade() else { return };
         let mut call = inner.scripts.memory.prepare_invoke();
-        call.key(&inner.memory);
+        call.key(&inner.memory).key(&inner.legacy_since);
         let mut con = inner.con();
         if let Ok(g) = run(&inner, &["ping"], call.invoke_async::<String>(&mut con), true).await {
             inner.learn(&g);
@@ -1353,6 +1363,32 @@ mod tests {
         let began = a.fresh_generation().await / 1_000_000;
         assert!(matches!(a.once("code", "t0", left, (began - 5, 0)).await, Ok(Once::Reset)));
         assert!(matches!(a.once("code", "t1", left, (began + 2, 0)).await, Ok(Once::First(_))));
+    }
+
+    /// A store written by a version before generations holds when its memory began (Unix
+    /// seconds) under the `since` key: the first replica of this version takes that over, so
+    /// the ids the older replicas issued since keep working through a rolling upgrade, and
+    /// those issued before it are still refused.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_upgrade_takes_over_when_the_memory_began_and_is_not_a_reset() {
+        let redis = Redis::start();
+        let mut settings = settings(11);
+        settings.url = url::Url::parse(&format!("redis://127.0.0.1:{}/", redis.port)).unwrap();
+        let store = Store::connect(&settings, crate::metrics::Metrics::new().state()).unwrap();
+        let began = unix_now() - 3600;
+        let set = std::process::Command::new("redis-cli")
+            .args(["-p", &redis.port.to_string(), "SET", &store.0.legacy_since, &began.to_string()])
+            .output()
+            .unwrap();
+        assert!(set.status.success());
+        let left = Duration::from_secs(60);
+        // Ids of the older version carry no generation: judged by their time against `since`.
+        assert!(matches!(store.once("code", "old-a", left, (began + 60, 0)).await, Ok(Once::First(_))));
+        assert!(matches!(store.once("code", "old-b", left, (began - 60, 0)).await, Ok(Once::Reset)));
+        assert_eq!(store.fresh_generation().await, began * 1_000_000, "the memory's start, in µs");
+        // Another replica that first asks for the generation finds the same one.
+        let other = Store::connect(&settings, crate::metrics::Metrics::new().state()).unwrap();
+        assert_eq!(other.fresh_generation().await, began * 1_000_000);
     }
 
     // One thread: the asks made at once are all queued before the task that sends them runs,

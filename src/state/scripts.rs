@@ -83,7 +83,9 @@ return out
 ";
 
 /// The first use of an id. KEYS: its mark, the key that names the store's memory (its
-/// generation: the store's time in µs when the first script found it missing, `MEMORY`).
+/// generation: the store's time in µs when the first script found it missing, `MEMORY`), and
+/// the key in which a version before generations recorded when the memory began (Unix
+/// seconds): a memory that has one takes it over, so that an upgrade is not a reset.
 /// ARGV: this attempt's value, how long to keep the mark in ms, when the id was issued (Unix
 /// seconds), and the generation the id was issued under ('0': not known to its issuer).
 /// An id of another generation was issued before the memory began, or under another one:
@@ -94,8 +96,13 @@ return out
 const ONCE: &str = r"
 local g = redis.call('GET', KEYS[2])
 if not g then
-  local t = redis.call('TIME')
-  g = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  local since = tonumber(redis.call('GET', KEYS[3]))
+  if since then
+    g = string.format('%d', since * 1000000)
+  else
+    local t = redis.call('TIME')
+    g = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  end
   redis.call('SET', KEYS[2], g)
 end
 if ARGV[4] ~= '0' then
@@ -110,12 +117,18 @@ return {0, g}
 /// The store's memory's generation, made if nobody has yet. KEYS: its key. Run at start, at
 /// every renewal tick and before an id is issued without another round trip, so that a store
 /// that restarted empty has a new generation at once, and the ids issued after carry it.
+/// KEYS: the memory's key, and the key of the version before generations (as in `ONCE`).
 /// Answers the generation (text: 16 digits).
 const MEMORY: &str = r"
 local g = redis.call('GET', KEYS[1])
 if g then return g end
-local t = redis.call('TIME')
-g = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local since = tonumber(redis.call('GET', KEYS[2]))
+if since then
+  g = string.format('%d', since * 1000000)
+else
+  local t = redis.call('TIME')
+  g = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+end
 redis.call('SET', KEYS[1], g)
 return g
 ";
