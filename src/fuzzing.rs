@@ -1299,6 +1299,19 @@ mod tests {
         }
     }
 
+    /// The committed corpus is the minimised one (`scripts/fuzz` keeps the fewest inputs
+    /// that reach every edge reached): a few hundred files a target, not the thousands a
+    /// run leaves behind.
+    #[test]
+    fn the_committed_corpus_is_minimised() {
+        const MOST_FILES: usize = 600;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+        for (name, _) in TARGETS {
+            let files = std::fs::read_dir(root.join(name)).map_or(0, Iterator::count);
+            assert!(files <= MOST_FILES, "{name}: {files} files; run scripts/fuzz to minimise it");
+        }
+    }
+
     #[test]
     fn every_target_has_its_fuzz_target_file() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/fuzz_targets");
