@@ -991,14 +991,15 @@ async fn guardrail_stages(server: &Server, case: &Case) {
     for i in 0..CALLS + 50 {
         let origin = audit::Origin { transport: "stdio", client: None };
         let t = Instant::now();
-        let r = call::recorded(server, origin, case.tool, Some(case.args.clone()), |_, mut trace| async move {
-            if let Some(log) = &server.audit {
-                log.before_write(&server.guard, &mut trace).expect("the intent line is written");
-            }
-            let e = aegis_core::error::CallError::local(aegis_core::error::ErrorKind::Denied, "bench");
-            (Err(server.guard.error(e)), trace)
-        })
-        .await;
+        let r =
+            call::recorded(server, origin, case.tool, Some(case.args.clone()), |_, mut trace| async move {
+                if let Some(log) = &server.audit {
+                    log.before_write(&server.guard, &mut trace).expect("the intent line is written");
+                }
+                let e = aegis_core::error::CallError::local(aegis_core::error::ErrorKind::Denied, "bench");
+                (Err(server.guard.error(e)), trace)
+            })
+            .await;
         if i >= 50 {
             write_times.push(t.elapsed());
         }

@@ -344,7 +344,7 @@ impl Pending<'_> {
                         "{why}. The call WAS sent to the forge, which answered {status}: its intent line (seq {seq}) records it, its outcome could not be"
                     ),
                     (Some(seq), None) => format!(
-                        "{why}. The call was sent to the forge, its answer is not known: its intent line (seq {seq}) records it, its outcome could not be"
+                        "{why}. The call may have reached the forge (no answer came back): its intent line (seq {seq}) records that it was about to be sent, its outcome could not be recorded"
                     ),
                     _ => why,
                 };

@@ -188,6 +188,8 @@ pub async fn run_asking(
         (false, false) => link(server, call.tool(), call.args(), &mut fetched.data),
     };
     let elided = std::mem::take(&mut fetched.elided);
+    // A large body's permit lasts until its result has passed the guard.
+    let _large = fetched.large.take();
     let mut success = fetched.into_success(server, identity);
     success.filtered = filtered;
     success.shape = compact.then_some(Shape::Compact.as_str());
@@ -291,6 +293,8 @@ struct Fetched {
     json: bool,
     /// Binary content too large for a result was counted, not kept: `data` says what it is.
     over: bool,
+    /// The permit of a large body (`LARGE_CALLS`), held until the result is built from it.
+    large: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Fetched {
@@ -364,15 +368,18 @@ async fn fetch(
             elided: Elided::default(),
             json: false,
             over: true,
+            large: None,
         });
     }
     // 6. decode: status → error kind, body → data, headers → pagination.
     let max_binary = match binary {
-        Binary::UpTo(max) => max,
-        Binary::Refuse | Binary::Measure(_) => server.settings.max_binary_bytes,
+        Binary::UpTo(max) => (max, "MAX_RESOURCE_BYTES"),
+        Binary::Refuse | Binary::Measure(_) => (server.settings.max_binary_bytes, "MAX_BINARY_BYTES"),
     };
+    let mut received = received;
+    let large = received._large.take();
     let (status, data, pagination, elided, json) = decode(server, &plan, received, guard, max_binary).await?;
-    Ok(Fetched { plan, status, data, pagination, elided, json, over: false })
+    Ok(Fetched { plan, status, data, pagination, elided, json, over: false, large })
 }
 
 /// One read of a combined result (`run_reads`): an operation, its arguments, and the JSON
@@ -426,6 +433,8 @@ pub(crate) async fn run_reads(
     let mut compact = false;
     let mut datas = Vec::with_capacity(calls.len());
     let mut elided = Elided::default();
+    // Large bodies' permits last until the result has passed the guard.
+    let mut permits = Vec::new();
     for (call, at) in calls {
         // The audit line names the first read (as the envelope's `request` does), or the one that failed.
         let mut this = Trace::default();
@@ -436,6 +445,7 @@ pub(crate) async fn run_reads(
                 (this.operation, this.method, this.path, this.status);
         }
         let mut got = fetched.map_err(|e| guard.error(e))?;
+        permits.extend(got.large.take());
         // Each read in the server's shape, typed by its own operation, its base64 content
         // checked before (as a call's).
         let result_type = call.operation().and_then(|op| op.result.as_ref());
@@ -677,7 +687,7 @@ async fn decode(
     plan: &CallPlan,
     mut got: Received,
     guard: &CallGuard,
-    max_binary: u64,
+    (max_binary, setting): (u64, &str),
 ) -> Result<Decoded, CallError> {
     let st = got.status;
     if let Some(kind) = status::kind_for(st) {
@@ -710,11 +720,6 @@ async fn decode(
     if let body::Decoded::Binary { bytes, .. } = &decoded {
         let max = max_binary;
         if bytes.len() as u64 > max {
-            let setting = if max == server.settings.max_binary_bytes {
-                "MAX_BINARY_BYTES"
-            } else {
-                "MAX_RESOURCE_BYTES"
-            };
             return Err(CallError::from_forge(
                 st,
                 ErrorKind::PayloadTooLarge,

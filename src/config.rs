@@ -737,9 +737,9 @@ impl Settings {
         if args.max_binary_bytes == 0 {
             return Err(ConfigError("MAX_BINARY_BYTES must be at least 1".into()));
         }
-        if args.max_resource_bytes < args.max_binary_bytes || args.max_resource_bytes > 1 << 30 {
+        if args.max_resource_bytes < args.max_binary_bytes || args.max_resource_bytes > 256 << 20 {
             return Err(ConfigError(
-                "MAX_RESOURCE_BYTES must be at least MAX_BINARY_BYTES and at most 1073741824 (1 GiB)".into(),
+                "MAX_RESOURCE_BYTES must be at least MAX_BINARY_BYTES and at most 268435456 (256 MiB: a read holds about four times its bytes, and four such reads may run at once)".into(),
             ));
         }
         if args.max_response_bytes == 0 {

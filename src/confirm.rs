@@ -19,7 +19,6 @@ use serde_json::{Map, Value};
 
 use crate::identity::Credential;
 use crate::server::Server;
-use aegis_core::admission::{self, Admitted};
 use aegis_core::error::CallError;
 use aegis_core::guard::Redactor;
 use aegis_core::policy::Narrowing;
@@ -40,13 +39,14 @@ pub enum Answer {
     Pending,
     /// The answer came with the state of another call (another target, arguments or caller).
     Stale,
-    /// The answer came after its question expired (or the shared store that would say
-    /// whether it was used was reset since).
+    /// The answer came after its question expired.
     Expired,
     /// The answer was a yes already used: a yes runs its call once.
     Used,
     /// Whether the yes was used before could not be known (the shared store did not answer).
     Unchecked,
+    /// The shared store lost its memory after the question was asked.
+    StoreReset,
 }
 
 /// How the transport of a call reaches its person.
@@ -152,6 +152,9 @@ pub(crate) async fn confirm(
         Answer::Used => Err(c.refused(
             "the confirmation sent was used already (a person's yes runs its call once); to run the call again the person must be asked again",
         )),
+        Answer::StoreReset => Err(c.refused(
+            "the shared store (MCP_STATE_URL) was reset after the question was asked, so whether this yes was used cannot be known; the person must be asked again",
+        )),
         Answer::Unchecked => Err(c.not_yet(
             "whether the confirmation sent was used before could not be checked (the shared store, MCP_STATE_URL, did not answer); the person's yes was not used up: send the same answer again in a moment",
         )),
@@ -175,11 +178,15 @@ async fn look(server: &Server, narrowing: &Narrowing, credential: &Credential, c
     if !query.is_empty() {
         args.insert("query".into(), Value::Object(query));
     }
-    let Ok(Admitted::Send(call, _)) =
-        admission::admit(server.discovery(narrowing), aegis_core::catalog::raw_tool::NAME, args).outcome
-    else {
+    // The server's own read, not the agent's: the tool-name rules (`ENABLED_TOOLS`, a
+    // disabled raw tool) do not stop it, the policy's judgement of the read does (the
+    // repository fence, a disabled read operation).
+    let Some(raw) = server.catalog.get(aegis_core::catalog::raw_tool::NAME) else { return Lost::Unknown };
+    let Ok(call) = aegis_core::args::Prepared::new(&server.catalog, raw, args) else { return Lost::Unknown };
+    if let Some(refusal) = server.policy.judge(narrowing, &call) {
+        tracing::debug!(why = %refusal.why(), "the look-up of what a call destroys is not made");
         return Lost::Unknown;
-    };
+    }
     let Ok(plan) = call.plan(server.settings.max_binary_bytes) else { return Lost::Unknown };
     let Ok(got) = server.forge.send(&plan, credential).await else { return Lost::Unknown };
     if got.status != 200 {

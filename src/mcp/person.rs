@@ -250,7 +250,7 @@ impl Rounds<'_> {
                     Answer::Accepted
                 }
                 Err(NotFirst::Used) => Answer::Used,
-                Err(NotFirst::Reset) => Answer::Expired,
+                Err(NotFirst::Reset) => Answer::StoreReset,
                 Err(NotFirst::Unavailable) => Answer::Unchecked,
             };
         }

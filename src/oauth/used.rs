@@ -180,7 +180,7 @@ impl UsedOnce {
             Ok(Once::Reset) => Err(NotFirst::Reset),
             Err(why) => {
                 self.forget_here(id);
-                store.warn("codes and refresh tokens are refused meanwhile", why);
+                store.warn(&format!("each {kind} is refused meanwhile"), why);
                 Err(NotFirst::Unavailable)
             }
         }

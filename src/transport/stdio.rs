@@ -11,6 +11,9 @@
 //! end, skimmed for its id, and answered to that id (a tool call with the tool error
 //! `payload_too_large`).
 
+use std::future::Future;
+use std::pin::Pin;
+
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::{RoleServer, ServiceExt};
@@ -24,22 +27,54 @@ use crate::mcp::McpHandler;
 /// How long the calls running at a signal may take to finish.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Serve until the client closes stdin, or a signal asks the process to stop.
+/// Serve until the client closes stdin, or a signal asks the process to stop: then no new
+/// message is read, and once the calls running have finished (within `DRAIN`) the input ends
+/// as if stdin had closed, so that the MCP service writes their answers and stops.
 pub async fn serve(handler: McpHandler, max_line: usize) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let calls = handler.calls();
-    tokio::select! {
-        served = serve_on(handler, stdin, stdout, max_line) => served,
-        () = super::http::wait_for_signal() => {
-            tracing::info!("shutting down on a signal: no new messages are read; the calls running may finish for {}s", DRAIN.as_secs());
-            calls.close();
-            if tokio::time::timeout(DRAIN, calls.wait()).await.is_err() {
-                tracing::warn!("{} calls still running after {}s; exiting", calls.len(), DRAIN.as_secs());
-            }
-            // Their answers were handed to the writer: a moment to write them out.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            Ok(())
+    let input = Until::new(stdin, async move {
+        super::http::wait_for_signal().await;
+        tracing::info!(
+            "shutting down on a signal: no new messages are read; the calls running may finish for {}s",
+            DRAIN.as_secs()
+        );
+        calls.close();
+        if tokio::time::timeout(DRAIN, calls.wait()).await.is_err() {
+            tracing::warn!("{} calls still running after {}s; exiting", calls.len(), DRAIN.as_secs());
         }
+    });
+    serve_on(handler, input, stdout, max_line).await
+}
+
+/// A byte stream that ends (reads as end of file) once `stop` has completed, whatever is
+/// still to come: the input of a session asked to stop.
+struct Until<R> {
+    inner: R,
+    stop: Pin<Box<dyn Future<Output = ()> + Send>>,
+    stopped: bool,
+}
+
+impl<R> Until<R> {
+    fn new(inner: R, stop: impl Future<Output = ()> + Send + 'static) -> Until<R> {
+        Until { inner, stop: Box::pin(stop), stopped: false }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Until<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if !self.stopped && self.stop.as_mut().poll(cx).is_ready() {
+            self.stopped = true;
+        }
+        if self.stopped {
+            // End of file: nothing more is read.
+            return std::task::Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 

@@ -534,7 +534,8 @@ mod by_effect {
             question.contains("Force branch feat/x of alice/demo to 0123abcd, dropping 3 commits only it has (a1b2c3d4e5, 9f8e7d6c5b and 5a4b3c2d1e)? This cannot be undone."),
             "{question}"
         );
-        assert!(question.contains(r#""confirm": "alice/demo#branch/feat/x""#), "{question}");
+        // The target names the commit: a yes to one move is not a yes to another.
+        assert!(question.contains(r#""confirm": "alice/demo#branch/feat/x@0123abcd""#), "{question}");
         // Nothing dropped (a fast-forward, forced or not): sent unasked.
         h.forge.clear_scripts();
         h.forge.script(answer(compare, json!({"total_commits": 0, "commits": []}), None));
@@ -545,7 +546,8 @@ mod by_effect {
     }
 
     #[tokio::test]
-    async fn a_secret_written_over_a_hook_secret_and_a_force_push_are_asked_and_new_ones_are_not() {
+    async fn a_secret_written_over_a_private_hook_sent_elsewhere_and_a_force_push_are_asked_and_new_ones_are_not()
+     {
         let h = Harness::start(Setup::gitea()).await;
         h.forge.seed_repo("alice", "demo");
         let list = "/api/v1/repos/alice/demo/actions/secrets";
@@ -558,11 +560,25 @@ mod by_effect {
         );
         assert!(!question.contains("n3w-s3cret-value"), "the new value was shown: {question}");
         unasked(&h, "updateRepoSecret", put("NEW_ONE")).await;
-        // A webhook's other settings are not asked; its secret is.
+        // A webhook of a private repository sent somewhere new is asked; its other settings
+        // (its secret too, which neither forge lets an edit change) are not.
+        h.forge.script(answer("/api/v1/repos/alice/demo", json!({"name": "demo", "private": true}), None));
         let hook = |body: Value| json!({"owner": "alice", "repo": "demo", "id": 1, "body": body});
-        let question = asked(&h, "repoEditHook", hook(json!({"config": {"url": "https://ci.example/h", "content_type": "json", "secret": "n3w-hook-secret"}}))).await;
-        assert!(question.contains("Replace the secret of webhook 1 of alice/demo"), "{question}");
-        unasked(&h, "repoEditHook", hook(json!({"active": false}))).await;
+        let question = asked(
+            &h,
+            "repoEditHook",
+            hook(json!({"config": {"url": "https://ci.example/h", "content_type": "json"}})),
+        )
+        .await;
+        assert!(
+            question.contains(
+                "Send the events of the private repository alice/demo to https://ci.example/h from now on"
+            ),
+            "{question}"
+        );
+        assert!(question.contains(r#""confirm": "alice/demo#hook/1""#), "{question}");
+        unasked(&h, "repoEditHook", hook(json!({"active": false, "config": {"secret": "n3w-hook-secret"}})))
+            .await;
         // A file written with a force push over a branch names the branch's last commit.
         h.forge.script(answer(
             "/api/v1/repos/alice/demo/branches/release",

@@ -84,7 +84,8 @@ async fn sigterm_drains_the_call_in_flight_and_exits() {
 }
 
 /// Over stdio too: SIGTERM ends the session like a closed stdin — the call in flight is
-/// answered, and the head of the audit chain is logged last, naming the last line.
+/// answered (also one that runs longer than the MCP library's own drain of 2 s), and the head
+/// of the audit chain is logged last, naming the last line.
 #[tokio::test]
 async fn sigterm_over_stdio_finishes_the_call_and_logs_the_chain_head() {
     use support::{Harness, Setup};
@@ -95,7 +96,7 @@ async fn sigterm_over_stdio_finishes_the_call_and_logs_the_chain_head() {
     h.forge.script(Script::always(
         None,
         "/api/v1/repos/alice/slow",
-        ScriptedResponse::json(200, &json!({"name": "slow"})).with_delay(Duration::from_millis(1000)),
+        ScriptedResponse::json(200, &json!({"name": "slow"})).with_delay(Duration::from_millis(3000)),
     ));
     assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
     let pid = h.pid().to_string();

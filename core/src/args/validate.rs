@@ -93,10 +93,14 @@ fn whole(value: &mut Value, at: &str) -> Result<(), CallError> {
         return Ok(());
     }
     let f = n.as_f64().unwrap_or(f64::NAN);
-    // 2^63 and 2^64: the first numbers an i64 and a u64 cannot hold.
+    // 2^63 and 2^64: the first numbers an i64 and a u64 cannot hold. Past 2^53 a number
+    // written with a decimal point or an exponent was read as a float, which may already be
+    // another integer than the one written (9007199254740993.0 reads as …992): refused, not
+    // sent as what it became.
     const I64_END: f64 = 9_223_372_036_854_775_808.0;
     const U64_END: f64 = 18_446_744_073_709_551_616.0;
-    let int = if f.fract() != 0.0 || !f.is_finite() {
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    let int = if f.fract() != 0.0 || !f.is_finite() || f.abs() >= EXACT {
         None
     } else if (-I64_END..I64_END).contains(&f) {
         Some(Value::from(f as i64))
@@ -114,7 +118,9 @@ fn whole(value: &mut Value, at: &str) -> Result<(), CallError> {
             let name = if at.is_empty() { "the arguments".to_owned() } else { format!("`{at}`") };
             Err(CallError::invalid_argument(
                 at,
-                format!("{name}: must be a whole number that a 64-bit integer holds"),
+                format!(
+                    "{name}: must be a whole number that a 64-bit integer holds (past 2^53, written without a decimal point or exponent)"
+                ),
             ))
         }
     }
@@ -228,7 +234,7 @@ mod tests {
         let c = crate::catalog::embedded(Flavor::Gitea);
         let t = c.get("issueGetIssue").unwrap();
         for (given, sent) in
-            [("1.0", "1"), ("1E2", "100"), ("-0", "0"), ("7", "7"), ("1e19", "10000000000000000000")]
+            [("1.0", "1"), ("1E2", "100"), ("-0", "0"), ("7", "7"), ("9007199254740993", "9007199254740993")]
         {
             let mut args: Map<String, Value> =
                 serde_json::from_str(&format!(r#"{{"owner": "o", "repo": "r", "index": {given}}}"#)).unwrap();
@@ -236,10 +242,12 @@ mod tests {
             assert_eq!(args["index"].to_string(), sent, "{given}");
         }
         // Too large for any 64-bit integer: refused, by its pointer.
-        let mut args: Map<String, Value> =
-            serde_json::from_str(r#"{"owner": "o", "repo": "r", "index": 1e300}"#).unwrap();
-        let CallError::Result(f) = validate(t, &mut args).unwrap_err() else { panic!() };
-        assert_eq!((f.kind, f.path.as_deref()), (ErrorKind::InvalidArguments, Some("/index")));
+        for given in ["1e300", "9007199254740993.0", "1e19"] {
+            let mut args: Map<String, Value> =
+                serde_json::from_str(&format!(r#"{{"owner": "o", "repo": "r", "index": {given}}}"#)).unwrap();
+            let CallError::Result(f) = validate(t, &mut args).unwrap_err() else { panic!() };
+            assert_eq!((f.kind, f.path.as_deref()), (ErrorKind::InvalidArguments, Some("/index")), "{given}");
+        }
         let f = check("issueGetIssue", json!({"owner": "o", "repo": "r", "index": 1.5})).unwrap_err();
         assert_eq!(f.path.as_deref(), Some("/index"));
         // In a query and inside a body: a milestone, a list of assignee team ids.

@@ -498,6 +498,9 @@ impl CallGuard {
         // shaping when the caller did, `contents`).
         if let Some(redacted) = self.contents {
             done.redacted |= redacted;
+        } else if bound::binary_size(&s.data).is_some() {
+            // Binary content as decoding gives it: its bytes were checked before they were
+            // encoded (`binary`), and decoding its base64 again would hold it twice more.
         } else if !self.redactor.secrets().is_empty() && encoded::may_hold(&text[from..]) {
             match encoded::redact(&self.redactor, &mut s.data) {
                 encoded::Found::Clean => {}

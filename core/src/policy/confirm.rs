@@ -132,6 +132,8 @@ pub(crate) enum When {
     Differs(&'static str, &'static str),
     /// A body member is one of these texts (letter case aside).
     OneOf(&'static str, &'static [&'static str]),
+    /// A body member is a URL that carries a user name or password.
+    Userinfo(&'static str),
     All(&'static [When]),
     Any(&'static [When]),
     Not(&'static When),
@@ -300,6 +302,10 @@ pub static IRREVERSIBLE: &[Irreversible] = &[
     row("orgBlockUser", "org/{org}#block/{username}", "Block {username} from organisation {org}: their stars, watches, issue assignments and collaborator access on its repositories are removed, and unblocking brings none of it back", "", Nothing),
     row("orgRemoveTeamMember", "team/{id}#member/{username}", "Remove {username} from team {id}: they lose the team's access, and their issue and pull request assignments in its repositories they can no longer reach are removed (adding them back restores none)", "", Nothing),
     row("repoEditGitHook", "{owner}/{repo}#git-hook/{id}", "Replace the {id} Git hook script of {owner}/{repo}: code the forge's server runs at every push, with the server's rights", "", Nothing),
+    row("orgAddTeamMember", "team/{id}#member/{username}", "Add {username} to team {id}: they get the team's access to its repositories, and what they read there cannot be taken back", "", Nothing),
+    row("orgCreateHook", "org/{org}#hooks", "Send the events of organisation {org}'s repositories (commits, issues, pull requests) to {body.config.url}: what it is sent cannot be taken back", "", Nothing),
+    row("userCreateHook", "me#hooks", "Send the events of your repositories (commits, issues, pull requests) to {body.config.url}: what it is sent cannot be taken back", "", Nothing),
+    row("adminCreateHook", "admin#hooks", "Send the events of every repository of the instance (commits, issues, pull requests) to {body.config.url}: what it is sent cannot be taken back", "", Nothing),
     row("repoAddPushMirror", "{owner}/{repo}#push-mirror", "Push {owner}/{repo} to {body.remote_address} as a mirror: every branch and tag, force-pushed from then on (the remote's own history is replaced, and whoever can read it reads this repository)", "", Nothing),
 ];
 
@@ -311,14 +317,17 @@ const FORCED_WORDS: &str = "Force-push branch {body.new_branch} of {owner}/{repo
 const FORCED_LOOK: (&str, With) = ("/repos/{owner}/{repo}/branches/{body.new_branch}", BranchHead);
 const A_COMMIT: &str = "a commit on a branch: the history keeps what it changes, and a new commit restores it (a `new_branch` that exists is refused unless forced)";
 const REPO_SETTINGS: &str = "a repository's settings can be read first (repoGet) and set back; archiving it, or turning its issues, wiki or other units off, deletes nothing";
-const HOOK_SETTINGS: &str = "a webhook's other settings can be read first and set back";
+const HOOK_SETTINGS: &str = "a webhook's other settings can be read first and set back (neither forge changes a webhook's secret when it is edited)";
+const PRIVATE_REPO: (&str, With) = ("/repos/{owner}/{repo}", With::Hidden(Hidden::PrivateRepo));
+const OPEN_ALREADY: &str =
+    "a public repository can be read by anyone already; access given can be taken away again";
 const A_NEW_SECRET: &str = "a secret of a name not in use is created, and can be deleted";
 
 /// Every operation of both embedded specs that destroys only with some arguments, or only
 /// when what it replaces exists: when, what, and why it loses nothing otherwise.
 #[rustfmt::skip]
 pub static IRREVERSIBLE_WITH: &[IrreversibleWith] = &[
-    with("repoUpdateBranch", True("force"), "{owner}/{repo}#branch/{branch}", "Force branch {branch} of {owner}/{repo} to {body.new_commit_id}", ("/repos/{owner}/{repo}/compare/{body.new_commit_id}...{branch}", DroppedCommits), IfLost, "without `force` a branch only moves ahead (a fast-forward) and keeps every commit; Forgejo's operation of this name renames a branch, which can be renamed back"),
+    with("repoUpdateBranch", True("force"), "{owner}/{repo}#branch/{branch}@{body.new_commit_id}", "Force branch {branch} of {owner}/{repo} to {body.new_commit_id}", ("/repos/{owner}/{repo}/compare/{body.new_commit_id}...{branch}", DroppedCommits), IfLost, "without `force` a branch only moves ahead (a fast-forward) and keeps every commit; Forgejo's operation of this name renames a branch, which can be renamed back"),
     with("repoCreateFile", FORCED, "{owner}/{repo}#branch/{body.new_branch}", FORCED_WORDS, FORCED_LOOK, Ask, A_COMMIT),
     with("repoUpdateFile", FORCED, "{owner}/{repo}#branch/{body.new_branch}", FORCED_WORDS, FORCED_LOOK, Ask, A_COMMIT),
     with("repoDeleteFile", FORCED, "{owner}/{repo}#branch/{body.new_branch}", FORCED_WORDS, FORCED_LOOK, Ask, A_COMMIT),
@@ -326,17 +335,22 @@ pub static IRREVERSIBLE_WITH: &[IrreversibleWith] = &[
     with("repoApplyDiffPatch", FORCED, "{owner}/{repo}#branch/{body.new_branch}", FORCED_WORDS, FORCED_LOOK, Ask, A_COMMIT),
     with("updateRepoSecret", Always, "{owner}/{repo}#secret/{secretname}", "Replace the value of Actions secret {secretname} of {owner}/{repo} (a secret's value cannot be read back)", ("/repos/{owner}/{repo}/actions/secrets?limit=50", SecretNamed("secretname")), IfLost, A_NEW_SECRET),
     with("updateOrgSecret", Always, "org/{org}#secret/{secretname}", "Replace the value of Actions secret {secretname} of organisation {org} (a secret's value cannot be read back)", ("/orgs/{org}/actions/secrets?limit=50", SecretNamed("secretname")), IfLost, A_NEW_SECRET),
-    with("repoEditHook", Given("config.secret"), "{owner}/{repo}#hook/{id}", "Replace the secret of webhook {id} of {owner}/{repo} (the old one cannot be read back; its receiver must be given the new one)", NOTHING, Ask, HOOK_SETTINGS),
-    with("orgEditHook", Given("config.secret"), "org/{org}#hook/{id}", "Replace the secret of webhook {id} of organisation {org} (the old one cannot be read back; its receiver must be given the new one)", NOTHING, Ask, HOOK_SETTINGS),
-    with("userEditHook", Given("config.secret"), "me#hook/{id}", "Replace the secret of your webhook {id} (the old one cannot be read back; its receiver must be given the new one)", NOTHING, Ask, HOOK_SETTINGS),
-    with("adminEditHook", Given("config.secret"), "admin#hook/{id}", "Replace the secret of system webhook {id} (the old one cannot be read back; its receiver must be given the new one)", NOTHING, Ask, HOOK_SETTINGS),
+    with("repoCreateHook", Always, "{owner}/{repo}#hooks", "Send the events of the private repository {owner}/{repo} (commits, issues, pull requests) to {body.config.url}: what it is sent cannot be taken back", PRIVATE_REPO, IfLost, "a public repository's events tell nothing its readers cannot see; a webhook can be deleted"),
+    with("repoEditHook", Given("config.url"), "{owner}/{repo}#hook/{id}", "Send the events of the private repository {owner}/{repo} to {body.config.url} from now on: what it is sent cannot be taken back", PRIVATE_REPO, IfLost, HOOK_SETTINGS),
+    with("orgEditHook", Given("config.url"), "org/{org}#hook/{id}", "Send the events of organisation {org}'s repositories to {body.config.url} from now on: what it is sent cannot be taken back", NOTHING, Ask, HOOK_SETTINGS),
+    with("userEditHook", Given("config.url"), "me#hook/{id}", "Send the events of your repositories to {body.config.url} from now on: what it is sent cannot be taken back", NOTHING, Ask, HOOK_SETTINGS),
+    with("adminEditHook", Given("config.url"), "admin#hook/{id}", "Send the events of every repository of the instance to {body.config.url} from now on: what it is sent cannot be taken back", NOTHING, Ask, HOOK_SETTINGS),
+    with("repoAddCollaborator", Always, "{owner}/{repo}#collaborator/{collaborator}", "Give {collaborator} access to the private repository {owner}/{repo}: what they read or clone cannot be taken back", PRIVATE_REPO, IfLost, OPEN_ALREADY),
+    with("repoCreateKey", Always, "{owner}/{repo}#deploy-key", "Give the holder of a new deploy key access to the private repository {owner}/{repo}: what it reads or clones cannot be taken back", PRIVATE_REPO, IfLost, OPEN_ALREADY),
+    with("repoAddTeam", Always, "{owner}/{repo}#team/{team}", "Give team {team} access to the private repository {owner}/{repo}: what its members read cannot be taken back", PRIVATE_REPO, IfLost, OPEN_ALREADY),
+    with("orgAddTeamRepository", Always, "team/{id}#repo/{org}/{repo}", "Give team {id} access to the private repository {org}/{repo}: what its members read cannot be taken back", ("/repos/{org}/{repo}", With::Hidden(Hidden::PrivateRepo)), IfLost, OPEN_ALREADY),
     with("repoDeleteCollaborator", Always, "{owner}/{repo}#collaborator/{collaborator}", "Remove collaborator {collaborator} from {owner}/{repo}, which also unassigns them from its issues and pull requests (adding them back assigns them to nothing)", ("/repos/{owner}/{repo}/issues?state=all&assigned_by={collaborator}&limit=1", Assigned), IfLost, "a collaborator assigned to nothing loses only access, which adding them again gives back as it was"),
-    with("repoEdit", Differs("name", "repo"), "{owner}/{repo}#settings", "Rename {owner}/{repo} to {body.name} (links to the old name stop working once it is taken)", NOTHING, Ask, REPO_SETTINGS),
-    with("repoEdit", False("private"), "{owner}/{repo}#settings", "Make {owner}/{repo} public: its code, issues and history can be read and copied by anyone from then on", ("/repos/{owner}/{repo}", With::Hidden(Hidden::PrivateRepo)), IfLost, REPO_SETTINGS),
-    with("repoEdit", Any(&[Given("mirror_password"), Given("mirror_token"), Given("mirror_username")]), "{owner}/{repo}#settings", "Replace the credentials the mirror {owner}/{repo} pulls with (the old ones cannot be read back)", NOTHING, Ask, REPO_SETTINGS),
-    with("orgEdit", OneOf("visibility", &["public"]), "org/{org}#settings", "Make organisation {org} public: it, its members and its public repositories can be seen by anyone from then on", ("/orgs/{org}", With::Hidden(Hidden::NonPublicOrg)), IfLost, "an organisation's settings can be read first (orgGet) and set back"),
+    with("repoEdit", Differs("name", "repo"), "{owner}/{repo}#rename/{body.name}", "Rename {owner}/{repo} to {body.name} (links to the old name stop working once it is taken)", NOTHING, Ask, REPO_SETTINGS),
+    with("repoEdit", False("private"), "{owner}/{repo}#public", "Make {owner}/{repo} public: its code, issues and history can be read and copied by anyone from then on", ("/repos/{owner}/{repo}", With::Hidden(Hidden::PrivateRepo)), IfLost, REPO_SETTINGS),
+    with("repoEdit", Any(&[Given("mirror_password"), Given("mirror_token"), Given("mirror_username")]), "{owner}/{repo}#mirror-credentials", "Replace the credentials the mirror {owner}/{repo} pulls with (the old ones cannot be read back)", NOTHING, Ask, REPO_SETTINGS),
+    with("orgEdit", OneOf("visibility", &["public", "limited"]), "org/{org}#visibility/{body.visibility}", "Make organisation {org} {body.visibility}: it, its members and its public repositories can be seen from then on by anyone (limited: anyone signed in)", ("/orgs/{org}", With::Hidden(Hidden::NonPublicOrg)), IfLost, "an organisation's settings can be read first (orgGet) and set back"),
     with("updateUserSettings", False("hide_email"), "me#settings", "Show your email address on your profile: anyone can read it from then on", ("/user/settings", With::Hidden(Hidden::HiddenEmail)), IfLost, "your settings can be read first (getUserSettings) and set back"),
-    with("repoMigrate", All(&[Any(&[Given("auth_token"), Given("auth_password")]), Not(&True("private"))]), "migrate/{body.repo_owner|you}/{body.repo_name}", "Copy {body.clone_addr}, read with the credentials given, into the public repository {body.repo_owner|of yours} {body.repo_name}: what those credentials could read becomes readable by anyone", NOTHING, Ask, "a migration creates a repository (a copy of its source), which can be deleted; a private one, or one read without credentials, exposes nothing"),
+    with("repoMigrate", All(&[Any(&[Given("auth_token"), Given("auth_password"), Given("auth_username"), Given("aws_secret_access_key"), Userinfo("clone_addr")]), Not(&True("private"))]), "migrate/{body.repo_owner|you}/{body.repo_name}", "Copy {body.clone_addr}, read with the credentials given, into the public repository {body.repo_owner|of yours} {body.repo_name}: what those credentials could read becomes readable by anyone", NOTHING, Ask, "a migration creates a repository (a copy of its source), which can be deleted; a private one, or one read without credentials, exposes nothing"),
     with("generateRepo", Not(&True("private")), "{template_owner}/{template_repo}#generate/{body.owner}/{body.name}", "Generate the public repository {body.owner}/{body.name} from the template {template_owner}/{template_repo}, which makes what it copies readable by anyone", ("/repos/{template_owner}/{template_repo}", With::Hidden(Hidden::PrivateRepo)), IfLost, "a new repository can be deleted; one made private, or from a public template, exposes nothing"),
 ];
 
@@ -348,7 +362,6 @@ pub(crate) static HARMLESS: &[Harmless] = &[
     harmless("adminCreateRunnerRegistrationToken", "gives a registration token; nothing is removed"),
     harmless("deleteAdminRunner", "a runner can be registered again"),
     harmless("updateAdminRunner", "a runner's settings can be changed back"),
-    harmless("adminCreateHook", "creates a system webhook; it can be deleted"),
     harmless("adminCreateQuotaGroup", "creates a quota group; it can be deleted"),
     harmless("adminDeleteQuotaGroup", "a quota group holds rules and users that can be given again"),
     harmless("adminAddRuleToQuotaGroup", "a rule can be removed again"),
@@ -429,9 +442,6 @@ pub(crate) static HARMLESS: &[Harmless] = &[
     harmless("createOrgVariable", "creates an Actions variable; it can be deleted"),
     harmless("createRepoVariable", "creates an Actions variable; it can be deleted"),
     harmless("createUserVariable", "creates an Actions variable; it can be deleted"),
-    harmless("orgCreateHook", "creates a webhook; it can be deleted"),
-    harmless("repoCreateHook", "creates a webhook; it can be deleted"),
-    harmless("userCreateHook", "creates a webhook; it can be deleted"),
     harmless("orgCreateLabel", "creates a label; it can be deleted"),
     harmless("issueCreateLabel", "creates a label; it can be deleted"),
     harmless("orgCreateTeam", "creates a team; it can be deleted"),
@@ -439,7 +449,6 @@ pub(crate) static HARMLESS: &[Harmless] = &[
     harmless("repoCreateBranchProtection", "creates a branch protection; it can be deleted"),
     harmless("repoCreateTag", "creates a tag; it can be deleted"),
     harmless("repoCreateTagProtection", "creates a tag protection; it can be deleted"),
-    harmless("repoCreateKey", "adds a deploy key, which reaches this repository only; it can be deleted"),
     harmless("repoCreateRelease", "creates a release; it can be deleted"),
     harmless("repoCreateReleaseAttachment", "adds an asset to a release; it can be deleted"),
     harmless("repoCreateWikiPage", "creates a wiki page; it can be deleted, and the wiki's history keeps it"),
@@ -508,10 +517,6 @@ pub(crate) static HARMLESS: &[Harmless] = &[
     harmless("userCurrentPutFollow", "a user can be unfollowed again"),
     harmless("repoAddTopic", "a topic can be removed again"),
     harmless("repoAddFlag", "a flag can be removed again"),
-    harmless("repoAddCollaborator", "access given can be taken away again"),
-    harmless("repoAddTeam", "a team can be taken off the repository again"),
-    harmless("orgAddTeamMember", "a member can be removed from the team again"),
-    harmless("orgAddTeamRepository", "a repository can be taken off the team again"),
     harmless("orgPublicizeMember", "a membership can be concealed again"),
     harmless("orgUnblockUser", "a user can be blocked again"),
     harmless("linkPackage", "a package can be unlinked again"),
@@ -633,6 +638,7 @@ impl When {
             OneOf(m, texts) => member(body, m)
                 .and_then(Value::as_str)
                 .is_some_and(|v| texts.iter().any(|t| t.eq_ignore_ascii_case(v))),
+            Userinfo(m) => member(body, m).and_then(Value::as_str).is_some_and(has_userinfo),
             All(all) => all.iter().all(|w| w.holds(args, route)),
             Any(any) => any.iter().any(|w| w.holds(args, route)),
             Not(w) => !w.holds(args, route),
@@ -648,10 +654,21 @@ impl When {
             Given(m) => format!("body.{m} is given"),
             Differs(m, p) => format!("body.{m} is given and is not {{{p}}}"),
             OneOf(m, texts) => format!("body.{m} is one of {}", texts.join(", ")),
+            Userinfo(m) => format!("body.{m} is a URL with a user name or password"),
             All(all) => all.iter().map(|w| w.describe()).collect::<Vec<_>>().join(" and "),
             Any(any) => format!("({})", any.iter().map(|w| w.describe()).collect::<Vec<_>>().join(" or ")),
             Not(w) => format!("not ({})", w.describe()),
         }
+    }
+}
+
+/// Whether `text` is a URL that carries credentials (`https://user:token@host/…`, or
+/// `user@host:path` with a password before the `@`), as git and the forges read them.
+fn has_userinfo(text: &str) -> bool {
+    match url::Url::parse(text.trim()) {
+        Ok(u) => !u.username().is_empty() || u.password().is_some(),
+        // scp-like `git@host:path`: a user name alone is how ssh says who, not a secret.
+        Err(_) => text.split_once('@').is_some_and(|(user, _)| user.contains(':')),
     }
 }
 
@@ -717,6 +734,10 @@ fn clause_of(
     let look = (!row.look.is_empty()).then(|| fill(row.look, route, body));
     let subject = match row.with {
         SecretNamed(param) => route.iter().find(|(n, _)| n == param).map(|(_, v)| v.clone()),
+        // The visibility asked for, against the one the organisation has now.
+        With::Hidden(Hidden::NonPublicOrg) => {
+            member(body, "visibility").and_then(Value::as_str).map(str::to_owned)
+        }
         _ => None,
     };
     Clause { words: fill(row.words, route, body), look, with: row.with, only_if_lost, subject, found: None }
@@ -730,8 +751,12 @@ pub(crate) fn needed(op: &Operation, values: &Values, args: &Map<String, Value>)
     let body = args.get("body");
     if let Some(r) = row_of(&op.id) {
         let mut clause = clause_of(r, &route, body, false);
-        // A purge deletes everything the account owns besides.
-        if args.get("purge").and_then(Value::as_bool) == Some(true) {
+        // A purge deletes everything the account owns besides (through the raw tool the
+        // parameter is in its `query`).
+        let purge = args.get("purge").or_else(|| args.get("query").and_then(|q| q.get("purge")));
+        if purge.is_some_and(|p| {
+            p.as_bool() == Some(true) || p.as_str().is_some_and(|t| t.eq_ignore_ascii_case("true"))
+        }) {
             clause.words.push_str(" and everything the account owns (purge)");
         }
         return Some(Confirmation {
@@ -741,10 +766,12 @@ pub(crate) fn needed(op: &Operation, values: &Values, args: &Map<String, Value>)
         });
     }
     let met: Vec<&IrreversibleWith> = rows_with(&op.id).filter(|r| r.when.holds(args, &route)).collect();
-    if let Some(first) = met.first() {
+    if !met.is_empty() {
+        // Each part its own target: a yes for one part confirms no other.
+        let targets: Vec<String> = met.iter().map(|r| fill(r.row.target, &route, body)).collect();
         return Some(Confirmation {
             operation: op.id.clone(),
-            target: fill(first.row.target, &route, body),
+            target: targets.join(" + "),
             clauses: met.iter().map(|r| clause_of(&r.row, &route, body, r.only_if_lost)).collect(),
         });
     }
@@ -831,11 +858,24 @@ fn fill(template: &str, route: &[(String, String)], body: Option<&Value>) -> Str
             }),
             None => route.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()),
         };
-        out.push_str(value.as_deref().or(otherwise).unwrap_or("?"));
+        match value {
+            // The caller's text, read by a person: no line breaks, control or invisible and
+            // bidirectional formatting characters, which could make it say something else.
+            Some(v) => {
+                out.extend(v.chars().map(|c| if c.is_control() || is_format(c) { '\u{FFFD}' } else { c }))
+            }
+            None => out.push_str(otherwise.unwrap_or("?")),
+        }
         rest = &rest[close + 1..];
     }
     out.push_str(rest);
     out
+}
+
+/// Whether `c` is an invisible formatting character (Unicode's category Cf: bidirectional
+/// controls, zero-width characters, the byte-order mark).
+fn is_format(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
 }
 
 /// Longest target or words shown (a route value can be long; a person reads a line).
@@ -983,9 +1023,9 @@ pub fn lost(with: With, looked: &Value, total: Option<u64>, subject: Option<&str
             if items.iter().any(named) {
                 return Lost::Some(None);
             }
-            // The whole listing, or only its first page?
-            let whole = total.map_or(items.len() < 50, |t| items.len() as u64 >= t);
-            if whole { Lost::Nothing } else { Lost::Unknown }
+            // The whole listing, or only its first page? Without the forge's count, it cannot
+            // be said.
+            if total.is_some_and(|t| items.len() as u64 >= t) { Lost::Nothing } else { Lost::Unknown }
         }
         Assigned => match total {
             Some(0) => Lost::Nothing,
@@ -994,11 +1034,19 @@ pub fn lost(with: With, looked: &Value, total: Option<u64>, subject: Option<&str
         },
         With::Hidden(Hidden::PrivateRepo) => flag("private", "(it is private now)"),
         With::Hidden(Hidden::HiddenEmail) => flag("hide_email", "(it is hidden now)"),
-        With::Hidden(Hidden::NonPublicOrg) => match looked.get("visibility").and_then(Value::as_str) {
-            Some("public") => Lost::Nothing,
-            Some(v) => Lost::Some(Some(format!("(it is {} now)", shown(v)))),
-            None => Lost::Unknown,
-        },
+        // Seen by more than now: private to limited or public, limited to public.
+        With::Hidden(Hidden::NonPublicOrg) => {
+            let rank =
+                |v: &str| ["private", "limited", "public"].iter().position(|r| r.eq_ignore_ascii_case(v));
+            match (looked.get("visibility").and_then(Value::as_str), subject) {
+                (Some(now), Some(asked)) => match (rank(now), rank(asked)) {
+                    (Some(n), Some(a)) if a <= n => Lost::Nothing,
+                    (Some(_), Some(_)) => Lost::Some(Some(format!("(it is {} now)", shown(now)))),
+                    _ => Lost::Unknown,
+                },
+                _ => Lost::Unknown,
+            }
+        }
     }
 }
 
@@ -1082,10 +1130,6 @@ mod tests {
             assert!(h.why.len() > 10, "{}: say why it loses nothing", h.operation);
         }
         for r in IRREVERSIBLE_WITH {
-            // One target per operation, whichever of its rows applies.
-            for other in rows_with(r.operation) {
-                assert_eq!(other.row.target, r.row.target, "{}", r.operation);
-            }
             assert!(r.otherwise.len() > 10, "{}: say why it loses nothing otherwise", r.operation);
             assert_eq!(r.only_if_lost, r.row.with != Nothing && r.only_if_lost, "{}", r.operation);
             if matches!(r.when, Always) {
@@ -1123,6 +1167,7 @@ mod tests {
             Given(m) => put(m, json!("v-given")),
             Differs(m, _) => put(m, json!("v-other")),
             OneOf(m, texts) => put(m, json!(texts[0])),
+            Userinfo(m) => put(m, json!("https://user:t0k3n@git.example/v-new.git")),
             All(all) => all.iter().for_each(|w| meeting(w, body)),
             Any(any) => meeting(&any[0], body),
             Not(_) => {}
@@ -1159,6 +1204,7 @@ mod tests {
                     body.insert(m.into(), json!("v-new"));
                 }
                 body.insert("name".into(), json!("v-name"));
+                body.insert("config".into(), json!({"url": "https://hooks.example/v"}));
                 if let Some(cond) = conditional {
                     meeting(&cond.when, &mut body);
                     args.insert("body".into(), Value::Object(body));
@@ -1295,7 +1341,8 @@ mod tests {
             Mode::Ask,
         )
         .unwrap();
-        assert_eq!(c.target, "alice/webapp#branch/feat/x");
+        // The target names the commit: a yes for one commit confirms no other.
+        assert_eq!(c.target, "alice/webapp#branch/feat/x@0123abcd");
         let clause = &c.clauses[0];
         assert!(clause.only_if_lost);
         assert_eq!(clause.look.as_deref(), Some("/repos/alice/webapp/compare/0123abcd...feat/x"));
@@ -1368,21 +1415,25 @@ mod tests {
             lost(clause.with, &json!([{"name": "OTHER"}]), Some(80), clause.subject.as_deref()),
             Lost::Unknown
         );
-        // A webhook's secret, not its other settings.
+        // A webhook sent elsewhere (asked while the repository is private), not its other
+        // settings: neither forge changes a secret on an edit.
         let hook = |body: Value| json!({"owner": "o", "repo": "r", "id": 3, "body": body});
         let (c, _) =
-            admitted("repoEditHook", hook(json!({"config": {"secret": "s3", "url": "u"}})), Mode::Ask)
+            admitted("repoEditHook", hook(json!({"config": {"url": "https://x.example/h"}})), Mode::Ask)
                 .unwrap();
         assert_eq!(c.target, "o/r#hook/3");
-        assert!(
-            admitted("repoEditHook", hook(json!({"config": {"url": "u"}, "active": false})), Mode::Ask)
-                .is_none()
-        );
+        assert!(c.clauses[0].only_if_lost);
+        let secret = hook(json!({"config": {"secret": "s3"}, "active": false}));
+        assert!(admitted("repoEditHook", secret, Mode::Ask).is_none());
+        // Values a person reads lose their line breaks and invisible formatting.
+        let sneaky = hook(json!({"config": {"url": "https://x\n\u{202e}evil"}}));
+        let (c, _) = admitted("repoEditHook", sneaky, Mode::Ask).unwrap();
+        assert!(c.action().contains("https://x\u{fffd}\u{fffd}evil"), "{}", c.action());
         // A repository: renamed, made public, its mirror's credentials replaced — one
         // question with each part; other settings are not asked.
         let edit = |body: Value| json!({"owner": "o", "repo": "r", "body": body});
         let (c, _) = admitted("repoEdit", edit(json!({"name": "r2", "private": false})), Mode::Ask).unwrap();
-        assert_eq!(c.target, "o/r#settings");
+        assert_eq!(c.target, "o/r#rename/r2 + o/r#public");
         assert_eq!(c.clauses.len(), 2, "{c:?}");
         assert!(c.clauses[1].only_if_lost);
         assert_eq!(lost(c.clauses[1].with, &json!({"private": false}), None, None), Lost::Nothing);
@@ -1413,6 +1464,21 @@ mod tests {
         let mut private = creds.clone();
         private["private"] = json!(true);
         assert!(admitted("repoMigrate", migrate(private), Mode::Ask).is_none());
+        // Credentials in the URL itself, or a token as the user name, are credentials too.
+        for creds in [
+            json!({"clone_addr": "https://bob:ghp_x@github.com/org/private.git", "repo_name": "x"}),
+            json!({"clone_addr": "https://github.com/org/private.git", "repo_name": "x", "auth_username": "ghp_x"}),
+        ] {
+            assert!(admitted("repoMigrate", migrate(creds.clone()), Mode::Ask).is_some(), "{creds}");
+        }
+        // An organisation seen by more than now: private to limited, limited to public.
+        let (c, _) =
+            admitted("orgEdit", json!({"org": "acme", "body": {"visibility": "limited"}}), Mode::Ask)
+                .unwrap();
+        let clause = &c.clauses[0];
+        let now = |v: &str| lost(clause.with, &json!({"visibility": v}), None, clause.subject.as_deref());
+        assert_eq!(now("private"), Lost::Some(Some("(it is private now)".into())));
+        assert_eq!((now("limited"), now("public")), (Lost::Nothing, Lost::Nothing));
         assert!(
             admitted(
                 "repoMigrate",
@@ -1449,7 +1515,7 @@ mod tests {
         let (c, _) = admitted("gitea_api_request", raw, Mode::Ask).unwrap();
         assert_eq!(
             (c.operation.as_str(), c.target.as_str()),
-            ("repoUpdateBranch", "alice/webapp#branch/main")
+            ("repoUpdateBranch", "alice/webapp#branch/main@abc")
         );
         // Inside the call tool's arguments or beside them.
         for args in [

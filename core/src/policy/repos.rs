@@ -574,7 +574,9 @@ impl ForgeHost {
         };
         let forge_ip = base.host().and_then(|h| host_ip(&h));
         let forge_loopback = base.host().is_some_and(|h| is_loopback(&h));
+        // A name as it was looked up: letter case and a trailing dot aside (`other_name`).
         let alias = |name: &str| {
+            let name = name.trim_end_matches('.');
             aliases.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).flat_map(|(_, a)| a).any(|a| {
                 let a = canonical_ip(*a);
                 self.addresses.contains(&a) || forge_ip == Some(a) || (forge_loopback && a.is_loopback())
@@ -846,6 +848,17 @@ mod tests {
         assert_eq!(f.repository_at(url, &same), Ok(Some(("bob".into(), "secret".into()))));
         let mapped = [("code.internal.example".to_owned(), vec!["::ffff:203.0.113.5".parse().unwrap()])];
         assert_eq!(f.repository_at(url, &mapped), Ok(Some(("bob".into(), "secret".into()))));
+        // The name with a trailing dot, or in capitals, is the name looked up.
+        for spelled in
+            ["https://code.internal.example./bob/secret.git", "https://CODE.Internal.Example/bob/secret"]
+        {
+            assert_eq!(f.other_name(spelled).as_deref(), Some("code.internal.example"), "{spelled}");
+            assert_eq!(
+                f.repository_at(spelled, &same),
+                Ok(Some(("bob".into(), "secret".into()))),
+                "{spelled}"
+            );
+        }
         let elsewhere = [("code.internal.example".to_owned(), vec!["198.51.100.7".parse().unwrap()])];
         assert_eq!(f.repository_at(url, &elsewhere), Ok(None));
     }
