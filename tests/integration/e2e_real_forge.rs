@@ -1710,6 +1710,52 @@ async fn e2e_a_branch_forced_back_is_asked_naming_the_commits_it_drops() {
     drop(guard);
 }
 
+/// What is asked can depend on the forge's state: a webhook of a private repository sends
+/// what only its members can read, so it is asked for (and declined, nothing is made); made
+/// public (asked too, since it is private), the same webhook is sent unasked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN"]
+async fn e2e_a_webhook_of_a_private_repository_is_asked_and_of_a_public_one_is_not() {
+    let t = target();
+    let s = spawn(&t).await;
+    let login = whoami(&s).await;
+    let name = format!("aegis-e2e-hook-{}", suffix());
+    let c = s.call("createCurrentUserRepo", json!({"body": {"name": name, "private": true}})).await;
+    ok(&c, 201);
+    let guard = RepoGuard { target: t.clone(), owner: login.clone(), name: name.clone(), armed: true };
+    let hooks = || async {
+        let c = s.call("repoListHooks", json!({"owner": login, "repo": name})).await;
+        ok(&c, 200).as_array().map_or(0, Vec::len)
+    };
+    let body = json!({"type": "gitea", "active": false, "events": ["push"], "config": {"url": "http://127.0.0.1:9/aegis-hook", "content_type": "json"}});
+    let hook = json!({"tool": "repoCreateHook", "arguments": {"owner": login, "repo": name, "body": body}});
+    let run = asking(&t, "legacy", "decline", json!([hook])).await;
+    let (failed, e) = envelope(&run, 0);
+    assert!(failed && e["error"]["kind"] == "not_confirmed", "{e}");
+    assert_eq!(
+        asked(&run),
+        [format!(
+            "Send the events of the private repository {login}/{name} (commits, issues, pull requests) to http://127.0.0.1:9/aegis-hook: what it is sent cannot be taken back (it is private now)? This cannot be undone."
+        )]
+    );
+    assert_eq!(hooks().await, 0, "declined, no webhook");
+    let public =
+        json!({"tool": "repoEdit", "arguments": {"owner": login, "repo": name, "body": {"private": false}}});
+    let run = asking(&t, "auto", "accept", json!([public])).await;
+    let (failed, e) = envelope(&run, 0);
+    assert!(!failed, "{e}");
+    let question = asked(&run);
+    assert!(
+        question.len() == 1 && question[0].starts_with(&format!("Make {login}/{name} public")),
+        "{question:?}"
+    );
+    let run = asking(&t, "legacy", "decline", json!([hook])).await;
+    let (failed, e) = envelope(&run, 0);
+    assert!(!failed && asked(&run).is_empty(), "a public repository's webhook is sent unasked: {e}");
+    assert_eq!(hooks().await, 1);
+    drop(guard);
+}
+
 // ---------------------------------------------------------------------------------------
 // Sign-in with the forge: the forge's own login and consent pages, driven headless
 // ---------------------------------------------------------------------------------------
