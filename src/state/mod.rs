@@ -500,9 +500,9 @@ impl Store {
         };
         let keep_ms = u64::try_from((left + MARK_SLACK).as_millis()).unwrap_or(u64::MAX);
         let mut call = self.0.scripts.once.prepare_invoke();
-        call.key(&mark.key)
-            .key(self.memory_key())
+        call.key(self.memory_key())
             .key(&self.0.legacy_since)
+            .key(&mark.key)
             .arg(&mark.attempt)
             .arg(keep_ms)
             .arg(issued.saturating_sub(SINCE_SLACK_SECS))

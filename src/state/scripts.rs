@@ -82,56 +82,54 @@ end
 return out
 ";
 
-/// The first use of an id. KEYS: its mark, the key that names the store's memory (its
-/// generation: the store's time in µs when the first script found it missing, `MEMORY`), and
-/// the key in which a version before generations recorded when the memory began (Unix
-/// seconds): a memory that has one takes it over, so that an upgrade is not a reset.
-/// ARGV: this attempt's value, how long to keep the mark in ms, when the id was issued (Unix
-/// seconds), and the generation the id was issued under ('0': not known to its issuer).
-/// An id of another generation was issued before the memory began, or under another one:
-/// nobody can say whether it was used. One issued where the generation was not known is
-/// judged by its time: issued before the memory began is refused.
-/// Answers {1, generation} first use, {0, generation} used before, {-1, generation} issued
-/// before the store's memory began.
-const ONCE: &str = r"
-local g = redis.call('GET', KEYS[2])
+/// The store's memory's generation in `g`, made if nobody has yet: the store's time in µs
+/// when the first script found it missing. KEYS[1] names the memory; KEYS[2] is the key in
+/// which a version before generations recorded when the memory began (Unix seconds): a
+/// memory that has one takes it over, so that an upgrade is not a reset.
+macro_rules! generation {
+    () => {
+        r"
+local g = redis.call('GET', KEYS[1])
 if not g then
-  local since = tonumber(redis.call('GET', KEYS[3]))
+  local since = tonumber(redis.call('GET', KEYS[2]))
   if since then
     g = string.format('%d', since * 1000000)
   else
     local t = redis.call('TIME')
     g = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
   end
-  redis.call('SET', KEYS[2], g)
+  redis.call('SET', KEYS[1], g)
 end
+"
+    };
+}
+
+/// The first use of an id. KEYS: the memory's two keys (as `generation!`), then the id's
+/// mark. ARGV: this attempt's value, how long to keep the mark in ms, when the id was issued
+/// (Unix seconds), and the generation the id was issued under ('0': not known to its issuer).
+/// An id of another generation was issued before the memory began, or under another one:
+/// nobody can say whether it was used. One issued where the generation was not known is
+/// judged by its time: issued before the memory began is refused.
+/// Answers {1, generation} first use, {0, generation} used before, {-1, generation} issued
+/// before the store's memory began.
+const ONCE: &str = concat!(
+    generation!(),
+    r"
 if ARGV[4] ~= '0' then
   if ARGV[4] ~= g then return {-1, g} end
 elseif tonumber(ARGV[3]) * 1000000 < tonumber(g) then
   return {-1, g}
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, g} end
+if redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, g} end
 return {0, g}
-";
+"
+);
 
-/// The store's memory's generation, made if nobody has yet. KEYS: its key. Run at start, at
-/// every renewal tick and before an id is issued without another round trip, so that a store
-/// that restarted empty has a new generation at once, and the ids issued after carry it.
-/// KEYS: the memory's key, and the key of the version before generations (as in `ONCE`).
-/// Answers the generation (text: 16 digits).
-const MEMORY: &str = r"
-local g = redis.call('GET', KEYS[1])
-if g then return g end
-local since = tonumber(redis.call('GET', KEYS[2]))
-if since then
-  g = string.format('%d', since * 1000000)
-else
-  local t = redis.call('TIME')
-  g = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
-end
-redis.call('SET', KEYS[1], g)
-return g
-";
+/// The store's memory's generation, made if nobody has yet. KEYS: the memory's two keys (as
+/// `generation!`). Run at start, at every renewal tick and before an id is issued without
+/// another round trip, so that a store that restarted empty has a new generation at once,
+/// and the ids issued after carry it. Answers the generation (text: 16 digits).
+const MEMORY: &str = concat!(generation!(), "return g\n");
 
 /// Take back a mark, only if it is still this attempt's. KEYS: the mark. ARGV: the attempt.
 const FORGET: &str = r"
