@@ -18,6 +18,7 @@ mod http_app;
 mod http_identity;
 mod http_narrowing;
 mod http_protocols;
+mod packaging;
 mod path_encoding;
 mod policy;
 mod python_sdk_http;

@@ -154,8 +154,10 @@ async def drive(
         {
             "protocol_version": client.protocol_version,
             "server_name": info.name if info is not None else None,
+            "server_version": info.version if info is not None else None,
             "tool_count": len(tools),
             "tool_names_sample": [t.name for t in tools[:5]],
+            "tool_names": [t.name for t in tools],
             "tools_with_output_schema": sum(1 for t in tools if t.output_schema is not None),
             "resource_templates": [t.uri_template for t in templates.resource_templates],
             "calls": [],
