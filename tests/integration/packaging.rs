@@ -83,7 +83,10 @@ fn the_registry_entry_conforms_to_the_registry_schema_and_names_real_settings() 
         assert_eq!(p["identifier"], "aegis-gitea-mcp", "{p}");
         assert_eq!(p["version"], VERSION, "{p}");
         assert!(p.get("fileSha256").is_none(), "the registry refuses a hash on {p}");
-        assert_eq!(p["environmentVariables"], packages[0]["environmentVariables"], "both run the same binary");
+        assert_eq!(
+            p["environmentVariables"], packages[0]["environmentVariables"],
+            "both run the same binary"
+        );
         for var in p["environmentVariables"].as_array().unwrap() {
             let name = var["name"].as_str().unwrap();
             assert!(settings.iter().any(|s| s == name), "{name} is no setting of the server");
@@ -135,6 +138,13 @@ fn every_package_file_names_the_crate_version_and_repository() {
     let manifest = read_json(&repo_root().join("packaging/mcpb/manifest.json"));
     assert_eq!(manifest["version"], VERSION);
     assert_eq!(manifest["repository"]["url"], repo_url);
+    // A value left out and without a default would reach the server as the placeholder itself.
+    for (key, option) in manifest["user_config"].as_object().unwrap() {
+        assert!(
+            option["required"] == true || option.get("default").is_some(),
+            "user_config.{key}: no default"
+        );
+    }
     let settings = setting_names();
     for var in manifest["server"]["mcp_config"]["env"].as_object().unwrap().keys() {
         assert!(settings.contains(var), "the bundle sets {var}, which is no setting of the server");
@@ -147,7 +157,10 @@ fn every_package_file_names_the_crate_version_and_repository() {
     assert!(pyproject.contains(&format!("Repository = \"{repo_url}\"")));
     assert!(pyproject.contains("readme = \"packaging/README.md\""));
     let readme = read_text("packaging/README.md");
-    assert!(readme.contains(&format!("mcp-name: {name} -->")), "packaging/README.md lacks the mcp-name marker");
+    assert!(
+        readme.contains(&format!("mcp-name: {name} -->")),
+        "packaging/README.md lacks the mcp-name marker"
+    );
 
     let changelog = read_text("CHANGELOG.md");
     assert!(changelog.contains(&format!("## [{VERSION}] - ")), "CHANGELOG.md has no entry for {VERSION}");
@@ -248,21 +261,26 @@ async fn the_wheel_installs_into_a_fresh_venv_and_serves_a_session() {
     let venv = tmp.path().join("venv");
     run_ok(Command::new("python3").arg("-m").arg("venv").arg(&venv), "python3 -m venv").await;
     let pip = venv.join("bin/pip");
-    run_ok(Command::new(&pip).args(["install", "--no-index", "--disable-pip-version-check", "-q"]).arg(&wheel), "pip install")
-        .await;
+    run_ok(
+        Command::new(&pip).args(["install", "--no-index", "--disable-pip-version-check", "-q"]).arg(&wheel),
+        "pip install",
+    )
+    .await;
     let installed = venv.join("bin/aegis-gitea-mcp");
     let version = run_ok(Command::new(&installed).arg("--version"), "the installed --version").await;
     assert_eq!(version.trim(), format!("aegis-gitea-mcp {VERSION}"));
     // The wheel is the binary and nothing else: no Python module to import, no dependency.
     let show = run_ok(Command::new(&pip).args(["show", "-f", "aegis-gitea-mcp"]), "pip show").await;
     assert!(show.contains("Requires: \n") || show.contains("Requires:\n"), "{show}");
-    let files: Vec<&str> = show.lines().skip_while(|l| !l.starts_with("Files:")).skip(1).map(str::trim).collect();
+    let files: Vec<&str> =
+        show.lines().skip_while(|l| !l.starts_with("Files:")).skip(1).map(str::trim).collect();
     assert!(files.iter().any(|f| f.ends_with("bin/aegis-gitea-mcp")), "{files:?}");
     assert!(!files.iter().any(|f| f.ends_with(".py")), "{files:?}");
 
     let forge = start_forge().await;
     let env = user_env(&forge);
-    session(&forge, &[installed.into_os_string(), "serve".into()], &borrowed(&env), "the wheel's binary").await;
+    session(&forge, &[installed.into_os_string(), "serve".into()], &borrowed(&env), "the wheel's binary")
+        .await;
 }
 
 #[tokio::test]
@@ -305,12 +323,16 @@ async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
     // The main package holds no binary: the platform package does.
     let installed = folder.path().join("node_modules");
     assert!(!installed.join("aegis-gitea-mcp/bin/aegis-gitea-mcp").exists());
-    let platform_dir = platform.file_name().unwrap().to_string_lossy().replace(&format!("-{VERSION}.tgz"), "");
+    let platform_dir =
+        platform.file_name().unwrap().to_string_lossy().replace(&format!("-{VERSION}.tgz"), "");
     assert!(installed.join(&platform_dir).join("bin/aegis-gitea-mcp").is_file());
 
     let mut npx = Command::new("npx");
     npx.current_dir(folder.path()).args(["--offline", "aegis-gitea-mcp", "--version"]);
-    assert_eq!(run_ok(&mut npx, "npx aegis-gitea-mcp --version").await.trim(), format!("aegis-gitea-mcp {VERSION}"));
+    assert_eq!(
+        run_ok(&mut npx, "npx aegis-gitea-mcp --version").await.trim(),
+        format!("aegis-gitea-mcp {VERSION}")
+    );
 
     // The launcher hands the binary's exit status back: 2 for an unknown tool.
     let bin = installed.join(".bin/aegis-gitea-mcp");
@@ -321,7 +343,16 @@ async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
 
     let forge = start_forge().await;
     let env = user_env(&forge);
-    session(&forge, &[bin.into_os_string(), "serve".into()], &borrowed(&env), "the npm package's bin").await;
+    // What the README's `npx -y aegis-gitea-mcp` runs, with the folder in place of the registry.
+    let command: Vec<OsString> = vec![
+        "npx".into(),
+        "--offline".into(),
+        "--prefix".into(),
+        folder.path().into(),
+        "-y".into(),
+        "aegis-gitea-mcp".into(),
+    ];
+    session(&forge, &command, &borrowed(&env), "npx -y aegis-gitea-mcp").await;
 }
 
 #[tokio::test]
@@ -334,7 +365,9 @@ async fn the_bundle_validates_unpacks_and_serves_with_the_values_a_person_entere
     let tmp = tempfile::tempdir().unwrap();
     let unpacked = tmp.path().join("bundle");
     run_ok(Command::new(&mcpb).arg("unpack").arg(&bundle).arg(&unpacked), "mcpb unpack").await;
-    let validated = run_ok(Command::new(&mcpb).arg("validate").arg(unpacked.join("manifest.json")), "mcpb validate").await;
+    let validated =
+        run_ok(Command::new(&mcpb).arg("validate").arg(unpacked.join("manifest.json")), "mcpb validate")
+            .await;
     assert!(validated.contains("validation passes"), "{validated}");
 
     let manifest = read_json(&unpacked.join("manifest.json"));
@@ -345,11 +378,15 @@ async fn the_bundle_validates_unpacks_and_serves_with_the_values_a_person_entere
 
     let resolve = |user_config: Value| {
         let mut cmd = Command::new("node");
-        cmd.arg(repo_root().join("tests/node/mcpb_config.mjs")).arg(&library).arg(&unpacked).arg(user_config.to_string());
+        cmd.arg(repo_root().join("tests/node/mcpb_config.mjs"))
+            .arg(&library)
+            .arg(&unpacked)
+            .arg(user_config.to_string());
         cmd
     };
     // Without the required URL the client starts nothing.
-    let refused = run_ok(&mut resolve(json!({"gitea_token": "t"})), "the bundle's configuration without a URL").await;
+    let refused =
+        run_ok(&mut resolve(json!({"gitea_token": "t"})), "the bundle's configuration without a URL").await;
     assert_eq!(refused.trim(), "null");
 
     let forge = start_forge().await;
@@ -383,12 +420,14 @@ fn the_built_registry_entry_names_every_built_file_with_its_hash() {
     let errors = registry_schema_errors(&server);
     assert!(errors.is_empty(), "target/dist/server.json: {errors:#?}");
     let sha = |p: &Path| format!("{:x}", Sha256::digest(std::fs::read(p).unwrap()));
-    let bundles: Vec<&Value> = server["packages"].as_array().unwrap().iter().filter(|p| p["registryType"] == "mcpb").collect();
+    let bundles: Vec<&Value> =
+        server["packages"].as_array().unwrap().iter().filter(|p| p["registryType"] == "mcpb").collect();
     assert!(!bundles.is_empty(), "{server}");
     let releases = format!("{}/releases/download/v{VERSION}/", env!("CARGO_PKG_REPOSITORY"));
     for b in bundles {
         let url = b["identifier"].as_str().unwrap();
-        let file = url.strip_prefix(&releases).unwrap_or_else(|| panic!("{url} is not among the release's files"));
+        let file =
+            url.strip_prefix(&releases).unwrap_or_else(|| panic!("{url} is not among the release's files"));
         // The registry accepts a bundle URL only if it says "mcp".
         assert!(file.to_ascii_lowercase().contains("mcp"), "{url}");
         assert_eq!(b["fileSha256"], sha(&dir.join(file)), "{url}");
