@@ -343,6 +343,8 @@ async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
 
     let forge = start_forge().await;
     let env = user_env(&forge);
+    let binary = installed.join(&platform_dir).join("bin/aegis-gitea-mcp");
+    a_signal_to_the_launcher_stops_the_binary(&bin, &binary, &env).await;
     // What the README's `npx -y aegis-gitea-mcp` runs, with the folder in place of the registry.
     let command: Vec<OsString> = vec![
         "npx".into(),
@@ -353,6 +355,73 @@ async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
         "aegis-gitea-mcp".into(),
     ];
     session(&forge, &command, &borrowed(&env), "npx -y aegis-gitea-mcp").await;
+}
+
+/// Starts `program serve` with stdin kept open, waits for it to be ready, sends it SIGTERM and
+/// returns how it ended, what it wrote to stderr, and whether any process it started is
+/// still running afterwards.
+async fn stopped_by_sigterm(
+    program: &Path,
+    env: &[(&'static str, String)],
+) -> (std::process::ExitStatus, String, bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("stderr");
+    let mut started = tokio::process::Command::new(program)
+        .arg("serve")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = started.id().unwrap();
+    let stderr = || std::fs::read_to_string(&log).unwrap_or_default();
+    let children = || -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| {
+                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                // The parent's pid is the fourth field, after the name in parentheses.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+            .collect()
+    };
+    let ready = tokio::time::timeout(TIMEOUT, async {
+        while !stderr().contains("catalog ready") {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(ready.is_ok(), "{} did not start: {}", program.display(), stderr());
+    let spawned = children();
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    let status = tokio::time::timeout(Duration::from_secs(20), started.wait())
+        .await
+        .unwrap_or_else(|_| panic!("{} did not end after SIGTERM: {}", program.display(), stderr()))
+        .unwrap();
+    let left = spawned.iter().any(|p| Path::new(&format!("/proc/{p}")).exists());
+    (status, stderr(), left)
+}
+
+/// A client stops a server over stdio with SIGTERM to the process it started, here the
+/// launcher: it must end as the binary itself ends on SIGTERM, and leave nothing running.
+async fn a_signal_to_the_launcher_stops_the_binary(
+    launcher: &Path,
+    binary: &Path,
+    env: &[(&'static str, String)],
+) {
+    let (direct, direct_err, _) = stopped_by_sigterm(binary, env).await;
+    let (launched, launched_err, left) = stopped_by_sigterm(launcher, env).await;
+    assert_eq!(
+        (launched.code(), std::os::unix::process::ExitStatusExt::signal(&launched)),
+        (direct.code(), std::os::unix::process::ExitStatusExt::signal(&direct)),
+        "the launcher ended otherwise than the binary\n--- launched ---\n{launched_err}\n--- direct ---\n{direct_err}"
+    );
+    assert!(!left, "the binary was left running after the launcher ended: {launched_err}");
 }
 
 #[tokio::test]
