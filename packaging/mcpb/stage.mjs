@@ -42,4 +42,5 @@ mkdirSync(join(out, "server"), { recursive: true });
 copyFileSync(binary, join(out, entry));
 chmodSync(join(out, entry), 0o755);
 copyFileSync(join(here, manifest.icon), join(out, manifest.icon));
+for (const file of ["LICENSE-MIT", "LICENSE-APACHE"]) copyFileSync(join(here, "..", "..", file), join(out, file));
 writeFileSync(join(out, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);

@@ -25,6 +25,7 @@ if (!target || !binary || !out) {
   process.exit(2);
 }
 const here = dirname(fileURLToPath(import.meta.url));
+const licences = ["LICENSE-MIT", "LICENSE-APACHE"];
 const main = JSON.parse(readFileSync(join(here, "aegis-gitea-mcp", "package.json"), "utf8"));
 const name = `${main.name}-${platform}`;
 if (!(name in main.optionalDependencies) || main.optionalDependencies[name] !== main.version) {
@@ -34,6 +35,7 @@ if (!(name in main.optionalDependencies) || main.optionalDependencies[name] !== 
 const executable = target.os === "win32" ? "aegis-gitea-mcp.exe" : "aegis-gitea-mcp";
 mkdirSync(join(out, "bin"), { recursive: true });
 copyFileSync(binary, join(out, "bin", executable));
+for (const file of licences) copyFileSync(join(here, "..", "..", file), join(out, file));
 chmodSync(join(out, "bin", executable), 0o755);
 const manifest = {
   name,
@@ -44,7 +46,7 @@ const manifest = {
   os: [target.os],
   cpu: [target.cpu],
   ...(target.libc ? { libc: [target.libc] } : {}),
-  files: [`bin/${executable}`],
+  files: [`bin/${executable}`, ...licences],
   preferUnplugged: true,
 };
 writeFileSync(join(out, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);

@@ -276,6 +276,9 @@ async fn the_wheel_installs_into_a_fresh_venv_and_serves_a_session() {
         show.lines().skip_while(|l| !l.starts_with("Files:")).skip(1).map(str::trim).collect();
     assert!(files.iter().any(|f| f.ends_with("bin/aegis-gitea-mcp")), "{files:?}");
     assert!(!files.iter().any(|f| f.ends_with(".py")), "{files:?}");
+    for licence in ["LICENSE-MIT", "LICENSE-APACHE"] {
+        assert!(files.iter().any(|f| f.ends_with(&format!("licenses/{licence}"))), "{licence}: {files:?}");
+    }
 
     let forge = start_forge().await;
     let env = user_env(&forge);
@@ -326,6 +329,11 @@ async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
     let platform_dir =
         platform.file_name().unwrap().to_string_lossy().replace(&format!("-{VERSION}.tgz"), "");
     assert!(installed.join(&platform_dir).join("bin/aegis-gitea-mcp").is_file());
+    for licence in ["LICENSE-MIT", "LICENSE-APACHE"] {
+        for pkg in ["aegis-gitea-mcp", platform_dir.as_str()] {
+            assert!(installed.join(pkg).join(licence).is_file(), "{pkg} lacks {licence}");
+        }
+    }
 
     let mut npx = Command::new("npx");
     npx.current_dir(folder.path()).args(["--offline", "aegis-gitea-mcp", "--version"]);
@@ -439,6 +447,7 @@ async fn the_bundle_validates_unpacks_and_serves_with_the_values_a_person_entere
             .await;
     assert!(validated.contains("validation passes"), "{validated}");
 
+    assert!(unpacked.join("LICENSE-MIT").is_file() && unpacked.join("LICENSE-APACHE").is_file());
     let manifest = read_json(&unpacked.join("manifest.json"));
     assert_eq!(manifest["version"], VERSION);
     assert_eq!(manifest["compatibility"]["platforms"], json!(["linux"]));
