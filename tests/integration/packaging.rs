@@ -279,6 +279,13 @@ async fn the_wheel_installs_into_a_fresh_venv_and_serves_a_session() {
     for licence in ["LICENSE-MIT", "LICENSE-APACHE"] {
         assert!(files.iter().any(|f| f.ends_with(&format!("licenses/{licence}"))), "{licence}: {files:?}");
     }
+    // What PyPI shows, and where the registry looks for its ownership marker.
+    let location =
+        show.lines().find_map(|l| l.strip_prefix("Location: ")).expect("pip show names a location");
+    let metadata = Path::new(location).join(format!("aegis_gitea_mcp-{VERSION}.dist-info/METADATA"));
+    let metadata = std::fs::read_to_string(metadata).expect("the installed METADATA");
+    assert!(metadata.contains(&format!("<!-- mcp-name: {} -->", registry_name())), "{metadata}");
+    assert!(metadata.contains("License-Expression: MIT OR Apache-2.0"), "{metadata}");
 
     let forge = start_forge().await;
     let env = user_env(&forge);
