@@ -172,6 +172,53 @@ fn every_package_file_names_the_crate_version_and_repository() {
     assert!(containerfile.contains("cargo build --release --locked --bin aegis-gitea-mcp"));
 }
 
+/// The fenced blocks of `lang` in the part of `text` from the heading `from` to the next `## `.
+fn blocks<'a>(text: &'a str, from: &str, lang: &str) -> Vec<&'a str> {
+    let start = text.find(from).unwrap_or_else(|| panic!("no heading {from:?}"));
+    let section = &text[start + from.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let fence = format!("```{lang}\n");
+    section.split(fence.as_str()).skip(1).map(|b| &b[..b.find("```").unwrap()]).collect()
+}
+
+#[test]
+fn the_client_configurations_shown_run_what_the_packages_install() {
+    let settings = setting_names();
+    // The commands the install tests run: `uvx aegis-gitea-mcp`, `npx -y aegis-gitea-mcp`.
+    let installed = [("uvx", json!(["aegis-gitea-mcp"])), ("npx", json!(["-y", "aegis-gitea-mcp"]))];
+    for (file, heading) in
+        [("README.md", "## Connect a client"), ("packaging/README.md", "## Connect a client")]
+    {
+        let text = read_text(file);
+        let configs = blocks(&text, heading, "json");
+        assert!(!configs.is_empty(), "{file}: no configuration shown");
+        for block in configs {
+            let doc: Value = serde_json::from_str(block).unwrap_or_else(|e| panic!("{file}: {e}\n{block}"));
+            let servers =
+                doc.get("mcpServers").or_else(|| doc.get("servers")).unwrap_or_else(|| panic!("{block}"));
+            for server in servers.as_object().unwrap().values() {
+                let ran = (server["command"].as_str().unwrap(), server["args"].clone());
+                assert!(installed.iter().any(|(c, a)| (*c, a.clone()) == ran), "{file}: {server}");
+                for var in server["env"].as_object().unwrap().keys() {
+                    assert!(settings.contains(var), "{file}: {var} is no setting of the server");
+                }
+            }
+        }
+        let claude: Vec<&str> = blocks(&text, heading, "sh")
+            .into_iter()
+            .flat_map(str::lines)
+            .filter(|l| l.starts_with("claude mcp add"))
+            .collect();
+        assert!(!claude.is_empty(), "{file}: no `claude mcp add`");
+        for line in claude {
+            assert!(line.ends_with(" -- uvx aegis-gitea-mcp"), "{file}: {line}");
+            for var in line.split(" --env ").skip(1).map(|v| v.split('=').next().unwrap()) {
+                assert!(settings.iter().any(|s| s == var), "{file}: {var} is no setting of the server");
+            }
+        }
+    }
+}
+
 // ---- the installed packages, each running a session ------------------------------------
 
 /// The folder scripts/package filled.
