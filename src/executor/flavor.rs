@@ -1,10 +1,12 @@
 //! Which forge answers at the URL: `GET /api/v1/version`.
 //!
 //! Both forges tell their version without a token, but refuse a token they do not know (or a
-//! wrong password) on every route, `/version` too (401). So when the forge refuses the token, the version is
-//! asked again without it, and then at Forgejo's own `/api/forgejo/v1/version` (also without
-//! a credential). The probe says that the token was refused, so that `serve` and `doctor` say
-//! so plainly instead of doubting the URL.
+//! wrong password) on every route, `/version` too (401). So when the forge refuses the token, the
+//! version is asked again without it. When `/api/v1/version` still gives no version (refused to
+//! everyone, or hidden by a proxy that answers 403 or 404 for it), Forgejo's own
+//! `/api/forgejo/v1/version` is asked, also without a credential: Gitea has no such route. The
+//! probe says that the token was refused, so that `serve` and `doctor` say so plainly instead of
+//! doubting the URL.
 
 use crate::executor::Received;
 use crate::identity::{Credential, Mode};
@@ -28,33 +30,49 @@ const FORGEJO_VERSION: &str = "/api/forgejo/v1/version";
 
 /// Ask the forge for its version. A Forgejo version reveals itself (`X+gitea-Y`).
 pub(crate) async fn detect(forge: &Forge, credential: &Credential) -> Result<Probe, CallError> {
-    let got = forge.send(&simple_get("/version"), credential).await?;
-    if got.status != 401 {
-        return read_version(forge, &got).map(|version| Probe { version, token_refused: false });
-    }
-    let token_refused = credential.mode() != Mode::Anonymous;
-    let anonymous = Credential::anonymous();
-    if token_refused {
-        let again = forge.send(&simple_get("/version"), &anonymous).await?;
-        if let Ok(version) = read_version(forge, &again) {
-            return Ok(Probe { version, token_refused });
+    let (got, token_refused) = ask(forge, &simple_get("/version"), credential).await?;
+    let error = match read_version(forge, &got) {
+        Ok(version) => return Ok(Probe { version, token_refused }),
+        Err(e) => e,
+    };
+    // A credential the forge refused is not sent again. Only an answer that carries a version
+    // counts: any failure here leaves the words of the first answer.
+    let again = if token_refused { &Credential::anonymous() } else { credential };
+    if let Ok((own, refused_there)) = ask(forge, &site_get(FORGEJO_VERSION), again).await {
+        if let Ok(version) = read_version(forge, &own) {
+            return Ok(Probe { version, token_refused: token_refused || refused_there });
         }
     }
-    let forgejo = forge.send(&site_get(FORGEJO_VERSION), &anonymous).await?;
-    if let Ok(version) = read_version(forge, &forgejo) {
-        return Ok(Probe { version, token_refused });
-    }
+    let (who, fix) = if credential.mode() == Mode::Basic {
+        ("GITEA_USERNAME and GITEA_PASSWORD", "fix them")
+    } else {
+        ("GITEA_TOKEN", "create a new access token and set GITEA_TOKEN")
+    };
+    let message = match (token_refused, got.status) {
+        (false, 401) => {
+            "GET /api/v1/version answered 401: this forge tells its version only to signed-in users; set GITEA_TOKEN".to_owned()
+        }
+        (false, _) => return Err(error),
+        (true, 401) => format!("the forge refused {who} (401) and tells its version only to signed-in users: {fix}"),
+        (true, status) => {
+            format!("the forge refused {who} (401), and without it GET /api/v1/version answered {status}: {fix}")
+        }
+    };
     Err(CallError::from_forge(
         401,
         ErrorKind::Unauthorized,
-        if token_refused && credential.mode() == Mode::Basic {
-            "the forge refused GITEA_USERNAME and GITEA_PASSWORD (401) and tells its version only to signed-in users: fix them, or pass --flavor gitea|forgejo to skip detection"
-        } else if token_refused {
-            "the forge refused GITEA_TOKEN (401) and tells its version only to signed-in users: create a new access token and set GITEA_TOKEN, or pass --flavor gitea|forgejo to skip detection"
-        } else {
-            "GET /api/v1/version answered 401: this forge tells its version only to signed-in users; set GITEA_TOKEN, or pass --flavor gitea|forgejo to skip detection"
-        },
+        format!("{message}, or pass --flavor gitea|forgejo to skip detection"),
     ))
+}
+
+/// GET `plan` with the credential, and again without it when the forge refuses it (401): the
+/// answer, and whether the credential was refused.
+async fn ask(forge: &Forge, plan: &CallPlan, credential: &Credential) -> Result<(Received, bool), CallError> {
+    let got = forge.send(plan, credential).await?;
+    if got.status == 401 && credential.mode() != Mode::Anonymous {
+        return Ok((forge.send(plan, &Credential::anonymous()).await?, true));
+    }
+    Ok((got, false))
 }
 
 /// The version in an answer, or why there is none.

@@ -337,6 +337,49 @@ async fn doctor_finds_forgejo_at_its_own_version_route_when_api_v1_version_refus
     );
 }
 
+/// A proxy in front of the forge that hides `/api/v1/version` (404 to everyone, to keep the
+/// version to the operator): a Forgejo is still found at its own route, and a token it accepts
+/// is not called refused; a Gitea, which has no such route, is not guessed at, and the words
+/// name the 404 and `--flavor`. A refused token on top of the hidden route is named as refused.
+#[tokio::test]
+async fn auto_flavor_finds_forgejo_at_its_own_route_when_a_proxy_hides_api_v1_version() {
+    let hidden = || Script::always(Some("GET"), "/api/v1/version", ScriptedResponse::status(404));
+    let forgejo = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    forgejo.script(hidden());
+    let o = run(&["doctor", "--url", &forgejo.base_url()], &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("ok    Forgejo 16.0.1+gitea-1.22.0 answers at"), "{text}");
+    assert!(text.contains("511 tools from the Forgejo") && !text.contains("refused"), "{text}");
+    let o = run(&["serve", "--url", &forgejo.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the forge refused GITEA_TOKEN (401): Forgejo 16.0.1+gitea-1.22.0 answers"),
+        "{err}"
+    );
+
+    let gitea = FakeForge::start(Options::default()).await;
+    gitea.script(hidden());
+    let o = run(&["serve", "--url", &gitea.base_url()], &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("GET /api/v1/version answered 404") && err.contains("--flavor"), "{err}");
+    let asked: Vec<String> = gitea.requests().iter().map(|r| r.raw_path.clone()).collect();
+    assert!(asked.iter().any(|p| p == "/api/forgejo/v1/version"), "{asked:?}");
+    // A proxy that hides the version only from those without a token.
+    let gitea = FakeForge::start(Options::default()).await;
+    gitea.script(hidden());
+    gitea.script(Script::once(Some("GET"), "/api/v1/version", refusal()));
+    let o = run(&["serve", "--url", &gitea.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("the forge refused GITEA_TOKEN (401), and without it GET /api/v1/version answered 404"),
+        "{err}"
+    );
+    assert!(!err.contains("wrong-token-xyz"), "{err}");
+}
+
 #[tokio::test]
 async fn spec_file_replaces_the_embedded_spec() {
     let dir = tempfile::tempdir().unwrap();
