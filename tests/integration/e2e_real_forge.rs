@@ -1,9 +1,10 @@
 //! End-to-end tests against a REAL Gitea or Forgejo.
 //!
 //! They are `#[ignore]`d, so a plain `cargo test` lists them as ignored: they need a forge.
-//! `scripts/test` runs them with `--ignored` against a real Gitea it builds and starts
-//! (`scripts/real-gitea`); by hand, point them at any Gitea or Forgejo with `AEGIS_E2E_URL`
-//! (the forge's base URL), `AEGIS_E2E_TOKEN` (an access token of a user who may create
+//! `scripts/test` runs them with `--ignored` against each real Gitea and the real Forgejo it
+//! builds and starts (`scripts/real-gitea`, `scripts/real-forgejo`); by hand, point them at any
+//! Gitea or Forgejo with `AEGIS_E2E_URL` (the forge's base URL), `AEGIS_E2E_TOKEN` (an access
+//! token of a user who may create
 //! repositories; a site administrator for the sudo test) and `AEGIS_E2E_TOKEN_2` (a second
 //! user's token); the sign-in and HTTP Basic tests also need the two users' logins and
 //! passwords, `AEGIS_E2E_LOGIN`, `AEGIS_E2E_PASSWORD`, `AEGIS_E2E_LOGIN_2`,
@@ -15,8 +16,9 @@
 //!   and the five built-in tools).
 //! * `AEGIS_E2E_SPEC`: a Swagger file passed to the server as `GITEA_SPEC`.
 //!
-//! The server is always started with `--flavor auto`; the flavor is read back from the forge
-//! with `getVersion` (Forgejo reports `X.Y.Z+gitea-A.B.C`).
+//! The server is started with `--flavor auto` (but for a Gitea behind the proxy that hides its
+//! version); the flavor is read back from the forge with `getVersion` (Forgejo reports
+//! `X.Y.Z+gitea-A.B.C`). That proxy is Debian's nginx, which `scripts/setup-test-env` installs.
 //!
 //! The repository scenario creates a private repository `aegis-e2e-<random>` owned by the
 //! token's user and deletes it at the end; a drop guard deletes it (with the binary's `call`
@@ -65,7 +67,8 @@ fn required(key: &str) -> String {
     env_var(key).unwrap_or_else(|| {
         panic!(
             "{key} is not set: the end-to-end tests need a real forge (AEGIS_E2E_URL, AEGIS_E2E_TOKEN \
-             and AEGIS_E2E_TOKEN_2); scripts/real-gitea run VERSION -- CMD starts one"
+             and AEGIS_E2E_TOKEN_2); scripts/real-gitea run VERSION -- CMD or \
+             scripts/real-forgejo run -- CMD starts one"
         )
     })
 }
@@ -300,26 +303,16 @@ async fn e2e_version_flavor_and_tool_list() {
     for must in ["getVersion", "userGetCurrent", "repoGet", "gitea_api_request"] {
         assert!(names.contains(&must), "tool {must} missing ({} tools)", names.len());
     }
-    match env_var("AEGIS_E2E_EXPECT_TOOLS") {
-        Some(n) => {
-            let n: usize = n.parse().expect("AEGIS_E2E_EXPECT_TOOLS is a number");
-            assert_eq!(names.len(), n, "tool count for {flavor:?} {version} (AEGIS_E2E_EXPECT_TOOLS)");
-        }
-        None => {
-            let expected = match flavor {
-                Flavor::Gitea => GITEA_TOOLS,
-                Flavor::Forgejo => FORGEJO_TOOLS,
-            };
-            assert_eq!(
-                names.len(),
-                expected,
-                "tool count for {flavor:?} {version}: the server picked the wrong spec? \
-                 (set AEGIS_E2E_EXPECT_TOOLS for a custom spec)"
-            );
-            // contents-ext exists only in Gitea (≥ 1.25), never in Forgejo.
-            let has_ext = names.contains(&"repoGetContentsExt");
-            assert_eq!(has_ext, flavor == Flavor::Gitea, "repoGetContentsExt offered for {flavor:?}");
-        }
+    assert_eq!(
+        names.len(),
+        expected_tools(flavor),
+        "tool count for {flavor:?} {version}: the server picked the wrong spec? \
+         (set AEGIS_E2E_EXPECT_TOOLS for a custom spec)"
+    );
+    if env_var("AEGIS_E2E_EXPECT_TOOLS").is_none() {
+        // contents-ext exists only in Gitea (≥ 1.25), never in Forgejo.
+        let has_ext = names.contains(&"repoGetContentsExt");
+        assert_eq!(has_ext, flavor == Flavor::Gitea, "repoGetContentsExt offered for {flavor:?}");
     }
     let _ = s.client.cancel().await;
 }
@@ -692,6 +685,210 @@ async fn e2e_errors_without_touching_a_repository() {
         Err(e) => panic!("expected invalid params (-32602), got {e}"),
         Ok(c) => panic!("expected a JSON-RPC error, got a result: {}", c.text),
     }
+    let _ = s.client.cancel().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// What only Forgejo has: its own version route, its own operations
+// ---------------------------------------------------------------------------------------
+
+/// Debian's nginx (`scripts/setup-test-env` installs it) in front of the forge, hiding
+/// `/api/v1/version` as an operator who keeps the version to themselves does: 404 to everyone,
+/// everything else passed through as sent. Stopped when dropped.
+struct VersionHidingProxy {
+    child: std::process::Child,
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl VersionHidingProxy {
+    async fn start(forge: &str) -> VersionHidingProxy {
+        let nginx = std::path::Path::new("/usr/sbin/nginx");
+        assert!(
+            nginx.exists(),
+            "nginx is missing: run scripts/setup-test-env (it installs Debian's nginx-light)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let port = support::http::free_port();
+        // proxy_pass without a path passes the request's URI exactly as the client sent it.
+        let conf = format!(
+            r#"worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        location = /api/v1/version {{ return 404; }}
+        location / {{ proxy_pass {forge}; }}
+    }}
+}}
+"#,
+            forge = forge.trim_end_matches('/')
+        );
+        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = std::process::Command::new(nginx)
+            .arg("-p")
+            .arg(dir.path())
+            .args(["-c", "nginx.conf", "-g", "daemon off;"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start nginx");
+        let mut proxy = VersionHidingProxy { child, url: format!("http://127.0.0.1:{port}"), dir };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = proxy.child.try_wait() {
+                panic!("nginx exited ({status}): {}", proxy.log());
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nginx did not listen within 10 s: {}",
+                proxy.log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        proxy
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for VersionHidingProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The tool count `TOOLSETS=all` lists for the flavor: the embedded spec's, or
+/// `AEGIS_E2E_EXPECT_TOOLS` for a custom one.
+fn expected_tools(flavor: Flavor) -> usize {
+    match env_var("AEGIS_E2E_EXPECT_TOOLS") {
+        Some(n) => n.parse().expect("AEGIS_E2E_EXPECT_TOOLS is a number"),
+        None if flavor == Flavor::Gitea => GITEA_TOOLS,
+        None => FORGEJO_TOOLS,
+    }
+}
+
+/// `--flavor auto` behind a proxy that hides `/api/v1/version`: a Forgejo is found at its own
+/// `/api/forgejo/v1/version` (its tools listed, calls made through the proxy, a token it
+/// refuses named as refused); a Gitea, which has no such route, is not guessed at — the words
+/// name the 404 and `--flavor`, and with `--flavor gitea` the same proxy serves.
+#[tokio::test]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
+async fn e2e_auto_flavor_behind_a_proxy_that_hides_the_version() {
+    let t = target();
+    let direct = spawn(&t).await;
+    let (flavor, version) = detect(&direct).await;
+    let login = whoami(&direct).await;
+    let _ = direct.client.cancel().await;
+    let proxy = VersionHidingProxy::start(&t.url).await;
+    let via = Target { url: proxy.url.clone(), token: t.token.clone() };
+    // The proxy hides the version and passes the rest: detection meets the hidden route.
+    let http = support::http::http_client();
+    let status = |path: &str| {
+        let request = http.get(format!("{}{path}", via.url));
+        async move { request.send().await.map(|r| r.status().as_u16()).unwrap_or(0) }
+    };
+    assert_eq!(status("/api/v1/version").await, 404, "the proxy hides the version: {}", proxy.log());
+    let own = status("/api/forgejo/v1/version").await;
+    assert_eq!(own == 200, flavor == Flavor::Forgejo, "/api/forgejo/v1/version answered {own} on {flavor:?}");
+
+    let out = command(&via).args(["doctor", "--url", &via.url, "--flavor", "auto"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if flavor == Flavor::Gitea {
+        assert!(!out.status.success(), "{text}");
+        assert!(text.contains("GET /api/v1/version answered 404") && text.contains("--flavor"), "{text}");
+        let s = Server::spawn(&via.url, "gitea", Some(t.token.clone()), server_env()).await;
+        assert_eq!(whoami(&s).await, login, "through the proxy with --flavor gitea");
+        let _ = s.client.cancel().await;
+        return;
+    }
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("ok    Forgejo {version} answers at {}", via.url)), "{text}");
+    assert!(text.contains(&format!("{} tools from the Forgejo", expected_tools(flavor))), "{text}");
+    let s = spawn(&via).await;
+    let tools = s.client.list_all_tools().await.expect("tools/list");
+    assert_eq!(tools.len(), expected_tools(flavor), "the Forgejo spec, found behind the proxy");
+    assert!(tools.iter().any(|tool| tool.name == "repoSetNote"), "a Forgejo-only operation is listed");
+    assert_eq!(whoami(&s).await, login, "a call through the proxy");
+    let _ = s.client.cancel().await;
+    // A token the forge refuses is named as refused, not taken for a wrong URL.
+    let refused = Target { url: via.url.clone(), token: "0123456789abcdef0123456789abcdef01234567".into() };
+    let out = command(&refused).args(["serve", "--url", &via.url, "--flavor", "auto"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("the forge refused GITEA_TOKEN (401): Forgejo {version} answers")),
+        "{err}"
+    );
+}
+
+/// Operations only Forgejo's spec has are tools there that reach Forgejo's own handlers: a git
+/// note set on a commit, read back and removed; blobs read by the batch. On Gitea none of them
+/// is offered, neither as a tool nor through discovery.
+#[tokio::test]
+#[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
+async fn e2e_operations_only_forgejo_has() {
+    let t = target();
+    let s = spawn(&t).await;
+    let (flavor, version) = detect(&s).await;
+    if flavor == Flavor::Gitea {
+        match support::call_on(&s.client, "repoSetNote", json!({})).await {
+            Err(rmcp::ServiceError::McpError(e)) => assert_eq!(e.code.0, -32602, "{e:?}"),
+            Err(e) => panic!("expected invalid params (-32602), got {e}"),
+            Ok(c) => panic!("Gitea {version} offered repoSetNote: {}", c.text),
+        }
+        let c = s.call("gitea_get_operation_schema", json!({"operation_id": "GetBlobs"})).await;
+        assert!(c.is_error, "Gitea {version} described GetBlobs: {}", c.text);
+        let c =
+            s.call("gitea_search_operations", json!({"query": "git notes set remove", "limit": 10})).await;
+        assert!(!c.text.contains("repoSetNote") && !c.text.contains("repoRemoveNote"), "{}", c.text);
+        let _ = s.client.cancel().await;
+        return;
+    }
+    let (r, guard) = scratch_repo(&s, &t, "notes").await;
+    let c = r.call("repoGetBranch", json!({"branch": "main"})).await;
+    let commit =
+        ok(&c, 200)["commit"]["id"].as_str().unwrap_or_else(|| panic!("no commit id: {}", c.text)).to_owned();
+    let c = r.call("repoGetContents", json!({"filepath": "README.md"})).await;
+    let readme = ok(&c, 200);
+    let (blob, text) = (readme["sha"].as_str().unwrap_or("").to_owned(), readme["content"].clone());
+    assert!(!blob.is_empty(), "README.md has no sha: {}", c.text);
+
+    let note = format!("reviewed by aegis e2e {}", suffix());
+    let c = r.call("repoSetNote", json!({"sha": commit, "body": {"message": note}})).await;
+    let data = ok(&c, 200);
+    assert_eq!(c.json["request"]["method"], "POST", "{}", c.text);
+    sent_path(&c, &format!("/git/notes/{commit}"));
+    assert_eq!(data["message"].as_str().map(str::trim_end), Some(note.as_str()), "{}", c.text);
+    let c = r.call("repoGetNote", json!({"sha": commit})).await;
+    assert_eq!(ok(&c, 200)["message"].as_str().map(str::trim_end), Some(note.as_str()), "{}", c.text);
+
+    let c = r.call("GetBlobs", json!({"shas": blob})).await;
+    let blobs = ok(&c, 200).as_array().unwrap_or_else(|| panic!("GetBlobs: not a list: {}", c.text));
+    assert_eq!(blobs.len(), 1, "{}", c.text);
+    assert_eq!(blobs[0]["sha"], blob.as_str(), "{}", c.text);
+    assert_eq!(
+        b64_decode(blobs[0]["content"].as_str().unwrap_or(""), &c.text),
+        b64_decode(text.as_str().unwrap_or(""), "README.md's contents"),
+        "the blob is the file"
+    );
+
+    let c = r.call("repoRemoveNote", json!({"sha": commit})).await;
+    ok(&c, 204);
+    let c = r.call("repoGetNote", json!({"sha": commit})).await;
+    fails(&c, "not_found", Some(404));
+    remove(&r, guard).await;
     let _ = s.client.cancel().await;
 }
 
