@@ -737,6 +737,9 @@ http {{
         let child = std::process::Command::new(nginx)
             .arg("-p")
             .arg(dir.path())
+            // Its own error log from the start (not the system's, which it may not write).
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
             .args(["-c", "nginx.conf", "-g", "daemon off;"])
             .stderr(std::process::Stdio::null())
             .spawn()
