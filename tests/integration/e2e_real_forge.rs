@@ -4,12 +4,11 @@
 //! `scripts/test` runs them with `--ignored` against each real Gitea and the real Forgejo it
 //! builds and starts (`scripts/real-gitea`, `scripts/real-forgejo`); by hand, point them at any
 //! Gitea or Forgejo with `AEGIS_E2E_URL` (the forge's base URL), `AEGIS_E2E_TOKEN` (an access
-//! token of a user who may create
-//! repositories; a site administrator for the sudo test) and `AEGIS_E2E_TOKEN_2` (a second
-//! user's token); the sign-in and HTTP Basic tests also need the two users' logins and
-//! passwords, `AEGIS_E2E_LOGIN`, `AEGIS_E2E_PASSWORD`, `AEGIS_E2E_LOGIN_2`,
-//! `AEGIS_E2E_PASSWORD_2`. Run with `--ignored` but without these, every test fails and says
-//! what to set. Optional settings:
+//! token of a user who may create repositories; a site administrator for the sudo test) and
+//! `AEGIS_E2E_TOKEN_2` (a second user's token); the sign-in and HTTP Basic tests also need the
+//! two users' logins and passwords, `AEGIS_E2E_LOGIN`, `AEGIS_E2E_PASSWORD`,
+//! `AEGIS_E2E_LOGIN_2`, `AEGIS_E2E_PASSWORD_2`. Run with `--ignored` but without these, every
+//! test fails and says what to set. Optional settings:
 //!
 //! * `AEGIS_E2E_EXPECT_TOOLS`: the tool count to expect with `TOOLSETS=all` (for a custom
 //!   spec); by default 487 for Gitea 1.27 and 511 for Forgejo 16 (the embedded specs' operations
