@@ -4,9 +4,9 @@
 //! wrong password) on every route, `/version` too (401). So when the forge refuses the token, the
 //! version is asked again without it. When `/api/v1/version` still gives no version (refused to
 //! everyone, or hidden by a proxy that answers 403 or 404 for it), Forgejo's own
-//! `/api/forgejo/v1/version` is asked, also without a credential: Gitea has no such route. The
-//! probe says that the token was refused, so that `serve` and `doctor` say so plainly instead of
-//! doubting the URL.
+//! `/api/forgejo/v1/version` is asked the same way: Gitea has no such route. The probe says that
+//! the token was refused (at either route), so that `serve` and `doctor` say so plainly instead
+//! of doubting the URL.
 
 use crate::executor::Received;
 use crate::identity::{Credential, Mode};
@@ -30,17 +30,18 @@ const FORGEJO_VERSION: &str = "/api/forgejo/v1/version";
 
 /// Ask the forge for its version. A Forgejo version reveals itself (`X+gitea-Y`).
 pub(crate) async fn detect(forge: &Forge, credential: &Credential) -> Result<Probe, CallError> {
-    let (got, token_refused) = ask(forge, &simple_get("/version"), credential).await?;
+    let (got, mut token_refused) = ask(forge, &simple_get("/version"), credential).await?;
     let error = match read_version(forge, &got) {
         Ok(version) => return Ok(Probe { version, token_refused }),
         Err(e) => e,
     };
     // A credential the forge refused is not sent again. Only an answer that carries a version
-    // counts: any failure here leaves the words of the first answer.
+    // counts; a refusal here is kept, any other failure leaves the words of the first answer.
     let again = if token_refused { &Credential::anonymous() } else { credential };
     if let Ok((own, refused_there)) = ask(forge, &site_get(FORGEJO_VERSION), again).await {
+        token_refused |= refused_there;
         if let Ok(version) = read_version(forge, &own) {
-            return Ok(Probe { version, token_refused: token_refused || refused_there });
+            return Ok(Probe { version, token_refused });
         }
     }
     let (who, fix) = if credential.mode() == Mode::Basic {
@@ -55,7 +56,7 @@ pub(crate) async fn detect(forge: &Forge, credential: &Credential) -> Result<Pro
         (false, _) => return Err(error),
         (true, 401) => format!("the forge refused {who} (401) and tells its version only to signed-in users: {fix}"),
         (true, status) => {
-            format!("the forge refused {who} (401), and without it GET /api/v1/version answered {status}: {fix}")
+            format!("the forge refused {who} (401), and GET /api/v1/version answered {status}: {fix}")
         }
     };
     Err(CallError::from_forge(

@@ -374,10 +374,22 @@ async fn auto_flavor_finds_forgejo_at_its_own_route_when_a_proxy_hides_api_v1_ve
     let o = run(&["serve", "--url", &gitea.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("the forge refused GITEA_TOKEN (401), and without it GET /api/v1/version answered 404"),
+        err.contains("the forge refused GITEA_TOKEN (401), and GET /api/v1/version answered 404"),
         "{err}"
     );
     assert!(!err.contains("wrong-token-xyz"), "{err}");
+    // A Forgejo that tells its version to no one, behind the same proxy: the token it refused at
+    // its own route is still named, not taken for a wrong URL.
+    let forgejo = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    forgejo.script(hidden());
+    forgejo.script(Script::always(Some("GET"), "/api/forgejo/v1/version", refusal()));
+    let o = run(&["serve", "--url", &forgejo.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the forge refused GITEA_TOKEN (401), and GET /api/v1/version answered 404"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
