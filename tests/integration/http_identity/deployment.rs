@@ -21,8 +21,8 @@ mod shared_store;
 
 use super::oauth::{SignIn, assert_no_sign_in_secret, bearer, browser};
 use super::support::http::{
-    HttpServer, StreamableClient, free_port, http_client, is_readiness_probe, not_probes, stateless_call,
-    tool_result,
+    HttpServer, StreamableClient, await_listening, free_port, http_client, is_readiness_probe, not_probes,
+    stateless_call, tool_result,
 };
 use super::support::{ALICE_TOKEN, python, repo_root};
 use super::{BOB_TOKEN, Isolation, token};
@@ -81,17 +81,8 @@ impl Balancer {
             .stderr(Stdio::from(log.reopen().unwrap()))
             .kill_on_drop(true);
         let mut child = cmd.spawn().expect("start haproxy");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!(
-                    "haproxy exited ({status}): {}",
-                    std::fs::read_to_string(log.path()).unwrap_or_default()
-                );
-            }
-            assert!(Instant::now() < deadline, "haproxy did not listen within 10 s");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let read_log = || std::fs::read_to_string(log.path()).unwrap_or_default();
+        await_listening(&mut child, port, "haproxy", read_log).await;
         Balancer { _child: child, base: format!("http://127.0.0.1:{port}"), log, dir }
     }
 

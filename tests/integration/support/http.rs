@@ -35,6 +35,24 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// stream that ended early) and the body or a description.
 pub type HttpError = (u16, String);
 
+/// Until `child`, a service just started on loopback, accepts connections on `port` (within
+/// 10 s); one that exits first or never listens fails the test, showing `log()`.
+pub async fn await_listening(
+    child: &mut tokio::process::Child,
+    port: u16,
+    what: &str,
+    log: impl Fn() -> String,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited ({status}): {}", log());
+        }
+        assert!(std::time::Instant::now() < deadline, "{what} did not listen within 10 s: {}", log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A reqwest client suited to talking to the local server: no proxy, no overall timeout
 /// (SSE streams stay open), a generous idle pool.
 pub fn http_client() -> reqwest::Client {
