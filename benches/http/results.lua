@@ -1,11 +1,15 @@
 -- What the wrk scripts share: count the answers that are what the script wants (`ok_when`)
 -- apart from the rest, and print RESULTS and LATENCY lines at the end. wrk runs the scripts
 -- from the repository root, where `require("benches.http.results")` finds this file.
+-- Each thread learns its place (`thread_index`, from 0) before its `init` runs.
 local results = {}
 
 function results.install(ok_when)
   local threads = {}
-  function setup(thread) table.insert(threads, thread) end
+  function setup(thread)
+    thread:set("thread_index", #threads)
+    table.insert(threads, thread)
+  end
   ok_results, bad_results = 0, 0
   function response(status, headers, body)
     if ok_when(status, body) then ok_results = ok_results + 1 else bad_results = bad_results + 1 end

@@ -39,6 +39,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 OWNER, REPO = "alice", "demo"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass
@@ -308,6 +309,111 @@ async def http_sessions(s: Server, sessions: int, calls: int) -> None:
             p.kill()
 
 
+def post(url: str, body: dict, headers: dict[str, str]) -> http.client.HTTPResponse:
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    conn.request("POST", u.path, json.dumps(body), {
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers,
+    })
+    r = conn.getresponse()
+    r.read()
+    conn.close()
+    if r.status not in (200, 202):
+        sys.exit(f"{url} answered {r.status} to {body['method']}")
+    return r
+
+
+def open_session(url: str) -> str:
+    """A session opened as a client does: `initialize`, then `notifications/initialized`."""
+    r = post(url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "wrk", "version": "0"},
+    }}, {})
+    sid = r.getheader("Mcp-Session-Id")
+    if not sid:
+        sys.exit(f"{url}: initialize opened no session")
+    post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+         {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"})
+    return sid
+
+
+def stateless(k: Kind) -> bool:
+    return k.env.get("MCP_STATELESS") == "true"
+
+
+WRK_THREADS = 2
+
+
+def wrk(script: str, url: str, clients: int, secs: float, env: dict[str, str]) -> dict[str, float]:
+    """One wrk run; its calls/s, p50 and p99 (ms) and good and bad answers."""
+    out = subprocess.run(
+        ["wrk", f"-t{WRK_THREADS}", f"-c{clients}", f"-d{secs:g}s", "--latency", "-s", script, url],
+        capture_output=True, text=True, env={**os.environ, **env, "WRK_THREADS": str(WRK_THREADS)},
+        cwd=ROOT, check=True,
+    ).stdout
+    fig = {}
+    for line in out.splitlines():
+        w = line.split()
+        if line.startswith("Requests/sec:"):
+            fig["calls_per_s"] = float(w[1])
+        elif line.startswith(("LATENCY", "RESULTS")):
+            for kv in w[1:]:
+                key, value = kv.split("=")
+                fig[key] = float(value)
+    return fig
+
+
+def http_load(s: Server, clients: int, secs: float) -> None:
+    """`clients` connections calling the issue-list tool as fast as the server answers, for
+    `secs` seconds (wrk): in a session each (`clients` sessions) or, for a server run with
+    MCP_STATELESS=true, stateless. Throughput, median and p99, the server's CPU per call and
+    its peak resident memory after the run (the server is started for this run alone)."""
+    k = s.kind
+    port = free_port()
+    p = subprocess.Popen(
+        [s.path, *k.http_args(port)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, env=environment(k),
+    )
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.025)
+        else:
+            sys.exit(f"{s.label}: nothing listened on port {port} within 5 s")
+        url = f"http://127.0.0.1:{port}/mcp"
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": k.tool, "arguments": k.tool_args}}
+        env = {"MCP_TOOL": k.tool}
+        if stateless(k):
+            call["params"]["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        else:
+            env["MCP_SESSIONS"] = ",".join(open_session(url) for _ in range(clients))
+        env["MCP_BODY"] = json.dumps(call)
+        script = "benches/http/tools_call.lua"
+        wrk(script, url, clients, 2, env)  # warm-up: connections, caches, the allocator's pools
+        before = cpu_ms(p.pid)
+        fig = wrk(script, url, clients, secs, env)
+        used = cpu_ms(p.pid) - before
+        if fig.get("bad", 1) or not fig.get("ok"):
+            sys.exit(f"{s.label}: {fig.get('bad')} of the calls under load failed")
+        s.record("load_calls_per_s", fig["calls_per_s"])
+        s.record("load_p50_ms", fig["p50_us"] / 1000)
+        s.record("load_p99_ms", fig["p99_us"] / 1000)
+        s.record("load_cpu_ms", used / fig["ok"])
+        s.record("load_peak_rss_mib", memory_mib(p.pid, "VmHWM"))
+        s.record("load_threads", threads(p.pid))
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def floor_ms(forge: str, token: str, n: int) -> float:
     """A direct GET of the same page the tools ask for, on one kept-alive connection."""
     u = urllib.parse.urlsplit(forge)
@@ -345,26 +451,46 @@ ROWS = [
     ("peak_rss_stdio_mib", "peak resident memory (stdio), MiB", "{:.1f}"),
     ("http8_calls_per_s", "8 Streamable HTTP sessions (Python SDK), calls/s", "{:,.0f}"),
     ("peak_rss_http_mib", "peak resident memory after them (HTTP), MiB", "{:.1f}"),
+    ("load_calls_per_s", "under load (wrk): calls/s", "{:,.0f}"),
+    ("load_p50_ms", "under load: median, ms", "{:.2f}"),
+    ("load_p99_ms", "under load: p99, ms", "{:.2f}"),
+    ("load_cpu_ms", "under load: server CPU per call, ms", "{:.3f}"),
+    ("load_peak_rss_mib", "peak resident memory after the load, MiB", "{:.1f}"),
+    ("load_threads", "threads after the load", "{:.0f}"),
 ]
 
 
-def report(servers: list[Server], floor: list[float], runs: int, load: tuple[str, str]) -> None:
-    first = servers[0]
-    head = ["figure", *(s.label for s in servers)] + [f"{first.label} / {s.label}" for s in servers[1:]]
+def report(servers: list[Server], floors: dict[str, list[float]], runs: int, load: tuple[str, str], against: str | None) -> None:
+    """Medians, and each server's ratio to `against` (default: the first server to each other)."""
+    base = next((s for s in servers if s.label == against), servers[0])
+    others = [s for s in servers if s is not base]
+    if against:
+        head = ["figure", *(s.label for s in servers)] + [f"{s.label} / {base.label}" for s in others]
+    else:
+        head = ["figure", *(s.label for s in servers)] + [f"{base.label} / {s.label}" for s in others]
     print(f"\nmedians of {runs} interleaved runs; machine load (1/5/15 min) before: {load[0]}, after: {load[1]}\n")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for key, title, fmt in ROWS:
         if not all(key in s.figures for s in servers):
             continue
-        med = [statistics.median(s.figures[key]) for s in servers]
-        cells = [fmt.format(m) for m in med] + [f"{med[0] / m:.2f}×" if m else "—" for m in med[1:]]
-        print("| " + " | ".join([title, *cells]) + " |")
-    f = statistics.median(floor)
-    print(f"| direct GET of the same page (floor), median ms | {f:.3f} |")
-    for s in servers:
-        m = statistics.median(s.figures["call_median_ms"])
-        print(f"| {s.label}: call latency over the floor, ms | {m - f:.3f} |")
+        med = {s.label: statistics.median(s.figures[key]) for s in servers}
+        b = med[base.label]
+        if against:
+            ratios = [f"{med[s.label] / b:.2f}×" if b else "—" for s in others]
+        else:
+            ratios = [f"{b / med[s.label]:.2f}×" if med[s.label] else "—" for s in others]
+        print("| " + " | ".join([title, *(fmt.format(med[s.label]) for s in servers), *ratios]) + " |")
+    if floors.get("call"):
+        f = statistics.median(floors["call"])
+        print(f"| direct GET of the same page (floor), median ms | {f:.3f} |")
+        for s in servers:
+            if "call_median_ms" in s.figures:
+                m = statistics.median(s.figures["call_median_ms"])
+                print(f"| {s.label}: call latency over the floor, ms | {m - f:.3f} |")
+    for key, title in (("load_calls_per_s", "calls/s"), ("load_p50_ms", "median, ms"), ("load_p99_ms", "p99, ms")):
+        if floors.get(key):
+            print(f"| the same GET under the same load (floor): {title} | {statistics.median(floors[key]):,.2f} |")
 
 
 def main() -> None:
@@ -378,6 +504,11 @@ def main() -> None:
     p.add_argument("--concurrent", type=int, default=800, help="calls per run in the 8-way phase")
     p.add_argument("--syscalls", action="store_true", help="also count system calls per call with strace")
     p.add_argument("--http", action="store_true", help="also 8 Streamable HTTP sessions of the Python SDK")
+    p.add_argument("--load", type=int, default=0, metavar="CLIENTS",
+                   help="also CLIENTS connections under wrk over Streamable HTTP (a fresh server each run)")
+    p.add_argument("--load-secs", type=float, default=20, help="seconds of each --load run")
+    p.add_argument("--only-load", action="store_true", help="skip the stdio figures")
+    p.add_argument("--against", help="LABEL: print every other server's figures as ratios to this one's")
     a = p.parse_args()
     extra: dict[str, dict[str, str]] = {}
     for e in a.env:
@@ -395,21 +526,33 @@ def main() -> None:
         sys.exit("--syscalls needs strace")
     with open("/proc/loadavg") as f:
         load_before = " ".join(f.read().split()[:3])
-    floor = []
+    if a.load and not shutil.which("wrk"):
+        sys.exit("--load needs wrk")
+    floors: dict[str, list[float]] = {}
     for run in range(a.runs):
         for s in servers:
-            start_up(s)
-            asyncio.run(calls(s, a.calls, a.concurrent))
-            if a.http:
-                asyncio.run(http_sessions(s, 8, max(a.calls // 4, 10)))
-        floor.append(floor_ms(a.forge, a.token, a.calls))
+            if not a.only_load:
+                start_up(s)
+                asyncio.run(calls(s, a.calls, a.concurrent))
+                if a.http:
+                    asyncio.run(http_sessions(s, 8, max(a.calls // 4, 10)))
+            if a.load:
+                http_load(s, a.load, a.load_secs)
+        if not a.only_load:
+            floors.setdefault("call", []).append(floor_ms(a.forge, a.token, a.calls))
+        if a.load:
+            fig = wrk("benches/http/forge_get.lua", f"{a.forge}/api/v1/repos/{OWNER}/{REPO}/issues?limit=1",
+                      a.load, a.load_secs, {"MCP_TOKEN": a.token})
+            floors.setdefault("load_calls_per_s", []).append(fig["calls_per_s"])
+            floors.setdefault("load_p50_ms", []).append(fig["p50_us"] / 1000)
+            floors.setdefault("load_p99_ms", []).append(fig["p99_us"] / 1000)
         print(f"run {run + 1}/{a.runs} done", file=sys.stderr)
     if a.syscalls:
         for s in servers:
             asyncio.run(traced_calls(s, 200))
     with open("/proc/loadavg") as f:
         load_after = " ".join(f.read().split()[:3])
-    report(servers, floor, a.runs, (load_before, load_after))
+    report(servers, floors, a.runs, (load_before, load_after), a.against)
 
 
 if __name__ == "__main__":
