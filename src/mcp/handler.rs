@@ -3,12 +3,12 @@
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListResourceTemplatesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, Implementation, ListResourceTemplatesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 
 use super::marks::{Deadline, Oversized};
 use super::reply::{resource_contents, resource_error, to_rmcp};
@@ -32,6 +32,32 @@ pub struct McpHandler {
     /// without and with the output schema (`typed`), each built at the first such list: its
     /// schemas are built then, not at start.
     tools: Arc<[OnceLock<Vec<Tool>>; 2]>,
+}
+
+/// What the handler reads of one request: its HTTP head (none over stdio), whether its message
+/// was too long to read, its protocol version, its client as named, the client's capabilities
+/// and, where the server may send it requests, the way back to it. Built from rmcp's context,
+/// or by the stateless path of `transport::direct` from the request it parsed itself.
+pub(crate) struct Asked<'a> {
+    pub(crate) parts: Option<&'a http::request::Parts>,
+    pub(crate) oversized: Option<Oversized>,
+    pub(crate) protocol: Option<ProtocolVersion>,
+    pub(crate) client: Option<Implementation>,
+    pub(crate) capabilities: Option<ClientCapabilities>,
+    pub(crate) peer: Option<Peer<RoleServer>>,
+}
+
+impl<'a> Asked<'a> {
+    fn of(context: &'a RequestContext<RoleServer>) -> Asked<'a> {
+        Asked {
+            parts: context.extensions.get::<http::request::Parts>(),
+            oversized: oversized_of(context),
+            protocol: context.protocol_version(),
+            client: context.client_info(),
+            capabilities: context.client_capabilities(),
+            peer: Some(context.peer.clone()),
+        }
+    }
 }
 
 impl McpHandler {
@@ -69,11 +95,10 @@ impl McpHandler {
     /// Whether the request's client gets typed results: it speaks `STRUCTURED_CONTENT_FROM`
     /// or a later protocol version (the request's own `_meta` says it from 2026-07-28 on,
     /// the handshake before; over stateless HTTP, the version its header names).
-    fn typed(&self, context: &RequestContext<RoleServer>) -> bool {
-        let version = context.protocol_version();
+    fn typed(&self, version: Option<&ProtocolVersion>) -> bool {
         super::tool_list::typed_for(
             self.server.settings.structured_content_from.as_deref(),
-            version.as_ref().map(|v| v.as_str()),
+            version.map(|v| v.as_str()),
         )
     }
 }
@@ -105,8 +130,9 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let narrowing = narrowing_of(&context).map_err(|e| ErrorData::invalid_request(e, None))?;
-        Ok(ListToolsResult::with_all_items(self.tools_for(&narrowing, self.typed(&context))))
+        let asked = Asked::of(&context);
+        let narrowing = narrowing_of(asked.parts).map_err(|e| ErrorData::invalid_request(e, None))?;
+        Ok(ListToolsResult::with_all_items(self.tools_for(&narrowing, self.typed(asked.protocol.as_ref()))))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -137,6 +163,7 @@ impl ServerHandler for McpHandler {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let _running = self.server.calls.token();
         let server = &self.server;
+        let asked = Asked::of(&context);
         let uri = request.uri.as_str();
         let mut uri_arg = serde_json::Map::new();
         uri_arg.insert("uri".into(), uri.into());
@@ -144,7 +171,7 @@ impl ServerHandler for McpHandler {
             server.audit.as_ref(),
             &server.guard,
             &server.catalog,
-            self.origin(&context),
+            self.origin(&asked),
             audit::Subject::ResourceRead,
             Some(&uri_arg),
         )
@@ -155,7 +182,7 @@ impl ServerHandler for McpHandler {
         let mut trace = Trace::default();
         let traced = &mut trace;
         let result = self
-            .as_caller(&context, |caller, narrowing| async move {
+            .as_caller(&asked, |caller, narrowing| async move {
                 resources::read(server, caller, &narrowing, uri, traced).await
             })
             .await;
@@ -174,17 +201,28 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, Asked::of(&context)).await
+    }
+}
+
+impl McpHandler {
+    /// One `tools/call`, however the request reached the server.
+    pub(crate) async fn call(
+        &self,
+        request: CallToolRequestParams,
+        asked: Asked<'_>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let started = std::time::Instant::now();
         let _running = self.server.calls.token();
         let server = &self.server;
-        let oversized = oversized_of(&context);
+        let oversized = asked.oversized;
         let stateless = self.server.settings.stateless
-            && context.extensions.get::<http::request::Parts>().is_some()
+            && asked.parts.is_some()
             && self.server.settings.transport != TransportChoice::Sse;
         let may_ask = server.settings.confirm_irreversible == aegis_core::policy::confirm::Mode::Ask
             && server.catalog.get(&request.name).is_some_and(|t| aegis_core::policy::confirm::offered_by(t));
         let person = super::person::Person::of(
-            &context,
+            &asked,
             &request,
             stateless,
             may_ask,
@@ -193,24 +231,22 @@ impl ServerHandler for McpHandler {
         );
         let mut request = request;
         let (name, arguments) = (&request.name, request.arguments.take());
-        let result =
-            call::recorded(server, self.origin(&context), name, arguments, |arguments, mut trace| {
-                let (context, person) = (&context, &person);
-                async move {
-                    if let Some(o) = oversized {
-                        return (Err(server.guard.error(too_long(server, o))), trace);
-                    }
-                    let traced = &mut trace;
-                    let result = self
-                        .as_caller(context, |caller, narrowing| async move {
-                            call::run_asking(server, caller, &narrowing, name, arguments, person, traced)
-                                .await
-                        })
-                        .await;
-                    (result, trace)
+        let result = call::recorded(server, self.origin(&asked), name, arguments, |arguments, mut trace| {
+            let (asked, person) = (&asked, &person);
+            async move {
+                if let Some(o) = oversized {
+                    return (Err(server.guard.error(too_long(server, o))), trace);
                 }
-            })
-            .await;
+                let traced = &mut trace;
+                let result = self
+                    .as_caller(asked, |caller, narrowing| async move {
+                        call::run_asking(server, caller, &narrowing, name, arguments, person, traced).await
+                    })
+                    .await;
+                (result, trace)
+            }
+        })
+        .await;
         // The person is being asked over rounds: the question is the answer, for now.
         if let Some(question) = person.pending() {
             tracing::debug!(tool = %request.name, "tools/call asks for the person's confirmation");
@@ -219,48 +255,40 @@ impl ServerHandler for McpHandler {
         let outcome = outcome(&result);
         let took = started.elapsed();
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = took.as_millis() as u64, "tools/call");
-        to_rmcp(Outcome::from_result(result), self.typed(&context)).map(Into::into)
+        to_rmcp(Outcome::from_result(result), self.typed(asked.protocol.as_ref())).map(Into::into)
     }
-}
 
-impl McpHandler {
     /// The transport a request came over, and the client as it named itself.
-    fn origin(&self, context: &RequestContext<RoleServer>) -> Origin {
-        let transport =
-            match (context.extensions.get::<http::request::Parts>(), self.server.settings.transport) {
-                (None, _) => "stdio",
-                (Some(_), TransportChoice::Sse) => "sse",
-                (Some(_), _) => "http",
-            };
+    fn origin(&self, asked: &Asked<'_>) -> Origin {
+        let transport = match (asked.parts, self.server.settings.transport) {
+            (None, _) => "stdio",
+            (Some(_), TransportChoice::Sse) => "sse",
+            (Some(_), _) => "http",
+        };
         // From 2026-07-28 on each request names its client in `_meta`; before, the handshake.
-        let client = context.client_info().map(|i| (i.name, i.version));
+        let client = asked.client.as_ref().map(|i| (i.name.clone(), i.version.clone()));
         Origin { transport, client }
     }
 
     /// Run `work` as the request's caller under the request's narrowing: the global identity
     /// and no narrowing over stdio; over HTTP what the layers established, within
     /// `MCP_REQUEST_TIMEOUT`.
-    async fn as_caller<F, Fut>(
-        &self,
-        context: &RequestContext<RoleServer>,
-        work: F,
-    ) -> Result<Guarded, GuardedError>
+    async fn as_caller<F, Fut>(&self, asked: &Asked<'_>, work: F) -> Result<Guarded, GuardedError>
     where
         F: FnOnce(Caller, Narrowing) -> Fut,
         Fut: std::future::Future<Output = Result<Guarded, GuardedError>>,
     {
         let guard = &self.server.guard;
         let narrowing =
-            narrowing_of(context).map_err(|e| guard.error(CallError::local(ErrorKind::Denied, e)))?;
-        match caller_of(context) {
+            narrowing_of(asked.parts).map_err(|e| guard.error(CallError::local(ErrorKind::Denied, e)))?;
+        match caller_of(asked.parts) {
             // stdio: no HTTP request behind the call.
             None => work(Caller::Global, narrowing).await,
             Some(Ok(caller)) => {
                 // The request's own deadline: the time its identity and session took counts.
                 let limit = self.server.settings.request_timeout;
-                let deadline = context
-                    .extensions
-                    .get::<http::request::Parts>()
+                let deadline = asked
+                    .parts
                     .map(|p| Deadline::of(&p.extensions, limit))
                     .unwrap_or_else(|| Deadline(tokio::time::Instant::now() + limit));
                 tokio::time::timeout_at(deadline.0, work(caller, narrowing)).await.unwrap_or_else(|_| {
@@ -299,8 +327,8 @@ fn too_long(server: &Server, o: Oversized) -> CallError {
 
 /// Who an HTTP request is, from the identity the auth layer put into its extensions.
 /// `None` over stdio. An HTTP request without that identity is refused: fail closed.
-fn caller_of(context: &RequestContext<RoleServer>) -> Option<Result<Caller, CallError>> {
-    let parts = context.extensions.get::<http::request::Parts>()?;
+fn caller_of(parts: Option<&http::request::Parts>) -> Option<Result<Caller, CallError>> {
+    let parts = parts?;
     Some(match parts.extensions.get::<Caller>() {
         Some(caller) => Ok(caller.clone()),
         None => Err(CallError::local(
@@ -313,8 +341,8 @@ fn caller_of(context: &RequestContext<RoleServer>) -> Option<Result<Caller, Call
 /// What an HTTP request narrowed for itself (the layers parsed its `X-MCP-*` headers), held
 /// to reads for a read-only sign-in; nothing over stdio. An HTTP request that did not pass that layer is refused: it might
 /// have meant to narrow (fail closed, like `caller_of`).
-fn narrowing_of(context: &RequestContext<RoleServer>) -> Result<Narrowing, String> {
-    let Some(parts) = context.extensions.get::<http::request::Parts>() else {
+fn narrowing_of(parts: Option<&http::request::Parts>) -> Result<Narrowing, String> {
+    let Some(parts) = parts else {
         return Ok(Narrowing::default());
     };
     let mut narrowing = parts.extensions.get::<Narrowing>().cloned().ok_or_else(|| {

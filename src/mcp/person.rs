@@ -25,11 +25,12 @@ use rmcp::model::{
     CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationSchema, InputRequest, InputRequests, InputRequiredResult, ProtocolVersion,
 };
-use rmcp::service::{RequestContext, ServiceError};
+use rmcp::service::ServiceError;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::handler::Asked;
 use crate::confirm::{Answer, Asker};
 use crate::oauth::seal::{ConfirmationState, Kind, Sealer};
 use crate::oauth::used::{NotFirst, UsedOnce};
@@ -71,11 +72,11 @@ struct Rounds<'s> {
 }
 
 impl<'s> Person<'s> {
-    /// The person behind `context`'s client for `request`; `stateless`: the request stands
+    /// The person behind `asked`'s client for `request`; `stateless`: the request stands
     /// alone (HTTP without sessions); `may_ask`: the tool may need a confirmation — for any
     /// other call nothing is looked at or hashed.
     pub(crate) fn of(
-        context: &RequestContext<RoleServer>,
+        asked: &Asked<'_>,
         request: &CallToolRequestParams,
         stateless: bool,
         may_ask: bool,
@@ -85,26 +86,28 @@ impl<'s> Person<'s> {
         if !may_ask {
             return Person { way: Way::Unreachable, declared: false, timeout };
         }
-        let declared = context
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
+        let declared = asked
+            .capabilities
+            .as_ref()
+            .and_then(|c| c.elicitation.as_ref())
             // Neither mode named: form, as the protocol had it before modes.
             .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        let rounds = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let rounds = asked.protocol.as_ref().is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28);
         let way = if rounds {
             Way::Rounds(Box::new(Rounds {
                 sealer,
                 used,
-                call: call_hash(context, request),
+                call: call_hash(asked.parts, request),
                 answer: request.input_responses.as_ref().and_then(|r| r.get(INPUT_KEY)).cloned(),
                 state: request.request_state.clone(),
                 pending: Mutex::new(None),
                 lifetime: timeout,
             }))
-        } else if stateless {
-            Way::Unreachable
         } else {
-            Way::Request(context.peer.clone())
+            match (&asked.peer, stateless) {
+                (Some(peer), false) => Way::Request(peer.clone()),
+                _ => Way::Unreachable,
+            }
         };
         Person { way, declared, timeout }
     }
@@ -121,14 +124,14 @@ impl<'s> Person<'s> {
 
 /// The tool, its exact arguments and the request's credentials (the `Authorization` header
 /// over HTTP), hashed.
-fn call_hash(context: &RequestContext<RoleServer>, request: &CallToolRequestParams) -> [u8; 32] {
+fn call_hash(parts: Option<&http::request::Parts>, request: &CallToolRequestParams) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(request.name.as_bytes());
     h.update([0]);
     // Straight into the hash: an upload's base64 is not copied.
     let _ = serde_json::to_writer(&mut h, &request.arguments);
     h.update([0]);
-    if let Some(parts) = context.extensions.get::<http::request::Parts>() {
+    if let Some(parts) = parts {
         for v in parts.headers.get_all(http::header::AUTHORIZATION) {
             h.update(v.as_bytes());
             h.update([0]);

@@ -1,4 +1,5 @@
-//! Streamable HTTP (`/mcp`, rmcp's service) and legacy SSE (`/sse`, `/message`, ours) on one
+//! Streamable HTTP (`/mcp`, rmcp's service, with plain stateless calls answered before it by
+//! `direct.rs`) and legacy SSE (`/sse`, `/message`, ours) on one
 //! axum router, behind the layers of `layers.rs`, plus `/healthz`, `/readyz` and `/metrics` (unless
 //! `METRICS_LISTEN` moves it to a listener of its own), served by our own accept
 //! loop (`listener.rs`: connection caps, header and idle timeouts). SIGTERM or Ctrl-C stops
@@ -167,6 +168,7 @@ pub async fn app(
         // stands alone (its identity established per call), so any replica serves any request.
         _ if s.stateless => {
             let config = streamable_config(s.max_body_bytes, shutdown).with_legacy_session_mode(false);
+            let direct = handler.clone();
             let service = StreamableHttpService::new(
                 move || Ok(handler.clone()),
                 Arc::new(NeverSessionManager::default()),
@@ -174,6 +176,7 @@ pub async fn app(
             );
             Router::new()
                 .route_service("/mcp", service)
+                .layer(from_fn_with_state(direct, super::direct::stateless_calls))
                 .layer(axum::middleware::from_fn(layers::json_rpc_errors))
         }
         _ => {
@@ -192,10 +195,13 @@ pub async fn app(
             // answer) gets plain JSON with a length: less for clients to parse. The library
             // does that for stateless requests; `plain_json` for those in a session.
             let config = streamable_config(s.max_body_bytes, shutdown);
+            let direct = handler.clone();
             let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
             let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
+            // Requests without a session (protocol 2026-07-28) are as stateless here as there.
             Router::new()
                 .route_service("/mcp", service)
+                .layer(from_fn_with_state(direct, super::direct::stateless_calls))
                 .layer(axum::middleware::from_fn(super::plain_json::plain_json))
                 .layer(axum::middleware::from_fn(layers::json_rpc_errors))
                 .layer(from_fn_with_state(ctx, layers::sessions))

@@ -2,6 +2,7 @@
 //! request under its caller's identity (`layers.rs`).
 
 pub(crate) mod answers;
+pub(crate) mod direct;
 pub mod http;
 pub(crate) mod jsonrpc;
 pub(crate) mod layers;

@@ -145,7 +145,8 @@ async fn serving_the_global_token_to_anyone_on_a_public_address_warns_at_start_u
 }
 
 /// At the default log level a request leaves no line: the MCP and HTTP libraries log each
-/// request at `info`, so they are held to `warn` unless the log filter names them.
+/// request at `info`, so they are held to `warn` unless the log filter names them. Plain
+/// stateless calls do not pass through the MCP library; a session's handshake does.
 #[tokio::test]
 async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
     let forge = FakeForge::start(Options::default()).await;
@@ -168,6 +169,8 @@ async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
             .expect("call");
             assert!(r["result"]["isError"] != json!(true), "{r}");
         }
+        let session = support::http::StreamableClient::connect(&server.url(""), None).await.expect("session");
+        session.call("repoGet", json!({"owner": "alice", "repo": "demo"}), None).await.expect("call");
         // Everything the server ever logged (it has exited), but for its own words on the way out.
         let log = server.stop_and_log().await;
         let added: Vec<&str> = log.lines().skip(before).filter(|l| !l.contains("shutting down")).collect();
@@ -257,4 +260,82 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
     let lines: Vec<&str> =
         log.lines().filter(|l| !l.contains("catalog ready") && !l.contains("shutting down")).collect();
     assert_eq!(lines, [format!("listening on {}", server.url("/mcp"))], "{log}");
+}
+
+/// A plain stateless `tools/call` is answered before the MCP library, by the same handler:
+/// its answer is the library's to the byte (status, type, body) for a result, a tool error, an
+/// unknown tool and invalid arguments, and the library's request log stays silent for it; a
+/// request the short path does not take (a weighted `Accept`, a name that does not match its
+/// header, `_meta` without capabilities) is the library's to answer or refuse, as before.
+#[tokio::test]
+async fn plain_stateless_calls_are_answered_as_the_library_answers_them() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    for mode in ["true", "false"] {
+        let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_STATELESS", mode), ("LOG_LEVEL", "warn,rmcp=debug")];
+        let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+        let http = support::http::http_client();
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}});
+        let post = |params: Value, accept: &'static str, name: Option<&'static str>| {
+            let tool = params["name"].as_str().unwrap_or_default().to_owned();
+            let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+            let req = http
+                .post(server.url("/mcp"))
+                .header("content-type", "application/json")
+                .header("accept", accept)
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", name.map(str::to_owned).unwrap_or(tool))
+                .body(body.to_string());
+            async move {
+                let r = req.send().await.expect("POST");
+                let status = r.status().as_u16();
+                let kind = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+                (status, kind, r.text().await.expect("body"))
+            }
+        };
+        let library_lines = |log: &str| log.lines().filter(|l| l.contains("rmcp")).count();
+        let cases = [
+            json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}, "_meta": meta}),
+            json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "absent"}, "_meta": meta}),
+            json!({"name": "noSuchTool", "arguments": {}, "_meta": meta}),
+            json!({"name": "repoGet", "arguments": {"owner": 5}, "_meta": meta}),
+        ];
+        for params in cases {
+            let before = library_lines(&server.stderr());
+            let short = post(params.clone(), support::http::ACCEPT_BOTH, None).await;
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            assert_eq!(
+                library_lines(&server.stderr()),
+                before,
+                "MCP_STATELESS={mode}: the library saw {params}"
+            );
+            let library = post(params.clone(), "application/json;q=1, text/event-stream", None).await;
+            assert_eq!(short, library, "MCP_STATELESS={mode}: {params}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(library_lines(&server.stderr()) > 0, "the library logs what it serves at debug");
+        // Not taken: the library refuses a name that does not match its header, and `_meta`
+        // without the capabilities 2026-07-28 requires.
+        let args = json!({"owner": "alice", "repo": "demo"});
+        let (status, _, body) = post(
+            json!({"name": "repoGet", "arguments": args, "_meta": meta}),
+            support::http::ACCEPT_BOTH,
+            Some("issueGetIssue"),
+        )
+        .await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("does not match"), "{body}");
+        let bare = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+        let (status, _, body) = post(
+            json!({"name": "repoGet", "arguments": args, "_meta": bare}),
+            support::http::ACCEPT_BOTH,
+            None,
+        )
+        .await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("clientCapabilities"), "{body}");
+        server.stop_and_log().await;
+    }
 }
