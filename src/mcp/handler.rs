@@ -3,13 +3,14 @@
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, Implementation, ListResourceTemplatesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, Implementation, ListResourceTemplatesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceTemplate, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use super::asked::Asked;
 use super::marks::{Deadline, Oversized};
 use super::reply::{resource_contents, resource_error, to_rmcp};
 use crate::audit::{self, Origin, Trace};
@@ -32,32 +33,6 @@ pub struct McpHandler {
     /// without and with the output schema (`typed`), each built at the first such list: its
     /// schemas are built then, not at start.
     tools: Arc<[OnceLock<Vec<Tool>>; 2]>,
-}
-
-/// What the handler reads of one request: its HTTP head (none over stdio), whether its message
-/// was too long to read, its protocol version, its client as named, the client's capabilities
-/// and, where the server may send it requests, the way back to it. Built from rmcp's context,
-/// or by the stateless path of `transport::direct` from the request it parsed itself.
-pub(crate) struct Asked<'a> {
-    pub(crate) parts: Option<&'a http::request::Parts>,
-    pub(crate) oversized: Option<Oversized>,
-    pub(crate) protocol: Option<ProtocolVersion>,
-    pub(crate) client: Option<Implementation>,
-    pub(crate) capabilities: Option<ClientCapabilities>,
-    pub(crate) peer: Option<Peer<RoleServer>>,
-}
-
-impl<'a> Asked<'a> {
-    fn of(context: &'a RequestContext<RoleServer>) -> Asked<'a> {
-        Asked {
-            parts: context.extensions.get::<http::request::Parts>(),
-            oversized: oversized_of(context),
-            protocol: context.protocol_version(),
-            client: context.client_info(),
-            capabilities: context.client_capabilities(),
-            peer: Some(context.peer.clone()),
-        }
-    }
 }
 
 impl McpHandler {
@@ -301,17 +276,6 @@ impl McpHandler {
             Some(Err(e)) => Err(guard.error(e)),
         }
     }
-}
-
-/// Whether the call stands for a message too long to read (`Oversized`, put by the
-/// stdio reader into the message, by the HTTP body layer into the request).
-fn oversized_of(context: &RequestContext<RoleServer>) -> Option<Oversized> {
-    context.extensions.get::<Oversized>().copied().or_else(|| {
-        context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| p.extensions.get::<Oversized>().copied())
-    })
 }
 
 /// The tool error for a call whose message was too long to read: nothing of it was decoded.

@@ -30,7 +30,7 @@ use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::handler::Asked;
+use super::asked::Asked;
 use crate::confirm::{Answer, Asker};
 use crate::oauth::seal::{ConfirmationState, Kind, Sealer};
 use crate::oauth::used::{NotFirst, UsedOnce};

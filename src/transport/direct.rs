@@ -23,7 +23,7 @@ use rmcp::model::{
 };
 use rmcp::{ErrorData, ServerHandler};
 
-use crate::mcp::handler::Asked;
+use crate::mcp::asked::Asked;
 use crate::mcp::{McpHandler, Oversized};
 
 /// The one protocol version answered here: the first whose requests carry their own version
