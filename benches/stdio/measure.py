@@ -263,16 +263,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def http_sessions(s: Server, sessions: int, calls: int) -> None:
-    """`sessions` Streamable HTTP sessions of the official client (legacy mode: a session
-    each), each making `calls` calls in a row, all at once; and the server's peak memory."""
-    from mcp.client.streamable_http import streamable_http_client
-
-    k = s.kind
+@contextlib.contextmanager
+def serving_http(s: Server):
+    """The server over Streamable HTTP on a free port, once it listens: its process and URL."""
     port = free_port()
     p = subprocess.Popen(
-        [s.path, *k.http_args(port)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, env=environment(k),
+        [s.path, *s.kind.http_args(port)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, env=environment(s.kind),
     )
     try:
         for _ in range(200):
@@ -283,7 +280,22 @@ async def http_sessions(s: Server, sessions: int, calls: int) -> None:
                 time.sleep(0.025)
         else:
             sys.exit(f"{s.label}: nothing listened on port {port} within 5 s")
-        url = f"http://127.0.0.1:{port}/mcp"
+        yield p, f"http://127.0.0.1:{port}/mcp"
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+async def http_sessions(s: Server, sessions: int, calls: int) -> None:
+    """`sessions` Streamable HTTP sessions of the official client (legacy mode: a session
+    each), each making `calls` calls in a row, all at once; and the server's peak memory."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    k = s.kind
+    with serving_http(s) as (p, url):
 
         async def run(c: Client, n: int) -> None:
             for _ in range(n):
@@ -301,12 +313,6 @@ async def http_sessions(s: Server, sessions: int, calls: int) -> None:
             await asyncio.gather(*(run(c, calls) for c in clients))
             s.record("http8_calls_per_s", sessions * calls / (time.perf_counter() - t))
         s.record("peak_rss_http_mib", memory_mib(p.pid, "VmHWM"))
-    finally:
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
 
 
 def post(url: str, body: dict, headers: dict[str, str]) -> http.client.HTTPResponse:
@@ -368,21 +374,7 @@ def http_load(s: Server, clients: int, secs: float) -> None:
     MCP_STATELESS=true, stateless. Throughput, median and p99, the server's CPU per call and
     its peak resident memory after the run (the server is started for this run alone)."""
     k = s.kind
-    port = free_port()
-    p = subprocess.Popen(
-        [s.path, *k.http_args(port)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, env=environment(k),
-    )
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.025)
-        else:
-            sys.exit(f"{s.label}: nothing listened on port {port} within 5 s")
-        url = f"http://127.0.0.1:{port}/mcp"
+    with serving_http(s) as (p, url):
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": k.tool, "arguments": k.tool_args}}
         env = {"MCP_TOOL": k.tool}
         if stateless(k):
@@ -406,12 +398,6 @@ def http_load(s: Server, clients: int, secs: float) -> None:
         s.record("load_cpu_ms", used / fig["ok"])
         s.record("load_peak_rss_mib", memory_mib(p.pid, "VmHWM"))
         s.record("load_threads", threads(p.pid))
-    finally:
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
 
 
 def floor_ms(forge: str, token: str, n: int) -> float:
