@@ -194,8 +194,7 @@ impl McpHandler {
         let stateless = self.server.settings.stateless
             && asked.parts.is_some()
             && self.server.settings.transport != TransportChoice::Sse;
-        let may_ask = server.settings.confirm_irreversible == aegis_core::policy::confirm::Mode::Ask
-            && server.catalog.get(&request.name).is_some_and(|t| aegis_core::policy::confirm::offered_by(t));
+        let may_ask = self.may_ask(&request.name);
         let person = super::person::Person::of(
             &asked,
             &request,
@@ -231,6 +230,13 @@ impl McpHandler {
         let took = started.elapsed();
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = took.as_millis() as u64, "tools/call");
         to_rmcp(Outcome::from_result(result), self.typed(asked.protocol.as_ref())).map(Into::into)
+    }
+
+    /// Whether a call of tool `name` may ask the person for a confirmation.
+    pub(crate) fn may_ask(&self, name: &str) -> bool {
+        let server = &self.server;
+        server.settings.confirm_irreversible == aegis_core::policy::confirm::Mode::Ask
+            && server.catalog.get(name).is_some_and(|t| aegis_core::policy::confirm::offered_by(t))
     }
 
     /// The transport a request came over, and the client as it named itself.

@@ -1,28 +1,42 @@
-//! Stateless `tools/call` answered without the MCP library's per-request machinery.
+//! `tools/call` answered without the MCP library's per-request machinery, stateless or in a
+//! session.
 //!
 //! For a request without a session the library builds a whole service for one message: a
 //! one-shot transport, a peer with its channel, a serving loop in a task of its own, and it
 //! turns the message into a JSON tree and looks the tool's schema up to check the standard
-//! headers. Under load that is about 60 KiB and a task hand-off per request in flight. The
-//! common case — one `tools/call` of protocol 2026-07-28 whose headers name exactly what its
-//! body says — needs none of it: this layer parses the message with the library's own types,
-//! runs the same handler (`McpHandler::call`: the same identity, narrowing, policy, guard and
-//! audit) and answers as the library would, plain JSON with the same status. Anything else
-//! (another method, another version, a header that does not match, an unusual `Accept`) goes
-//! on to the library unchanged, which answers or refuses it as before: this path only ever
-//! takes requests the library would have served.
+//! headers. Under load that is about 60 KiB and a task hand-off per request in flight. Inside
+//! a session it hands the message from task to task (the session's worker, its serving loop,
+//! the handler's task) and streams the answer as events that `plain_json` reads back. The
+//! common cases need none of it:
+//! - stateless: one `tools/call` of protocol 2026-07-28 whose headers name exactly what its
+//!   body says;
+//! - in a session (already admitted by the sessions layer): one `tools/call` without `_meta`,
+//!   under the version its handshake agreed (before 2026-07-28), of a tool that never asks
+//!   the person (asking needs the library's way back to the client).
+//!
+//! This layer parses the message with the library's own types, runs the same handler
+//! (`McpHandler::call`: the same identity, narrowing, policy, guard and audit), with the
+//! client the library would hand it, and answers as the library would: plain JSON with the
+//! same status. Anything else (another method, another version, a header that does not match,
+//! an unusual `Accept`) goes on to the library unchanged, which answers or refuses it as
+//! before: this path only ever takes requests the library would have served.
+
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientJsonRpcMessage, ClientRequest,
-    ErrorCode, GetMeta, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+    ErrorCode, GetMeta, Implementation, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerResult,
 };
 use rmcp::{ErrorData, ServerHandler};
 
+use super::sessions::Owners;
 use crate::mcp::asked::Asked;
 use crate::mcp::{McpHandler, Oversized};
 
@@ -43,28 +57,144 @@ pub(crate) async fn stateless_calls(State(handler): State<McpHandler>, req: Requ
     let Some((id, meta, params)) = plain_call(&bytes, &parts.headers, &handler) else {
         return next.run(Request::from_parts(parts, Body::from(bytes))).await;
     };
-    let capabilities = meta.client_capabilities();
-    let tasks = capabilities.as_ref().is_some_and(|c| c.supports_tasks());
-    let asked = Asked {
-        parts: Some(&parts),
-        oversized: parts.extensions.get::<Oversized>().copied(),
+    let client = Client {
         protocol: meta.protocol_version(),
-        client: meta.client_info(),
-        capabilities,
-        peer: None,
+        info: meta.client_info(),
+        capabilities: meta.client_capabilities(),
     };
-    let message = match handler.call(params, asked).await {
-        // As the library does: a task handle only to a client that declared tasks.
-        Ok(CallToolResponse::Task(_)) if !tasks => ServerJsonRpcMessage::error(
-            ErrorData::missing_required_client_capability(
-                ClientCapabilities::builder().enable_tasks().build(),
-            ),
+    let message = call(handler, parts, params, client, id).await;
+    answer(status_of(&message), &message)
+}
+
+/// What the session path needs: the handler, and the sessions with their handshakes.
+pub(crate) struct InSession {
+    pub(crate) handler: McpHandler,
+    pub(crate) owners: Arc<Owners>,
+}
+
+/// Answer a `tools/call` inside a session here when it is the common case; pass anything
+/// else on. Runs after the sessions layer has admitted the request to its session.
+pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request, next: Next) -> Response {
+    let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok());
+    let handshake = match session {
+        Some(id) if req.method() == Method::POST => s.owners.handshake(id),
+        _ => None,
+    };
+    let Some(handshake) = handshake.filter(|h| plain_session_headers(req.headers(), &h.protocol)) else {
+        return next.run(req).await;
+    };
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let Some((id, params)) = plain_session_call(&bytes, &s.handler) else {
+        return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    };
+    // As the library hands them to the handlers of a session whose requests carry no `_meta`.
+    let client = Client {
+        protocol: Some(handshake.protocol.clone()),
+        info: Some(handshake.client.clone()),
+        capabilities: Some(handshake.capabilities.clone()),
+    };
+    tracing::debug!(tool = %params.name, "tools/call in a session, answered without the MCP library's session");
+    // In a session every answer is the stream's message, the stream itself answered 200.
+    answer(StatusCode::OK, &call(s.handler.clone(), parts, params, client, id).await)
+}
+
+/// The client of a call as the handler is told of it: its protocol version, its name and its
+/// capabilities.
+struct Client {
+    protocol: Option<ProtocolVersion>,
+    info: Option<Implementation>,
+    capabilities: Option<ClientCapabilities>,
+}
+
+/// The handler's answer to one call, as the library turns it into a message. Run in a task of
+/// its own, as the library runs its handlers: a client that leaves before its answer does not
+/// cut its call short — the call finishes, recorded in the audit trail and counted, and its
+/// answer goes nowhere.
+async fn call(
+    handler: McpHandler,
+    parts: Parts,
+    params: CallToolRequestParams,
+    client: Client,
+    id: RequestId,
+) -> ServerJsonRpcMessage {
+    let run = tokio::spawn(async move {
+        let tasks = client.capabilities.as_ref().is_some_and(|c| c.supports_tasks());
+        let protocol = client.protocol.clone();
+        let asked = Asked {
+            parts: Some(&parts),
+            oversized: parts.extensions.get::<Oversized>().copied(),
+            protocol: client.protocol,
+            client: client.info,
+            capabilities: client.capabilities,
+            peer: None,
+        };
+        as_the_library_finishes(handler.call(params, asked).await, tasks, protocol.as_ref())
+    });
+    match run.await {
+        Ok(Ok(result)) => ServerJsonRpcMessage::response(result, id),
+        Ok(Err(error)) => ServerJsonRpcMessage::error(error, Some(id)),
+        Err(_) => ServerJsonRpcMessage::error(
+            ErrorData::internal_error("the call failed on the server", None),
             Some(id),
         ),
-        Ok(result) => ServerJsonRpcMessage::response(ServerResult::from(result), id),
-        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+    }
+}
+
+/// A handler's `tools/call` answer as the library finishes it for a client of `protocol`: a
+/// task handle only to a client that declared tasks, a question over rounds only from
+/// 2026-07-28 on; before that, results in their older shape (no `resultType`, structured
+/// output only as an object); from it, cache hints filled in and a missing resource an invalid
+/// parameter.
+fn as_the_library_finishes(
+    answer: Result<CallToolResponse, ErrorData>,
+    tasks: bool,
+    protocol: Option<&ProtocolVersion>,
+) -> Result<ServerResult, ErrorData> {
+    let later = protocol.is_some_and(|v| *v >= *VERSION);
+    let result = match answer {
+        Ok(CallToolResponse::Task(_)) if !tasks => Err(ErrorData::missing_required_client_capability(
+            ClientCapabilities::builder().enable_tasks().build(),
+        )),
+        Ok(response) => Ok(ServerResult::from(response)),
+        Err(error) => Err(error),
     };
-    answer(&message)
+    let result = result.and_then(|mut result| {
+        if matches!(result, ServerResult::InputRequiredResult(_)) && !later {
+            return Err(ErrorData::invalid_request(
+                "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
+                None,
+            ));
+        }
+        if later {
+            result.fill_missing_cache_hints();
+        } else {
+            result.strip_result_type_for_legacy_peer();
+            result.strip_non_object_output_for_legacy_peer();
+        }
+        Ok(result)
+    });
+    result.map_err(|mut error| {
+        if later && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+            error.code = ErrorCode::INVALID_PARAMS;
+        }
+        error
+    })
+}
+
+/// The message, when it is one `tools/call` request without `_meta` of a tool that never asks
+/// the person.
+fn plain_session_call(bytes: &Bytes, handler: &McpHandler) -> Option<(RequestId, CallToolRequestParams)> {
+    let ClientJsonRpcMessage::Request(request) = serde_json::from_slice(bytes).ok()? else {
+        return None;
+    };
+    let bare = request.request.get_meta().0.is_empty();
+    let ClientRequest::CallToolRequest(call) = request.request else {
+        return None;
+    };
+    (bare && !handler.may_ask(&call.params.name)).then_some((request.id, call.params))
 }
 
 /// The message, when it is one `tools/call` request of `VERSION` with the `_meta` that version
@@ -93,26 +223,8 @@ fn plain_call(
 /// library checks them: JSON in, JSON and event streams accepted, the version, method and a
 /// plain tool name in their headers once each, no session, no `Mcp-Param-*` header.
 fn plain_call_headers(headers: &HeaderMap) -> bool {
-    let once = |name: &str| {
-        let mut values = headers.get_all(name).iter();
-        match (values.next(), values.next()) {
-            (Some(v), None) => v.to_str().ok(),
-            _ => None,
-        }
-    };
-    let content_json = once(header::CONTENT_TYPE.as_str())
-        .is_some_and(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
-    // Media types without parameters only: weights and their grammar are the library's to read.
-    let accepts = |essence: &str| {
-        once(header::ACCEPT.as_str()).is_some_and(|v| {
-            !v.contains(';')
-                && !v.contains('"')
-                && v.split(',').any(|t| t.trim().eq_ignore_ascii_case(essence))
-        })
-    };
-    content_json
-        && accepts("application/json")
-        && accepts("text/event-stream")
+    let once = |name: &str| once(headers, name);
+    json_both_ways(headers)
         && once("mcp-protocol-version") == Some(VERSION.as_str())
         && once("mcp-method") == Some("tools/call")
         // A plain name: an encoded one (`=?base64?...?=`) is the library's to decode.
@@ -121,10 +233,46 @@ fn plain_call_headers(headers: &HeaderMap) -> bool {
         && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
 }
 
-/// The answer as the library writes a stateless one: plain JSON, with the status its
-/// JSON-RPC error code maps to (the codes a `tools/call` handler can give).
-fn answer(message: &ServerJsonRpcMessage) -> Response {
-    let status = match message {
+/// Whether the headers are those of a plain `tools/call` in a session that agreed `version`
+/// (one before 2026-07-28, whose requests carry no version of their own): JSON in, JSON and
+/// event streams accepted, that version once, none of the standard headers of later versions.
+fn plain_session_headers(headers: &HeaderMap, version: &ProtocolVersion) -> bool {
+    *version < *VERSION
+        && json_both_ways(headers)
+        && once(headers, "mcp-protocol-version") == Some(version.as_str())
+        && !headers.contains_key("mcp-method")
+        && !headers.contains_key("mcp-name")
+        && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
+}
+
+/// The value of a header sent once, as text.
+fn once<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    let mut values = headers.get_all(name).iter();
+    match (values.next(), values.next()) {
+        (Some(v), None) => v.to_str().ok(),
+        _ => None,
+    }
+}
+
+/// JSON in, JSON and event streams accepted, as the library checks them.
+fn json_both_ways(headers: &HeaderMap) -> bool {
+    let content_json = once(headers, header::CONTENT_TYPE.as_str())
+        .is_some_and(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json"));
+    // Media types without parameters only: weights and their grammar are the library's to read.
+    let accepts = |essence: &str| {
+        once(headers, header::ACCEPT.as_str()).is_some_and(|v| {
+            !v.contains(';')
+                && !v.contains('"')
+                && v.split(',').any(|t| t.trim().eq_ignore_ascii_case(essence))
+        })
+    };
+    content_json && accepts("application/json") && accepts("text/event-stream")
+}
+
+/// The status the library gives a stateless answer: the one its JSON-RPC error code maps to
+/// (the codes a `tools/call` handler can give).
+fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {
+    match message {
         ServerJsonRpcMessage::Error(e) => match e.error.code {
             ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
             | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -133,7 +281,11 @@ fn answer(message: &ServerJsonRpcMessage) -> Response {
             _ => StatusCode::OK,
         },
         _ => StatusCode::OK,
-    };
+    }
+}
+
+/// The message as plain JSON, with `status`.
+fn answer(status: StatusCode, message: &ServerJsonRpcMessage) -> Response {
     match serde_json::to_vec(message) {
         Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),

@@ -20,7 +20,7 @@ use axum::Router;
 use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 use futures::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage, ServerResult};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, create_local_session};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -79,7 +79,25 @@ impl SessionManager for OwnedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        Ok(self.inner.initialize_session(id, message).await?)
+        let asked = match &message {
+            ClientJsonRpcMessage::Request(r) => match &r.request {
+                ClientRequest::InitializeRequest(i) => {
+                    Some((i.params.client_info.clone(), i.params.capabilities.clone()))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let answer = self.inner.initialize_session(id, message).await?;
+        // Kept as the library keeps it for the session's handlers: the client as it named
+        // itself, its capabilities and the version agreed.
+        if let (Some((client, capabilities)), ServerJsonRpcMessage::Response(r)) = (asked, &answer) {
+            if let ServerResult::InitializeResult(result) = &r.result {
+                let protocol = result.protocol_version.clone();
+                self.owners.shook_hands(id, sessions::Handshake { protocol, client, capabilities });
+            }
+        }
+        Ok(answer)
     }
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
         Ok(self.inner.has_session(id).await?)
@@ -128,6 +146,27 @@ fn streamable_config(max_body_bytes: usize, shutdown: &CancellationToken) -> Str
 
 /// How long in-flight calls may run after a shutdown signal.
 const DRAIN: Duration = Duration::from_secs(20);
+
+/// How long a Streamable HTTP session lives unused by its owner (the MCP library's own default).
+/// Kept by this server rather than the library, which sees only the requests it serves.
+const SESSION_IDLE: Duration = Duration::from_secs(300);
+
+/// Close the sessions their owners leave unused for `SESSION_IDLE`, until `shutdown`.
+fn close_idle_sessions(manager: Arc<OwnedSessions>, shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(SESSION_IDLE / 10);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            for id in manager.owners.idle(SESSION_IDLE) {
+                let _ = manager.close_session(&SessionId::from(id)).await;
+            }
+        }
+    });
+}
 
 /// The HTTP application `serve` serves, and the readiness it reports.
 pub struct App {
@@ -186,22 +225,27 @@ pub async fn app(
                 SESSION_WORDS,
                 server.metrics.sessions_open(),
             );
-            let manager = Arc::new(OwnedSessions {
-                inner: LocalSessionManager::default(),
-                owners: owners.clone(),
-                replica: s.replica_id.clone(),
-            });
+            let mut inner = LocalSessionManager::default();
+            // Calls inside a session may be answered without the library (`direct.rs`): it
+            // would count the session idle while it is used, so sessions expire here instead.
+            inner.session_config.keep_alive = None;
+            let manager =
+                Arc::new(OwnedSessions { inner, owners: owners.clone(), replica: s.replica_id.clone() });
+            close_idle_sessions(manager.clone(), shutdown.clone());
             // A request that needs no stream (one whose handler sends nothing before its
             // answer) gets plain JSON with a length: less for clients to parse. The library
             // does that for stateless requests; `plain_json` for those in a session.
             let config = streamable_config(s.max_body_bytes, shutdown);
             let direct = handler.clone();
+            let in_session =
+                Arc::new(super::direct::InSession { handler: handler.clone(), owners: owners.clone() });
             let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
             let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
             // Requests without a session (protocol 2026-07-28) are as stateless here as there.
             Router::new()
                 .route_service("/mcp", service)
                 .layer(from_fn_with_state(direct, super::direct::stateless_calls))
+                .layer(from_fn_with_state(in_session, super::direct::session_calls))
                 .layer(axum::middleware::from_fn(super::plain_json::plain_json))
                 .layer(axum::middleware::from_fn(layers::json_rpc_errors))
                 .layer(from_fn_with_state(ctx, layers::sessions))

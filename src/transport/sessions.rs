@@ -16,6 +16,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::model::{ClientCapabilities, Implementation, ProtocolVersion};
+use tokio::time::Instant;
+
 use crate::identity::header::token_hash;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -166,6 +169,20 @@ struct State {
 struct Entry {
     owner: Principal,
     fingerprints: Vec<Fingerprint>,
+    /// When its owner last used it.
+    used: Instant,
+    /// Its client's handshake, once answered (Streamable HTTP sessions only).
+    handshake: Option<Arc<Handshake>>,
+}
+
+/// What the client of a Streamable HTTP session said in its handshake, with the version the
+/// server agreed to: what the MCP library hands the session's handlers as its client, kept
+/// here for the calls answered without the library (`direct.rs`).
+#[derive(Debug)]
+pub(crate) struct Handshake {
+    pub(crate) protocol: ProtocolVersion,
+    pub(crate) client: Implementation,
+    pub(crate) capabilities: ClientCapabilities,
 }
 
 /// What a request holding a session id may do.
@@ -235,17 +252,21 @@ impl Owners {
         }
     }
 
-    /// What a request with `fingerprint` may do with session `id`.
+    /// What a request with `fingerprint` may do with session `id`; a request of its owner
+    /// counts as a use of it.
     pub(crate) fn access(&self, id: &str, fingerprint: &Fingerprint) -> Access {
-        let st = self.inner.lock().expect("sessions lock");
-        match st.sessions.get(id) {
+        let mut st = self.inner.lock().expect("sessions lock");
+        match st.sessions.get_mut(id) {
             None => Access::Unknown,
-            Some(e) if e.fingerprints.contains(fingerprint) => Access::Granted,
+            Some(e) if e.fingerprints.contains(fingerprint) => {
+                e.used = Instant::now();
+                Access::Granted
+            }
             Some(e) => Access::OwnedBy(e.owner.clone()),
         }
     }
 
-    /// Remember that `fingerprint` is the owner's too.
+    /// Remember that `fingerprint` is the owner's too (its request is a use of the session).
     pub(crate) fn confirm(&self, id: &str, fingerprint: Fingerprint) {
         let mut st = self.inner.lock().expect("sessions lock");
         if let Some(e) = st.sessions.get_mut(id) {
@@ -253,7 +274,27 @@ impl Owners {
                 e.fingerprints.remove(1);
             }
             e.fingerprints.push(fingerprint);
+            e.used = Instant::now();
         }
+    }
+
+    /// Session `id`'s handshake was answered so.
+    pub(crate) fn shook_hands(&self, id: &str, handshake: Handshake) {
+        let mut st = self.inner.lock().expect("sessions lock");
+        if let Some(e) = st.sessions.get_mut(id) {
+            e.handshake = Some(Arc::new(handshake));
+        }
+    }
+
+    /// Session `id`'s handshake, once answered.
+    pub(crate) fn handshake(&self, id: &str) -> Option<Arc<Handshake>> {
+        self.inner.lock().expect("sessions lock").sessions.get(id).and_then(|e| e.handshake.clone())
+    }
+
+    /// The sessions their owners have not used for `idle` or longer.
+    pub(crate) fn idle(&self, idle: Duration) -> Vec<String> {
+        let st = self.inner.lock().expect("sessions lock");
+        st.sessions.iter().filter(|(_, e)| e.used.elapsed() >= idle).map(|(id, _)| id.clone()).collect()
     }
 
     /// Open sessions (not counting those being opened).
@@ -285,7 +326,8 @@ impl Opening {
         let owner = self.owner.take().expect("opened once");
         let mut st = self.owners.inner.lock().expect("sessions lock");
         st.opening -= 1;
-        if st.sessions.insert(id, Entry { owner, fingerprints: vec![fingerprint] }).is_none() {
+        let entry = Entry { owner, fingerprints: vec![fingerprint], used: Instant::now(), handshake: None };
+        if st.sessions.insert(id, entry).is_none() {
             self.owners.gauge.inc();
         }
     }
@@ -354,5 +396,33 @@ mod tests {
         assert_eq!(o.access("s", &[1; 32]), Access::Granted, "the opener's credential is kept");
         o.close("s");
         assert_eq!(o.access("s", &[1; 32]), Access::Unknown);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_is_idle_from_its_owners_last_request_and_keeps_its_handshake() {
+        let idle = Duration::from_secs(300);
+        let o = Owners::new(10, 10, WORDS, OpenGauge::default());
+        o.open(alice()).unwrap().opened("a".into(), [1; 32]);
+        o.open(alice()).unwrap().opened("b".into(), [1; 32]);
+        assert!(o.handshake("a").is_none(), "no handshake before it is answered");
+        let handshake = Handshake {
+            protocol: ProtocolVersion::V_2025_06_18,
+            client: Implementation::new("c", "1"),
+            capabilities: ClientCapabilities::default(),
+        };
+        o.shook_hands("a", handshake);
+        assert_eq!(o.handshake("a").unwrap().protocol, ProtocolVersion::V_2025_06_18);
+        tokio::time::advance(Duration::from_secs(200)).await;
+        assert_eq!(o.access("a", &[1; 32]), Access::Granted);
+        // Another identity's request is not a use.
+        assert_eq!(o.access("b", &[2; 32]), Access::OwnedBy(alice()));
+        tokio::time::advance(Duration::from_secs(100)).await;
+        assert_eq!(o.idle(idle), vec!["b".to_owned()]);
+        tokio::time::advance(Duration::from_secs(200)).await;
+        let mut both = o.idle(idle);
+        both.sort();
+        assert_eq!(both, ["a", "b"]);
+        o.close("a");
+        assert!(o.handshake("a").is_none(), "gone with its session");
     }
 }

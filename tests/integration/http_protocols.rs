@@ -262,6 +262,55 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
     assert_eq!(lines, [format!("listening on {}", server.url("/mcp"))], "{log}");
 }
 
+/// A stateless call whose client leaves before the answer is not cut short: it finishes,
+/// counted (and so recorded in the audit trail), and the server logs nothing about it.
+#[tokio::test]
+async fn a_stateless_call_whose_client_leaves_still_finishes() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_STATELESS", "true")];
+    let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+    forge.script(fake_forge::Script::once(
+        Some("GET"),
+        "/api/v1/repos/alice/demo/issues*",
+        fake_forge::ScriptedResponse::json(200, &json!([])).with_delay(std::time::Duration::from_millis(300)),
+    ));
+    let http = support::http::http_client();
+    let left = {
+        let (http, url) = (http.clone(), server.url("/mcp"));
+        tokio::spawn(async move {
+            support::http::stateless_call(
+                &http,
+                &url,
+                "issueListIssues",
+                json!({"owner": "alice", "repo": "demo"}),
+                None,
+            )
+            .await
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !forge.requests().iter().any(|r| r.raw_path.starts_with("/api/v1/repos/alice/demo/issues")) {
+        assert!(std::time::Instant::now() < deadline, "the call never reached the forge");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    left.abort();
+    assert!(left.await.is_err_and(|e| e.is_cancelled()), "the client left before the answer");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let metrics = http.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        if metrics.lines().any(|l| l.starts_with("aegis_calls_total{") && l.contains("issueListIssues")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the call whose client left never finished");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let log = server.stop_and_log().await;
+    let lines: Vec<&str> =
+        log.lines().filter(|l| !l.contains("catalog ready") && !l.contains("shutting down")).collect();
+    assert_eq!(lines, [format!("listening on {}", server.url("/mcp"))], "{log}");
+}
+
 /// A plain stateless `tools/call` is answered before the MCP library, by the same handler:
 /// its answer is the library's to the byte (status, type, body) for a result, a tool error, an
 /// unknown tool and invalid arguments, and the library's request log stays silent for it; a
@@ -338,4 +387,81 @@ async fn plain_stateless_calls_are_answered_as_the_library_answers_them() {
         assert!(body.contains("clientCapabilities"), "{body}");
         server.stop_and_log().await;
     }
+}
+
+/// Inside a session, a plain `tools/call` (the session's version in its header, no `_meta`, a
+/// tool that never asks the person) is answered before the MCP library: its answer is the
+/// library's to the byte for a result, a tool error, an unknown tool and invalid arguments
+/// (the library logs nothing of a session's requests: the short path says at debug that it
+/// took one). A call with `_meta`, or of a tool that may ask for a confirmation, is still the
+/// library's; and once the session is closed, no call finds it.
+#[tokio::test]
+async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("LOG_LEVEL", "warn,aegis_gitea_mcp::transport::direct=debug")];
+    let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+    let client = support::http::StreamableClient::connect(&server.url(""), None).await.expect("a session");
+    let session = client.session_id().expect("a session id").to_owned();
+    let http = support::http::http_client();
+    let post = |params: Value, accept: &'static str| {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+        let req = http
+            .post(server.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", support::http::PROTOCOL_VERSION)
+            .body(body.to_string());
+        async move {
+            let r = req.send().await.expect("POST");
+            let status = r.status().as_u16();
+            let kind = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+            (status, kind, r.text().await.expect("body"))
+        }
+    };
+    let short_lines =
+        |log: &str| log.lines().filter(|l| l.contains("answered without the MCP library")).count();
+    let cases = [
+        json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}}),
+        json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "absent"}}),
+        json!({"name": "noSuchTool", "arguments": {}}),
+        json!({"name": "repoGet", "arguments": {"owner": 5}}),
+    ];
+    for params in &cases {
+        let before = short_lines(&server.stderr());
+        let short = post(params.clone(), support::http::ACCEPT_BOTH).await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(short_lines(&server.stderr()), before + 1, "the short path did not take {params}");
+        assert_eq!(short.0, 200, "{short:?}");
+        let library = post(params.clone(), "application/json;q=1, text/event-stream").await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(short_lines(&server.stderr()), before + 1, "the short path took a weighted Accept");
+        assert_eq!(short, library, "{params}");
+    }
+    // Not taken: `_meta` (a progress token), and a tool that may ask the person first.
+    for params in [
+        json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}, "_meta": {"progressToken": 1}}),
+        json!({"name": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}}),
+    ] {
+        let before = short_lines(&server.stderr());
+        let (status, _, body) = post(params.clone(), support::http::ACCEPT_BOTH).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains(r#""id":7"#), "{body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(short_lines(&server.stderr()), before, "the library serves {params}");
+    }
+    assert!(forge.requests().iter().all(|r| r.method != "DELETE"), "the repository was not deleted unasked");
+    // Closed, the session answers nothing, on either path.
+    let closed = http
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", support::http::PROTOCOL_VERSION)
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(closed.status(), 200);
+    let (status, _, body) = post(cases[0].clone(), support::http::ACCEPT_BOTH).await;
+    assert_eq!(status, 404, "{body}");
+    server.stop_and_log().await;
 }
