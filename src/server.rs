@@ -72,10 +72,9 @@ fn confirmation_key(keys: &[Option<Arc<secrecy::SecretBox<[u8; 32]>>>; 2]) -> se
             );
             out.copy_from_slice(tag.as_ref());
         }
-        None => {
-            use aws_lc_rs::rand::SecureRandom;
-            aws_lc_rs::rand::SystemRandom::new().fill(&mut out).expect("the system's random source works");
-        }
+        // From the system's source directly: the crypto library's own generator seeds itself
+        // at its first use from CPU jitter (about 30 ms of CPU), which a start-up need not pay.
+        None => getrandom::fill(&mut out).expect("the system's random source works"),
     }
     secrecy::SecretBox::new(Box::new(out))
 }
