@@ -218,11 +218,7 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
     drop(stream);
     // A call whose client leaves before the answer: dropped once the forge has the request,
     // which it answers only later.
-    forge.script(fake_forge::Script::once(
-        Some("GET"),
-        "/api/v1/repos/alice/demo/issues*",
-        fake_forge::ScriptedResponse::json(200, &json!([])).with_delay(std::time::Duration::from_millis(300)),
-    ));
+    answer_the_next_issue_list_late(&forge);
     let slow = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
         "params": {"name": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo"}}});
     let left = tokio::spawn(
@@ -232,30 +228,51 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
             .body(slow.to_string())
             .send(),
     );
-    let asked = |f: &FakeForge| {
-        f.requests().iter().any(|r| r.raw_path.starts_with("/api/v1/repos/alice/demo/issues"))
-    };
+    leave_once_the_forge_is_asked(&forge, left).await;
+    let closed = session(http.delete(server.url("/mcp"))).send().await.unwrap();
+    assert_eq!(closed.status(), 200);
+    await_issue_list_counted(&server).await;
+    assert_logged_only_where_it_listens(&mut server).await;
+}
+
+/// The forge answers the next issue-list request only after 300 ms.
+fn answer_the_next_issue_list_late(forge: &FakeForge) {
+    forge.script(fake_forge::Script::once(
+        Some("GET"),
+        "/api/v1/repos/alice/demo/issues*",
+        fake_forge::ScriptedResponse::json(200, &json!([])).with_delay(std::time::Duration::from_millis(300)),
+    ));
+}
+
+/// Drop `call`, the request of a client, once the forge has the issue-list request it makes.
+async fn leave_once_the_forge_is_asked<T>(forge: &FakeForge, call: tokio::task::JoinHandle<T>) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !asked(&forge) {
+    while !forge.requests().iter().any(|r| r.raw_path.starts_with("/api/v1/repos/alice/demo/issues")) {
         assert!(std::time::Instant::now() < deadline, "the call never reached the forge");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    left.abort();
-    assert!(left.await.is_err_and(|e| e.is_cancelled()), "the client left before the answer");
-    let closed = session(http.delete(server.url("/mcp"))).send().await.unwrap();
-    assert_eq!(closed.status(), 200);
-    // The dropped call has finished (it is counted once it has its answer, which then has
-    // nowhere to go); what the server would log about that comes right after.
+    call.abort();
+    assert!(call.await.is_err_and(|e| e.is_cancelled()), "the client left before the answer");
+}
+
+/// Wait until the server has counted an `issueListIssues` call: it has finished (it is counted
+/// once it has its answer, which may then have nowhere to go), and been recorded.
+async fn await_issue_list_counted(server: &HttpServer) {
+    let http = support::http::http_client();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let metrics = http.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
         if metrics.lines().any(|l| l.starts_with("aegis_calls_total{") && l.contains("issueListIssues")) {
-            break;
+            return;
         }
-        assert!(std::time::Instant::now() < deadline, "the dropped call never finished");
+        assert!(std::time::Instant::now() < deadline, "the call whose client left never finished");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    // Everything the server ever logged (it has exited), but for its own words on the way out.
+}
+
+/// Stop the server: everything it ever logged, but for its own words on the way out, is the
+/// line that says where it listens.
+async fn assert_logged_only_where_it_listens(server: &mut HttpServer) {
     let log = server.stop_and_log().await;
     let lines: Vec<&str> =
         log.lines().filter(|l| !l.contains("catalog ready") && !l.contains("shutting down")).collect();
@@ -270,11 +287,7 @@ async fn a_stateless_call_whose_client_leaves_still_finishes() {
     forge.seed_repo("alice", "demo");
     let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_STATELESS", "true")];
     let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
-    forge.script(fake_forge::Script::once(
-        Some("GET"),
-        "/api/v1/repos/alice/demo/issues*",
-        fake_forge::ScriptedResponse::json(200, &json!([])).with_delay(std::time::Duration::from_millis(300)),
-    ));
+    answer_the_next_issue_list_late(&forge);
     let http = support::http::http_client();
     let left = {
         let (http, url) = (http.clone(), server.url("/mcp"));
@@ -289,26 +302,9 @@ async fn a_stateless_call_whose_client_leaves_still_finishes() {
             .await
         })
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !forge.requests().iter().any(|r| r.raw_path.starts_with("/api/v1/repos/alice/demo/issues")) {
-        assert!(std::time::Instant::now() < deadline, "the call never reached the forge");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    left.abort();
-    assert!(left.await.is_err_and(|e| e.is_cancelled()), "the client left before the answer");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let metrics = http.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
-        if metrics.lines().any(|l| l.starts_with("aegis_calls_total{") && l.contains("issueListIssues")) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the call whose client left never finished");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let log = server.stop_and_log().await;
-    let lines: Vec<&str> =
-        log.lines().filter(|l| !l.contains("catalog ready") && !l.contains("shutting down")).collect();
-    assert_eq!(lines, [format!("listening on {}", server.url("/mcp"))], "{log}");
+    leave_once_the_forge_is_asked(&forge, left).await;
+    await_issue_list_counted(&server).await;
+    assert_logged_only_where_it_listens(&mut server).await;
 }
 
 /// A plain stateless `tools/call` is answered before the MCP library, by the same handler:
