@@ -107,7 +107,9 @@ impl ServerHandler for McpHandler {
     ) -> Result<ListToolsResult, ErrorData> {
         let asked = Asked::of(&context);
         let narrowing = narrowing_of(asked.parts).map_err(|e| ErrorData::invalid_request(e, None))?;
-        Ok(ListToolsResult::with_all_items(self.tools_for(&narrowing, self.typed(asked.protocol.as_ref()))))
+        Ok(ListToolsResult::with_all_items(
+            self.tools_for(&narrowing, self.typed(asked.client.protocol.as_ref())),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -229,7 +231,7 @@ impl McpHandler {
         let outcome = outcome(&result);
         let took = started.elapsed();
         tracing::debug!(tool = %request.name, outcome, elapsed_ms = took.as_millis() as u64, "tools/call");
-        to_rmcp(Outcome::from_result(result), self.typed(asked.protocol.as_ref())).map(Into::into)
+        to_rmcp(Outcome::from_result(result), self.typed(asked.client.protocol.as_ref())).map(Into::into)
     }
 
     /// Whether a call of tool `name` may ask the person for a confirmation.
@@ -247,7 +249,7 @@ impl McpHandler {
             (Some(_), _) => "http",
         };
         // From 2026-07-28 on each request names its client in `_meta`; before, the handshake.
-        let client = asked.client.as_ref().map(|i| (i.name.clone(), i.version.clone()));
+        let client = asked.client.info.as_ref().map(|i| (i.name.clone(), i.version.clone()));
         Origin { transport, client }
     }
 

@@ -87,12 +87,13 @@ impl<'s> Person<'s> {
             return Person { way: Way::Unreachable, declared: false, timeout };
         }
         let declared = asked
+            .client
             .capabilities
             .as_ref()
             .and_then(|c| c.elicitation.as_ref())
             // Neither mode named: form, as the protocol had it before modes.
             .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        let rounds = asked.protocol.as_ref().is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28);
+        let rounds = asked.client.protocol.as_ref().is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28);
         let way = if rounds {
             Way::Rounds(Box::new(Rounds {
                 sealer,

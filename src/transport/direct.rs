@@ -31,13 +31,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientJsonRpcMessage, ClientRequest,
-    ErrorCode, GetMeta, Implementation, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerResult,
+    ErrorCode, GetMeta, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::{ErrorData, ServerHandler};
 
 use super::sessions::Owners;
-use crate::mcp::asked::Asked;
+use crate::mcp::asked::{Asked, Client};
 use crate::mcp::{McpHandler, Oversized};
 
 /// The one protocol version answered here: the first whose requests carry their own version
@@ -80,7 +79,9 @@ pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request,
         Some(id) if req.method() == Method::POST => s.owners.handshake(id),
         _ => None,
     };
-    let Some(handshake) = handshake.filter(|h| plain_session_headers(req.headers(), &h.protocol)) else {
+    let plain =
+        |h: &Arc<Client>| h.protocol.as_ref().is_some_and(|v| plain_session_headers(req.headers(), v));
+    let Some(handshake) = handshake.filter(plain) else {
         return next.run(req).await;
     };
     let (parts, body) = req.into_parts();
@@ -90,23 +91,11 @@ pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request,
     let Some((id, params)) = plain_session_call(&bytes, &s.handler) else {
         return next.run(Request::from_parts(parts, Body::from(bytes))).await;
     };
-    // As the library hands them to the handlers of a session whose requests carry no `_meta`.
-    let client = Client {
-        protocol: Some(handshake.protocol.clone()),
-        info: Some(handshake.client.clone()),
-        capabilities: Some(handshake.capabilities.clone()),
-    };
+    // As the library hands it to the handlers of a session whose requests carry no `_meta`.
+    let client = Client::clone(&handshake);
     tracing::debug!(tool = %params.name, "tools/call in a session, answered without the MCP library's session");
     // In a session every answer is the stream's message, the stream itself answered 200.
     answer(StatusCode::OK, &call(s.handler.clone(), parts, params, client, id).await)
-}
-
-/// The client of a call as the handler is told of it: its protocol version, its name and its
-/// capabilities.
-struct Client {
-    protocol: Option<ProtocolVersion>,
-    info: Option<Implementation>,
-    capabilities: Option<ClientCapabilities>,
 }
 
 /// The handler's answer to one call, as the library turns it into a message. Run in a task of
@@ -126,9 +115,7 @@ async fn call(
         let asked = Asked {
             parts: Some(&parts),
             oversized: parts.extensions.get::<Oversized>().copied(),
-            protocol: client.protocol,
-            client: client.info,
-            capabilities: client.capabilities,
+            client,
             peer: None,
         };
         as_the_library_finishes(handler.call(params, asked).await, tasks, protocol.as_ref())

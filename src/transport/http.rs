@@ -15,6 +15,7 @@ use super::sessions;
 use super::sse;
 use crate::config::{MetricsListen, TransportChoice};
 use crate::mcp::McpHandler;
+use crate::mcp::asked::Client;
 use crate::server::Server;
 use axum::Router;
 use axum::middleware::from_fn_with_state;
@@ -93,8 +94,9 @@ impl SessionManager for OwnedSessions {
         // itself, its capabilities and the version agreed.
         if let (Some((client, capabilities)), ServerJsonRpcMessage::Response(r)) = (asked, &answer) {
             if let ServerResult::InitializeResult(result) = &r.result {
-                let protocol = result.protocol_version.clone();
-                self.owners.shook_hands(id, sessions::Handshake { protocol, client, capabilities });
+                let protocol = Some(result.protocol_version.clone());
+                let client = Client { protocol, info: Some(client), capabilities: Some(capabilities) };
+                self.owners.shook_hands(id, client);
             }
         }
         Ok(answer)

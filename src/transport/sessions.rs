@@ -16,7 +16,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, Implementation, ProtocolVersion};
 use tokio::time::Instant;
 
 use crate::identity::header::token_hash;
@@ -26,6 +25,7 @@ use axum::response::Response;
 use super::answers::{refuse, unauthorized_for};
 use crate::call;
 use crate::identity::{Caller, Principal};
+use crate::mcp::asked::Client;
 use crate::server::Server;
 use aegis_core::error::ErrorKind;
 
@@ -171,18 +171,10 @@ struct Entry {
     fingerprints: Vec<Fingerprint>,
     /// When its owner last used it.
     used: Instant,
-    /// Its client's handshake, once answered (Streamable HTTP sessions only).
-    handshake: Option<Arc<Handshake>>,
-}
-
-/// What the client of a Streamable HTTP session said in its handshake, with the version the
-/// server agreed to: what the MCP library hands the session's handlers as its client, kept
-/// here for the calls answered without the library (`direct.rs`).
-#[derive(Debug)]
-pub(crate) struct Handshake {
-    pub(crate) protocol: ProtocolVersion,
-    pub(crate) client: Implementation,
-    pub(crate) capabilities: ClientCapabilities,
+    /// Its client as its handshake named it, with the version the server agreed to, once
+    /// answered (Streamable HTTP sessions only): what the MCP library hands the session's
+    /// handlers, kept for the calls answered without the library (`direct.rs`).
+    handshake: Option<Arc<Client>>,
 }
 
 /// What a request holding a session id may do.
@@ -279,7 +271,7 @@ impl Owners {
     }
 
     /// Session `id`'s handshake was answered so.
-    pub(crate) fn shook_hands(&self, id: &str, handshake: Handshake) {
+    pub(crate) fn shook_hands(&self, id: &str, handshake: Client) {
         let mut st = self.inner.lock().expect("sessions lock");
         if let Some(e) = st.sessions.get_mut(id) {
             e.handshake = Some(Arc::new(handshake));
@@ -287,7 +279,7 @@ impl Owners {
     }
 
     /// Session `id`'s handshake, once answered.
-    pub(crate) fn handshake(&self, id: &str) -> Option<Arc<Handshake>> {
+    pub(crate) fn handshake(&self, id: &str) -> Option<Arc<Client>> {
         self.inner.lock().expect("sessions lock").sessions.get(id).and_then(|e| e.handshake.clone())
     }
 
@@ -405,13 +397,14 @@ mod tests {
         o.open(alice()).unwrap().opened("a".into(), [1; 32]);
         o.open(alice()).unwrap().opened("b".into(), [1; 32]);
         assert!(o.handshake("a").is_none(), "no handshake before it is answered");
-        let handshake = Handshake {
-            protocol: ProtocolVersion::V_2025_06_18,
-            client: Implementation::new("c", "1"),
-            capabilities: ClientCapabilities::default(),
+        use rmcp::model::{ClientCapabilities, Implementation, ProtocolVersion};
+        let handshake = Client {
+            protocol: Some(ProtocolVersion::V_2025_06_18),
+            info: Some(Implementation::new("c", "1")),
+            capabilities: Some(ClientCapabilities::default()),
         };
         o.shook_hands("a", handshake);
-        assert_eq!(o.handshake("a").unwrap().protocol, ProtocolVersion::V_2025_06_18);
+        assert_eq!(o.handshake("a").unwrap().protocol, Some(ProtocolVersion::V_2025_06_18));
         tokio::time::advance(Duration::from_secs(200)).await;
         assert_eq!(o.access("a", &[1; 32]), Access::Granted);
         // Another identity's request is not a use.

@@ -188,11 +188,9 @@ async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
 #[tokio::test]
 async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_lines() {
     use support::http::StreamableClient;
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
-    forge.seed_issues("alice", "demo", 3);
     // Its own process: the test reads the server's log.
-    let mut server = HttpServer::spawn(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let (forge, mut server) = alice_and_her_server(&[]).await;
+    forge.seed_issues("alice", "demo", 3);
     let client = StreamableClient::connect(&server.url(""), None).await.expect("session");
     let sid = client.session_id().expect("a session id").to_owned();
     let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
@@ -233,6 +231,24 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
     assert_eq!(closed.status(), 200);
     await_issue_list_counted(&server).await;
     assert_logged_only_where_it_listens(&mut server).await;
+}
+
+/// A forge with alice's repository `demo`, and a server of its own process (its log is read)
+/// over Streamable HTTP with alice's token and `env`.
+async fn alice_and_her_server(env: &[(&str, &str)]) -> (FakeForge, HttpServer) {
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let env: Vec<_> = [("GITEA_TOKEN", ALICE_TOKEN)].into_iter().chain(env.iter().copied()).collect();
+    let server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+    (forge, server)
+}
+
+/// An answer as the byte-for-byte comparisons read it: status, content type, body.
+async fn status_type_body(req: reqwest::RequestBuilder) -> (u16, Option<String>, String) {
+    let r = req.send().await.expect("POST");
+    let status = r.status().as_u16();
+    let kind = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+    (status, kind, r.text().await.expect("body"))
 }
 
 /// The forge answers the next issue-list request only after 300 ms.
@@ -283,10 +299,7 @@ async fn assert_logged_only_where_it_listens(server: &mut HttpServer) {
 /// counted (and so recorded in the audit trail), and the server logs nothing about it.
 #[tokio::test]
 async fn a_stateless_call_whose_client_leaves_still_finishes() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
-    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_STATELESS", "true")];
-    let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+    let (forge, mut server) = alice_and_her_server(&[("MCP_STATELESS", "true")]).await;
     answer_the_next_issue_list_late(&forge);
     let http = support::http::http_client();
     let left = {
@@ -333,12 +346,7 @@ async fn plain_stateless_calls_are_answered_as_the_library_answers_them() {
                 .header("mcp-method", "tools/call")
                 .header("mcp-name", name.map(str::to_owned).unwrap_or(tool))
                 .body(body.to_string());
-            async move {
-                let r = req.send().await.expect("POST");
-                let status = r.status().as_u16();
-                let kind = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
-                (status, kind, r.text().await.expect("body"))
-            }
+            status_type_body(req)
         };
         let library_lines = |log: &str| log.lines().filter(|l| l.contains("rmcp")).count();
         let cases = [
@@ -393,10 +401,8 @@ async fn plain_stateless_calls_are_answered_as_the_library_answers_them() {
 /// library's; and once the session is closed, no call finds it.
 #[tokio::test]
 async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
-    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("LOG_LEVEL", "warn,aegis_gitea_mcp::transport::direct=debug")];
-    let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+    let (forge, mut server) =
+        alice_and_her_server(&[("LOG_LEVEL", "warn,aegis_gitea_mcp::transport::direct=debug")]).await;
     let client = support::http::StreamableClient::connect(&server.url(""), None).await.expect("a session");
     let session = client.session_id().expect("a session id").to_owned();
     let http = support::http::http_client();
@@ -409,12 +415,7 @@ async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
             .header("mcp-session-id", &session)
             .header("mcp-protocol-version", support::http::PROTOCOL_VERSION)
             .body(body.to_string());
-        async move {
-            let r = req.send().await.expect("POST");
-            let status = r.status().as_u16();
-            let kind = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
-            (status, kind, r.text().await.expect("body"))
-        }
+        status_type_body(req)
     };
     let short_lines =
         |log: &str| log.lines().filter(|l| l.contains("answered without the MCP library")).count();
