@@ -105,11 +105,11 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let asked = Asked::of(&context);
-        let narrowing = narrowing_of(asked.parts).map_err(|e| ErrorData::invalid_request(e, None))?;
-        Ok(ListToolsResult::with_all_items(
-            self.tools_for(&narrowing, self.typed(asked.client.protocol.as_ref())),
-        ))
+        // Only the head and the version: the client's name and capabilities are not read here.
+        let narrowing = narrowing_of(context.extensions.get::<http::request::Parts>())
+            .map_err(|e| ErrorData::invalid_request(e, None))?;
+        let typed = self.typed(context.protocol_version().as_ref());
+        Ok(ListToolsResult::with_all_items(self.tools_for(&narrowing, typed)))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

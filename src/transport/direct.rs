@@ -74,14 +74,20 @@ pub(crate) struct InSession {
 /// Answer a `tools/call` inside a session here when it is the common case; pass anything
 /// else on. Runs after the sessions layer has admitted the request to its session.
 pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request, next: Next) -> Response {
-    let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok());
+    let headers = req.headers();
+    let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+    // The headers first: the session's record is looked up only for a request that may be one.
     let handshake = match session {
-        Some(id) if req.method() == Method::POST => s.owners.handshake(id),
+        Some(id) if req.method() == Method::POST && plain_session_headers(headers) => s.owners.handshake(id),
         _ => None,
     };
-    let plain =
-        |h: &Arc<Client>| h.protocol.as_ref().is_some_and(|v| plain_session_headers(req.headers(), v));
-    let Some(handshake) = handshake.filter(plain) else {
+    // The version the handshake agreed, once, before 2026-07-28 (whose requests carry their own).
+    let agreed = |h: &Arc<Client>| {
+        h.protocol
+            .as_ref()
+            .is_some_and(|v| *v < *VERSION && once(headers, "mcp-protocol-version") == Some(v.as_str()))
+    };
+    let Some(handshake) = handshake.filter(agreed) else {
         return next.run(req).await;
     };
     let (parts, body) = req.into_parts();
@@ -220,13 +226,11 @@ fn plain_call_headers(headers: &HeaderMap) -> bool {
         && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
 }
 
-/// Whether the headers are those of a plain `tools/call` in a session that agreed `version`
-/// (one before 2026-07-28, whose requests carry no version of their own): JSON in, JSON and
-/// event streams accepted, that version once, none of the standard headers of later versions.
-fn plain_session_headers(headers: &HeaderMap, version: &ProtocolVersion) -> bool {
-    *version < *VERSION
-        && json_both_ways(headers)
-        && once(headers, "mcp-protocol-version") == Some(version.as_str())
+/// Whether the headers are those of a plain `tools/call` in a session: JSON in, JSON and event
+/// streams accepted, none of the standard headers of later versions (the version is the
+/// session's to check).
+fn plain_session_headers(headers: &HeaderMap) -> bool {
+    json_both_ways(headers)
         && !headers.contains_key("mcp-method")
         && !headers.contains_key("mcp-name")
         && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
