@@ -149,6 +149,9 @@ fn streamable_config(max_body_bytes: usize, shutdown: &CancellationToken) -> Str
 /// How long in-flight calls may run after a shutdown signal.
 const DRAIN: Duration = Duration::from_secs(20);
 
+/// How long the sessions' serving loops may take to close once the streams have ended.
+const SESSIONS_CLOSE: Duration = Duration::from_secs(2);
+
 /// How long a Streamable HTTP session lives unused by its owner (the MCP library's own default).
 /// Kept by this server rather than the library, which sees only the requests it serves.
 const SESSION_IDLE: Duration = Duration::from_secs(300);
@@ -174,6 +177,8 @@ fn close_idle_sessions(manager: Arc<OwnedSessions>, shutdown: CancellationToken)
 pub struct App {
     pub router: Router,
     pub(crate) readiness: Arc<super::ready::Readiness>,
+    /// The Streamable HTTP sessions, when there are any: waited for on the way out.
+    pub(crate) sessions: Option<Arc<sessions::Owners>>,
 }
 
 /// The whole HTTP application for `server` answering at `addr` (whose host and port make the
@@ -203,6 +208,7 @@ pub async fn app(
     let readiness = super::ready::Readiness::new(server.clone());
     readiness.watch_forge(shutdown.clone()).await;
     let handler = McpHandler::new(server.clone());
+    let mut open_sessions = None;
     let mcp: Router = match transport {
         TransportChoice::Sse => sse::router(handler, sse::limits(s), server.clone(), shutdown.clone()),
         // No sessions: `initialize` is answered without a session id and every request
@@ -242,6 +248,7 @@ pub async fn app(
             let in_session =
                 Arc::new(super::direct::InSession { handler: handler.clone(), owners: owners.clone() });
             let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
+            open_sessions = Some(owners.clone());
             let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
             // Requests without a session (protocol 2026-07-28) are as stateless here as there.
             Router::new()
@@ -272,7 +279,7 @@ pub async fn app(
                 .layer(from_fn_with_state(cfg.clone(), layers::guard_host)),
         );
     }
-    App { router: app, readiness }
+    App { router: app, readiness, sessions: open_sessions }
 }
 
 /// The connection limits of `settings`, as the accept loop applies them.
@@ -296,7 +303,7 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
-    let App { router: app, readiness } = app(server.clone(), transport, addr, &shutdown).await;
+    let App { router: app, readiness, sessions } = app(server.clone(), transport, addr, &shutdown).await;
     // Bound before the MCP address is announced: whoever waits for that line can scrape.
     super::metrics::serve_own(&server).await?;
     let path = if transport == TransportChoice::Sse { "/sse" } else { "/mcp" };
@@ -348,6 +355,17 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         give_up.cancel();
     });
     listener::serve(listener, app, limits, stop, drain).await;
+    // The sessions' serving loops, ended with the streams, close their transports: let them
+    // finish (each session leaves the registry when it has) rather than cut them off with the
+    // runtime, which the library reports as an error.
+    if let Some(sessions) = sessions {
+        let _ = tokio::time::timeout(SESSIONS_CLOSE, async {
+            while sessions.count() > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+    }
     Ok(())
 }
 

@@ -290,8 +290,7 @@ impl Owners {
     }
 
     /// Open sessions (not counting those being opened).
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.inner.lock().expect("sessions lock").sessions.len()
     }
 }
@@ -361,7 +360,7 @@ mod tests {
         assert_eq!(o.open(Principal::login("bob")).unwrap_err().status(), StatusCode::SERVICE_UNAVAILABLE);
         o.close("a1");
         o.open(alice()).unwrap().opened("a3".into(), [1; 32]);
-        assert_eq!(o.len(), 3);
+        assert_eq!(o.count(), 3);
         assert_eq!(o.gauge.get(), 3, "the gauge counts what is open");
     }
 
