@@ -1,41 +1,48 @@
 //! `tools/call` answered without the MCP library's per-request machinery, stateless or in a
-//! session.
+//! session, and sessions opened without the library's session.
 //!
 //! For a request without a session the library builds a whole service for one message: a
 //! one-shot transport, a peer with its channel, a serving loop in a task of its own, and it
 //! turns the message into a JSON tree and looks the tool's schema up to check the standard
 //! headers. Under load that is about 60 KiB and a task hand-off per request in flight. Inside
 //! a session it hands the message from task to task (the session's worker, its serving loop,
-//! the handler's task) and streams the answer as events that `plain_json` reads back. The
-//! common cases need none of it:
+//! the handler's task) and streams the answer as events that `plain_json` reads back; and
+//! each session it opens holds about 120 KiB for its worker, its serving loop and their
+//! channels. The common cases need none of it:
 //! - stateless: one `tools/call` of protocol 2026-07-28 whose headers name exactly what its
 //!   body says;
-//! - in a session (already admitted by the sessions layer): one `tools/call` without `_meta`,
-//!   under the version its handshake agreed (before 2026-07-28), of a tool that never asks
-//!   the person (asking needs the library's way back to the client).
+//! - opening a session (counted by the sessions layer): one `initialize` without `_meta`
+//!   under a version with a handshake. The session is kept as its owner and its handshake;
+//!   the library's session is built for it by the session manager (`http.rs`) on its first
+//!   request that needs one;
+//! - in a session (already admitted by the sessions layer), under the version its handshake
+//!   agreed: `notifications/initialized`, and one `tools/call` without `_meta` of a tool
+//!   that never asks the person (asking needs the library's way back to the client).
 //!
 //! This layer parses the message with the library's own types, runs the same handler
-//! (`McpHandler::call`: the same identity, narrowing, policy, guard and audit), with the
-//! client the library would hand it, and answers as the library would: plain JSON with the
-//! same status. Anything else (another method, another version, a header that does not match,
-//! an unusual `Accept`) goes on to the library unchanged, which answers or refuses it as
-//! before: this path only ever takes requests the library would have served.
+//! (`McpHandler::call`, or its `initialize`: the same identity, narrowing, policy, guard and
+//! audit), with the client the library would hand it, and answers as the library would: plain
+//! JSON with the same status. Anything else (another method, another version, a header that
+//! does not match, an unusual `Accept`) goes on to the library unchanged, which answers or
+//! refuses it as before: this path only ever takes requests the library would have served.
 
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientJsonRpcMessage, ClientRequest,
-    ErrorCode, GetMeta, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientJsonRpcMessage, ClientNotification,
+    ClientRequest, ErrorCode, GetMeta, InitializeRequestParams, ProtocolVersion, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::{ErrorData, ServerHandler};
 
-use super::sessions::Owners;
+use super::layers;
+use super::sessions::{self, Owners};
 use crate::mcp::asked::{Asked, Client};
 use crate::mcp::{McpHandler, Oversized};
 
@@ -65,36 +72,65 @@ pub(crate) async fn stateless_calls(State(handler): State<McpHandler>, req: Requ
     answer(status_of(&message), &message)
 }
 
-/// What the session path needs: the handler, and the sessions with their handshakes.
+/// What the session path needs: the handler, the sessions with their handshakes, and this
+/// replica's name for the sessions it opens.
 pub(crate) struct InSession {
     pub(crate) handler: McpHandler,
     pub(crate) owners: Arc<Owners>,
+    pub(crate) replica: Option<String>,
 }
 
-/// Answer a `tools/call` inside a session here when it is the common case; pass anything
-/// else on. Runs after the sessions layer has admitted the request to its session.
+/// Answer here, in sessions mode, what needs no library session when it is the common case:
+/// a plain `initialize` (the session opened, its handshake kept), `notifications/initialized`
+/// and a plain `tools/call` in a session. Anything else goes on. Runs after the sessions
+/// layer, which has admitted a request to its session, or counted the session an `initialize`
+/// may open.
 pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
-    let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
-    // The headers first: the session's record is looked up only for a request that may be one.
-    let handshake = match session {
-        Some(id) if req.method() == Method::POST && plain_session_headers(headers) => s.owners.handshake(id),
-        _ => None,
+    if req.method() != Method::POST || !plain_session_headers(headers) {
+        return next.run(req).await;
+    }
+    let Some(session) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
+        // Only an `initialize` the sessions layer let through has a session to open.
+        if layers::OPENING.try_with(|o| o.borrow().is_some()) != Ok(true) {
+            return next.run(req).await;
+        }
+        let (parts, bytes) = match whole(req).await {
+            Ok(read) => read,
+            Err(refused) => return refused,
+        };
+        return match plain_initialize(&bytes, &parts.headers, &s.handler) {
+            Some((id, params, result)) => open(&s, id, params, result),
+            None => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        };
     };
-    // The version the handshake agreed, once, before 2026-07-28 (whose requests carry their own).
-    let agreed = |h: &Arc<Client>| {
-        h.protocol
-            .as_ref()
-            .is_some_and(|v| *v < *VERSION && once(headers, "mcp-protocol-version") == Some(v.as_str()))
-    };
-    let Some(handshake) = handshake.filter(agreed) else {
+    // The session's record is looked up only for a request whose headers may be one of these.
+    let Some(handshake) = s.owners.handshake(session) else {
         return next.run(req).await;
     };
-    let (parts, body) = req.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return StatusCode::BAD_REQUEST.into_response();
+    // The version the handshake agreed, once, before 2026-07-28 (whose requests carry their own).
+    let agreed = handshake
+        .protocol
+        .as_ref()
+        .is_some_and(|v| *v < *VERSION && once(headers, "mcp-protocol-version") == Some(v.as_str()));
+    if !agreed {
+        return next.run(req).await;
+    }
+    let (parts, bytes) = match whole(req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
-    let Some((id, params)) = plain_session_call(&bytes, &s.handler) else {
+    let Ok(message) = serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) else {
+        return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    };
+    // As the library answers a notification: accepted, nothing in the body. The handler does
+    // nothing on this one.
+    if let ClientJsonRpcMessage::Notification(n) = &message
+        && matches!(n.notification, ClientNotification::InitializedNotification(_))
+    {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    let Some((id, params)) = plain_session_call(message, &s.handler) else {
         return next.run(Request::from_parts(parts, Body::from(bytes))).await;
     };
     // As the library hands it to the handlers of a session whose requests carry no `_meta`.
@@ -102,6 +138,77 @@ pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request,
     tracing::debug!(tool = %params.name, "tools/call in a session, answered without the MCP library's session");
     // In a session every answer is the stream's message, the stream itself answered 200.
     answer(StatusCode::OK, &call(s.handler.clone(), parts, params, client, id).await)
+}
+
+/// The request's head and its body, which the body layer has read whole already.
+async fn whole(req: Request) -> Result<(Parts, Bytes), Response> {
+    let (parts, body) = req.into_parts();
+    match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => Ok((parts, bytes)),
+        Err(_) => Err(StatusCode::BAD_REQUEST.into_response()),
+    }
+}
+
+/// Open the session the sessions layer counted for this `initialize`, under a new id, keep
+/// its handshake (the version agreed, the client's name and capabilities, as the library
+/// keeps them), and answer as the library does: the result as plain JSON, the session's id in
+/// `Mcp-Session-Id`.
+fn open(s: &InSession, id: RequestId, params: InitializeRequestParams, result: ServerResult) -> Response {
+    let Ok(Some((opening, fingerprint))) = layers::OPENING.try_with(|o| o.borrow_mut().take()) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let ServerResult::InitializeResult(init) = &result else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let session = sessions::new_id(s.replica.as_deref());
+    let Ok(session_header) = HeaderValue::from_str(&session) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let client = Client {
+        protocol: Some(init.protocol_version.clone()),
+        info: Some(params.client_info),
+        capabilities: Some(params.capabilities),
+    };
+    opening.opened(session.clone(), fingerprint);
+    s.owners.shook_hands(&session, client);
+    tracing::debug!("initialize answered without the MCP library's session");
+    let mut response = answer(StatusCode::OK, &ServerJsonRpcMessage::response(result, id));
+    response.headers_mut().insert("mcp-session-id", session_header);
+    response
+}
+
+/// The message, when it is one `initialize` request without `_meta` whose version, if a header
+/// names one too, is that one and known; with the result the handler gives it, as the library
+/// finishes it. A handshake the handler refuses is the library's to answer.
+fn plain_initialize(
+    bytes: &Bytes,
+    headers: &HeaderMap,
+    handler: &McpHandler,
+) -> Option<(RequestId, InitializeRequestParams, ServerResult)> {
+    let ClientJsonRpcMessage::Request(request) = serde_json::from_slice(bytes).ok()? else {
+        return None;
+    };
+    let bare = request.request.get_meta().0.is_empty();
+    let ClientRequest::InitializeRequest(initialize) = request.request else {
+        return None;
+    };
+    let params = initialize.params;
+    let asked = &params.protocol_version;
+    let named = match headers.get("mcp-protocol-version") {
+        None => true,
+        Some(_) => {
+            once(headers, "mcp-protocol-version") == Some(asked.as_str())
+                && ProtocolVersion::KNOWN_VERSIONS.contains(asked)
+        }
+    };
+    if !(bare && named && asked.has_initialize()) {
+        return None;
+    }
+    // The library asks the handler with the client's version as the session's, then agrees
+    // the version again the same way, which gives the same one.
+    let result = handler.negotiate_initialize(&params).ok()?;
+    let result = finish(Ok(ServerResult::InitializeResult(result)), Some(asked)).ok()?;
+    Some((request.id, params, result))
 }
 
 /// The handler's answer to one call, as the library turns it into a message. Run in a task of
@@ -137,16 +244,12 @@ async fn call(
 }
 
 /// A handler's `tools/call` answer as the library finishes it for a client of `protocol`: a
-/// task handle only to a client that declared tasks, a question over rounds only from
-/// 2026-07-28 on; before that, results in their older shape (no `resultType`, structured
-/// output only as an object); from it, cache hints filled in and a missing resource an invalid
-/// parameter.
+/// task handle only to a client that declared tasks, then as every result (`finish`).
 fn as_the_library_finishes(
     answer: Result<CallToolResponse, ErrorData>,
     tasks: bool,
     protocol: Option<&ProtocolVersion>,
 ) -> Result<ServerResult, ErrorData> {
-    let later = protocol.is_some_and(|v| *v >= *VERSION);
     let result = match answer {
         Ok(CallToolResponse::Task(_)) if !tasks => Err(ErrorData::missing_required_client_capability(
             ClientCapabilities::builder().enable_tasks().build(),
@@ -154,6 +257,18 @@ fn as_the_library_finishes(
         Ok(response) => Ok(ServerResult::from(response)),
         Err(error) => Err(error),
     };
+    finish(result, protocol)
+}
+
+/// A handler's answer as the library finishes it for a client of `protocol`: a question over
+/// rounds only from 2026-07-28 on; before that, results in their older shape (no
+/// `resultType`, structured output only as an object); from it, cache hints filled in and a
+/// missing resource an invalid parameter.
+fn finish(
+    result: Result<ServerResult, ErrorData>,
+    protocol: Option<&ProtocolVersion>,
+) -> Result<ServerResult, ErrorData> {
+    let later = protocol.is_some_and(|v| *v >= *VERSION);
     let result = result.and_then(|mut result| {
         if matches!(result, ServerResult::InputRequiredResult(_)) && !later {
             return Err(ErrorData::invalid_request(
@@ -179,8 +294,11 @@ fn as_the_library_finishes(
 
 /// The message, when it is one `tools/call` request without `_meta` of a tool that never asks
 /// the person.
-fn plain_session_call(bytes: &Bytes, handler: &McpHandler) -> Option<(RequestId, CallToolRequestParams)> {
-    let ClientJsonRpcMessage::Request(request) = serde_json::from_slice(bytes).ok()? else {
+fn plain_session_call(
+    message: ClientJsonRpcMessage,
+    handler: &McpHandler,
+) -> Option<(RequestId, CallToolRequestParams)> {
+    let ClientJsonRpcMessage::Request(request) = message else {
         return None;
     };
     let bare = request.request.get_meta().0.is_empty();

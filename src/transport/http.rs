@@ -21,7 +21,10 @@ use axum::Router;
 use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 use futures::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage, ServerResult};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, InitializeRequestParams, NumberOrString,
+    Request, ServerJsonRpcMessage, ServerResult,
+};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, create_local_session};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -39,11 +42,76 @@ const SESSION_WORDS: sessions::Words = sessions::Words {
 /// rmcp's in-memory sessions, telling the owners registry when one is created (named for the
 /// `initialize` request that opens it, `layers::OPENING`; without one, none is created) and
 /// when one ends — closed by its client, ended by the server or expired.
+///
+/// A session opened by `direct.rs` has no library session until a request needs one (anything
+/// but a plain call and `notifications/initialized`): it exists here as its owner and its
+/// handshake, and the library's session is built for it on that first request, told the
+/// handshake again as its client sent it. Most sessions never need one, and a library session
+/// holds about 120 KiB (its worker, its serving loop and their channels).
 struct OwnedSessions {
-    inner: LocalSessionManager,
+    inner: Arc<LocalSessionManager>,
     owners: Arc<sessions::Owners>,
     /// This replica's name, at the front of every session id it hands out.
     replica: Option<String>,
+    /// What serves a library session built later, and what ends it with the server.
+    handler: McpHandler,
+    shutdown: CancellationToken,
+    /// One library session built at a time (rare: a session's first request that needs one).
+    building: tokio::sync::Mutex<()>,
+}
+
+impl OwnedSessions {
+    /// The library's session for `id`, built from its handshake if the session was opened
+    /// without one: the handler served over the library's session transport, as the library
+    /// serves the sessions it opens, and told `initialize` (the version agreed, the client's
+    /// name and capabilities) and `notifications/initialized` again.
+    async fn library_session(&self, id: &SessionId) -> Result<(), SessionError> {
+        if self.inner.has_session(id).await? {
+            return Ok(());
+        }
+        let _one_at_a_time = self.building.lock().await;
+        if self.inner.has_session(id).await? {
+            return Ok(());
+        }
+        let Some(client) = self.owners.handshake(id) else {
+            return Err(SessionError::Closed);
+        };
+        let (Some(protocol), Some(info), Some(capabilities)) =
+            (client.protocol.clone(), client.info.clone(), client.capabilities.clone())
+        else {
+            return Err(SessionError::Closed);
+        };
+        let mut params = InitializeRequestParams::new(capabilities, info);
+        params.protocol_version = protocol;
+        let (handle, worker) = create_local_session(id.clone(), self.inner.session_config.clone());
+        self.inner.sessions.write().await.insert(id.clone(), handle);
+        let transport = WorkerTransport::spawn(worker);
+        let (inner, owners, handler, ended) =
+            (self.inner.clone(), self.owners.clone(), self.handler.clone(), id.clone());
+        let stop = self.shutdown.child_token();
+        tokio::spawn(async move {
+            if let Ok(running) = rmcp::service::serve_server_with_ct(handler, transport, stop).await {
+                let _ = running.waiting().await;
+            }
+            owners.close(&ended);
+            let _ = inner.close_session(&ended).await;
+        });
+        let initialize = ClientJsonRpcMessage::request(
+            ClientRequest::InitializeRequest(Request::new(params)),
+            NumberOrString::Number(0),
+        );
+        self.inner.initialize_session(id, initialize).await?;
+        let initialized =
+            ClientNotification::InitializedNotification(rmcp::model::InitializedNotification::default());
+        self.inner.accept_message(id, ClientJsonRpcMessage::notification(initialized)).await?;
+        tracing::debug!("a library session built for a session opened without one");
+        Ok(())
+    }
+
+    /// How many library sessions are still served.
+    async fn serving(&self) -> usize {
+        self.inner.sessions.read().await.len()
+    }
 }
 
 /// Why a session could not be created or used.
@@ -55,6 +123,9 @@ enum SessionError {
     /// identity not established, no slot taken): refused, never created unowned.
     #[error("a session was requested outside an initialize the server accepted")]
     NotOpened,
+    /// The session ended while its library session was being built.
+    #[error("the session was closed")]
+    Closed,
 }
 
 impl SessionManager for OwnedSessions {
@@ -102,7 +173,7 @@ impl SessionManager for OwnedSessions {
         Ok(answer)
     }
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        Ok(self.inner.has_session(id).await?)
+        Ok(self.owners.handshake(id).is_some() || self.inner.has_session(id).await?)
     }
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         self.owners.close(id);
@@ -113,15 +184,18 @@ impl SessionManager for OwnedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.library_session(id).await?;
         Ok(self.inner.create_stream(id, message).await?)
     }
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
+        self.library_session(id).await?;
         Ok(self.inner.accept_message(id, message).await?)
     }
     async fn create_standalone_stream(
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.library_session(id).await?;
         Ok(self.inner.create_standalone_stream(id).await?)
     }
     async fn resume(
@@ -129,6 +203,7 @@ impl SessionManager for OwnedSessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.library_session(id).await?;
         Ok(self.inner.resume(id, last_event_id).await?)
     }
     fn event_store(&self) -> Option<Arc<dyn rmcp::transport::streamable_http_server::session::EventStore>> {
@@ -178,7 +253,7 @@ pub struct App {
     pub router: Router,
     pub(crate) readiness: Arc<super::ready::Readiness>,
     /// The Streamable HTTP sessions, when there are any: waited for on the way out.
-    pub(crate) sessions: Option<Arc<sessions::Owners>>,
+    sessions: Option<Arc<OwnedSessions>>,
 }
 
 /// The whole HTTP application for `server` answering at `addr` (whose host and port make the
@@ -237,18 +312,27 @@ pub async fn app(
             // Calls inside a session may be answered without the library (`direct.rs`): it
             // would count the session idle while it is used, so sessions expire here instead.
             inner.session_config.keep_alive = None;
-            let manager =
-                Arc::new(OwnedSessions { inner, owners: owners.clone(), replica: s.replica_id.clone() });
+            let manager = Arc::new(OwnedSessions {
+                inner: Arc::new(inner),
+                owners: owners.clone(),
+                replica: s.replica_id.clone(),
+                handler: handler.clone(),
+                shutdown: shutdown.clone(),
+                building: tokio::sync::Mutex::new(()),
+            });
             close_idle_sessions(manager.clone(), shutdown.clone());
             // A request that needs no stream (one whose handler sends nothing before its
             // answer) gets plain JSON with a length: less for clients to parse. The library
             // does that for stateless requests; `plain_json` for those in a session.
             let config = streamable_config(s.max_body_bytes, shutdown);
             let direct = handler.clone();
-            let in_session =
-                Arc::new(super::direct::InSession { handler: handler.clone(), owners: owners.clone() });
+            let in_session = Arc::new(super::direct::InSession {
+                handler: handler.clone(),
+                owners: owners.clone(),
+                replica: s.replica_id.clone(),
+            });
+            open_sessions = Some(manager.clone());
             let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
-            open_sessions = Some(owners.clone());
             let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
             // Requests without a session (protocol 2026-07-28) are as stateless here as there.
             Router::new()
@@ -355,12 +439,12 @@ pub async fn serve(server: Arc<Server>, transport: TransportChoice) -> anyhow::R
         give_up.cancel();
     });
     listener::serve(listener, app, limits, stop, drain).await;
-    // The sessions' serving loops, ended with the streams, close their transports: let them
-    // finish (each session leaves the registry when it has) rather than cut them off with the
-    // runtime, which the library reports as an error.
+    // The library sessions' serving loops, ended with the streams, close their transports: let
+    // them finish (each leaves the library's registry when it has) rather than cut them off
+    // with the runtime, which the library reports as an error.
     if let Some(sessions) = sessions {
         let _ = tokio::time::timeout(SESSIONS_CLOSE, async {
-            while sessions.count() > 0 {
+            while sessions.serving().await > 0 {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })

@@ -288,11 +288,6 @@ impl Owners {
         let st = self.inner.lock().expect("sessions lock");
         st.sessions.iter().filter(|(_, e)| e.used.elapsed() >= idle).map(|(id, _)| id.clone()).collect()
     }
-
-    /// Open sessions (not counting those being opened).
-    pub(crate) fn count(&self) -> usize {
-        self.inner.lock().expect("sessions lock").sessions.len()
-    }
 }
 
 fn release(st: &mut State, owner: &Principal) {
@@ -360,7 +355,6 @@ mod tests {
         assert_eq!(o.open(Principal::login("bob")).unwrap_err().status(), StatusCode::SERVICE_UNAVAILABLE);
         o.close("a1");
         o.open(alice()).unwrap().opened("a3".into(), [1; 32]);
-        assert_eq!(o.count(), 3);
         assert_eq!(o.gauge.get(), 3, "the gauge counts what is open");
     }
 

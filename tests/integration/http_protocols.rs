@@ -171,6 +171,8 @@ async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
         }
         let session = support::http::StreamableClient::connect(&server.url(""), None).await.expect("session");
         session.call("repoGet", json!({"owner": "alice", "repo": "demo"}), None).await.expect("call");
+        // A request the library serves in the session (its session is built for it).
+        session.request("tools/list", json!({}), None).await.expect("tools/list");
         // Everything the server ever logged (it has exited), but for its own words on the way out.
         let log = server.stop_and_log().await;
         let added: Vec<&str> = log.lines().skip(before).filter(|l| !l.contains("shutting down")).collect();
@@ -460,5 +462,124 @@ async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
     assert_eq!(closed.status(), 200);
     let (status, _, body) = post(cases[0].clone(), support::http::ACCEPT_BOTH).await;
     assert_eq!(status, 404, "{body}");
+    server.stop_and_log().await;
+}
+
+#[tokio::test]
+async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
+    let (forge, mut server) = alice_and_her_server(&[(
+        "LOG_LEVEL",
+        "warn,aegis_gitea_mcp::transport::direct=debug,aegis_gitea_mcp::transport::http=debug",
+    )])
+    .await;
+    let http = support::http::http_client();
+    const WEIGHTED: &str = "application/json;q=1, text/event-stream";
+    let post = |session: Option<&str>, accept: &'static str, body: Value| {
+        let mut req = http
+            .post(server.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .body(body.to_string());
+        if let Some(s) = session {
+            req = req
+                .header("mcp-session-id", s)
+                .header("mcp-protocol-version", support::http::PROTOCOL_VERSION);
+        }
+        req
+    };
+    let lines = |log: &str, what: &str| log.lines().filter(|l| l.contains(what)).count();
+    let opened_here = |log: &str| lines(log, "initialize answered without the MCP library's session");
+    let built = |log: &str| lines(log, "a library session built for a session opened without one");
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": support::http::PROTOCOL_VERSION, "capabilities": {"elicitation": {}},
+        "clientInfo": support::http::test_client_info()}});
+    let open = |accept: &'static str| {
+        let req = post(None, accept, initialize.clone());
+        async move {
+            let r = req.send().await.expect("initialize");
+            let mut names: Vec<String> = r
+                .headers()
+                .keys()
+                .map(|k| k.as_str().to_owned())
+                .filter(|k| k != "date" && k != "content-length")
+                .collect();
+            names.sort();
+            let session =
+                r.headers().get("mcp-session-id").expect("a session id").to_str().unwrap().to_owned();
+            let kind = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+            (session, (r.status().as_u16(), kind, names, r.text().await.expect("body")))
+        }
+    };
+    // The handshake, answered here and by the library, byte for byte the same.
+    let (here, here_answer) = open(support::http::ACCEPT_BOTH).await;
+    let (library, library_answer) = open(WEIGHTED).await;
+    assert_eq!(opened_here(&server.stderr()), 1, "the handshake was answered here once");
+    assert_eq!(here_answer, library_answer);
+    assert_eq!(here_answer.0, 200);
+    assert_ne!(here, library);
+    assert_eq!(here.len(), library.len(), "{here} {library}");
+    // `notifications/initialized`: here, and by the library's session.
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let a = status_type_body(post(Some(&here), support::http::ACCEPT_BOTH, initialized.clone())).await;
+    let b = status_type_body(post(Some(&library), WEIGHTED, initialized.clone())).await;
+    assert_eq!(a, b);
+    assert_eq!(a.0, 202, "{a:?}");
+    // Plain calls need no library session.
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}}});
+    for _ in 0..3 {
+        let (status, _, body) =
+            status_type_body(post(Some(&here), support::http::ACCEPT_BOTH, call.clone())).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains(r#""name":"demo""#), "{body}");
+    }
+    assert_eq!(built(&server.stderr()), 0, "no library session yet");
+    // The first request that needs one builds it, once, told the same handshake: the same
+    // tools, and the client's capabilities as it declared them (a tool that asks the person
+    // asks it, on the call's own stream).
+    let list = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
+    let a = status_type_body(post(Some(&here), support::http::ACCEPT_BOTH, list.clone())).await;
+    let b = status_type_body(post(Some(&library), support::http::ACCEPT_BOTH, list.clone())).await;
+    assert_eq!(a, b);
+    assert_eq!(a.0, 200);
+    let delete = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}}});
+    let mut r = post(Some(&here), support::http::ACCEPT_BOTH, delete).send().await.expect("repoDelete");
+    let first = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut seen = String::new();
+        while let Ok(Some(chunk)) = r.chunk().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("elicitation/create") {
+                break;
+            }
+        }
+        seen
+    })
+    .await
+    .expect("the question in time");
+    assert!(first.contains("elicitation/create"), "{first}");
+    drop(r);
+    let a = status_type_body(post(Some(&here), support::http::ACCEPT_BOTH, list.clone())).await;
+    assert_eq!(a, b);
+    assert_eq!(built(&server.stderr()), 1, "built once");
+    // A session closed before it needed one leaves nothing behind.
+    let (unused, _) = open(support::http::ACCEPT_BOTH).await;
+    for s in [&here, &unused] {
+        let closed = http
+            .delete(server.url("/mcp"))
+            .header("mcp-session-id", s.as_str())
+            .header("mcp-protocol-version", support::http::PROTOCOL_VERSION)
+            .send()
+            .await
+            .expect("DELETE");
+        assert_eq!(closed.status(), 200);
+        for body in [&call, &list] {
+            let (status, _, answer) =
+                status_type_body(post(Some(s), support::http::ACCEPT_BOTH, body.clone())).await;
+            assert_eq!(status, 404, "{answer}");
+        }
+    }
+    assert_eq!(built(&server.stderr()), 1);
+    assert!(forge.requests().iter().all(|r| r.method != "DELETE"), "the repository was not deleted unasked");
     server.stop_and_log().await;
 }
