@@ -15,29 +15,11 @@ fn main() {
         let source = Path::new("../specs").join(name);
         println!("cargo::rerun-if-changed={}", source.display());
         let spec = std::fs::read(&source).unwrap_or_else(|e| panic!("{}: {e}", source.display()));
+        // Members keep their order (`preserve_order`): the catalog lists tools in spec order.
+        let spec: serde_json::Value =
+            serde_json::from_slice(&spec).unwrap_or_else(|e| panic!("{}: {e}", source.display()));
+        let compact = serde_json::to_vec(&spec).expect("a JSON value serializes");
         let target = out.join(name);
-        std::fs::write(&target, compact(&spec)).unwrap_or_else(|e| panic!("{}: {e}", target.display()));
+        std::fs::write(&target, compact).unwrap_or_else(|e| panic!("{}: {e}", target.display()));
     }
-}
-
-/// `json` without the whitespace outside its strings: every token as it was.
-fn compact(json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(json.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in json {
-        if in_string {
-            out.push(b);
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
-            in_string = b == b'"';
-            out.push(b);
-        }
-    }
-    out
 }
