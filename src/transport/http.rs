@@ -65,10 +65,11 @@ impl OwnedSessions {
     /// without one: the handler served over the library's session transport, as the library
     /// serves the sessions it opens, and told `initialize` (the version agreed, the client's
     /// name and capabilities) and `notifications/initialized` again.
+    ///
+    /// Asked under the lock even when the session has one: a library session is registered
+    /// before it is told its handshake, and a request that reached it in between (a client's
+    /// standalone stream and its first request, side by side) would end it.
     async fn library_session(&self, id: &SessionId) -> Result<(), SessionError> {
-        if self.inner.has_session(id).await? {
-            return Ok(());
-        }
         let _one_at_a_time = self.building.lock().await;
         if self.inner.has_session(id).await? {
             return Ok(());
@@ -100,12 +101,28 @@ impl OwnedSessions {
             ClientRequest::InitializeRequest(Request::new(params)),
             NumberOrString::Number(0),
         );
-        self.inner.initialize_session(id, initialize).await?;
         let initialized =
             ClientNotification::InitializedNotification(rmcp::model::InitializedNotification::default());
-        self.inner.accept_message(id, ClientJsonRpcMessage::notification(initialized)).await?;
-        tracing::debug!("a library session built for a session opened without one");
-        Ok(())
+        let told = tokio::time::timeout(BUILD_LIMIT, async {
+            self.inner.initialize_session(id, initialize).await?;
+            self.inner.accept_message(id, ClientJsonRpcMessage::notification(initialized)).await
+        })
+        .await;
+        match told {
+            Ok(Ok(())) => {
+                tracing::debug!("a library session built for a session opened without one");
+                Ok(())
+            }
+            // A session that could not be told its handshake is ended, as the library ends one
+            // whose handshake fails.
+            failed => {
+                let _ = self.close_session(id).await;
+                match failed {
+                    Ok(Err(e)) => Err(e.into()),
+                    _ => Err(SessionError::Closed),
+                }
+            }
+        }
     }
 
     /// How many library sessions are still served.
@@ -220,6 +237,9 @@ fn streamable_config(max_body_bytes: usize, shutdown: &CancellationToken) -> Str
         .with_cancellation_token(shutdown.child_token())
         .with_max_request_body_bytes(max_body_bytes)
 }
+
+/// How long a library session may take to be told its handshake (in-process messages only).
+const BUILD_LIMIT: Duration = Duration::from_secs(10);
 
 /// How long in-flight calls may run after a shutdown signal.
 const DRAIN: Duration = Duration::from_secs(20);

@@ -562,6 +562,24 @@ async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
     let a = status_type_body(post(Some(&here), support::http::ACCEPT_BOTH, list.clone())).await;
     assert_eq!(a, b);
     assert_eq!(built(&server.stderr()), 1, "built once");
+    // First requests side by side, as clients send them (the standalone stream and a request):
+    // one library session, built before either reaches it.
+    for _ in 0..5 {
+        let (fresh, _) = open(support::http::ACCEPT_BOTH).await;
+        let stream = http
+            .get(server.url("/mcp"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &fresh)
+            .header("mcp-protocol-version", support::http::PROTOCOL_VERSION)
+            .send();
+        let listed = status_type_body(post(Some(&fresh), support::http::ACCEPT_BOTH, list.clone()));
+        let (stream, (status, _, body)) = tokio::join!(stream, listed);
+        let stream = stream.expect("GET");
+        assert_eq!(stream.status(), 200);
+        assert!(body.contains(r#""tools":["#), "{status} {body}");
+        drop(stream);
+    }
+    assert_eq!(built(&server.stderr()), 6, "built once for each");
     // A session closed before it needed one leaves nothing behind.
     let (unused, _) = open(support::http::ACCEPT_BOTH).await;
     for s in [&here, &unused] {
@@ -579,7 +597,7 @@ async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
             assert_eq!(status, 404, "{answer}");
         }
     }
-    assert_eq!(built(&server.stderr()), 1);
+    assert_eq!(built(&server.stderr()), 6);
     assert!(forge.requests().iter().all(|r| r.method != "DELETE"), "the repository was not deleted unasked");
     server.stop_and_log().await;
 }
