@@ -142,8 +142,10 @@ async fn long_refused_tokens_cost_little_cpu() {
     }
     let used = cpu_time(pid) - before;
     eprintln!("20 calls with 8 KiB refused tokens: {used:?} of server CPU");
-    // Quadratic automata took seconds per call here (0.14 s each in a release build).
-    assert!(used < Duration::from_secs(4), "20 calls took {used:?} of CPU");
+    // Quadratic automata took seconds per call here (0.14 s each in a release build): 20 s and
+    // more for these 20. Linear work takes 2.6–3 s of this debug server's CPU on a quiet
+    // machine and up to 4.05 s on a loaded CI machine, whose other tests share its cores.
+    assert!(used < Duration::from_secs(10), "20 calls took {used:?} of CPU");
     assert!(forge.requests().iter().all(|r| r.raw_path == "/api/v1/user" || r.raw_path == "/api/v1/version"));
 }
 
