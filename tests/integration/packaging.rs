@@ -166,10 +166,24 @@ fn every_package_file_names_the_crate_version_and_repository() {
     assert!(changelog.contains(&format!("## [{VERSION}] - ")), "CHANGELOG.md has no entry for {VERSION}");
 
     // One binary everywhere: the wheel (and with it every other file scripts/package makes)
-    // and the container image are built with the same profile, from the same lock file.
+    // and the container image are the profile-guided build of scripts/build-release: the
+    // release profile, the same lock file, the same profile of the server's work.
     assert!(pyproject.contains("profile = \"release\"") && pyproject.contains("locked = true"));
+    let build = read_text("scripts/build-release");
+    let final_build = "RUSTFLAGS=\"$flags\" cargo build --release --locked --target-dir \"$target/pgo\"";
+    assert!(build.contains(final_build), "scripts/build-release: {final_build} is gone");
+    let package = read_text("scripts/package");
+    assert!(
+        package.contains("flags=$(scripts/build-release --rustflags-only)")
+            && package.contains("RUSTFLAGS=\"$flags\" \"$venv_bin/maturin\" build"),
+        "scripts/package builds the wheel without the profile of scripts/build-release"
+    );
     let containerfile = read_text("deploy/Containerfile");
-    assert!(containerfile.contains("cargo build --release --locked --bin aegis-gitea-mcp"));
+    assert!(
+        containerfile.contains("scripts/build-release")
+            && containerfile.contains("install -D -m 0755 target/pgo/release/aegis-gitea-mcp"),
+        "deploy/Containerfile builds another binary than the release files carry"
+    );
 }
 
 /// The fenced blocks of `lang` in the part of `text` from the heading `from` to the next `## `.
