@@ -56,8 +56,28 @@ CALLS = [
 ]
 
 
+# The whole workload takes about 2 s; a server or forge that stops answering ends it here
+# rather than holding the build until CI's own limit.
+LIMIT_S = 300
+STARTED: list[subprocess.Popen] = []
+
+
 def fail(why: str) -> None:
     sys.exit(f"pgo-workload: {why}")
+
+
+def start(argv: list[str], **kw) -> subprocess.Popen:
+    """A process of the workload, ended by the watchdog if the workload outlives LIMIT_S."""
+    p = subprocess.Popen(argv, text=True, **kw)
+    STARTED.append(p)
+    return p
+
+
+def give_up() -> None:
+    for p in STARTED:
+        p.kill()
+    print(f"pgo-workload: not done after {LIMIT_S} s: a server or the forge stopped answering", file=sys.stderr)
+    os._exit(1)
 
 
 def check(answer: dict, tool: str, error: bool) -> None:
@@ -87,7 +107,7 @@ def environment(forge: str, **extra: str) -> dict[str, str]:
 def stdio(server: str, env: dict[str, str], rounds: int) -> int:
     """One stdio session: the handshake, the tool list, `rounds` rounds of CALLS, an unknown
     tool; the server ends when its input does (and writes its profile)."""
-    p = subprocess.Popen([server, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+    p = start([server, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     assert p.stdin and p.stdout
 
     def ask(message: dict) -> dict | None:
@@ -175,8 +195,8 @@ def over_http(server: str, env: dict[str, str], stateless: bool) -> None:
     """The server over Streamable HTTP, HTTP_CLIENTS clients at once; stopped as a service
     manager stops it (SIGTERM), which lets it write its profile."""
     env = {**env, "MCP_STATELESS": "true" if stateless else "false"}
-    p = subprocess.Popen([server, "serve", "--transport", "http", "--listen", "127.0.0.1:0"],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+    p = start([server, "serve", "--transport", "http", "--listen", "127.0.0.1:0"],
+              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     assert p.stderr
     url = None
     for line in p.stderr:
@@ -239,8 +259,11 @@ def main() -> None:
     if len(sys.argv) != 3:
         fail("usage: pgo-workload.py SERVER FAKE_FORGE")
     server, fake = sys.argv[1:]
-    forge_p = subprocess.Popen([fake, "--flavor", "gitea", "--no-record", "--seed-repo", "alice/demo",
-                                "--seed-issues", "5", "--user", f"{TOKEN}=alice"], stdout=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(LIMIT_S, give_up)
+    watchdog.daemon = True
+    watchdog.start()
+    forge_p = start([fake, "--flavor", "gitea", "--no-record", "--seed-repo", "alice/demo",
+                     "--seed-issues", "5", "--user", f"{TOKEN}=alice"], stdout=subprocess.PIPE)
     try:
         assert forge_p.stdout
         forge = forge_p.stdout.readline().strip()
