@@ -5,8 +5,9 @@
 //! loop (`listener.rs`: connection caps, header and idle timeouts). SIGTERM or Ctrl-C stops
 //! accepting, lets in-flight calls finish (up to `DRAIN`), ends open streams, then exits.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use super::layers::{self, LayerConfig};
@@ -56,21 +57,87 @@ struct OwnedSessions {
     /// What serves a library session built later, and what ends it with the server.
     handler: McpHandler,
     shutdown: CancellationToken,
-    /// One library session built at a time (rare: a session's first request that needs one).
-    building: tokio::sync::Mutex<()>,
+    /// The library sessions being built, each behind a lock of its own: a request to a session
+    /// being built waits for it, and no other session's request does.
+    building: Building,
+}
+
+/// Sessions whose library session is being built, each with the lock its builder holds.
+type Building = std::sync::Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>;
+
+/// A build under way: takes the session's mark out of `Building` when the build ends, however
+/// it ends (a request whose client went away is dropped mid-build), then lets go of its lock
+/// (a field, dropped after `drop`).
+struct Build<'a> {
+    building: &'a Building,
+    id: &'a SessionId,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    _held: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for Build<'_> {
+    fn drop(&mut self) {
+        let mut building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
+        if building.get(self.id).is_some_and(|l| Arc::ptr_eq(l, &self.lock)) {
+            building.remove(self.id);
+        }
+    }
 }
 
 impl OwnedSessions {
+    fn new(
+        owners: Arc<sessions::Owners>,
+        replica: Option<String>,
+        handler: McpHandler,
+        shutdown: &CancellationToken,
+    ) -> OwnedSessions {
+        let mut inner = LocalSessionManager::default();
+        // Calls inside a session may be answered without the library (`direct.rs`): it would
+        // count the session idle while it is used, so sessions expire here instead.
+        inner.session_config.keep_alive = None;
+        OwnedSessions {
+            inner: Arc::new(inner),
+            owners,
+            replica,
+            handler,
+            shutdown: shutdown.clone(),
+            building: Building::default(),
+        }
+    }
+
     /// The library's session for `id`, built from its handshake if the session was opened
     /// without one: the handler served over the library's session transport, as the library
     /// serves the sessions it opens, and told `initialize` (the version agreed, the client's
     /// name and capabilities) and `notifications/initialized` again.
     ///
-    /// Asked under the lock even when the session has one: a library session is registered
-    /// before it is told its handshake, and a request that reached it in between (a client's
-    /// standalone stream and its first request, side by side) would end it.
+    /// A library session is registered before it is told its handshake, and a request that
+    /// reached it in between (a client's standalone stream and its first request, side by
+    /// side) would end it: a request to a session being built waits for the build. Whether the
+    /// session is registered is asked before whether it is being built, as a build is marked
+    /// before it registers the session and unmarked only once it has told it.
     async fn library_session(&self, id: &SessionId) -> Result<(), SessionError> {
-        let _one_at_a_time = self.building.lock().await;
+        let _build = loop {
+            let registered = self.inner.has_session(id).await?;
+            let lock = {
+                let mut building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
+                match building.get(id) {
+                    Some(lock) => lock.clone(),
+                    None if registered => return Ok(()),
+                    None => building.entry(id.clone()).or_default().clone(),
+                }
+            };
+            let held = lock.clone().lock_owned().await;
+            // Still this session's mark? A builder that held the lock before unmarked it when
+            // it ended: ask again from the start.
+            let marked = {
+                let building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
+                building.get(id).is_some_and(|l| Arc::ptr_eq(l, &lock))
+            };
+            if marked {
+                break Build { building: &self.building, id, lock, _held: held };
+            }
+        };
+        // Registered by the library itself since it was asked (an `initialize` it served).
         if self.inner.has_session(id).await? {
             return Ok(());
         }
@@ -328,18 +395,8 @@ pub async fn app(
                 SESSION_WORDS,
                 server.metrics.sessions_open(),
             );
-            let mut inner = LocalSessionManager::default();
-            // Calls inside a session may be answered without the library (`direct.rs`): it
-            // would count the session idle while it is used, so sessions expire here instead.
-            inner.session_config.keep_alive = None;
-            let manager = Arc::new(OwnedSessions {
-                inner: Arc::new(inner),
-                owners: owners.clone(),
-                replica: s.replica_id.clone(),
-                handler: handler.clone(),
-                shutdown: shutdown.clone(),
-                building: tokio::sync::Mutex::new(()),
-            });
+            let manager =
+                Arc::new(OwnedSessions::new(owners.clone(), s.replica_id.clone(), handler.clone(), shutdown));
             close_idle_sessions(manager.clone(), shutdown.clone());
             // A request that needs no stream (one whose handler sends nothing before its
             // answer) gets plain JSON with a length: less for clients to parse. The library
@@ -504,5 +561,65 @@ fn warn_if_open(server: &Server, addr: SocketAddr, cfg: &LayerConfig) {
     }
     if cfg.allowed_hosts.is_empty() {
         tracing::warn!("listening on {addr} with no --allowed-hosts: any Host header is accepted");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session's library session being built (its lock held, as by a build that waits for
+    /// its handshake's answer) holds up that session's requests, and no other session's.
+    #[tokio::test]
+    async fn a_build_holds_up_its_own_session_only() {
+        let forge = fake_forge::FakeForge::start(fake_forge::Options::default()).await;
+        let cli = <crate::config::Cli as clap::Parser>::try_parse_from([
+            "aegis-gitea-mcp",
+            "--url",
+            &forge.base_url(),
+            "--flavor",
+            "gitea",
+        ])
+        .unwrap();
+        let settings = crate::config::Settings::resolve(cli.common, &|_| None).unwrap();
+        let server = Arc::new(Server::start(settings).await.unwrap());
+        let owners = sessions::Owners::new(8, 8, SESSION_WORDS, server.metrics.sessions_open());
+        let shutdown = CancellationToken::new();
+        let manager = Arc::new(OwnedSessions::new(owners, None, McpHandler::new(server), &shutdown));
+        let register = |id: &SessionId| {
+            let manager = manager.clone();
+            let id = id.clone();
+            async move {
+                let (handle, _worker) =
+                    create_local_session(id.clone(), manager.inner.session_config.clone());
+                manager.inner.sessions.write().await.insert(id, handle);
+            }
+        };
+        let (building, other) = (SessionId::from("building"), SessionId::from("other"));
+        register(&building).await;
+        register(&other).await;
+        // The build of `building`, as `library_session` marks and holds it, mid-way.
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        manager.building.lock().unwrap().insert(building.clone(), lock.clone());
+        let held = lock.clone().lock_owned().await;
+        let waiting = tokio::spawn({
+            let manager = manager.clone();
+            let building = building.clone();
+            async move { manager.library_session(&building).await }
+        });
+        let limit = Duration::from_secs(30);
+        tokio::time::timeout(limit, manager.library_session(&other))
+            .await
+            .expect("another session's request is not held up by the build")
+            .unwrap();
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!waiting.is_finished(), "the session's own request waits for its build");
+        // The build ends: unmarked, then its lock let go.
+        drop(Build { building: &manager.building, id: &building, lock, _held: held });
+        tokio::time::timeout(limit, waiting).await.expect("answered once built").unwrap().unwrap();
+        assert!(manager.building.lock().unwrap().is_empty());
+        shutdown.cancel();
     }
 }
