@@ -333,6 +333,9 @@ struct Inner {
     names: Mutex<HashMap<Box<[u8]>, Arc<str>>>,
     next: AtomicU64,
     chores: tokio::sync::mpsc::Sender<(Instant, Chore)>,
+    /// The uses queued to be taken back (`Chore::Forget`), by key: their attempts. A new use
+    /// of the same id takes them back first (`once`); at most one per queued chore.
+    taking_back: Mutex<HashMap<String, Vec<String>>>,
     /// Asks waiting for the next round trip, and slots to give back with it (`send_asks`).
     asks: tokio::sync::mpsc::Sender<Item>,
     /// The last warning logged, as seconds since `epoch` + 1 (0: none yet).
@@ -422,6 +425,7 @@ impl Store {
             names: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
             chores,
+            taking_back: Mutex::new(HashMap::new()),
             asks,
             warned: AtomicU64::new(0),
             memory,
@@ -507,6 +511,15 @@ impl Store {
             .arg(keep_ms)
             .arg(issued.saturating_sub(SINCE_SLACK_SECS))
             .arg(generation);
+        // A use of this id whose answer was lost and that is still to be taken back (a client
+        // retries at once when refused for it): taken back first, here, so that the retry is
+        // not refused for a use that did not happen. Not taken back (the store is still away):
+        // the store cannot decide this one either.
+        for attempt in self.0.waiting_to_be_taken_back(&mark.key) {
+            let earlier = Mark { key: mark.key.clone(), attempt };
+            forget(&self.0, &earlier, false).await?;
+            self.0.taken_back(&earlier);
+        }
         let mut con = self.0.con();
         let answer = self.run("once", call.invoke_async::<(i64, String)>(&mut con)).await;
         if let Ok((_, g)) = &answer {
@@ -521,7 +534,7 @@ impl Store {
                 // (never another's), so that a retry is not refused for a use that did not
                 // happen.
                 if e.maybe_sent() {
-                    self.0.chore(Chore::Forget(mark));
+                    self.0.take_back_later(mark);
                 }
                 Err(e)
             }
@@ -532,7 +545,7 @@ impl Store {
     /// now or, while the store is away, in the background.
     pub(crate) async fn forget(&self, mark: Mark) {
         if forget(&self.0, &mark, false).await.is_err() {
-            self.0.chore(Chore::Forget(mark));
+            self.0.take_back_later(mark);
         }
     }
 
@@ -908,9 +921,35 @@ impl Inner {
     }
 
     /// Queue `chore` for the background worker (a full queue: it is dropped; a slot then
-    /// expires, a use stays used).
-    fn chore(&self, chore: Chore) {
-        let _ = self.chores.try_send((Instant::now(), chore));
+    /// expires, a use stays used). Whether it was queued.
+    fn chore(&self, chore: Chore) -> bool {
+        self.chores.try_send((Instant::now(), chore)).is_ok()
+    }
+
+    /// Take `mark` back in the background, and remember that it waits (`once`).
+    fn take_back_later(&self, mark: Mark) {
+        let (key, attempt) = (mark.key.clone(), mark.attempt.clone());
+        let mut waiting = self.taking_back.lock().expect("take-backs lock");
+        if self.chore(Chore::Forget(mark)) {
+            waiting.entry(key).or_default().push(attempt);
+        }
+    }
+
+    /// The attempts of uses of `key` that wait to be taken back.
+    fn waiting_to_be_taken_back(&self, key: &str) -> Vec<String> {
+        let waiting = self.taking_back.lock().expect("take-backs lock");
+        waiting.get(key).cloned().unwrap_or_default()
+    }
+
+    /// `mark` was taken back (or is given up on): it waits no more.
+    fn taken_back(&self, mark: &Mark) {
+        let mut waiting = self.taking_back.lock().expect("take-backs lock");
+        if let Some(attempts) = waiting.get_mut(&mark.key) {
+            attempts.retain(|a| *a != mark.attempt);
+            if attempts.is_empty() {
+                waiting.remove(&mark.key);
+            }
+        }
     }
 }
 
@@ -1138,7 +1177,11 @@ async fn do_chores(inner: Weak<Inner>, mut queue: tokio::sync::mpsc::Receiver<(I
             let age = queued.elapsed();
             match chore {
                 Chore::Release(..) => age < LEASE,
-                Chore::Forget(_) => age < FORGET_FOR,
+                Chore::Forget(_) if age < FORGET_FOR => true,
+                Chore::Forget(mark) => {
+                    inner.taken_back(mark);
+                    false
+                }
             }
         });
         let (releases, forgets): (Vec<_>, Vec<_>) =
@@ -1159,6 +1202,8 @@ async fn do_chores(inner: Weak<Inner>, mut queue: tokio::sync::mpsc::Receiver<(I
             if let Chore::Forget(mark) = &chore {
                 if forget(&inner, mark, true).await.is_err() {
                     again.push((queued, chore));
+                } else {
+                    inner.taken_back(mark);
                 }
             }
         }
