@@ -1,6 +1,7 @@
 //! What the server counts for an operator: calls by tool and outcome, how long calls and
 //! forge requests take, the forge's status codes, what the guard did, how the identity
-//! cache answered, the sessions and streams open, and rate-limit refusals. One registry per
+//! cache answered, the sessions and streams open, which path answered Streamable HTTP
+//! requests, and rate-limit refusals. One registry per
 //! `Server` (never a global: a process may run several), rendered as Prometheus text at
 //! `/metrics` (`transport/metrics.rs`).
 //!
@@ -48,6 +49,7 @@ pub(crate) struct Metrics {
     identity_cache: IdentityCacheCounts,
     sessions_open: Gauge<i64, AtomicI64>,
     streams_open: Gauge<i64, AtomicI64>,
+    mcp_requests: McpRequests,
     rate_limited: RateLimits,
     state: StateMetrics,
 }
@@ -117,6 +119,20 @@ impl Metrics {
         registry.register("sessions_open", "Open Streamable HTTP sessions", sessions_open.clone());
         let streams_open = Gauge::<i64, AtomicI64>::default();
         registry.register("streams_open", "Open legacy SSE streams", streams_open.clone());
+        let paths = Family::<PathLabel, Counter>::default();
+        registry.register(
+            "mcp_requests",
+            "Streamable HTTP requests at /mcp by the path that answered them: direct (a plain call, stateless or in a session, and a plain handshake, answered without the MCP library's per-request machinery) or library (everything else)",
+            paths.clone(),
+        );
+        let library_sessions = Counter::default();
+        registry.register(
+            "library_sessions",
+            "MCP library sessions built for sessions opened without one, on the first request that needs one",
+            library_sessions.clone(),
+        );
+        let path = |name: &'static str| paths.get_or_create(&PathLabel { path: name }).clone();
+        let mcp_requests = McpRequests { direct: path("direct"), library: path("library"), library_sessions };
         let state = StateMetrics::default();
         registry.register(
             "state_requests",
@@ -154,6 +170,7 @@ impl Metrics {
             identity_cache,
             sessions_open,
             streams_open,
+            mcp_requests,
             rate_limited,
         }
     }
@@ -202,6 +219,11 @@ impl Metrics {
     /// The gauge of open legacy SSE streams.
     pub(crate) fn streams_open(&self) -> Gauge<i64, AtomicI64> {
         self.streams_open.clone()
+    }
+
+    /// Which path answered the Streamable HTTP requests, and the library sessions built.
+    pub(crate) fn mcp_requests(&self) -> &McpRequests {
+        &self.mcp_requests
     }
 
     /// Every metric as Prometheus text.
@@ -343,6 +365,15 @@ impl Tally for GuardActions {
     }
 }
 
+/// Streamable HTTP requests by the path that answered them (an increment each, no lookup),
+/// and the library sessions built for sessions opened without one.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct McpRequests {
+    pub(crate) direct: Counter,
+    pub(crate) library: Counter,
+    pub(crate) library_sessions: Counter,
+}
+
 /// The login cache's counters.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct IdentityCacheCounts {
@@ -372,6 +403,11 @@ struct StatusLabel {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ActionLabel {
     action: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PathLabel {
+    path: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -442,6 +478,8 @@ mod tests {
         m.guard().add(Action::Mask);
         m.identity_cache().hit.inc();
         m.sessions_open().inc();
+        m.mcp_requests().direct.inc();
+        m.mcp_requests().library_sessions.inc();
         m.rate_limits().refused("per_minute");
         m.state().request(&["admit", "release"], "ok", Some(Duration::from_micros(50)));
         m.state().fallback("caller", "local");
@@ -460,6 +498,8 @@ mod tests {
             ("aegis_identity_cache_total", "counter"),
             ("aegis_sessions_open", "gauge"),
             ("aegis_streams_open", "gauge"),
+            ("aegis_mcp_requests_total", "counter"),
+            ("aegis_library_sessions_total", "counter"),
             ("aegis_rate_limited_total", "counter"),
             ("aegis_state_requests_total", "counter"),
             ("aegis_state_round_trips_total", "counter"),
@@ -478,6 +518,9 @@ mod tests {
         assert_eq!(sample(&text, "aegis_guard_actions_total", r#"{action="block"}"#), Some("0"));
         assert_eq!(sample(&text, "aegis_identity_cache_total", r#"{result="hit"}"#), Some("1"));
         assert_eq!(sample(&text, "aegis_sessions_open", ""), Some("1"));
+        assert_eq!(sample(&text, "aegis_mcp_requests_total", r#"{path="direct"}"#), Some("1"));
+        assert_eq!(sample(&text, "aegis_mcp_requests_total", r#"{path="library"}"#), Some("0"));
+        assert_eq!(sample(&text, "aegis_library_sessions_total", ""), Some("1"));
         assert_eq!(sample(&text, "aegis_rate_limited_total", r#"{limit="per_minute"}"#), Some("1"));
         assert_eq!(sample(&text, "aegis_call_duration_seconds_count", ""), Some("1"));
     }

@@ -41,6 +41,11 @@ impl McpHandler {
         self.server.calls.clone()
     }
 
+    /// Which path answered the HTTP requests (the transports count into it).
+    pub(crate) fn mcp_requests(&self) -> &crate::metrics::McpRequests {
+        self.server.metrics.mcp_requests()
+    }
+
     pub fn new(server: Arc<Server>) -> McpHandler {
         McpHandler { server, tools: Default::default() }
     }

@@ -68,6 +68,7 @@ pub(crate) async fn stateless_calls(State(handler): State<McpHandler>, req: Requ
         info: meta.client_info(),
         capabilities: meta.client_capabilities(),
     };
+    handler.mcp_requests().direct.inc();
     let message = call(handler, parts, params, client, id).await;
     answer(status_of(&message), &message)
 }
@@ -128,6 +129,7 @@ pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request,
     if let ClientJsonRpcMessage::Notification(n) = &message
         && matches!(n.notification, ClientNotification::InitializedNotification(_))
     {
+        s.handler.mcp_requests().direct.inc();
         return StatusCode::ACCEPTED.into_response();
     }
     let Some((id, params)) = plain_session_call(message, &s.handler) else {
@@ -136,6 +138,7 @@ pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request,
     // As the library hands it to the handlers of a session whose requests carry no `_meta`.
     let client = Client::clone(&handshake);
     tracing::debug!(tool = %params.name, "tools/call in a session, answered without the MCP library's session");
+    s.handler.mcp_requests().direct.inc();
     // In a session every answer is the stream's message, the stream itself answered 200.
     answer(StatusCode::OK, &call(s.handler.clone(), parts, params, client, id).await)
 }
@@ -172,6 +175,7 @@ fn open(s: &InSession, id: RequestId, params: InitializeRequestParams, result: S
     opening.opened(session.clone(), fingerprint);
     s.owners.shook_hands(&session, client);
     tracing::debug!("initialize answered without the MCP library's session");
+    s.handler.mcp_requests().direct.inc();
     let mut response = answer(StatusCode::OK, &ServerJsonRpcMessage::response(result, id));
     response.headers_mut().insert("mcp-session-id", session_header);
     response

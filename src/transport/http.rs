@@ -178,6 +178,7 @@ impl OwnedSessions {
         match told {
             Ok(Ok(())) => {
                 tracing::debug!("a library session built for a session opened without one");
+                self.handler.mcp_requests().library_sessions.inc();
                 Ok(())
             }
             // A session that could not be told its handshake is ended, as the library ends one
@@ -385,6 +386,7 @@ pub async fn app(
             );
             Router::new()
                 .route_service("/mcp", service)
+                .layer(from_fn_with_state(direct.clone(), to_the_library))
                 .layer(from_fn_with_state(direct, super::direct::stateless_calls))
                 .layer(axum::middleware::from_fn(layers::json_rpc_errors))
         }
@@ -414,6 +416,7 @@ pub async fn app(
             // Requests without a session (protocol 2026-07-28) are as stateless here as there.
             Router::new()
                 .route_service("/mcp", service)
+                .layer(from_fn_with_state(direct.clone(), to_the_library))
                 .layer(from_fn_with_state(direct, super::direct::stateless_calls))
                 .layer(from_fn_with_state(in_session, super::direct::session_calls))
                 .layer(axum::middleware::from_fn(super::plain_json::plain_json))
@@ -441,6 +444,16 @@ pub async fn app(
         );
     }
     App { router: app, readiness, sessions: open_sessions }
+}
+
+/// Counts a request that reaches the MCP library: one the short paths of `direct.rs` passed on.
+async fn to_the_library(
+    axum::extract::State(handler): axum::extract::State<McpHandler>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    handler.mcp_requests().library.inc();
+    next.run(req).await
 }
 
 /// The connection limits of `settings`, as the accept loop applies them.

@@ -71,7 +71,11 @@ impl Readiness {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(wait) => {}
                 }
-                this.ask_forge().await;
+                // A client's call may have had its answer meanwhile: then the forge is not
+                // asked again.
+                if !this.server.forge.has_answered() {
+                    this.ask_forge().await;
+                }
                 if this.server.forge.has_answered() {
                     tracing::info!("the forge has answered: ready");
                     return;
