@@ -24,7 +24,8 @@
 //!   recorded, not enforced).
 //! * [`Script`]s: canned responses (slow, chunked, endless, lying about their length, hanging,
 //!   closing the connection) that take precedence over everything else, `/login/oauth/*`
-//!   included.
+//!   included; a [`Gate`] holds one until the test lets it go.
+//! * [`wait`]: how the tests of this workspace wait, for a condition and bounded.
 //!
 //! Out-of-process users (the binary) can read the recording as JSON at `GET /_fake/requests`
 //! and clear it with `DELETE /_fake/requests`; those control requests are not recorded.
@@ -58,6 +59,7 @@ mod script;
 mod server;
 mod spec;
 mod util;
+pub mod wait;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -65,7 +67,7 @@ use std::time::Duration;
 
 pub use oauth::{OAuthAccess, OAuthApp};
 pub use recorded::Recorded;
-pub use script::{Script, ScriptBody, ScriptedResponse};
+pub use script::{Gate, Script, ScriptBody, ScriptedResponse};
 
 /// Which server the fake imitates; selects the Swagger spec and the catch-all routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -244,10 +246,9 @@ impl FakeForge {
                 path: format!("/api/v1{}", c["request"]["path"].as_str().unwrap_or("/")),
                 times: usize::MAX,
                 response: ScriptedResponse {
-                    status: c["status"].as_u64().unwrap_or(200) as u16,
                     headers,
-                    body: ScriptBody::Bytes(body),
-                    delay: Duration::ZERO,
+                    ..ScriptedResponse::status(c["status"].as_u64().unwrap_or(200) as u16)
+                        .with_body(ScriptBody::Bytes(body))
                 },
             });
         }

@@ -63,6 +63,36 @@ pub struct ScriptedResponse {
     pub body: ScriptBody,
     /// Waited before sending the headers.
     pub delay: Duration,
+    /// Held before sending the headers (after `delay`) until the test opens it.
+    pub gate: Option<Gate>,
+}
+
+/// What holds a scripted response until the test opens it: for a request that must still be
+/// in flight while the test does something (its client leaves, the server shuts down),
+/// however slow the machine, where a delay would have to outlast the test's own steps.
+#[derive(Debug, Clone)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Gate {
+        Gate(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+
+    /// Lets every response it holds, and any that reaches it later, go.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn passed(&self) {
+        let _ = self.0.subscribe().wait_for(|open| *open).await;
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate::new()
+    }
 }
 
 impl ScriptedResponse {
@@ -73,6 +103,7 @@ impl ScriptedResponse {
             headers: Vec::new(),
             body: ScriptBody::Bytes(Vec::new()),
             delay: Duration::ZERO,
+            gate: None,
         }
     }
 
@@ -98,6 +129,12 @@ impl ScriptedResponse {
     /// Sets the delay before the headers.
     pub fn with_delay(mut self, delay: Duration) -> ScriptedResponse {
         self.delay = delay;
+        self
+    }
+
+    /// Holds the response (before its headers) until `gate` is opened.
+    pub fn held_until(mut self, gate: &Gate) -> ScriptedResponse {
+        self.gate = Some(gate.clone());
         self
     }
 }
@@ -191,6 +228,9 @@ pub(crate) async fn play(
     counters: Arc<StreamCounters>,
 ) -> Option<http::Response<Body>> {
     tokio::time::sleep(response.delay).await;
+    if let Some(gate) = &response.gate {
+        gate.passed().await;
+    }
     let mut headers: Vec<(String, String)> = response
         .headers
         .into_iter()
@@ -233,8 +273,10 @@ fn chunked(chunks: Vec<Vec<u8>>, delay: Duration, guard: OpenGuard) -> Body {
 /// hyper abort the connection instead of completing the response.
 fn lying(actual: Vec<u8>, guard: OpenGuard) -> Body {
     let data = futures::stream::iter([Bytes::from(actual)]);
-    let pause =
-        futures::stream::once(tokio::time::sleep(Duration::from_millis(50))).filter_map(|()| async { None });
+    // Made when hyper first asks past the data, so that the pause is one whatever the delay
+    // between building the body and sending it.
+    let pause = futures::stream::once(async { tokio::time::sleep(Duration::from_millis(50)).await })
+        .filter_map(|()| async { None });
     frames(data.chain(pause), guard)
 }
 
