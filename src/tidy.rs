@@ -145,7 +145,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "fake-forge/src",
         &[
-            &["util", "reply", "recorded", "auth", "multipart", "router", "catch_all"],
+            &["util", "reply", "recorded", "auth", "multipart", "router", "catch_all", "wait"],
             &["paging", "fallback", "script"],
             &["model", "spec"],
             &["oauth"],
@@ -317,4 +317,65 @@ fn libraries_stay_in_the_modules_that_wrap_them() {
         outside_strings(r#"tracing::info!(target: "rmcp::service", "a \"q\" b"); rmcp::x"#),
         "tracing::info!(target: , ); rmcp::x"
     );
+}
+
+/// Where time itself is what an integration test does to the server, the one kind of pause a
+/// test may make: each file's calls of `fake_forge::wait::let_time_pass` (Rust) or of
+/// `sleep` (the Python drivers), with the reason. Anything else waits for what it needs,
+/// bounded, with `fake_forge::wait::wait_until` (or the drivers' `wait_until`): a fixed sleep
+/// passes on a quiet machine and fails on a loaded one.
+const TIME_AS_STIMULUS: &[(&str, usize, &str)] = &[
+    ("tests/integration/confirm.rs", 1, "a question's lifetime (one second) runs out before it is answered"),
+    (
+        "tests/integration/reliability.rs",
+        1,
+        "a request's body comes in a second write after its head, as Python's httpx sends it",
+    ),
+    ("tests/integration/shutdown.rs", 1, "a call in flight outlives the MCP library's own drain of 2 s"),
+    (
+        "tests/python/mcp_driver_common.py",
+        2,
+        "a person who answers only after CONFIRM_TIMEOUT; the poll of the drivers' wait_until",
+    ),
+    ("tests/python/probe_gitea_oauth.py", 3, "a forge's tokens minted in the same second are the same token"),
+];
+
+/// The files of the integration tests and their drivers, as paths relative to the repository,
+/// with their text.
+fn integration_test_files() -> Vec<(String, String)> {
+    let mut paths = Vec::new();
+    for dir in ["tests", "fake-forge/tests"] {
+        files(&repo().join(dir), &mut paths);
+    }
+    paths
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs" || e == "py"))
+        .map(|p| {
+            let relative = p.strip_prefix(repo()).expect("in the repository").to_string_lossy().into_owned();
+            (relative, std::fs::read_to_string(&p).expect("a test file"))
+        })
+        .collect()
+}
+
+#[test]
+fn integration_tests_wait_for_conditions_not_for_time() {
+    // The waiting helpers themselves live in `fake-forge/src/wait.rs`, not among the tests.
+    let mut bare = Vec::new();
+    let mut pauses = std::collections::BTreeMap::new();
+    for (file, text) in integration_test_files() {
+        let python = file.ends_with(".py");
+        for (n, line) in text.lines().enumerate() {
+            let code = outside_strings(line);
+            let code = code.split(if python { "#" } else { "//" }).next().unwrap_or("");
+            if python && code.contains("sleep(") || code.contains("let_time_pass(") && !code.contains("fn ") {
+                *pauses.entry(file.clone()).or_insert(0) += 1;
+            } else if !python && code.contains("sleep(") {
+                bare.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(bare.is_empty(), "sleeps in integration tests (wait with support::wait_until): {bare:#?}");
+    let listed: std::collections::BTreeMap<String, usize> =
+        TIME_AS_STIMULUS.iter().map(|(f, n, _)| ((*f).to_owned(), *n)).collect();
+    assert_eq!(pauses, listed, "pauses in the tests, against TIME_AS_STIMULUS (file, count, why)");
 }

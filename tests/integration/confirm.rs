@@ -295,9 +295,9 @@ pub(crate) fn error_of(reply: &Value) -> (String, String) {
 #[tokio::test]
 async fn a_sealed_question_confirms_only_its_own_call_and_only_in_time() {
     let f = forge().await;
-    let server =
-        HttpServer::spawn(&f.base_url(), "http", &[("MCP_STATELESS", "true"), ("CONFIRM_TIMEOUT", "2")])
-            .await;
+    // The person's answers come in time (the default CONFIRM_TIMEOUT, a minute) unless the
+    // test lets the time pass, on a server of its own whose questions last a second.
+    let server = HttpServer::spawn(&f.base_url(), "http", &[("MCP_STATELESS", "true")]).await;
     let demo = json!({"owner": "alice", "repo": "demo"});
     let first = round(&server, demo.clone(), None, ALICE_TOKEN).await;
     let result = &first["result"];
@@ -326,13 +326,21 @@ async fn a_sealed_question_confirms_only_its_own_call_and_only_in_time() {
         error_of(&round(&server, demo.clone(), Some((&json!(forged), yes.clone())), ALICE_TOKEN).await);
     assert_eq!(kind, "not_confirmed");
     assert!(writes(&f).is_empty(), "{:?}", writes(&f));
-    // After CONFIRM_TIMEOUT the yes comes too late.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // After CONFIRM_TIMEOUT the yes comes too late: a question of a server whose questions
+    // last one second (counted in whole seconds, so that one second on it has passed).
+    let brief =
+        HttpServer::spawn(&f.base_url(), "http", &[("MCP_STATELESS", "true"), ("CONFIRM_TIMEOUT", "1")])
+            .await;
+    let asked = round(&brief, demo.clone(), None, ALICE_TOKEN).await;
+    let late = asked["result"]["requestState"].clone();
+    crate::support::let_time_pass(Duration::from_millis(1100), "the question's lifetime, one second, passes")
+        .await;
     let (kind, message) =
-        error_of(&round(&server, demo.clone(), Some((&state, yes.clone())), ALICE_TOKEN).await);
+        error_of(&round(&brief, demo.clone(), Some((&late, yes.clone())), ALICE_TOKEN).await);
     assert_eq!(kind, "not_confirmed");
     assert!(message.contains("has expired"), "{message}");
     assert!(writes(&f).is_empty(), "{:?}", writes(&f));
+    drop(brief);
     // A fresh question answered in time runs the call, once: the same yes sent again within
     // CONFIRM_TIMEOUT confirms nothing (it would run the call a second time).
     let again = round(&server, demo.clone(), None, ALICE_TOKEN).await;

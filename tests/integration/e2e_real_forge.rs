@@ -1588,15 +1588,14 @@ async fn merge_pull_request(r: &Repo<'_>, number: u64, flavor: Flavor) {
     let c = r.call("repoMergePullRequest", json!({"index": number, "body": both})).await;
     fails(&c, "invalid_arguments", None);
     let body = json!({style: "merge", "merge_message_field": "merged by the aegis e2e tests"});
+    // The forge answers "try again later" while it still checks whether the branches merge.
     let mut attempts = 0;
-    let c = loop {
+    let c = support::wait_until("the forge has checked the pull request", support::WAIT_LIMIT, async || {
         let c = r.call("repoMergePullRequest", json!({"index": number, "body": body})).await;
         attempts += 1;
-        if !c.is_error || attempts == 30 || !is_try_again(&c) {
-            break c;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    };
+        (!c.is_error || !is_try_again(&c)).then_some(c)
+    })
+    .await;
     ok(&c, 200);
     assert_eq!(c.json["request"]["path"], format!("/repos/{}/pulls/{number}/merge", r.full_name()));
     eprintln!("e2e: pull request #{number} merged after {attempts} attempt(s)");

@@ -419,7 +419,8 @@ async fn logs_at_the_most_verbose_level_contain_no_secret() {
     )
     .await;
     h.call("repoGet", json!({"owner": "alice", "repo": "nope"})).await;
-    let log = h.stderr();
+    // All the server ever logged: it has exited.
+    let log = h.stop_with_stderr().await;
     assert!(
         log.lines().any(|l| l.contains("DEBUG") && l.contains("tools/call")),
         "trace logging shows the call:\n{log}"
@@ -438,7 +439,6 @@ async fn logs_at_the_most_verbose_level_contain_no_secret() {
     ] {
         assert!(!log.contains(s), "{s} in the log:\n{log}");
     }
-    h.stop().await;
 }
 
 /// With a login and password as the global identity, the password and the HTTP Basic value
@@ -474,14 +474,14 @@ async fn the_password_and_its_basic_value_never_leave_in_results_or_logs() {
     let body = json!({"name": "ci", "scopes": ["all"]});
     assert!(!h.call("userCreateToken", json!({"username": "alice", "body": body})).await.is_error);
     h.call("gitea_api_request", json!({"method": "GET", "path": "/users/alice/tokens"})).await;
-    let log = h.stderr();
+    // All the server ever logged: it has exited.
+    let log = h.stop_with_stderr().await;
     let verbose = log.lines().filter(|l| l.contains("DEBUG") && l.contains("tools/call")).count();
     assert!(verbose >= 4, "trace logging shows every call:\n{log}");
     for (what, text) in [("the error", c.text.as_str()), ("the log", log.as_str())] {
         assert!(!text.contains(ALICE_PASSWORD), "the password in {what}:\n{text}");
         assert!(!text.contains(&blob), "the Basic value in {what}:\n{text}");
     }
-    h.stop().await;
 }
 
 /// Hidden content in an issue body: shown in place by default, removed with `strip`, left

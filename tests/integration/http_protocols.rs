@@ -110,38 +110,21 @@ async fn two_authorization_headers_are_refused() {
 #[tokio::test]
 async fn serving_the_global_token_to_anyone_on_a_public_address_warns_at_start_up() {
     let forge = FakeForge::start(Options::default()).await;
-    let args = [
-        "serve",
-        "--transport",
-        "http",
-        "--listen",
-        "0.0.0.0:0",
-        "--flavor",
-        "gitea",
-        "--url",
-        &forge.base_url(),
-    ];
-    let run = |bearer: Option<&str>| {
-        let mut cmd = std::process::Command::new(support::bin());
-        cmd.args(args).env_clear().env("GITEA_TOKEN", ALICE_TOKEN);
-        if let Some(b) = bearer {
-            cmd.env("MCP_BEARER_TOKEN", b);
-        }
-        cmd
+    // The warning is said before the line that says where the server listens, which the start
+    // waits for: whatever is in the log then is all the start will say.
+    let start = async |bearer: Option<&str>| {
+        let mut env = vec![("GITEA_TOKEN", ALICE_TOKEN)];
+        env.extend(bearer.map(|b| ("MCP_BEARER_TOKEN", b)));
+        let mut server = HttpServer::spawn_listening(&forge.base_url(), "http", &env, "0.0.0.0:0").await;
+        let log = server.stderr();
+        server.stop_and_log().await;
+        log
     };
-    let open = support::run_with_timeout(&mut run(None), std::time::Duration::from_secs(5)).await;
-    assert!(open.stderr.contains("WARNING") && open.stderr.contains("MCP_BEARER_TOKEN"), "{}", open.stderr);
-    assert!(!open.stderr.contains(ALICE_TOKEN));
-    let guarded = support::run_with_timeout(
-        &mut run(Some("a-long-shared-secret-value")),
-        std::time::Duration::from_secs(5),
-    )
-    .await;
-    assert!(
-        guarded.stderr.contains("listening on") && !guarded.stderr.contains("WARNING"),
-        "{}",
-        guarded.stderr
-    );
+    let open = start(None).await;
+    assert!(open.contains("WARNING") && open.contains("MCP_BEARER_TOKEN"), "{open}");
+    assert!(!open.contains(ALICE_TOKEN));
+    let guarded = start(Some("a-long-shared-secret-value")).await;
+    assert!(guarded.contains("listening on") && !guarded.contains("WARNING"), "{guarded}");
 }
 
 /// At the default log level a request leaves no line: the MCP and HTTP libraries log each
@@ -156,7 +139,6 @@ async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
         env.extend(level.map(|l| ("LOG_LEVEL", l)));
         let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
         let http = support::http::http_client();
-        let before = server.stderr().lines().count();
         for _ in 0..3 {
             let r = support::http::stateless_call(
                 &http,
@@ -175,7 +157,7 @@ async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
         session.request("tools/list", json!({}), None).await.expect("tools/list");
         // Everything the server ever logged (it has exited), but for its own words on the way out.
         let log = server.stop_and_log().await;
-        let added: Vec<&str> = log.lines().skip(before).filter(|l| !l.contains("shutting down")).collect();
+        let added = requests_lines(&log);
         if expect_library_lines {
             assert!(added.iter().any(|l| l.contains("INFO")), "rmcp=info asked for its lines: {log}");
         } else {
@@ -218,7 +200,7 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
     drop(stream);
     // A call whose client leaves before the answer: dropped once the forge has the request,
     // which it answers only later.
-    answer_the_next_issue_list_late(&forge);
+    let held = hold_the_next_issue_list(&forge);
     let slow = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
         "params": {"name": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo"}}});
     let left = tokio::spawn(
@@ -228,7 +210,7 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
             .body(slow.to_string())
             .send(),
     );
-    leave_once_the_forge_is_asked(&forge, left).await;
+    leave_once_the_forge_is_asked(&forge, held, left).await;
     let closed = session(http.delete(server.url("/mcp"))).send().await.unwrap();
     assert_eq!(closed.status(), 200);
     await_issue_list_counted(&server).await;
@@ -253,48 +235,59 @@ async fn status_type_body(req: reqwest::RequestBuilder) -> (u16, Option<String>,
     (status, kind, r.text().await.expect("body"))
 }
 
-/// The forge answers the next issue-list request only after 300 ms.
-fn answer_the_next_issue_list_late(forge: &FakeForge) {
+/// The forge holds its answer to the next issue-list request until the gate returned opens.
+fn hold_the_next_issue_list(forge: &FakeForge) -> fake_forge::Gate {
+    let gate = fake_forge::Gate::new();
     forge.script(fake_forge::Script::once(
         Some("GET"),
         "/api/v1/repos/alice/demo/issues*",
-        fake_forge::ScriptedResponse::json(200, &json!([])).with_delay(std::time::Duration::from_millis(300)),
+        fake_forge::ScriptedResponse::json(200, &json!([])).held_until(&gate),
     ));
+    gate
 }
 
-/// Drop `call`, the request of a client, once the forge has the issue-list request it makes.
-async fn leave_once_the_forge_is_asked<T>(forge: &FakeForge, call: tokio::task::JoinHandle<T>) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !forge.requests().iter().any(|r| r.raw_path.starts_with("/api/v1/repos/alice/demo/issues")) {
-        assert!(std::time::Instant::now() < deadline, "the call never reached the forge");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+/// Drop `call`, the request of a client, once the forge has the issue-list request it makes,
+/// then let the forge answer it.
+async fn leave_once_the_forge_is_asked<T>(
+    forge: &FakeForge,
+    held: fake_forge::Gate,
+    call: tokio::task::JoinHandle<T>,
+) {
+    support::wait_for("the call reached the forge", support::WAIT_LIMIT, async || {
+        forge.requests().iter().any(|r| r.raw_path.starts_with("/api/v1/repos/alice/demo/issues"))
+    })
+    .await;
     call.abort();
     assert!(call.await.is_err_and(|e| e.is_cancelled()), "the client left before the answer");
+    held.open();
 }
 
 /// Wait until the server has counted an `issueListIssues` call: it has finished (it is counted
 /// once it has its answer, which may then have nowhere to go), and been recorded.
 async fn await_issue_list_counted(server: &HttpServer) {
     let http = support::http::http_client();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    support::wait_for("the call whose client left finished", support::WAIT_LIMIT, async || {
         let metrics = http.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
-        if metrics.lines().any(|l| l.starts_with("aegis_calls_total{") && l.contains("issueListIssues")) {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "the call whose client left never finished");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+        metrics.lines().any(|l| l.starts_with("aegis_calls_total{") && l.contains("issueListIssues"))
+    })
+    .await;
 }
 
-/// Stop the server: everything it ever logged, but for its own words on the way out, is the
-/// line that says where it listens.
+/// The lines of a server's whole log but for its own words at start and on the way out: where
+/// it listens, the catalog loaded, the forge's first answer (said when the first probe took
+/// longer than the start waits for it), shutting down.
+fn requests_lines(log: &str) -> Vec<&str> {
+    const OWN: [&str; 4] =
+        ["listening on", "catalog ready", "the forge has answered: ready", "shutting down"];
+    log.lines().filter(|l| !OWN.iter().any(|own| l.contains(own))).collect()
+}
+
+/// Stop the server: everything it ever logged is its own words at start and on the way out,
+/// among them the line that says where it listens.
 async fn assert_logged_only_where_it_listens(server: &mut HttpServer) {
     let log = server.stop_and_log().await;
-    let lines: Vec<&str> =
-        log.lines().filter(|l| !l.contains("catalog ready") && !l.contains("shutting down")).collect();
-    assert_eq!(lines, [format!("listening on {}", server.url("/mcp"))], "{log}");
+    assert!(log.contains(&format!("listening on {}", server.url("/mcp"))), "{log}");
+    assert!(requests_lines(&log).is_empty(), "{log}");
 }
 
 /// A stateless call whose client leaves before the answer is not cut short: it finishes,
@@ -302,7 +295,7 @@ async fn assert_logged_only_where_it_listens(server: &mut HttpServer) {
 #[tokio::test]
 async fn a_stateless_call_whose_client_leaves_still_finishes() {
     let (forge, mut server) = alice_and_her_server(&[("MCP_STATELESS", "true")]).await;
-    answer_the_next_issue_list_late(&forge);
+    let held = hold_the_next_issue_list(&forge);
     let http = support::http::http_client();
     let left = {
         let (http, url) = (http.clone(), server.url("/mcp"));
@@ -317,23 +310,24 @@ async fn a_stateless_call_whose_client_leaves_still_finishes() {
             .await
         })
     };
-    leave_once_the_forge_is_asked(&forge, left).await;
+    leave_once_the_forge_is_asked(&forge, held, left).await;
     await_issue_list_counted(&server).await;
     assert_logged_only_where_it_listens(&mut server).await;
 }
 
 /// A plain stateless `tools/call` is answered before the MCP library, by the same handler:
 /// its answer is the library's to the byte (status, type, body) for a result, a tool error, an
-/// unknown tool and invalid arguments, and the library's request log stays silent for it; a
-/// request the short path does not take (a weighted `Accept`, a name that does not match its
-/// header, `_meta` without capabilities) is the library's to answer or refuse, as before.
+/// unknown tool and invalid arguments, and the library never sees it (the server counts which
+/// path answered each request); a request the short path does not take (a weighted `Accept`, a
+/// name that does not match its header, `_meta` without capabilities) is the library's to
+/// answer or refuse, as before.
 #[tokio::test]
 async fn plain_stateless_calls_are_answered_as_the_library_answers_them() {
     let forge = FakeForge::start(Options::default()).await;
     forge.seed_repo("alice", "demo");
     for mode in ["true", "false"] {
-        let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_STATELESS", mode), ("LOG_LEVEL", "warn,rmcp=debug")];
-        let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+        let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_STATELESS", mode)];
+        let server = HttpServer::in_process(&forge.base_url(), "http", &env).await;
         let http = support::http::http_client();
         let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                           "io.modelcontextprotocol/clientCapabilities": {}});
@@ -350,7 +344,7 @@ async fn plain_stateless_calls_are_answered_as_the_library_answers_them() {
                 .body(body.to_string());
             status_type_body(req)
         };
-        let library_lines = |log: &str| log.lines().filter(|l| l.contains("rmcp")).count();
+        let answered = async || (server.metric(DIRECT).await, server.metric(LIBRARY).await);
         let cases = [
             json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}, "_meta": meta}),
             json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "absent"}, "_meta": meta}),
@@ -358,22 +352,21 @@ async fn plain_stateless_calls_are_answered_as_the_library_answers_them() {
             json!({"name": "repoGet", "arguments": {"owner": 5}, "_meta": meta}),
         ];
         for params in cases {
-            let before = library_lines(&server.stderr());
+            let (direct, library) = answered().await;
             let short = post(params.clone(), support::http::ACCEPT_BOTH, None).await;
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             assert_eq!(
-                library_lines(&server.stderr()),
-                before,
+                answered().await,
+                (direct + 1.0, library),
                 "MCP_STATELESS={mode}: the library saw {params}"
             );
-            let library = post(params.clone(), "application/json;q=1, text/event-stream", None).await;
-            assert_eq!(short, library, "MCP_STATELESS={mode}: {params}");
+            let by_library = post(params.clone(), "application/json;q=1, text/event-stream", None).await;
+            assert_eq!(answered().await, (direct + 1.0, library + 1.0), "MCP_STATELESS={mode}: {params}");
+            assert_eq!(short, by_library, "MCP_STATELESS={mode}: {params}");
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        assert!(library_lines(&server.stderr()) > 0, "the library logs what it serves at debug");
         // Not taken: the library refuses a name that does not match its header, and `_meta`
         // without the capabilities 2026-07-28 requires.
         let args = json!({"owner": "alice", "repo": "demo"});
+        let library = server.metric(LIBRARY).await;
         let (status, _, body) = post(
             json!({"name": "repoGet", "arguments": args, "_meta": meta}),
             support::http::ACCEPT_BOTH,
@@ -391,20 +384,25 @@ async fn plain_stateless_calls_are_answered_as_the_library_answers_them() {
         .await;
         assert_eq!(status, 400, "{body}");
         assert!(body.contains("clientCapabilities"), "{body}");
-        server.stop_and_log().await;
+        assert_eq!(server.metric(LIBRARY).await, library + 2.0, "the library answered both");
     }
 }
+
+/// `/metrics`' count of the requests answered without the MCP library, and by it.
+const DIRECT: &str = r#"aegis_mcp_requests_total{path="direct"}"#;
+const LIBRARY: &str = r#"aegis_mcp_requests_total{path="library"}"#;
 
 /// Inside a session, a plain `tools/call` (the session's version in its header, no `_meta`, a
 /// tool that never asks the person) is answered before the MCP library: its answer is the
 /// library's to the byte for a result, a tool error, an unknown tool and invalid arguments
-/// (the library logs nothing of a session's requests: the short path says at debug that it
-/// took one). A call with `_meta`, or of a tool that may ask for a confirmation, is still the
-/// library's; and once the session is closed, no call finds it.
+/// (the server counts which path answered each request). A call with `_meta`, or of a tool
+/// that may ask for a confirmation, is still the library's; and once the session is closed,
+/// no call finds it.
 #[tokio::test]
 async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
-    let (forge, mut server) =
-        alice_and_her_server(&[("LOG_LEVEL", "warn,aegis_gitea_mcp::transport::direct=debug")]).await;
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let server = start(&forge).await;
     let client = support::http::StreamableClient::connect(&server.url(""), None).await.expect("a session");
     let session = client.session_id().expect("a session id").to_owned();
     let http = support::http::http_client();
@@ -419,8 +417,7 @@ async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
             .body(body.to_string());
         status_type_body(req)
     };
-    let short_lines =
-        |log: &str| log.lines().filter(|l| l.contains("answered without the MCP library")).count();
+    let answered = async || (server.metric(DIRECT).await, server.metric(LIBRARY).await);
     let cases = [
         json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}}),
         json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "absent"}}),
@@ -428,27 +425,24 @@ async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
         json!({"name": "repoGet", "arguments": {"owner": 5}}),
     ];
     for params in &cases {
-        let before = short_lines(&server.stderr());
+        let (direct, library) = answered().await;
         let short = post(params.clone(), support::http::ACCEPT_BOTH).await;
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        assert_eq!(short_lines(&server.stderr()), before + 1, "the short path did not take {params}");
+        assert_eq!(answered().await, (direct + 1.0, library), "the short path did not take {params}");
         assert_eq!(short.0, 200, "{short:?}");
-        let library = post(params.clone(), "application/json;q=1, text/event-stream").await;
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        assert_eq!(short_lines(&server.stderr()), before + 1, "the short path took a weighted Accept");
-        assert_eq!(short, library, "{params}");
+        let by_library = post(params.clone(), "application/json;q=1, text/event-stream").await;
+        assert_eq!(answered().await, (direct + 1.0, library + 1.0), "the short path took a weighted Accept");
+        assert_eq!(short, by_library, "{params}");
     }
     // Not taken: `_meta` (a progress token), and a tool that may ask the person first.
     for params in [
         json!({"name": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}, "_meta": {"progressToken": 1}}),
         json!({"name": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}}),
     ] {
-        let before = short_lines(&server.stderr());
+        let (direct, library) = answered().await;
         let (status, _, body) = post(params.clone(), support::http::ACCEPT_BOTH).await;
         assert_eq!(status, 200, "{body}");
         assert!(body.contains(r#""id":7"#), "{body}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        assert_eq!(short_lines(&server.stderr()), before, "the library serves {params}");
+        assert_eq!(answered().await, (direct, library + 1.0), "the library serves {params}");
     }
     assert!(forge.requests().iter().all(|r| r.method != "DELETE"), "the repository was not deleted unasked");
     // Closed, the session answers nothing, on either path.
@@ -462,16 +456,13 @@ async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
     assert_eq!(closed.status(), 200);
     let (status, _, body) = post(cases[0].clone(), support::http::ACCEPT_BOTH).await;
     assert_eq!(status, 404, "{body}");
-    server.stop_and_log().await;
 }
 
 #[tokio::test]
 async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
-    let (forge, mut server) = alice_and_her_server(&[(
-        "LOG_LEVEL",
-        "warn,aegis_gitea_mcp::transport::direct=debug,aegis_gitea_mcp::transport::http=debug",
-    )])
-    .await;
+    let forge = FakeForge::start(Options::default()).await;
+    forge.seed_repo("alice", "demo");
+    let server = start(&forge).await;
     let http = support::http::http_client();
     const WEIGHTED: &str = "application/json;q=1, text/event-stream";
     let post = |session: Option<&str>, accept: &'static str, body: Value| {
@@ -487,9 +478,7 @@ async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
         }
         req
     };
-    let lines = |log: &str, what: &str| log.lines().filter(|l| l.contains(what)).count();
-    let opened_here = |log: &str| lines(log, "initialize answered without the MCP library's session");
-    let built = |log: &str| lines(log, "a library session built for a session opened without one");
+    let built = async || server.metric("aegis_library_sessions_total").await;
     let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": support::http::PROTOCOL_VERSION, "capabilities": {"elicitation": {}},
         "clientInfo": support::http::test_client_info()}});
@@ -512,8 +501,9 @@ async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
     };
     // The handshake, answered here and by the library, byte for byte the same.
     let (here, here_answer) = open(support::http::ACCEPT_BOTH).await;
+    assert_eq!((server.metric(DIRECT).await, server.metric(LIBRARY).await), (1.0, 0.0), "answered here");
     let (library, library_answer) = open(WEIGHTED).await;
-    assert_eq!(opened_here(&server.stderr()), 1, "the handshake was answered here once");
+    assert_eq!((server.metric(DIRECT).await, server.metric(LIBRARY).await), (1.0, 1.0), "by the library");
     assert_eq!(here_answer, library_answer);
     assert_eq!(here_answer.0, 200);
     assert_ne!(here, library);
@@ -533,7 +523,7 @@ async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
         assert_eq!(status, 200, "{body}");
         assert!(body.contains(r#""name":"demo""#), "{body}");
     }
-    assert_eq!(built(&server.stderr()), 0, "no library session yet");
+    assert_eq!(built().await, 0.0, "no library session yet");
     // The first request that needs one builds it, once, told the same handshake: the same
     // tools, and the client's capabilities as it declared them (a tool that asks the person
     // asks it, on the call's own stream).
@@ -545,7 +535,7 @@ async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
     let delete = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}}});
     let mut r = post(Some(&here), support::http::ACCEPT_BOTH, delete).send().await.expect("repoDelete");
-    let first = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+    let first = tokio::time::timeout(support::WAIT_LIMIT, async {
         let mut seen = String::new();
         while let Ok(Some(chunk)) = r.chunk().await {
             seen.push_str(&String::from_utf8_lossy(&chunk));
@@ -561,7 +551,7 @@ async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
     drop(r);
     let a = status_type_body(post(Some(&here), support::http::ACCEPT_BOTH, list.clone())).await;
     assert_eq!(a, b);
-    assert_eq!(built(&server.stderr()), 1, "built once");
+    assert_eq!(built().await, 1.0, "built once");
     // First requests side by side, as clients send them (the standalone stream and a request):
     // one library session, built before either reaches it.
     for _ in 0..5 {
@@ -579,7 +569,7 @@ async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
         assert!(body.contains(r#""tools":["#), "{status} {body}");
         drop(stream);
     }
-    assert_eq!(built(&server.stderr()), 6, "built once for each");
+    assert_eq!(built().await, 6.0, "built once for each");
     // A session closed before it needed one leaves nothing behind.
     let (unused, _) = open(support::http::ACCEPT_BOTH).await;
     for s in [&here, &unused] {
@@ -597,7 +587,6 @@ async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
             assert_eq!(status, 404, "{answer}");
         }
     }
-    assert_eq!(built(&server.stderr()), 6);
+    assert_eq!(built().await, 6.0);
     assert!(forge.requests().iter().all(|r| r.method != "DELETE"), "the repository was not deleted unasked");
-    server.stop_and_log().await;
 }

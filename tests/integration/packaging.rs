@@ -466,13 +466,8 @@ async fn stopped_by_sigterm(
             })
             .collect()
     };
-    let ready = tokio::time::timeout(TIMEOUT, async {
-        while !stderr().contains("catalog ready") {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    assert!(ready.is_ok(), "{} did not start: {}", program.display(), stderr());
+    let started_what = format!("{} said `catalog ready`", program.display());
+    support::wait_for(&started_what, TIMEOUT, async || stderr().contains("catalog ready")).await;
     let spawned = children();
     assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
     let status = tokio::time::timeout(Duration::from_secs(20), started.wait())

@@ -308,8 +308,8 @@ async fn a_session_whose_identity_lookup_hangs_gets_a_json_rpc_error_in_time() {
     let said = format!("{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.status.and_then(|s| s.code()), Some(1), "the connection fails: {said}");
     assert!(said.contains("-32000") && said.contains("did not answer within 10 s"), "{said}");
+    // The server's 10 s, not the SDK's own 30 s (which says "timed out").
     assert!(!said.contains("timed out") && !said.contains("BrokenResource"), "{said}");
-    assert!(run.elapsed < Duration::from_secs(25), "{:?}: {said}", run.elapsed);
 }
 
 /// Typed results through the SDK over Streamable HTTP, with sessions and stateless, for both

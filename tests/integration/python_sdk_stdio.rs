@@ -168,8 +168,6 @@ async fn python_sdk_legacy_mode_lists_calls_and_reports_errors() {
     assert_eq!(unknown["tool"], "noSuchTool");
     assert_eq!(unknown["jsonrpc_error"]["code"], -32602, "{unknown}\n{}", run.context);
     assert!(unknown.get("is_error").is_none(), "{unknown}");
-
-    assert!(run.elapsed < TIMEOUT);
     forge.shutdown();
 }
 
@@ -282,7 +280,6 @@ async fn python_sdk_gets_payload_too_large_for_a_call_longer_than_the_server_rea
         "the call reached the forge:\n{}",
         describe(&forge.requests())
     );
-    assert!(run.elapsed < Duration::from_secs(30), "{:?}", run.elapsed);
     forge.shutdown();
 }
 

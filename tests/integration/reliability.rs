@@ -539,14 +539,12 @@ impl StdioRaw {
         self.stdin.flush().await.unwrap();
     }
 
-    /// The next message, or `None` when none came within 20 s.
+    /// The next message, or `None` when none came within `support::WAIT_LIMIT`.
     async fn read(&mut self) -> Option<serde_json::Value> {
         use tokio::io::AsyncBufReadExt;
         let mut line = String::new();
-        let n = tokio::time::timeout(Duration::from_secs(20), self.stdout.read_line(&mut line))
-            .await
-            .ok()?
-            .ok()?;
+        let n =
+            tokio::time::timeout(support::WAIT_LIMIT, self.stdout.read_line(&mut line)).await.ok()?.ok()?;
         (n > 0).then(|| serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
     }
 
@@ -715,11 +713,11 @@ async fn one_address_may_hold_only_its_share_of_connections() {
     for _ in 0..20 {
         held.push(connect_from(&server, from).await.unwrap());
     }
-    // The server counts a connection once it has accepted it: give it a moment.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server takes connections from the kernel's queue in the order they came, and counts
+    // each as it takes it: the twenty are counted before the next is judged.
     let mut extra = connect_from(&server, from).await.unwrap();
     let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), extra.read_to_end(&mut answer)).await;
+    let _ = tokio::time::timeout(support::WAIT_LIMIT, extra.read_to_end(&mut answer)).await;
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(answer.contains("too many connections from this address"), "{answer}");
@@ -735,11 +733,12 @@ async fn idle_keep_alive_connections_are_closed() {
     let server = HttpServer::spawn_with_files(&forge.base_url(), "http", &env, None).await;
     let mut c = connect_from(&server, std::net::Ipv4Addr::LOCALHOST).await.unwrap();
     let req = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", server.authority());
+    // Before the request: the server's idle time starts later, once it has answered.
+    let started = Instant::now();
     c.write_all(req.as_bytes()).await.unwrap();
     let mut buf = [0u8; 1024];
     let n = c.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
-    let started = Instant::now();
     assert!(closed_within(&mut c, Duration::from_secs(10)).await, "an idle connection stays open");
     let after = started.elapsed();
     assert!(after >= Duration::from_millis(1500), "closed after {after:?}, before the idle timeout");
@@ -765,7 +764,13 @@ async fn an_answer_before_the_body_arrived_keeps_its_connection() {
     for round in 0..5 {
         let mut c = connect_from(&server, std::net::Ipv4Addr::LOCALHOST).await.unwrap();
         c.write_all(head.as_bytes()).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The server answers once it has read what is left of the body (up to its bound): the
+        // body comes in a second write, after the server has begun on the head.
+        support::let_time_pass(
+            Duration::from_millis(50),
+            "the body comes in a second write, as httpx sends it",
+        )
+        .await;
         c.write_all(body.as_bytes()).await.unwrap();
         // The 401, whole: its head and as many body bytes as it announces.
         let mut got = Vec::new();
@@ -782,9 +787,9 @@ async fn an_answer_before_the_body_arrived_keeps_its_connection() {
             (rest.len() >= length).then(|| head.to_owned())
         };
         let first = loop {
-            let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+            let n = tokio::time::timeout(support::WAIT_LIMIT, c.read(&mut buf))
                 .await
-                .expect("an answer within 5 s")
+                .expect("an answer")
                 .unwrap_or_else(|e| panic!("round {round}: reading the 401: {e}"));
             assert!(
                 n > 0,
@@ -800,9 +805,9 @@ async fn an_answer_before_the_body_arrived_keeps_its_connection() {
         assert!(!first.to_ascii_lowercase().contains("connection: close"), "{first}");
         // The same connection serves the next request.
         c.write_all(health.as_bytes()).await.unwrap_or_else(|e| panic!("round {round}: {e}"));
-        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf))
+        let n = tokio::time::timeout(support::WAIT_LIMIT, c.read(&mut buf))
             .await
-            .expect("an answer within 5 s")
+            .expect("an answer")
             .unwrap_or_else(|e| panic!("round {round}: reading the second answer: {e}"));
         let second = String::from_utf8_lossy(&buf[..n]);
         assert!(second.starts_with("HTTP/1.1 200"), "round {round}: {second:?}");
@@ -876,14 +881,18 @@ async fn another_identity_holding_a_session_id_gets_404_and_reaches_nothing(t: &
             other => panic!("bob on carol's session: {other:?}"),
         }
     }
+    // Carol's own call, after bob's posts: its answer comes after anything they could have
+    // set going in her session, and its request after anything they sent the forge.
+    let carol_auth = format!("token {carol}");
+    let r = carols.call_ok("repoGet", args.clone(), Some(&carol_auth)).await;
+    assert_eq!(r.json["identity"]["login"], "carol", "{}", r.text);
     if let support::http::McpClient::Sse(c) = &carols {
-        assert!(
-            c.next_other(Duration::from_millis(500)).await.is_none(),
-            "nothing arrived in carol's stream"
-        );
+        assert!(c.next_other(Duration::ZERO).await.is_none(), "nothing arrived in carol's stream");
     }
     let sent = forge.requests();
-    assert!(sent.iter().all(|r| r.raw_path == "/api/v1/user"), "only bob's login lookup: {sent:?}");
+    let called: Vec<_> = sent.iter().filter(|r| r.raw_path != "/api/v1/user").collect();
+    assert_eq!(called.len(), 1, "only carol's call and the login lookups: {sent:?}");
+    assert!(called[0].header("authorization").is_some_and(|a| a.contains(carol)), "{sent:?}");
     if let support::http::McpClient::Streamable(c) = &carols {
         // Bob cannot close carol's session; carol can.
         let delete = |auth: String| {
@@ -903,9 +912,6 @@ async fn another_identity_holding_a_session_id_gets_404_and_reaches_nothing(t: &
             Err((404, _)) => {}
             other => panic!("a closed session: {other:?}"),
         }
-    } else {
-        let r = carols.call_ok("repoGet", args, Some(&format!("token {carol}"))).await;
-        assert_eq!(r.json["identity"]["login"], "carol", "{}", r.text);
     }
 }
 
@@ -1047,6 +1053,7 @@ async fn a_connection_whose_client_stopped_reading_is_closed() {
         ("GITEA_TOKEN", ALICE_TOKEN),
         ("MAX_TOOL_RESPONSE_CHARS", "10000000"),
         ("MCP_STREAM_STALL_TIMEOUT", "2"),
+        ("LOG_LEVEL", "warn,aegis_gitea_mcp::transport::listener=debug"),
     ];
     let server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
     let mut c = connect_from(&server, std::net::Ipv4Addr::LOCALHOST).await.unwrap();
@@ -1061,14 +1068,14 @@ async fn a_connection_whose_client_stopped_reading_is_closed() {
     );
     c.write_all(req.as_bytes()).await.unwrap();
     // Wait for the answer to begin (the call may take long on a busy machine), then read
-    // nothing for three stall timeouts: the rest of the answer (8 MB) is more than the
-    // sockets hold, so the server's writes stall.
+    // nothing until the server says it closes the connection: the rest of the answer (8 MB) is
+    // more than the sockets hold, so the server's writes stall.
     let mut first = [0u8; 1];
-    let started = tokio::time::timeout(Duration::from_secs(120), c.read_exact(&mut first)).await;
+    let started = tokio::time::timeout(support::WAIT_LIMIT, c.read_exact(&mut first)).await;
     assert!(matches!(started, Ok(Ok(_))), "the answer did not begin: {started:?}");
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    server.log_lines("the client stopped reading", 1).await;
     let mut got = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(20), c.read_to_end(&mut got)).await;
+    let read = tokio::time::timeout(support::WAIT_LIMIT, c.read_to_end(&mut got)).await;
     assert!(read.is_ok(), "the connection was not closed");
     assert!(got.len() < 8 << 20, "the whole answer arrived ({} bytes): nothing stalled", got.len());
     assert!(healthz(&server).await.is_ok());
@@ -1180,11 +1187,13 @@ async fn a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error(t: 
 }
 
 /// 1 (the timeout part): MCP_REQUEST_TIMEOUT bounds the whole call — establishing a new
-/// token's identity included — even when the forge's own timeout is far longer.
+/// token's identity included — even when the forge's own timeout is far longer: the answer
+/// names the request's timeout, and comes while the client still waits (its exchange
+/// timeout, 30 s, is a twentieth of the forge's).
 #[tokio::test]
 async fn the_request_timeout_bounds_identity_resolution_too() {
     for t in ["http", "sse"] {
-        let (forge, server) = start(t, &[("MCP_REQUEST_TIMEOUT", "2"), ("GITEA_TIMEOUT", "60")]).await;
+        let (forge, server) = start(t, &[("MCP_REQUEST_TIMEOUT", "2"), ("GITEA_TIMEOUT", "600")]).await;
         forge.script(Script::always(
             None,
             "/api/v1/user",
@@ -1193,7 +1202,12 @@ async fn the_request_timeout_bounds_identity_resolution_too() {
         let auth = "token tok-never-answered-123";
         let started = Instant::now();
         match server.connect(Some(auth)).await {
-            Err((503, body)) => assert!(body.contains("could not establish"), "{body}"),
+            Err((503, body)) => {
+                assert!(
+                    body.contains("could not establish") && body.contains("MCP_REQUEST_TIMEOUT"),
+                    "{body}"
+                )
+            }
             other => panic!("[{t}] opening a session while /user hangs: {:?}", other.err()),
         }
         if t == "http" {
@@ -1206,11 +1220,11 @@ async fn the_request_timeout_bounds_identity_resolution_too() {
             )
             .await
             .unwrap();
-            assert_eq!(tool_result(&resp).kind(), "timeout", "{resp}");
+            let r = tool_result(&resp);
+            assert_eq!(r.kind(), "timeout", "{resp}");
+            assert!(r.text.contains("MCP_REQUEST_TIMEOUT"), "{resp}");
         }
-        let took = started.elapsed();
-        eprintln!("[{t}] refused within {took:?}");
-        assert!(took < Duration::from_secs(15), "[{t}] took {took:?} with a 2 s request timeout");
+        eprintln!("[{t}] refused within {:?}", started.elapsed());
     }
 }
 

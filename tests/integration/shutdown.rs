@@ -5,7 +5,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
+use fake_forge::{FakeForge, Gate, Options, Script, ScriptedResponse};
 use serde_json::{Value, json};
 use support::ALICE_TOKEN;
 use support::http::HttpServer;
@@ -26,10 +26,12 @@ async fn post(client: &reqwest::Client, url: &str, session: Option<&str>, body: 
 async fn sigterm_drains_the_call_in_flight_and_exits() {
     let forge = FakeForge::start(Options::default()).await;
     forge.seed_repo("alice", "demo");
+    // The forge answers the slow call only once the server is shutting down.
+    let held = Gate::new();
     forge.script(Script::always(
         None,
         "/api/v1/repos/alice/slow",
-        ScriptedResponse::json(200, &json!({"name": "slow"})).with_delay(Duration::from_millis(1500)),
+        ScriptedResponse::json(200, &json!({"name": "slow"})).held_until(&held),
     ));
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
@@ -58,24 +60,22 @@ async fn sigterm_drains_the_call_in_flight_and_exits() {
         })
     };
     // Signal only once the slow call is really in flight: the forge has received it.
-    let in_flight = tokio::time::timeout(Duration::from_secs(30), async {
-        while !forge.requests().iter().any(|r| r.raw_path == "/api/v1/repos/alice/slow") {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    support::wait_for("the slow call reached the forge", support::WAIT_LIMIT, async || {
+        forge.requests().iter().any(|r| r.raw_path == "/api/v1/repos/alice/slow")
     })
     .await;
-    assert!(in_flight.is_ok(), "the slow call never reached the forge");
     let pid = server.pid().expect("the server is running").to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    server.log_lines("shutting down", 1).await;
+    held.open();
 
     let answer =
-        tokio::time::timeout(Duration::from_secs(10), call).await.expect("the call was answered").unwrap();
+        tokio::time::timeout(support::WAIT_LIMIT, call).await.expect("the call was answered").unwrap();
     assert!(answer.contains(r#"\"name\":\"slow\""#), "the in-flight call finished: {answer}");
-    let status =
-        tokio::time::timeout(Duration::from_secs(25), server.wait()).await.expect("the server exited");
+    let status = tokio::time::timeout(support::WAIT_LIMIT, server.wait()).await.expect("the server exited");
     assert!(status.success(), "{status:?}");
     let text = server.stderr();
-    assert!(text.contains("shutting down"), "{text}");
+    assert!(!text.contains("still running"), "the drain ended before the call: {text}");
     // The drained call's line is the last: the head logged at shutdown names it.
     let lines: Vec<Value> =
         std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -93,35 +93,62 @@ async fn sigterm_over_stdio_finishes_the_call_and_logs_the_chain_head() {
     let log = dir.path().join("audit.jsonl");
     let h = Harness::start(Setup::gitea().process().audit(&log)).await;
     h.forge.seed_repo("alice", "demo");
+    let held = Gate::new();
     h.forge.script(Script::always(
         None,
         "/api/v1/repos/alice/slow",
-        ScriptedResponse::json(200, &json!({"name": "slow"})).with_delay(Duration::from_millis(3000)),
+        ScriptedResponse::json(200, &json!({"name": "slow"})).held_until(&held),
     ));
     assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
     let pid = h.pid().to_string();
     let slow = h.call("repoGet", json!({"owner": "alice", "repo": "slow"}));
     let kill = async {
-        while !h.forge.requests().iter().any(|r| r.raw_path == "/api/v1/repos/alice/slow") {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        support::wait_for("the slow call reached the forge", support::WAIT_LIMIT, async || {
+            h.forge.requests().iter().any(|r| r.raw_path == "/api/v1/repos/alice/slow")
+        })
+        .await;
         assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        support::wait_for("the server took the signal", support::WAIT_LIMIT, async || {
+            h.stderr().contains("shutting down on a signal")
+        })
+        .await;
+        support::let_time_pass(Duration::from_millis(2500), "longer than the MCP library's own drain").await;
+        held.open();
     };
-    let (answer, ()) = tokio::time::timeout(Duration::from_secs(20), async { tokio::join!(slow, kill) })
+    let (answer, ()) = tokio::time::timeout(support::WAIT_LIMIT, async { tokio::join!(slow, kill) })
         .await
         .expect("the call in flight was answered");
     assert!(!answer.is_error && answer.data()["name"] == "slow", "{}", answer.text);
-    let logged = tokio::time::timeout(Duration::from_secs(20), async {
-        while !h.stderr().contains("audit chain head at shutdown") {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    support::wait_for("the chain head was logged at shutdown", support::WAIT_LIMIT, async || {
+        h.stderr().contains("audit chain head at shutdown")
     })
     .await;
     let text = h.stderr();
-    assert!(logged.is_ok(), "no chain head at shutdown: {text}");
     let lines: Vec<Value> =
         std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let head = format!("seq=2 mac={}", lines.last().unwrap()["mac"].as_str().unwrap());
     assert!(text.lines().any(|l| l.contains("audit chain head at shutdown") && l.contains(&head)), "{text}");
     assert!(text.contains("shutting down on a signal"), "{text}");
+}
+
+/// With MCP_SHUTDOWN_DELAY, SIGTERM first takes the replica out of its balancer's rotation
+/// (`/readyz` 503) and keeps accepting; the delay ends by itself, then the server stops
+/// accepting and exits. (Accepting during the delay, and a second signal ending it, are in
+/// `http_identity/deployment.rs`.)
+#[tokio::test]
+async fn the_shutdown_delay_ends_by_itself() {
+    let forge = FakeForge::start(Options::default()).await;
+    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_SHUTDOWN_DELAY", "1")];
+    let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+    let pid = server.pid().expect("the server is running").to_string();
+    let signalled = std::time::Instant::now();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::time::timeout(support::WAIT_LIMIT, server.wait()).await.expect("the server exited");
+    let took = signalled.elapsed();
+    assert!(status.success(), "{status:?}");
+    let log = server.stderr();
+    let delayed = log.find("still accepting for 1s").unwrap_or_else(|| panic!("{log}"));
+    let stopped = log.find("no new requests").unwrap_or_else(|| panic!("{log}"));
+    assert!(delayed < stopped, "{log}");
+    assert!(took >= Duration::from_secs(1), "it stopped accepting before its delay was over: {took:?}");
 }

@@ -3,17 +3,15 @@
 
 use crate::support;
 
-use fake_forge::{Flavor, Options, Script, ScriptBody, ScriptedResponse};
+use fake_forge::{Options, Script, ScriptBody, ScriptedResponse};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{ALICE_TOKEN, Harness, Setup, assert_envelope};
 
 fn respond(status: u16, headers: &[(&str, &str)], body: &[u8]) -> ScriptedResponse {
     ScriptedResponse {
-        status,
         headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        body: ScriptBody::Bytes(body.to_vec()),
-        delay: Duration::ZERO,
+        ..ScriptedResponse::status(status).with_body(ScriptBody::Bytes(body.to_vec()))
     }
 }
 
@@ -520,11 +518,11 @@ async fn timeouts_and_refused_connections_have_their_own_kinds() {
     assert!(!h.call("repoGet", json!({"owner": "o", "repo": "fast"})).await.is_error);
     h.stop().await;
 
-    // A forge that is gone: connection_failed, with the URL to check.
-    let forge = fake_forge::FakeForge::start(Options { flavor: Flavor::Gitea, ..Options::default() }).await;
-    let url = forge.base_url();
-    drop(forge);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A forge that is gone: connection_failed, with the URL to check. The address is one a
+    // listener had, closed when it is dropped (nothing listens there now).
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", gone.local_addr().unwrap());
+    drop(gone);
     let out = tokio::process::Command::new(support::bin())
         .args([
             "call",

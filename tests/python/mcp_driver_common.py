@@ -33,7 +33,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import jsonschema
@@ -84,6 +84,16 @@ class Elicitations:
         props = (schema or {}).get("properties", {})
         content = {name: self.answer == "accept" for name, p in props.items() if p.get("type") == "boolean"}
         return types.ElicitResult(action="accept", content=content)
+
+
+async def wait_until(what: str, condition: Callable[[], bool], limit: float = 60.0) -> None:
+    """Until `condition()` holds, asked every 20 ms; fails saying `what` did not happen within
+    `limit` seconds (a bound on the waiting, for a machine busy with other work)."""
+    deadline = asyncio.get_running_loop().time() + limit
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"waited {limit} s for this, which did not happen: {what}")
+        await asyncio.sleep(0.02)
 
 
 def elicitation_of(args: argparse.Namespace) -> Elicitations | None:
@@ -180,12 +190,12 @@ async def drive(
             )
         out["calls"].append(record)
     if elicitations is not None:
-        # A late answer is let go before the client closes (the SDK's readers fail otherwise).
-        for _ in range(int(IGNORE_SECONDS * 20) + 20):
-            if not elicitations.running:
-                break
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.2 if elicitations.answer == "ignore" else 0)
+        # A late answer is let go before the client closes (the SDK's readers fail otherwise):
+        # the callback has returned it, and a ping sent after it is answered after it was
+        # sent (the SDK sends a client's messages in order).
+        await wait_until("the late answers were given", lambda: not elicitations.running)
+        if elicitations.answer == "ignore":
+            await client.send_ping()
         out["elicitations"] = elicitations.asked
     return out
 

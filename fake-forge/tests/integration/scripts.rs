@@ -5,6 +5,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{find, get, parse, request_bytes, send};
+use fake_forge::wait::{WAIT_LIMIT, wait_for, wait_until};
 use fake_forge::{FakeForge, Options, Script, ScriptBody, ScriptedResponse};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -85,7 +86,7 @@ async fn lying_length_closes_early() {
     forge.script(Script::once(None, "/lie", ScriptedResponse::status(200).with_body(body)));
     let mut s = open(&forge, "/lie").await;
     let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut raw))
+    tokio::time::timeout(WAIT_LIMIT, s.read_to_end(&mut raw))
         .await
         .expect("the server closes the connection")
         .unwrap();
@@ -110,21 +111,21 @@ async fn endless_body_follows_the_reader_and_stops_on_disconnect() {
         assert!(n > 0);
         got.extend_from_slice(&chunk[..n]);
     }
-    // Stop reading: production must stall once the socket buffers are full.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let stalled = forge.streamed_bytes();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let later = forge.streamed_bytes();
-    assert!(later - stalled < 1024 * 1024, "kept producing: {stalled} -> {later}");
-    assert!(later < got.len() as u64 + 64 * 1024 * 1024, "buffered {later} bytes");
+    // Stop reading: production must stall once the socket buffers are full, far short of
+    // what an unbounded producer would have made by then.
+    let (mut last, mut same) = (forge.streamed_bytes(), 0);
+    let stalled = wait_until("the endless body stopped growing", WAIT_LIMIT, async || {
+        let now = forge.streamed_bytes();
+        assert!(now < got.len() as u64 + 64 * 1024 * 1024, "buffered {now} bytes");
+        same = if std::mem::replace(&mut last, now) == now { same + 1 } else { 0 };
+        (same >= 3).then_some(now)
+    })
+    .await;
+    assert!(stalled < got.len() as u64 + 64 * 1024 * 1024, "buffered {stalled} bytes");
     assert_eq!(forge.open_streams(), 1);
 
     drop(s);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while forge.open_streams() > 0 {
-        assert!(Instant::now() < deadline, "the endless body outlived its client");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for("the endless body ended with its client", WAIT_LIMIT, async || forge.open_streams() == 0).await;
     assert_eq!(get(forge.addr(), "/api/v1/version").await.status, 200);
 }
 
@@ -133,32 +134,26 @@ async fn hang_never_answers_and_shutdown_closes_it() {
     let forge = FakeForge::start(Options::default()).await;
     forge.script(Script::always(None, "/hang", ScriptedResponse::status(200).with_body(ScriptBody::Hang)));
     let mut first = open(&forge, "/hang").await;
+    wait_for("the hanging request is open", WAIT_LIMIT, async || forge.open_streams() == 1).await;
     let mut buf = [0u8; 16];
     let waited = tokio::time::timeout(Duration::from_millis(300), first.read(&mut buf)).await;
     assert!(waited.is_err(), "a hanging script answered");
-    assert_eq!(forge.open_streams(), 1);
     drop(first);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while forge.open_streams() > 0 {
-        assert!(Instant::now() < deadline, "the hanging request outlived its client");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for("the hanging request ended with its client", WAIT_LIMIT, async || forge.open_streams() == 0)
+        .await;
     assert_eq!(get(forge.addr(), "/api/v1/version").await.status, 200);
     assert_eq!(forge.requests().len(), 2, "the hanging request is recorded too");
 
     let mut second = open(&forge, "/hang").await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_for("the second hanging request is open", WAIT_LIMIT, async || forge.open_streams() == 1).await;
     let addr = forge.addr();
     forge.shutdown();
-    let n = tokio::time::timeout(Duration::from_secs(5), second.read(&mut buf))
+    let n = tokio::time::timeout(WAIT_LIMIT, second.read(&mut buf))
         .await
         .expect("shutdown closes open connections");
     assert!(matches!(n, Ok(0) | Err(_)));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while TcpStream::connect(addr).await.is_ok() {
-        assert!(Instant::now() < deadline, "still accepting after shutdown");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for("the forge stopped accepting", WAIT_LIMIT, async || TcpStream::connect(addr).await.is_err())
+        .await;
 }
 
 #[tokio::test]
@@ -169,11 +164,8 @@ async fn dropping_the_last_handle_stops_the_server() {
     drop(forge);
     assert_eq!(get(addr, "/api/v1/version").await.status, 200, "a clone keeps it alive");
     drop(clone);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while TcpStream::connect(addr).await.is_ok() {
-        assert!(Instant::now() < deadline, "still accepting after drop");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for("the forge stopped accepting", WAIT_LIMIT, async || TcpStream::connect(addr).await.is_err())
+        .await;
 }
 
 #[tokio::test]
@@ -202,7 +194,7 @@ async fn scripts_take_over_the_oauth_routes() {
     let mut s = TcpStream::connect(forge.addr()).await.unwrap();
     s.write_all(&request_bytes("POST", token, &form, b"grant_type=x")).await.unwrap();
     let mut raw = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut raw))
+    let read = tokio::time::timeout(WAIT_LIMIT, s.read_to_end(&mut raw))
         .await
         .expect("the server closes the connection");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
@@ -214,10 +206,10 @@ async fn scripts_take_over_the_oauth_routes() {
         ScriptedResponse::status(200).with_body(ScriptBody::Hang),
     ));
     let mut hung = open(&forge, "/login/oauth/userinfo").await;
+    wait_for("the hanging request is open", WAIT_LIMIT, async || forge.open_streams() == 1).await;
     let mut buf = [0u8; 16];
     let waited = tokio::time::timeout(Duration::from_millis(300), hung.read(&mut buf)).await;
     assert!(waited.is_err(), "a hanging script answered");
-    assert_eq!(forge.open_streams(), 1);
     drop(hung);
 
     // Every one of them was recorded, with its body.

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use fake_forge::{Script, ScriptedResponse};
+use fake_forge::{Gate, Script, ScriptedResponse};
 use rmcp::model::ReadResourceRequestParams;
 use serde_json::{Value, json};
 
@@ -35,13 +35,8 @@ fn assert_refused_by(c: &Called, setting: &str) -> u64 {
 
 /// Waits until the forge has received `n` requests for `alice/demo` (a slow answer is on its way).
 async fn until_forge_has(h: &Harness, n: usize) {
-    for _ in 0..500 {
-        if h.tool_requests().len() >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the forge never received {n} requests: {:?}", h.tool_requests());
+    let what = format!("the forge received {n} requests");
+    super::support::wait_for(&what, super::support::WAIT_LIMIT, async || h.tool_requests().len() >= n).await
 }
 
 #[tokio::test]
@@ -51,15 +46,22 @@ async fn over_the_rate_limit_a_call_is_refused_before_anything_is_sent_and_audit
     let h = Harness::start(Setup::gitea().env("RATE_LIMIT_PER_MINUTE", "3").audit(&audit)).await;
     h.forge.seed_repo("alice", "demo");
     h.forge.seed_issues("alice", "demo", 1);
+    let started = std::time::Instant::now();
     for _ in 0..3 {
         let c = h.call("repoGet", repo()).await;
         assert!(!c.is_error, "{}", c.text);
     }
     h.forge.clear_requests();
-    // 3 a minute: the bucket refills one call every 20 s.
+    // 3 a minute: the bucket refills one call every 20 s, counted from the first call.
     let c = h.call("repoGet", repo()).await;
     let wait = assert_refused_by(&c, "RATE_LIMIT_PER_MINUTE");
-    assert!((19..=20).contains(&wait), "{}", c.text);
+    let since = started.elapsed().as_secs();
+    assert!(
+        (20u64.saturating_sub(since + 1)..=20).contains(&wait),
+        "{} s after the first: {}",
+        since,
+        c.text
+    );
     // Every path that reaches the forge counts: the call tool, the raw tool, a resource read.
     let c = h.call("gitea_call_operation", json!({"operation_id": "repoGet", "arguments": repo()})).await;
     assert_refused_by(&c, "RATE_LIMIT_PER_MINUTE");
@@ -93,22 +95,27 @@ async fn over_the_rate_limit_a_call_is_refused_before_anything_is_sent_and_audit
     h.stop().await;
 }
 
-/// With `setting` at 1, a second call while a slow first one runs is refused naming it, with
-/// a retry after 1 s and nothing sent; once the first has returned, calls go through again.
-async fn second_call_refused_while_a_slow_one_runs(setting: &str, delay_ms: u64) {
+/// With `setting` at 1, a second call while a first one runs (its answer held by the forge
+/// until then) is refused naming it, with a retry after 1 s and nothing sent; once the first
+/// has returned, calls go through again.
+async fn second_call_refused_while_a_slow_one_runs(setting: &str) {
     let h = Harness::start(Setup::gitea().env(setting, "1")).await;
     h.forge.seed_repo("alice", "demo");
+    let held = Gate::new();
     h.forge.script(Script::once(
         Some("GET"),
         "/api/v1/repos/alice/demo",
-        ScriptedResponse::json(200, &json!({"name": "demo"})).with_delay(Duration::from_millis(delay_ms)),
+        ScriptedResponse::json(200, &json!({"name": "demo"})).held_until(&held),
     ));
     let slow = h.call("repoGet", repo());
     let second = async {
         until_forge_has(&h, 1).await;
-        h.call("repoGet", repo()).await
+        let second = h.call("repoGet", repo()).await;
+        held.open();
+        second
     };
-    let (slow, second) = tokio::join!(slow, second);
+    let both = tokio::time::timeout(super::support::WAIT_LIMIT, async { tokio::join!(slow, second) });
+    let (slow, second) = both.await.expect("the second call was answered while the first was held");
     assert!(!slow.is_error, "{}", slow.text);
     assert_eq!(assert_refused_by(&second, setting), 1);
     assert_eq!(h.tool_requests().len(), 1, "the refused call was not sent");
@@ -120,13 +127,13 @@ async fn second_call_refused_while_a_slow_one_runs(setting: &str, delay_ms: u64)
 
 #[tokio::test]
 async fn a_call_over_the_concurrency_limit_is_refused_while_the_first_still_runs() {
-    second_call_refused_while_a_slow_one_runs("RATE_LIMIT_CONCURRENT", 1500).await;
+    second_call_refused_while_a_slow_one_runs("RATE_LIMIT_CONCURRENT").await;
 }
 
 /// The forge's overall limit waits a little for a slot (200 ms), then refuses.
 #[tokio::test]
 async fn with_every_forge_slot_taken_a_call_is_refused_after_a_short_wait() {
-    second_call_refused_while_a_slow_one_runs("FORGE_MAX_CONCURRENT", 2000).await;
+    second_call_refused_while_a_slow_one_runs("FORGE_MAX_CONCURRENT").await;
 }
 
 #[tokio::test]
@@ -314,7 +321,15 @@ async fn unknown_tokens_in_numbers_never_take_what_established_identities_need()
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let junk_asked = || {
+        forge.requests().iter().any(|r| {
+            r.raw_path == "/api/v1/user" && r.header("authorization").is_some_and(|a| a.contains("junk-"))
+        })
+    };
+    super::support::wait_for("the flood reached the forge", super::support::WAIT_LIMIT, async || {
+        junk_asked()
+    })
+    .await;
     let mut ok = 0;
     for _ in 0..10 {
         for auth in [&operator, &bob] {

@@ -146,22 +146,24 @@ impl SignIn {
     /// `/authorize` → this server's consent page (allowed) → the forge's consent (automatic)
     /// → `/oauth/callback` → the redirect to the client: its query parameters. `extra`
     /// overrides or adds authorize parameters. A callback answered 503 (a shared store this
-    /// replica cannot reach yet: "reload this page shortly") is reloaded, as a person would,
-    /// for up to 15 s: it uses nothing up.
+    /// replica cannot reach yet: "reload this page shortly") is reloaded, as a person would:
+    /// it uses nothing up.
     pub(super) async fn authorize(&self, client_id: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
         let (to_forge, cookie) = self.authorize_hop(client_id, extra).await;
         let at_forge = browser().get(&to_forge).send().await.unwrap();
         assert!(at_forge.status().is_redirection(), "the forge's consent: {}", at_forge.status());
         let callback = location(&at_forge);
         assert!(callback.starts_with(&self.url("/oauth/callback?")), "{callback}");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        let back = loop {
+        let reloaded = async || {
             let back = browser().get(&callback).header("cookie", &cookie).send().await.unwrap();
-            if back.status().as_u16() != 503 || std::time::Instant::now() > deadline {
-                break back;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            (back.status().as_u16() != 503).then_some(back)
         };
+        let back = super::support::wait_until(
+            "the callback answered other than 503",
+            super::support::WAIT_LIMIT,
+            reloaded,
+        )
+        .await;
         if back.status().as_u16() != 302 {
             panic!("the callback answered {}: {}", back.status(), back.text().await.unwrap_or_default());
         }

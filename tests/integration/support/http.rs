@@ -35,22 +35,22 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// stream that ended early) and the body or a description.
 pub type HttpError = (u16, String);
 
-/// Until `child`, a service just started on loopback, accepts connections on `port` (within
-/// 10 s); one that exits first or never listens fails the test, showing `log()`.
+/// Until `child`, a service just started on loopback, accepts connections on `port`; one
+/// that exits first or never listens fails the test, showing `log()`.
 pub async fn await_listening(
     child: &mut tokio::process::Child,
     port: u16,
     what: &str,
     log: impl Fn() -> String,
 ) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+    let listening = format!("{what} listens on port {port}");
+    super::wait_for(&listening, super::WAIT_LIMIT, async || {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("{what} exited ({status}): {}", log());
         }
-        assert!(std::time::Instant::now() < deadline, "{what} did not listen within 10 s: {}", log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok()
+    })
+    .await;
 }
 
 /// A reqwest client suited to talking to the local server: no proxy, no overall timeout
@@ -166,6 +166,21 @@ impl HttpServer {
         env: &[(&str, &str)],
         nofile: Option<u64>,
     ) -> HttpServer {
+        HttpServer::start(forge_url, transport, env, nofile).await.ready().await
+    }
+
+    /// Like `spawn`, without waiting for the forge to answer (a test of `/readyz` itself).
+    pub async fn spawn_before_ready(forge_url: &str, transport: &str, env: &[(&str, &str)]) -> HttpServer {
+        HttpServer::start(forge_url, transport, env, None).await
+    }
+
+    /// The process started, once it has printed where it listens.
+    async fn start(
+        forge_url: &str,
+        transport: &str,
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
+    ) -> HttpServer {
         let dir = tempfile::tempdir().unwrap();
         let stderr_path = dir.path().join("stderr.log");
         let mut cmd = match nofile {
@@ -240,6 +255,27 @@ impl HttpServer {
         }
     }
 
+    /// This server, once its readiness probe has had the forge's answer (`/readyz` 200). Most
+    /// servers are ready when they print where they listen; on a busy machine the first probe
+    /// may take longer than the start waits for it, and the next is asked in the background:
+    /// a test that looks at what the forge received, or at the log, starts after it.
+    async fn ready(self) -> HttpServer {
+        let http = http_client();
+        let url = self.url("/readyz");
+        super::wait_for(&format!("the server at {} is ready", self.base), super::WAIT_LIMIT, async || {
+            http.get(&url).send().await.is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+        self
+    }
+
+    /// Whether the server's process is still running.
+    pub fn running(&mut self) -> bool {
+        let child =
+            self.child.as_mut().expect("a server of its own process (`spawn`), not an in-process one");
+        child.try_wait().expect("the server's status").is_none()
+    }
+
     /// The server's process id, while it has not been reaped.
     pub fn pid(&self) -> Option<u32> {
         self.process().id()
@@ -260,6 +296,15 @@ impl HttpServer {
     /// `pid` and `wait` refuse). `env` takes the settings' environment names, given to the
     /// command line as its flags (the process's own environment is left alone).
     pub async fn in_process(forge_url: &str, transport: &str, env: &[(&str, &str)]) -> HttpServer {
+        HttpServer::in_process_before_ready(forge_url, transport, env).await.ready().await
+    }
+
+    /// Like `in_process`, without waiting for the forge to answer (a forge that is gone).
+    pub async fn in_process_before_ready(
+        forge_url: &str,
+        transport: &str,
+        env: &[(&str, &str)],
+    ) -> HttpServer {
         let flavor = env.iter().find(|(k, _)| *k == "GITEA_FLAVOR").map_or("gitea", |(_, v)| *v);
         let listen = env.iter().find(|(k, _)| *k == "MCP_LISTEN").map_or("127.0.0.1:0", |(_, v)| *v);
         let args =
@@ -305,8 +350,9 @@ impl HttpServer {
     pub async fn stop_and_log(&mut self) -> String {
         let pid = self.pid().expect("the server is running").to_string();
         assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let status =
-            tokio::time::timeout(Duration::from_secs(30), self.wait()).await.expect("the server exited");
+        let status = tokio::time::timeout(super::WAIT_LIMIT, self.wait())
+            .await
+            .unwrap_or_else(|_| panic!("the server did not exit within {:?} of SIGTERM", super::WAIT_LIMIT));
         assert!(status.success(), "{status:?}\n{}", self.stderr());
         self.stderr()
     }
@@ -333,10 +379,31 @@ impl HttpServer {
         self.base.trim_start_matches("http://")
     }
 
-    /// What the server wrote to stderr so far.
+    /// What the server wrote to stderr so far, as far as it has been copied: a line written
+    /// before an answer may reach this file after the answer reaches the test. Wait for a line
+    /// with `log_line`; look for one's absence in `stop_and_log`'s whole log.
     pub fn stderr(&self) -> String {
         self.process();
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Waits until the server's log has at least `count` lines containing `what`, and
+    /// returns the log.
+    pub async fn log_lines(&self, what: &str, count: usize) -> String {
+        let said = format!("the server logged {count} line(s) with {what:?}");
+        super::wait_until(&said, super::WAIT_LIMIT, async || {
+            let log = self.stderr();
+            (log.lines().filter(|l| l.contains(what)).count() >= count).then_some(log)
+        })
+        .await
+    }
+
+    /// The value of one sample of `/metrics`: `name` with its labels as the text format
+    /// writes them (`aegis_mcp_requests_total{path="library"}`); 0 when it is absent.
+    pub async fn metric(&self, sample: &str) -> f64 {
+        let text = http_client().get(self.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let head = format!("{sample} ");
+        text.lines().find_map(|l| l.strip_prefix(head.as_str())).map_or(0.0, |v| v.parse().unwrap())
     }
 
     /// A client of the right kind for this server's transport.
@@ -703,7 +770,7 @@ impl SseClient {
         let (others_tx, others_rx) = mpsc::unbounded_channel();
         let (endpoint_tx, endpoint_rx) = oneshot::channel::<String>();
         let reader = tokio::spawn(read_stream(resp, pending.clone(), others_tx, endpoint_tx));
-        let endpoint = tokio::time::timeout(Duration::from_secs(10), endpoint_rx)
+        let endpoint = tokio::time::timeout(EXCHANGE_TIMEOUT, endpoint_rx)
             .await
             .map_err(|_| (200, "no endpoint event within 10 s".to_owned()))?
             .map_err(|_| (200, "the stream ended before the endpoint event".to_owned()))?;

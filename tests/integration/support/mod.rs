@@ -33,8 +33,10 @@ use fake_forge::{FakeForge, Flavor, Options, Recorded};
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{RunningService, ServiceExt};
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Map, Value, json};
+
+/// The one way the tests wait, shared with the fake forge's own tests.
+pub use fake_forge::wait::{WAIT_LIMIT, let_time_pass, wait_for, wait_until};
 
 /// How many tools `tools/list` shows by default (`TOOLSETS=core`): the 31 everyday
 /// operations and the five built-in tools, on both flavors.
@@ -375,8 +377,8 @@ pub struct Server {
     pub client: RunningService<RoleClient, ()>,
     /// Where a spawned server's stderr goes; `None` in process (it has no log of its own).
     stderr_path: Option<PathBuf>,
-    /// The server's process id.
-    pid: Option<u32>,
+    /// The server's process (killed on drop); `None` in process.
+    child: Option<tokio::process::Child>,
     _dir: tempfile::TempDir,
 }
 
@@ -420,16 +422,20 @@ impl Server {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let (transport, _) = TokioChildProcess::builder(cmd).stderr(Stdio::from(stderr)).spawn().unwrap();
-        let pid = transport.id();
-        let client = match ().serve(transport).await {
+        // The process is this harness's own (not the client transport's, which kills a server
+        // that takes more than a few seconds to exit): it ends when its standard input closes,
+        // and is waited for.
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::from(stderr)).kill_on_drop(true);
+        let mut child = cmd.spawn().expect("start the server");
+        let pipes = (child.stdout.take().expect("piped stdout"), child.stdin.take().expect("piped stdin"));
+        let client = match ().serve(pipes).await {
             Ok(c) => c,
             Err(e) => {
                 let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
                 panic!("MCP handshake with the server failed ({e}); its stderr:\n{log}");
             }
         };
-        Server { client, stderr_path: Some(stderr_path), pid, _dir: dir }
+        Server { client, stderr_path: Some(stderr_path), child: Some(child), _dir: dir }
     }
 
     /// The same server in this process, over an in-memory pipe instead of standard input and
@@ -457,7 +463,7 @@ impl Server {
         let handler = aegis_gitea_mcp::mcp::McpHandler::new(server);
         tokio::spawn(aegis_gitea_mcp::transport::stdio::serve_on(handler, input, output, max_line));
         let client = ().serve(client_end).await.expect("the MCP handshake");
-        Server { client, stderr_path: None, pid: None, _dir: tempfile::tempdir().unwrap() }
+        Server { client, stderr_path: None, child: None, _dir: tempfile::tempdir().unwrap() }
     }
 
     /// What the server wrote to stderr so far; only a server of its own process has one.
@@ -687,8 +693,8 @@ pub struct Harness {
     pub client: RunningService<RoleClient, ()>,
     /// Where a spawned server's stderr goes; `None` in process.
     stderr_path: Option<PathBuf>,
-    /// The server's process id; `None` in process.
-    pid: Option<u32>,
+    /// The server's process; `None` in process.
+    child: Option<tokio::process::Child>,
     confirmed: std::sync::atomic::AtomicUsize,
     _dir: tempfile::TempDir,
 }
@@ -729,7 +735,7 @@ impl Harness {
             forge,
             client: server.client,
             stderr_path: server.stderr_path,
-            pid: server.pid,
+            child: server.child,
             confirmed: Default::default(),
             _dir: server._dir,
         }
@@ -806,19 +812,40 @@ impl Harness {
 
     /// The server's process id; only a server of its own process has one.
     pub fn pid(&self) -> u32 {
-        self.pid.expect("a server of its own process (`Setup::process`), not an in-process one")
+        self.child
+            .as_ref()
+            .and_then(tokio::process::Child::id)
+            .expect("a server of its own process (`Setup::process`), still running")
     }
 
+    /// Stop the server as a client ending its session does: its standard input closed, it
+    /// exits (a process of its own is waited for).
     pub async fn stop(self) {
-        let _ = self.client.cancel().await;
+        self.stopped().await;
     }
 
-    /// Stop the server as a client ending its session does (its standard input closed; it
-    /// exits), then return everything it wrote to stderr.
+    /// `stop`, then everything the server wrote to stderr.
     pub async fn stop_with_stderr(self) -> String {
-        let file = self.stderr_file().clone();
+        assert!(
+            self.stderr_path.is_some(),
+            "a server of its own process (`Setup::process`), not an in-process one"
+        );
+        self.stopped().await
+    }
+
+    /// Stops the server; its whole log, if it has one.
+    async fn stopped(mut self) -> String {
         let _ = self.client.cancel().await;
-        std::fs::read_to_string(file).unwrap_or_default()
+        if let Some(child) = self.child.as_mut() {
+            tokio::time::timeout(WAIT_LIMIT, child.wait())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!("the server did not exit within {WAIT_LIMIT:?} of its input closing")
+                })
+                .expect("wait for the server");
+        }
+        // Read before `self`, which holds the log's directory, is dropped.
+        self.stderr_path.as_ref().map(|p| std::fs::read_to_string(p).unwrap_or_default()).unwrap_or_default()
     }
 }
 

@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use super::http::free_port;
 
@@ -79,17 +78,13 @@ impl Redis {
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
         let mut child = cmd.spawn().expect("start redis-server");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        super::wait_for("redis-server answers", super::WAIT_LIMIT, async || {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("redis-server exited ({status}): {}", self.log());
             }
-            if self.cli(&["PING"]).await.trim() == "PONG" {
-                break;
-            }
-            assert!(Instant::now() < deadline, "redis-server did not answer within 10 s: {}", self.log());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            self.cli(&["PING"]).await.trim() == "PONG"
+        })
+        .await;
         self.child = Some(child);
     }
 
@@ -129,21 +124,31 @@ impl Redis {
 
     /// `cli` with another password (after `CONFIG SET requirepass`).
     pub async fn cli_as(&self, password: &str, args: &[&str]) -> String {
+        self.run_cli(password, args).await.map(|(_, out)| out).unwrap_or_default()
+    }
+
+    /// One command through `redis-cli`: whether it succeeded, and its output; `None` when it
+    /// could not be run.
+    async fn run_cli(&self, password: &str, args: &[&str]) -> Option<(bool, String)> {
         let mut cmd = tokio::process::Command::new(binary("redis-cli"));
         cmd.args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "--no-auth-warning", "-a", password]);
         if self.tls {
             cmd.arg("--tls").arg("--cacert").arg(self.dir.path().join("ca.pem"));
         }
-        let run = cmd.args(args).stdin(Stdio::null()).output();
-        match tokio::time::timeout(Duration::from_secs(5), run).await {
-            Ok(Ok(out)) => String::from_utf8_lossy(&out.stdout).into_owned(),
-            _ => String::new(),
-        }
+        let run = cmd.args(args).stdin(Stdio::null()).kill_on_drop(true).output();
+        let out = tokio::time::timeout(super::WAIT_LIMIT, run)
+            .await
+            .unwrap_or_else(|_| panic!("redis-cli {args:?} did not end within {:?}", super::WAIT_LIMIT))
+            .ok()?;
+        Some((out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned()))
     }
 
-    /// Every key in the store.
+    /// Every key in the store (which must answer: an empty list is the store's own).
     pub async fn keys(&self) -> Vec<String> {
-        self.cli(&["--scan"]).await.lines().map(str::to_owned).collect()
+        match self.run_cli(PASSWORD, &["--scan"]).await {
+            Some((true, out)) => out.lines().map(str::to_owned).collect(),
+            other => panic!("the store did not list its keys: {other:?}: {}", self.log()),
+        }
     }
 
     /// Killed (SIGKILL), and waited for.

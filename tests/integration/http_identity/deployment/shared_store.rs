@@ -7,12 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
+use fake_forge::{FakeForge, Gate, Options, Script, ScriptedResponse};
 use serde_json::{Value, json};
 
 use super::super::oauth::{CLIENT_REDIRECT, SignIn, VERIFIER, assert_no_sign_in_secret, param};
 use super::super::support::http::{HttpServer, free_port, http_client, stateless_call, tool_result};
 use super::super::support::redis::Redis;
+use super::super::support::{WAIT_LIMIT, wait_for, wait_until};
 use super::super::token;
 use super::{Cluster, bounded};
 
@@ -41,30 +42,18 @@ async fn raced(bases: &[String], form: &[(&str, &str)]) -> Vec<(u16, Value)> {
     futures::future::join_all(bases.iter().map(|b| token_at(b, form))).await
 }
 
-/// `attempt` again until it answers something else than 503 (within 15 s).
+/// `attempt` again until it answers something else than 503 (a replica reconnecting to the
+/// store: a 503 uses nothing up).
 async fn until_not_503<F, Fut>(attempt: F) -> (u16, Value)
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = (u16, Value)>,
 {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    wait_until("an answer other than 503", WAIT_LIMIT, async || {
         let (status, body) = attempt().await;
-        if status != 503 || Instant::now() > deadline {
-            return (status, body);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Until `done` (checked every 20 ms, for at most 60 s: what a loaded machine needs, not a
-/// bound on how fast it must be).
-async fn until(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "{what} did not happen within 60 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        (status != 503).then_some((status, body))
+    })
+    .await
 }
 
 /// A replica's counter `name{labels}` (0 when absent).
@@ -174,12 +163,19 @@ async fn codes_and_refresh_tokens_are_used_once_across_replicas_even_raced_and_t
         let waited = started.elapsed();
         assert_eq!((status, e["error"].as_str()), (503, Some("temporarily_unavailable")), "{e}");
         assert!(e["error_description"].as_str().unwrap().contains("MCP_STATE_URL"), "{e}");
-        assert!(waited < Duration::from_secs(2), "the token endpoint waited {waited:?} on a hung store");
         println!("a hung store cost the token endpoint {waited:?}");
+        // Refused for the store's own time limit, not after waiting on it.
+        let timed_out = counter(cluster.replica(0), "aegis_state_requests_total", r#"{op="once",result="timeout"}"#)
+            .await
+            + counter(cluster.replica(0), "aegis_state_requests_total", r#"{op="once",result="skipped"}"#).await;
+        assert!(timed_out >= 1.0, "{}", cluster.logs());
         redis.resume();
-        tokio::time::sleep(Duration::from_millis(1200)).await; // past the skip after failures
-        let (status, tokens) = token_at(&direct[0], &code_form(&client, &code)).await;
+        // At once (a 503 uses nothing up): the use whose answer the hung store lost is taken
+        // back before the retry is judged.
+        let (status, tokens) = until_not_503(|| async { token_at(&direct[0], &code_form(&client, &code)).await }).await;
         assert_eq!(status, 200, "the code was used up by a refusal: {tokens}\n{}", cluster.logs());
+        let taken_back = counter(cluster.replica(0), "aegis_state_requests_total", r#"{op="forget",result="ok"}"#);
+        assert!(taken_back.await >= 1.0, "{}", cluster.logs());
         let r2 = tokens["refresh_token"].as_str().unwrap().to_owned();
 
         // Killed mid-load and restarted empty: a client refreshing in a loop, each refresh
@@ -218,13 +214,14 @@ async fn codes_and_refresh_tokens_are_used_once_across_replicas_even_raced_and_t
                     *current.lock().unwrap() = tokens["refresh_token"].as_str().unwrap().to_owned();
                     sign_ins_after.fetch_add(1, SeqCst);
                 } else {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    // Nothing won (the store is down): the next round.
+                    tokio::task::yield_now().await;
                 }
             }
             wins
         };
         let faults = async {
-            until("two refreshes before the kill", || wins_before.load(SeqCst) >= 2).await;
+            wait_for("two refreshes before the kill", WAIT_LIMIT, async || wins_before.load(SeqCst) >= 2).await;
             redis.kill().await;
             let killed_with = current.lock().unwrap().clone();
             for base in &direct {
@@ -235,7 +232,7 @@ async fn codes_and_refresh_tokens_are_used_once_across_replicas_even_raced_and_t
             }
             redis.restart().await;
             restarted.store(true, SeqCst);
-            until("two refreshes after the restart", || wins_after.load(SeqCst) >= 2).await;
+            wait_for("two refreshes after the restart", WAIT_LIMIT, async || wins_after.load(SeqCst) >= 2).await;
             stop.store(true, SeqCst);
             killed_with
         };
@@ -303,19 +300,44 @@ fn refused_by(c: &super::super::support::Called, setting: &str) -> bool {
         && c.json["error"]["message"].as_str().is_some_and(|m| m.contains(setting))
 }
 
+/// Calls of `users` (by number) at once through `base`, each answered by the forge only once
+/// those refused have been: the calls admitted are still running when the others are judged,
+/// however slow the machine. The results, in order.
+async fn at_once(forge: &FakeForge, base: &str, users: &[usize]) -> Vec<super::super::support::Called> {
+    let held = Gate::new();
+    for n in users.iter().collect::<std::collections::BTreeSet<_>>() {
+        forge.script(Script::always(
+            Some("GET"),
+            &format!("/api/v1/repos/user{n:02}/r"),
+            ScriptedResponse::json(200, &json!({"name": "r"})).held_until(&held),
+        ));
+    }
+    let before = forge.requests().len();
+    let calls: Vec<_> = users.iter().map(|&n| tokio::spawn(call_as_owned(base.to_owned(), n))).collect();
+    // Every call has been judged: refused ones have their answer, admitted ones reached the forge.
+    wait_for("every call was judged", WAIT_LIMIT, async || {
+        let sent = forge.requests()[before..].iter().filter(|r| r.raw_path.ends_with("/r")).count();
+        calls.iter().filter(|c| c.is_finished()).count() + sent >= users.len()
+    })
+    .await;
+    held.open();
+    let mut done = Vec::new();
+    for c in calls {
+        done.push(c.await.unwrap());
+    }
+    done
+}
+
+async fn call_as_owned(base: String, n: usize) -> super::super::support::Called {
+    call_as(&base, n).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_each_replica_when_the_store_is_gone()
  {
     bounded(async {
         let mut redis = Redis::start_tls().await;
-        let delay = Duration::from_secs(3);
-        let forge = slow_forge(16, delay).await;
-        // user00 is fast: its calls measure the rate.
-        forge.script(Script::always(
-            Some("GET"),
-            "/api/v1/repos/user00/r",
-            ScriptedResponse::json(200, &json!({"name": "r"})),
-        ));
+        let forge = slow_forge(16, Duration::ZERO).await;
         let store_env = redis.env();
         let env = env_of(
             &store_env,
@@ -324,8 +346,10 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
         let cluster = Cluster::start(&forge.base_url(), "http", &env, free_port()).await;
         let lb = cluster.lb().to_owned();
 
-        // 6 a minute for one identity, 30 calls spread over three replicas: 6 go through.
+        // 6 a minute for one identity, 30 calls spread over three replicas: 6 go through (and
+        // one more for every 10 s the calls took, which a bucket refills).
         let mut ok = 0;
+        let started = Instant::now();
         for _ in 0..30 {
             let c = call_as(&lb, 0).await;
             if c.is_error {
@@ -334,14 +358,14 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
                 ok += 1;
             }
         }
+        let refilled = (started.elapsed().as_secs() / 10) as usize;
         let per_replica = cluster.calls_per_replica().await;
         println!("rate: {ok} of 30 calls through, per replica {per_replica:?}");
-        assert_eq!(ok, 6, "per replica {per_replica:?}\n{}", cluster.logs());
+        assert!((6..=6 + refilled).contains(&ok), "{ok}, per replica {per_replica:?}\n{}", cluster.logs());
         assert!(per_replica.iter().all(|&n| n >= 5), "the balancer spread the calls: {per_replica:?}");
 
-        // 2 at once for one identity: of 9 slow calls at once, 2 go through.
-        let calls = (0..9).map(|_| call_as(&lb, 1));
-        let done = futures::future::join_all(calls).await;
+        // 2 at once for one identity: of 9 calls at once, 2 go through.
+        let done = at_once(&forge, &lb, &[1; 9]).await;
         let ok = done.iter().filter(|c| !c.is_error).count();
         assert!(
             done.iter().all(|c| !c.is_error || refused_by(c, "RATE_LIMIT_CONCURRENT")),
@@ -350,10 +374,9 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
         );
         assert_eq!(ok, 2, "{}", cluster.logs());
 
-        // 3 at the forge at once for everybody: of 9 slow calls of 9 identities, 3 are sent.
+        // 3 at the forge at once for everybody: of 9 calls of 9 identities, 3 are sent.
         let before = forge.requests().iter().filter(|r| r.raw_path.ends_with("/r")).count();
-        let calls = (3..12).map(|n| call_as(&lb, n));
-        let done = futures::future::join_all(calls).await;
+        let done = at_once(&forge, &lb, &(3..12).collect::<Vec<_>>()).await;
         let ok = done.iter().filter(|c| !c.is_error).count();
         assert!(
             done.iter().all(|c| !c.is_error || refused_by(c, "FORGE_MAX_CONCURRENT")),
@@ -366,25 +389,17 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
         assert!(!call_as(&lb, 2).await.is_error);
 
         // The store killed (MCP_STATE_FAIL=open): calls go on, each replica judging by its own
-        // limits, and each says so in its metrics; nothing waits on the store for long.
+        // limits, and each says so in its metrics (judged without waiting on the store: its
+        // requests failed at once, or were skipped).
         redis.kill().await;
-        let started = Instant::now();
         for _ in 0..3 {
             let c = call_as(&lb, 0).await;
             assert!(!c.is_error || refused_by(&c, "RATE_LIMIT_PER_MINUTE"), "{}", c.text);
         }
-        let mut slowest = Duration::ZERO;
         for n in 2..5 {
-            let t = Instant::now();
             let c = call_as(&cluster.replica(0).base, n).await;
-            slowest = slowest.max(t.elapsed());
             assert!(!c.is_error, "{}", c.text);
         }
-        println!(
-            "with the store down: 3 slow calls, the slowest {slowest:?}, {:?} in all",
-            started.elapsed()
-        );
-        assert!(slowest < delay + Duration::from_secs(2), "a call waited on a dead store: {slowest:?}");
         let fell_back =
             counter(cluster.replica(0), "aegis_state_fallback_total", r#"{limit="caller",decision="local"}"#)
                 .await;
@@ -401,13 +416,11 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
         // replica has reconnected.
         redis.restart().await;
         for r in cluster.replicas.iter().flatten() {
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while !(call_as(&r.base, 0).await.json["error"].is_null()
-                && counter(r, "aegis_state_up", "").await == 1.0)
-            {
-                assert!(Instant::now() < deadline, "{} never reconnected: {}", r.base, r.stderr());
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            wait_for(&format!("{} reconnected", r.base), WAIT_LIMIT, async || {
+                call_as(&r.base, 0).await.json["error"].is_null()
+                    && counter(r, "aegis_state_up", "").await == 1.0
+            })
+            .await;
         }
         // A round trip slower than its bound (this machine is shared with other tests) makes a
         // replica judge on its own, as MCP_STATE_FAIL=open says: such a try is not judged by
@@ -425,7 +438,7 @@ async fn the_limits_hold_for_the_sum_of_the_replicas_over_tls_and_fall_back_to_e
         let mut judged = false;
         for who in 11..16 {
             let before = fell_back().await;
-            let calls = futures::future::join_all((0..9).map(|_| call_as(&lb, who))).await;
+            let calls = at_once(&forge, &lb, &[who; 9]).await;
             if fell_back().await > before {
                 continue;
             }
@@ -494,11 +507,10 @@ async fn a_refused_token_is_known_everywhere_and_a_killed_replicas_forge_slots_c
                 })
             })
             .collect();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while forge.requests().iter().filter(|r| r.raw_path.ends_with("/r")).count() < 2 {
-            assert!(Instant::now() < deadline, "the slow calls never reached the forge");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for("the slow calls reached the forge", WAIT_LIMIT, async || {
+            forge.requests().iter().filter(|r| r.raw_path.ends_with("/r")).count() >= 2
+        })
+        .await;
         let r2 = cluster.replica(1).base.clone();
         assert!(refused_by(&call_as(&r2, 2).await, "FORGE_MAX_CONCURRENT"), "r2 sees r1's slots taken");
         cluster.kill(0).await;
@@ -507,15 +519,12 @@ async fn a_refused_token_is_known_everywhere_and_a_killed_replicas_forge_slots_c
         }
         // Nobody gives the slots back: they expire (15 s), and r2 gets one.
         let killed = Instant::now();
-        loop {
+        wait_for("r1's slots came back", WAIT_LIMIT, async || {
             let c = call_as(&r2, 3).await;
-            if !c.is_error {
-                break;
-            }
-            assert!(refused_by(&c, "FORGE_MAX_CONCURRENT"), "{}", c.text);
-            assert!(killed.elapsed() < Duration::from_secs(25), "r1's slots never came back");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+            assert!(!c.is_error || refused_by(&c, "FORGE_MAX_CONCURRENT"), "{}", c.text);
+            !c.is_error
+        })
+        .await;
         println!("a killed replica's forge slots came back after {:?}", killed.elapsed());
         assert!(killed.elapsed() > Duration::from_secs(5), "the slots were given back by nobody yet");
     })
@@ -538,11 +547,7 @@ async fn with_the_store_failing_closed_a_hung_store_refuses_calls_quickly_and_th
             &format!("127.0.0.1:{}", free_port()),
         )
         .await;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !server.stderr().contains("maxmemory-policy is not noeviction") {
-            assert!(Instant::now() < deadline, "no warning of the eviction policy: {}", server.stderr());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        server.log_lines("maxmemory-policy is not noeviction", 1).await;
         assert!(!call_as(&server.base, 0).await.is_error);
         redis.stop();
         let mut slowest = Duration::ZERO;
@@ -554,7 +559,8 @@ async fn with_the_store_failing_closed_a_hung_store_refuses_calls_quickly_and_th
             assert_eq!(c.json["error"]["retry_after_seconds"], 1, "{}", c.text);
         }
         println!("a hung store (fail closed): the slowest refusal took {slowest:?}");
-        assert!(slowest < Duration::from_secs(2), "{slowest:?}");
+        // Refused at the store's own time limit (timeout), then without asking it (skipped):
+        // no call waits on a hung store (below).
         let refused =
             counter(&server, "aegis_state_fallback_total", r#"{limit="caller",decision="refused"}"#).await;
         assert!(refused >= 5.0, "{refused}");
@@ -565,9 +571,9 @@ async fn with_the_store_failing_closed_a_hung_store_refuses_calls_quickly_and_th
             counter(&server, "aegis_state_requests_total", r#"{op="admit",result="skipped"}"#).await >= 1.0
         );
         redis.resume();
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-        let c = call_as(&server.base, 0).await;
-        assert!(!c.is_error, "{}", c.text);
+        // Past the skip after failures, calls go through again.
+        wait_for("calls went through again", WAIT_LIMIT, async || !call_as(&server.base, 0).await.is_error)
+            .await;
         assert!(counter(&server, "aegis_state_up", "").await == 1.0);
     })
     .await;
@@ -592,8 +598,9 @@ async fn a_store_fault_leaks_no_forge_slot_and_a_store_that_refused_the_connecti
         let c = call_as(&server.base, 0).await;
         assert!(!c.is_error, "{}", c.text);
         redis.resume();
-        tokio::time::sleep(Duration::from_millis(2500)).await;
-        assert_eq!(slots_in_store().await, 0, "a slot stayed taken: {:?}", redis.keys().await);
+        // Given back, well before the lease (15 s) would have ended it.
+        wait_for("the slot was given back", Duration::from_secs(10), async || slots_in_store().await == 0)
+            .await;
         for _ in 0..3 {
             let c = call_as(&server.base, 0).await;
             assert!(!c.is_error, "{}", c.text);
@@ -616,11 +623,12 @@ async fn a_store_fault_leaks_no_forge_slot_and_a_store_that_refused_the_connecti
         // Longer than the connection manager's own retries (about 5 s), after which it would
         // keep the refusal for good.
         let refused_since = Instant::now();
-        while refused_since.elapsed() < Duration::from_secs(8) {
+        wait_for("8 s of calls with the connection refused", WAIT_LIMIT, async || {
             let c = call_as(&server.base, 0).await;
             assert!(!c.is_error, "{}", c.text);
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+            refused_since.elapsed() >= Duration::from_secs(8)
+        })
+        .await;
         assert!(
             counter(&server, "aegis_state_requests_total", r#"{op="forge_admit",result="error"}"#).await
                 >= 1.0
@@ -631,18 +639,11 @@ async fn a_store_fault_leaks_no_forge_slot_and_a_store_that_refused_the_connecti
         );
         let back = Instant::now();
         let before = counter(&server, "aegis_state_requests_total", SLOT_OK).await;
-        loop {
+        wait_for("the server used the store again", WAIT_LIMIT, async || {
             assert!(!call_as(&server.base, 0).await.is_error);
-            if counter(&server, "aegis_state_requests_total", SLOT_OK).await > before {
-                break;
-            }
-            assert!(
-                back.elapsed() < Duration::from_secs(20),
-                "the server never used the store again: {}",
-                server.stderr()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            counter(&server, "aegis_state_requests_total", SLOT_OK).await > before
+        })
+        .await;
         println!(
             "a store that refused the connection was used again {:?} after it accepted it",
             back.elapsed()
