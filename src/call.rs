@@ -548,7 +548,7 @@ async fn per_request_login(
         let got = tokio::time::timeout(limit, lookup()).await.unwrap_or_else(|_| {
             Err(CallError::local(
                 ErrorKind::Timeout,
-                format!("the forge did not answer within {} s", limit.as_secs_f64()),
+                format!("the forge did not answer within {}s", limit.as_secs_f64()),
             ))
         });
         if matches!(&got, Err(e) if e.kind() == Some(ErrorKind::Unauthorized)) {
