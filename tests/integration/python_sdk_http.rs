@@ -307,7 +307,7 @@ async fn a_session_whose_identity_lookup_hangs_gets_a_json_rpc_error_in_time() {
     let run = support::run_with_timeout(&mut cmd, TIMEOUT).await;
     let said = format!("{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.status.and_then(|s| s.code()), Some(1), "the connection fails: {said}");
-    assert!(said.contains("-32000") && said.contains("did not answer within 10 s"), "{said}");
+    assert!(said.contains("-32000") && said.contains("did not answer within 10s"), "{said}");
     // The server's 10 s, not the SDK's own 30 s (which says "timed out").
     assert!(!said.contains("timed out") && !said.contains("BrokenResource"), "{said}");
 }
