@@ -5,24 +5,25 @@ use serde_json::{Map, Value, json};
 
 use crate::audit::{Origin, Trace};
 use crate::confirm::{self, Asker, Nobody};
+use crate::executor::Received;
 use crate::executor::client::{Binary, LARGE_BODY};
-use crate::executor::flavor::simple_get;
-use crate::executor::{Forge, Received};
-use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode, Principal, sudo};
+use crate::executor::forge_error;
+use crate::identify::{self, identify, sudo};
+use crate::identity::{Caller, Credential, Identity, Principal};
 use crate::limits::Key;
 use crate::server::Server;
 use aegis_core::admission::{self, Admitted};
+use aegis_core::args::sudo::Requested;
 use aegis_core::args::{CallPlan, Prepared};
 use aegis_core::catalog::ToolDef;
 use aegis_core::decode::json::{Elided, Keep};
 use aegis_core::decode::{body, pagination, status};
 use aegis_core::envelope::{self, Link, RequestInfo, Success};
 use aegis_core::error::{CallError, ErrorKind};
-use aegis_core::guard::{CallGuard, Guarded, GuardedError, Redactor, credential_ops, secrets};
+use aegis_core::guard::{CallGuard, Guarded, GuardedError, credential_ops, secrets};
 use aegis_core::policy::Narrowing;
 use aegis_core::policy::repos::{self, Filter};
-use aegis_core::shape::{self, Shape};
-use secrecy::{ExposeSecret, SecretString};
+use aegis_core::shape::{self, Ask, Shape};
 
 /// Run tool `name` with `args` as `caller`, under the server's policy as `narrowing`
 /// narrows it for this request: the text of a success result, or why not. Both can only
@@ -41,6 +42,11 @@ pub async fn run(
 
 /// `run`, where a call that cannot be undone is confirmed by the person `asker` reaches (an
 /// MCP client with elicitation), or by its `confirm` argument.
+///
+/// The conductor: the stages ARCHITECTURE.md lists, in its order, each a function below. A
+/// stage takes what earlier ones made and returns what later ones need, or an error that
+/// leaves through the guard of the moment; a new stage is one more line here and one more
+/// function.
 pub async fn run_asking(
     server: &Server,
     caller: Caller,
@@ -51,152 +57,215 @@ pub async fn run_asking(
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
     server.note_caller(trace, &caller).await;
-    // Every outcome leaves through this call's guard; it knows the caller's token from the
-    // start (a client may paste it anywhere), the body's secrets once the operation is known.
-    // It is built once the call is admitted; what is answered before uses one of its own.
+    // Every outcome leaves through a guard. Until the call is admitted, one that knows the
+    // caller's token (a client may paste it anywhere); then the call's own.
     let secrets = caller.secrets();
-    let early_guard = || server.guard.for_call(secrets.clone());
-    // Sudo (only with SUDO_ALLOWED_USERS): the `sudo` argument is a header, never a
-    // parameter; it leaves the arguments here and is judged once the caller is known.
+    let early = || server.guard.for_call(secrets.clone());
+    // 1. admit
+    let (call, ask, asked_sudo) = match admit(server, narrowing, name, args, trace) {
+        Ok((Admitted::Send(call, ask), sudo)) => (call, ask, sudo),
+        Ok((Admitted::Answer(value), _)) => return early().answer(value),
+        Err(e) => return Err(early().error(e)),
+    };
+    // 2. identify
+    let key = limit_key(&caller);
+    let (credential, identity) = identify(server, caller).await.map_err(|e| early().error(e))?;
+    trace.identity = Some(identity.clone());
+    // 3. limit: a refusal is this server's own words (which limit, when to retry), guarded
+    //    with the configured secrets: refusing costs a client's neighbours as little as possible.
+    let _running = server.limits.admit(key(&identity)).await.map_err(|e| server.guard.error(e))?;
+    let guard = server.guard.for_call(secrets);
+    // 4. authorize
+    let (credential, identity) = authorize(server, narrowing, &call, asked_sudo, credential, identity, trace)
+        .await
+        .map_err(|e| guard.error(e))?;
+    // 5. prepare
+    let mut guard = prepare(server, &call, &ask, guard)?;
+    // 6. confirm
+    confirm(server, narrowing, &call, &ask, &credential, asker, &guard, trace).await?;
+    // 7. send
+    let mut fetched = send(server, &call, &credential, &guard, trace).await.map_err(|e| guard.error(e))?;
+    // 8. filter
+    let filtered = filter(server, narrowing, &call, &mut fetched).map_err(|e| guard.error(e))?;
+    // 9. shape
+    let (shape, link) = shape(server, &call, &ask, &mut guard, &mut fetched).map_err(|e| guard.error(e))?;
+    // 10. guard: hygiene → exact redaction → pattern masking (or block) → bounds → the
+    //     envelope's text. A large body's permit lasts until its result has passed the guard.
+    let elided = std::mem::take(&mut fetched.elided);
+    let _large = fetched.large.take();
+    let mut success = fetched.into_success(server, identity);
+    (success.filtered, success.shape, success.link) = (filtered, shape, link);
+    guard.success(&mut success, credential_ops::issues_credentials(operation_id(&call)), &elided)
+}
+
+/// Stage 1, admit: which call, and may it run. Unknown names are a protocol error, refused
+/// ones a policy refusal; the arguments are normalised and validated once, and the policy
+/// judges what validation left; a discovery tool is answered here. Sudo (only with
+/// SUDO_ALLOWED_USERS) is a header, never a parameter: its argument leaves the arguments
+/// first (returned beside the admission) and is judged once the caller is known.
+fn admit<'s>(
+    server: &'s Server,
+    narrowing: &Narrowing,
+    name: &str,
+    args: Option<Map<String, Value>>,
+    trace: &mut Trace,
+) -> Result<(Admitted<'s>, Requested), CallError> {
     let mut args = args.unwrap_or_default();
-    let asked_sudo = aegis_core::args::sudo::take(&server.catalog, name, &mut args);
-    // 1.–3. which call, and may it run: unknown names are a protocol error, refused ones a
-    //    policy refusal; the arguments are normalised and validated once, and the policy
-    //    judges what validation left. The discovery tools answer from the catalog, or name
-    //    the operation to run.
+    let sudo = aegis_core::args::sudo::take(&server.catalog, name, &mut args);
     let admission = admission::admit(server.discovery(narrowing), name, args);
     // The audit line names the operation reached, also when the call is refused.
     trace.operation = admission.operation.map(|op| op.id.clone());
-    let (call, ask) = match admission.outcome {
-        Ok(Admitted::Answer(value)) => return early_guard().answer(value),
-        Ok(Admitted::Send(call, ask)) => (call, ask),
-        Err(e) => return Err(early_guard().error(e)),
-    };
-    // 2. who: the credential and the identity the envelope reports. A per-request identity
-    //    that cannot be established fails the call; it never falls back to the global one.
-    let key = limit_key(&caller);
-    let (credential, identity) = identify(server, caller).await.map_err(|e| early_guard().error(e))?;
+    Ok((admission.outcome?, sudo))
+}
+
+/// Stage 4, authorize: what depends on who the caller is. Sudo allowed (the credential then
+/// carries the `Sudo` header) or refused; a new repository that goes to the caller (a fork,
+/// a migration, the caller's own new repository) judged by the repository allowlists; and a
+/// URL of the body (a migration's source, a push mirror's remote) that may name this forge
+/// by another of its names: under a repository allowlist the names are looked up, and the
+/// call judged again with what they resolve to.
+async fn authorize(
+    server: &Server,
+    narrowing: &Narrowing,
+    call: &Prepared<'_>,
+    asked_sudo: Requested,
+    credential: Credential,
+    identity: Identity,
+    trace: &mut Trace,
+) -> Result<(Credential, Identity), CallError> {
+    let allowed = server.settings.sudo_allowed_users.as_ref();
+    let is_admin = async |c: &Credential| identify::is_admin(server, c).await;
+    let (credential, identity) = sudo::authorize(allowed, asked_sudo, credential, identity, is_admin).await?;
     trace.identity = Some(identity.clone());
-    // Within this identity's limits, or refused before anything is sent for the call; it
-    // counts as running until it returns. A refusal is this server's own words (which limit,
-    // when to retry), guarded with the configured secrets: refusing costs a client's
-    // neighbours as little as possible.
-    let _admitted = server.limits.admit(key(&identity)).await.map_err(|e| server.guard.error(e))?;
-    let guard = server.guard.for_call(secrets);
-    // Sudo allowed (the credential now carries the `Sudo` header) or refused, before sending.
-    let (credential, identity) = sudo::authorize(
-        server.settings.sudo_allowed_users.as_ref(),
-        asked_sudo,
-        credential,
-        identity,
-        async |c| is_admin(server, c).await,
-    )
-    .await
-    .map_err(|e| guard.error(e))?;
-    trace.identity = Some(identity.clone());
-    // A new repository that goes to the caller (a fork, a migration, the caller's own new
-    // repository) is judged by the repository allowlists now that the caller is known.
     let login = identity.sudo.as_deref().or(identity.login.as_deref());
-    if let Some(refusal) = server.policy.caller_refusal(narrowing, &call, login) {
-        return Err(guard.error(refusal.into()));
+    if let Some(refusal) = server.policy.caller_refusal(narrowing, call, login) {
+        return Err(refusal.into());
     }
-    // A URL of the body (a migration's source, a push mirror's remote) may name this forge by
-    // another of its names: under a repository allowlist the names are looked up, and the
-    // call judged again with what they resolve to.
-    let hosts = server.policy.named_hosts(narrowing, &call);
+    let hosts = server.policy.named_hosts(narrowing, call);
     if !hosts.is_empty() {
         let aliases = crate::server::look_up(&hosts).await.map_err(|host| {
-            guard.error(CallError::local(
+            CallError::local(
                 ErrorKind::Denied,
                 format!(
                     "under a repository allowlist the host {host} that this call's URL names could not be looked up, so whether it is this forge (whose repositories the list governs) cannot be judged; nothing was sent — retry, or name the repository by this forge's own address"
                 ),
-            ))
+            )
         })?;
-        if let Some(refusal) = server.policy.alias_refusal(narrowing, &call, &aliases) {
-            return Err(guard.error(refusal.into()));
+        if let Some(refusal) = server.policy.alias_refusal(narrowing, call, &aliases) {
+            return Err(refusal.into());
         }
     }
-    // The body's secrets; for the raw tool, those of the operation its route reaches (a raw
-    // call to a credential operation is treated like the operation's tool).
+    Ok((credential, identity))
+}
+
+/// Stage 5, prepare: the call's guard learns the body's secrets (for the raw tool, those of the
+/// operation its route reaches: a raw call to a credential operation is treated like the
+/// operation's tool) and whether the result is file bytes (exact content: no hygiene, even
+/// when sent as text); fields the result type does not have are refused before anything is sent.
+fn prepare(
+    server: &Server,
+    call: &Prepared<'_>,
+    ask: &Ask,
+    guard: CallGuard,
+) -> Result<CallGuard, GuardedError> {
     let operation = call.operation();
-    let operation_id = operation.map(|op| op.id.as_str());
-    // File bytes (raw files, archives) are exact content: no hygiene, even when sent as text.
     let file_bytes = operation.is_some_and(|op| op.response == aegis_core::catalog::ResponseKind::Binary);
-    let mut guard =
-        guard.with(secrets::from_body(operation_id, call.args().get("body"))).for_file_bytes(file_bytes);
-    let issues_credentials = credential_ops::issues_credentials(operation_id);
-    // Fields the result type does not have are refused before anything is sent.
-    let result_type = operation.and_then(|op| op.result.as_ref());
+    let guard = guard
+        .with(secrets::from_body(operation_id(call), call.args().get("body")))
+        .for_file_bytes(file_bytes);
     if let Some(fields) = &ask.fields {
         shape::check_asked(server.catalog.definitions(), operation, fields).map_err(|e| guard.error(e))?;
     }
-    // What cannot be undone is confirmed by a person (or their `confirm`) before it is sent.
-    if let Some(c) = server.policy.confirmation(&call) {
-        let how = confirm::confirm(
-            server,
-            narrowing,
-            &credential,
-            asker,
-            guard.redactor(),
-            &c,
-            ask.confirm.as_deref(),
-        )
+    Ok(guard)
+}
+
+/// Stage 6, confirm: what cannot be undone is confirmed by a person (or their `confirm`) before
+/// it is sent.
+#[allow(clippy::too_many_arguments)]
+async fn confirm(
+    server: &Server,
+    narrowing: &Narrowing,
+    call: &Prepared<'_>,
+    ask: &Ask,
+    credential: &Credential,
+    asker: &dyn Asker,
+    guard: &CallGuard,
+    trace: &mut Trace,
+) -> Result<(), GuardedError> {
+    let Some(c) = server.policy.confirmation(call) else {
+        return Ok(());
+    };
+    let redactor = guard.redactor();
+    let how = confirm::confirm(server, narrowing, credential, asker, redactor, &c, ask.confirm.as_deref())
         .await
         .map_err(|e| {
             trace.input_required = asker.is_asking();
             guard.error(e)
         })?;
-        trace.confirmed = how;
-    }
-    // 4.–6. plan, send, decode. Binary content a resource reads again is not held past what
-    // a result can take: over MAX_BINARY_BYTES it is only counted, and linked.
+    trace.confirmed = how;
+    Ok(())
+}
+
+/// Stage 7, send: plan, send and decode (`fetch`). Binary content a resource reads again is not
+/// held past what a result can take: over MAX_BINARY_BYTES it is only counted, and linked.
+async fn send(
+    server: &Server,
+    call: &Prepared<'_>,
+    credential: &Credential,
+    guard: &CallGuard,
+    trace: &mut Trace,
+) -> Result<Fetched, CallError> {
     let linkable = envelope::link::uri_of(call.tool().name(), call.args()).is_some();
     let binary = if linkable { Binary::Measure(server.settings.max_resource_bytes) } else { Binary::Refuse };
-    let mut fetched =
-        fetch(server, &call, &credential, &guard, trace, binary).await.map_err(|e| guard.error(e))?;
-    // Listings across repositories keep only what the repository allowlists allow.
+    fetch(server, call, credential, guard, trace, binary).await
+}
+
+/// Stage 8, filter: listings across repositories keep only what the repository allowlists allow
+/// (before shaping, reading the forge's own members); what was removed, for the envelope.
+fn filter(
+    server: &Server,
+    narrowing: &Narrowing,
+    call: &Prepared<'_>,
+    fetched: &mut Fetched,
+) -> Result<Option<envelope::Filtered>, CallError> {
     let fence = server.policy.fence(narrowing);
-    let filtered = match repos::filter(
-        &fence,
-        operation_id,
-        &mut fetched.data,
-        fetched.pagination.as_mut(),
-        &mut fetched.elided,
-    ) {
-        Filter::Untouched => None,
-        Filter::Removed(f) => Some(f),
-        Filter::Withheld(why) => return Err(guard.error(CallError::local(ErrorKind::Denied, why))),
-    };
-    // Known secrets in base64 file content are found on the forge's whole answer, before
-    // shaping: `fields` may keep a file's `content` without the `encoding` that says what it is.
-    if fetched.json {
-        guard
-            .contents(server.catalog.definitions(), result_type, fetched.status, &mut fetched.data)
-            .map_err(|e| guard.error(e))?;
+    let paging = fetched.pagination.as_mut();
+    match repos::filter(&fence, operation_id(call), &mut fetched.data, paging, &mut fetched.elided) {
+        Filter::Untouched => Ok(None),
+        Filter::Removed(f) => Ok(Some(f)),
+        Filter::Withheld(why) => Err(CallError::local(ErrorKind::Denied, why)),
     }
-    // 7. shape: what the agent needs of the data (after the fence, which reads the forge's
-    //    own members), and only the fields asked for.
+}
+
+/// Stage 9, shape: what the agent needs of the data, and only the fields asked for. Known secrets
+/// in base64 file content are found on the forge's whole answer first: `fields` may keep a
+/// file's `content` without the `encoding` that says what it is. Binary content too large to
+/// inline, which a resource reads again, is left for the client to fetch: `data` says what
+/// it is, the link where. The shape the envelope names, and the link.
+fn shape(
+    server: &Server,
+    call: &Prepared<'_>,
+    ask: &Ask,
+    guard: &mut CallGuard,
+    fetched: &mut Fetched,
+) -> Result<(Option<&'static str>, Option<Link>), CallError> {
+    let result_type = call.operation().and_then(|op| op.result.as_ref());
+    if fetched.json {
+        guard.contents(server.catalog.definitions(), result_type, fetched.status, &mut fetched.data)?;
+    }
     let shape = ask.shape.unwrap_or(server.settings.result_shape);
     let compact = fetched.json && shape == Shape::Compact;
-    fetched.shape(server, result_type, shape, ask.fields.as_deref()).map_err(|e| guard.error(e))?;
-    // Binary content too large to inline, which a resource reads again, is left for the
-    // client to fetch: `data` says what it is, `link` where.
+    fetched.shape(server, result_type, shape, ask.fields.as_deref())?;
     let link = match (fetched.json, fetched.over) {
         (true, _) => None,
         (false, true) => over_link(call.tool(), call.args(), &fetched.data),
         (false, false) => link(server, call.tool(), call.args(), &mut fetched.data),
     };
-    let elided = std::mem::take(&mut fetched.elided);
-    // A large body's permit lasts until its result has passed the guard.
-    let _large = fetched.large.take();
-    let mut success = fetched.into_success(server, identity);
-    success.filtered = filtered;
-    success.shape = compact.then_some(Shape::Compact.as_str());
-    success.link = link;
-    // 8. guard: hygiene → exact redaction → pattern masking (or block) → bounds; 9. the
-    //    envelope text.
-    guard.success(&mut success, issues_credentials, &elided)
+    Ok((compact.then_some(Shape::Compact.as_str()), link))
+}
+
+fn operation_id<'c>(call: &Prepared<'c>) -> Option<&'c str> {
+    call.operation().map(|op| op.id.as_str())
 }
 
 /// The link for binary `data` (`{content_base64, content_type, size}`) over
@@ -343,7 +412,7 @@ async fn fetch(
     trace: &mut Trace,
     binary: Binary,
 ) -> Result<Fetched, CallError> {
-    // 4. plan: encoded path, query, body or multipart.
+    // Plan: encoded path, query, body or multipart.
     let plan = call.plan(server.settings.max_binary_bytes)?;
     trace.sent(&plan, guard.redactor());
     // A write is sent only once the audit line that says so is written.
@@ -352,7 +421,7 @@ async fn fetch(
             log.before_write(&server.guard, trace)?;
         }
     }
-    // 5. send, within timeouts and size limits.
+    // Send, within timeouts and size limits.
     let received = server.forge.send_reading(&plan, credential, binary).await?;
     trace.status = Some(received.status);
     // Binary content larger than a result holds, counted and not kept: what it is, for a link.
@@ -371,7 +440,7 @@ async fn fetch(
             large: None,
         });
     }
-    // 6. decode: status → error kind, body → data, headers → pagination.
+    // Decode: status → error kind, body → data, headers → pagination.
     let max_binary = match binary {
         Binary::UpTo(max) => (max, "MAX_RESOURCE_BYTES"),
         Binary::Refuse | Binary::Measure(_) => (server.settings.max_binary_bytes, "MAX_BINARY_BYTES"),
@@ -473,212 +542,6 @@ fn limit_key(caller: &Caller) -> impl FnOnce(&Identity) -> Key + use<> {
     move |identity| Key::Caller(Principal::of(global, identity))
 }
 
-/// The credential and identity of a caller.
-///
-/// The global login is resolved once with `GET /api/v1/user` and cached; when that fails (a
-/// token scoped without `read:user`, a forge hiccup) the call still runs under the same
-/// credential, with `login: null`. A per-request token's login is resolved before the call
-/// (cached by a hash of the token for a short time); if that fails the call fails with
-/// `identity_failed` (or `unauthorized` for a refused token) and is not made at all.
-pub(crate) async fn identify(server: &Server, caller: Caller) -> Result<(Credential, Identity), CallError> {
-    match caller {
-        Caller::Global => {
-            let credential = server.global.credential.clone();
-            let mode = credential.mode();
-            let login = if mode == Mode::Anonymous { None } else { global_login(server).await };
-            Ok((credential, Identity { login, mode, sudo: None }))
-        }
-        Caller::Token(token) => {
-            let credential = Credential::request_token(&token).map_err(unusable)?;
-            let login = per_request_login(server, &token, &credential).await?;
-            Ok((credential.clone(), Identity { login: Some(login), mode: credential.mode(), sudo: None }))
-        }
-        Caller::Granted(grant) => {
-            let credential = Credential::bearer(&grant.forge_token).map_err(unusable)?;
-            let login = per_request_login(server, &grant.forge_token, &credential).await?;
-            Ok((credential, Identity { login: Some(login), mode: Mode::OAuth, sudo: None }))
-        }
-    }
-}
-
-fn unusable(e: crate::identity::InvalidToken) -> CallError {
-    CallError::local(ErrorKind::IdentityFailed, format!("the Authorization header's token is unusable: {e}"))
-}
-
-/// The login behind a per-request forge token: cached by a hash of the token, else asked. A
-/// token the forge refused moments ago is refused again without asking — here, or with a
-/// shared store on any replica; one it has never confirmed is asked through the small pool of
-/// lookups of unknown tokens, not the forge slots of established callers (`identity/cache.rs`).
-async fn per_request_login(
-    server: &Server,
-    token: &SecretString,
-    credential: &Credential,
-) -> Result<String, CallError> {
-    let logins = &server.logins;
-    if logins.refused_recently(token) {
-        return Err(refused_token());
-    }
-    let lookup = || async {
-        if logins.knows(token) {
-            fetch_user(server, credential).await
-        } else {
-            let Some(_slot) = logins.lookup_slot().await else {
-                return Err(CallError::rate_limited(
-                    format!(
-                        "the server is already asking the forge about {} tokens it has not seen before, its limit for all callers together; nothing was sent — retry after 1 s",
-                        crate::identity::cache::LOOKUPS
-                    ),
-                    1,
-                ));
-            };
-            fetch_user_with_lookup(&server.forge, credential).await
-        }
-    };
-    let resolve = || async {
-        // Not in this replica's cache: another replica may have just seen the forge refuse it
-        // (a round trip to the store is cheaper than a lookup at the forge).
-        let shared = server.state.as_ref();
-        if let Some(store) = shared {
-            if store.refused(token.expose_secret().as_bytes()).await {
-                logins.put_refused(token);
-                return Err(refused_token());
-            }
-        }
-        let limit = crate::identity::cache::LOOKUP_TIMEOUT.min(server.settings.timeout);
-        let got = tokio::time::timeout(limit, lookup()).await.unwrap_or_else(|_| {
-            Err(CallError::local(
-                ErrorKind::Timeout,
-                format!("the forge did not answer within {}s", limit.as_secs_f64()),
-            ))
-        });
-        if matches!(&got, Err(e) if e.kind() == Some(ErrorKind::Unauthorized)) {
-            logins.put_refused(token);
-            if let Some(store) = shared {
-                let keep = crate::identity::cache::REFUSED_FOR;
-                store.remember_refused(token.expose_secret().as_bytes(), keep).await;
-            }
-        }
-        got
-    };
-    logins.get_or_resolve(token, resolve).await.map_err(identity_error).map(|u| u.login)
-}
-
-/// A token the forge refused: the words a caller acts on.
-fn refused_token() -> CallError {
-    CallError::Result(aegis_core::error::ToolFailure {
-        status: Some(401),
-        kind: ErrorKind::Unauthorized,
-        message:
-            "the forge refused the token of this request (401); check the token in your Authorization header"
-                .into(),
-        path: None,
-        retry_after: None,
-    })
-}
-
-/// Why a per-request identity could not be established, without the token in any word.
-/// The forge's words in it were sanitized with the token already (`fetch_user_with`), and
-/// every caller guards the error again with the token known.
-fn identity_error(e: CallError) -> CallError {
-    match e {
-        CallError::Result(f) if f.kind == ErrorKind::Unauthorized => refused_token(),
-        // A limit (FORGE_MAX_CONCURRENT, or the forge's own 429) stays what it is: wait and retry.
-        CallError::Result(f) if f.kind == ErrorKind::RateLimited => CallError::Result(f),
-        CallError::Result(f) => CallError::Result(aegis_core::error::ToolFailure {
-            status: f.status,
-            kind: ErrorKind::IdentityFailed,
-            message: format!(
-                "could not establish who this request's token belongs to ({}: {}); the call was not made under any other identity — try again",
-                f.kind, f.message
-            ),
-            path: None,
-            retry_after: None,
-        }),
-        other => other,
-    }
-}
-
-async fn global_login(server: &Server) -> Option<String> {
-    if let Some(l) = server.global.cached_login() {
-        return Some(l.to_owned());
-    }
-    match fetch_user(server, &server.global.credential).await {
-        Ok(user) => {
-            let login = user.login.clone();
-            server.global.remember(user);
-            Some(login)
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "could not resolve the login of the global token; reporting login null");
-            None
-        }
-    }
-}
-
-/// `GET /api/v1/user` → `login` and `is_admin`.
-pub(crate) async fn fetch_user(server: &Server, credential: &Credential) -> Result<ForgeUser, CallError> {
-    fetch_user_with(&server.forge, credential).await
-}
-
-/// `GET /api/v1/user` → `login` and `is_admin`, with any forge client (`doctor` uses it
-/// before a server exists).
-pub(crate) async fn fetch_user_with(forge: &Forge, credential: &Credential) -> Result<ForgeUser, CallError> {
-    let got = forge.send(&simple_get("/user"), credential).await?;
-    user_of(got, credential)
-}
-
-/// `fetch_user_with` for a token not yet established: outside the forge slots of established
-/// callers (the caller holds a slot of the lookups of unknown tokens).
-async fn fetch_user_with_lookup(forge: &Forge, credential: &Credential) -> Result<ForgeUser, CallError> {
-    let got = forge.send_lookup(&simple_get("/user"), credential).await?;
-    user_of(got, credential)
-}
-
-/// The user a `GET /api/v1/user` answered with, or why not.
-fn user_of(got: Received, credential: &Credential) -> Result<ForgeUser, CallError> {
-    if let Some(kind) = status::kind_for(got.status) {
-        let redactor = Redactor::once(credential.secret().map(|s| s.expose_secret()));
-        return Err(forge_error(&got, kind, &redactor));
-    }
-    // Only the login and the admin flag are read (the rest is skipped, not stored); a login
-    // is a short name, and it is cached per token, so a longer one is not accepted.
-    #[derive(serde::Deserialize)]
-    struct User {
-        login: Option<String>,
-        #[serde(default)]
-        is_admin: Option<bool>,
-    }
-    let user = serde_json::from_slice::<User>(&got.body).ok();
-    let is_admin = user.as_ref().and_then(|u| u.is_admin).unwrap_or(false);
-    user.and_then(|u| u.login)
-        .filter(|l| !l.is_empty() && l.chars().count() <= aegis_core::identity::MAX_LOGIN_CHARS)
-        .map(|login| ForgeUser { login, is_admin })
-        .ok_or_else(|| {
-            CallError::from_forge(
-                got.status,
-                ErrorKind::UnexpectedStatus,
-                "GET /api/v1/user returned no login (or one longer than any forge allows)",
-            )
-        })
-}
-
-/// Whether the user of `credential` is a site administrator: from the user cached with its
-/// login (the global identity's, or a per-request token's), else asked again.
-async fn is_admin(server: &Server, credential: &Credential) -> Result<bool, CallError> {
-    let cached = if credential.header() == server.global.credential.header() {
-        server.global.cached_user().cloned()
-    } else {
-        match credential.secret() {
-            Some(token) => server.logins.get(token).await,
-            None => None,
-        }
-    };
-    match cached {
-        Some(user) => Ok(user.is_admin),
-        None => fetch_user(server, credential).await.map(|u| u.is_admin),
-    }
-}
-
 /// Status, data, pagination, what the parser left out, and whether the body was JSON.
 type Decoded = (u16, Value, Option<pagination::Pagination>, Elided, bool);
 
@@ -735,21 +598,4 @@ async fn decode(
     let data = decoded.into_data();
     let paging = plan.page().map(|req| pagination::paginate(req, total.as_deref(), link.as_deref(), &data));
     Ok((st, data, paging, elided, is_json))
-}
-
-/// An error the forge answered with: its message, sanitized and truncated, plus a hint —
-/// the wait it asked for with `Retry-After` (also passed on as `retry_after_seconds`), else
-/// the hint of its kind or words.
-pub(crate) fn forge_error(got: &Received, kind: ErrorKind, redactor: &Redactor) -> CallError {
-    let status = got.status;
-    let message = status::forge_message(&got.body);
-    let retry_after = status::retry_after(got.header("retry-after"), std::time::SystemTime::now());
-    let hint = match retry_after {
-        Some(s) => format!(" (the forge asks to wait {s} s before retrying)"),
-        None => status::hint(status, kind, &message).to_owned(),
-    };
-    let said = redactor.sanitize_message(&message);
-    let said = if said.is_empty() { "(no message)".to_owned() } else { said };
-    CallError::from_forge(status, kind, format!("the forge answered {status}: {said}{hint}"))
-        .with_retry_after(retry_after)
 }

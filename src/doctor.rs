@@ -96,7 +96,7 @@ pub async fn run(settings: Settings) -> ExitCode {
         r.warn("SUDO_ALLOWED_USERS is set but the server has no identity of its own: sudo is refused to anonymous calls");
     }
     if credential.mode() != Mode::Anonymous {
-        match crate::call::fetch_user_with(&forge, &credential).await {
+        match crate::identify::fetch_user_with(&forge, &credential).await {
             Ok(user) => {
                 let login = &user.login;
                 if basic {

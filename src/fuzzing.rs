@@ -631,7 +631,7 @@ pub fn guard(data: &[u8]) {
     }
     let received = crate::executor::client::Received { status, headers, body, over: None, _large: None };
     let kind = status::kind_for(status).unwrap_or(ErrorKind::UpstreamError);
-    let error = crate::call::forge_error(&received, kind, call.redactor());
+    let error = crate::executor::forge_error(&received, kind, call.redactor());
     assert_no_secret(&error_text(call.error(error).into_error()));
 }
 

@@ -14,6 +14,7 @@ pub mod executor;
 /// The fuzz targets' bodies (`fuzz/`), also replayed over the committed corpus by a unit test.
 #[doc(hidden)]
 pub mod fuzzing;
+pub(crate) mod identify;
 pub mod identity;
 pub(crate) mod limits;
 pub mod log;

@@ -134,7 +134,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["executor", "limits", "audit"],
             &["oauth"],
             &["server"],
-            &["confirm"],
+            &["identify", "confirm"],
             &["call"],
             &["resources"],
             &["mcp"],
@@ -378,4 +378,40 @@ fn integration_tests_wait_for_conditions_not_for_time() {
     let listed: std::collections::BTreeMap<String, usize> =
         TIME_AS_STIMULUS.iter().map(|(f, n, _)| ((*f).to_owned(), *n)).collect();
     assert_eq!(pauses, listed, "pauses in the tests, against TIME_AS_STIMULUS (file, count, why)");
+}
+
+/// The numbered stages of a call, `(number, name)`: in `call.rs`, the `// N. name` lines of
+/// `run_asking` (the conductor); in ARCHITECTURE.md, the `  N name` lines of its pipeline.
+fn stages(text: &str, numbered: impl Fn(&str) -> Option<&str>) -> Vec<(u32, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = numbered(line.trim_start())?;
+            let (n, rest) = rest.split_once(['.', ' '])?;
+            let name = rest.trim_start().split([':', ' ']).next()?;
+            Some((n.parse().ok()?, name.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_stages_of_a_call_are_named_alike_in_call_rs_and_architecture() {
+    let call = std::fs::read_to_string(repo().join("src/call.rs")).expect("call.rs");
+    let conductor = call.split("pub async fn run_asking(").nth(1).expect("run_asking in call.rs");
+    let conductor = &conductor[..conductor.find("\n}\n").expect("the end of run_asking")];
+    let in_code =
+        stages(conductor, |l| l.strip_prefix("// ").filter(|r| r.starts_with(|c: char| c.is_ascii_digit())));
+    let architecture = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let pipeline = architecture.split("```\nMCP client").nth(1).expect("the pipeline in ARCHITECTURE.md");
+    let pipeline = &pipeline[..pipeline.find("```").expect("the end of the pipeline")];
+    let in_docs = stages(pipeline, |l| Some(l).filter(|l| l.starts_with(|c: char| c.is_ascii_digit())));
+    let numbers: Vec<u32> = (1..=in_code.len() as u32).collect();
+    assert_eq!(
+        in_code.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        numbers,
+        "call.rs numbers its stages 1, 2, …"
+    );
+    assert_eq!(in_code, in_docs, "the stages of run_asking (call.rs) against ARCHITECTURE.md's pipeline");
+    assert!(in_code.len() >= 5, "call.rs names its stages: {in_code:?}");
+    let body_lines = conductor.lines().count();
+    assert!(body_lines <= 60, "run_asking is a conductor on one screen: {body_lines} lines");
 }

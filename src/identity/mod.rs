@@ -7,7 +7,6 @@
 
 pub(crate) mod cache;
 pub(crate) mod header;
-pub(crate) mod sudo;
 
 pub use aegis_core::identity::{Identity, Mode, basic_blob};
 
@@ -34,7 +33,7 @@ pub(crate) struct Credential {
     secret: Option<SecretString>,
     /// HTTP Basic (a login and password) rather than a token.
     basic: bool,
-    /// The login to act as (`Sudo`), once `sudo::authorize` allowed it.
+    /// The login to act as (`Sudo`), once `identify::sudo::authorize` allowed it.
     sudo: Option<HeaderValue>,
 }
 
@@ -85,7 +84,7 @@ impl Credential {
     }
 
     /// The same credential, acting as `login` (sent as `Sudo: <login>`). Only
-    /// `sudo::authorize` calls this, after checking the caller may.
+    /// `identify::sudo::authorize` calls this, after checking the caller may.
     pub(crate) fn acting_as(mut self, login: &str) -> Result<Credential, InvalidToken> {
         self.sudo = Some(HeaderValue::from_str(login).map_err(|_| InvalidToken)?);
         Ok(self)

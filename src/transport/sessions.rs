@@ -23,7 +23,6 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::answers::{refuse, unauthorized_for};
-use crate::call;
 use crate::identity::{Caller, Principal};
 use crate::mcp::asked::Client;
 use crate::server::Server;
@@ -69,7 +68,7 @@ pub(crate) async fn establish(
     if let Caller::Global = identity {
         return Ok(Principal::Global);
     }
-    let resolved = tokio::time::timeout(limit, call::identify(server, identity.clone())).await;
+    let resolved = tokio::time::timeout(limit, crate::identify::identify(server, identity.clone())).await;
     let e = match resolved {
         Ok(Ok((_, known))) => return Ok(Principal::of(false, &known)),
         Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => {

@@ -14,7 +14,7 @@
 use aegis_core::args::sudo::{Allowed, Requested};
 use aegis_core::error::{CallError, ErrorKind};
 
-use super::{Credential, Identity, Mode};
+use crate::identity::{Credential, Identity, Mode};
 
 /// Decide a call's sudo once its caller is known (`credential`, `identity`), before anything
 /// is sent for it: allowed, the credential that carries the `Sudo` header and the identity
