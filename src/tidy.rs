@@ -415,3 +415,38 @@ fn the_stages_of_a_call_are_named_alike_in_call_rs_and_architecture() {
     let body_lines = conductor.lines().count();
     assert!(body_lines <= 60, "run_asking is a conductor on one screen: {body_lines} lines");
 }
+
+/// The bullets of a Markdown text (a line opening with `- ` and the lines after it, up to
+/// the next bullet, blank line or heading), each with its number of words.
+fn bullets(text: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut open = false;
+    for line in text.lines() {
+        if line.starts_with("- ") {
+            out.push((0, line.chars().take(60).collect()));
+            open = true;
+        } else if line.trim().is_empty() || line.starts_with('#') || line.starts_with("```") {
+            open = false;
+        }
+        if open {
+            // A bullet's dash (or a dash standing alone) is not a word.
+            let words = line.split_whitespace().filter(|w| *w != "-").count();
+            out.last_mut().expect("a bullet is open").0 += words;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_readme_and_architecture_are_read_to_the_end() {
+    let read = |name: &str| std::fs::read_to_string(repo().join(name)).expect("a document");
+    let (readme, architecture) = (read("README.md"), read("ARCHITECTURE.md"));
+    assert!(readme.lines().count() <= 400, "README.md is for users, ≤ 400 lines: reference goes in docs/");
+    assert!(
+        architecture.lines().count() <= 250,
+        "ARCHITECTURE.md fits 250 lines: detail goes in module docs"
+    );
+    let long: Vec<_> = bullets(&architecture).into_iter().filter(|(words, _)| *words > 80).collect();
+    assert!(long.is_empty(), "ARCHITECTURE.md's bullets over 80 words: {long:#?}");
+    assert_eq!(bullets("- a b\n  c\n\n- d\n"), [(3, "- a b".to_owned()), (1, "- d".to_owned())]);
+}
