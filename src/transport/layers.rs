@@ -402,15 +402,12 @@ pub(crate) async fn narrow(mut req: Request, next: Next) -> Response {
 }
 
 /// The `Narrowing` the `X-MCP-*` headers ask for.
+///
+/// The error is text, as are those of `header_once` and `repo_list` that it passes on: each is
+/// only shown, as the message of the one answer `narrow` gives every failure (400), and no
+/// caller tells one failure from another.
 fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
-    let one = |name: &str| -> Result<Option<String>, String> {
-        let mut values = headers.get_all(name).iter();
-        let Some(v) = values.next() else { return Ok(None) };
-        if values.next().is_some() {
-            return Err(format!("send the {name} header once"));
-        }
-        v.to_str().map(|s| Some(s.trim().to_owned())).map_err(|_| format!("the {name} header is not text"))
-    };
+    let one = |name: &str| header_once(headers, name);
     let read_only = match one("x-mcp-readonly")?.as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("" | "false" | "0" | "no" | "off") => false,
         Some("true" | "1" | "yes" | "on") => true,
@@ -429,14 +426,28 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
         Some(v) => v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
         None => Default::default(),
     };
-    let list = |name: &str| -> Result<Option<Arc<RepoList>>, String> {
-        one(&name.to_ascii_lowercase())?
-            .map(|v| RepoList::parse_request(&v).map(Arc::new).map_err(|e| format!("{name}: {e}")))
-            .transpose()
-    };
-    let repos = list("X-MCP-Allowed-Repos")?;
-    let write_repos = list("X-MCP-Write-Allowed-Repos")?;
+    let repos = repo_list(headers, "X-MCP-Allowed-Repos")?;
+    let write_repos = repo_list(headers, "X-MCP-Write-Allowed-Repos")?;
     Ok(Narrowing { read_only, disabled, toolsets, repos, write_repos })
+}
+
+/// The value of header `name` (lower case), trimmed, when it is sent once. The error is the
+/// text `narrow` shows the client (see `narrowing`).
+fn header_once(headers: &axum::http::HeaderMap, name: &str) -> Result<Option<String>, String> {
+    let mut values = headers.get_all(name).iter();
+    let Some(v) = values.next() else { return Ok(None) };
+    if values.next().is_some() {
+        return Err(format!("send the {name} header once"));
+    }
+    v.to_str().map(|s| Some(s.trim().to_owned())).map_err(|_| format!("the {name} header is not text"))
+}
+
+/// The repository list header `name` (as the client reads it) asks for. The error is the text
+/// `narrow` shows the client (see `narrowing`).
+fn repo_list(headers: &axum::http::HeaderMap, name: &str) -> Result<Option<Arc<RepoList>>, String> {
+    header_once(headers, &name.to_ascii_lowercase())?
+        .map(|v| RepoList::parse_request(&v).map(Arc::new).map_err(|e| format!("{name}: {e}")))
+        .transpose()
 }
 
 /// Most bytes of a body over `MCP_MAX_BODY_BYTES` read (and skimmed, not kept) to find what
