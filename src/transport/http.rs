@@ -586,16 +586,7 @@ mod tests {
     #[tokio::test]
     async fn a_build_holds_up_its_own_session_only() {
         let forge = fake_forge::FakeForge::start(fake_forge::Options::default()).await;
-        let cli = <crate::config::Cli as clap::Parser>::try_parse_from([
-            "aegis-gitea-mcp",
-            "--url",
-            &forge.base_url(),
-            "--flavor",
-            "gitea",
-        ])
-        .unwrap();
-        let settings = crate::config::Settings::resolve(cli.common, &|_| None).unwrap();
-        let server = Arc::new(Server::start(settings).await.unwrap());
+        let server = super::super::test_server(&forge.base_url(), &[]).await;
         let owners = sessions::Owners::new(8, 8, SESSION_WORDS, server.metrics.sessions_open());
         let shutdown = CancellationToken::new();
         let manager = Arc::new(OwnedSessions::new(owners, None, McpHandler::new(server), &shutdown));
