@@ -1,7 +1,7 @@
 //! The HTTP layers in front of every MCP route (`/mcp`, `/sse`, `/message`): each is a
 //! function (here, or in `direct.rs` and `plain_json.rs`) whose doc says what it does.
 //! `mcp_layers` is the one place their order is set, with why each stands where it does, and
-//! `behind` puts them around the routes.
+//! `behind` puts them around the routes; docs/TRANSPORT.md walks through them.
 //!
 //! What a layer learns travels in the request's extensions to the layers after it and to the
 //! MCP handler: the `Caller` and its `Deadline` (`authenticate`), the `Narrowing` (`narrow`),
@@ -856,7 +856,8 @@ mod tests {
         assert!(with(names(257)).unwrap_err().contains("more than 256"));
     }
 
-    /// The order `mcp_layers` sets, once, for each kind of MCP route.
+    /// The order `mcp_layers` sets, once, for each kind of MCP route; and docs/TRANSPORT.md,
+    /// which walks through the layers, lists them in that order.
     #[tokio::test]
     async fn the_mcp_routes_stand_behind_their_layers_in_this_order() {
         let forge = fake_forge::FakeForge::start(fake_forge::Options::default()).await;
@@ -885,6 +886,16 @@ mod tests {
             "to_the_library",
         ];
         assert_eq!(with_sessions, [&common[..], &tail[..]].concat());
+
+        let transport_md = include_str!("../../docs/TRANSPORT.md");
+        let table = transport_md.split("## Layers").nth(1).expect("TRANSPORT.md has a Layers section");
+        let mut from = 0;
+        for name in &with_sessions {
+            let Some(at) = table[from..].find(&format!("| `{name}` |")) else {
+                panic!("TRANSPORT.md's Layers table does not list `{name}` after the layers before it")
+            };
+            from += at;
+        }
     }
 
     #[test]
