@@ -411,3 +411,6 @@ fn answer(status: StatusCode, message: &ServerJsonRpcMessage) -> Response {
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests;
