@@ -14,8 +14,8 @@ pub(crate) fn refuse(status: StatusCode, code: i64, message: &str) -> Response {
     answer(status, &json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}))
 }
 
-/// The answer to a request the authentication layer did not pass (it always runs first):
-/// fail closed.
+/// The answer to a request the authentication layer did not pass (it stands before every
+/// layer that reads the identity, `layers::mcp_layers`): fail closed.
 pub(crate) fn no_identity() -> Response {
     refuse(StatusCode::INTERNAL_SERVER_ERROR, -32603, "the request carries no identity")
 }

@@ -73,6 +73,13 @@ pub(crate) async fn stateless_calls(State(handler): State<McpHandler>, req: Requ
     answer(status_of(&message), &message)
 }
 
+/// Count a request that reaches the MCP library: one the short paths here passed on. The
+/// innermost layer, so that it counts only what the library itself answers.
+pub(crate) async fn to_the_library(State(handler): State<McpHandler>, req: Request, next: Next) -> Response {
+    handler.mcp_requests().library.inc();
+    next.run(req).await
+}
+
 /// What the session path needs: the handler, the sessions with their handshakes, and this
 /// replica's name for the sessions it opens.
 pub(crate) struct InSession {
@@ -83,9 +90,9 @@ pub(crate) struct InSession {
 
 /// Answer here, in sessions mode, what needs no library session when it is the common case:
 /// a plain `initialize` (the session opened, its handshake kept), `notifications/initialized`
-/// and a plain `tools/call` in a session. Anything else goes on. Runs after the sessions
-/// layer, which has admitted a request to its session, or counted the session an `initialize`
-/// may open.
+/// and a plain `tools/call` in a session. Anything else goes on. Stands behind the sessions
+/// layer (`layers::mcp_layers`), which has admitted a request to its session, or counted the
+/// session an `initialize` may open.
 pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
     if req.method() != Method::POST || !plain_session_headers(headers) {
@@ -404,3 +411,6 @@ fn answer(status: StatusCode, message: &ServerJsonRpcMessage) -> Response {
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,6 @@
-//! Streamable HTTP (`/mcp`, rmcp's service, with plain stateless calls answered before it by
-//! `direct.rs`) and legacy SSE (`/sse`, `/message`, ours) on one
-//! axum router, behind the layers of `layers.rs`, plus `/healthz`, `/readyz` and `/metrics` (unless
+//! Streamable HTTP (`/mcp`, rmcp's service, with plain calls answered before it by
+//! `direct.rs`) and legacy SSE (`/sse`, `/message`, ours) on one axum router, behind the
+//! layers `layers::mcp_layers` lists (in their order), plus `/healthz`, `/readyz` and `/metrics` (unless
 //! `METRICS_LISTEN` moves it to a listener of its own), served by our own accept
 //! loop (`listener.rs`: connection caps, header and idle timeouts). SIGTERM or Ctrl-C stops
 //! accepting, lets in-flight calls finish (up to `DRAIN`), ends open streams, then exits.
@@ -357,38 +357,28 @@ pub async fn app(
     shutdown: &CancellationToken,
 ) -> App {
     let s = &server.settings;
-    let cfg = Arc::new(LayerConfig {
-        allowed_hosts: layers::allowed_hosts(&s.allowed_hosts, addr),
-        allowed_origins: layers::allowed_origins(&s.allowed_origins, addr),
-        bearer: s.mcp_bearer_token.clone(),
-        max_body_bytes: s.max_body_bytes,
-        body_timeout: s.body_timeout,
-        request_timeout: s.request_timeout,
-        oauth: server.oauth.clone(),
-        server: server.clone(),
-    });
+    let cfg = Arc::new(LayerConfig::new(server.clone(), addr));
     warn_if_open(&server, addr, &cfg);
     let readiness = super::ready::Readiness::new(server.clone());
     readiness.watch_forge(shutdown.clone()).await;
     let handler = McpHandler::new(server.clone());
     let mut open_sessions = None;
-    let mcp: Router = match transport {
-        TransportChoice::Sse => sse::router(handler, sse::limits(s), server.clone(), shutdown.clone()),
+    let (routes, route) = match transport {
+        TransportChoice::Sse => (
+            sse::router(handler.clone(), sse::limits(s), server.clone(), shutdown.clone()),
+            layers::Route::Sse,
+        ),
         // No sessions: `initialize` is answered without a session id and every request
         // stands alone (its identity established per call), so any replica serves any request.
         _ if s.stateless => {
             let config = streamable_config(s.max_body_bytes, shutdown).with_legacy_session_mode(false);
-            let direct = handler.clone();
+            let library = handler.clone();
             let service = StreamableHttpService::new(
-                move || Ok(handler.clone()),
+                move || Ok(library.clone()),
                 Arc::new(NeverSessionManager::default()),
                 config,
             );
-            Router::new()
-                .route_service("/mcp", service)
-                .layer(from_fn_with_state(direct.clone(), to_the_library))
-                .layer(from_fn_with_state(direct, super::direct::stateless_calls))
-                .layer(axum::middleware::from_fn(layers::json_rpc_errors))
+            (Router::new().route_service("/mcp", service), layers::Route::Stateless)
         }
         _ => {
             let owners = sessions::Owners::new(
@@ -404,33 +394,20 @@ pub async fn app(
             // answer) gets plain JSON with a length: less for clients to parse. The library
             // does that for stateless requests; `plain_json` for those in a session.
             let config = streamable_config(s.max_body_bytes, shutdown);
-            let direct = handler.clone();
             let in_session = Arc::new(super::direct::InSession {
                 handler: handler.clone(),
                 owners: owners.clone(),
                 replica: s.replica_id.clone(),
             });
             open_sessions = Some(manager.clone());
-            let service = StreamableHttpService::new(move || Ok(handler.clone()), manager, config);
-            let ctx = Arc::new(layers::SessionLayer { server: server.clone(), owners });
+            let library = handler.clone();
+            let service = StreamableHttpService::new(move || Ok(library.clone()), manager, config);
+            let sessions = Arc::new(layers::SessionLayer { server: server.clone(), owners });
             // Requests without a session (protocol 2026-07-28) are as stateless here as there.
-            Router::new()
-                .route_service("/mcp", service)
-                .layer(from_fn_with_state(direct.clone(), to_the_library))
-                .layer(from_fn_with_state(direct, super::direct::stateless_calls))
-                .layer(from_fn_with_state(in_session, super::direct::session_calls))
-                .layer(axum::middleware::from_fn(super::plain_json::plain_json))
-                .layer(axum::middleware::from_fn(layers::json_rpc_errors))
-                .layer(from_fn_with_state(ctx, layers::sessions))
+            (Router::new().route_service("/mcp", service), layers::Route::Sessions { sessions, in_session })
         }
     };
-    let mut app = mcp
-        .layer(from_fn_with_state(server.clone(), layers::scope))
-        .layer(from_fn_with_state(server.clone(), layers::track_answers))
-        .layer(from_fn_with_state(cfg.clone(), layers::read_body_within))
-        .layer(axum::middleware::from_fn(layers::narrow))
-        .layer(from_fn_with_state(cfg.clone(), layers::authenticate))
-        .layer(from_fn_with_state(cfg.clone(), layers::guard_host_origin))
+    let mut app = layers::behind(routes, layers::mcp_layers(&cfg, &handler, route))
         .route("/healthz", get(|| async { "ok" }))
         .merge(readiness.router());
     if s.metrics_listen == MetricsListen::Main {
@@ -444,16 +421,6 @@ pub async fn app(
         );
     }
     App { router: app, readiness, sessions: open_sessions }
-}
-
-/// Counts a request that reaches the MCP library: one the short paths of `direct.rs` passed on.
-async fn to_the_library(
-    axum::extract::State(handler): axum::extract::State<McpHandler>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    handler.mcp_requests().library.inc();
-    next.run(req).await
 }
 
 /// The connection limits of `settings`, as the accept loop applies them.
@@ -586,16 +553,7 @@ mod tests {
     #[tokio::test]
     async fn a_build_holds_up_its_own_session_only() {
         let forge = fake_forge::FakeForge::start(fake_forge::Options::default()).await;
-        let cli = <crate::config::Cli as clap::Parser>::try_parse_from([
-            "aegis-gitea-mcp",
-            "--url",
-            &forge.base_url(),
-            "--flavor",
-            "gitea",
-        ])
-        .unwrap();
-        let settings = crate::config::Settings::resolve(cli.common, &|_| None).unwrap();
-        let server = Arc::new(Server::start(settings).await.unwrap());
+        let server = super::super::test_server(&forge.base_url(), &[]).await;
         let owners = sessions::Owners::new(8, 8, SESSION_WORDS, server.metrics.sessions_open());
         let shutdown = CancellationToken::new();
         let manager = Arc::new(OwnedSessions::new(owners, None, McpHandler::new(server), &shutdown));

@@ -1,48 +1,29 @@
-//! The HTTP layers in front of every MCP route (`/mcp`, `/sse`, `/message`), in order:
+//! The HTTP layers in front of every MCP route (`/mcp`, `/sse`, `/message`): each is a
+//! function (here, or in `direct.rs` and `plain_json.rs`) whose doc says what it does.
+//! `mcp_layers` is the one place their order is set, with why each stands where it does, and
+//! `behind` puts them around the routes; docs/TRANSPORT.md walks through them.
 //!
-//! 1. `guard_host_origin` — DNS-rebinding protection: `Host` and `Origin` must be allowed.
-//! 2. `authenticate` — the request's identity from its `Authorization` header
-//!    (per request; a token this server issued opens into the person's grant, and with
-//!    sign-in configured a request without a usable token gets 401 naming where to sign in):
-//!    the shared `MCP_BEARER_TOKEN` means the server's global identity, any other token is the caller's own forge token, no usable header means the
-//!    global identity — or 401 when `MCP_BEARER_TOKEN` is set; a token that is not text 401,
-//!    one over 8 KiB 431; a forge token new to the server 429 when its address is over its
-//!    budget of new tokens (`MCP_NEW_TOKENS_PER_MINUTE`). The result travels in the request's
-//!    extensions as a
-//!    `Caller`, with the request's `Deadline`; the MCP handler reads both there.
-//! 3. `narrow` — what the request's headers narrow (the handler adds a read-only sign-in's
-//!    hold on reads): `X-MCP-Readonly`, `X-MCP-Toolsets`, `X-MCP-Allowed-Repos`,
-//!    `X-MCP-Write-Allowed-Repos`, `X-MCP-Disabled-Tools`, as a `Narrowing` in the request's extensions (400 when a
-//!    header cannot be understood: a request that meant to narrow must not run wider).
-//! 4. `read_body_within` — the whole body within `--body-timeout` (408) and
-//!    `--max-body-bytes` (over it skimmed for its id: a tool call is answered with the tool
-//!    error `payload_too_large`, another request 413 with its id), holding at most 100,000
-//!    JSON values (400).
-//!    Then `scope`: a tools/call from a read-only sign-in that needs write gets 403
-//!    `insufficient_scope`.
-//! 5. `sessions` (Streamable HTTP) — a session belongs to the identity that opened it; a new
-//!    one counts only once its identity is established, within `--max-sessions` and
-//!    `--max-sessions-per-identity`.
-//! 6. `json_rpc_errors` (Streamable HTTP) — a JSON body that is not a JSON-RPC message gets
-//!    400 with the JSON-RPC error that says why.
-//!
-//! Refusals are JSON-RPC error bodies with a message that says what to change.
+//! What a layer learns travels in the request's extensions to the layers after it and to the
+//! MCP handler: the `Caller` and its `Deadline` (`authenticate`), the `Narrowing` (`narrow`),
+//! `Oversized` (`read_body_within`). Refusals are JSON-RPC error bodies with a message that
+//! says what to change (`answers.rs`).
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
 
 use super::answers::{answer, no_identity, refuse, unauthorized_for};
 
-use super::{jsonrpc, sessions};
+use super::{direct, jsonrpc, plain_json, sessions};
 use crate::identity::Caller;
 use crate::identity::header::{self as auth_header, AuthHeader};
-use crate::mcp::{Deadline, Oversized};
+use crate::mcp::{Deadline, McpHandler, Oversized};
 use crate::oauth::{OAuth, Presented};
 use crate::server::Server;
 use aegis_core::catalog::toolsets::Selection;
@@ -69,6 +50,143 @@ pub(crate) struct LayerConfig {
     /// The server: which tokens the forge has confirmed or refused, and each address's budget
     /// of new ones.
     pub(crate) server: Arc<Server>,
+}
+
+impl LayerConfig {
+    /// The layers' settings for `server` answering at `addr`, whose host makes the default
+    /// `Host` and `Origin` allowlists.
+    pub(crate) fn new(server: Arc<Server>, addr: std::net::SocketAddr) -> LayerConfig {
+        let s = &server.settings;
+        LayerConfig {
+            allowed_hosts: allowed_hosts(&s.allowed_hosts, addr),
+            allowed_origins: allowed_origins(&s.allowed_origins, addr),
+            bearer: s.mcp_bearer_token.clone(),
+            max_body_bytes: s.max_body_bytes,
+            body_timeout: s.body_timeout,
+            request_timeout: s.request_timeout,
+            oauth: server.oauth.clone(),
+            server: server.clone(),
+        }
+    }
+}
+
+/// Which MCP routes the layers stand in front of: they differ after the common ones.
+pub(crate) enum Route {
+    /// Legacy HTTP+SSE (`sse.rs`): the common layers only.
+    Sse,
+    /// Streamable HTTP without sessions (`MCP_STATELESS`).
+    Stateless,
+    /// Streamable HTTP with sessions: the sessions layer, and what `direct.rs` answers in one.
+    Sessions { sessions: Arc<SessionLayer>, in_session: Arc<direct::InSession> },
+}
+
+/// One layer in front of the MCP routes, with what it holds; `Layer::around` names the
+/// function that does its work, whose doc says what that is.
+pub(crate) enum Layer {
+    HostOrigin(Arc<LayerConfig>),
+    Authenticate(Arc<LayerConfig>),
+    Narrow,
+    ReadBody(Arc<LayerConfig>),
+    TrackAnswers(Arc<Server>),
+    Scope(Arc<Server>),
+    Sessions(Arc<SessionLayer>),
+    JsonRpcErrors,
+    PlainJson,
+    SessionCalls(Arc<direct::InSession>),
+    StatelessCalls(McpHandler),
+    ToTheLibrary(McpHandler),
+}
+
+/// The layers in front of the MCP routes of `route`, outermost first: the one place their
+/// order is set (`behind` builds it, a test names it).
+pub(crate) fn mcp_layers(cfg: &Arc<LayerConfig>, handler: &McpHandler, route: Route) -> Vec<Layer> {
+    let server = &cfg.server;
+    let mut layers = vec![
+        // Who may ask at all, from the head alone, before anything else is looked at.
+        Layer::HostOrigin(cfg.clone()),
+        // Who asks decides everything after; no body is read for a request without a usable
+        // credential (the listener drains what it left unread).
+        Layer::Authenticate(cfg.clone()),
+        // Headers only; `scope` and the handler read what it finds.
+        Layer::Narrow,
+        // The body, read by a known caller only; every layer after reads it from memory.
+        Layer::ReadBody(cfg.clone()),
+        // Around everything that may answer a call, so that shutdown waits for the answer.
+        Layer::TrackAnswers(server.clone()),
+        // Needs the identity, the narrowing and the body; before any session or call work.
+        Layer::Scope(server.clone()),
+    ];
+    // Innermost: the plain stateless call answered here, then the count of what reaches the
+    // library, so that it counts only what the library itself answers.
+    let library =
+        |handler: &McpHandler| [Layer::StatelessCalls(handler.clone()), Layer::ToTheLibrary(handler.clone())];
+    match route {
+        Route::Sse => {}
+        Route::Stateless => {
+            // Watches the library's answer (415) for a body that is no JSON-RPC message.
+            layers.push(Layer::JsonRpcErrors);
+            layers.extend(library(handler));
+        }
+        Route::Sessions { sessions, in_session } => {
+            layers.extend([
+                // Needs the identity and its deadline; the short paths after it see only
+                // requests admitted to their session, and an `initialize` it counted.
+                Layer::Sessions(sessions),
+                Layer::JsonRpcErrors,
+                // Around what may answer as an event stream: the library's session.
+                Layer::PlainJson,
+                Layer::SessionCalls(in_session),
+            ]);
+            layers.extend(library(handler));
+        }
+    }
+    layers
+}
+
+/// `routes` behind `layers` (outermost first, as `mcp_layers` lists them).
+pub(crate) fn behind(routes: Router, layers: Vec<Layer>) -> Router {
+    layers.into_iter().rev().fold(routes, |routes, layer| layer.around(routes))
+}
+
+impl Layer {
+    /// `routes` inside this layer.
+    fn around(self, routes: Router) -> Router {
+        match self {
+            Layer::HostOrigin(cfg) => routes.layer(from_fn_with_state(cfg, guard_host_origin)),
+            Layer::Authenticate(cfg) => routes.layer(from_fn_with_state(cfg, authenticate)),
+            Layer::Narrow => routes.layer(from_fn(narrow)),
+            Layer::ReadBody(cfg) => routes.layer(from_fn_with_state(cfg, read_body_within)),
+            Layer::TrackAnswers(server) => routes.layer(from_fn_with_state(server, track_answers)),
+            Layer::Scope(server) => routes.layer(from_fn_with_state(server, scope)),
+            Layer::Sessions(ctx) => routes.layer(from_fn_with_state(ctx, sessions)),
+            Layer::JsonRpcErrors => routes.layer(from_fn(json_rpc_errors)),
+            Layer::PlainJson => routes.layer(from_fn(plain_json::plain_json)),
+            Layer::SessionCalls(s) => routes.layer(from_fn_with_state(s, direct::session_calls)),
+            Layer::StatelessCalls(handler) => {
+                routes.layer(from_fn_with_state(handler, direct::stateless_calls))
+            }
+            Layer::ToTheLibrary(handler) => routes.layer(from_fn_with_state(handler, direct::to_the_library)),
+        }
+    }
+
+    /// The name of the function that does this layer's work.
+    #[cfg(test)]
+    fn name(&self) -> &'static str {
+        match self {
+            Layer::HostOrigin(_) => "guard_host_origin",
+            Layer::Authenticate(_) => "authenticate",
+            Layer::Narrow => "narrow",
+            Layer::ReadBody(_) => "read_body_within",
+            Layer::TrackAnswers(_) => "track_answers",
+            Layer::Scope(_) => "scope",
+            Layer::Sessions(_) => "sessions",
+            Layer::JsonRpcErrors => "json_rpc_errors",
+            Layer::PlainJson => "plain_json",
+            Layer::SessionCalls(_) => "session_calls",
+            Layer::StatelessCalls(_) => "stateless_calls",
+            Layer::ToTheLibrary(_) => "to_the_library",
+        }
+    }
 }
 
 /// Hold a token of `Server::answers` for a POST until its answer is written (its response
@@ -158,7 +276,7 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
     })
 }
 
-/// 1. `Host` and `Origin` against the allowed lists.
+/// DNS-rebinding protection: `Host` and `Origin` must be in the allowed lists (else 403).
 pub(crate) async fn guard_host_origin(
     State(cfg): State<Arc<LayerConfig>>,
     req: Request,
@@ -210,7 +328,14 @@ fn host_ok(allowed: &[String], req: &Request) -> bool {
     host.is_some_and(|h| host_allowed(&h, allowed))
 }
 
-/// 2. The request's identity, from its `Authorization` header.
+/// The request's identity, from its `Authorization` header, per request: the shared
+/// `MCP_BEARER_TOKEN` means the server's global identity; a token this server issued opens
+/// into the person's grant; any other token is the caller's own forge token; no usable
+/// header means the global identity — or 401 when `MCP_BEARER_TOKEN` is set, and with sign-in
+/// configured a 401 naming where to sign in. A token that is not text gets 401, one over
+/// 8 KiB 431, and a forge token new to the server 429 when its address is over its budget of
+/// new tokens (`MCP_NEW_TOKENS_PER_MINUTE`). The identity goes into the request's extensions
+/// as a `Caller`, with the request's `Deadline`; the MCP handler reads both there.
 pub(crate) async fn authenticate(
     State(cfg): State<Arc<LayerConfig>>,
     mut req: Request,
@@ -390,7 +515,11 @@ pub(crate) async fn scope(State(server): State<Arc<Server>>, req: Request, next:
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
-/// 3. What the request narrows for itself. Each header may appear once.
+/// What the request narrows for itself (`X-MCP-Readonly`, `X-MCP-Toolsets`,
+/// `X-MCP-Allowed-Repos`, `X-MCP-Write-Allowed-Repos`, `X-MCP-Disabled-Tools`, each at most
+/// once), as a `Narrowing` in its extensions; the handler adds a read-only sign-in's hold on
+/// reads. 400 when a header cannot be understood: a request that meant to narrow must not run
+/// wider.
 pub(crate) async fn narrow(mut req: Request, next: Next) -> Response {
     match narrowing(req.headers()) {
         Ok(n) => {
@@ -402,15 +531,12 @@ pub(crate) async fn narrow(mut req: Request, next: Next) -> Response {
 }
 
 /// The `Narrowing` the `X-MCP-*` headers ask for.
+///
+/// The error is text, as are those of `header_once` and `repo_list` that it passes on: each is
+/// only shown, as the message of the one answer `narrow` gives every failure (400), and no
+/// caller tells one failure from another.
 fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
-    let one = |name: &str| -> Result<Option<String>, String> {
-        let mut values = headers.get_all(name).iter();
-        let Some(v) = values.next() else { return Ok(None) };
-        if values.next().is_some() {
-            return Err(format!("send the {name} header once"));
-        }
-        v.to_str().map(|s| Some(s.trim().to_owned())).map_err(|_| format!("the {name} header is not text"))
-    };
+    let one = |name: &str| header_once(headers, name);
     let read_only = match one("x-mcp-readonly")?.as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("" | "false" | "0" | "no" | "off") => false,
         Some("true" | "1" | "yes" | "on") => true,
@@ -429,14 +555,28 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
         Some(v) => v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
         None => Default::default(),
     };
-    let list = |name: &str| -> Result<Option<Arc<RepoList>>, String> {
-        one(&name.to_ascii_lowercase())?
-            .map(|v| RepoList::parse_request(&v).map(Arc::new).map_err(|e| format!("{name}: {e}")))
-            .transpose()
-    };
-    let repos = list("X-MCP-Allowed-Repos")?;
-    let write_repos = list("X-MCP-Write-Allowed-Repos")?;
+    let repos = repo_list(headers, "X-MCP-Allowed-Repos")?;
+    let write_repos = repo_list(headers, "X-MCP-Write-Allowed-Repos")?;
     Ok(Narrowing { read_only, disabled, toolsets, repos, write_repos })
+}
+
+/// The value of header `name` (lower case), trimmed, when it is sent once. The error is the
+/// text `narrow` shows the client (see `narrowing`).
+fn header_once(headers: &axum::http::HeaderMap, name: &str) -> Result<Option<String>, String> {
+    let mut values = headers.get_all(name).iter();
+    let Some(v) = values.next() else { return Ok(None) };
+    if values.next().is_some() {
+        return Err(format!("send the {name} header once"));
+    }
+    v.to_str().map(|s| Some(s.trim().to_owned())).map_err(|_| format!("the {name} header is not text"))
+}
+
+/// The repository list header `name` (as the client reads it) asks for. The error is the text
+/// `narrow` shows the client (see `narrowing`).
+fn repo_list(headers: &axum::http::HeaderMap, name: &str) -> Result<Option<Arc<RepoList>>, String> {
+    header_once(headers, &name.to_ascii_lowercase())?
+        .map(|v| RepoList::parse_request(&v).map(Arc::new).map_err(|e| format!("{name}: {e}")))
+        .transpose()
 }
 
 /// Most bytes of a body over `MCP_MAX_BODY_BYTES` read (and skimmed, not kept) to find what
@@ -487,7 +627,7 @@ async fn read_within(body: Body, max: usize) -> Result<Read, Unread> {
     })
 }
 
-/// Step 4: the request body, read whole within `body_timeout` and `max_body_bytes` (a body that
+/// The request body, read whole within `body_timeout` and `max_body_bytes` (a body that
 /// never ends holds nothing for long: 408), then handed on in memory. JSON-RPC messages are
 /// small; every later step may read the body at once. A body over the limit is skimmed as it
 /// arrives: a tool call goes on as a call of its tool marked `Oversized` (the handler answers
@@ -545,7 +685,7 @@ pub(crate) async fn read_body_within(
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
-/// Step 5, sessions (Streamable HTTP): a request naming a session must come from the session's
+/// Sessions (Streamable HTTP): a request naming a session must come from the session's
 /// owner (else 404, see `sessions.rs`); an `initialize` without one opens a session only
 /// once its identity is established (401 for a token the forge refuses) and while the
 /// limits allow (503 overall, 429 for an identity over its share). Other requests without a
@@ -602,7 +742,7 @@ pub(crate) async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request,
         .await
 }
 
-/// Step 6 (Streamable HTTP): a POST whose JSON body is not a JSON-RPC message gets 400 with
+/// Streamable HTTP: a POST whose JSON body is not a JSON-RPC message gets 400 with
 /// the JSON-RPC error that says why (parse error, or invalid request with its id), where the
 /// MCP library would answer 415 as if the media type were wrong.
 pub(crate) async fn json_rpc_errors(req: Request, next: Next) -> Response {
@@ -714,6 +854,48 @@ mod tests {
         };
         assert_eq!(with(names(256)).unwrap().disabled.len(), 256);
         assert!(with(names(257)).unwrap_err().contains("more than 256"));
+    }
+
+    /// The order `mcp_layers` sets, once, for each kind of MCP route; and docs/TRANSPORT.md,
+    /// which walks through the layers, lists them in that order.
+    #[tokio::test]
+    async fn the_mcp_routes_stand_behind_their_layers_in_this_order() {
+        let forge = fake_forge::FakeForge::start(fake_forge::Options::default()).await;
+        let server = super::super::test_server(&forge.base_url(), &[]).await;
+        let cfg = Arc::new(LayerConfig::new(server.clone(), "127.0.0.1:1".parse().unwrap()));
+        let handler = McpHandler::new(server.clone());
+        let names = |route| mcp_layers(&cfg, &handler, route).iter().map(Layer::name).collect::<Vec<_>>();
+        let common =
+            ["guard_host_origin", "authenticate", "narrow", "read_body_within", "track_answers", "scope"];
+        assert_eq!(names(Route::Sse), common);
+        let stateless = [&common[..], &["json_rpc_errors", "stateless_calls", "to_the_library"]].concat();
+        assert_eq!(names(Route::Stateless), stateless);
+        let words = sessions::Words { what: "", max_setting: "", how_to_close: "", how_to_open: "" };
+        let owners = sessions::Owners::new(1, 1, words, server.metrics.sessions_open());
+        let route = Route::Sessions {
+            sessions: Arc::new(SessionLayer { server: server.clone(), owners: owners.clone() }),
+            in_session: Arc::new(direct::InSession { handler: handler.clone(), owners, replica: None }),
+        };
+        let with_sessions = names(route);
+        let tail = [
+            "sessions",
+            "json_rpc_errors",
+            "plain_json",
+            "session_calls",
+            "stateless_calls",
+            "to_the_library",
+        ];
+        assert_eq!(with_sessions, [&common[..], &tail[..]].concat());
+
+        let transport_md = include_str!("../../docs/TRANSPORT.md");
+        let table = transport_md.split("## Layers").nth(1).expect("TRANSPORT.md has a Layers section");
+        let mut from = 0;
+        for name in &with_sessions {
+            let Some(at) = table[from..].find(&format!("| `{name}` |")) else {
+                panic!("TRANSPORT.md's Layers table does not list `{name}` after the layers before it")
+            };
+            from += at;
+        }
     }
 
     #[test]

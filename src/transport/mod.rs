@@ -14,3 +14,14 @@ pub mod ready;
 pub(crate) mod sessions;
 pub(crate) mod sse;
 pub mod stdio;
+
+/// A server for the transports' unit tests, as `serve` builds it from `flags`, in front of the
+/// forge at `url` (a fake one) and without a token of its own.
+#[cfg(test)]
+pub(crate) async fn test_server(url: &str, flags: &[&str]) -> std::sync::Arc<crate::server::Server> {
+    let mut args = vec!["aegis-gitea-mcp", "--url", url, "--flavor", "gitea"];
+    args.extend_from_slice(flags);
+    let cli = <crate::config::Cli as clap::Parser>::try_parse_from(args).expect("flags the server takes");
+    let settings = crate::config::Settings::resolve(cli.common, &|_| None).expect("settings");
+    std::sync::Arc::new(crate::server::Server::start(settings).await.expect("the server starts"))
+}
