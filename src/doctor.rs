@@ -1,11 +1,13 @@
 //! `doctor`: check the settings against the real forge and say what is wrong in plain
-//! words. Each check prints one line: `ok`, `warn` or `FAIL`, and what to do.
+//! words. It first lists the settings given (from the table of settings, `config::Given`:
+//! a secret only as set); then each check prints one line: `ok`, `warn` or `FAIL`, and what
+//! to do.
 
 use std::process::ExitCode;
 
 use secrecy::ExposeSecret;
 
-use crate::config::{FlavorChoice, Settings};
+use crate::config::{FlavorChoice, Given, Settings};
 use crate::executor::{Forge, flavor};
 use crate::identity::{Credential, Mode};
 use aegis_core::catalog::{Catalog, Flavor, Version};
@@ -25,11 +27,21 @@ impl Report {
         self.failed = true;
         println!("FAIL  {what}");
     }
+    /// The settings given, one a line under the status column; the rest are at their defaults.
+    fn settings(&self, given: &[Given]) {
+        println!(
+            "      settings given (a flag beats its variable; a secret shows only as set; docs/SETTINGS.md has the rest):"
+        );
+        for g in given {
+            println!("      {g}");
+        }
+    }
 }
 
-/// Run every check; exit 1 when one failed.
-pub async fn run(settings: Settings) -> ExitCode {
+/// Run every check, after listing the settings `given`; exit 1 when one failed.
+pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
     let mut r = Report { failed: false };
+    r.settings(given);
     let url = match settings.forge_url() {
         Ok(u) => u.clone(),
         Err(e) => {

@@ -5,11 +5,11 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use aegis_core::catalog;
 use aegis_core::guard::Outcome;
-use aegis_gitea_mcp::config::{AuditCommand, Cli, Command, FlavorChoice, Settings, TransportChoice};
+use aegis_gitea_mcp::config::{AuditCommand, Cli, Command, FlavorChoice, Given, Settings, TransportChoice};
 use aegis_gitea_mcp::mcp::{McpHandler, tool_list};
 use aegis_gitea_mcp::server::{Server, catalog_for};
 use aegis_gitea_mcp::{audit, call, doctor, transport};
@@ -21,7 +21,9 @@ use aegis_gitea_mcp::{audit, call, doctor, transport};
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `Cli::parse`, keeping the matches: they tell `doctor` where each setting came from.
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut Cli::command()).exit());
     // Needs no settings and no forge: only the files and the key.
     if let Some(Command::Audit { action }) = &cli.command {
         return audit_command(action, cli.common.audit_key_file.as_deref());
@@ -33,7 +35,9 @@ fn main() -> ExitCode {
     let log_level = cli.common.log_level.clone();
     // The one place the environment is read: handed to the settings, which read it all.
     #[allow(clippy::disallowed_methods)]
-    let settings = match Settings::resolve(cli.common, &|k| std::env::var(k).ok()) {
+    let env = |k: &str| std::env::var(k).ok();
+    let given = Given::list(&matches, &env);
+    let settings = match Settings::resolve(cli.common, &env) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("aegis-gitea-mcp: {e}");
@@ -58,12 +62,12 @@ fn main() -> ExitCode {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
     }
     .expect("tokio runtime");
-    runtime.block_on(run(command, settings))
+    runtime.block_on(run(command, settings, given))
 }
 
-async fn run(command: Command, settings: Settings) -> ExitCode {
+async fn run(command: Command, settings: Settings, given: Vec<Given>) -> ExitCode {
     match command {
-        Command::Doctor => return doctor::run(settings).await,
+        Command::Doctor => return doctor::run(settings, &given).await,
         Command::Tools { json, list_toolsets } => return tools(settings, json, list_toolsets).await,
         _ => {}
     }

@@ -450,3 +450,49 @@ fn the_readme_and_architecture_are_read_to_the_end() {
     assert!(long.is_empty(), "ARCHITECTURE.md's bullets over 80 words: {long:#?}");
     assert_eq!(bullets("- a b\n  c\n\n- d\n"), [(3, "- a b".to_owned()), (1, "- d".to_owned())]);
 }
+
+/// A setting is documented once: in docs/SETTINGS.md, made from the table of settings
+/// (src/config/args.rs), where every environment variable of the table has exactly one row.
+/// No other document of the repository keeps a settings table (a row that starts with a
+/// setting's flag and names its variable): it links to the reference instead.
+#[test]
+fn a_setting_is_documented_once() {
+    use crate::config::{REFERENCE, WRITE_IT};
+    let settings = crate::config::settings();
+    let rows_of = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|line| {
+                settings.iter().any(|s| {
+                    line.starts_with(&format!("| `{}`", s.flag)) && line.contains(&format!("`{}`", s.env))
+                })
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    let reference = std::fs::read_to_string(repo().join(REFERENCE)).unwrap_or_default();
+    let rows = rows_of(&reference);
+    for s in &settings {
+        let own = format!("| `{}` | `{}`", s.flag, s.env);
+        let n = rows.iter().filter(|r| r.starts_with(&own)).count();
+        assert_eq!(n, 1, "{} has {n} rows in {REFERENCE}, not one: run `{WRITE_IT}`", s.env);
+    }
+    assert_eq!(
+        rows.len(),
+        settings.len(),
+        "{REFERENCE} has rows of settings the table lacks: run `{WRITE_IT}`"
+    );
+    for path in all_files() {
+        let relative = path.strip_prefix(repo()).expect("in the repository").to_string_lossy().into_owned();
+        if path.extension().is_none_or(|e| e != "md") || relative == REFERENCE {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let rows = rows_of(&text);
+        assert!(
+            rows.is_empty(),
+            "{relative} documents settings again ({} rows such as {:?}); a setting is documented once, in {REFERENCE}, made from src/config/args.rs: change the table there and link to {REFERENCE} instead",
+            rows.len(),
+            rows[0]
+        );
+    }
+}

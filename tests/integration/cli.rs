@@ -485,3 +485,46 @@ async fn doctor_checks_the_shared_store_and_names_what_is_wrong() {
     let text = stdout(&run(&["doctor", "--url", &url], &gone).await);
     assert!(text.contains("FAIL  the shared store (MCP_STATE_URL)"), "{text}");
 }
+
+/// Every secret of the table of settings set at once: no form of help shows one, and `doctor`
+/// lists each setting given — a secret only as set — before its checks.
+#[tokio::test]
+async fn help_and_doctor_never_show_a_secret_of_the_settings() {
+    let secret = "sekrit-value-4711-long-enough";
+    let secrets = [
+        "GITEA_TOKEN",
+        "GITEA_PASSWORD",
+        "MCP_BEARER_TOKEN",
+        "EXTRA_SECRETS",
+        "GITEA_OAUTH_CLIENT_SECRET",
+        "METRICS_BEARER_TOKEN",
+    ];
+    let env: Vec<(&str, &str)> = secrets.iter().map(|k| (*k, secret)).collect();
+    for args in
+        [&["--help"][..], &["-h"], &["doctor", "--help"], &["serve", "-h"], &["audit", "verify", "--help"]]
+    {
+        let o = run(args, &env).await;
+        let text = stdout(&o);
+        assert!(o.status.success(), "{args:?}");
+        assert!(text.contains("METRICS_BEARER_TOKEN") && !text.contains(secret), "{args:?}: {text}");
+    }
+    let forge = FakeForge::start(Options::default()).await;
+    let url = forge.base_url();
+    let mut env: Vec<(&str, &str)> = env.into_iter().filter(|(k, _)| *k != "GITEA_PASSWORD").collect();
+    env[0] = ("GITEA_TOKEN", ALICE_TOKEN);
+    env.push(("GITEA_HOST", &url));
+    let o = run(&["doctor", "--read-only"], &env).await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    for line in [
+        &format!("      GITEA_URL = {url} (GITEA_HOST)"),
+        "      GITEA_TOKEN is set (environment)",
+        "      MCP_BEARER_TOKEN is set (environment)",
+        "      EXTRA_SECRETS is set (environment)",
+        "      READ_ONLY = true (--read-only)",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
+    }
+    assert!(!text.contains(secret) && !text.contains(ALICE_TOKEN), "{text}");
+    assert!(!text.contains("MCP_LISTEN"), "a setting at its default is not listed: {text}");
+}

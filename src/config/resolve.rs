@@ -1,137 +1,17 @@
-//! Flags and environment → resolved `Settings`. The only place that reads the environment.
-//!
-//! `Cli` is the raw form clap fills in; `Settings` is what the rest of the program uses,
-//! built once by `Settings::resolve` after every check (URL shape, token file, numbers).
-//! Secrets are `SecretString` from the moment they are read: `Debug` prints `[REDACTED]`
-//! and clap never shows their environment values in `--help` (`hide_env_values`).
+//! `Settings::resolve`: the raw arguments (and the older environment names) → `Settings`,
+//! after every check (URL shape, token file, numbers, keys). Errors name the setting and say
+//! how to fix it, and never echo a secret.
 
-use std::collections::BTreeSet;
 use std::num::NonZeroU32;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use aegis_core::guard::{ContentHygiene, DetectionMode};
-use clap::{Args, Parser, Subcommand, ValueEnum};
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
-/// The command line.
-#[derive(Debug, Parser)]
-#[command(
-    name = "aegis-gitea-mcp",
-    version,
-    about = "MCP server for the whole REST API of a Gitea or Forgejo instance",
-    long_about = "MCP server for the whole REST API of a Gitea or Forgejo instance.\n\n\
-        Every operation of the forge's OpenAPI spec is a tool named by its operationId, with a JSON \
-        Schema checked before anything is sent. Results come back in one envelope that marks forge \
-        data as untrusted.\n\nFlags beat environment variables. Secrets are never printed."
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Option<Command>,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
-/// What to do.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Serve MCP (the default when no command is given).
-    Serve,
-    /// Print the tools that `serve` would offer with the same settings.
-    ///
-    /// Works offline, without a URL or token, when --flavor is gitea or forgejo.
-    Tools {
-        /// Print the full tool definitions as JSON (the `tools` array of tools/list).
-        #[arg(long)]
-        json: bool,
-        /// Print the toolsets instead: name, number of operations, what they hold.
-        #[arg(long, conflicts_with = "json")]
-        list_toolsets: bool,
-    },
-    /// Run one tool once and print its result: the same JSON text an MCP client gets.
-    ///
-    /// Exits 1 when the result is an error result, 2 when the tool does not exist.
-    Call {
-        /// The tool name (an operationId such as repoGet, or gitea_api_request).
-        tool: String,
-        /// The arguments as a JSON object.
-        #[arg(long, default_value = "{}")]
-        args: String,
-    },
-    /// Ask a running http or sse server (at MCP_LISTEN, on this machine) whether it is ready
-    /// (`GET /readyz`): exits 0 when it is, 1 otherwise. For container health checks.
-    Ready,
-    /// Check the URL, detect the forge and its version, resolve the identity, and report
-    /// problems in plain words. Exits 1 when something needs fixing.
-    Doctor,
-    /// Work with the audit trail (AUDIT_LOG).
-    Audit {
-        #[command(subcommand)]
-        action: AuditCommand,
-    },
-}
-
-/// What `audit` does.
-#[derive(Debug, Subcommand)]
-pub enum AuditCommand {
-    /// Check that audit log files are complete and unedited, with the audit key: every line's
-    /// MAC, each file's chain from its first line, and, given several files oldest first,
-    /// that each continues the one before. Exits 1 at a break, naming the line and why, 2
-    /// without a usable key.
-    ///
-    /// Lines cut from the end of the newest file leave no trace in it: compare its last seq
-    /// and mac with the head the server logged ("audit chain head").
-    Verify {
-        /// The key file the server writes with (its AUDIT_KEY_FILE; also read from that
-        /// variable, or from --audit-key-file).
-        #[arg(long)]
-        key_file: Option<PathBuf>,
-        /// The files, oldest first (e.g. audit.jsonl.1 audit.jsonl).
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-    },
-    /// Print the args_hmac an audit line holds for these arguments (a JSON object), to match
-    /// a call you know of; needs the key like `verify`.
-    ArgsHmac {
-        /// The key file the server writes with (its AUDIT_KEY_FILE; also read from that
-        /// variable, or from --audit-key-file).
-        #[arg(long)]
-        key_file: Option<PathBuf>,
-        /// The arguments as a JSON object, or for a resource read {"uri": "…"}.
-        args: String,
-    },
-}
-
-/// Which forge the spec is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FlavorChoice {
-    /// Ask GET /api/v1/version at start-up.
-    Auto,
-    Gitea,
-    Forgejo,
-}
-
-/// Which MCP transport `serve` speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TransportChoice {
-    /// JSON-RPC over standard input and output, for one person.
-    Stdio,
-    /// Streamable HTTP at /mcp.
-    Http,
-    /// Legacy HTTP+SSE at /sse and /message.
-    Sse,
-}
-
-/// What the limits do when the shared store cannot be reached (`MCP_STATE_FAIL`); single-use
-/// checks refuse whatever this says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StateFail {
-    /// Each replica judges by its own limits meanwhile (as without a store).
-    Open,
-    /// Calls are refused as rate_limited meanwhile.
-    Closed,
-}
+use super::{
+    ALSO_READ, CommonArgs, ConfigError, EnvLookup, MetricsListen, OAuthSettings, Settings, StateArgs,
+    StateSettings, TransportChoice,
+};
 
 /// Schemes never accepted for a redirect URI, whatever the operator lists: a browser runs,
 /// shows, downloads or forwards such an address itself (and http, https keep their own rules).
@@ -161,307 +41,6 @@ pub(crate) const NEVER_REDIRECT_SCHEMES: &[&str] = &[
     "urn",
 ];
 
-/// Settings shared by every command.
-#[derive(Debug, Args)]
-pub struct CommonArgs {
-    /// Base URL of the Gitea or Forgejo instance (also read: GITEA_HOST, FORGEJO_URL).
-    #[arg(long, env = "GITEA_URL", global = true)]
-    pub(crate) url: Option<String>,
-    /// The server's own access token (also read: GITEA_ACCESS_TOKEN, FORGEJO_ACCESS_TOKEN).
-    /// Prefer the environment or --token-file: a flag is visible to other local users.
-    #[arg(long, env = "GITEA_TOKEN", hide_env_values = true, global = true)]
-    pub(crate) token: Option<SecretString>,
-    /// Read the global token from this file (surrounding white space is ignored).
-    #[arg(long, env = "GITEA_TOKEN_FILE", global = true)]
-    pub(crate) token_file: Option<PathBuf>,
-    /// Which forge the tools are generated for.
-    #[arg(long, env = "GITEA_FLAVOR", value_enum, default_value = "auto", global = true)]
-    pub(crate) flavor: FlavorChoice,
-    /// A Swagger 2.0 file to generate the tools from instead of the embedded spec.
-    #[arg(long, env = "GITEA_SPEC", global = true)]
-    pub(crate) spec: Option<PathBuf>,
-    /// MCP transport for `serve`.
-    #[arg(long, env = "MCP_TRANSPORT", value_enum, default_value = "stdio", global = true)]
-    pub(crate) transport: TransportChoice,
-    /// Address for the http and sse transports.
-    #[arg(long, env = "MCP_LISTEN", default_value = "127.0.0.1:8080", global = true)]
-    pub listen: String,
-    /// Streamable HTTP without sessions: every request stands alone, so any replica behind a
-    /// load balancer can serve it (`initialize` is answered without an Mcp-Session-Id).
-    #[arg(long, env = "MCP_STATELESS", global = true)]
-    pub(crate) stateless: bool,
-    /// This replica's name (a DNS label: lowercase letters, digits, '-'), put in front of
-    /// every session id it hands out (`<replica-id>.<random>`) so that a load balancer can
-    /// send a session's requests back to it. Unset: session ids carry no name.
-    #[arg(long, env = "MCP_REPLICA_ID", global = true)]
-    pub(crate) replica_id: Option<String>,
-    /// Seconds to go on accepting requests after SIGTERM, with /readyz answering 503, before
-    /// draining: time for a load balancer to stop sending new requests here.
-    #[arg(long, env = "MCP_SHUTDOWN_DELAY", default_value_t = 0.0, global = true)]
-    pub(crate) shutdown_delay: f64,
-    /// Shared secret HTTP clients present as `Authorization: Bearer …` to act as the
-    /// server's global identity.
-    #[arg(long, env = "MCP_BEARER_TOKEN", hide_env_values = true, global = true)]
-    pub(crate) mcp_bearer_token: Option<SecretString>,
-    /// Largest binary body returned as base64, and largest base64 upload, in bytes.
-    #[arg(long, env = "MAX_BINARY_BYTES", default_value_t = 1_048_576, global = true)]
-    pub(crate) max_binary_bytes: u64,
-    /// Largest binary content (a raw file, an attachment) a resource read serves, in bytes:
-    /// a tool result links content over MAX_BINARY_BYTES up to this size to the resource.
-    #[arg(long, env = "MAX_RESOURCE_BYTES", default_value_t = 32 * 1_048_576, global = true)]
-    pub(crate) max_resource_bytes: u64,
-    /// Largest binary content (a raw file, an attachment) a result holds inline as base64;
-    /// larger comes as a `resource_link` to the `gitea://` resource that reads it.
-    #[arg(long, env = "MAX_INLINE_BINARY_BYTES", default_value_t = 8_192, global = true)]
-    pub(crate) max_inline_binary_bytes: u64,
-    /// Largest JSON or text body read from the forge, in bytes; larger answers fail with
-    /// payload_too_large instead of filling memory.
-    #[arg(long, env = "MAX_RESPONSE_BYTES", default_value_t = 16 * 1_048_576, global = true)]
-    pub(crate) max_response_bytes: u64,
-    /// What pattern masking does with credential-looking strings in results.
-    #[arg(long, env = "SECRET_DETECTION_MODE", value_enum, default_value = "mask", global = true)]
-    pub(crate) secret_detection_mode: DetectionMode,
-    /// Most list items in one result; longer lists are cut and the cut is reported.
-    #[arg(long, env = "MAX_TOOL_RESPONSE_ITEMS", default_value_t = 100, global = true)]
-    pub(crate) max_tool_response_items: usize,
-    /// Most characters in one result's text; longer results are cut and the cut is reported.
-    #[arg(long, env = "MAX_TOOL_RESPONSE_CHARS", default_value_t = 40_000, global = true)]
-    pub(crate) max_tool_response_chars: usize,
-    /// How a call that cannot be undone (deleting a repository, a branch, a release, …) is
-    /// confirmed: `ask` the person through the client (a client that cannot be asked sends
-    /// `confirm` with the exact target), always by the `argument`, or `off`.
-    #[arg(long, env = "CONFIRM_IRREVERSIBLE", value_enum, default_value = "ask", global = true)]
-    pub(crate) confirm_irreversible: aegis_core::policy::confirm::Mode,
-    /// Seconds a person has to answer a confirmation before the call fails with
-    /// `not_confirmed` (over HTTP within MCP_REQUEST_TIMEOUT, which counts the wait too).
-    #[arg(long, env = "CONFIRM_TIMEOUT", default_value_t = 60.0, global = true)]
-    pub(crate) confirm_timeout: f64,
-    /// How results are rendered unless a call asks (`shape`): compact or the forge's full JSON.
-    #[arg(long, env = "RESULT_SHAPE", value_enum, default_value = "compact", global = true)]
-    pub(crate) result_shape: aegis_core::shape::Shape,
-    /// Which clients get typed results (`structuredContent`, and an `outputSchema` on every
-    /// tool): those of this protocol version (YYYY-MM-DD) or later, or `never`.
-    #[arg(long, env = "STRUCTURED_CONTENT_FROM", default_value = "2025-06-18", global = true)]
-    pub(crate) structured_content_from: String,
-    /// More literal values to redact from every result and log line (comma-separated).
-    #[arg(long, env = "EXTRA_SECRETS", hide_env_values = true, global = true)]
-    pub(crate) extra_secrets: Option<SecretString>,
-    /// A file of more literal values to redact, one per line.
-    #[arg(long, env = "EXTRA_SECRETS_FILE", global = true)]
-    pub(crate) extra_secrets_file: Option<PathBuf>,
-    /// Client id of the OAuth2 application registered on the forge (OAuth mode).
-    #[arg(long, env = "GITEA_OAUTH_CLIENT_ID", global = true)]
-    pub(crate) oauth_client_id: Option<String>,
-    /// Client secret of that OAuth2 application; redacted from every result.
-    #[arg(long, env = "GITEA_OAUTH_CLIENT_SECRET", hide_env_values = true, global = true)]
-    pub(crate) oauth_client_secret: Option<SecretString>,
-    /// The URL MCP clients reach this server at (scheme and host, no path), e.g.
-    /// https://mcp.example.com; with the OAuth client id and secret it turns on sign-in with
-    /// the forge. It may differ from --listen behind a reverse proxy.
-    #[arg(long, env = "MCP_PUBLIC_URL", global = true)]
-    pub(crate) public_url: Option<String>,
-    /// A file holding the key (64 hex characters) that seals the tokens this server issues;
-    /// replicas that share it accept each other's tokens. Create one with
-    /// `openssl rand -hex 32`.
-    #[arg(long, env = "MCP_OAUTH_KEY_FILE", global = true)]
-    pub(crate) oauth_key_file: Option<PathBuf>,
-    /// Comma-separated app schemes a client may register as redirect URIs besides https,
-    /// http on loopback and schemes in reverse-domain form (com.example.app), e.g. `cursor`
-    /// for Cursor's `cursor://…` callback.
-    #[arg(long, env = "MCP_OAUTH_REDIRECT_SCHEMES", global = true)]
-    pub(crate) oauth_redirect_schemes: Option<String>,
-    /// Offer and allow only operations that read (GET); the raw tool accepts only GET.
-    #[arg(long, env = "READ_ONLY", global = true)]
-    pub(crate) read_only: bool,
-    /// Let gitea_api_request send routes that no operation of the spec has (a route the spec
-    /// lacks); by default they are refused, since no policy can judge them.
-    #[arg(long, env = "ALLOW_UNKNOWN_ROUTES", global = true)]
-    pub(crate) allow_unknown_routes: bool,
-    /// Comma-separated `owner/repo`, `owner/*` or `*`: the repositories calls may touch (unset:
-    /// every one). Matched case-insensitively; listings across repositories are filtered.
-    #[arg(long, env = "ALLOWED_REPOS", global = true)]
-    pub(crate) allowed_repos: Option<String>,
-    /// The same for calls that write (any method but GET); narrows ALLOWED_REPOS, never widens it.
-    #[arg(long, env = "WRITE_ALLOWED_REPOS", global = true)]
-    pub(crate) write_allowed_repos: Option<String>,
-    /// Comma-separated tool names: when set, only these are offered and callable, besides
-    /// the three discovery tools, which then reach only these (DISABLED_TOOLS still removes).
-    #[arg(long, env = "ENABLED_TOOLS", value_delimiter = ',', global = true)]
-    pub(crate) enabled_tools: Vec<String>,
-    /// Comma-separated tool names that are neither offered nor callable.
-    #[arg(long, env = "DISABLED_TOOLS", value_delimiter = ',', global = true)]
-    pub(crate) disabled_tools: Vec<String>,
-    /// Comma-separated toolsets whose operations tools/list shows: `core` (the everyday
-    /// ones), area names (`issues`, `pulls`, `actions`, … see `tools --list-toolsets`), `all`,
-    /// or `none` (only the built-in tools).
-    /// Every other operation stays callable through gitea_call_operation.
-    #[arg(long, env = "TOOLSETS", default_value = "core", global = true)]
-    pub(crate) toolsets: String,
-    /// Seconds to wait for a TCP/TLS connection to the forge.
-    #[arg(long, env = "GITEA_CONNECT_TIMEOUT", default_value_t = 10.0, global = true)]
-    pub(crate) connect_timeout: f64,
-    /// Seconds one forge request may take in total, body included.
-    #[arg(long, env = "GITEA_TIMEOUT", default_value_t = 60.0, global = true)]
-    pub(crate) timeout: f64,
-    /// Host header values accepted over HTTP (comma-separated `host` or `host:port`); by
-    /// default the loopback names when listening on loopback, else any.
-    #[arg(long, env = "MCP_ALLOWED_HOSTS", value_delimiter = ',', global = true)]
-    pub(crate) allowed_hosts: Vec<String>,
-    /// Origin header values accepted over HTTP (comma-separated `scheme://host[:port]`); by
-    /// default the loopback origins when listening on loopback, else any.
-    #[arg(long, env = "MCP_ALLOWED_ORIGINS", value_delimiter = ',', global = true)]
-    pub(crate) allowed_origins: Vec<String>,
-    /// Largest HTTP request body, in bytes.
-    #[arg(long, env = "MCP_MAX_BODY_BYTES", default_value_t = 4 * 1_048_576, global = true)]
-    pub(crate) max_body_bytes: usize,
-    /// Seconds one MCP request (a tool call) may take over HTTP before it fails with timeout.
-    #[arg(long, env = "MCP_REQUEST_TIMEOUT", default_value_t = 120.0, global = true)]
-    pub(crate) request_timeout: f64,
-    /// Seconds a client may take to send a request's headers, from their first byte.
-    #[arg(long, env = "MCP_HEADER_TIMEOUT", default_value_t = 10.0, global = true)]
-    pub(crate) header_timeout: f64,
-    /// Seconds a client may take to send a request's body.
-    #[arg(long, env = "MCP_BODY_TIMEOUT", default_value_t = 30.0, global = true)]
-    pub(crate) body_timeout: f64,
-    /// Seconds a connection may stay open between requests.
-    #[arg(long, env = "MCP_IDLE_TIMEOUT", default_value_t = 60.0, global = true)]
-    pub(crate) idle_timeout: f64,
-    /// Most open HTTP connections (fewer when the open-file limit is lower).
-    #[arg(long, env = "MCP_MAX_CONNECTIONS", default_value_t = 1024, global = true)]
-    pub(crate) max_connections: usize,
-    /// Most open HTTP connections from one address (raise it behind a reverse proxy, where
-    /// every connection comes from the proxy).
-    #[arg(long, env = "MCP_MAX_CONNECTIONS_PER_PEER", default_value_t = 256, global = true)]
-    pub(crate) max_connections_per_peer: usize,
-    /// Most open Streamable HTTP sessions.
-    #[arg(long, env = "MCP_MAX_SESSIONS", default_value_t = 1000, global = true)]
-    pub(crate) max_sessions: usize,
-    /// Most open legacy SSE streams.
-    #[arg(long, env = "MCP_MAX_SSE_STREAMS", default_value_t = 1000, global = true)]
-    pub(crate) max_sse_streams: usize,
-    /// Seconds a client may leave answers unread before its connection is closed (a legacy SSE
-    /// stream with answers waiting, or any connection whose writes are blocked).
-    #[arg(long, env = "MCP_STREAM_STALL_TIMEOUT", default_value_t = 30.0, global = true)]
-    pub(crate) stream_stall_timeout: f64,
-    /// Most open sessions (or SSE streams) one identity may hold.
-    #[arg(long, env = "MCP_MAX_SESSIONS_PER_IDENTITY", default_value_t = 100, global = true)]
-    pub(crate) max_sessions_per_identity: usize,
-    /// Log filter (tracing syntax, e.g. `info`, `aegis_gitea_mcp=debug`). Logs go to stderr.
-    #[arg(long, env = "LOG_LEVEL", default_value = "info", global = true)]
-    pub log_level: String,
-    /// Login of the server's own identity with HTTP Basic, together with GITEA_PASSWORD (or
-    /// --password-file) instead of a token: the forges create and list access tokens only
-    /// for a login and password.
-    #[arg(long, env = "GITEA_USERNAME", global = true)]
-    pub(crate) username: Option<String>,
-    /// The password of GITEA_USERNAME. Prefer the environment or --password-file: a flag is
-    /// visible to other local users.
-    #[arg(long, env = "GITEA_PASSWORD", hide_env_values = true, global = true)]
-    pub(crate) password: Option<SecretString>,
-    /// Read the password of GITEA_USERNAME from this file (surrounding white space is ignored).
-    #[arg(long, env = "GITEA_PASSWORD_FILE", global = true)]
-    pub(crate) password_file: Option<PathBuf>,
-    /// Comma-separated logins that calls may act as with their `sudo` argument (the forge's
-    /// Sudo header; the caller must be a site administrator), or `*` for any. Unset: no tool
-    /// takes `sudo`.
-    #[arg(long, env = "SUDO_ALLOWED_USERS", global = true)]
-    pub(crate) sudo_allowed_users: Option<String>,
-    /// Forge text a reader would not see — invisible and bidirectional-control characters,
-    /// HTML comments: `mark` shows them in place, `strip` removes them, `off` leaves them.
-    #[arg(long, env = "CONTENT_HYGIENE", value_enum, default_value = "mark", global = true)]
-    pub(crate) content_hygiene: ContentHygiene,
-    /// Append one JSON line per tool call and resource read to this file, each authenticated
-    /// with the key of --audit-key-file and chained to the one before (see `audit verify`).
-    /// Unset: no audit trail.
-    #[arg(long, env = "AUDIT_LOG", global = true)]
-    pub(crate) audit_log: Option<PathBuf>,
-    /// A file of 64 hex characters: the key of the audit trail's MACs and of args_hmac
-    /// (`openssl rand -hex 32`), readable only by the server and whoever verifies. Needed
-    /// with AUDIT_LOG; `audit verify` reads it too.
-    #[arg(long, env = "AUDIT_KEY_FILE", global = true)]
-    pub audit_key_file: Option<PathBuf>,
-    /// When the audit log cannot be written, run calls anyway with a warning instead of
-    /// failing them with audit_failed.
-    #[arg(long, env = "AUDIT_FAIL_OPEN", global = true)]
-    pub(crate) audit_fail_open: bool,
-    /// Where Prometheus metrics are served at /metrics: unset, on the MCP address (http and
-    /// sse only); an IP address and port such as 127.0.0.1:9464, only there, on a listener of
-    /// its own (with every transport, stdio too); `off`, nowhere.
-    #[arg(long, env = "METRICS_LISTEN", global = true)]
-    pub(crate) metrics_listen: Option<String>,
-    /// A token a scrape of /metrics must present as `Authorization: Bearer <token>`; unset,
-    /// /metrics needs none (it holds counts only).
-    #[arg(long, env = "METRICS_BEARER_TOKEN", hide_env_values = true, global = true)]
-    pub(crate) metrics_bearer_token: Option<SecretString>,
-    /// Tool calls and resource reads one identity may make per minute (at most this many at
-    /// once, then one every 60/N s); above it calls fail with rate_limited. 0: no limit.
-    #[arg(long, env = "RATE_LIMIT_PER_MINUTE", default_value_t = 0, global = true)]
-    pub(crate) rate_limit_per_minute: u32,
-    /// Calls one identity may have running at once; above it calls fail with rate_limited.
-    /// 0: no limit.
-    #[arg(long, env = "RATE_LIMIT_CONCURRENT", default_value_t = 0, global = true)]
-    pub(crate) rate_limit_concurrent: u32,
-    /// Requests to the forge running at once, for all identities together; a request that
-    /// finds no slot within 200 ms fails with rate_limited. 0: no limit.
-    #[arg(long, env = "FORGE_MAX_CONCURRENT", default_value_t = 0, global = true)]
-    pub(crate) forge_max_concurrent: u32,
-    /// Tokens this server has not seen confirmed that one client address may present per
-    /// minute over HTTP (each costs a login lookup at the forge); above it requests get 429.
-    /// Raise it behind a reverse proxy, where every client has the proxy's address. 0: no limit.
-    #[arg(long, env = "MCP_NEW_TOKENS_PER_MINUTE", default_value_t = 60, global = true)]
-    pub(crate) new_tokens_per_minute: u32,
-    #[command(flatten)]
-    pub(crate) state: StateArgs,
-}
-
-/// The shared store's settings (`MCP_STATE_*`), apart so that they are read as one.
-#[derive(Args, Debug, Clone)]
-pub(crate) struct StateArgs {
-    /// A Redis (or Valkey) the replicas share, redis://host:port[/db] or rediss://…: codes
-    /// and refresh tokens are used once across them, and the limits hold for them together.
-    /// No password in the URL (use --state-password-file). Unset: each replica on its own.
-    #[arg(id = "state_url", long = "state-url", env = "MCP_STATE_URL", global = true)]
-    pub(crate) url: Option<String>,
-    /// A file holding the shared store's password.
-    #[arg(
-        id = "state_password_file",
-        long = "state-password-file",
-        env = "MCP_STATE_PASSWORD_FILE",
-        global = true
-    )]
-    pub(crate) password_file: Option<PathBuf>,
-    /// A PEM file of the CA certificates a rediss:// store's certificate is checked against
-    /// (default: the system's).
-    #[arg(id = "state_ca_file", long = "state-ca-file", env = "MCP_STATE_CA_FILE", global = true)]
-    pub(crate) ca_file: Option<PathBuf>,
-    /// A file of 64 hex characters, the same on every replica (`openssl rand -hex 32`): every
-    /// key the shared store sees is a keyed hash made with it. Needed with MCP_STATE_URL.
-    #[arg(id = "state_key_file", long = "state-key-file", env = "MCP_STATE_KEY_FILE", global = true)]
-    pub(crate) key_file: Option<PathBuf>,
-    /// What the limits do while the shared store cannot be reached: `open`, each replica
-    /// applies them on its own; `closed`, calls are refused. Codes and refresh tokens are
-    /// refused either way.
-    #[arg(
-        id = "state_fail",
-        long = "state-fail",
-        env = "MCP_STATE_FAIL",
-        value_enum,
-        default_value = "open",
-        global = true
-    )]
-    pub(crate) fail: StateFail,
-    /// The prefix of every key in the shared store (1 to 32 of a-z, 0-9, '-'), so that
-    /// deployments may share one store.
-    #[arg(
-        id = "state_namespace",
-        long = "state-namespace",
-        env = "MCP_STATE_NAMESPACE",
-        default_value = "aegis",
-        global = true
-    )]
-    pub(crate) namespace: String,
-}
-
 /// A replica's name as session ids carry it: one DNS label, so that a proxy can route on it
 /// and, where it becomes part of a host name, reach nothing outside one domain.
 fn replica_id(id: String) -> Result<String, ConfigError> {
@@ -478,242 +57,13 @@ fn replica_id(id: String) -> Result<String, ConfigError> {
     }
 }
 
-/// Resolved settings: checked, typed, secrets wrapped.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Base URL of the forge with a trailing `/`, without `/api/v1`; `None` when none was
-    /// given, which only `tools` with an explicit flavor accepts (see `forge_url`).
-    pub(crate) url: Option<Url>,
-    pub(crate) token: Option<SecretString>,
-    pub flavor: FlavorChoice,
-    pub(crate) spec: Option<PathBuf>,
-    pub transport: TransportChoice,
-    pub(crate) listen: String,
-    pub(crate) stateless: bool,
-    pub(crate) replica_id: Option<String>,
-    pub(crate) shutdown_delay: Duration,
-    pub(crate) mcp_bearer_token: Option<SecretString>,
-    pub max_binary_bytes: u64,
-    pub(crate) max_resource_bytes: u64,
-    pub(crate) max_inline_binary_bytes: u64,
-    pub(crate) max_response_bytes: u64,
-    pub(crate) disabled_tools: BTreeSet<String>,
-    pub(crate) read_only: bool,
-    /// Whether the raw tool may send routes that no operation of the spec has.
-    pub(crate) allow_unknown_routes: bool,
-    /// `ALLOWED_REPOS` (`None`: every repository).
-    pub(crate) allowed_repos: Option<aegis_core::policy::repos::RepoList>,
-    /// `WRITE_ALLOWED_REPOS`.
-    pub(crate) write_allowed_repos: Option<aegis_core::policy::repos::RepoList>,
-    /// Empty: every tool; otherwise only these.
-    pub(crate) enabled_tools: BTreeSet<String>,
-    /// Which operations `tools/list` shows.
-    pub(crate) toolsets: aegis_core::catalog::toolsets::Selection,
-    pub(crate) secret_detection: DetectionMode,
-    pub max_tool_response_items: usize,
-    pub max_tool_response_chars: usize,
-    pub(crate) result_shape: aegis_core::shape::Shape,
-    pub(crate) confirm_irreversible: aegis_core::policy::confirm::Mode,
-    pub(crate) confirm_timeout: Duration,
-    /// `STRUCTURED_CONTENT_FROM`: the oldest protocol version given typed results (`None`: never).
-    pub structured_content_from: Option<String>,
-    /// `EXTRA_SECRETS` and the lines of `EXTRA_SECRETS_FILE`.
-    pub(crate) extra_secrets: Vec<SecretString>,
-    pub(crate) oauth_client_secret: Option<SecretString>,
-    /// Sign-in with the forge, when the client id, secret, public URL and key are all set.
-    pub(crate) oauth: Option<OAuthSettings>,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) timeout: Duration,
-    pub(crate) allowed_hosts: Vec<String>,
-    pub(crate) allowed_origins: Vec<String>,
-    pub max_body_bytes: usize,
-    pub(crate) request_timeout: Duration,
-    pub(crate) header_timeout: Duration,
-    pub(crate) body_timeout: Duration,
-    pub(crate) idle_timeout: Duration,
-    pub(crate) max_connections: usize,
-    pub(crate) max_connections_per_peer: usize,
-    pub(crate) max_sessions: usize,
-    pub(crate) max_sse_streams: usize,
-    pub(crate) max_sessions_per_identity: usize,
-    pub(crate) stream_stall_timeout: Duration,
-    /// The global identity's login and password for HTTP Basic: both or neither, and never
-    /// with `token`.
-    pub(crate) username: Option<String>,
-    pub(crate) password: Option<SecretString>,
-    /// Who calls may act as with `sudo`; `None`: no tool takes the argument.
-    pub(crate) sudo_allowed_users: Option<aegis_core::args::sudo::Allowed>,
-    pub(crate) content_hygiene: ContentHygiene,
-    /// The audit trail's file; `None`: none.
-    pub(crate) audit_log: Option<PathBuf>,
-    /// The key of the audit trail (`AUDIT_KEY_FILE`); always given with `audit_log`.
-    pub(crate) audit_key: Option<std::sync::Arc<secrecy::SecretBox<[u8; 32]>>>,
-    /// Run calls unrecorded (with a warning) when the audit log cannot be written.
-    pub(crate) audit_fail_open: bool,
-    /// Calls per identity per minute; `None`: no limit.
-    pub(crate) rate_limit_per_minute: Option<NonZeroU32>,
-    /// Calls of one identity running at once; `None`: no limit.
-    pub(crate) rate_limit_concurrent: Option<NonZeroU32>,
-    /// Requests to the forge running at once, overall; `None`: no limit.
-    pub(crate) forge_max_concurrent: Option<NonZeroU32>,
-    /// Tokens not yet confirmed one address may present per minute; `None`: no limit.
-    pub(crate) new_tokens_per_minute: Option<NonZeroU32>,
-    /// Where `/metrics` is served.
-    pub(crate) metrics_listen: MetricsListen,
-    /// The token a scrape must present (`METRICS_BEARER_TOKEN`).
-    pub(crate) metrics_bearer_token: Option<SecretString>,
-    /// The store the replicas share (`MCP_STATE_*`); `None`: none.
-    pub(crate) state: Option<StateSettings>,
-}
-
-/// The shared store's settings, checked.
-#[derive(Debug, Clone)]
-pub(crate) struct StateSettings {
-    /// `redis://` or `rediss://`, a host, perhaps a user name and a database, no password.
-    pub(crate) url: Url,
-    pub(crate) password: Option<SecretString>,
-    /// PEM roots for `rediss://` (`None`: the system's).
-    pub(crate) ca: Option<Vec<u8>>,
-    /// The key of every hash the store sees.
-    pub(crate) key: std::sync::Arc<secrecy::SecretBox<[u8; 32]>>,
-    pub(crate) fail: StateFail,
-    pub(crate) namespace: String,
-}
-
-/// `METRICS_LISTEN`: where `/metrics` is served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MetricsListen {
-    /// On the MCP listener, beside `/mcp` (the HTTP transports; stdio has no listener).
-    Main,
-    /// Only on a listener of its own at this address, so that it need not be exposed with
-    /// the MCP routes.
-    Own(std::net::SocketAddr),
-    /// Nowhere.
-    Off,
-}
-
-impl MetricsListen {
-    /// Unset or empty: `Main`; `off`: `Off`; else an IP address and port.
-    pub(crate) fn parse(text: Option<&str>) -> Result<MetricsListen, ConfigError> {
-        let Some(text) = text.map(str::trim).filter(|t| !t.is_empty()) else {
-            return Ok(MetricsListen::Main);
-        };
-        if text.eq_ignore_ascii_case("off") {
-            return Ok(MetricsListen::Off);
-        }
-        text.parse().map(MetricsListen::Own).map_err(|_| {
-            ConfigError(format!(
-                "METRICS_LISTEN must be an IP address and port such as 127.0.0.1:9464, or off (not {text:?})"
-            ))
-        })
-    }
-}
-
-/// What sign-in with the forge needs: the OAuth2 application registered on the forge, where
-/// clients reach this server, and the key that seals the tokens it issues.
-#[derive(Clone)]
-pub(crate) struct OAuthSettings {
-    pub(crate) client_id: String,
-    pub(crate) client_secret: SecretString,
-    /// Scheme, host and port, without a path or trailing `/`.
-    pub(crate) public_url: String,
-    /// The sealing key (32 bytes, read from 64 hex characters).
-    pub(crate) key: std::sync::Arc<secrecy::SecretBox<[u8; 32]>>,
-    /// App schemes accepted in redirect URIs beyond the standard ones (lower-case).
-    pub(crate) redirect_schemes: Vec<String>,
-}
-
-impl std::fmt::Debug for OAuthSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OAuthSettings")
-            .field("client_id", &self.client_id)
-            .field("public_url", &self.public_url)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A setting that cannot be used, with the words to fix it.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
-
-/// Where the alternative environment names are read from; a function so tests can inject.
-pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// What the pipeline's stages are built from.
-impl Settings {
-    /// The configured secrets: global token, MCP bearer token, OAuth client secret, extra
-    /// secrets, the global password with the HTTP Basic value made of it (base64 of
-    /// `login:password`, which gives the password away to anyone who decodes it), the sealing
-    /// key and the audit key.
-    pub fn secrets(&self) -> Vec<String> {
-        let mut out: Vec<String> =
-            [&self.token, &self.mcp_bearer_token, &self.oauth_client_secret, &self.metrics_bearer_token]
-                .into_iter()
-                .flatten()
-                .map(|s| s.expose_secret().to_owned())
-                .collect();
-        out.extend(self.extra_secrets.iter().map(|s| s.expose_secret().to_owned()));
-        if let Some(password) = self.state.as_ref().and_then(|s| s.password.as_ref()) {
-            out.push(password.expose_secret().to_owned());
-        }
-        let state_key = self.state.as_ref().map(|s| &s.key);
-        for key in
-            [self.oauth.as_ref().map(|o| &o.key), self.audit_key.as_ref(), state_key].into_iter().flatten()
-        {
-            // A key as it is written in its file.
-            let hex: String = key.expose_secret().iter().map(|b| format!("{b:02x}")).collect();
-            out.push(hex.to_ascii_uppercase());
-            out.push(hex);
-        }
-        if let Some(password) = &self.password {
-            out.push(password.expose_secret().to_owned());
-            if let Some(username) = &self.username {
-                out.push(aegis_core::identity::basic_blob(username, password).expose_secret().to_owned());
-            }
-        }
-        out
-    }
-
-    /// The server-wide guard: the configured secrets, the masking mode, the bounds and the
-    /// hygiene.
-    pub(crate) fn guard(&self) -> aegis_core::guard::Guard {
-        aegis_core::guard::Guard::new(
-            self.secrets(),
-            self.secret_detection,
-            aegis_core::guard::Bounds {
-                max_items: self.max_tool_response_items,
-                max_chars: self.max_tool_response_chars,
-            },
-        )
-        .with_hygiene(self.content_hygiene)
-    }
-
-    /// What is listed and allowed, from `READ_ONLY`, the tool lists, the toolsets and the
-    /// repository allowlists (the forge's addresses are added once they are looked up).
-    pub fn policy(&self) -> aegis_core::policy::Policy {
-        aegis_core::policy::Policy {
-            read_only: self.read_only,
-            unknown_routes: self.allow_unknown_routes,
-            enabled: self.enabled_tools.clone(),
-            disabled: self.disabled_tools.clone(),
-            toolsets: self.toolsets.clone(),
-            repos: self.allowed_repos.clone().map(std::sync::Arc::new),
-            write_repos: self.write_allowed_repos.clone().map(std::sync::Arc::new),
-            forge: aegis_core::policy::repos::ForgeHost::new(self.url.clone(), Vec::new()),
-            confirm: self.confirm_irreversible,
-        }
-    }
-}
-
 impl Settings {
     /// Resolve the raw arguments, reading the alternative environment names through `env`.
     pub fn resolve(args: CommonArgs, env: EnvLookup<'_>) -> Result<Settings, ConfigError> {
         let url = args
             .url
             .filter(|u| !u.trim().is_empty())
-            .or_else(|| non_empty(env("GITEA_HOST")))
-            .or_else(|| non_empty(env("FORGEJO_URL")))
+            .or_else(|| also_read("GITEA_URL", env))
             .map(|text| parse_base_url(&text))
             .transpose()?;
 
@@ -722,9 +72,7 @@ impl Settings {
                 Some(SecretString::from(t.expose_secret().trim().to_owned()))
             }
             (_, Some(path)) => Some(read_token_file(path)?),
-            _ => non_empty(env("GITEA_ACCESS_TOKEN"))
-                .or_else(|| non_empty(env("FORGEJO_ACCESS_TOKEN")))
-                .map(|t| SecretString::from(t.trim().to_owned())),
+            _ => also_read("GITEA_TOKEN", env).map(|t| SecretString::from(t.trim().to_owned())),
         };
 
         let seconds = |name: &str, v: f64| {
@@ -898,14 +246,6 @@ impl Settings {
             state,
         })
     }
-
-    /// The forge's base URL, or the words to set one: every command needs it but `tools`
-    /// with `--flavor gitea|forgejo`, which asks no forge.
-    pub fn forge_url(&self) -> Result<&Url, ConfigError> {
-        self.url.as_ref().ok_or_else(|| {
-            ConfigError("no forge URL: pass --url https://gitea.example.com or set GITEA_URL".into())
-        })
-    }
 }
 
 /// A repository allowlist setting, if set.
@@ -925,6 +265,13 @@ fn clean_list(v: Vec<String>) -> Vec<String> {
 
 fn non_empty(v: Option<String>) -> Option<String> {
     v.filter(|s| !s.trim().is_empty())
+}
+
+/// The first older name of the setting `name` (`ALSO_READ`) that the environment gives, not
+/// blank.
+fn also_read(name: &str, env: EnvLookup<'_>) -> Option<String> {
+    let (_, older) = ALSO_READ.iter().find(|(own, _)| *own == name)?;
+    older.iter().find_map(|old| non_empty(env(old)))
 }
 
 /// Accepts `https://host`, `https://host/sub/`, and forgives a trailing `/api/v1`.
@@ -999,8 +346,6 @@ fn oauth_settings(
     }))
 }
 
-/// `MCP_OAUTH_REDIRECT_SCHEMES`: URI scheme names; never one whose address a browser itself
-/// runs, shows or sends elsewhere, nor http(s), whose rules stay the standard ones.
 /// `STRUCTURED_CONTENT_FROM`: `never`, or a protocol version as the protocol writes them
 /// (`2025-06-18`); versions compare as their text does.
 fn parse_structured_from(text: &str) -> Result<Option<String>, ConfigError> {
@@ -1019,6 +364,8 @@ fn parse_structured_from(text: &str) -> Result<Option<String>, ConfigError> {
     Ok(Some(t.to_owned()))
 }
 
+/// `MCP_OAUTH_REDIRECT_SCHEMES`: URI scheme names; never one whose address a browser itself
+/// runs, shows or sends elsewhere, nor http(s), whose rules stay the standard ones.
 fn parse_redirect_schemes(text: &str) -> Result<Vec<String>, ConfigError> {
     let mut out = Vec::new();
     for scheme in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -1262,6 +609,8 @@ fn read_secret_file(path: &std::path::Path, what: &str) -> Result<SecretString, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Cli, StateFail};
+    use clap::Parser;
 
     fn args(extra: &[&str]) -> CommonArgs {
         let mut v = vec!["aegis-gitea-mcp"];
