@@ -53,7 +53,7 @@ use serde_json::{Map, Value, json};
 
 use crate::identity::{Caller, Identity};
 use aegis_core::catalog::Catalog;
-use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::error::{CallError, ErrorKind, Shown};
 use aegis_core::guard::{Guard, Guarded, GuardedError, Redactor};
 
 /// The `prev` of the first line of a chain.
@@ -430,7 +430,7 @@ impl AuditLog {
     }
 
     /// Whether a line could be written now (opening and checking the file if need be).
-    fn ready(&self) -> Result<(), String> {
+    fn ready(&self) -> Result<(), Shown> {
         let mut state = self.lock();
         self.ensure(&mut state)
     }
@@ -457,7 +457,7 @@ impl AuditLog {
 
     /// The file is open and ends where this process left it, or has been checked again:
     /// opened at the path, a torn tail of this chain cut back, its last line verified.
-    fn ensure(&self, state: &mut State) -> Result<(), String> {
+    fn ensure(&self, state: &mut State) -> Result<(), Shown> {
         if state.closed {
             return Err(format!(
                 "the audit log {} is closed: the server is shutting down",
@@ -489,7 +489,7 @@ impl AuditLog {
     }
 
     /// Open the file at the path and decide whether the chain may go on in it.
-    fn reopen(&self, state: &mut State) -> Result<(), String> {
+    fn reopen(&self, state: &mut State) -> Result<(), Shown> {
         let path = self.path.display();
         let cannot = |e: std::io::Error| format!("cannot write the audit log {path}: {}", e.kind());
         let mut file =
@@ -578,7 +578,7 @@ impl AuditLog {
     /// Append one line: the fields of `body`, then `seq`, `prev` (and `continues` on the
     /// first line of a file that continues another, `cut_bytes` after a torn write was cut),
     /// then its `mac`.
-    fn append(&self, mut body: Map<String, Value>) -> Result<u64, String> {
+    fn append(&self, mut body: Map<String, Value>) -> Result<u64, Shown> {
         let mut state = self.lock();
         self.ensure(&mut state)?;
         let (seq, prev) = match &state.head {

@@ -10,7 +10,7 @@ use crate::executor::{Forge, flavor};
 use crate::identity::{Caller, Credential, GlobalIdentity, Identity, Mode};
 use crate::metrics::Metrics;
 use aegis_core::catalog::{Catalog, Flavor, Version};
-use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::error::{CallError, ErrorKind, Shown};
 use aegis_core::guard::Guard;
 use aegis_core::policy::{Narrowing, Policy};
 
@@ -103,7 +103,7 @@ const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// The addresses of each of `hosts` (host names a call's URLs give), looked up now, so that
 /// the repository allowlists can tell another name of this forge's address: the name of one
 /// that cannot be looked up, which then cannot be judged.
-pub(crate) async fn look_up(hosts: &[String]) -> Result<Vec<(String, Vec<std::net::IpAddr>)>, String> {
+pub(crate) async fn look_up(hosts: &[String]) -> Result<Vec<(String, Vec<std::net::IpAddr>)>, Shown> {
     let mut out = Vec::with_capacity(hosts.len());
     for host in hosts {
         match tokio::time::timeout(LOOKUP_TIMEOUT, look_up_one(host)).await {

@@ -496,3 +496,134 @@ fn a_setting_is_documented_once() {
         );
     }
 }
+
+/// The public functions (any `pub` visibility) of `text` whose signature has a `Result` with a
+/// bare `String` as its error, as `line: signature`; a file's `mod tests` is left out (a test
+/// may read a failure's words).
+fn string_errors(text: &str) -> Vec<String> {
+    let code = text.find("#[cfg(test)]\nmod tests").map_or(text, |at| &text[..at]);
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        if !is_public_fn(line.trim_start()) {
+            continue;
+        }
+        // The signature runs to its body's `{` (or a declaration's `;`), over as many lines.
+        let (mut signature, mut depth) = (String::new(), 0i32);
+        for more in &lines[n..] {
+            let more = more.split("//").next().unwrap_or("").trim();
+            let mut end = None;
+            for (at, c) in more.char_indices() {
+                match c {
+                    '(' | '[' => depth += 1,
+                    ')' | ']' => depth -= 1,
+                    '{' => end = Some(at),
+                    ';' if depth == 0 => end = Some(at),
+                    _ => {}
+                }
+                if end.is_some() {
+                    break;
+                }
+            }
+            signature.push_str(&more[..end.unwrap_or(more.len())]);
+            signature.push(' ');
+            if end.is_some() {
+                break;
+            }
+        }
+        if results_failing_with_string(&signature) {
+            found.push(format!("{}: {}", n + 1, signature.trim()));
+        }
+    }
+    found
+}
+
+/// Whether a line opens a function with a `pub` visibility (`pub`, `pub(crate)`, …).
+fn is_public_fn(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix("pub") else { return false };
+    let rest = match rest.strip_prefix('(') {
+        Some(inner) => inner.split_once(')').map_or("", |(_, after)| after),
+        None if rest.starts_with(' ') => rest,
+        None => return false,
+    };
+    let mut rest = rest.trim_start();
+    while let Some(after) =
+        ["const ", "async ", "unsafe ", "extern \"C\" "].iter().find_map(|q| rest.strip_prefix(q))
+    {
+        rest = after.trim_start();
+    }
+    rest.starts_with("fn ")
+}
+
+/// Whether any `Result<…, String>` in `signature` (also a `std::string::String`) has the
+/// bare string as its error.
+fn results_failing_with_string(signature: &str) -> bool {
+    let mut rest = signature;
+    while let Some(at) = rest.find("Result<") {
+        let word_starts = rest[..at].chars().next_back().is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        rest = &rest[at + "Result<".len()..];
+        if !word_starts {
+            continue;
+        }
+        // The type's arguments, split at the commas of its own level (`->` is no bracket).
+        let (mut depth, mut args, mut start, mut last) = (0i32, Vec::new(), 0, ' ');
+        for (i, c) in rest.char_indices() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' if last == '-' => {}
+                '>' | ')' | ']' if depth > 0 => depth -= 1,
+                '>' => {
+                    args.push(&rest[start..i]);
+                    break;
+                }
+                ',' if depth == 0 => {
+                    args.push(&rest[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+            last = c;
+        }
+        if let [_, error] = args.as_slice() {
+            if matches!(error.trim(), "String" | "std::string::String" | "alloc::string::String") {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// A public function does not fail with a bare `String`, which leaves a reader to find out
+/// whether any caller tells its failures apart (and tempts one to do it by the words): its
+/// error is a type, or `Shown`, which says no caller does.
+#[test]
+fn no_public_function_fails_with_a_bare_string() {
+    let mut found = Vec::new();
+    for root in ["src", "core/src"] {
+        let mut sources = Vec::new();
+        files(&repo().join(root), &mut sources);
+        for path in sources.iter().filter(|p| p.extension().is_some_and(|e| e == "rs")) {
+            let relative =
+                path.strip_prefix(repo()).expect("in the repository").to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(path).expect("a source file");
+            found.extend(string_errors(&text).into_iter().map(|at| format!("{relative}:{at}")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "public functions that fail with a bare String: when a caller acts on which failure it was, return a type (aegis_core::error::CallError in a call, else an enum deriving thiserror::Error); when every caller only shows the text, write its error as aegis_core::error::Shown: {found:#?}"
+    );
+}
+
+#[test]
+fn the_string_error_rule_reads_signatures_as_they_are_written() {
+    let text = "pub fn a() -> Result<(), String> {\npub(crate) async fn b(\n    x: u8,\n) -> std::io::Result<[u8; 2]> {\npub(super) fn c(f: impl Fn() -> u8) -> Result<Vec<Result<u8, String>>, Error> {\nfn d() -> Result<(), String> {\npub fn e() -> Result<(), Shown> {\npub(crate) fn f(\n    x: u8,\n) -> Result<HashMap<String, u8>, std::string::String>;\npub fn g() -> MyResult<(), String> {\n// pub fn h() -> Result<(), String> {\n#[cfg(test)]\nmod tests {\n    pub fn i() -> Result<(), String> {}\n}\n";
+    assert_eq!(
+        string_errors(text),
+        [
+            "1: pub fn a() -> Result<(), String>",
+            "5: pub(super) fn c(f: impl Fn() -> u8) -> Result<Vec<Result<u8, String>>, Error>",
+            "8: pub(crate) fn f( x: u8, ) -> Result<HashMap<String, u8>, std::string::String>",
+        ]
+    );
+}

@@ -5,8 +5,20 @@
 //! (almost everything) or a JSON-RPC error (only an unknown tool name). The kinds map
 //! one-to-one to the README's list ("Results"). Messages say what to do next and never contain
 //! a secret: they are built from our own words plus forge text that went through the guard.
+//!
+//! A smaller failure that no caller tells apart is only text to show (`Shown`); one that a
+//! caller acts on by what it was has a type: `CallError`, or an enum of its own.
 
 use std::fmt;
+
+/// The error of a function whose failure is only ever shown — logged, or put into a message,
+/// a page or a setting's error — and never inspected: every caller does the same whatever
+/// went wrong, so the text is all there is to it. A failure a caller acts on by what it was
+/// (matches on it, turns it into a kind, a status or an exit code by what happened, retries
+/// it) is a type instead: `CallError` in a call, else an enum deriving `thiserror::Error`.
+/// The tidy rule `no_public_function_fails_with_a_bare_string` refuses `String` as the error
+/// of a public function, so each one says which of the two it is.
+pub type Shown = String;
 
 /// The `kind` of an error result, exactly as the README names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

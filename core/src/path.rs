@@ -13,6 +13,7 @@
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::catalog::{Param, PathTemplate, Piece};
+use crate::error::Shown;
 
 /// Everything but RFC 3986 unreserved characters is encoded.
 const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
@@ -59,7 +60,7 @@ pub(crate) fn render<'a>(
 }
 
 /// A catch-all value: each `/`-separated segment encoded, joined by literal `/`.
-pub fn encode_wildcard(value: &str) -> Result<String, String> {
+pub fn encode_wildcard(value: &str) -> Result<String, Shown> {
     let mut out = String::with_capacity(value.len() + 8);
     for (i, seg) in value.split('/').enumerate() {
         if seg.is_empty() {
@@ -76,7 +77,7 @@ pub fn encode_wildcard(value: &str) -> Result<String, String> {
     Ok(out)
 }
 
-fn check_segment(seg: &str) -> Result<(), String> {
+fn check_segment(seg: &str) -> Result<(), Shown> {
     match seg {
         "" => Err("must not be empty".into()),
         "." | ".." => Err(format!("must not be {seg:?}: it would point the request at another route")),

@@ -28,7 +28,7 @@ use crate::metrics::ForgeMetrics;
 use crate::state::{Admit, Lease, Limit, Store};
 use aegis_core::args::{CallPlan, PlanBody, Root};
 use aegis_core::decode::body::{Limits, ReadLimit, read_limit};
-use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::error::{CallError, ErrorKind, Shown};
 
 /// The header by which both forges let a site administrator act as another user.
 const SUDO: &str = "Sudo";
@@ -124,7 +124,7 @@ impl Forge {
         limits: Limits,
         connect_timeout: Duration,
         timeout: Duration,
-    ) -> Result<Forge, String> {
+    ) -> Result<Forge, Shown> {
         let builder = reqwest::Client::builder();
         // Redirects are not followed, so a forge reached over plain HTTP never needs TLS:
         // reading and parsing the system's certificate store would only slow the start.
@@ -180,7 +180,7 @@ impl Forge {
     }
 
     /// The client the settings describe (URL, body limits, timeouts); fails without a URL.
-    pub(crate) fn from_settings(s: &crate::config::Settings) -> Result<Forge, String> {
+    pub(crate) fn from_settings(s: &crate::config::Settings) -> Result<Forge, Shown> {
         let limits = Limits { max_binary: s.max_binary_bytes, max_response: s.max_response_bytes };
         let url = s.forge_url().map_err(|e| e.to_string())?;
         Ok(Forge::new(url.clone(), limits, s.connect_timeout, s.timeout)?

@@ -11,6 +11,7 @@ use secrecy::SecretString;
 use url::Url;
 
 use super::Forge;
+use aegis_core::error::Shown;
 
 /// Largest answer read from the forge's token endpoint or a client's metadata document.
 pub(crate) const MAX_DOCUMENT_BYTES: usize = 64 * 1024;
@@ -48,7 +49,7 @@ impl Forge {
     }
 
     /// POST the form to the forge's token endpoint: its status and body (bounded).
-    pub(crate) async fn oauth_token_endpoint(&self, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), String> {
+    pub(crate) async fn oauth_token_endpoint(&self, form: &[(&str, &str)]) -> Result<(u16, Vec<u8>), Shown> {
         let url = self.base().join("login/oauth/access_token").expect("a fixed relative path joins");
         let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
         let req =
@@ -102,7 +103,7 @@ impl Forge {
     /// loopback address on any port (a server that itself listens on loopback: a local test).
     /// Every failure reads the same, so that the answer says nothing about what is behind an
     /// address.
-    pub(crate) async fn client_document(&self, url: &Url, loopback: bool) -> Result<Vec<u8>, String> {
+    pub(crate) async fn client_document(&self, url: &Url, loopback: bool) -> Result<Vec<u8>, Shown> {
         const UNFETCHABLE: &str = "it could not be fetched (it must be served over https on port 443 from a public address, answering 200 with JSON within 5 s and 64 KiB)";
         let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
             return Err(UNFETCHABLE.into());
@@ -181,7 +182,7 @@ fn is_public(ip: std::net::IpAddr) -> bool {
 }
 
 /// Send `req` asking for JSON: the status and the response, or in words why there is none.
-async fn exchange(req: reqwest::RequestBuilder) -> Result<(u16, reqwest::Response), String> {
+async fn exchange(req: reqwest::RequestBuilder) -> Result<(u16, reqwest::Response), Shown> {
     let resp =
         req.header(ACCEPT, "application/json").header(USER_AGENT, AGENT).send().await.map_err(|e| {
             if e.is_timeout() { "no answer in time".to_owned() } else { "no connection".to_owned() }
@@ -190,7 +191,7 @@ async fn exchange(req: reqwest::RequestBuilder) -> Result<(u16, reqwest::Respons
 }
 
 /// The body, at most `MAX_DOCUMENT_BYTES`.
-async fn read_bounded(mut resp: reqwest::Response) -> Result<Vec<u8>, String> {
+async fn read_bounded(mut resp: reqwest::Response) -> Result<Vec<u8>, Shown> {
     if resp.content_length().is_some_and(|n| n > MAX_DOCUMENT_BYTES as u64) {
         return Err(format!("the answer is larger than {MAX_DOCUMENT_BYTES} bytes"));
     }

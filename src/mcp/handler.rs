@@ -20,7 +20,7 @@ use crate::identity::Caller;
 use crate::metrics::{error_outcome, outcome};
 use crate::resources;
 use crate::server::Server;
-use aegis_core::error::{CallError, ErrorKind};
+use aegis_core::error::{CallError, ErrorKind, Shown};
 use aegis_core::guard::Outcome;
 use aegis_core::guard::{Guarded, GuardedError};
 use aegis_core::policy::Narrowing;
@@ -318,7 +318,7 @@ fn caller_of(parts: Option<&http::request::Parts>) -> Option<Result<Caller, Call
 /// What an HTTP request narrowed for itself (the layers parsed its `X-MCP-*` headers), held
 /// to reads for a read-only sign-in; nothing over stdio. An HTTP request that did not pass that layer is refused: it might
 /// have meant to narrow (fail closed, like `caller_of`).
-fn narrowing_of(parts: Option<&http::request::Parts>) -> Result<Narrowing, String> {
+fn narrowing_of(parts: Option<&http::request::Parts>) -> Result<Narrowing, Shown> {
     let Some(parts) = parts else {
         return Ok(Narrowing::default());
     };

@@ -11,6 +11,7 @@
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 
 use super::OAuthError;
+use aegis_core::error::Shown;
 
 /// `text` (a query string or form body) as the request `T`, or `invalid_request` naming the
 /// repeated parameter.
@@ -27,7 +28,7 @@ pub(crate) fn parse<T: DeserializeOwned>(text: &[u8]) -> Result<T, OAuthError> {
 
 /// `parse` for a request answered with a page for the person (`what`: what was sent, as the
 /// page names it), or the page's words.
-pub(crate) fn parse_for_page<T: DeserializeOwned>(text: &[u8], what: &str) -> Result<T, String> {
+pub(crate) fn parse_for_page<T: DeserializeOwned>(text: &[u8], what: &str) -> Result<T, Shown> {
     parse(text).map_err(|e| {
         format!("{what} could not be read ({}); start again from your MCP client", e.description)
     })

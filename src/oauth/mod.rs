@@ -39,6 +39,7 @@ use crate::config::OAuthSettings;
 use crate::executor::Forge;
 use crate::executor::oauth::{ForgeGrant, ForgeRefusal};
 use crate::identity::{Grant, header};
+use aegis_core::error::Shown;
 use form::{ApproveForm, AuthorizeQuery, CallbackQuery, CodeGrant, Param, RefreshGrant, TokenGrant};
 use seal::{Kind, Sealer};
 use used::{NotFirst, Use, UsedOnce};
@@ -379,7 +380,7 @@ fn parse_scope(scope: Option<&str>) -> Result<&'static str, OAuthError> {
 /// listener); or an app's own scheme named after a domain in reverse order
 /// (`com.example.app:/callback`, RFC 8252 §7.1), or one the operator listed. Nothing else:
 /// a list of refused schemes always misses one a browser treats specially.
-pub(crate) fn valid_redirect_uri(uri: &str, extra_schemes: &[String]) -> Result<(), String> {
+pub(crate) fn valid_redirect_uri(uri: &str, extra_schemes: &[String]) -> Result<(), Shown> {
     if uri.chars().count() > MAX_URI_CHARS {
         return Err(format!("a redirect URI is longer than {MAX_URI_CHARS} characters"));
     }
@@ -607,7 +608,7 @@ impl OAuth {
 
     /// The client named by `client_id`: a registration of ours, or a client ID metadata
     /// document at that URL.
-    async fn client(&self, forge: &Forge, client_id: &str) -> Result<Client, String> {
+    async fn client(&self, forge: &Forge, client_id: &str) -> Result<Client, Shown> {
         if client_id.starts_with(Kind::Client.prefix()) {
             let reg: Registration = self.sealer.open(Kind::Client, client_id).map_err(|_| {
                 "the client_id was not issued by this server (register the client again)".to_owned()
@@ -1142,7 +1143,7 @@ fn forge_refusal(r: ForgeRefusal, refused_words: &str) -> OAuthError {
 }
 
 /// A client's `redirect_uris`: 1 to `MAX_REDIRECT_URIS` valid, distinct URIs.
-fn redirect_uris_of(meta: &Value, extra_schemes: &[String]) -> Result<Vec<String>, String> {
+fn redirect_uris_of(meta: &Value, extra_schemes: &[String]) -> Result<Vec<String>, Shown> {
     let list = meta
         .get("redirect_uris")
         .and_then(Value::as_array)
@@ -1161,7 +1162,7 @@ fn redirect_uris_of(meta: &Value, extra_schemes: &[String]) -> Result<Vec<String
     Ok(out)
 }
 
-fn client_name(meta: &Value) -> Result<Option<String>, String> {
+fn client_name(meta: &Value) -> Result<Option<String>, Shown> {
     match meta.get("client_name") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(n)) if n.chars().count() <= MAX_NAME_CHARS => Ok(Some(n.clone())),

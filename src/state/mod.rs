@@ -43,6 +43,7 @@ use secrecy::ExposeSecret;
 
 use crate::config::StateSettings;
 use crate::metrics::StateMetrics;
+use aegis_core::error::Shown;
 
 /// The longest any round trip may take before the store counts as unavailable for it.
 pub(crate) const TIMEOUT: Duration = Duration::from_millis(100);
@@ -368,7 +369,7 @@ impl Store {
     /// The store `settings` name, not yet connected (a store down at start is a store down,
     /// not a start-up failure). Needs a Tokio runtime: it starts the tasks that renew slots
     /// and do the chores.
-    pub(crate) fn connect(settings: &StateSettings, metrics: StateMetrics) -> Result<Store, String> {
+    pub(crate) fn connect(settings: &StateSettings, metrics: StateMetrics) -> Result<Store, Shown> {
         let info = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
             .map_err(|_| "MCP_STATE_URL (--state-url) is not a store URL this server can use".to_owned())?;
         let mut redis_settings = info.redis_settings().clone();
@@ -767,7 +768,7 @@ impl Store {
     /// copy of itself, may forget a used code): `Err` when it cannot be used, else the
     /// warnings, for the start-up log and `doctor`. On a connection of its own, which says
     /// why it cannot connect.
-    pub(crate) async fn probe(&self) -> Result<Vec<String>, String> {
+    pub(crate) async fn probe(&self) -> Result<Vec<String>, Shown> {
         let mut info = redis::cmd("INFO");
         info.arg("server").arg("replication");
         let asked = async {

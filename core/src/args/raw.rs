@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::plan::{CallPlan, PageRequest, PlanBody, Root, encode_body, push_query};
 use crate::args::sudo;
 use crate::catalog::{BodyEncoding, Method, Operation, ResponseKind};
-use crate::error::CallError;
+use crate::error::{CallError, Shown};
 use crate::path::encode_segment;
 
 /// Build the plan of a raw call (`Prepared::plan`): `args` passed the raw tool's schema and
@@ -66,7 +66,7 @@ pub(crate) fn plan(args: &Map<String, Value>, reached: Option<&Operation>) -> Re
 }
 
 /// The rules for raw paths (README, "Results"), each with a message a person can act on.
-pub fn check_path(p: &str) -> Result<(), String> {
+pub fn check_path(p: &str) -> Result<(), Shown> {
     if !p.starts_with('/') {
         return Err(format!(
             "`path` must start with '/', relative to /api/v1, e.g. /repos/alice/demo (got {p:?})"

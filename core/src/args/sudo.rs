@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use crate::catalog::{Catalog, Target};
-use crate::error::{CallError, ErrorKind};
+use crate::error::{CallError, ErrorKind, Shown};
 use crate::identity::{MAX_LOGIN_CHARS, SUDO_ARGUMENT as ARGUMENT, is_login};
 
 /// `SUDO_ALLOWED_USERS`: who calls may act as.
@@ -25,7 +25,7 @@ pub enum Allowed {
 impl Allowed {
     /// Parse the setting: comma-separated logins, or `*` alone. Nothing but commas and white
     /// space is no setting at all.
-    pub fn parse(text: &str) -> Result<Option<Allowed>, String> {
+    pub fn parse(text: &str) -> Result<Option<Allowed>, Shown> {
         let entries: Vec<&str> = text.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
         if entries.is_empty() {
             return Ok(None);

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::operation::{Location, Operation};
 use super::spec::Spec;
+use crate::error::Shown;
 
 /// Keywords kept from Swagger schemas. Everything else is noise to a JSON Schema client.
 const KEPT: &[&str] = &[
@@ -345,7 +346,7 @@ fn names_a_type(d: &str) -> bool {
 }
 
 /// Compile a validator: 2020-12 semantics, no remote references, linear-time regexes.
-pub(crate) fn compile(schema: &Map<String, Value>) -> Result<jsonschema::Validator, String> {
+pub(crate) fn compile(schema: &Map<String, Value>) -> Result<jsonschema::Validator, Shown> {
     jsonschema::options()
         .with_draft(jsonschema::Draft::Draft202012)
         .with_pattern_options(jsonschema::PatternOptions::regex())

@@ -18,6 +18,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::CatalogError;
+use crate::error::Shown;
 
 /// One operation as the spec declares it.
 #[derive(Debug)]
@@ -262,7 +263,7 @@ impl Spec {
 /// The spec to read: the file at `path`, else the one embedded for `flavor`; or why the file
 /// cannot be read. A file is read once and kept for the life of the process, since the
 /// catalog borrows from it.
-pub fn bytes(path: Option<&std::path::Path>, flavor: super::Flavor) -> Result<&'static [u8], String> {
+pub fn bytes(path: Option<&std::path::Path>, flavor: super::Flavor) -> Result<&'static [u8], Shown> {
     match path {
         Some(p) => std::fs::read(p)
             .map(|b| &*b.leak())

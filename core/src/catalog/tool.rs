@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use super::operation::{BodyEncoding, Method, Operation, ResponseKind};
 use super::spec::{RawOperation, Spec};
 use super::{Flavor, schema};
+use crate::error::Shown;
 
 /// Hints for clients, derived from the method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +74,7 @@ pub struct ToolDef {
     /// Where the schemas come from.
     source: Source,
     schemas: OnceLock<Schemas>,
-    validator: OnceLock<Result<jsonschema::Validator, String>>,
+    validator: OnceLock<Result<jsonschema::Validator, Shown>>,
 }
 
 /// What a tool's schemas are built from.

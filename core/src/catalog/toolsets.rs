@@ -11,6 +11,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::error::Shown;
+
 /// One area: its name, what it holds (for people), and the rules that put an operation in
 /// it (matched against the spec path, e.g. `/repos/{owner}/{repo}/pulls`; any rule will do).
 #[derive(Debug)]
@@ -276,7 +278,7 @@ impl Selection {
     /// Parse a comma-separated list (`all`, `core`, area names, or `none` for only the
     /// built-in tools; case and spaces ignored). An unknown name is an error that lists the
     /// known ones.
-    pub fn parse(list: &str) -> Result<Selection, String> {
+    pub fn parse(list: &str) -> Result<Selection, Shown> {
         let mut chosen = BTreeSet::new();
         let mut all = false;
         // Every word is checked, also after `all`: a typo is an error wherever it stands.

@@ -27,6 +27,7 @@ use crate::catalog::operation::Piece;
 use crate::decode::json::Elided;
 use crate::decode::pagination::Pagination;
 use crate::envelope::Filtered;
+use crate::error::Shown;
 
 /// Most entries of a list sent in a request header.
 pub const MAX_REQUEST_ENTRIES: usize = 256;
@@ -52,7 +53,7 @@ pub struct RepoList {
 impl RepoList {
     /// Comma-separated `owner/repo`, `owner/*` or `*`. A list that names nothing is refused:
     /// an empty fence is more likely a mistake than a wish to allow no repository.
-    pub fn parse(text: &str) -> Result<RepoList, String> {
+    pub fn parse(text: &str) -> Result<RepoList, Shown> {
         let mut list = RepoList::default();
         let mut entries = 0usize;
         for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
@@ -81,7 +82,7 @@ impl RepoList {
 
     /// A list a request sends in a header: at most `MAX_REQUEST_ENTRIES` entries, counted
     /// before any is parsed, so a large header costs no more than reading it.
-    pub fn parse_request(text: &str) -> Result<RepoList, String> {
+    pub fn parse_request(text: &str) -> Result<RepoList, Shown> {
         if too_many_entries(text) {
             return Err(format!(
                 "names more than {MAX_REQUEST_ENTRIES} entries; use owner/* for many repositories of one owner"
