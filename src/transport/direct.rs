@@ -41,7 +41,6 @@ use rmcp::model::{
 };
 use rmcp::{ErrorData, ServerHandler};
 
-use super::layers;
 use super::sessions::{self, Owners};
 use crate::mcp::asked::{Asked, Client};
 use crate::mcp::{McpHandler, Oversized};
@@ -100,7 +99,7 @@ pub(crate) async fn session_calls(State(s): State<Arc<InSession>>, req: Request,
     }
     let Some(session) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
         // Only an `initialize` the sessions layer let through has a session to open.
-        if layers::OPENING.try_with(|o| o.borrow().is_some()) != Ok(true) {
+        if sessions::OPENING.try_with(|o| o.borrow().is_some()) != Ok(true) {
             return next.run(req).await;
         }
         let (parts, bytes) = match whole(req).await {
@@ -164,7 +163,7 @@ async fn whole(req: Request) -> Result<(Parts, Bytes), Response> {
 /// keeps them), and answer as the library does: the result as plain JSON, the session's id in
 /// `Mcp-Session-Id`.
 fn open(s: &InSession, id: RequestId, params: InitializeRequestParams, result: ServerResult) -> Response {
-    let Ok(Some((opening, fingerprint))) = layers::OPENING.try_with(|o| o.borrow_mut().take()) else {
+    let Ok(Some((opening, fingerprint))) = sessions::OPENING.try_with(|o| o.borrow_mut().take()) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let ServerResult::InitializeResult(init) = &result else {

@@ -41,7 +41,7 @@ const SESSION_WORDS: sessions::Words = sessions::Words {
 };
 
 /// rmcp's in-memory sessions, telling the owners registry when one is created (named for the
-/// `initialize` request that opens it, `layers::OPENING`; without one, none is created) and
+/// `initialize` request that opens it, `sessions::OPENING`; without one, none is created) and
 /// when one ends — closed by its client, ended by the server or expired.
 ///
 /// A session opened by `direct.rs` has no library session until a request needs one (anything
@@ -218,7 +218,7 @@ impl SessionManager for OwnedSessions {
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        let Ok(Some((opening, fingerprint))) = layers::OPENING.try_with(|o| o.borrow_mut().take()) else {
+        let Ok(Some((opening, fingerprint))) = sessions::OPENING.try_with(|o| o.borrow_mut().take()) else {
             return Err(SessionError::NotOpened);
         };
         // Named here rather than by the library, so that the id carries this replica's name.

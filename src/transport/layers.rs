@@ -737,7 +737,7 @@ pub(crate) async fn sessions(State(ctx): State<Arc<SessionLayer>>, req: Request,
         Err(refused) => return *refused,
     };
     // The session manager names the session while this request runs (`OwnedSessions`).
-    OPENING
+    sessions::OPENING
         .scope(std::cell::RefCell::new(Some((opening, sessions::fingerprint(&identity)))), next.run(req))
         .await
 }
@@ -766,12 +766,6 @@ pub(crate) async fn json_rpc_errors(req: Request, next: Next) -> Response {
         jsonrpc::Read::Answer(error) => answer(StatusCode::BAD_REQUEST, &error),
         _ => response,
     }
-}
-
-tokio::task_local! {
-    /// The session the current `initialize` request is opening, for the session manager to
-    /// name when it creates it.
-    pub(crate) static OPENING: std::cell::RefCell<Option<(sessions::Opening, sessions::Fingerprint)>>;
 }
 
 /// What the sessions layer needs.

@@ -28,6 +28,13 @@ use crate::mcp::asked::Client;
 use crate::server::Server;
 use aegis_core::error::ErrorKind;
 
+tokio::task_local! {
+    /// The session the current `initialize` request is opening: set by the sessions layer
+    /// (`layers::sessions`), taken by whichever builds the session (the session manager of
+    /// `http.rs`, or `direct.rs`) to name it.
+    pub(crate) static OPENING: std::cell::RefCell<Option<(Opening, Fingerprint)>>;
+}
+
 /// A fingerprint of how a request authenticated (a hash of its token; one value for the
 /// global identity), to recognise a confirmed credential without asking the forge.
 pub(crate) type Fingerprint = [u8; 32];
