@@ -627,3 +627,142 @@ fn the_string_error_rule_reads_signatures_as_they_are_written() {
         ]
     );
 }
+
+/// The module path of each Rust file of `root` (`transport/direct.rs` → `transport::direct`,
+/// a `mod.rs` → its directory's), test modules left out.
+fn module_files(root: &str) -> std::collections::BTreeMap<Vec<String>, String> {
+    let mut found = Vec::new();
+    files(&repo().join(root), &mut found);
+    found
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .filter_map(|p| {
+            let relative = p.strip_prefix(repo().join(root)).expect("under its root");
+            let mut path: Vec<String> = relative.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+            let last = path.pop()?.trim_end_matches(".rs").to_owned();
+            if !matches!(last.as_str(), "mod" | "lib" | "main") {
+                path.push(last);
+            }
+            let is_test = path.last().is_some_and(|l| l == "tests" || l == "tidy");
+            (!is_test).then(|| (path, relative.to_string_lossy().into_owned()))
+        })
+        .collect()
+}
+
+/// The module paths that the code of the file of `module` names with `crate::`, `super::`,
+/// `self::` or a child module's name, as absolute paths (what follows a module's name may be
+/// an item, a crate's or its own: the caller keeps the longest path that is a module file).
+fn named_modules(text: &str, module: &[String]) -> Vec<Vec<String>> {
+    let code = text.find("#[cfg(test)]\nmod tests").map_or(text, |at| &text[..at]);
+    // One line of code, comments and strings left out, a `use` group's members written
+    // without the spaces and line breaks rustfmt puts between them.
+    let mut flat = String::new();
+    for line in code.lines() {
+        let line = outside_strings(line);
+        let line = line.split("//").next().unwrap_or("");
+        // A module's re-export of its own child is its face, not an import of it.
+        let reexport = ["pub use ", "pub(crate) use "].iter().any(|p| line.trim_start().starts_with(p));
+        if reexport && !["crate::", "super::", "self::"].iter().any(|p| line.contains(p)) {
+            continue;
+        }
+        flat.push_str(line);
+        flat.push(' ');
+    }
+    let mut tight = String::with_capacity(flat.len());
+    for word in flat.split_whitespace() {
+        if !(tight.ends_with('{') || tight.ends_with(',') || word.starts_with('}')) {
+            tight.push(' ');
+        }
+        tight.push_str(word);
+    }
+    let parent = &module[..module.len().saturating_sub(1)];
+    let mut out = Vec::new();
+    let is_path = |c: char| c.is_alphanumeric() || c == '_' || c == ':' || c == '{' || c == ',';
+    for word in tight.split(|c: char| !is_path(c)) {
+        let (mut base, mut rest) = match word.strip_prefix("crate::") {
+            Some(r) => (Vec::new(), r),
+            None => (module.to_vec(), word),
+        };
+        if let Some(r) = rest.strip_prefix("super::") {
+            (base, rest) = (parent.to_vec(), r);
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+        } else if let Some(r) = rest.strip_prefix("self::") {
+            rest = r;
+        } else if !rest.contains("::") {
+            continue;
+        }
+        let mut groups = Vec::new();
+        for s in rest.split("::") {
+            if let Some(group) = s.strip_prefix('{') {
+                groups.extend(group.split(',').filter_map(first_segment));
+                break;
+            }
+            match first_segment(s) {
+                Some(name) if name.len() == s.len() => base.push(name),
+                _ => break,
+            }
+        }
+        out.extend(groups.into_iter().map(|g| [base.clone(), vec![g]].concat()));
+        out.push(base);
+    }
+    out
+}
+
+/// Circles among the files of `root`: `a -> b -> … -> a`, each file taken as the module it
+/// is, an import as the longest module path it names; a module and the modules inside it
+/// (a `mod.rs` and its parts) are not told apart.
+fn file_circles(root: &str) -> Vec<String> {
+    let modules = module_files(root);
+    let mut edges: std::collections::BTreeMap<&str, std::collections::BTreeSet<&str>> = Default::default();
+    for (module, file) in &modules {
+        let text = std::fs::read_to_string(repo().join(root).join(file)).expect("a source file");
+        for mut named in named_modules(&text, module) {
+            while !named.is_empty() && !modules.contains_key(&named) {
+                named.pop();
+            }
+            // A module and the modules inside it are one: `mod.rs` holds what its parts share
+            // and uses them. Between them an import is not a circle's arrow.
+            let nested = named.starts_with(module) || module.starts_with(&named);
+            if let Some(target) = modules.get(&named).filter(|_| !nested) {
+                edges.entry(file.as_str()).or_default().insert(target.as_str());
+            }
+        }
+    }
+    let mut circles = Vec::new();
+    for start in edges.keys() {
+        let mut stack = vec![(*start, vec![*start])];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some((at, path)) = stack.pop() {
+            for next in edges.get(at).into_iter().flatten() {
+                if next == start {
+                    circles.push(path.join(" -> ") + " -> " + start);
+                } else if *next > *start && seen.insert(*next) {
+                    stack.push((next, [path.clone(), vec![*next]].concat()));
+                }
+            }
+        }
+    }
+    circles
+}
+
+#[test]
+fn no_files_import_each_other_through_any_circle() {
+    for root in ["src", "core/src", "fake-forge/src"] {
+        let circles = file_circles(root);
+        assert!(circles.is_empty(), "files of {root} that import each other, through: {circles:#?}");
+    }
+    let named = named_modules(
+        "use super::sessions::{self, Owners};\nuse crate::identity::{Caller, cache};\npub(crate) use client::Forge;\n",
+        &["transport".to_owned(), "direct".to_owned()],
+    );
+    let path = |p: &str| p.split("::").map(str::to_owned).collect::<Vec<_>>();
+    assert!(named.contains(&path("transport::sessions")), "{named:?}");
+    assert!(named.contains(&path("identity::cache")), "{named:?}");
+    assert!(
+        !named.contains(&path("transport::direct::client")),
+        "a leaf file has no child modules: {named:?}"
+    );
+}

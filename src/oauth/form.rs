@@ -10,7 +10,7 @@
 
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 
-use super::OAuthError;
+use super::error::OAuthError;
 use aegis_core::error::Shown;
 
 /// `text` (a query string or form body) as the request `T`, or `invalid_request` naming the

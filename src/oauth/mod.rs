@@ -21,6 +21,7 @@
 //!
 //! This module decides; `transport/oauth.rs` speaks HTTP; `executor/oauth.rs` asks the forge.
 
+mod error;
 pub(crate) mod form;
 pub mod seal;
 pub(crate) mod used;
@@ -40,6 +41,7 @@ use crate::executor::Forge;
 use crate::executor::oauth::{ForgeGrant, ForgeRefusal};
 use crate::identity::{Grant, header};
 use aegis_core::error::Shown;
+pub(crate) use error::OAuthError;
 use form::{ApproveForm, AuthorizeQuery, CallbackQuery, CodeGrant, Param, RefreshGrant, TokenGrant};
 use seal::{Kind, Sealer};
 use used::{NotFirst, Use, UsedOnce};
@@ -72,29 +74,6 @@ pub(crate) fn looks_issued(text: &str) -> bool {
 const MAX_FORGE_CODE_CHARS: usize = 512;
 /// The path of the callback on this server that the forge's application must allow.
 pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
-
-/// An OAuth error answer: HTTP status, RFC 6749 `error` code, and words a person can act on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OAuthError {
-    pub(crate) status: u16,
-    pub(crate) code: &'static str,
-    pub(crate) description: String,
-}
-
-impl OAuthError {
-    fn new(status: u16, code: &'static str, description: impl Into<String>) -> OAuthError {
-        OAuthError { status, code, description: description.into() }
-    }
-    fn request(description: impl Into<String>) -> OAuthError {
-        OAuthError::new(400, "invalid_request", description)
-    }
-    fn grant(description: impl Into<String>) -> OAuthError {
-        OAuthError::new(400, "invalid_grant", description)
-    }
-    pub(crate) fn body(&self) -> Value {
-        json!({"error": self.code, "error_description": self.description})
-    }
-}
 
 /// Where `/authorize` and the callback send the browser, or the page they show instead.
 #[derive(Debug, PartialEq, Eq)]
