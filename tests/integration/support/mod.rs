@@ -1,6 +1,9 @@
 //! Test harness: the built binary over stdio, driven by rmcp's client, against the
 //! recording fake forge. Tests read like the spec: start, call, then check what the forge
 //! received and what the client got.
+//!
+//! `forge.rs` is how every test starts the fake forge (and the HTTP server most put in
+//! front of it), `http.rs` the HTTP clients and server, `redis.rs` a real Redis.
 #![allow(dead_code)]
 
 pub mod forge;
