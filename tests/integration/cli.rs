@@ -1,17 +1,15 @@
 //! The commands besides `serve`: `tools`, `call`, `doctor`, and `--help`.
-// Tests read their own variables (PATH, AEGIS_E2E_*, UPDATE_SNAPSHOTS), not the server's settings.
-#![allow(clippy::disallowed_methods)]
 
 use crate::support;
 
-use fake_forge::{FakeForge, Flavor, Options, Script, ScriptedResponse};
+use fake_forge::{Flavor, Script, ScriptedResponse};
 use serde_json::Value;
 use std::process::Output;
-use support::{ALICE_PASSWORD, ALICE_TOKEN, ROOT_TOKEN, bin};
+use support::{ALICE_PASSWORD, ALICE_TOKEN, Forge, ROOT_TOKEN, bin};
 
 async fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = tokio::process::Command::new(bin());
-    cmd.args(args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+    cmd.args(args).env_clear().env("PATH", support::test_path());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -109,8 +107,7 @@ async fn tools_with_an_explicit_flavor_needs_no_url_and_no_token() {
 
 #[tokio::test]
 async fn call_prints_the_result_and_exits_by_outcome() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
     let url = forge.base_url();
     let env = [("GITEA_TOKEN", ALICE_TOKEN)];
     let o =
@@ -172,7 +169,7 @@ async fn basic_auth_settings_need_both_halves_and_no_token_and_never_echo_the_pa
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("pw");
     std::fs::write(&file, format!("  {ALICE_PASSWORD}\n")).unwrap();
-    let forge = FakeForge::start(Options::default()).await;
+    let forge = Forge::gitea().start().await;
     let env = [("GITEA_USERNAME", "alice"), ("GITEA_PASSWORD_FILE", file.to_str().unwrap())];
     let o = run(&["call", "userGetCurrent", "--url", &forge.base_url()], &env).await;
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -182,7 +179,7 @@ async fn basic_auth_settings_need_both_halves_and_no_token_and_never_echo_the_pa
 
 #[tokio::test]
 async fn doctor_and_serve_sign_in_with_a_login_and_password_and_say_when_it_is_refused() {
-    let forge = FakeForge::start(Options::default()).await;
+    let forge = Forge::gitea().start().await;
     let url = forge.base_url();
     let o =
         run(&["doctor", "--url", &url], &[("GITEA_USERNAME", "alice"), ("GITEA_PASSWORD", ALICE_PASSWORD)])
@@ -208,7 +205,7 @@ async fn doctor_and_serve_sign_in_with_a_login_and_password_and_say_when_it_is_r
 
 #[tokio::test]
 async fn doctor_says_whether_sudo_can_work_and_a_bad_sudo_setting_exits_2() {
-    let forge = FakeForge::start(support::sudo_forge()).await;
+    let forge = Forge::sudo().start().await;
     let url = forge.base_url();
     let o =
         run(&["doctor", "--url", &url], &[("GITEA_TOKEN", ROOT_TOKEN), ("SUDO_ALLOWED_USERS", "bob")]).await;
@@ -228,7 +225,7 @@ async fn doctor_says_whether_sudo_can_work_and_a_bad_sudo_setting_exits_2() {
 
 #[tokio::test]
 async fn doctor_reports_flavor_version_and_identity() {
-    let forge = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    let forge = Forge::forgejo().start().await;
     let url = forge.base_url();
     let o = run(&["doctor", "--url", &url], &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
     let text = stdout(&o);
@@ -275,7 +272,7 @@ fn refusal() -> ScriptedResponse {
 async fn serve_with_a_refused_token_says_so_and_names_the_forge_instead_of_doubting_the_url() {
     for (flavor, named) in [(Flavor::Forgejo, "Forgejo 16.0.1+gitea-1.22.0"), (Flavor::Gitea, "Gitea 1.27.0")]
     {
-        let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
+        let forge = Forge::of(flavor).start().await;
         let url = forge.base_url();
         let o = run(&["serve", "--url", &url], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
         let err = String::from_utf8_lossy(&o.stderr);
@@ -294,7 +291,7 @@ async fn serve_with_a_refused_token_says_so_and_names_the_forge_instead_of_doubt
     }
 
     // A forge that tells its version to nobody without a token: the words say that.
-    let gitea = FakeForge::start(Options::default()).await;
+    let gitea = Forge::gitea().start().await;
     gitea.script(Script::always(Some("GET"), "/api/v1/version", refusal()));
     let o = run(&["serve", "--url", &gitea.base_url()], &[]).await;
     let err = String::from_utf8_lossy(&o.stderr);
@@ -309,7 +306,7 @@ async fn doctor_with_a_refused_token_reports_the_right_flavor_and_the_refusal() 
         (Flavor::Forgejo, "ok    Forgejo 16.0.1+gitea-1.22.0 answers at", "511 tools from the Forgejo"),
         (Flavor::Gitea, "ok    Gitea 1.27.0 answers at", "487 tools from the Gitea"),
     ] {
-        let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
+        let forge = Forge::of(flavor).start().await;
         let o = run(&["doctor", "--url", &forge.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
         let text = stdout(&o);
         assert_eq!(o.status.code(), Some(1), "{text}");
@@ -323,7 +320,7 @@ async fn doctor_with_a_refused_token_reports_the_right_flavor_and_the_refusal() 
 
 #[tokio::test]
 async fn doctor_finds_forgejo_at_its_own_version_route_when_api_v1_version_refuses_everyone() {
-    let forge = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    let forge = Forge::forgejo().start().await;
     forge.script(Script::always(Some("GET"), "/api/v1/version", refusal()));
     let o = run(&["doctor", "--url", &forge.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
     let text = stdout(&o);
@@ -344,7 +341,7 @@ async fn doctor_finds_forgejo_at_its_own_version_route_when_api_v1_version_refus
 #[tokio::test]
 async fn auto_flavor_finds_forgejo_at_its_own_route_when_a_proxy_hides_api_v1_version() {
     let hidden = || Script::always(Some("GET"), "/api/v1/version", ScriptedResponse::status(404));
-    let forgejo = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    let forgejo = Forge::forgejo().start().await;
     forgejo.script(hidden());
     let o = run(&["doctor", "--url", &forgejo.base_url()], &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
     let text = stdout(&o);
@@ -359,7 +356,7 @@ async fn auto_flavor_finds_forgejo_at_its_own_route_when_a_proxy_hides_api_v1_ve
         "{err}"
     );
 
-    let gitea = FakeForge::start(Options::default()).await;
+    let gitea = Forge::gitea().start().await;
     gitea.script(hidden());
     let o = run(&["serve", "--url", &gitea.base_url()], &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
     let err = String::from_utf8_lossy(&o.stderr);
@@ -368,7 +365,7 @@ async fn auto_flavor_finds_forgejo_at_its_own_route_when_a_proxy_hides_api_v1_ve
     let asked: Vec<String> = gitea.requests().iter().map(|r| r.raw_path.clone()).collect();
     assert!(asked.iter().any(|p| p == "/api/forgejo/v1/version"), "{asked:?}");
     // A proxy that hides the version only from those without a token.
-    let gitea = FakeForge::start(Options::default()).await;
+    let gitea = Forge::gitea().start().await;
     gitea.script(hidden());
     gitea.script(Script::once(Some("GET"), "/api/v1/version", refusal()));
     let o = run(&["serve", "--url", &gitea.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
@@ -380,7 +377,7 @@ async fn auto_flavor_finds_forgejo_at_its_own_route_when_a_proxy_hides_api_v1_ve
     assert!(!err.contains("wrong-token-xyz"), "{err}");
     // A Forgejo that tells its version to no one, behind the same proxy: the token it refused at
     // its own route is still named, not taken for a wrong URL.
-    let forgejo = FakeForge::start(Options { flavor: Flavor::Forgejo, ..Options::default() }).await;
+    let forgejo = Forge::forgejo().start().await;
     forgejo.script(hidden());
     forgejo.script(Script::always(Some("GET"), "/api/forgejo/v1/version", refusal()));
     let o = run(&["serve", "--url", &forgejo.base_url()], &[("GITEA_TOKEN", "wrong-token-xyz")]).await;
@@ -443,7 +440,7 @@ async fn the_default_tool_list_fits_its_budget_with_and_without_output_schemas()
 
 #[tokio::test]
 async fn doctor_checks_the_shared_store_and_names_what_is_wrong() {
-    let forge = FakeForge::start(Options::default()).await;
+    let forge = Forge::gitea().start().await;
     let url = forge.base_url();
     let redis = support::redis::Redis::start().await;
     let store = redis.env();

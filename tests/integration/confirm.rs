@@ -9,26 +9,19 @@
 
 use std::time::Duration;
 
-use fake_forge::{FakeForge, Flavor, Options, Recorded};
+use fake_forge::{FakeForge, Recorded};
 use serde_json::{Value, json};
 
 use crate::support::http::{HttpServer, http_client, stateless_tools_call};
-use crate::support::{ALICE_TOKEN, DriverRun, bin, python_driver};
+use crate::support::{ALICE_TOKEN, DriverRun, Forge, bin, python_driver};
 
 const BOB_TOKEN: &str = "tok-bob-c0nf1rm5b0b";
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-pub(crate) async fn forge() -> FakeForge {
-    let forge = FakeForge::start(Options {
-        flavor: Flavor::Gitea,
-        users: vec![(ALICE_TOKEN.to_owned(), "alice".to_owned()), (BOB_TOKEN.to_owned(), "bob".to_owned())],
-        ..Options::default()
-    })
-    .await;
-    forge.seed_repo("alice", "demo");
-    forge.seed_repo("alice", "other");
-    forge
+/// A forge knowing alice and bob, with alice's `demo` and `other`.
+pub(crate) fn forge() -> Forge {
+    Forge::gitea().user(BOB_TOKEN, "bob").repo("alice", "demo").repo("alice", "other")
 }
 
 /// What was sent that changes something (the server's own reads left out).
@@ -129,14 +122,14 @@ async fn over_stdio_the_person_is_asked_and_only_a_checked_yes_runs_the_call() {
     // Before 2026-07-28 (`legacy`) the server asks while the call waits; from it on (`auto`)
     // the call answers with the question and the SDK calls again with the answer.
     for mode in ["legacy", "auto"] {
-        let f = forge().await;
+        let f = forge().start().await;
         ran(&stdio(&f, mode, Some("accept"), &delete_demo(), &[]).await, &f);
         for (answer, why) in [
             ("decline", "the person declined"),
             ("uncheck", "the person declined"),
             ("cancel", "the person cancelled the question"),
         ] {
-            let f = forge().await;
+            let f = forge().start().await;
             let run = stdio(&f, mode, Some(answer), &delete_demo(), &[]).await;
             refused(&run, &f, why);
             asked_once(&run);
@@ -146,14 +139,14 @@ async fn over_stdio_the_person_is_asked_and_only_a_checked_yes_runs_the_call() {
 
 #[tokio::test]
 async fn a_person_who_does_not_answer_in_time_stops_the_call() {
-    let f = forge().await;
+    let f = forge().start().await;
     let run = stdio(&f, "legacy", Some("ignore"), &delete_demo(), &[("CONFIRM_TIMEOUT", "1")]).await;
     refused(&run, &f, "did not answer within 1s (CONFIRM_TIMEOUT)");
 }
 
 #[tokio::test]
 async fn a_client_that_cannot_ask_sends_the_exact_target_the_error_names() {
-    let f = forge().await;
+    let f = forge().start().await;
     let calls = json!([
         {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}},
         {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/other"}},
@@ -186,12 +179,12 @@ async fn a_client_that_cannot_ask_sends_the_exact_target_the_error_names() {
 
 #[tokio::test]
 async fn with_argument_mode_even_a_client_that_can_ask_sends_confirm_and_with_off_nobody_is_asked() {
-    let f = forge().await;
+    let f = forge().start().await;
     let run =
         stdio(&f, "legacy", Some("accept"), &delete_demo(), &[("CONFIRM_IRREVERSIBLE", "argument")]).await;
     refused(&run, &f, "CONFIRM_IRREVERSIBLE=argument");
     assert_eq!(run.doc["elicitations"], json!([]), "argument mode asks nobody");
-    let f = forge().await;
+    let f = forge().start().await;
     let run = stdio(&f, "legacy", Some("decline"), &delete_demo(), &[("CONFIRM_IRREVERSIBLE", "off")]).await;
     assert!(!result(&run, 0).0, "{}", run.context);
     assert_eq!(run.doc["elicitations"], json!([]));
@@ -201,7 +194,7 @@ async fn with_argument_mode_even_a_client_that_can_ask_sends_confirm_and_with_of
 #[tokio::test]
 async fn an_agent_that_can_ask_its_person_cannot_confirm_for_them() {
     // A `confirm` an injected instruction made the agent send is ignored: the person is asked.
-    let f = forge().await;
+    let f = forge().start().await;
     let calls = json!([{"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/demo"}}]);
     let run = stdio(&f, "legacy", Some("decline"), &calls, &[]).await;
     refused(&run, &f, "the person declined");
@@ -213,11 +206,11 @@ async fn the_raw_and_call_tools_are_asked_for_the_operation_they_reach() {
         json!({"tool": "gitea_api_request", "arguments": {"method": "DELETE", "path": "/repos/alice/demo"}}),
         json!({"tool": "gitea_call_operation", "arguments": {"operation_id": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}}}),
     ] {
-        let f = forge().await;
+        let f = forge().start().await;
         let run = stdio(&f, "legacy", Some("decline"), &json!([call]), &[]).await;
         refused(&run, &f, "the person declined");
         asked_once(&run);
-        let f = forge().await;
+        let f = forge().start().await;
         ran(&stdio(&f, "legacy", Some("accept"), &json!([call]), &[]).await, &f);
     }
 }
@@ -225,13 +218,13 @@ async fn the_raw_and_call_tools_are_asked_for_the_operation_they_reach() {
 #[tokio::test]
 async fn in_streamable_http_sessions_and_over_sse_the_person_is_asked() {
     for (transport, mode) in [("http", "legacy"), ("http", "auto"), ("sse", "legacy"), ("sse", "auto")] {
-        let f = forge().await;
+        let f = forge().start().await;
         let server = HttpServer::spawn(&f.base_url(), transport, &[]).await;
         ran(&http(&server, transport, mode, Some("accept"), &delete_demo()).await, &f);
         for (answer, why) in
             [("decline", "the person declined"), ("cancel", "the person cancelled the question")]
         {
-            let f = forge().await;
+            let f = forge().start().await;
             let server = HttpServer::spawn(&f.base_url(), transport, &[]).await;
             let run = http(&server, transport, mode, Some(answer), &delete_demo()).await;
             refused(&run, &f, why);
@@ -240,7 +233,7 @@ async fn in_streamable_http_sessions_and_over_sse_the_person_is_asked() {
     }
     // A person who does not answer: the call ends when CONFIRM_TIMEOUT has passed.
     for transport in ["http", "sse"] {
-        let f = forge().await;
+        let f = forge().start().await;
         let server = HttpServer::spawn(&f.base_url(), transport, &[("CONFIRM_TIMEOUT", "1")]).await;
         let run = http(&server, transport, "legacy", Some("ignore"), &delete_demo()).await;
         refused(&run, &f, "did not answer within 1s (CONFIRM_TIMEOUT)");
@@ -249,11 +242,11 @@ async fn in_streamable_http_sessions_and_over_sse_the_person_is_asked() {
 
 #[tokio::test]
 async fn over_stateless_http_the_question_comes_back_as_the_answer() {
-    let f = forge().await;
+    let f = forge().start().await;
     let server = HttpServer::spawn(&f.base_url(), "http", &[("MCP_STATELESS", "true")]).await;
     // 2026-07-28: the multi-round-trip answer, driven by the SDK.
     ran(&http(&server, "http", "auto", Some("accept"), &delete_demo()).await, &f);
-    let f2 = forge().await;
+    let f2 = forge().start().await;
     let server = HttpServer::spawn(&f2.base_url(), "http", &[("MCP_STATELESS", "true")]).await;
     let run = http(&server, "http", "auto", Some("decline"), &delete_demo()).await;
     refused(&run, &f2, "the person declined");
@@ -294,7 +287,7 @@ pub(crate) fn error_of(reply: &Value) -> (String, String) {
 
 #[tokio::test]
 async fn a_sealed_question_confirms_only_its_own_call_and_only_in_time() {
-    let f = forge().await;
+    let f = forge().start().await;
     // The person's answers come in time (the default CONFIRM_TIMEOUT, a minute) unless the
     // test lets the time pass, on a server of its own whose questions last a second.
     let server = HttpServer::spawn(&f.base_url(), "http", &[("MCP_STATELESS", "true")]).await;
@@ -373,7 +366,7 @@ async fn the_round_that_asks_the_person_is_recorded_as_input_required() {
     let dir = tempfile::tempdir().unwrap();
     let (log, key) = (dir.path().join("audit.jsonl"), dir.path().join("audit.key"));
     std::fs::write(&key, "ab".repeat(32)).unwrap();
-    let f = forge().await;
+    let f = forge().start().await;
     let env = [
         ("MCP_STATELESS", "true"),
         ("AUDIT_LOG", log.to_str().unwrap()),
@@ -420,7 +413,7 @@ async fn the_audit_line_says_how_each_call_was_confirmed_and_nothing_the_person_
     let lines = |log: &std::path::Path| -> Vec<Value> {
         std::fs::read_to_string(log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
     };
-    let f = forge().await;
+    let f = forge().start().await;
     stdio(&f, "legacy", Some("accept"), &delete_demo(), &env).await;
     let calls = json!([
         {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "other"}},
@@ -469,7 +462,7 @@ async fn the_audit_line_says_how_each_call_was_confirmed_and_nothing_the_person_
 #[tokio::test]
 async fn a_secret_in_the_target_is_not_shown_to_the_person() {
     // An agent may paste anything into an argument; the question passes the call's guard.
-    let f = forge().await;
+    let f = forge().start().await;
     let calls =
         json!([{"tool": "repoDelete", "arguments": {"owner": "alice", "repo": format!("x{ALICE_TOKEN}")}}]);
     let run = stdio(&f, "legacy", Some("decline"), &calls, &[]).await;

@@ -23,10 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use fake_forge::{FakeForge, Options};
 use serde_json::Value;
-use support::http::HttpServer;
-use support::{ALICE_TOKEN, ChildRun, repo_root, run_with_timeout};
+use support::{ChildRun, Forge, repo_root, run_with_timeout};
 
 const SUITE_VERSION: &str = "0.1.16";
 const SUITE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -113,9 +111,7 @@ fn read_checks(out: &Path, scenario: &str, context: &str) -> Vec<Value> {
 /// Starts the fake forge and the server, runs one scenario of the suite against it.
 async fn run_scenario(scenario: &str) -> Outcome {
     let (node_dir, entry) = tools();
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
-    let server = HttpServer::spawn(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let (forge, server) = Forge::gitea().repo("alice", "demo").spawn_http("http", &[]).await;
     assert!(server.endpoint.ends_with("/mcp"), "unexpected endpoint {}", server.endpoint);
 
     let out = tempfile::tempdir().unwrap();

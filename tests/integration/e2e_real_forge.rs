@@ -19,9 +19,11 @@
 //! version); the flavor is read back from the forge with `getVersion` (Forgejo reports
 //! `X.Y.Z+gitea-A.B.C`). That proxy is Debian's nginx, which `scripts/setup-test-env` installs.
 //!
-//! The repository scenario creates a private repository `aegis-e2e-<random>` owned by the
-//! token's user and deletes it at the end; a drop guard deletes it (with the binary's `call`
-//! command) when a step fails.
+//! Each test opens with `E2e::new()`, which reads the forge from the environment and checks
+//! it with `doctor`. The private repositories `aegis-e2e-<what>-<random>` a test makes (owned
+//! by the token's user) are deleted at its end: as a step when the test deletes them itself,
+//! otherwise by the fixture when it is dropped (with the binary's `call` command), so a test
+//! whose step fails still cleans up.
 //!
 //! ```sh
 //! AEGIS_E2E_URL=https://forge.example AEGIS_E2E_TOKEN=... AEGIS_E2E_TOKEN_2=... \
@@ -103,16 +105,118 @@ fn preflight(t: &Target) {
     );
 }
 
-/// The server with every tool listed (the scenarios call tools by name either way).
-async fn spawn(t: &Target) -> Server {
-    spawn_with(t, &[("TOOLSETS", "all")]).await
-}
-
+/// The server for `t` with `env` (and [`server_env`]), the flavor found by asking the forge.
 async fn spawn_with(t: &Target, env: &[(&str, &str)]) -> Server {
-    preflight(t);
     let mut all = server_env();
     all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     Server::spawn(&t.url, "auto", Some(t.token.clone()), all).await
+}
+
+/// One end-to-end test's opening and closing. `E2e::new()` reads the forge from the
+/// environment (failing, with what to set, when it is missing: the tests are run with
+/// `--ignored` only where a forge is) and checks it with `doctor`; `server*` start servers
+/// for it; and every repository the test makes there is deleted when the test ends. A test
+/// that deletes one as a step says so (`remove`, or `gone` when something else deleted it);
+/// any other — a step failed, or the test leaves the deleting to the end — is deleted when
+/// the fixture is dropped, synchronously with the binary's `call repoDelete`, so a failing
+/// (panicking) test still cleans up.
+struct E2e {
+    t: Target,
+    /// The repositories made and not yet deleted, `(owner, name)`.
+    made: std::sync::Mutex<Vec<(String, String)>>,
+}
+
+impl E2e {
+    fn new() -> E2e {
+        let t = target();
+        preflight(&t);
+        E2e { t, made: Default::default() }
+    }
+
+    /// The second user (`AEGIS_E2E_TOKEN_2`) on the same forge.
+    fn second(&self) -> Target {
+        Target { url: self.t.url.clone(), token: required("AEGIS_E2E_TOKEN_2") }
+    }
+
+    /// The server with every tool listed (the scenarios call tools by name either way).
+    async fn server(&self) -> Server {
+        self.server_with(&[("TOOLSETS", "all")]).await
+    }
+
+    /// The server with `env`.
+    async fn server_with(&self, env: &[(&str, &str)]) -> Server {
+        spawn_with(&self.t, env).await
+    }
+
+    /// The server for another target (another user, the forge behind a proxy), checked with
+    /// `doctor` first.
+    async fn server_for(&self, t: &Target, env: &[(&str, &str)]) -> Server {
+        preflight(t);
+        spawn_with(t, env).await
+    }
+
+    /// A fresh private repository `aegis-e2e-<what>-<random>` of `s`'s user, deleted when the
+    /// test ends unless it [`remove`](E2e::remove)s it first.
+    async fn scratch_repo<'a>(&self, s: &'a Server, what: &str) -> Repo<'a> {
+        let owner = whoami(s).await;
+        let repo = Repo { s, owner, name: format!("aegis-e2e-{what}-{}", suffix()) };
+        let c = create_repo(&repo).await;
+        // Ours to delete unless the name was taken.
+        if c.kind() != "conflict" {
+            self.made(&repo.owner, &repo.name);
+        }
+        ok(&c, 201);
+        repo
+    }
+
+    /// `owner/name`, made by the test itself, is deleted when the test ends.
+    fn made(&self, owner: &str, name: &str) {
+        self.made.lock().unwrap().push((owner.to_owned(), name.to_owned()));
+    }
+
+    /// `owner/name` was renamed `to` on the forge.
+    fn renamed(&self, owner: &str, name: &str, to: &str) {
+        for made in self.made.lock().unwrap().iter_mut().filter(|(o, n)| o == owner && n == name) {
+            made.1 = to.to_owned();
+        }
+    }
+
+    /// `owner/name` is deleted already.
+    fn gone(&self, owner: &str, name: &str) {
+        self.made.lock().unwrap().retain(|(o, n)| !(o == owner && n == name));
+    }
+
+    /// Deletes the repository through its server, as a step of the test (and checks that it
+    /// is gone).
+    async fn remove(&self, r: &Repo<'_>) {
+        delete_repo(r).await;
+        self.gone(&r.owner, &r.name);
+    }
+}
+
+impl Drop for E2e {
+    fn drop(&mut self) {
+        let made = std::mem::take(&mut *self.made.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for (owner, name) in made {
+            let target = format!("{owner}/{name}");
+            let args = json!({"owner": owner, "repo": name, "confirm": target}).to_string();
+            let out = command(&self.t)
+                .args(["call", "repoDelete", "--args", &args, "--url", &self.t.url, "--flavor", "auto"])
+                .output();
+            match out {
+                Ok(o) if o.status.success() => eprintln!("e2e cleanup: deleted {target}"),
+                Ok(o) => eprintln!(
+                    "e2e cleanup: repoDelete {target} failed ({:?}); delete it by hand: {}{}",
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stdout).trim(),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+                Err(e) => {
+                    eprintln!("e2e cleanup: could not run repoDelete for {target} ({e}); delete it by hand")
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,7 +319,7 @@ fn page_info(c: &Called, key: &str) -> Option<u64> {
 }
 
 // ---------------------------------------------------------------------------------------
-// The repository under test and its clean-up guard
+// The repository under test
 // ---------------------------------------------------------------------------------------
 
 struct Repo<'a> {
@@ -243,45 +347,6 @@ impl Repo<'_> {
     }
 }
 
-/// Deletes the repository when dropped while armed, synchronously with the binary's
-/// `call repoDelete`, so a failing (panicking) scenario still cleans up.
-struct RepoGuard {
-    target: Target,
-    owner: String,
-    name: String,
-    armed: bool,
-}
-
-impl Drop for RepoGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let target = format!("{}/{}", self.owner, self.name);
-        let args = json!({"owner": self.owner, "repo": self.name, "confirm": target}).to_string();
-        let out = command(&self.target)
-            .args(["call", "repoDelete", "--args", &args, "--url", &self.target.url, "--flavor", "auto"])
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {
-                eprintln!("e2e cleanup: deleted {}/{} after a failed step", self.owner, self.name)
-            }
-            Ok(o) => eprintln!(
-                "e2e cleanup: repoDelete {}/{} failed ({:?}); delete it by hand: {}{}",
-                self.owner,
-                self.name,
-                o.status.code(),
-                String::from_utf8_lossy(&o.stdout).trim(),
-                String::from_utf8_lossy(&o.stderr).trim()
-            ),
-            Err(e) => eprintln!(
-                "e2e cleanup: could not run repoDelete for {}/{} ({e}); delete it by hand",
-                self.owner, self.name
-            ),
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Tests
 // ---------------------------------------------------------------------------------------
@@ -289,8 +354,8 @@ impl Drop for RepoGuard {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_version_flavor_and_tool_list() {
-    let t = target();
-    let s = spawn(&t).await;
+    let e2e = E2e::new();
+    let s = e2e.server().await;
     let (flavor, version) = detect(&s).await;
     assert!(!version.is_empty());
     let tools = s.client.list_all_tools().await.expect("tools/list");
@@ -313,7 +378,7 @@ async fn e2e_version_flavor_and_tool_list() {
         let has_ext = names.contains(&"repoGetContentsExt");
         assert_eq!(has_ext, flavor == Flavor::Gitea, "repoGetContentsExt offered for {flavor:?}");
     }
-    let _ = s.client.cancel().await;
+    s.stop().await;
 }
 
 /// The default surface: the everyday tools and the discovery tools, under 40,000 bytes; the
@@ -321,8 +386,8 @@ async fn e2e_version_flavor_and_tool_list() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_default_tool_surface_and_discovery() {
-    let t = target();
-    let s = spawn_with(&t, &[]).await;
+    let e2e = E2e::new();
+    let s = e2e.server_with(&[]).await;
     let (flavor, _) = detect(&s).await;
     let tools = s.client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -349,7 +414,7 @@ async fn e2e_default_tool_surface_and_discovery() {
     let via = s.call("gitea_call_operation", json!({"operation_id": "getVersion", "arguments": {}})).await;
     let direct = s.call("getVersion", json!({})).await;
     assert_eq!(ok(&via, 200), ok(&direct, 200));
-    let _ = s.client.cancel().await;
+    s.stop().await;
 }
 
 /// READ_ONLY refuses a write on every path before anything is sent, so this is safe on a real
@@ -357,8 +422,8 @@ async fn e2e_default_tool_surface_and_discovery() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_read_only_refuses_writes_on_every_path() {
-    let t = target();
-    let s = spawn_with(&t, &[("READ_ONLY", "true")]).await;
+    let e2e = E2e::new();
+    let s = e2e.server_with(&[("READ_ONLY", "true")]).await;
     let login = whoami(&s).await;
     let name = format!("aegis-e2e-ro-{}", suffix());
     let body = json!({"name": name, "private": true});
@@ -375,7 +440,7 @@ async fn e2e_read_only_refuses_writes_on_every_path() {
     }
     let c = s.call("repoGet", json!({"owner": login, "repo": name})).await;
     fails(&c, "not_found", Some(404));
-    let _ = s.client.cancel().await;
+    s.stop().await;
 }
 
 /// Over HTTP each request runs under its own token: the server's global token (no header),
@@ -385,9 +450,9 @@ async fn e2e_read_only_refuses_writes_on_every_path() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_http_each_request_runs_as_its_caller() {
-    let t = target();
+    let e2e = E2e::new();
+    let t = &e2e.t;
     let second = required("AEGIS_E2E_TOKEN_2");
-    preflight(&t);
     let mut env = vec![("GITEA_TOKEN", t.token.as_str()), ("GITEA_FLAVOR", "auto")];
     let spec = env_var("AEGIS_E2E_SPEC");
     if let Some(s) = &spec {
@@ -469,9 +534,9 @@ async fn e2e_http_each_request_runs_as_its_caller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_replicas_sharing_a_store_count_and_refuse_as_one() {
-    let t = target();
+    let e2e = E2e::new();
+    let t = &e2e.t;
     let second = required("AEGIS_E2E_TOKEN_2");
-    preflight(&t);
     let redis = support::redis::Redis::start().await;
     let store = redis.env();
     let mut env = vec![
@@ -551,10 +616,10 @@ async fn e2e_replicas_sharing_a_store_count_and_refuse_as_one() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_every_read_operation_gets_an_understood_answer() {
-    let t = target();
+    let e2e = E2e::new();
     // Set up with a writing server, sweep with a read-only one.
-    let writer = spawn(&t).await;
-    let (repo, guard) = scratch_repo(&writer, &t, "sweep").await;
+    let writer = e2e.server().await;
+    let repo = e2e.scratch_repo(&writer, "sweep").await;
     let owner = repo.owner.clone();
     let body = json!({"content": B64.encode(FILE_TEXT), "message": "add"});
     ok(&repo.call("repoCreateFile", json!({"filepath": "sweep.md", "body": body})).await, 201);
@@ -566,7 +631,7 @@ async fn e2e_every_read_operation_gets_an_understood_answer() {
         201,
     );
 
-    let reader = spawn_with(&t, &[("READ_ONLY", "true"), ("TOOLSETS", "all")]).await;
+    let reader = e2e.server_with(&[("READ_ONLY", "true"), ("TOOLSETS", "all")]).await;
     let tools = reader.client.list_all_tools().await.expect("tools/list");
     let value = |name: &str, schema: &Value| -> Value {
         if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
@@ -617,30 +682,30 @@ async fn e2e_every_read_operation_gets_an_understood_answer() {
     assert!(kinds.get("ok").copied().unwrap_or(0) * 3 > tools.len(), "too few successes: {kinds:?}");
     // Still serving after all of that.
     assert_eq!(whoami(&reader).await, owner);
-    let _ = reader.client.cancel().await;
-    remove(&repo, guard).await;
-    let _ = writer.client.cancel().await;
+    reader.stop().await;
+    e2e.remove(&repo).await;
+    writer.stop().await;
 }
 
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_whoami_reports_the_token_identity() {
-    let t = target();
-    let s = spawn(&t).await;
+    let e2e = E2e::new();
+    let s = e2e.server().await;
     let login = whoami(&s).await;
     let c = s.call("userGetCurrent", json!({})).await;
     let data = support::assert_envelope(&c);
     assert_eq!(data["login"], login.as_str(), "{}", c.text);
     assert_eq!(c.json["request"], json!({"method": "GET", "path": "/user"}), "{}", c.text);
     assert_eq!(c.json["pagination"], Value::Null, "{}", c.text);
-    let _ = s.client.cancel().await;
+    s.stop().await;
 }
 
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_errors_without_touching_a_repository() {
-    let t = target();
-    let s = spawn(&t).await;
+    let e2e = E2e::new();
+    let s = e2e.server().await;
     let login = whoami(&s).await;
     let missing = format!("aegis-e2e-missing-{}", suffix());
 
@@ -684,7 +749,7 @@ async fn e2e_errors_without_touching_a_repository() {
         Err(e) => panic!("expected invalid params (-32602), got {e}"),
         Ok(c) => panic!("expected a JSON-RPC error, got a result: {}", c.text),
     }
-    let _ = s.client.cancel().await;
+    s.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -773,11 +838,12 @@ fn expected_tools(flavor: Flavor) -> usize {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_auto_flavor_behind_a_proxy_that_hides_the_version() {
-    let t = target();
-    let direct = spawn(&t).await;
+    let e2e = E2e::new();
+    let t = &e2e.t;
+    let direct = e2e.server().await;
     let (flavor, version) = detect(&direct).await;
     let login = whoami(&direct).await;
-    let _ = direct.client.cancel().await;
+    direct.stop().await;
     let proxy = VersionHidingProxy::start(&t.url).await;
     let via = Target { url: proxy.url.clone(), token: t.token.clone() };
     // The proxy hides the version and passes the rest: detection meets the hidden route.
@@ -797,18 +863,18 @@ async fn e2e_auto_flavor_behind_a_proxy_that_hides_the_version() {
         assert!(text.contains("GET /api/v1/version answered 404") && text.contains("--flavor"), "{text}");
         let s = Server::spawn(&via.url, "gitea", Some(t.token.clone()), server_env()).await;
         assert_eq!(whoami(&s).await, login, "through the proxy with --flavor gitea");
-        let _ = s.client.cancel().await;
+        s.stop().await;
         return;
     }
     assert!(out.status.success(), "{text}");
     assert!(text.contains(&format!("ok    Forgejo {version} answers at {}", via.url)), "{text}");
     assert!(text.contains(&format!("{} tools from the Forgejo", expected_tools(flavor))), "{text}");
-    let s = spawn(&via).await;
+    let s = e2e.server_for(&via, &[("TOOLSETS", "all")]).await;
     let tools = s.client.list_all_tools().await.expect("tools/list");
     assert_eq!(tools.len(), expected_tools(flavor), "the Forgejo spec, found behind the proxy");
     assert!(tools.iter().any(|tool| tool.name == "repoSetNote"), "a Forgejo-only operation is listed");
     assert_eq!(whoami(&s).await, login, "a call through the proxy");
-    let _ = s.client.cancel().await;
+    s.stop().await;
     // A token the forge refuses is named as refused, not taken for a wrong URL.
     let refused = Target { url: via.url.clone(), token: "0123456789abcdef0123456789abcdef01234567".into() };
     let out = command(&refused).args(["serve", "--url", &via.url, "--flavor", "auto"]).output().unwrap();
@@ -826,8 +892,8 @@ async fn e2e_auto_flavor_behind_a_proxy_that_hides_the_version() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_operations_only_forgejo_has() {
-    let t = target();
-    let s = spawn(&t).await;
+    let e2e = E2e::new();
+    let s = e2e.server().await;
     let (flavor, version) = detect(&s).await;
     if flavor == Flavor::Gitea {
         match support::call_on(&s.client, "repoSetNote", json!({})).await {
@@ -845,10 +911,10 @@ async fn e2e_operations_only_forgejo_has() {
             c.json["results"].as_array().unwrap().iter().filter_map(|r| r["operation_id"].as_str()).collect();
         assert!(found.contains(&"repoGetNote"), "{found:?}");
         assert!(!found.contains(&"repoSetNote") && !found.contains(&"repoRemoveNote"), "{found:?}");
-        let _ = s.client.cancel().await;
+        s.stop().await;
         return;
     }
-    let (r, guard) = scratch_repo(&s, &t, "notes").await;
+    let r = e2e.scratch_repo(&s, "notes").await;
     let c = r.call("repoGetBranch", json!({"branch": "main"})).await;
     let commit =
         ok(&c, 200)["commit"]["id"].as_str().unwrap_or_else(|| panic!("no commit id: {}", c.text)).to_owned();
@@ -880,18 +946,18 @@ async fn e2e_operations_only_forgejo_has() {
     ok(&c, 204);
     let c = r.call("repoGetNote", json!({"sha": commit})).await;
     fails(&c, "not_found", Some(404));
-    remove(&r, guard).await;
-    let _ = s.client.cancel().await;
+    e2e.remove(&r).await;
+    s.stop().await;
 }
 
 /// The ordered scenario on a fresh private repository, deleted at the end (or by the guard).
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_repository_scenario() {
-    let t = target();
-    let s = spawn(&t).await;
+    let e2e = E2e::new();
+    let s = e2e.server().await;
     let (flavor, version) = detect(&s).await;
-    let (repo, guard) = scratch_repo(&s, &t, "scenario").await;
+    let repo = e2e.scratch_repo(&s, "scenario").await;
     eprintln!("e2e: scenario on {} ({flavor:?} {version})", repo.full_name());
 
     write_and_read_file(&repo).await;
@@ -903,8 +969,8 @@ async fn e2e_repository_scenario() {
     merge_pull_request(&repo, pull, flavor).await;
     raw_tool(&repo).await;
     missing_repo(&repo).await;
-    remove(&repo, guard).await;
-    let _ = s.client.cancel().await;
+    e2e.remove(&repo).await;
+    s.stop().await;
 }
 
 /// The repository allowlists against a real forge: a repository outside is refused on every
@@ -914,13 +980,14 @@ async fn e2e_repository_scenario() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_repository_allowlist() {
-    let t = target();
-    let open = spawn(&t).await;
-    let (inside, in_guard) = scratch_repo(&open, &t, "fence-in").await;
-    let (outside, out_guard) = scratch_repo(&open, &t, "fence-out").await;
+    let e2e = E2e::new();
+    let t = &e2e.t;
+    let open = e2e.server().await;
+    let inside = e2e.scratch_repo(&open, "fence-in").await;
+    let outside = e2e.scratch_repo(&open, "fence-out").await;
     // The list names the repository in another letter case than the forge's.
     let list = format!("{}/{}", inside.owner.to_uppercase(), inside.name.to_uppercase());
-    let fenced = spawn_with(&t, &[("ALLOWED_REPOS", list.as_str())]).await;
+    let fenced = e2e.server_with(&[("ALLOWED_REPOS", list.as_str())]).await;
     let (f_in, f_out) = (
         Repo { s: &fenced, owner: inside.owner.clone(), name: inside.name.clone() },
         Repo { s: &fenced, owner: outside.owner.clone(), name: outside.name.clone() },
@@ -1008,6 +1075,7 @@ async fn e2e_repository_allowlist() {
     // the new name is not on the list.
     let renamed = format!("{}-renamed", inside.name);
     ok(&inside.call("repoEdit", json!({"body": {"name": renamed}})).await, 200);
+    e2e.renamed(&inside.owner, &inside.name, &renamed);
     let old = f_in.call("repoGet", json!({})).await;
     assert!(
         old.is_error
@@ -1018,13 +1086,11 @@ async fn e2e_repository_allowlist() {
     );
     let new = Repo { s: &fenced, owner: inside.owner.clone(), name: renamed.clone() };
     fails(&new.call("repoGet", json!({})).await, "denied", None);
-    let _ = fenced.client.cancel().await;
+    fenced.stop().await;
     let inside = Repo { s: &open, owner: inside.owner.clone(), name: renamed };
-    let mut in_guard = in_guard;
-    in_guard.name = inside.name.clone();
-    remove(&inside, in_guard).await;
-    remove(&outside, out_guard).await;
-    let _ = open.client.cancel().await;
+    e2e.remove(&inside).await;
+    e2e.remove(&outside).await;
+    open.stop().await;
 }
 
 /// What the forge stores comes back through the guard: a known secret (`EXTRA_SECRETS`) is
@@ -1034,12 +1100,12 @@ async fn e2e_repository_allowlist() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_guard_on_what_the_forge_stores() {
-    let t = target();
+    let e2e = E2e::new();
     let extra = format!("aegis-e2e-extra-{}", suffix());
     let github = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
     let secrets = [("EXTRA_SECRETS", extra.as_str()), ("TOOLSETS", "all")];
-    let s = spawn_with(&t, &secrets).await;
-    let (repo, guard) = scratch_repo(&s, &t, "guard").await;
+    let s = e2e.server_with(&secrets).await;
+    let repo = e2e.scratch_repo(&s, "guard").await;
     let text = format!("known: {extra}\ngithub: {github}\n");
     let body = json!({"content": B64.encode(&text), "message": "add"});
     ok(&repo.call("repoCreateFile", json!({"filepath": "secrets.txt", "body": body})).await, 201);
@@ -1069,18 +1135,18 @@ async fn e2e_guard_on_what_the_forge_stores() {
 
     // Block mode withholds the whole result and says why.
     let blocking =
-        spawn_with(&t, &[("EXTRA_SECRETS", extra.as_str()), ("SECRET_DETECTION_MODE", "block")]).await;
+        e2e.server_with(&[("EXTRA_SECRETS", extra.as_str()), ("SECRET_DETECTION_MODE", "block")]).await;
     let args = repo.args(json!({"index": index}));
     let c = blocking.call("issueGetIssue", args).await;
     fails(&c, "secret_blocked", Some(200));
     assert!(!c.text.contains(&extra) && !c.text.contains(github), "{}", c.text);
-    let _ = blocking.client.cancel().await;
+    blocking.stop().await;
 
     // Bounds: five more issues, a page of six, at most two items shown.
     for i in 0..5 {
         ok(&repo.call("issueCreateIssue", json!({"body": {"title": format!("bound {i}")}})).await, 201);
     }
-    let bounded = spawn_with(&t, &[("MAX_TOOL_RESPONSE_ITEMS", "2")]).await;
+    let bounded = e2e.server_with(&[("MAX_TOOL_RESPONSE_ITEMS", "2")]).await;
     let args = repo.args(json!({"state": "open", "type": "issues", "limit": 6}));
     let c = bounded.call("issueListIssues", args).await;
     let data = ok(&c, 200);
@@ -1090,10 +1156,10 @@ async fn e2e_guard_on_what_the_forge_stores() {
     assert_eq!(truncated["items"], json!([{"path": "/data", "returned": 2, "total": 6}]), "{}", c.text);
     let how = truncated["how_to_get_more"].as_str().unwrap_or_default();
     assert!(how.contains("limit=2"), "says how to get the rest: {}", c.text);
-    let _ = bounded.client.cancel().await;
+    bounded.stop().await;
 
-    remove(&repo, guard).await;
-    let _ = s.client.cancel().await;
+    e2e.remove(&repo).await;
+    s.stop().await;
 }
 
 /// A `text/plain` body goes as the text itself: the forge renders the Markdown, not a JSON
@@ -1101,8 +1167,8 @@ async fn e2e_guard_on_what_the_forge_stores() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_text_bodies_are_sent_as_text() {
-    let t = target();
-    let s = spawn(&t).await;
+    let e2e = E2e::new();
+    let s = e2e.server().await;
     let c = s.call("renderMarkdownRaw", json!({"body": "# Title\n\nSome *text* \"quoted\"."})).await;
     ok(&c, 200);
     let html = c.data().as_str().unwrap_or_else(|| panic!("rendered HTML as text: {}", c.text));
@@ -1116,7 +1182,7 @@ async fn e2e_text_bodies_are_sent_as_text() {
         .await;
     let html = ok(&raw, 200).as_str().unwrap_or_default();
     assert!(html.contains("Title</h1>") && !html.contains("# Title"), "raw tool: {}", raw.text);
-    let _ = s.client.cancel().await;
+    s.stop().await;
 }
 
 /// `serve` with a token the forge refuses does not start, and says that the token — not the
@@ -1124,12 +1190,13 @@ async fn e2e_text_bodies_are_sent_as_text() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_serve_names_a_refused_token() {
-    let t = target();
-    let s = spawn_with(&t, &[]).await;
+    let e2e = E2e::new();
+    let t = &e2e.t;
+    let s = e2e.server_with(&[]).await;
     let (flavor, version) = detect(&s).await;
-    let _ = s.client.cancel().await;
+    s.stop().await;
     let refused = "aegis-e2e-refused-1111111111111111111111";
-    let out = command(&t)
+    let out = command(t)
         .env("GITEA_TOKEN", refused)
         .args(["serve", "--url", &t.url, "--flavor", "auto"])
         .stdin(std::process::Stdio::null())
@@ -1148,17 +1215,18 @@ async fn e2e_serve_names_a_refused_token() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_doctor_reports_the_forge_and_the_token() {
-    let t = target();
-    let s = spawn_with(&t, &[]).await;
+    let e2e = E2e::new();
+    let t = &e2e.t;
+    let s = e2e.server_with(&[]).await;
     let (flavor, version) = detect(&s).await;
     let login = whoami(&s).await;
-    let _ = s.client.cancel().await;
+    s.stop().await;
     let name = match flavor {
         Flavor::Gitea => "Gitea",
         Flavor::Forgejo => "Forgejo",
     };
     let doctor = |token: &str| {
-        let mut cmd = command(&t);
+        let mut cmd = command(t);
         cmd.env("GITEA_TOKEN", token).args(["doctor", "--url", &t.url, "--flavor", "auto"]);
         let out = cmd.output().expect("run doctor");
         let text =
@@ -1190,9 +1258,9 @@ type Task = (&'static str, Vec<(&'static str, Value)>, Vec<String>);
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2"]
 async fn e2e_everyday_tasks_in_both_shapes() {
-    let t = target();
-    let s = spawn_with(&t, &[("RESULT_SHAPE", "compact")]).await;
-    let (repo, guard) = scratch_repo(&s, &t, "tasks").await;
+    let e2e = E2e::new();
+    let s = e2e.server_with(&[("RESULT_SHAPE", "compact")]).await;
+    let repo = e2e.scratch_repo(&s, "tasks").await;
     let r = &repo;
     let owner = r.owner.clone();
     // The repository.
@@ -1361,33 +1429,13 @@ async fn e2e_everyday_tasks_in_both_shapes() {
     eprintln!("e2e: all ten | {all_full} | {all_compact} | {ratio:.2}");
     // The goal: at most 45 % of the full shape's bytes for the ten.
     assert!(ratio <= 0.45, "the compact shape costs {ratio:.2} of the full one");
-    remove(r, guard).await;
-    let _ = s.client.cancel().await;
+    e2e.remove(r).await;
+    s.stop().await;
 }
 
 // ---------------------------------------------------------------------------------------
 // Scenario steps
 // ---------------------------------------------------------------------------------------
-
-/// A fresh private repository `aegis-e2e-<what>-<random>` of the server's user, and the guard
-/// that deletes it if the test fails before [`remove`].
-async fn scratch_repo<'a>(s: &'a Server, t: &Target, what: &str) -> (Repo<'a>, RepoGuard) {
-    let owner = whoami(s).await;
-    let repo = Repo { s, owner: owner.clone(), name: format!("aegis-e2e-{what}-{}", suffix()) };
-    let mut guard = RepoGuard { target: t.clone(), owner, name: repo.name.clone(), armed: false };
-    let c = create_repo(&repo).await;
-    // Armed unless the name was taken (then the repository is not ours to delete).
-    guard.armed = c.kind() != "conflict";
-    ok(&c, 201);
-    (repo, guard)
-}
-
-/// Deletes the repository through the server (and checks that it is gone); the guard stands
-/// down.
-async fn remove(r: &Repo<'_>, mut guard: RepoGuard) {
-    delete_repo(r).await;
-    guard.armed = false;
-}
 
 async fn create_repo(r: &Repo<'_>) -> Called {
     let body = json!({"name": r.name, "auto_init": true, "default_branch": "main", "private": true});
@@ -1751,15 +1799,16 @@ fn envelope(run: &support::DriverRun, nth: usize) -> (bool, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN"]
 async fn e2e_deleting_a_branch_and_a_repository_asks_the_person_first() {
-    let t = target();
-    let s = spawn(&t).await;
+    let e2e = E2e::new();
+    let t = &e2e.t;
+    let s = e2e.server().await;
     let login = whoami(&s).await;
     let name = format!("aegis-e2e-confirm-{}", suffix());
     let c = s
         .call("createCurrentUserRepo", json!({"body": {"name": name, "auto_init": true, "private": true}}))
         .await;
     ok(&c, 201);
-    let mut guard = RepoGuard { target: t.clone(), owner: login.clone(), name: name.clone(), armed: true };
+    e2e.made(&login, &name);
     let c = s
         .call(
             "repoCreateBranch",
@@ -1775,7 +1824,7 @@ async fn e2e_deleting_a_branch_and_a_repository_asks_the_person_first() {
 
     // Declined, over both protocol generations: nothing is deleted.
     for mode in ["legacy", "auto"] {
-        let run = asking(&t, mode, "decline", json!([branch, repo])).await;
+        let run = asking(t, mode, "decline", json!([branch, repo])).await;
         for nth in [0, 1] {
             let (failed, e) = envelope(&run, nth);
             assert!(failed && e["error"]["kind"] == "not_confirmed", "{mode}: {e}");
@@ -1801,18 +1850,18 @@ async fn e2e_deleting_a_branch_and_a_repository_asks_the_person_first() {
     ok(&c, 200);
 
     // Accepted: the branch, then the repository, are gone.
-    let run = asking(&t, "auto", "accept", json!([branch])).await;
+    let run = asking(t, "auto", "accept", json!([branch])).await;
     let (failed, e) = envelope(&run, 0);
     assert!(!failed, "{e}");
     assert_eq!(e["status"], 204, "{e}");
     let c = s.call("repoGetBranch", json!({"owner": login, "repo": name, "branch": "feat/x"})).await;
     fails(&c, "not_found", Some(404));
-    let run = asking(&t, "legacy", "accept", json!([repo])).await;
+    let run = asking(t, "legacy", "accept", json!([repo])).await;
     let (failed, e) = envelope(&run, 0);
     assert!(!failed, "{e}");
     let c = s.call("repoGet", json!({"owner": login, "repo": name})).await;
     fails(&c, "not_found", Some(404));
-    guard.armed = false;
+    e2e.gone(&login, &name);
 }
 
 /// A write that destroys under another method than DELETE is asked for too: on Gitea a
@@ -1822,8 +1871,9 @@ async fn e2e_deleting_a_branch_and_a_repository_asks_the_person_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN"]
 async fn e2e_a_branch_forced_back_is_asked_naming_the_commits_it_drops() {
-    let t = target();
-    let s = spawn(&t).await;
+    let e2e = E2e::new();
+    let t = &e2e.t;
+    let s = e2e.server().await;
     let (flavor, _) = detect(&s).await;
     let login = whoami(&s).await;
     let name = format!("aegis-e2e-force-{}", suffix());
@@ -1831,7 +1881,7 @@ async fn e2e_a_branch_forced_back_is_asked_naming_the_commits_it_drops() {
         .call("createCurrentUserRepo", json!({"body": {"name": name, "auto_init": true, "private": true}}))
         .await;
     ok(&c, 201);
-    let guard = RepoGuard { target: t.clone(), owner: login.clone(), name: name.clone(), armed: true };
+    e2e.made(&login, &name);
     let sha_of = |branch: &'static str| {
         let (s, login, name) = (&s, login.clone(), name.clone());
         async move {
@@ -1859,7 +1909,7 @@ async fn e2e_a_branch_forced_back_is_asked_naming_the_commits_it_drops() {
     let flag = if flavor == Flavor::Gitea { "force_push" } else { "force_overwrite_new_branch" };
     let body = json!({"content": "aGk=", "branch": "feat/x", "new_branch": "main", flag: true});
     let forced = json!({"tool": "repoCreateFile", "arguments": {"owner": login, "repo": name, "filepath": "three.txt", "body": body}});
-    let run = asking(&t, "legacy", "decline", json!([forced])).await;
+    let run = asking(t, "legacy", "decline", json!([forced])).await;
     assert_eq!(
         asked(&run),
         [format!(
@@ -1874,7 +1924,7 @@ async fn e2e_a_branch_forced_back_is_asked_naming_the_commits_it_drops() {
         return;
     }
     let back = json!({"tool": "repoUpdateBranch", "arguments": {"owner": login, "repo": name, "branch": "feat/x", "body": {"new_commit_id": base, "force": true}}});
-    let run = asking(&t, "legacy", "decline", json!([back])).await;
+    let run = asking(t, "legacy", "decline", json!([back])).await;
     let (failed, e) = envelope(&run, 0);
     assert!(failed && e["error"]["kind"] == "not_confirmed", "{e}");
     // The comparison lists the newest first.
@@ -1887,15 +1937,14 @@ async fn e2e_a_branch_forced_back_is_asked_naming_the_commits_it_drops() {
         )]
     );
     assert_eq!(sha_of("feat/x").await, added[1], "declined, the branch keeps its commits");
-    let run = asking(&t, "auto", "accept", json!([back])).await;
+    let run = asking(t, "auto", "accept", json!([back])).await;
     let (failed, e) = envelope(&run, 0);
     assert!(!failed, "{e}");
     assert_eq!(sha_of("feat/x").await, base, "accepted, the branch points at the older commit");
     // Nothing left to drop: the same call is sent unasked.
-    let run = asking(&t, "legacy", "decline", json!([back])).await;
+    let run = asking(t, "legacy", "decline", json!([back])).await;
     let (failed, e) = envelope(&run, 0);
     assert!(!failed && asked(&run).is_empty(), "{e}");
-    drop(guard);
 }
 
 /// What is asked can depend on the forge's state: a webhook of a private repository sends
@@ -1904,20 +1953,21 @@ async fn e2e_a_branch_forced_back_is_asked_naming_the_commits_it_drops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN"]
 async fn e2e_a_webhook_of_a_private_repository_is_asked_and_of_a_public_one_is_not() {
-    let t = target();
-    let s = spawn(&t).await;
+    let e2e = E2e::new();
+    let t = &e2e.t;
+    let s = e2e.server().await;
     let login = whoami(&s).await;
     let name = format!("aegis-e2e-hook-{}", suffix());
     let c = s.call("createCurrentUserRepo", json!({"body": {"name": name, "private": true}})).await;
     ok(&c, 201);
-    let guard = RepoGuard { target: t.clone(), owner: login.clone(), name: name.clone(), armed: true };
+    e2e.made(&login, &name);
     let hooks = || async {
         let c = s.call("repoListHooks", json!({"owner": login, "repo": name})).await;
         ok(&c, 200).as_array().map_or(0, Vec::len)
     };
     let body = json!({"type": "gitea", "active": false, "events": ["push"], "config": {"url": "http://127.0.0.1:9/aegis-hook", "content_type": "json"}});
     let hook = json!({"tool": "repoCreateHook", "arguments": {"owner": login, "repo": name, "body": body}});
-    let run = asking(&t, "legacy", "decline", json!([hook])).await;
+    let run = asking(t, "legacy", "decline", json!([hook])).await;
     let (failed, e) = envelope(&run, 0);
     assert!(failed && e["error"]["kind"] == "not_confirmed", "{e}");
     assert_eq!(
@@ -1929,7 +1979,7 @@ async fn e2e_a_webhook_of_a_private_repository_is_asked_and_of_a_public_one_is_n
     assert_eq!(hooks().await, 0, "declined, no webhook");
     let public =
         json!({"tool": "repoEdit", "arguments": {"owner": login, "repo": name, "body": {"private": false}}});
-    let run = asking(&t, "auto", "accept", json!([public])).await;
+    let run = asking(t, "auto", "accept", json!([public])).await;
     let (failed, e) = envelope(&run, 0);
     assert!(!failed, "{e}");
     let question = asked(&run);
@@ -1937,11 +1987,10 @@ async fn e2e_a_webhook_of_a_private_repository_is_asked_and_of_a_public_one_is_n
         question.len() == 1 && question[0].starts_with(&format!("Make {login}/{name} public")),
         "{question:?}"
     );
-    let run = asking(&t, "legacy", "decline", json!([hook])).await;
+    let run = asking(t, "legacy", "decline", json!([hook])).await;
     let (failed, e) = envelope(&run, 0);
     assert!(!failed && asked(&run).is_empty(), "a public repository's webhook is sent unasked: {e}");
     assert_eq!(hooks().await, 1);
-    drop(guard);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2037,14 +2086,14 @@ fn tool_line(lines: &[Value], nth: usize) -> (bool, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_TOKEN_2, AEGIS_E2E_LOGIN, AEGIS_E2E_PASSWORD, AEGIS_E2E_LOGIN_2, AEGIS_E2E_PASSWORD_2"]
 async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
-    let t = target();
-    let t2 = Target { url: t.url.clone(), token: required("AEGIS_E2E_TOKEN_2") };
+    let e2e = E2e::new();
+    let t = &e2e.t;
+    let t2 = e2e.second();
     let (login, password) = (required("AEGIS_E2E_LOGIN"), required("AEGIS_E2E_PASSWORD"));
     let (login2, password2) = (required("AEGIS_E2E_LOGIN_2"), required("AEGIS_E2E_PASSWORD_2"));
-    preflight(&t);
     let port = support::http::free_port();
     let public = format!("http://127.0.0.1:{port}");
-    let app = ForgeApp::create(&t, &public).await;
+    let app = ForgeApp::create(t, &public).await;
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("key");
     let key: String = (0..32).map(|i| format!("{:02x}", (i * 37 + port as usize) % 256)).collect();
@@ -2066,7 +2115,7 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
     env.extend(store.iter().map(|(k, v)| (*k, v.as_str())));
     // doctor checks the application against the forge: each wrong setting is named.
     let doctor = |id: &str, secret: &str, public: &str| {
-        let out = command(&t)
+        let out = command(t)
             .args(["doctor", "--url", &t.url])
             .env("GITEA_OAUTH_CLIENT_ID", id)
             .env("GITEA_OAUTH_CLIENT_SECRET", secret)
@@ -2203,8 +2252,8 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN, AEGIS_E2E_LOGIN, AEGIS_E2E_PASSWORD"]
 async fn e2e_basic_auth_identity_creates_an_access_token_only_it_may() {
-    let t = target();
-    preflight(&t);
+    let e2e = E2e::new();
+    let t = &e2e.t;
     let (login, password) = (required("AEGIS_E2E_LOGIN"), required("AEGIS_E2E_PASSWORD"));
     let mut env = server_env();
     env.extend([
@@ -2241,10 +2290,10 @@ async fn e2e_basic_auth_identity_creates_an_access_token_only_it_may() {
     assert!(!log.contains(&password), "the password is in the server's log");
     let basic = B64.encode(format!("{login}:{password}"));
     assert!(!log.contains(&basic), "the Basic header value is in the server's log");
-    let _ = s.client.cancel().await;
+    s.stop().await;
 
     // With a token instead, the forge refuses token creation (basic only).
-    let s = spawn(&t).await;
+    let s = e2e.server().await;
     let refused = s
         .call(
             "userCreateToken",
@@ -2252,16 +2301,16 @@ async fn e2e_basic_auth_identity_creates_an_access_token_only_it_may() {
         )
         .await;
     assert!(refused.is_error, "a token created a token: {}", refused.text);
-    let _ = s.client.cancel().await;
+    s.stop().await;
 }
 
 #[tokio::test]
 #[ignore = "needs a real forge: AEGIS_E2E_URL, AEGIS_E2E_TOKEN (a site administrator's), AEGIS_E2E_TOKEN_2, AEGIS_E2E_LOGIN_2"]
 async fn e2e_sudo_acts_as_a_listed_user_for_an_administrator_only() {
-    let t = target();
-    let t2 = Target { url: t.url.clone(), token: required("AEGIS_E2E_TOKEN_2") };
+    let e2e = E2e::new();
+    let t2 = e2e.second();
     let other = required("AEGIS_E2E_LOGIN_2");
-    let admin = spawn_with(&t, &[("SUDO_ALLOWED_USERS", other.as_str())]).await;
+    let admin = e2e.server_with(&[("SUDO_ALLOWED_USERS", other.as_str())]).await;
     let me = whoami(&admin).await;
     let as_other = admin.call("userGetCurrent", json!({"sudo": other})).await;
     assert_eq!(ok(&as_other, 200)["login"], other.as_str(), "the forge did not act as {other}");
@@ -2284,16 +2333,16 @@ async fn e2e_sudo_acts_as_a_listed_user_for_an_administrator_only() {
     // Not listed: refused before anything is sent.
     let unlisted = admin.call("userGetCurrent", json!({"sudo": me})).await;
     fails(&unlisted, "denied", None);
-    let _ = admin.client.cancel().await;
+    admin.stop().await;
     // Not an administrator: refused by the server, before the forge would.
-    let user = spawn_with(&t2, &[("SUDO_ALLOWED_USERS", "*")]).await;
+    let user = e2e.server_for(&t2, &[("SUDO_ALLOWED_USERS", "*")]).await;
     let tried = user.call("userGetCurrent", json!({"sudo": me})).await;
     fails(&tried, "denied", None);
     assert!(tried.text.contains("administrator"), "{}", tried.text);
-    let _ = user.client.cancel().await;
+    user.stop().await;
     // Without the setting the argument does not exist.
-    let plain = spawn(&t).await;
+    let plain = e2e.server().await;
     let unknown = plain.call("userGetCurrent", json!({"sudo": other})).await;
     fails(&unknown, "invalid_arguments", None);
-    let _ = plain.client.cancel().await;
+    plain.stop().await;
 }

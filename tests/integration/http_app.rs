@@ -11,11 +11,11 @@ use aegis_gitea_mcp::server::Server;
 use aegis_gitea_mcp::transport::http::{App, app};
 use axum::body::Body;
 use axum::http::{Request, Response};
-use fake_forge::{FakeForge, Options};
+use fake_forge::FakeForge;
 use futures::StreamExt as _;
 use http_body_util::BodyExt;
 use serde_json::json;
-use support::ALICE_TOKEN;
+use support::{ALICE_TOKEN, Forge};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -32,11 +32,7 @@ struct InProcess {
 
 impl InProcess {
     async fn start(transport: &str, flags: &[&str]) -> InProcess {
-        let forge = FakeForge::start(Options {
-            users: vec![(ALICE_TOKEN.to_owned(), "alice".to_owned())],
-            ..Options::default()
-        })
-        .await;
+        let forge = Forge::gitea().start().await;
         let url = forge.base_url();
         let mut args =
             vec!["serve", "--transport", transport, "--listen", ADDR, "--url", &url, "--flavor", "gitea"];

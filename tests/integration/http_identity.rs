@@ -26,10 +26,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use fake_forge::{FakeForge, Options, Recorded, Script, ScriptBody, ScriptedResponse};
+use fake_forge::{FakeForge, Recorded, Script, ScriptBody, ScriptedResponse};
 use serde_json::{Value, json};
 use support::http::{ACCEPT_BOTH, HttpServer, McpClient, http_client, stateless_call, tool_result};
-use support::{ALICE_TOKEN, Called, Harness, Setup};
+use support::{ALICE_TOKEN, Called, Forge, Harness, Setup};
 
 const BOB_TOKEN: &str = "tok-bob-5c0ffee5b0b";
 const CAROL_TOKEN: &str = "tok-carol-7dead0beef";
@@ -42,34 +42,11 @@ fn token(t: &str) -> String {
     format!("token {t}")
 }
 
-/// A fake forge knowing alice, bob and carol, with the repository `alice/demo`.
-async fn forge() -> FakeForge {
-    let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob"), (CAROL_TOKEN, "carol")]
-        .iter()
-        .map(|(t, l)| (t.to_string(), l.to_string()))
-        .collect();
-    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
-    forge.seed_repo("alice", "demo");
-    forge
-}
-
-/// The forge and the server (global token: alice's) on `transport`, plus `env`: in this
-/// process, since these scenarios are about what each request gets.
-async fn start(transport: &str, env: &[(&str, &str)]) -> (FakeForge, HttpServer) {
-    let forge = forge().await;
-    let mut all = vec![("GITEA_TOKEN", ALICE_TOKEN)];
-    all.extend_from_slice(env);
-    let server = HttpServer::in_process(&forge.base_url(), transport, &all).await;
-    (forge, server)
-}
-
-/// `start`, as a process of its own: for a scenario that reads the server's log.
-async fn start_process(transport: &str, env: &[(&str, &str)]) -> (FakeForge, HttpServer) {
-    let forge = forge().await;
-    let mut all = vec![("GITEA_TOKEN", ALICE_TOKEN)];
-    all.extend_from_slice(env);
-    let server = HttpServer::spawn(&forge.base_url(), transport, &all).await;
-    (forge, server)
+/// A fake forge knowing alice, bob and carol, with the repository `alice/demo`; its server
+/// runs in this process (`serve_http`), since these scenarios are about what each request
+/// gets, unless a scenario reads the server's log (`spawn_http`).
+fn forge() -> Forge {
+    Forge::gitea().user(BOB_TOKEN, "bob").user(CAROL_TOKEN, "carol").repo("alice", "demo")
 }
 
 fn is_lookup(r: &Recorded) -> bool {
@@ -238,14 +215,7 @@ on_both_transports!(sudo_is_judged_for_each_requests_own_identity);
 /// it: bob (a site administrator, with his own token) may; carol (not one) and the server's
 /// own identity (alice, not one) may not, and nothing is sent for their calls.
 async fn sudo_is_judged_for_each_requests_own_identity(t: &str) {
-    let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob"), (CAROL_TOKEN, "carol")]
-        .iter()
-        .map(|(t, l)| (t.to_string(), l.to_string()))
-        .collect();
-    let forge = FakeForge::start(Options { users, admins: vec!["bob".into()], ..Options::default() }).await;
-    forge.seed_repo("alice", "demo");
-    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("SUDO_ALLOWED_USERS", "carol")];
-    let server = HttpServer::in_process(&forge.base_url(), t, &env).await;
+    let (forge, server) = forge().admin("bob").serve_http(t, &[("SUDO_ALLOWED_USERS", "carol")]).await;
     let mut pool = Pool::new(&server);
     let args = json!({"sudo": "carol"});
     let bob = token(BOB_TOKEN);
@@ -322,7 +292,7 @@ async fn request_with_bearer_scheme_injects_the_token(t: &str) {
 /// A session opened and called with `<scheme> <bob's token>` runs as bob: the server sends
 /// the forge's own `token` scheme for an access token, whatever the client used.
 async fn runs_as_bob_with(t: &str, scheme: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     let auth = format!("{scheme} {BOB_TOKEN}");
     let c = server.connect(Some(&auth)).await.unwrap();
     let (r, sent) = repo_get(&c, &forge, Some(&auth)).await;
@@ -331,7 +301,7 @@ async fn runs_as_bob_with(t: &str, scheme: &str) {
 }
 
 async fn scheme_matching_is_case_insensitive(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     let mut pool = Pool::new(&server);
     for (auth, secret, login) in [
         (format!("bearer {BOB_TOKEN}"), BOB_TOKEN, "bob"),
@@ -346,14 +316,14 @@ async fn scheme_matching_is_case_insensitive(t: &str) {
 }
 
 async fn absent_header_falls_through_to_global_client(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     let c = server.connect(None).await.unwrap();
     let (r, sent) = repo_get(&c, &forge, None).await;
     assert_ran_as(&r, &sent, ALICE_TOKEN, "alice");
 }
 
 async fn bare_token_is_rejected_and_falls_through_to_global_client(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     let mut pool = Pool::new(&server);
     let basic = "Basic Ym9iOnB3"; // bob:pw
     for auth in [BOB_TOKEN, "", "   ", "Bearer", "token ", basic, &format!("Basic {BOB_TOKEN}")] {
@@ -365,7 +335,7 @@ async fn bare_token_is_rejected_and_falls_through_to_global_client(t: &str) {
 }
 
 async fn with_mcp_bearer_token_absent_header_is_401_and_shared_secret_is_global(t: &str) {
-    let (forge, server) = start(t, &[("MCP_BEARER_TOKEN", SHARED_SECRET)]).await;
+    let (forge, server) = forge().serve_http(t, &[("MCP_BEARER_TOKEN", SHARED_SECRET)]).await;
     // Opening a session without a usable header: 401 with a challenge.
     for headers in [vec![], vec![("authorization", SHARED_SECRET)], vec![("authorization", "Basic eDp5")]] {
         let resp = open_raw(&server, &headers).await;
@@ -402,7 +372,7 @@ on_both_transports!(recognised_scheme_with_malformed_token_never_runs_as_global)
 /// the request must fail, not silently run as the server's own identity (a caller who pasted a
 /// token with a stray space would otherwise act as the global token's owner unawares).
 async fn recognised_scheme_with_malformed_token_never_runs_as_global(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     for auth in [format!("token {BOB_TOKEN} {CAROL_TOKEN}"), format!("Bearer {BOB_TOKEN} x")] {
         assert_refused_without_downgrade(&server, &forge, &auth, 401, "unauthorized", BOB_TOKEN).await;
     }
@@ -412,7 +382,7 @@ async fn recognised_scheme_with_malformed_token_never_runs_as_global(t: &str) {
 /// that opened it: the same identity may present another spelling of its credential, any
 /// other identity is told the session does not exist (so a leaked session id is useless).
 async fn a_session_belongs_to_the_identity_that_opened_it(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     // Opened by carol: each of carol's requests stands on its own header, whichever scheme.
     let carols = server.connect(Some(&token(CAROL_TOKEN))).await.unwrap();
     for auth in [format!("Bearer {CAROL_TOKEN}"), token(CAROL_TOKEN)] {
@@ -448,7 +418,7 @@ async fn a_session_belongs_to_the_identity_that_opened_it(t: &str) {
 /// with the global client warmed up, a per-request call still never carries the global token;
 /// the global identity is resolved once and reused.
 async fn per_request_client_is_distinct_from_the_global_singleton(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     let mut pool = Pool::new(&server);
     pool.client(None).await.unwrap();
     pool.client(Some(&token(BOB_TOKEN))).await.unwrap();
@@ -474,7 +444,7 @@ async fn per_request_client_is_distinct_from_the_global_singleton(t: &str) {
 /// without a session: `identity_failed`), and nothing is sent under the global token, not even
 /// the tool request.
 async fn ephemeral_construction_failure_5xx_surfaces_identity_failed_without_downgrade(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     let mut pool = Pool::new(&server);
     // Warm the global identity first: a fallback would have it at hand.
     let (r, _) = pool.repo_get(&forge, None).await;
@@ -518,7 +488,7 @@ async fn ephemeral_construction_failure_5xx_surfaces_identity_failed_without_dow
 /// A lookup the forge never answers ends after GITEA_TIMEOUT (here 1 s, a tenth of the
 /// lookups' own bound), as the refusals say.
 async fn ephemeral_construction_timeout_surfaces_identity_failed_without_downgrade(t: &str) {
-    let (forge, server) = start(t, &[("GITEA_TIMEOUT", "1")]).await;
+    let (forge, server) = forge().serve_http(t, &[("GITEA_TIMEOUT", "1")]).await;
     let (r, _) = Pool::new(&server).repo_get(&forge, None).await;
     assert!(!r.is_error, "{}", r.text);
     forge.script(Script::always(
@@ -556,7 +526,7 @@ async fn ephemeral_construction_network_error_surfaces_identity_failed(t: &str) 
 }
 
 async fn unknown_token_is_unauthorized_without_downgrade(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     let (r, _) = Pool::new(&server).repo_get(&forge, None).await;
     assert!(!r.is_error, "{}", r.text);
     assert_refused_without_downgrade(
@@ -577,7 +547,7 @@ async fn unknown_token_is_unauthorized_without_downgrade(t: &str) {
 }
 
 async fn token_absent_from_logs_and_error_text(t: &str) {
-    let (forge, mut server) = start_process(t, &[("LOG_LEVEL", "trace")]).await;
+    let (forge, mut server) = forge().spawn_http(t, &[("LOG_LEVEL", "trace")]).await;
     let mut pool = Pool::new(&server);
     let http = http_client();
     // Every answer a caller gets — a result, or the HTTP refusal of its request — as text;
@@ -639,7 +609,7 @@ async fn token_absent_from_logs_and_error_text(t: &str) {
 /// The spec's "Attachment upload uses per-request token", plus the binary download paths
 /// (attachment bytes, raw file).
 async fn attachment_upload_and_download_use_per_request_token(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().serve_http(t, &[]).await;
     let c = server.connect(None).await.unwrap();
     let issue = c
         .call_ok("issueCreateIssue", json!({"owner": "alice", "repo": "demo", "body": {"title": "t"}}), None)
@@ -726,7 +696,7 @@ async fn stdio_handler_receives_global_token_client() {
 // HTTP hygiene: body size (the Host and Origin checks and health are in-process, `http_app`).
 
 async fn body_over_max_body_bytes_is_413(t: &str) {
-    let (forge, server) = start(t, &[("MCP_MAX_BODY_BYTES", "2048")]).await;
+    let (forge, server) = forge().serve_http(t, &[("MCP_MAX_BODY_BYTES", "2048")]).await;
     let c = server.connect(Some(&token(BOB_TOKEN))).await.unwrap();
     let big = "x".repeat(4096);
     // A tool call over the limit is answered to its own request with the tool error
@@ -772,7 +742,7 @@ async fn body_over_max_body_bytes_is_413(t: &str) {
 
 #[tokio::test]
 async fn max_sessions_refuses_a_third_initialize_with_503() {
-    let (_forge, server) = start("http", &[("MCP_MAX_SESSIONS", "2")]).await;
+    let (_forge, server) = forge().serve_http("http", &[("MCP_MAX_SESSIONS", "2")]).await;
     let _a = server.connect(None).await.unwrap();
     let _b = server.connect(Some(&token(BOB_TOKEN))).await.unwrap();
     match server.connect(None).await {
@@ -790,7 +760,7 @@ async fn max_sessions_refuses_a_third_initialize_with_503() {
 
 #[tokio::test]
 async fn max_sse_streams_refuses_a_second_stream_with_503() {
-    let (_forge, server) = start("sse", &[("MCP_MAX_SSE_STREAMS", "1")]).await;
+    let (_forge, server) = forge().serve_http("sse", &[("MCP_MAX_SSE_STREAMS", "1")]).await;
     let first = server.connect(None).await.unwrap();
     let resp = open_raw(&server, &[]).await;
     assert_eq!(resp.status().as_u16(), 503);
@@ -842,10 +812,7 @@ impl Isolation {
         [("GITEA_TOKEN", GLOBAL_TOKEN), ("LOG_LEVEL", "warn"), ("MCP_MAX_CONNECTIONS_PER_PEER", "1024")];
 
     pub async fn start() -> Isolation {
-        let mut users: Vec<(String, String)> =
-            (0..USERS).map(|n| (Self::user_token(n), format!("user{n:02}"))).collect();
-        users.push((GLOBAL_TOKEN.to_owned(), "global".to_owned()));
-        let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+        let forge = Forge::gitea().numbered_users(USERS).user(GLOBAL_TOKEN, "global").start().await;
         // (owner, token): 500 token calls and 60 without a header, in a fixed pseudo-random
         // order (a stride coprime with the length), then (owner, token, repo `c<index>`).
         let callers: Vec<(String, Option<String>)> = (0..USERS * CALLS_PER_USER)
@@ -867,7 +834,7 @@ impl Isolation {
     }
 
     fn user_token(n: usize) -> String {
-        format!("tok-user-{n:02}")
+        support::forge::numbered_token(n)
     }
 
     /// Every call at once against the server (or balancer) at `base` speaking `t`; panics

@@ -6,8 +6,9 @@
 
 use crate::support;
 
-use fake_forge::{FakeForge, Options};
+use fake_forge::FakeForge;
 use serde_json::{Value, json};
+use support::Forge;
 use support::http::{ACCEPT_BOTH, HttpServer, McpClient, http_client, tool_result};
 
 on_both_transports!(
@@ -18,12 +19,10 @@ on_both_transports!(
     repo_allowlist_headers_narrow_every_path_and_never_widen,
 );
 
+/// A forge with `o/r`, alice's server on `transport` with `env` in this process, and a
+/// session of its own.
 async fn start(transport: &str, env: &[(&str, &str)]) -> (FakeForge, HttpServer, McpClient) {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("o", "r");
-    let mut env = env.to_vec();
-    env.push(("GITEA_TOKEN", support::ALICE_TOKEN));
-    let server = HttpServer::in_process(&forge.base_url(), transport, &env).await;
+    let (forge, server) = Forge::gitea().repo("o", "r").serve_http(transport, env).await;
     let client = McpClient::connect(&server, None).await.expect("connect");
     (forge, server, client)
 }
@@ -156,7 +155,7 @@ async fn headers_cannot_undo_the_servers_read_only_or_disabled_tools(transport: 
 /// Stateless requests (protocol 2026-07-28, no session) narrow the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_requests_narrow_with_the_same_headers() {
-    let forge = FakeForge::start(Options::default()).await;
+    let forge = Forge::gitea().start().await;
     let server = HttpServer::in_process(&forge.base_url(), "http", &[]).await;
     let list = |headers: Vec<(&'static str, &'static str)>| {
         let url = server.url("/mcp");

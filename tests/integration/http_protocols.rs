@@ -8,15 +8,10 @@ use crate::support;
 #[path = "http_protocols/metrics.rs"]
 mod metrics;
 
-use fake_forge::{FakeForge, Options};
+use fake_forge::FakeForge;
 use serde_json::{Value, json};
-use support::ALICE_TOKEN;
 use support::http::HttpServer;
-
-/// The server on Streamable HTTP with alice's token as the global token, in this process.
-async fn start(forge: &FakeForge) -> HttpServer {
-    HttpServer::in_process(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await
-}
+use support::{ALICE_TOKEN, Forge};
 
 /// POST one JSON-RPC message; the JSON-RPC answer (plain or SSE-framed) and the session id.
 async fn rpc(url: &str, headers: &[(&str, &str)], body: Value) -> (u16, Option<Value>, Option<String>) {
@@ -39,8 +34,7 @@ async fn rpc(url: &str, headers: &[(&str, &str)], body: Value) -> (u16, Option<V
 
 #[tokio::test]
 async fn initialize_negotiates_every_handshake_version() {
-    let forge = FakeForge::start(Options::default()).await;
-    let s = start(&forge).await;
+    let (_forge, s) = Forge::gitea().serve_http("http", &[]).await;
     for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
@@ -64,9 +58,7 @@ async fn initialize_negotiates_every_handshake_version() {
 
 #[tokio::test]
 async fn newest_clients_discover_and_call_without_initialize() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
-    let s = start(&forge).await;
+    let (_forge, s) = Forge::gitea().repo("alice", "demo").serve_http("http", &[]).await;
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {}});
     let h = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "server/discover")];
@@ -95,8 +87,7 @@ async fn newest_clients_discover_and_call_without_initialize() {
 
 #[tokio::test]
 async fn two_authorization_headers_are_refused() {
-    let forge = FakeForge::start(Options::default()).await;
-    let s = start(&forge).await;
+    let (forge, s) = Forge::gitea().serve_http("http", &[]).await;
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
     let (status, msg, _) =
@@ -109,7 +100,7 @@ async fn two_authorization_headers_are_refused() {
 
 #[tokio::test]
 async fn serving_the_global_token_to_anyone_on_a_public_address_warns_at_start_up() {
-    let forge = FakeForge::start(Options::default()).await;
+    let forge = Forge::gitea().start().await;
     // The warning is said before the line that says where the server listens, which the start
     // waits for: whatever is in the log then is all the start will say.
     let start = async |bearer: Option<&str>| {
@@ -132,8 +123,7 @@ async fn serving_the_global_token_to_anyone_on_a_public_address_warns_at_start_u
 /// stateless calls do not pass through the MCP library; a session's handshake does.
 #[tokio::test]
 async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
     for (level, expect_library_lines) in [(None, false), (Some("info,rmcp=info"), true)] {
         let mut env = vec![("GITEA_TOKEN", ALICE_TOKEN)];
         env.extend(level.map(|l| ("LOG_LEVEL", l)));
@@ -173,7 +163,7 @@ async fn requests_leave_no_log_lines_unless_the_libraries_are_asked_for() {
 async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_lines() {
     use support::http::StreamableClient;
     // Its own process: the test reads the server's log.
-    let (forge, mut server) = alice_and_her_server(&[]).await;
+    let (forge, mut server) = Forge::gitea().repo("alice", "demo").spawn_http("http", &[]).await;
     forge.seed_issues("alice", "demo", 3);
     let client = StreamableClient::connect(&server.url(""), None).await.expect("session");
     let sid = client.session_id().expect("a session id").to_owned();
@@ -215,16 +205,6 @@ async fn session_answers_are_plain_json_and_clients_that_leave_leave_no_log_line
     assert_eq!(closed.status(), 200);
     await_issue_list_counted(&server).await;
     assert_logged_only_where_it_listens(&mut server).await;
-}
-
-/// A forge with alice's repository `demo`, and a server of its own process (its log is read)
-/// over Streamable HTTP with alice's token and `env`.
-async fn alice_and_her_server(env: &[(&str, &str)]) -> (FakeForge, HttpServer) {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
-    let env: Vec<_> = [("GITEA_TOKEN", ALICE_TOKEN)].into_iter().chain(env.iter().copied()).collect();
-    let server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
-    (forge, server)
 }
 
 /// An answer as the byte-for-byte comparisons read it: status, content type, body.
@@ -294,7 +274,8 @@ async fn assert_logged_only_where_it_listens(server: &mut HttpServer) {
 /// counted (and so recorded in the audit trail), and the server logs nothing about it.
 #[tokio::test]
 async fn a_stateless_call_whose_client_leaves_still_finishes() {
-    let (forge, mut server) = alice_and_her_server(&[("MCP_STATELESS", "true")]).await;
+    let (forge, mut server) =
+        Forge::gitea().repo("alice", "demo").spawn_http("http", &[("MCP_STATELESS", "true")]).await;
     let held = hold_the_next_issue_list(&forge);
     let http = support::http::http_client();
     let left = {
@@ -323,8 +304,7 @@ async fn a_stateless_call_whose_client_leaves_still_finishes() {
 /// answer or refuse, as before.
 #[tokio::test]
 async fn plain_stateless_calls_are_answered_as_the_library_answers_them() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
     for mode in ["true", "false"] {
         let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_STATELESS", mode)];
         let server = HttpServer::in_process(&forge.base_url(), "http", &env).await;
@@ -400,9 +380,7 @@ const LIBRARY: &str = r#"aegis_mcp_requests_total{path="library"}"#;
 /// no call finds it.
 #[tokio::test]
 async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
-    let server = start(&forge).await;
+    let (forge, server) = Forge::gitea().repo("alice", "demo").serve_http("http", &[]).await;
     let client = support::http::StreamableClient::connect(&server.url(""), None).await.expect("a session");
     let session = client.session_id().expect("a session id").to_owned();
     let http = support::http::http_client();
@@ -460,9 +438,7 @@ async fn plain_calls_in_a_session_are_answered_as_the_library_answers_them() {
 
 #[tokio::test]
 async fn sessions_are_opened_without_the_library_until_a_request_needs_it() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
-    let server = start(&forge).await;
+    let (forge, server) = Forge::gitea().repo("alice", "demo").serve_http("http", &[]).await;
     let http = support::http::http_client();
     const WEIGHTED: &str = "application/json;q=1, text/event-stream";
     let post = |session: Option<&str>, accept: &'static str, body: Value| {

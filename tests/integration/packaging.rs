@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use fake_forge::{FakeForge, Flavor, Options};
+use fake_forge::FakeForge;
 use serde_json::{Value, json};
-use support::{ALICE_TOKEN, DriverRun, python_driver, repo_root, run_with_timeout};
+use support::{ALICE_TOKEN, DriverRun, Forge, python_driver, repo_root, run_with_timeout};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -273,12 +273,6 @@ async fn run_ok(cmd: &mut Command, what: &str) -> String {
     run.stdout
 }
 
-async fn start_forge() -> FakeForge {
-    let forge = FakeForge::start(Options { flavor: Flavor::Gitea, ..Options::default() }).await;
-    forge.seed_repo("alice", "demo");
-    forge
-}
-
 /// A session of the Python SDK with the server started as `command` under `env` (the only
 /// settings it gets: the developer's own are removed): tools listed, one call answered by the
 /// forge as alice.
@@ -348,7 +342,7 @@ async fn the_wheel_installs_into_a_fresh_venv_and_serves_a_session() {
     assert!(metadata.contains(&format!("<!-- mcp-name: {} -->", registry_name())), "{metadata}");
     assert!(metadata.contains("License-Expression: MIT OR Apache-2.0"), "{metadata}");
 
-    let forge = start_forge().await;
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
     let env = user_env(&forge);
     session(&forge, &[installed.into_os_string(), "serve".into()], &borrowed(&env), "the wheel's binary")
         .await;
@@ -368,7 +362,7 @@ async fn uvx_runs_the_wheel_as_a_person_would() {
         ("UV_PYTHON_DOWNLOADS", "never"),
         ("UV_OFFLINE", "1"),
     ];
-    let forge = start_forge().await;
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
     let mut env = borrowed(&user_env(&forge)).into_iter().map(|(k, v)| (k, v.to_owned())).collect::<Vec<_>>();
     env.extend(uv_env.iter().map(|(k, v)| (*k, (*v).to_owned())));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -417,7 +411,7 @@ async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
     let run = run_with_timeout(&mut unknown, TIMEOUT).await;
     assert_eq!(run.status.and_then(|s| s.code()), Some(2), "{}", run.stderr);
 
-    let forge = start_forge().await;
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
     let env = user_env(&forge);
     let binary = installed.join(&platform_dir).join("bin/aegis-gitea-mcp");
     a_signal_to_the_launcher_stops_the_binary(&bin, &binary, &env).await;
@@ -530,7 +524,7 @@ async fn the_bundle_validates_unpacks_and_serves_with_the_values_a_person_entere
         run_ok(&mut resolve(json!({"gitea_token": "t"})), "the bundle's configuration without a URL").await;
     assert_eq!(refused.trim(), "null");
 
-    let forge = start_forge().await;
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
     let out = run_ok(
         &mut resolve(json!({"gitea_url": forge.base_url(), "gitea_token": ALICE_TOKEN})),
         "the bundle's configuration",

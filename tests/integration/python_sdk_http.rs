@@ -15,20 +15,14 @@ use crate::support;
 use std::process::Command;
 use std::time::Duration;
 
-use fake_forge::{FakeForge, Flavor, Options, Recorded};
+use fake_forge::{Flavor, Recorded};
 use serde_json::{Value, json};
 use support::http::HttpServer;
-use support::{ALICE_TOKEN, DriverRun, python, python_driver, repo_root};
+use support::{ALICE_TOKEN, DriverRun, Forge, python, python_driver, repo_root};
 
 const BOB_TOKEN: &str = "tok-bob-9876543210abcdef";
 const TIMEOUT: Duration = Duration::from_secs(60);
 const ENVELOPE_KEYS: [&str; 6] = ["identity", "request", "status", "pagination", "untrusted_content", "data"];
-
-/// Starts `serve --transport <transport>` on a free loopback port with alice's token as the
-/// global token and no `MCP_BEARER_TOKEN`; returns once it prints its endpoint.
-async fn start_server(transport: &str, forge: &FakeForge) -> HttpServer {
-    HttpServer::spawn(&forge.base_url(), transport, &[("GITEA_TOKEN", ALICE_TOKEN)]).await
-}
 
 /// Runs the Python driver against `server` with one `Authorization` header value.
 async fn run_driver(
@@ -46,15 +40,10 @@ async fn run_driver(
     DriverRun::run(&mut cmd, TIMEOUT, &what, || format!("--- server stderr ---\n{}", server.stderr())).await
 }
 
-async fn start_forge() -> FakeForge {
-    let forge = FakeForge::start(Options {
-        flavor: Flavor::Gitea,
-        users: vec![(ALICE_TOKEN.to_owned(), "alice".to_owned()), (BOB_TOKEN.to_owned(), "bob".to_owned())],
-        ..Options::default()
-    })
-    .await;
-    forge.seed_repo("alice", "demo");
-    forge
+/// A forge knowing alice and bob, with `alice/demo`; its server (alice's token the global
+/// one) is a process of its own, as the SDK meets it.
+fn forge() -> Forge {
+    Forge::gitea().user(BOB_TOKEN, "bob").repo("alice", "demo")
 }
 
 fn describe(requests: &[Recorded]) -> String {
@@ -75,8 +64,7 @@ fn assert_bob_envelope(v: &Value) {
 
 /// The whole scenario for one transport, SDK mode and `Authorization` scheme.
 async fn scenario(transport: &str, mode: &str, scheme: &str) {
-    let forge = start_forge().await;
-    let server = start_server(transport, &forge).await;
+    let (forge, server) = forge().spawn_http(transport, &[]).await;
     let endpoint = if transport == "http" { "/mcp" } else { "/sse" };
     assert!(server.endpoint.ends_with(endpoint), "unexpected endpoint {}", server.endpoint);
 
@@ -200,19 +188,19 @@ fn driver_rejects_a_malformed_header_argument() {
 async fn the_python_sdk_oauth_client_signs_in_with_the_forge_and_calls_as_the_person() {
     let port = support::http::free_port();
     let public = format!("http://127.0.0.1:{port}");
-    let forge = FakeForge::start(Options {
-        flavor: Flavor::Gitea,
-        users: vec![(ALICE_TOKEN.to_owned(), "alice".to_owned()), (BOB_TOKEN.to_owned(), "bob".to_owned())],
-        oauth_apps: vec![fake_forge::OAuthApp::confidential(
-            "forge-app",
-            "gto_forge-app-secret-for-the-sdk-test",
-            &format!("{public}/oauth/callback"),
-        )],
-        oauth_user: Some("bob".into()),
-        ..Options::default()
-    })
-    .await;
-    forge.seed_repo("bob", "notes");
+    let forge = Forge::gitea()
+        .user(BOB_TOKEN, "bob")
+        .options(|o| {
+            o.oauth_apps = vec![fake_forge::OAuthApp::confidential(
+                "forge-app",
+                "gto_forge-app-secret-for-the-sdk-test",
+                &format!("{public}/oauth/callback"),
+            )];
+            o.oauth_user = Some("bob".into());
+        })
+        .repo("bob", "notes")
+        .start()
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key");
     std::fs::write(&key, "0f".repeat(32)).unwrap();
@@ -291,14 +279,14 @@ async fn the_python_sdk_oauth_client_signs_in_with_the_forge_and_calls_as_the_pe
 /// its own (30 s), and never by a dropped connection.
 #[tokio::test]
 async fn a_session_whose_identity_lookup_hangs_gets_a_json_rpc_error_in_time() {
-    let forge = start_forge().await;
+    let forge = forge().start().await;
     forge.script(fake_forge::Script::always(
         Some("GET"),
         "/api/v1/user",
         fake_forge::ScriptedResponse::json(200, &json!({"login": "bob"}))
             .with_delay(Duration::from_secs(120)),
     ));
-    let server = start_server("http", &forge).await;
+    let server = HttpServer::spawn(&forge.base_url(), "http", &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
     let calls = json!([{"tool": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}}]);
     let (mut cmd, _calls_dir) = python_driver("mcp_http_client.py", "legacy", &calls);
     cmd.args(["--transport", "http", &server.endpoint])
@@ -318,9 +306,7 @@ async fn a_session_whose_identity_lookup_hangs_gets_a_json_rpc_error_in_time() {
 async fn python_sdk_checks_typed_results_over_streamable_http_with_sessions_and_stateless() {
     for flavor in [Flavor::Gitea, Flavor::Forgejo] {
         for stateless in [false, true] {
-            let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
-            forge.seed_repo("alice", "demo");
-            forge.seed_issues("alice", "demo", 3);
+            let forge = Forge::of(flavor).repo("alice", "demo").issues("alice", "demo", 3).start().await;
             let calls = Value::Array(support::typed_result_calls(flavor, &forge));
             let name = if flavor == Flavor::Gitea { "gitea" } else { "forgejo" };
             let mut env =

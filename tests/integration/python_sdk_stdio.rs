@@ -13,9 +13,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use fake_forge::{FakeForge, Flavor, Options, Recorded};
+use fake_forge::{FakeForge, Flavor, Recorded};
 use serde_json::{Value, json};
-use support::{ALICE_TOKEN, DriverRun, bin, python_driver};
+use support::{ALICE_TOKEN, DriverRun, Forge, bin, python_driver};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const ENVELOPE_KEYS: [&str; 6] = ["identity", "request", "status", "pagination", "untrusted_content", "data"];
@@ -51,11 +51,9 @@ async fn run_driver_with(mode: &str, forge: &FakeForge, calls: &Value, env: &[(&
     DriverRun::run(&mut cmd, TIMEOUT, &format!("the Python driver (mode {mode})"), String::new).await
 }
 
-async fn start_forge() -> FakeForge {
-    let forge = FakeForge::start(Options { flavor: Flavor::Gitea, ..Options::default() }).await;
-    forge.seed_repo("alice", "demo");
-    forge.seed_issues("alice", "demo", 25);
-    forge
+/// A forge with alice's `demo` and 25 issues in it.
+fn forge() -> Forge {
+    Forge::gitea().repo("alice", "demo").issues("alice", "demo", 25)
 }
 
 fn assert_envelope(v: &Value) {
@@ -91,7 +89,7 @@ fn assert_tools(run: &DriverRun) {
 
 #[tokio::test]
 async fn python_sdk_legacy_mode_lists_calls_and_reports_errors() {
-    let forge = start_forge().await;
+    let forge = forge().start().await;
     // "hello from python\n"
     let content = "aGVsbG8gZnJvbSBweXRob24K";
     let calls = json!([
@@ -173,7 +171,7 @@ async fn python_sdk_legacy_mode_lists_calls_and_reports_errors() {
 
 #[tokio::test]
 async fn python_sdk_auto_mode_discovers_or_falls_back_and_calls_work() {
-    let forge = start_forge().await;
+    let forge = forge().start().await;
     let calls = json!([
         {"tool": "repoGet", "arguments": {"owner": "alice", "repo": "demo"}},
         {"tool": "issueListIssues", "arguments": {"owner": "alice", "repo": "demo", "limit": 10}},
@@ -204,7 +202,7 @@ async fn python_sdk_auto_mode_discovers_or_falls_back_and_calls_work() {
 #[tokio::test]
 async fn python_sdk_uses_the_discovery_tools_and_reads_resources() {
     for mode in ["legacy", "auto"] {
-        let forge = start_forge().await;
+        let forge = forge().start().await;
         let calls = json!([
             {"tool": "gitea_search_operations", "arguments": {"query": "create a release", "limit": 3}},
             {"tool": "gitea_call_operation", "arguments": {"operation_id": "repoListTags",
@@ -260,7 +258,7 @@ async fn python_sdk_uses_the_discovery_tools_and_reads_resources() {
 #[tokio::test]
 async fn python_sdk_gets_payload_too_large_for_a_call_longer_than_the_server_reads() {
     use base64::Engine;
-    let forge = start_forge().await;
+    let forge = forge().start().await;
     let file = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 1_536 * 1024]);
     let calls = json!([
         {"tool": "repoCreateFile", "arguments": {"owner": "alice", "repo": "demo",
@@ -293,9 +291,7 @@ async fn python_sdk_gets_payload_too_large_for_a_call_longer_than_the_server_rea
 async fn python_sdk_checks_typed_results_of_every_default_tool_and_a_sample_of_others() {
     for flavor in [Flavor::Gitea, Flavor::Forgejo] {
         for mode in ["legacy", "auto"] {
-            let forge = FakeForge::start(Options { flavor, ..Options::default() }).await;
-            forge.seed_repo("alice", "demo");
-            forge.seed_issues("alice", "demo", 3);
+            let forge = Forge::of(flavor).repo("alice", "demo").issues("alice", "demo", 3).start().await;
             let calls = Value::Array(support::typed_result_calls(flavor, &forge));
             let (mut cmd, _calls_dir) = python_driver("mcp_stdio_client.py", mode, &calls);
             let name = if flavor == Flavor::Gitea { "gitea" } else { "forgejo" };

@@ -11,25 +11,14 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use fake_forge::{FakeForge, Options, Script, ScriptBody, ScriptedResponse};
+use fake_forge::{FakeForge, Script, ScriptBody, ScriptedResponse};
 use serde_json::{Value, json};
 use support::http::{ACCEPT_BOTH, HttpServer, http_client, stateless_call, tool_result};
-use support::{ALICE_TOKEN, Harness, Setup};
+use support::{ALICE_TOKEN, Forge, Harness, Setup};
 
 /// A fake forge knowing alice, with the repository `alice/demo`.
-async fn forge() -> FakeForge {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
-    forge
-}
-
-/// The server on `transport` with alice's token as the global token, plus `env`.
-async fn start(transport: &str, env: &[(&str, &str)]) -> (FakeForge, HttpServer) {
-    let forge = forge().await;
-    let mut all = vec![("GITEA_TOKEN", ALICE_TOKEN)];
-    all.extend_from_slice(env);
-    let server = HttpServer::spawn(&forge.base_url(), transport, &all).await;
-    (forge, server)
+fn forge() -> Forge {
+    Forge::gitea().repo("alice", "demo")
 }
 
 /// CPU time (user + system) the process `pid` has used so far, from `/proc/<pid>/stat`.
@@ -95,7 +84,7 @@ on_both_transports!(
 );
 
 async fn a_token_longer_than_the_bound_is_refused_with_431_before_any_work(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().spawn_http(t, &[]).await;
     forge.clear_requests();
     for len in [8 * 1024 + 1, 32 * 1024, 64 * 1024, 1024 * 1024] {
         let (status, body) =
@@ -125,7 +114,7 @@ async fn a_token_longer_than_the_bound_is_refused_with_431_before_any_work(t: &s
 /// redaction automata quadratic to build), each refused by the forge.
 #[tokio::test]
 async fn long_refused_tokens_cost_little_cpu() {
-    let (forge, server) = start("http", &[]).await;
+    let (forge, server) = forge().spawn_http("http", &[]).await;
     let pid = server.pid().unwrap();
     let http = http_client();
     let before = cpu_time(pid);
@@ -150,7 +139,7 @@ async fn long_refused_tokens_cost_little_cpu() {
 }
 
 async fn a_recognised_scheme_with_a_value_that_is_not_text_is_401_never_global(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().spawn_http(t, &[]).await;
     forge.clear_requests();
     for auth in [&b"token \xff\xfe\xfd"[..], b"Bearer abc\xc3\x28def", b"TOKEN \x80"] {
         let (status, body) = open_with(&server, auth).await;
@@ -162,7 +151,7 @@ async fn a_recognised_scheme_with_a_value_that_is_not_text_is_401_never_global(t
 
 #[tokio::test]
 async fn tokens_longer_than_any_header_accepts_stop_the_server_at_start() {
-    let forge = forge().await;
+    let forge = forge().start().await;
     let long = "A".repeat(16 * 1024);
     let started = Instant::now();
     let run = support::run_with_timeout(
@@ -411,9 +400,8 @@ async fn the_login_the_forge_reports_is_guarded() {
 
     // Over HTTP, a login that holds the caller's own token.
     let bob = "tok-bob-5c0ffee5b0b";
-    let users = vec![(bob.to_owned(), format!("bob-{bob}"))];
-    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
-    forge.seed_repo("alice", "demo");
+    let forge =
+        Forge::gitea().only_users(&[(bob, &format!("bob-{bob}"))]).repo("alice", "demo").start().await;
     let server = HttpServer::spawn(&forge.base_url(), "http", &[]).await;
     let args = json!({"owner": "alice", "repo": "demo"});
     let auth = format!("token {bob}");
@@ -562,7 +550,7 @@ fn peak_memory(pid: u32) -> u64 {
 
 #[tokio::test]
 async fn a_large_json_body_of_small_values_costs_about_its_size_in_memory() {
-    let forge = forge().await;
+    let forge = forge().start().await;
     let n = 7 * 1024 * 1024; // "1," × n: a 14 MiB array of numbers
     let mut body = Vec::with_capacity(2 * n + 1);
     body.push(b'[');
@@ -646,7 +634,7 @@ on_both_transports!(slow_clients_do_not_lock_out_well_behaved_ones);
 
 async fn slow_clients_do_not_lock_out_well_behaved_ones(t: &str) {
     use tokio::io::AsyncWriteExt;
-    let forge = forge().await;
+    let forge = forge().start().await;
     let env = [
         ("GITEA_TOKEN", ALICE_TOKEN),
         ("MCP_HEADER_TIMEOUT", "3"),
@@ -705,7 +693,7 @@ async fn slow_clients_do_not_lock_out_well_behaved_ones(t: &str) {
 #[tokio::test]
 async fn one_address_may_hold_only_its_share_of_connections() {
     use tokio::io::AsyncReadExt;
-    let forge = forge().await;
+    let forge = forge().start().await;
     let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_MAX_CONNECTIONS_PER_PEER", "20")];
     let server = HttpServer::spawn_with_files(&forge.base_url(), "http", &env, None).await;
     let from = std::net::Ipv4Addr::new(127, 0, 0, 5);
@@ -728,7 +716,7 @@ async fn one_address_may_hold_only_its_share_of_connections() {
 #[tokio::test]
 async fn idle_keep_alive_connections_are_closed() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let forge = forge().await;
+    let forge = forge().start().await;
     let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_IDLE_TIMEOUT", "2"), ("MCP_HEADER_TIMEOUT", "10")];
     let server = HttpServer::spawn_with_files(&forge.base_url(), "http", &env, None).await;
     let mut c = connect_from(&server, std::net::Ipv4Addr::LOCALHOST).await.unwrap();
@@ -751,9 +739,8 @@ async fn idle_keep_alive_connections_are_closed() {
 #[tokio::test]
 async fn an_answer_before_the_body_arrived_keeps_its_connection() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let forge = forge().await;
-    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_BEARER_TOKEN", "operator-shared-secret")];
-    let server = HttpServer::in_process(&forge.base_url(), "http", &env).await;
+    let (_forge, server) =
+        forge().serve_http("http", &[("MCP_BEARER_TOKEN", "operator-shared-secret")]).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).to_string();
     let head = format!(
         "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
@@ -824,15 +811,13 @@ on_both_transports!(
 );
 
 async fn refused_tokens_take_no_session_slot_and_no_identity_takes_more_than_its_share(t: &str) {
-    let forge = forge().await;
     let env = [
-        ("GITEA_TOKEN", ALICE_TOKEN),
         ("MCP_BEARER_TOKEN", "operator-shared-secret"),
         ("MCP_MAX_SESSIONS", "5"),
         ("MCP_MAX_SSE_STREAMS", "5"),
         ("MCP_MAX_SESSIONS_PER_IDENTITY", "3"),
     ];
-    let server = HttpServer::spawn(&forge.base_url(), t, &env).await;
+    let (_forge, server) = forge().spawn_http(t, &env).await;
     // Garbage tokens are refused by the forge: 401, and they never count.
     for i in 0..8 {
         let (status, body) = open_with(&server, format!("token garbage{i}").as_bytes()).await;
@@ -866,11 +851,11 @@ async fn refused_tokens_take_no_session_slot_and_no_identity_takes_more_than_its
 async fn another_identity_holding_a_session_id_gets_404_and_reaches_nothing(t: &str) {
     let bob = "tok-bob-5c0ffee5b0b";
     let carol = "tok-carol-7dead0beef";
-    let users =
-        [(bob, "bob"), (carol, "carol")].iter().map(|(t, l)| (t.to_string(), l.to_string())).collect();
-    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
-    forge.seed_repo("alice", "demo");
-    let server = HttpServer::spawn(&forge.base_url(), t, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+    let (forge, server) = Forge::gitea()
+        .only_users(&[(bob, "bob"), (carol, "carol")])
+        .repo("alice", "demo")
+        .spawn_http(t, &[])
+        .await;
     let carols = server.connect(Some(&format!("token {carol}"))).await.unwrap();
     let args = json!({"owner": "alice", "repo": "demo"});
     forge.clear_requests();
@@ -920,7 +905,7 @@ async fn another_identity_holding_a_session_id_gets_404_and_reaches_nothing(t: &
 #[tokio::test]
 async fn long_refused_tokens_cost_little_cpu_when_opening_sessions() {
     for t in ["http", "sse"] {
-        let (_forge, server) = start(t, &[]).await;
+        let (_forge, server) = forge().spawn_http(t, &[]).await;
         let pid = server.pid().unwrap();
         let before = cpu_time(pid);
         for i in 0..20 {
@@ -975,7 +960,7 @@ async fn post(url: &str, body: serde_json::Value) -> u16 {
 
 #[tokio::test]
 async fn unread_sse_streams_buffer_a_bounded_number_of_answers_and_are_ended() {
-    let forge = forge().await;
+    let forge = forge().start().await;
     // About 1 MB per answer: more than the sockets between us hold.
     forge.script(echo("/api/v1/repos/o/r", json!({"description": "d".repeat(1 << 20)})));
     let (streams, posts) = (4, 40);
@@ -1047,7 +1032,7 @@ async fn unread_sse_streams_buffer_a_bounded_number_of_answers_and_are_ended() {
 #[tokio::test]
 async fn a_connection_whose_client_stopped_reading_is_closed() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let forge = forge().await;
+    let forge = forge().start().await;
     forge.script(echo("/api/v1/repos/o/r", json!({"description": "d".repeat(8 << 20)})));
     let env = [
         ("GITEA_TOKEN", ALICE_TOKEN),
@@ -1087,7 +1072,7 @@ async fn a_connection_whose_client_stopped_reading_is_closed() {
 
 #[tokio::test]
 async fn every_line_over_stdio_gets_an_answer_and_the_server_keeps_serving() {
-    let forge = forge().await;
+    let forge = forge().start().await;
     let mut s = StdioRaw::spawn(&forge, &[]).await;
     let deep = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":{}1{},\"method\":\"ping\"}}",
@@ -1135,7 +1120,7 @@ async fn every_line_over_stdio_gets_an_answer_and_the_server_keeps_serving() {
 on_both_transports!(a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error);
 
 async fn a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error(t: &str) {
-    let (forge, server) = start(t, &[]).await;
+    let (forge, server) = forge().spawn_http(t, &[]).await;
     let c = server.connect(None).await.unwrap();
     let url = match &c {
         support::http::McpClient::Sse(c) => c.post_url().to_owned(),
@@ -1193,7 +1178,8 @@ async fn a_body_that_is_no_json_rpc_message_gets_400_with_the_json_rpc_error(t: 
 #[tokio::test]
 async fn the_request_timeout_bounds_identity_resolution_too() {
     for t in ["http", "sse"] {
-        let (forge, server) = start(t, &[("MCP_REQUEST_TIMEOUT", "2"), ("GITEA_TIMEOUT", "600")]).await;
+        let (forge, server) =
+            forge().spawn_http(t, &[("MCP_REQUEST_TIMEOUT", "2"), ("GITEA_TIMEOUT", "600")]).await;
         forge.script(Script::always(
             None,
             "/api/v1/user",

@@ -7,8 +7,8 @@ use crate::support;
 use base64::Engine;
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
-use support::http::{HttpServer, McpClient};
-use support::{ALICE_TOKEN, Harness, Setup};
+use support::http::McpClient;
+use support::{ALICE_TOKEN, Forge, Harness, Setup};
 
 /// A file on `feature/x` that carries the server's own token, an issue with two comments,
 /// and a pull request from `feature/x` into `main`.
@@ -156,14 +156,8 @@ const BOB_TOKEN: &str = "tok-bob-5c0ffee5b0b";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_a_resource_is_read_as_the_caller() {
     for transport in ["http", "sse"] {
-        let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob")]
-            .iter()
-            .map(|(t, l)| (t.to_string(), l.to_string()))
-            .collect();
-        let forge = fake_forge::FakeForge::start(fake_forge::Options { users, ..Default::default() }).await;
-        forge.seed_issues("o", "r", 1);
-        let server =
-            HttpServer::in_process(&forge.base_url(), transport, &[("GITEA_TOKEN", ALICE_TOKEN)]).await;
+        let (forge, server) =
+            Forge::gitea().user(BOB_TOKEN, "bob").issues("o", "r", 1).serve_http(transport, &[]).await;
         let bob = format!("token {BOB_TOKEN}");
         let c = McpClient::connect(&server, Some(&bob)).await.unwrap();
         let resp = c

@@ -5,10 +5,10 @@ use crate::support;
 
 use std::time::Duration;
 
-use fake_forge::{FakeForge, Gate, Options, Script, ScriptedResponse};
+use fake_forge::{Gate, Script, ScriptedResponse};
 use serde_json::{Value, json};
-use support::ALICE_TOKEN;
 use support::http::HttpServer;
+use support::{ALICE_TOKEN, Forge};
 
 async fn post(client: &reqwest::Client, url: &str, session: Option<&str>, body: Value) -> reqwest::Response {
     let mut r = client
@@ -24,8 +24,7 @@ async fn post(client: &reqwest::Client, url: &str, session: Option<&str>, body: 
 
 #[tokio::test]
 async fn sigterm_drains_the_call_in_flight_and_exits() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
     // The forge answers the slow call only once the server is shutting down.
     let held = Gate::new();
     forge.script(Script::always(
@@ -137,9 +136,7 @@ async fn sigterm_over_stdio_finishes_the_call_and_logs_the_chain_head() {
 /// `http_identity/deployment.rs`.)
 #[tokio::test]
 async fn the_shutdown_delay_ends_by_itself() {
-    let forge = FakeForge::start(Options::default()).await;
-    let env = [("GITEA_TOKEN", ALICE_TOKEN), ("MCP_SHUTDOWN_DELAY", "1")];
-    let mut server = HttpServer::spawn(&forge.base_url(), "http", &env).await;
+    let (_forge, mut server) = Forge::gitea().spawn_http("http", &[("MCP_SHUTDOWN_DELAY", "1")]).await;
     let pid = server.pid().expect("the server is running").to_string();
     let signalled = std::time::Instant::now();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());

@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use fake_forge::{Options, Script, ScriptBody, ScriptedResponse};
+use fake_forge::{Script, ScriptBody, ScriptedResponse};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::{ALICE_TOKEN, Harness, Setup, assert_envelope};
@@ -193,10 +193,9 @@ async fn sudo_acts_as_a_listed_user_with_the_sudo_header_on_every_path() {
 /// user by acting as that user, as the forges allow.
 #[tokio::test]
 async fn an_administrator_with_a_password_creates_a_token_for_another_user_with_sudo() {
-    let mut options = support::sudo_forge();
-    options.admins.push("alice".to_owned());
+    let forge = support::Forge::sudo().admin("alice");
     let h = Harness::start(
-        Setup { forge_options: Some(options), ..Setup::gitea().basic() }.env("SUDO_ALLOWED_USERS", "bob"),
+        Setup { forge: Some(forge), ..Setup::gitea().basic() }.env("SUDO_ALLOWED_USERS", "bob"),
     )
     .await;
     let body = json!({"name": "for-bob", "scopes": ["read:user"]});
@@ -1259,8 +1258,7 @@ async fn fields_keep_only_the_members_asked_and_unknown_ones_are_refused_unsent(
 async fn typed_results_go_to_clients_of_the_protocol_versions_the_setting_names() {
     use rmcp::ServiceExt;
     use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
-    let forge = fake_forge::FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
+    let forge = support::Forge::gitea().repo("alice", "demo").start().await;
     for (from, version, typed) in [
         (None, ProtocolVersion::V_2025_03_26, false),
         (None, ProtocolVersion::V_2025_06_18, true),

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::support::http::{HttpServer, McpClient, tool_result};
+use super::support::http::{McpClient, tool_result};
 use super::{BOB_TOKEN, forge, token};
 
 on_both_transports!(audit_lines_name_each_requests_own_identity_and_transport);
@@ -12,16 +12,13 @@ on_both_transports!(audit_lines_name_each_requests_own_identity_and_transport);
 async fn audit_lines_name_each_requests_own_identity_and_transport(t: &str) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
-    let forge = forge().await;
-    forge.seed_issues("alice", "demo", 1);
     let key = super::support::write_audit_key(&dir.path().join("audit.key"));
     let env = [
-        ("GITEA_TOKEN", super::ALICE_TOKEN),
         ("AUDIT_LOG", log.to_str().unwrap()),
         ("AUDIT_KEY_FILE", key.to_str().unwrap()),
         ("ALLOWED_REPOS", "alice/*"),
     ];
-    let server = HttpServer::in_process(&forge.base_url(), t, &env).await;
+    let (_forge, server) = forge().issues("alice", "demo", 1).serve_http(t, &env).await;
     let bob = token(BOB_TOKEN);
     let as_bob = McpClient::connect(&server, Some(&bob)).await.expect("bob connects");
     let as_server = McpClient::connect(&server, None).await.expect("connects");
@@ -79,14 +76,12 @@ async fn what_a_client_names_itself_reaches_the_audit_log_only_redacted(t: &str)
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("audit.jsonl");
     let key = super::support::write_audit_key(&dir.path().join("audit.key"));
-    let forge = forge().await;
     let env = [
-        ("GITEA_TOKEN", super::ALICE_TOKEN),
         ("MCP_BEARER_TOKEN", super::SHARED_SECRET),
         ("AUDIT_LOG", log.to_str().unwrap()),
         ("AUDIT_KEY_FILE", key.to_str().unwrap()),
     ];
-    let server = HttpServer::in_process(&forge.base_url(), t, &env).await;
+    let (_forge, server) = forge().serve_http(t, &env).await;
     let percent = |s: &str| s.bytes().map(|b| format!("%{b:02x}")).collect::<String>();
     let demo = json!({"owner": "alice", "repo": "demo"});
     let shared = format!("Bearer {}", super::SHARED_SECRET);

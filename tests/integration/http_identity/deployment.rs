@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fake_forge::{FakeForge, Gate, Options, Script, ScriptedResponse};
+use fake_forge::{FakeForge, Gate, Script, ScriptedResponse};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -20,11 +20,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 mod shared_store;
 
 use super::oauth::{SignIn, assert_no_sign_in_secret, bearer, browser};
+use super::support::forge::numbered_login;
 use super::support::http::{
     HttpServer, StreamableClient, await_listening, free_port, http_client, is_readiness_probe, not_probes,
     stateless_call, tool_result,
 };
-use super::support::{ALICE_TOKEN, WAIT_LIMIT, python, repo_root, wait_for};
+use super::support::{ALICE_TOKEN, Forge, WAIT_LIMIT, python, repo_root, wait_for};
 use super::{BOB_TOKEN, Isolation, token};
 
 /// The longest any test here may take.
@@ -286,10 +287,7 @@ async fn sse_replicas_run_560_calls_of_50_tokens_each_as_its_caller() {
 
 /// A forge knowing alice (the global token) and bob, with `alice/demo`.
 async fn small_forge() -> FakeForge {
-    let users = vec![(ALICE_TOKEN.to_owned(), "alice".to_owned()), (BOB_TOKEN.to_owned(), "bob".to_owned())];
-    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
-    forge.seed_repo("alice", "demo");
-    forge
+    Forge::gitea().user(BOB_TOKEN, "bob").repo("alice", "demo").start().await
 }
 
 /// The Python SDK driver through the balancer as bob: every call ran as bob.
@@ -478,12 +476,10 @@ async fn callers(
 
 /// A forge with `workers` users, each with a repository `r`.
 async fn worker_forge(workers: usize) -> FakeForge {
-    let users = (0..workers).map(|w| (format!("tok-user-{w:02}"), format!("user{w:02}"))).collect();
-    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
-    for w in 0..workers {
-        forge.seed_repo(&format!("user{w:02}"), "r");
-    }
-    forge
+    (0..workers)
+        .fold(Forge::gitea().numbered_users(workers), |f, w| f.repo(&numbered_login(w), "r"))
+        .start()
+        .await
 }
 
 /// Every request the forge saw for a caller's repository carried that caller's token.
@@ -766,7 +762,7 @@ async fn readyz_waits_for_the_forge() {
         assert_eq!(http.get(server.url("/healthz")).send().await.unwrap().status().as_u16(), 200);
         // The forge comes up on that address: the replica turns ready on its own.
         drop(silent);
-        let forge = FakeForge::start_on(Options::default(), addr).await.unwrap();
+        let forge = Forge::gitea().start_on(addr).await.unwrap();
         wait_ready(&server).await;
         assert!(forge.requests().iter().any(is_readiness_probe));
     })

@@ -9,7 +9,7 @@ use fake_forge::{Gate, Script, ScriptedResponse};
 use rmcp::model::ReadResourceRequestParams;
 use serde_json::{Value, json};
 
-use super::support::http::{HttpServer, McpClient, stateless_call, tool_result};
+use super::support::http::{McpClient, stateless_call, tool_result};
 use super::support::{Called, Harness, Setup};
 use super::{BOB_TOKEN, CAROL_TOKEN, forge, token, tool_requests};
 
@@ -173,13 +173,7 @@ on_both_transports!(one_identity_at_its_limit_does_not_stop_another);
 /// `RATE_LIMIT_PER_MINUTE=3`: bob uses his three and is refused, without a request reaching the
 /// forge; carol (her own token) and the server's own identity (no header) still get theirs.
 async fn one_identity_at_its_limit_does_not_stop_another(t: &str) {
-    let forge = forge().await;
-    let server = HttpServer::in_process(
-        &forge.base_url(),
-        t,
-        &[("GITEA_TOKEN", super::support::ALICE_TOKEN), ("RATE_LIMIT_PER_MINUTE", "3")],
-    )
-    .await;
+    let (forge, server) = forge().serve_http(t, &[("RATE_LIMIT_PER_MINUTE", "3")]).await;
     let (bob, carol) = (token(BOB_TOKEN), token(CAROL_TOKEN));
     let bob_client = server.connect(Some(&bob)).await.unwrap();
     let carol_client = server.connect(Some(&carol)).await.unwrap();
@@ -214,14 +208,8 @@ async fn one_identity_at_its_limit_does_not_stop_another(t: &str) {
 /// is measured by `cargo bench --bench pipeline -- limits`, not asserted here.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hammering_identity_is_refused_while_another_gets_every_call() {
-    let forge = forge().await;
-    let env = [
-        ("GITEA_TOKEN", super::support::ALICE_TOKEN),
-        ("RATE_LIMIT_PER_MINUTE", "20"),
-        ("RATE_LIMIT_CONCURRENT", "4"),
-        ("LOG_LEVEL", "warn"),
-    ];
-    let server = HttpServer::in_process(&forge.base_url(), "http", &env).await;
+    let env = [("RATE_LIMIT_PER_MINUTE", "20"), ("RATE_LIMIT_CONCURRENT", "4"), ("LOG_LEVEL", "warn")];
+    let (forge, server) = forge().serve_http("http", &env).await;
     let (bob, carol) = (token(BOB_TOKEN), token(CAROL_TOKEN));
     let bob_client = std::sync::Arc::new(McpClient::connect(&server, Some(&bob)).await.unwrap());
     let carol_client = McpClient::connect(&server, Some(&carol)).await.unwrap();
@@ -274,18 +262,12 @@ async fn a_hammering_identity_is_refused_while_another_gets_every_call() {
 /// answered without asking the forge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_tokens_in_numbers_never_take_what_established_identities_need() {
-    let forge = forge().await;
-    let server = HttpServer::in_process(
-        &forge.base_url(),
-        "http",
-        &[
-            ("GITEA_TOKEN", super::support::ALICE_TOKEN),
-            ("MCP_BEARER_TOKEN", super::SHARED_SECRET),
-            ("FORGE_MAX_CONCURRENT", "4"),
-            ("RATE_LIMIT_CONCURRENT", "1"),
-        ],
-    )
-    .await;
+    let env = [
+        ("MCP_BEARER_TOKEN", super::SHARED_SECRET),
+        ("FORGE_MAX_CONCURRENT", "4"),
+        ("RATE_LIMIT_CONCURRENT", "1"),
+    ];
+    let (forge, server) = forge().serve_http("http", &env).await;
     let http = super::support::http::http_client();
     let operator = format!("Bearer {}", super::SHARED_SECRET);
     let bob = token(BOB_TOKEN);

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use fake_forge::{FakeForge, OAuthApp, Options, Recorded};
+use fake_forge::{FakeForge, OAuthApp, Recorded};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::support::http::{
     ACCEPT_BOTH, HttpServer, SseClient, StreamableClient, free_port, not_probes, stateless_call, tool_result,
 };
-use super::support::{ALICE_TOKEN, Called};
+use super::support::{ALICE_TOKEN, Called, Forge};
 use super::{BOB_TOKEN, token};
 
 pub(super) const FORGE_CLIENT_ID: &str = "forge-app-5d1c";
@@ -71,25 +71,22 @@ impl SignIn {
     /// The forge (with this server's application, its callback under `public`) and the key
     /// file (in the directory returned) for servers at `public`.
     pub(super) async fn prepare(public: &str, ttl: Duration) -> (FakeForge, tempfile::TempDir, String) {
-        let users = [(ALICE_TOKEN, "alice"), (BOB_TOKEN, "bob")]
-            .iter()
-            .map(|(t, l)| (t.to_string(), l.to_string()))
-            .collect();
-        let forge = FakeForge::start(Options {
-            users,
-            admins: vec!["alice".into()],
-            oauth_apps: vec![OAuthApp::confidential(
-                FORGE_CLIENT_ID,
-                FORGE_CLIENT_SECRET,
-                &format!("{public}/oauth/callback"),
-            )],
-            oauth_user: Some("bob".into()),
-            oauth_access_ttl: ttl,
-            ..Options::default()
-        })
-        .await;
-        forge.seed_repo("bob", "notes");
-        forge.seed_issues("bob", "notes", 1);
+        let forge = Forge::gitea()
+            .user(BOB_TOKEN, "bob")
+            .admin("alice")
+            .options(|o| {
+                o.oauth_apps = vec![OAuthApp::confidential(
+                    FORGE_CLIENT_ID,
+                    FORGE_CLIENT_SECRET,
+                    &format!("{public}/oauth/callback"),
+                )];
+                o.oauth_user = Some("bob".into());
+                o.oauth_access_ttl = ttl;
+            })
+            .repo("bob", "notes")
+            .issues("bob", "notes", 1)
+            .start()
+            .await;
         let dir = tempfile::tempdir().unwrap();
         let key_path = dir.path().join("key");
         std::fs::write(&key_path, format!("{KEY}\n")).unwrap();

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use fake_forge::{FakeForge, Options, Script, ScriptedResponse};
+use fake_forge::{Script, ScriptedResponse};
 use serde_json::{Value, json};
 
 use super::support::http::{HttpServer, McpClient, SseClient, free_port, http_client, tool_result};
-use super::support::{ALICE_TOKEN, Harness, Setup, python, repo_root, run_with_timeout};
+use super::support::{ALICE_TOKEN, Forge, Harness, Setup, python, repo_root, run_with_timeout};
 
 /// A value the server redacts (`EXTRA_SECRETS`), answered by the forge.
 const SECRET: &str = "xsecret-metrics-7Yq2Lp";
@@ -54,8 +54,7 @@ fn samples(doc: &Value, family: &str, sample: &str) -> Vec<(Value, f64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scrape_counts_exactly_the_calls_made() {
-    let forge = FakeForge::start(Options::default()).await;
-    forge.seed_repo("alice", "demo");
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
     forge.script(Script::always(
         Some("GET"),
         "/api/v1/repos/o/leaky",
@@ -182,7 +181,7 @@ async fn a_scrape_counts_exactly_the_calls_made() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_listen_serves_metrics_only_on_its_own_address() {
-    let forge = FakeForge::start(Options::default()).await;
+    let forge = Forge::gitea().start().await;
     let own = format!("127.0.0.1:{}", free_port());
     let server = HttpServer::spawn(
         &forge.base_url(),
@@ -216,13 +215,7 @@ async fn metrics_listen_serves_metrics_only_on_its_own_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_listen_off_serves_no_metrics() {
-    let forge = FakeForge::start(Options::default()).await;
-    let server = HttpServer::in_process(
-        &forge.base_url(),
-        "http",
-        &[("GITEA_TOKEN", ALICE_TOKEN), ("METRICS_LISTEN", "off")],
-    )
-    .await;
+    let (_forge, server) = Forge::gitea().serve_http("http", &[("METRICS_LISTEN", "off")]).await;
     let http = http_client();
     assert_eq!(http.get(server.url("/metrics")).send().await.unwrap().status(), 404);
     assert_eq!(http.get(server.url("/healthz")).send().await.unwrap().status(), 200);
@@ -270,7 +263,7 @@ async fn rate_limit_refusals_are_counted_by_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_refuse_foreign_hosts_and_origins_and_want_the_scrape_token() {
     const SCRAPE_TOKEN: &str = "scrape-token-4Rf8Kq1z";
-    let forge = FakeForge::start(Options::default()).await;
+    let forge = Forge::gitea().start().await;
     let own = format!("127.0.0.1:{}", free_port());
     let http = http_client();
     for (listen, token) in [(None, None), (Some(own.as_str()), Some(SCRAPE_TOKEN))] {

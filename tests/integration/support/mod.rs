@@ -1,10 +1,16 @@
 //! Test harness: the built binary over stdio, driven by rmcp's client, against the
 //! recording fake forge. Tests read like the spec: start, call, then check what the forge
 //! received and what the client got.
+//!
+//! `forge.rs` is how every test starts the fake forge (and the HTTP server most put in
+//! front of it), `http.rs` the HTTP clients and server, `redis.rs` a real Redis.
 #![allow(dead_code)]
 
+pub mod forge;
 pub mod http;
 pub mod redis;
+
+pub use forge::Forge;
 
 /// Run a scenario `async fn name(transport: &str)` on both transports as `name::http` and
 /// `name::sse`.
@@ -29,7 +35,7 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use fake_forge::{FakeForge, Flavor, Options, Recorded};
+use fake_forge::{FakeForge, Flavor, Recorded};
 use rmcp::RoleClient;
 use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::{RunningService, ServiceExt};
@@ -45,22 +51,8 @@ pub const DEFAULT_TOOL_COUNT: usize = 39;
 /// The token of the default fake forge user `alice`.
 pub const ALICE_TOKEN: &str = "tok-alice-0123456789";
 
-/// The token of `root`, the site administrator of [`sudo_forge`].
+/// The token of `root`, the site administrator of [`Forge::sudo`].
 pub const ROOT_TOKEN: &str = "tok-root-a11ce0ffee";
-
-/// A forge for sudo: `root` (a site administrator, [`ROOT_TOKEN`]), `alice` (not one,
-/// [`ALICE_TOKEN`]) and `bob`, who owns the repository `bob/demo`.
-pub fn sudo_forge() -> Options {
-    Options {
-        users: vec![
-            (ROOT_TOKEN.to_owned(), "root".to_owned()),
-            (ALICE_TOKEN.to_owned(), "alice".to_owned()),
-            ("tok-bob-b0b0b0b0b0".to_owned(), "bob".to_owned()),
-        ],
-        admins: vec!["root".to_owned()],
-        ..Options::default()
-    }
-}
 
 /// The password of the default fake forge user `alice` (HTTP Basic).
 pub const ALICE_PASSWORD: &str = fake_forge::ALICE_PASSWORD;
@@ -302,7 +294,8 @@ impl Called {
 /// How to start the server.
 pub struct Setup {
     pub flavor: Flavor,
-    pub forge_options: Option<Options>,
+    /// The fake forge; `None`: [`Forge::of`] the flavor (alice alone).
+    pub forge: Option<Forge>,
     /// `--flavor` value; `auto` makes the server ask the fake forge.
     pub flavor_arg: &'static str,
     pub token: Option<String>,
@@ -320,7 +313,7 @@ impl Setup {
     pub fn gitea() -> Setup {
         Setup {
             flavor: Flavor::Gitea,
-            forge_options: None,
+            forge: None,
             flavor_arg: "gitea",
             token: Some(ALICE_TOKEN.into()),
             env: Vec::new(),
@@ -355,11 +348,10 @@ impl Setup {
         self.flavor_arg = "auto";
         self
     }
-    /// Against [`sudo_forge`] as `token` (`None`: anonymous), with `SUDO_ALLOWED_USERS` set to
+    /// Against [`Forge::sudo`] as `token` (`None`: anonymous), with `SUDO_ALLOWED_USERS` set to
     /// `allowed` when given.
     pub fn sudo(token: Option<&str>, allowed: Option<&str>) -> Setup {
-        let mut s =
-            Setup { forge_options: Some(sudo_forge()), token: token.map(str::to_owned), ..Setup::gitea() };
+        let mut s = Setup { forge: Some(Forge::sudo()), token: token.map(str::to_owned), ..Setup::gitea() };
         if let Some(a) = allowed {
             s = s.env("SUDO_ALLOWED_USERS", a);
         }
@@ -470,6 +462,11 @@ impl Server {
     pub fn stderr(&self) -> String {
         let file = self.stderr_path.as_ref().expect("a server of its own process, not an in-process one");
         std::fs::read_to_string(file).unwrap_or_default()
+    }
+
+    /// Stops the server as a client ending its session does: its input closed.
+    pub async fn stop(self) {
+        let _ = self.client.cancel().await;
     }
 
     /// Call a tool; panics on a JSON-RPC error. A call held for a person's confirmation
@@ -712,9 +709,7 @@ pub fn confirm_asked(c: &Called) -> Option<String> {
 
 impl Harness {
     pub async fn start(setup: Setup) -> Harness {
-        let opts =
-            setup.forge_options.unwrap_or_else(|| Options { flavor: setup.flavor, ..Options::default() });
-        let forge = FakeForge::start(opts).await;
+        let forge = setup.forge.unwrap_or_else(|| Forge::of(setup.flavor)).start().await;
         let server = if setup.process || setup.shell.is_some() {
             Server::spawn_in(
                 &forge.base_url(),
@@ -739,17 +734,6 @@ impl Harness {
             confirmed: Default::default(),
             _dir: server._dir,
         }
-    }
-
-    /// Start the binary against an already running fake forge.
-    pub async fn start_against(
-        forge: FakeForge,
-        flavor_arg: &str,
-        token: Option<String>,
-        env: Vec<(String, String)>,
-    ) -> Harness {
-        let server = Server::spawn(&forge.base_url(), flavor_arg, token, env).await;
-        Harness::around(forge, server)
     }
 
     pub async fn tools(&self) -> Vec<Tool> {

@@ -7,13 +7,14 @@
 
 use std::time::{Duration, Instant};
 
-use fake_forge::{FakeForge, Gate, Options, Script, ScriptedResponse};
+use fake_forge::{FakeForge, Gate, Script, ScriptedResponse};
 use serde_json::{Value, json};
 
 use super::super::oauth::{CLIENT_REDIRECT, SignIn, VERIFIER, assert_no_sign_in_secret, param};
+use super::super::support::forge::numbered_login;
 use super::super::support::http::{HttpServer, free_port, http_client, stateless_call, tool_result};
 use super::super::support::redis::Redis;
-use super::super::support::{WAIT_LIMIT, wait_for, wait_until};
+use super::super::support::{Forge, WAIT_LIMIT, wait_for, wait_until};
 use super::super::token;
 use super::{Cluster, bounded};
 
@@ -272,11 +273,10 @@ async fn codes_and_refresh_tokens_are_used_once_across_replicas_even_raced_and_t
 /// A forge with `n` users (`userNN`, token `tok-user-NN`), each with a repository `r` whose
 /// `GET` takes `delay`.
 async fn slow_forge(n: usize, delay: Duration) -> FakeForge {
-    let users = (0..n).map(|w| (format!("tok-user-{w:02}"), format!("user{w:02}"))).collect();
-    let forge = FakeForge::start(Options { users, ..Options::default() }).await;
+    let forge =
+        (0..n).fold(Forge::gitea().numbered_users(n), |f, w| f.repo(&numbered_login(w), "r")).start().await;
     for w in 0..n {
-        let owner = format!("user{w:02}");
-        forge.seed_repo(&owner, "r");
+        let owner = numbered_login(w);
         forge.script(Script::always(
             Some("GET"),
             &format!("/api/v1/repos/{owner}/r"),
@@ -660,7 +660,7 @@ async fn a_yes_runs_its_call_once_on_every_replica() {
     use crate::confirm::{error_of, forge, round, writes};
     bounded(async {
         let redis = Redis::start().await;
-        let f = forge().await;
+        let f = forge().start().await;
         let store_env = redis.env();
         let env = env_of(&store_env, &[("MCP_STATELESS", "true")]);
         let (r1, r2) = (
