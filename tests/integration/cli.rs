@@ -505,7 +505,7 @@ async fn help_and_doctor_never_show_a_secret_of_the_settings() {
         assert!(o.status.success(), "{args:?}");
         assert!(text.contains("METRICS_BEARER_TOKEN") && !text.contains(secret), "{args:?}: {text}");
     }
-    let forge = FakeForge::start(Options::default()).await;
+    let forge = Forge::gitea().start().await;
     let url = forge.base_url();
     let mut env: Vec<(&str, &str)> = env.into_iter().filter(|(k, _)| *k != "GITEA_PASSWORD").collect();
     env[0] = ("GITEA_TOKEN", ALICE_TOKEN);
