@@ -11,7 +11,9 @@ pub mod config;
 pub mod confirm;
 pub mod doctor;
 pub mod executor;
-/// The fuzz targets' bodies (`fuzz/`), also replayed over the committed corpus by a unit test.
+/// The entry points of the fuzz targets' bodies (`fuzz-bodies/`) into this crate's parsers;
+/// only with the `fuzzing` feature, which only that crate turns on.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod identify;

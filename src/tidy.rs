@@ -15,14 +15,22 @@ const ROOTS: &[&str] = &[
     "fake-forge/src",
     "fake-forge/tests",
     "fuzz/fuzz_targets",
+    "fuzz-bodies/src",
     "scripts",
     "docs",
     "deploy",
     ".ci",
 ];
 const SKIPPED: &[&str] = &["tests/snapshots"];
-const ROOT_FILES: &[&str] =
-    &["README.md", "ARCHITECTURE.md", "STYLE.md", "Cargo.toml", "core/Cargo.toml", "fuzz/Cargo.toml"];
+const ROOT_FILES: &[&str] = &[
+    "README.md",
+    "ARCHITECTURE.md",
+    "STYLE.md",
+    "Cargo.toml",
+    "core/Cargo.toml",
+    "fuzz/Cargo.toml",
+    "fuzz-bodies/Cargo.toml",
+];
 
 /// Names of documents that do not ship, written in two parts so that this file does not
 /// name them itself.
@@ -263,9 +271,33 @@ fn the_core_crate_builds_on_no_runtime_http_or_mcp_crate() {
     }
 }
 
+/// Every crate of the root workspace takes its lints from the workspace (`[lints]` with
+/// `workspace = true`), so that they are declared once, in the root `Cargo.toml`.
+#[test]
+fn every_crate_of_the_workspace_takes_the_workspace_lints() {
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).expect("the root manifest");
+    let members = manifest
+        .split_once("\nmembers = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(list, _)| list)
+        .expect("the workspace's members");
+    let members: Vec<&str> =
+        members.split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()).collect();
+    assert!(members.contains(&"fuzz-bodies") && members.contains(&"core"), "{members:?}");
+    for member in members {
+        let text =
+            std::fs::read_to_string(repo().join(member).join("Cargo.toml")).expect("a member's manifest");
+        assert!(
+            text.contains("\n[lints]\nworkspace = true\n"),
+            "{member}/Cargo.toml declares lints of its own"
+        );
+    }
+}
+
 /// Where each library whose types must not spread may be named (outside string literals and
-/// tests): the MCP library in the MCP glue and the transports (and the fuzz bodies, which
-/// drive a transport's parser), the HTTP client in the executor and the credential, the
+/// tests): the MCP library in the MCP glue and the transports (and the fuzz bodies' entry
+/// points, `src/fuzzing.rs`, which tell a transport's messages in public types; the bodies
+/// themselves, `fuzz-bodies/`, name none of these), the HTTP client in the executor and the credential, the
 /// event-stream parser in the one module that reads event streams, the store's client in the
 /// module of the shared store.
 const CONFINED: &[(&str, &[&str])] = &[
@@ -295,6 +327,7 @@ fn libraries_stay_in_the_modules_that_wrap_them() {
     let mut found = Vec::new();
     let mut sources = Vec::new();
     files(&repo().join("src"), &mut sources);
+    files(&repo().join("fuzz-bodies/src"), &mut sources);
     for path in sources.iter().filter(|p| p.extension().is_some_and(|e| e == "rs")) {
         let relative = path.strip_prefix(repo()).expect("in the repository").to_string_lossy().into_owned();
         if relative == "src/tidy.rs" {

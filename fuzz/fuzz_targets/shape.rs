@@ -1,5 +1,5 @@
-//! libFuzzer's bytes to `aegis_gitea_mcp::fuzzing::shape`, where the target and its
-//! properties are written (and replayed over the corpus by the library's tests).
+//! libFuzzer's bytes to `aegis_fuzzing::shape` (`fuzz-bodies/`), where the target and its
+//! properties are written (and replayed over the corpus by that crate's tests).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| aegis_gitea_mcp::fuzzing::shape(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| aegis_fuzzing::shape(data));

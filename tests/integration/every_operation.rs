@@ -89,7 +89,7 @@ async fn sweep(setup: Setup, spec: &[u8], expected_ops: usize) {
             let data = support::assert_envelope(&c);
             assert_eq!(c.json["request"]["method"], method.as_str());
             if c.json.get("shape").is_some() {
-                aegis_gitea_mcp::fuzzing::compact_holds(data, &[]);
+                aegis_fuzzing::compact_holds(data, &[]);
             }
         }
         // The look-ups of a call that may destroy are reads of the server's own.
