@@ -168,7 +168,7 @@ pub struct Forge(crate::executor::Forge);
 
 impl Forge {
     /// `Forge::new`, one timeout for connecting and for the whole request.
-    pub fn new(base: url::Url, limits: Limits, timeout: Duration) -> Result<Forge, String> {
+    pub fn new(base: url::Url, limits: Limits, timeout: Duration) -> Result<Forge, aegis_core::error::Shown> {
         crate::executor::Forge::new(base, limits, timeout, timeout).map(Forge)
     }
 
@@ -253,7 +253,7 @@ pub fn forms(bytes: &[u8]) -> Vec<Form> {
 }
 
 /// `oauth::valid_redirect_uri`, with no app schemes beyond the standard ones.
-pub fn valid_redirect_uri(uri: &str) -> Result<(), String> {
+pub fn valid_redirect_uri(uri: &str) -> Result<(), aegis_core::error::Shown> {
     crate::oauth::valid_redirect_uri(uri, &[])
 }
 
