@@ -1,5 +1,8 @@
-//! One tool call, end to end. Each stage is one function of its module, called in order;
-//! data moves one way. Read this file to follow a call.
+//! One tool call, end to end. `run_asking` is the conductor: it calls the stages that
+//! ARCHITECTURE.md lists, in that order, each a function (here, or in its module: `identify`,
+//! `limits`, `confirm`, the core's stages), and data moves one way. Read it first to follow
+//! a call; `run_reads` runs the same stages for a resource's reads, and `recorded` wraps
+//! either in its audit line and metrics.
 
 use serde_json::{Map, Value, json};
 
