@@ -242,7 +242,7 @@ impl Server {
 }
 
 /// The server's own credential: the token, else the login and password (HTTP Basic), else
-/// none (anonymous). The settings never hold both (`config.rs` refuses that).
+/// none (anonymous). The settings never hold both (`config/resolve.rs` refuses that).
 pub(crate) fn global_credential(settings: &Settings) -> Result<Credential, StartError> {
     match (&settings.token, &settings.username, &settings.password) {
         (Some(t), _, _) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}"))),

@@ -2,7 +2,7 @@
 //!
 //! The path is literal text: we refuse what could change its meaning (`%`, `?`, `#`, dot
 //! and empty segments) and encode each segment ourselves. The query may not carry `sudo`
-//! (`identity::sudo`). The operation its route reaches
+//! (the server's `identify::sudo`). The operation its route reaches
 //! (looked up once per call, by `Prepared`) gives it paging, response-kind handling and how
 //! a string body is sent (as it is, to an operation that accepts only text).
 

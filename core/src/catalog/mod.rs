@@ -173,9 +173,9 @@ impl Catalog {
         self.all_tools().filter_map(|t| t.validator().err().map(|e| (t.name(), e.to_owned()))).collect()
     }
 
-    /// Offer the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see `identity::sudo`) on
-    /// every operation, the raw tool and the call tool, in their full and lean schemas; done
-    /// once, right after `build`. An operation with a path, body or form parameter of that name
+    /// Offer the optional `sudo` argument (`SUDO_ALLOWED_USERS`, judged by the server's
+    /// `identify::sudo`) on every operation, the raw tool and the call tool, in their full and
+    /// lean schemas; done once, right after `build`. An operation with a path, body or form parameter of that name
     /// (no embedded spec has one) keeps its own parameter and does not offer sudo — the call
     /// tool's `sudo` still reaches it; the names of those are returned. A query parameter of
     /// that name is the forges' own sudo: the judged argument takes its place.

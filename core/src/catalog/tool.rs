@@ -64,8 +64,8 @@ pub struct ToolDef {
     pub(crate) toolset: &'static str,
     /// Whether the operation is one of the everyday ones (`toolsets::CORE_OPERATIONS`).
     pub core: bool,
-    /// Whether the tool takes the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see
-    /// `identity::sudo`); it is then in both schemas, and taken out before validation.
+    /// Whether the tool takes the optional `sudo` argument (`SUDO_ALLOWED_USERS`, see the
+    /// server's `identify::sudo`); it is then in both schemas, and taken out before validation.
     pub(crate) offers_sudo: bool,
     /// Whether the tool takes the optional `confirm` argument (a call that cannot be undone,
     /// for a client that cannot ask its person); then in both schemas, and taken out before
