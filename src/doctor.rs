@@ -30,7 +30,7 @@ impl Report {
     /// The settings given, one a line under the status column; the rest are at their defaults.
     fn settings(&self, given: &[Given]) {
         println!(
-            "      settings given (a flag beats its variable; a secret shows only as set; docs/SETTINGS.md has the rest):"
+            "      settings given (a secret only as set; the others are at their defaults, see --help):"
         );
         for g in given {
             println!("      {g}");

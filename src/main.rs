@@ -5,11 +5,13 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 
 use aegis_core::catalog;
 use aegis_core::guard::Outcome;
-use aegis_gitea_mcp::config::{AuditCommand, Cli, Command, FlavorChoice, Given, Settings, TransportChoice};
+use aegis_gitea_mcp::config::{
+    self, AuditCommand, Cli, Command, FlavorChoice, Given, Settings, TransportChoice,
+};
 use aegis_gitea_mcp::mcp::{McpHandler, tool_list};
 use aegis_gitea_mcp::server::{Server, catalog_for};
 use aegis_gitea_mcp::{audit, call, doctor, transport};
@@ -21,9 +23,10 @@ use aegis_gitea_mcp::{audit, call, doctor, transport};
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    // `Cli::parse`, keeping the matches: they tell `doctor` where each setting came from.
-    let matches = Cli::command().get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut Cli::command()).exit());
+    // `Cli::parse`, with no environment value in `--help`, keeping the matches: they tell
+    // `doctor` where each setting came from.
+    let matches = config::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut config::command()).exit());
     // Needs no settings and no forge: only the files and the key.
     if let Some(Command::Audit { action }) = &cli.command {
         return audit_command(action, cli.common.audit_key_file.as_deref());
@@ -36,7 +39,9 @@ fn main() -> ExitCode {
     // The one place the environment is read: handed to the settings, which read it all.
     #[allow(clippy::disallowed_methods)]
     let env = |k: &str| std::env::var(k).ok();
-    let given = Given::list(&matches, &env);
+    // Only `doctor` lists the settings given; no other command pays for reading the table.
+    let doctor = matches!(cli.command, Some(Command::Doctor));
+    let given = if doctor { Given::list(&matches, &env) } else { Vec::new() };
     let settings = match Settings::resolve(cli.common, &env) {
         Ok(s) => s,
         Err(e) => {

@@ -150,6 +150,14 @@ pub(crate) const ALSO_READ: &[(&str, &[&str])] = &[
     ("GITEA_TOKEN", &["GITEA_ACCESS_TOKEN", "FORGEJO_ACCESS_TOKEN"]),
 ];
 
+/// The command line as the binary parses it and prints its help: the table, with no
+/// environment value shown by `--help` for any setting. A secret's is hidden by its own row
+/// already; a URL may carry a password in its userinfo, and `doctor` is where a person sees
+/// what was given (its values cleared of userinfo).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command().mut_args(|a| a.hide_env_values(true))
+}
+
 /// Settings shared by every command: the table of settings, one field each (see the module
 /// doc). A secret is a `SecretString` with `hide_env_values` (a test refuses one without).
 #[derive(Debug, Args)]

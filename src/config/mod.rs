@@ -19,7 +19,7 @@ mod resolve;
 mod settings;
 
 pub(crate) use args::{ALSO_READ, StateArgs};
-pub use args::{AuditCommand, Cli, Command, CommonArgs, FlavorChoice, StateFail, TransportChoice};
+pub use args::{AuditCommand, Cli, Command, CommonArgs, FlavorChoice, StateFail, TransportChoice, command};
 pub use reference::Given;
 #[cfg(test)]
 pub(crate) use reference::{REFERENCE, WRITE_IT, settings};

@@ -32,7 +32,7 @@ pub(crate) struct Setting {
     /// The values it takes, if a fixed set: each with what it means, if said.
     pub(crate) values: Vec<(String, Option<String>)>,
     pub(crate) group: String,
-    /// `hide_env_values`: never shown, only said to be set.
+    /// Held as a `SecretString`: never shown, only said to be set.
     pub(crate) secret: bool,
 }
 
@@ -67,7 +67,7 @@ pub(crate) fn settings() -> Vec<Setting> {
                     .map(|v| (v.get_name().to_owned(), v.get_help().map(|h| h.to_string())))
                     .collect(),
                 group: arg.get_help_heading().unwrap_or_default().to_owned(),
-                secret: arg.is_hide_env_values_set(),
+                secret: arg.get_value_parser().type_id() == std::any::TypeId::of::<secrecy::SecretString>(),
                 env,
             })
         })
@@ -111,11 +111,8 @@ pub(crate) fn markdown() -> String {
 
 #[cfg(test)]
 fn row(s: &Setting) -> String {
+    // Older names are in the meaning (a test holds every help text to naming them).
     let mut env = format!("`{}`", s.env);
-    if !s.also.is_empty() {
-        let older: Vec<String> = s.also.iter().map(|o| format!("`{o}`")).collect();
-        env.push_str(&format!(" (also {})", older.join(", ")));
-    }
     if s.secret {
         env.push_str(", secret");
     }
@@ -159,16 +156,27 @@ impl Given {
                     Some(ValueSource::CommandLine) => (s.flag.clone(), raw(matches, &s.id)),
                     Some(ValueSource::EnvVariable) => ("environment".to_owned(), raw(matches, &s.id)),
                     _ => {
-                        let (old, value) = s
-                            .also
-                            .iter()
-                            .find_map(|old| env(old).filter(|v| !v.trim().is_empty()).map(|v| (*old, v)))?;
+                        let (old, value) = super::resolve::also_read(&s.env, env)?;
                         (old.to_owned(), value)
                     }
                 };
-                Some(Given { name: s.env, from, value: (!s.secret).then_some(value) })
+                Some(Given { name: s.env, from, value: (!s.secret).then(|| without_userinfo(value)) })
             })
             .collect()
+    }
+}
+
+/// `value`, or if it is a URL with a user name or password, the URL with `***` in their
+/// place: a URL setting may carry credentials (the settings refuse most such URLs, but
+/// `doctor` lists what was given whether the settings accept it or not).
+fn without_userinfo(value: String) -> String {
+    match url::Url::parse(&value) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            let _ = url.set_password(None);
+            let _ = url.set_username("***");
+            url.to_string()
+        }
+        _ => value,
     }
 }
 
@@ -264,7 +272,15 @@ mod tests {
     #[test]
     fn doctor_lists_what_was_given_and_never_a_secret() {
         let matches = Cli::command()
-            .try_get_matches_from(["aegis-gitea-mcp", "doctor", "--token", "s3cr3t-flag", "--read-only"])
+            .try_get_matches_from([
+                "aegis-gitea-mcp",
+                "doctor",
+                "--token",
+                "s3cr3t-flag",
+                "--read-only",
+                "--state-url",
+                "redis://u:s3cr3t-store@store.example:6379",
+            ])
             .unwrap();
         let env = |k: &str| match k {
             "GITEA_HOST" => Some("https://old.example".to_owned()),
@@ -276,6 +292,7 @@ mod tests {
         assert!(text.contains(&"GITEA_URL = https://old.example (GITEA_HOST)".to_owned()), "{text:?}");
         assert!(text.contains(&"GITEA_TOKEN is set (--token)".to_owned()), "{text:?}");
         assert!(text.contains(&"READ_ONLY = true (--read-only)".to_owned()), "{text:?}");
+        assert!(text.iter().any(|t| t.starts_with("MCP_STATE_URL = redis://***@store.example")), "{text:?}");
         assert!(!text.iter().any(|t| t.contains("s3cr3t") || t.contains("MCP_LISTEN")), "{text:?}");
     }
 }

@@ -63,7 +63,7 @@ impl Settings {
         let url = args
             .url
             .filter(|u| !u.trim().is_empty())
-            .or_else(|| also_read("GITEA_URL", env))
+            .or_else(|| also_read("GITEA_URL", env).map(|(_, v)| v))
             .map(|text| parse_base_url(&text))
             .transpose()?;
 
@@ -72,7 +72,7 @@ impl Settings {
                 Some(SecretString::from(t.expose_secret().trim().to_owned()))
             }
             (_, Some(path)) => Some(read_token_file(path)?),
-            _ => also_read("GITEA_TOKEN", env).map(|t| SecretString::from(t.trim().to_owned())),
+            _ => also_read("GITEA_TOKEN", env).map(|(_, t)| SecretString::from(t.trim().to_owned())),
         };
 
         let seconds = |name: &str, v: f64| {
@@ -268,10 +268,10 @@ fn non_empty(v: Option<String>) -> Option<String> {
 }
 
 /// The first older name of the setting `name` (`ALSO_READ`) that the environment gives, not
-/// blank.
-fn also_read(name: &str, env: EnvLookup<'_>) -> Option<String> {
+/// blank, with its value: what the settings use, and what `doctor` says they used.
+pub(super) fn also_read(name: &str, env: EnvLookup<'_>) -> Option<(&'static str, String)> {
     let (_, older) = ALSO_READ.iter().find(|(own, _)| *own == name)?;
-    older.iter().find_map(|old| non_empty(env(old)))
+    older.iter().find_map(|old| non_empty(env(old)).map(|v| (*old, v)))
 }
 
 /// Accepts `https://host`, `https://host/sub/`, and forgives a trailing `/api/v1`.

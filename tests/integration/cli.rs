@@ -497,10 +497,15 @@ async fn help_and_doctor_never_show_a_secret_of_the_settings() {
         "METRICS_BEARER_TOKEN",
     ];
     let env: Vec<(&str, &str)> = secrets.iter().map(|k| (*k, secret)).collect();
+    // A URL may carry a password too, whatever the setting: help shows no value of any.
+    let (forge_url, store_url) =
+        (format!("https://bob:{secret}@git.example"), format!("redis://u:{secret}@store.example:6379"));
+    let mut help_env = env.clone();
+    help_env.extend([("GITEA_URL", forge_url.as_str()), ("MCP_STATE_URL", store_url.as_str())]);
     for args in
         [&["--help"][..], &["-h"], &["doctor", "--help"], &["serve", "-h"], &["audit", "verify", "--help"]]
     {
-        let o = run(args, &env).await;
+        let o = run(args, &help_env).await;
         let text = stdout(&o);
         assert!(o.status.success(), "{args:?}");
         assert!(text.contains("METRICS_BEARER_TOKEN") && !text.contains(secret), "{args:?}: {text}");
