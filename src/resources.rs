@@ -84,7 +84,8 @@ enum Shape {
     IssueWithComments,
 }
 
-/// The reads a concrete URI stands for (the fuzz target reads them too).
+/// The reads a concrete URI stands for, for the fuzz target.
+#[cfg(feature = "fuzzing")]
 pub(crate) fn reads_of(uri: &str) -> Result<Vec<Read>, CallError> {
     parse(uri).map(|(reads, _)| reads)
 }

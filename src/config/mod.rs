@@ -22,7 +22,7 @@ pub(crate) use args::{ALSO_READ, StateArgs};
 pub use args::{AuditCommand, Cli, Command, CommonArgs, FlavorChoice, StateFail, TransportChoice, command};
 pub use reference::Given;
 #[cfg(test)]
-pub(crate) use reference::{REFERENCE, WRITE_IT, settings};
+pub(crate) use reference::{REFERENCE, settings};
 pub(crate) use resolve::NEVER_REDIRECT_SCHEMES;
 pub use resolve::read_audit_key;
 pub use settings::Settings;

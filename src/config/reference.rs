@@ -11,7 +11,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory};
 
 use super::EnvLookup;
-use super::args::{ALSO_READ, Cli};
+use super::args::Cli;
 
 /// One setting as the table describes it.
 #[derive(Debug)]
@@ -23,8 +23,6 @@ pub(crate) struct Setting {
     pub(crate) env: String,
     /// `--flag`.
     pub(crate) flag: String,
-    /// Older environment names still read (`ALSO_READ`).
-    pub(crate) also: &'static [&'static str],
     /// As `--help` shows it; `None`: unset.
     pub(crate) default: Option<String>,
     /// The doc comment, whole, on one line.
@@ -46,7 +44,6 @@ pub(crate) fn settings() -> Vec<Setting> {
         .get_arguments()
         .filter_map(|arg| {
             let env = arg.get_env()?.to_string_lossy().into_owned();
-            let also = ALSO_READ.iter().find(|(own, _)| *own == env).map_or(&[][..], |(_, older)| older);
             let defaults: Vec<String> =
                 arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
             let meaning = match arg.get_long_help() {
@@ -57,7 +54,6 @@ pub(crate) fn settings() -> Vec<Setting> {
             Some(Setting {
                 id: arg.get_id().to_string(),
                 flag: format!("--{}", arg.get_long().unwrap_or_default()),
-                also,
                 default: (!defaults.is_empty()).then(|| defaults.join(",")),
                 meaning: meaning.split_whitespace().collect::<Vec<_>>().join(" "),
                 values: arg
@@ -197,6 +193,7 @@ impl fmt::Display for Given {
 
 #[cfg(test)]
 mod tests {
+    use super::super::args::ALSO_READ;
     use super::*;
     use secrecy::SecretString;
 

@@ -1151,7 +1151,7 @@ fn client_name(meta: &Value) -> Result<Option<String>, Shown> {
 
 /// Whether `text` opens with `sealer` as a value of `kind`, read as the payload that kind
 /// carries (as the endpoints open it): for the fuzz targets, which may not see the payloads.
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub(crate) fn opens_as(sealer: &Sealer, kind: Kind, text: &str) -> bool {
     match kind {
         Kind::Client => sealer.open::<Registration>(kind, text).is_ok(),
