@@ -12,7 +12,8 @@ pub mod confirm;
 pub mod doctor;
 pub mod executor;
 /// The entry points of the fuzz targets' bodies (`fuzz-bodies/`) into this crate's parsers;
-/// only with the `fuzzing` feature, which only that crate turns on.
+/// only with the `fuzzing` feature, which that crate turns on (so in this crate's test builds,
+/// never in `cargo build` or the release build).
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
