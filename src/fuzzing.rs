@@ -5,9 +5,10 @@
 //! Compiled only with the `fuzzing` feature, which that crate turns on: in this crate's test
 //! builds (a dev-dependency), never in `cargo build` or the release build. It widens
 //! nothing: the parsers stay `pub(crate)`, these functions call them as the server does and
-//! hand back what they found, unchanged but for being told in public types; every property is checked by the bodies, none here. What the bodies can
-//! reach through the crate's public modules (the core's stages, `oauth::seal`,
-//! `audit::AuditKey`, `oauth::OAuth`) they take from there.
+//! hand back what they found, unchanged but for being told in public types; every property
+//! is checked by the bodies, none here. What the bodies can reach through the crate's public
+//! modules (the core's stages, `oauth::seal`, `audit::AuditKey`, `oauth::OAuth`) they take
+//! from there.
 
 use std::time::Duration;
 
