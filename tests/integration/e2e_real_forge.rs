@@ -1999,8 +1999,8 @@ async fn e2e_a_webhook_of_a_private_repository_is_asked_and_of_a_public_one_is_n
 
 /// An OAuth2 application on the forge, owned by the token's user; deleted on drop.
 struct ForgeApp {
-    url: String,
-    token: String,
+    /// The forge and the token that made it, which delete it again.
+    owner: Target,
     id: u64,
     client_id: String,
     client_secret: String,
@@ -2023,8 +2023,7 @@ impl ForgeApp {
         assert_eq!(resp.status().as_u16(), 201, "creating the OAuth2 application");
         let app: Value = resp.json().await.unwrap();
         ForgeApp {
-            url: t.url.trim_end_matches('/').to_owned(),
-            token: t.token.clone(),
+            owner: t.clone(),
             id: app["id"].as_u64().expect("the application's id"),
             client_id: app["client_id"].as_str().unwrap().to_owned(),
             client_secret: app["client_secret"].as_str().unwrap().to_owned(),
@@ -2033,12 +2032,17 @@ impl ForgeApp {
 }
 
 impl Drop for ForgeApp {
+    /// Deleted through the binary, as the fixture deletes repositories: the token goes in its
+    /// environment, never on a command line that other processes can read.
     fn drop(&mut self) {
-        let _ = std::process::Command::new("curl")
-            .args(["-s", "-o", "/dev/null", "-X", "DELETE", "-H"])
-            .arg(format!("Authorization: token {}", self.token))
-            .arg(format!("{}/api/v1/user/applications/oauth2/{}", self.url, self.id))
-            .status();
+        let t = &self.owner;
+        let args = json!({"id": self.id, "confirm": format!("me#oauth2-app/{}", self.id)}).to_string();
+        let call =
+            ["call", "userDeleteOAuth2Application", "--args", &args, "--url", &t.url, "--flavor", "auto"];
+        match command(t).args(call).output() {
+            Ok(o) if o.status.success() => {}
+            _ => eprintln!("e2e cleanup: could not delete OAuth2 application {}; delete it by hand", self.id),
+        }
     }
 }
 
@@ -2145,6 +2149,8 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
     // The first person signs in with full access (the SDK asks for what the server offers),
     // writes, and refreshes: through the forge's real login and consent pages.
     let repo = format!("aegis-e2e-oauth-{}", suffix());
+    // Made by the person signing in, and deleted when the test ends, whatever it found.
+    e2e.made(&login, &repo);
     let create = format!("createCurrentUserRepo={}", json!({"body": {"name": repo, "private": true}}));
     let as_other = format!("userGetCurrent={}", json!({"sudo": login2}));
     let lines = sign_in_and_call(
@@ -2237,11 +2243,6 @@ async fn e2e_sign_in_with_the_forge_through_its_login_and_consent_pages() {
         !log.contains("aegis-at.") && !log.contains("aegis-rt.") && !log.contains("aegis-code."),
         "a token of ours is in the log"
     );
-    let _ = support::http::http_client()
-        .delete(format!("{}/api/v1/repos/{login}/{repo}", t.url.trim_end_matches('/')))
-        .header("Authorization", format!("token {}", t.token))
-        .send()
-        .await;
     drop(server);
 }
 
