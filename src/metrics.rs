@@ -460,7 +460,6 @@ impl EncodeLabelValue for ToolLabel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
     use secrecy::SecretString;
     use serde_json::json;
 
@@ -538,12 +537,8 @@ mod tests {
         })
         .await;
         let url = forge.base_url();
-        let cli = crate::config::Cli::try_parse_from(["aegis-gitea-mcp", "--url", &url, "--flavor", "gitea"])
-            .unwrap();
-        let server =
-            crate::server::Server::start(crate::config::Settings::resolve(cli.common, &|_| None).unwrap())
-                .await
-                .unwrap();
+        let settings = crate::config::test_settings(&["--url", &url, "--flavor", "gitea"]);
+        let server = crate::server::Server::start(settings).await.unwrap();
         let calls = [
             ("repoGet", json!({"owner": LOGIN, "repo": ARG})),
             ("repoGet", json!({"owner": LOGIN, "repo": ARG, "token": TOKEN})),

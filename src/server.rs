@@ -321,7 +321,6 @@ async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, Start
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     /// Many look-ups at once share `MAX_LOOKUPS` blocking threads and each gets its answer;
     /// a name that does not resolve is named back; every thread is given back after.
@@ -348,18 +347,8 @@ mod tests {
         .await;
         forge.seed_repo("alice", "demo");
         let url = forge.base_url();
-        let cli = crate::config::Cli::try_parse_from([
-            "aegis-gitea-mcp",
-            "--url",
-            &url,
-            "--flavor",
-            "gitea",
-            "--token",
-            TOKEN,
-        ])
-        .unwrap();
-        let server =
-            Server::start(crate::config::Settings::resolve(cli.common, &|_| None).unwrap()).await.unwrap();
+        let settings = crate::config::test_settings(&["--url", &url, "--flavor", "gitea", "--token", TOKEN]);
+        let server = Server::start(settings).await.unwrap();
         // A call builds what the server builds lazily (the guard's scanner, the login).
         let result = crate::call::run(
             &server,

@@ -35,3 +35,16 @@ pub struct ConfigError(pub String);
 
 /// Where the alternative environment names are read from; a function so tests can inject.
 pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The settings of a command line `args` (after the binary's name), for the crate's own tests:
+/// parsed with no environment names, so that nothing of a developer's shell (a token, an
+/// allowed host) leaks into a test's server.
+#[cfg(test)]
+pub(crate) fn test_settings(args: &[&str]) -> Settings {
+    use clap::FromArgMatches;
+    let hermetic = command().mut_args(|a| a.env(None::<&'static str>));
+    let line = std::iter::once("aegis-gitea-mcp").chain(args.iter().copied());
+    let matches = hermetic.try_get_matches_from(line).expect("flags the server takes");
+    let cli = Cli::from_arg_matches(&matches).expect("flags the server takes");
+    Settings::resolve(cli.common, &|_| None).expect("settings")
+}

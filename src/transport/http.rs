@@ -553,7 +553,7 @@ mod tests {
     #[tokio::test]
     async fn a_build_holds_up_its_own_session_only() {
         let forge = fake_forge::FakeForge::start(fake_forge::Options::default()).await;
-        let server = super::super::test_server(&forge.base_url(), &[]).await;
+        let server = super::super::test_server(&forge.base_url()).await;
         let owners = sessions::Owners::new(8, 8, SESSION_WORDS, server.metrics.sessions_open());
         let shutdown = CancellationToken::new();
         let manager = Arc::new(OwnedSessions::new(owners, None, McpHandler::new(server), &shutdown));

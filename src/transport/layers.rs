@@ -855,7 +855,7 @@ mod tests {
     #[tokio::test]
     async fn the_mcp_routes_stand_behind_their_layers_in_this_order() {
         let forge = fake_forge::FakeForge::start(fake_forge::Options::default()).await;
-        let server = super::super::test_server(&forge.base_url(), &[]).await;
+        let server = super::super::test_server(&forge.base_url()).await;
         let cfg = Arc::new(LayerConfig::new(server.clone(), "127.0.0.1:1".parse().unwrap()));
         let handler = McpHandler::new(server.clone());
         let names = |route| mcp_layers(&cfg, &handler, route).iter().map(Layer::name).collect::<Vec<_>>();

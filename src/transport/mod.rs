@@ -15,13 +15,10 @@ pub(crate) mod sessions;
 pub(crate) mod sse;
 pub mod stdio;
 
-/// A server for the transports' unit tests, as `serve` builds it from `flags`, in front of the
-/// forge at `url` (a fake one) and without a token of its own.
+/// A server for the transports' unit tests, as `serve` builds it, in front of the forge at
+/// `url` (a fake one), without a token of its own and whatever the shell's environment says.
 #[cfg(test)]
-pub(crate) async fn test_server(url: &str, flags: &[&str]) -> std::sync::Arc<crate::server::Server> {
-    let mut args = vec!["aegis-gitea-mcp", "--url", url, "--flavor", "gitea"];
-    args.extend_from_slice(flags);
-    let cli = <crate::config::Cli as clap::Parser>::try_parse_from(args).expect("flags the server takes");
-    let settings = crate::config::Settings::resolve(cli.common, &|_| None).expect("settings");
+pub(crate) async fn test_server(url: &str) -> std::sync::Arc<crate::server::Server> {
+    let settings = crate::config::test_settings(&["--url", url, "--flavor", "gitea"]);
     std::sync::Arc::new(crate::server::Server::start(settings).await.expect("the server starts"))
 }

@@ -48,7 +48,7 @@ struct Stack {
 impl Stack {
     async fn start(with_sessions: bool) -> Stack {
         let forge = fake_forge::FakeForge::start(fake_forge::Options::default()).await;
-        let server = super::super::test_server(&forge.base_url(), &[]).await;
+        let server = super::super::test_server(&forge.base_url()).await;
         let cfg = Arc::new(LayerConfig::new(server.clone(), ADDR.parse().unwrap()));
         let handler = McpHandler::new(server.clone());
         let owners = Owners::new(8, 8, WORDS, server.metrics.sessions_open());
