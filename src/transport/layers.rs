@@ -882,14 +882,14 @@ mod tests {
         assert_eq!(with_sessions, [&common[..], &tail[..]].concat());
 
         let transport_md = include_str!("../../docs/TRANSPORT.md");
-        let table = transport_md.split("## Layers").nth(1).expect("TRANSPORT.md has a Layers section");
-        let mut from = 0;
-        for name in &with_sessions {
-            let Some(at) = table[from..].find(&format!("| `{name}` |")) else {
-                panic!("TRANSPORT.md's Layers table does not list `{name}` after the layers before it")
-            };
-            from += at;
-        }
+        let section = transport_md.split("\n## Layers").nth(1).expect("TRANSPORT.md has a Layers section");
+        let section = section.split("\n## ").next().unwrap_or(section);
+        // The table's first column, row by row: exactly the layers, in their order.
+        let rows: Vec<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split_once('`').map(|(name, _)| name))
+            .collect();
+        assert_eq!(rows, with_sessions, "TRANSPORT.md's Layers table against mcp_layers");
     }
 
     #[test]
