@@ -146,6 +146,19 @@ impl SignIn {
     /// replica cannot reach yet: "reload this page shortly") is reloaded, as a person would:
     /// it uses nothing up.
     pub(super) async fn authorize(&self, client_id: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        match self.try_authorize(client_id, extra).await {
+            Ok(params) => params,
+            Err((status, page)) => panic!("the callback answered {status}: {page}"),
+        }
+    }
+
+    /// `authorize`, where the callback's answer other than the redirect to the client (its
+    /// status and page) is the caller's to judge.
+    pub(super) async fn try_authorize(
+        &self,
+        client_id: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<Vec<(String, String)>, (u16, String)> {
         let (to_forge, cookie) = self.authorize_hop(client_id, extra).await;
         let at_forge = browser().get(&to_forge).send().await.unwrap();
         assert!(at_forge.status().is_redirection(), "the forge's consent: {}", at_forge.status());
@@ -162,11 +175,11 @@ impl SignIn {
         )
         .await;
         if back.status().as_u16() != 302 {
-            panic!("the callback answered {}: {}", back.status(), back.text().await.unwrap_or_default());
+            return Err((back.status().as_u16(), back.text().await.unwrap_or_default()));
         }
         let to_client = location(&back);
         assert!(to_client.starts_with(CLIENT_REDIRECT), "{to_client}");
-        query(&to_client)
+        Ok(query(&to_client))
     }
 
     /// `/authorize` must show this server's consent page: its sealed sign-in and the cookie

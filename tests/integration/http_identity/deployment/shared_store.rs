@@ -207,8 +207,17 @@ async fn codes_and_refresh_tokens_are_used_once_across_replicas_even_raced_and_t
                 });
                 if after && reset {
                     // Signed in again: the code goes through (once this replica reaches the
-                    // store again: a 503 uses nothing up).
-                    let code = new_code().await;
+                    // store again: a 503 uses nothing up). A sign-in started while the replica
+                    // could not yet ask the store which memory it has is refused at its
+                    // callback as possibly older than the restart, and started again, as the
+                    // page tells the person; how soon the replica reaches the store again
+                    // depends on the machine, so the test waits for it.
+                    let signed_in = async || match s.try_authorize(&client, &[("scope", "read write")]).await {
+                        Ok(back) => Some(param(&back, "code")),
+                        Err((400, page)) if page.contains("before the shared store (MCP_STATE_URL) was reset") => None,
+                        Err((status, page)) => panic!("a sign-in after the restart: {status}: {page}"),
+                    };
+                    let code = wait_until("a sign-in after the restart", WAIT_LIMIT, signed_in).await;
                     let (status, tokens) =
                         until_not_503(|| async { token_at(&direct[0], &code_form(&client, &code)).await }).await;
                     assert_eq!(status, 200, "a sign-in right after the restart: {tokens}\n{}", cluster.logs());
