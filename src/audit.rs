@@ -104,6 +104,10 @@ pub struct Trace {
     pub(crate) status: Option<u16>,
     /// How a call that cannot be undone was confirmed (never what the person wrote).
     pub(crate) confirmed: Option<aegis_core::policy::confirm::Confirmed>,
+    /// What the flow guard made of a write of a session that had read private content: `kept`
+    /// (within the sources' own owner), `widening` (asked, or refused: see `outcome`),
+    /// `off` (FLOW_GUARD=off). Never which repositories: the line carries no content.
+    pub(crate) flow: Option<&'static str>,
     /// The call's answer is a question for the person (protocol 2026-07-28): it ends this
     /// round as `input_required`, not refused.
     pub(crate) input_required: bool,
@@ -296,6 +300,9 @@ fn line_of(
     line.insert("status".into(), json!(status));
     if let Some(how) = trace.confirmed {
         line.insert("confirmed".into(), how.as_str().into());
+    }
+    if let Some(flow) = trace.flow {
+        line.insert("flow".into(), flow.into());
     }
     line
 }

@@ -11,9 +11,11 @@ use crate::confirm::{self, Asker, Nobody};
 use crate::executor::Received;
 use crate::executor::client::{Binary, LARGE_BODY};
 use crate::executor::forge_error;
+use crate::flow;
 use crate::identify::{self, identify, sudo};
 use crate::identity::{Caller, Credential, Identity, Principal};
 use crate::limits::Key;
+use crate::reads::Session;
 use crate::server::Server;
 use aegis_core::admission::{self, Admitted};
 use aegis_core::args::sudo::Requested;
@@ -25,6 +27,8 @@ use aegis_core::envelope::{self, Link, RequestInfo, Success};
 use aegis_core::error::{CallError, ErrorKind};
 use aegis_core::guard::{CallGuard, Guarded, GuardedError, credential_ops, secrets};
 use aegis_core::policy::Narrowing;
+use aegis_core::policy::confirm::{Confirmed, Mode};
+use aegis_core::policy::flow::{FlowGuard, Widening};
 use aegis_core::policy::repos::{self, Filter};
 use aegis_core::shape::{self, Ask, Shape};
 
@@ -40,23 +44,32 @@ pub async fn run(
     args: Option<Map<String, Value>>,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
-    run_asking(server, caller, narrowing, name, args, &Nobody, trace).await
+    let around = Around { asker: &Nobody, session: Session::Process };
+    run_asking(server, caller, narrowing, name, args, &around, trace).await
 }
 
-/// `run`, where a call that cannot be undone is confirmed by the person `asker` reaches (an
-/// MCP client with elicitation), or by its `confirm` argument.
+/// Who a call reaches besides the forge: the person who confirms (`asker`), and the session
+/// whose reads bound where it may write without them.
+pub(crate) struct Around<'a> {
+    pub(crate) asker: &'a dyn Asker,
+    pub(crate) session: Session,
+}
+
+/// `run`, where a call that cannot be undone, or that widens what its session read, is
+/// confirmed by the person `around` reaches (an MCP client with elicitation), or by its
+/// `confirm` argument.
 ///
 /// The conductor: the stages ARCHITECTURE.md lists, in its order, each a function below. A
 /// stage takes what earlier ones made and returns what later ones need, or an error that
 /// leaves through the guard of the moment; a new stage is one more line here and one more
 /// function.
-pub async fn run_asking(
+pub(crate) async fn run_asking(
     server: &Server,
     caller: Caller,
     narrowing: &Narrowing,
     name: &str,
     args: Option<Map<String, Value>>,
-    asker: &dyn Asker,
+    around: &Around<'_>,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
     server.note_caller(trace, &caller).await;
@@ -71,7 +84,7 @@ pub async fn run_asking(
         Err(e) => return Err(early().error(e)),
     };
     // 2. identify
-    let key = limit_key(&caller);
+    let (key, global) = (limit_key(&caller), matches!(caller, Caller::Global));
     let (credential, identity) = identify(server, caller).await.map_err(|e| early().error(e))?;
     trace.identity = Some(identity.clone());
     // 3. limit: a refusal is this server's own words (which limit, when to retry), guarded
@@ -84,15 +97,21 @@ pub async fn run_asking(
         .map_err(|e| guard.error(e))?;
     // 5. prepare
     let mut guard = prepare(server, &call, &ask, guard)?;
-    // 6. confirm
-    confirm(server, narrowing, &call, &ask, &credential, asker, &guard, trace).await?;
-    // 7. send
+    // 6. flow
+    let session =
+        flow::Caller { session: &around.session, global, identity: &identity, credential: &credential };
+    let widening = flow(server, &session, &call, trace).await.map_err(|e| guard.error(e))?;
+    // 7. confirm
+    confirm(server, narrowing, &call, &ask, &credential, around.asker, widening, &guard, trace).await?;
+    // 8. send
     let mut fetched = send(server, &call, &credential, &guard, trace).await.map_err(|e| guard.error(e))?;
-    // 8. filter
+    // 9. note
+    note(server, &session, &call, &fetched).await;
+    // 10. filter
     let filtered = filter(server, narrowing, &call, &mut fetched).map_err(|e| guard.error(e))?;
-    // 9. shape
+    // 11. shape
     let (shape, link) = shape(server, &call, &ask, &mut guard, &mut fetched).map_err(|e| guard.error(e))?;
-    // 10. guard: hygiene → exact redaction → pattern masking (or block) → bounds → the
+    // 12. guard: hygiene → exact redaction → pattern masking (or block) → bounds → the
     //     envelope's text. A large body's permit lasts until its result has passed the guard.
     let elided = std::mem::take(&mut fetched.elided);
     let _large = fetched.large.take();
@@ -182,8 +201,26 @@ fn prepare(
     Ok(guard)
 }
 
-/// Stage 6, confirm: what cannot be undone is confirmed by a person (or their `confirm`) before
-/// it is sent.
+/// Stage 6, flow: a write of a session that has read private content, judged by where it
+/// goes (`flow.rs`): a widening write is one more clause of the confirmation, or refused
+/// (`FLOW_GUARD=refuse`). Nothing is looked up for a session that read nothing private.
+async fn flow(
+    server: &Server,
+    session: &flow::Caller<'_>,
+    call: &Prepared<'_>,
+    trace: &mut Trace,
+) -> Result<Option<Widening>, CallError> {
+    let Some(w) = flow::judge(server, session, call, trace).await else { return Ok(None) };
+    if server.policy.flow == FlowGuard::Refuse {
+        server.metrics.flow_write("refused");
+        return Err(w.refusal());
+    }
+    server.metrics.flow_write("asked");
+    Ok(Some(w))
+}
+
+/// Stage 7, confirm: what cannot be undone, and a write that widens what the session read, is
+/// confirmed by a person (or their `confirm`) before it is sent: one question for both.
 #[allow(clippy::too_many_arguments)]
 async fn confirm(
     server: &Server,
@@ -192,10 +229,21 @@ async fn confirm(
     ask: &Ask,
     credential: &Credential,
     asker: &dyn Asker,
+    widening: Option<Widening>,
     guard: &CallGuard,
     trace: &mut Trace,
 ) -> Result<(), GuardedError> {
-    let Some(c) = server.policy.confirmation(call) else {
+    let destroys = server.policy.confirmation(call);
+    let c = match (widening, server.settings.confirm_irreversible) {
+        // What it destroys is not asked (`CONFIRM_IRREVERSIBLE=off`), where it writes is.
+        (Some(w), Mode::Off) => {
+            trace.confirmed = destroys.map(|_| Confirmed::Off);
+            Some(w.joined(None))
+        }
+        (Some(w), _) => Some(w.joined(destroys)),
+        (None, _) => destroys,
+    };
+    let Some(c) = c else {
         return Ok(());
     };
     let redactor = guard.redactor();
@@ -209,7 +257,15 @@ async fn confirm(
     Ok(())
 }
 
-/// Stage 7, send: plan, send and decode (`fetch`). Binary content a resource reads again is not
+/// Stage 9, note: what a successful call read of a private repository's content makes that
+/// repository a source of its session (`flow.rs`), before anything is filtered out of it.
+async fn note(server: &Server, session: &flow::Caller<'_>, call: &Prepared<'_>, fetched: &Fetched) {
+    if (200..300).contains(&fetched.status) {
+        flow::note(server, session, call, &fetched.data).await;
+    }
+}
+
+/// Stage 8, send: plan, send and decode (`fetch`). Binary content a resource reads again is not
 /// held past what a result can take: over MAX_BINARY_BYTES it is only counted, and linked.
 async fn send(
     server: &Server,
@@ -223,7 +279,7 @@ async fn send(
     fetch(server, call, credential, guard, trace, binary).await
 }
 
-/// Stage 8, filter: listings across repositories keep only what the repository allowlists allow
+/// Stage 10, filter: listings across repositories keep only what the repository allowlists allow
 /// (before shaping, reading the forge's own members); what was removed, for the envelope.
 fn filter(
     server: &Server,
@@ -240,7 +296,7 @@ fn filter(
     }
 }
 
-/// Stage 9, shape: what the agent needs of the data, and only the fields asked for. Known secrets
+/// Stage 11, shape: what the agent needs of the data, and only the fields asked for. Known secrets
 /// in base64 file content are found on the forge's whole answer first: `fields` may keep a
 /// file's `content` without the `encoding` that says what it is. Binary content too large to
 /// inline, which a resource reads again, is left for the client to fetch: `data` says what
@@ -469,7 +525,7 @@ pub(crate) struct Read {
 pub(crate) async fn run_reads(
     server: &Server,
     caller: Caller,
-    narrowing: &Narrowing,
+    (narrowing, session): (&Narrowing, &Session),
     reads: Vec<Read>,
     combine: impl FnOnce(Vec<Value>) -> Value,
     trace: &mut Trace,
@@ -493,9 +549,10 @@ pub(crate) async fn run_reads(
         };
         calls.push((admitted.map_err(|e| early_guard().error(e))?, r.at));
     }
-    let key = limit_key(&caller);
+    let (key, global) = (limit_key(&caller), matches!(caller, Caller::Global));
     let (credential, identity) = identify(server, caller).await.map_err(|e| early_guard().error(e))?;
     trace.identity = Some(identity.clone());
+    let session = flow::Caller { session, global, identity: &identity, credential: &credential };
     // One resource read is one call for the limits, however many reads it makes; a refusal is
     // this server's own words.
     let _admitted = server.limits.admit(key(&identity)).await.map_err(|e| server.guard.error(e))?;
@@ -517,6 +574,7 @@ pub(crate) async fn run_reads(
                 (this.operation, this.method, this.path, this.status);
         }
         let mut got = fetched.map_err(|e| guard.error(e))?;
+        note(server, &session, &call, &got).await;
         permits.extend(got.large.take());
         // Each read in the server's shape, typed by its own operation, its base64 content
         // checked before (as a call's).

@@ -96,7 +96,12 @@ pub(crate) async fn confirm(
     c: &Confirmation,
     given: Option<&str>,
 ) -> Result<Option<Confirmed>, CallError> {
-    let mode = server.settings.confirm_irreversible;
+    // A write that widens what the session read is asked even when what cannot be undone is
+    // not (`call::confirm` left only its clause then).
+    let mode = match server.settings.confirm_irreversible {
+        Mode::Off if c.clauses.iter().any(|c| c.flow) => Mode::Ask,
+        mode => mode,
+    };
     if mode == Mode::Off {
         return Ok(Some(Confirmed::Off));
     }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod confirm;
 pub mod doctor;
 pub mod executor;
+pub(crate) mod flow;
 /// The entry points of the fuzz targets' bodies (`fuzz-bodies/`) into this crate's parsers;
 /// only with the `fuzzing` feature, which that crate turns on (so in this crate's test builds,
 /// never in `cargo build` or the release build).
@@ -24,6 +25,7 @@ pub mod log;
 pub mod mcp;
 pub(crate) mod metrics;
 pub mod oauth;
+pub(crate) mod reads;
 pub mod resources;
 pub mod server;
 pub(crate) mod state;

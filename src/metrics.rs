@@ -52,6 +52,9 @@ pub(crate) struct Metrics {
     mcp_requests: McpRequests,
     rate_limited: RateLimits,
     state: StateMetrics,
+    flow_writes: Family<KindLabel, Counter>,
+    flow_sources: Family<KindLabel, Counter>,
+    flow_lookups: Family<KindLabel, Counter>,
 }
 
 impl Metrics {
@@ -159,9 +162,28 @@ impl Metrics {
             "1 when the last round trip to the shared store succeeded, else 0",
             state.up.clone(),
         );
+        let (flow_writes, flow_sources, flow_lookups) = Default::default();
+        registry.register(
+            "flow_writes",
+            "Writes of sessions that had read private content, judged by FLOW_GUARD: by kind (kept: within the sources' own owner; asked: the person was asked, or the confirm argument judged; refused: FLOW_GUARD=refuse)",
+            Family::clone(&flow_writes),
+        );
+        registry.register(
+            "flow_sources",
+            "Private reads that made a repository a source of their session: by kind (repository, or unknown: content whose repository the call does not name, or past the bound)",
+            Family::clone(&flow_sources),
+        );
+        registry.register(
+            "flow_visibility_lookups",
+            "Visibility look-ups of the flow guard: by kind (hit: cached, miss: asked the forge)",
+            Family::clone(&flow_lookups),
+        );
         Metrics {
             registry,
             state,
+            flow_writes,
+            flow_sources,
+            flow_lookups,
             calls,
             call_duration,
             resource_reads,
@@ -180,6 +202,24 @@ impl Metrics {
     pub(crate) fn call(&self, tool: Option<&Arc<ToolDef>>, outcome: &'static str, took: Duration) {
         self.calls.get_or_create(&CallLabels { tool: ToolLabel(tool.cloned()), outcome }).inc();
         self.call_duration.observe(took.as_secs_f64());
+    }
+
+    /// A write of a session with private sources, judged: `kept`, `asked` or `refused`.
+    pub(crate) fn flow_write(&self, kind: &'static str) {
+        self.flow_writes.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// A private read noted: `repos` repositories, and content of an unknown one.
+    pub(crate) fn flow_sources(&self, repos: usize, unknown: bool) {
+        self.flow_sources.get_or_create(&KindLabel { kind: "repository" }).inc_by(repos as u64);
+        if unknown {
+            self.flow_sources.get_or_create(&KindLabel { kind: "unknown" }).inc();
+        }
+    }
+
+    /// A visibility look-up: answered from the cache (`hit`), or not.
+    pub(crate) fn flow_lookup(&self, hit: bool) {
+        self.flow_lookups.get_or_create(&KindLabel { kind: if hit { "hit" } else { "miss" } }).inc();
     }
 
     /// A finished resource read: `ok` or an error kind's wire name.
@@ -393,6 +433,11 @@ struct CallLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

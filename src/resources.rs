@@ -60,7 +60,7 @@ pub(crate) const TEMPLATES: &[Template] = &[
 pub(crate) async fn read(
     server: &Server,
     caller: Caller,
-    narrowing: &Narrowing,
+    (narrowing, session): (&Narrowing, &crate::reads::Session),
     uri: &str,
     trace: &mut crate::audit::Trace,
 ) -> Result<Guarded, GuardedError> {
@@ -74,7 +74,7 @@ pub(crate) async fn read(
             json!({"issue": issue, "comments": comments})
         }
     };
-    call::run_reads(server, caller, narrowing, reads, combine, trace).await
+    call::run_reads(server, caller, (narrowing, session), reads, combine, trace).await
 }
 
 /// How the data of a resource's reads become one.

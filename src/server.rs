@@ -52,6 +52,8 @@ pub struct Server {
     /// The confirmations a person's yes was given with, each used once: here, and with a
     /// shared store on every replica.
     pub(crate) confirmed: crate::oauth::used::UsedOnce,
+    /// What each session read of private repositories (`FLOW_GUARD`), and visibilities.
+    pub(crate) flows: crate::reads::Flows,
 }
 
 /// Most confirmations remembered as used on one replica (each for its `CONFIRM_TIMEOUT`).
@@ -198,6 +200,7 @@ impl Server {
         policy.forge = forge_host(forge.base()).await;
         let settings_keys =
             [settings.oauth.as_ref().map(|o| o.key.clone()), settings.state.as_ref().map(|s| s.key.clone())];
+        let flows = crate::reads::Flows::new(settings.flow_window);
         Ok(Server {
             audit,
             oauth,
@@ -215,6 +218,7 @@ impl Server {
             calls: Default::default(),
             answers: Default::default(),
             confirmed: crate::oauth::used::UsedOnce::new(CONFIRMED_REMEMBERED).shared(state.clone()),
+            flows,
             state,
             confirmations: crate::oauth::seal::Sealer::new(&confirmation_key(&settings_keys)),
         })
@@ -269,9 +273,9 @@ pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Cat
         aegis_core::catalog::spec::bytes(settings.spec.as_deref(), flavor).map_err(StartError)?;
     let mut catalog = Catalog::build(spec_bytes, flavor, detected)
         .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
-    if settings.confirm_irreversible != aegis_core::policy::confirm::Mode::Off {
-        catalog.offer_confirm(aegis_core::policy::confirm::offered_by);
-    }
+    // The same rule admission applies: the tools whose calls take `confirm` offer it.
+    let offers = settings.policy();
+    catalog.offer_confirm(|t| offers.takes_confirm(t));
     if settings.sudo_allowed_users.is_some() {
         for name in catalog.offer_sudo() {
             tracing::warn!(

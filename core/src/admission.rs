@@ -59,7 +59,7 @@ fn stages<'c>(
     // The result's shape and fields are not the operation's arguments.
     let mut ask = if tool.takes_shape() { Ask::take(&mut args)? } else { Ask::default() };
     // A person's confirmation is not the operation's either (offered where it may apply).
-    let confirms = |t: &ToolDef| policy.confirm != confirm::Mode::Off && confirm::offered_by(t);
+    let confirms = |t: &ToolDef| policy.takes_confirm(t);
     if confirms(tool) {
         ask.confirm = confirm::take(&mut args)?;
     }

@@ -46,12 +46,15 @@ pub enum ErrorKind {
     /// An irreversible call that a person did not confirm (declined, cancelled, did not
     /// answer in time, or no `confirm` with the exact target): nothing was sent.
     NotConfirmed,
+    /// A write that would carry what the session read of a private repository where more
+    /// people see it, refused without asking (`FLOW_GUARD=refuse`): nothing was sent.
+    PrivateFlow,
 }
 
 impl ErrorKind {
     /// Every kind (the README lists them all: a test says so).
     #[cfg(test)]
-    pub(crate) const ALL: [ErrorKind; 20] = [
+    pub(crate) const ALL: [ErrorKind; 21] = [
         ErrorKind::BadRequest,
         ErrorKind::Unauthorized,
         ErrorKind::Forbidden,
@@ -72,6 +75,7 @@ impl ErrorKind {
         ErrorKind::Denied,
         ErrorKind::AuditFailed,
         ErrorKind::NotConfirmed,
+        ErrorKind::PrivateFlow,
     ];
 
     /// The wire name of the kind.
@@ -97,6 +101,7 @@ impl ErrorKind {
             ErrorKind::Denied => "denied",
             ErrorKind::AuditFailed => "audit_failed",
             ErrorKind::NotConfirmed => "not_confirmed",
+            ErrorKind::PrivateFlow => "private_flow",
         }
     }
 }

@@ -268,6 +268,17 @@ pub struct CommonArgs {
         help_heading = TOOLS
     )]
     pub(crate) confirm_irreversible: aegis_core::policy::confirm::Mode,
+    /// What happens to a write that would carry what the session read of a private
+    /// repository where more people see it (a public or limited repository or profile,
+    /// another owner's private repository, a new public repository, an address outside the
+    /// forge): `ask` the person as for a call that cannot be undone, `refuse` it (error kind
+    /// `private_flow`), or `off`.
+    #[arg(long, env = "FLOW_GUARD", value_enum, default_value = "ask", global = true, help_heading = TOOLS)]
+    pub(crate) flow_guard: aegis_core::policy::flow::FlowGuard,
+    /// Seconds a private read counts against the caller's writes over stateless HTTP, which
+    /// has no session (over stdio and MCP sessions, it counts for the session's life).
+    #[arg(long, env = "FLOW_WINDOW", default_value_t = 3600.0, global = true, help_heading = TOOLS)]
+    pub(crate) flow_window: f64,
     /// Seconds a person has to answer a confirmation before the call fails with
     /// `not_confirmed` (over HTTP within MCP_REQUEST_TIMEOUT, which counts the wait too).
     ///

@@ -204,6 +204,8 @@ impl Settings {
             result_shape: args.result_shape,
             confirm_irreversible: args.confirm_irreversible,
             confirm_timeout: seconds("--confirm-timeout", args.confirm_timeout)?,
+            flow_guard: args.flow_guard,
+            flow_window: seconds("--flow-window", args.flow_window)?,
             max_inline_binary_bytes: args.max_inline_binary_bytes,
             structured_content_from: parse_structured_from(&args.structured_content_from)?,
             extra_secrets,

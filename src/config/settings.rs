@@ -49,6 +49,9 @@ pub struct Settings {
     pub(crate) result_shape: aegis_core::shape::Shape,
     pub(crate) confirm_irreversible: aegis_core::policy::confirm::Mode,
     pub(crate) confirm_timeout: Duration,
+    /// `FLOW_GUARD`, and `FLOW_WINDOW` (stateless HTTP).
+    pub(crate) flow_guard: aegis_core::policy::flow::FlowGuard,
+    pub(crate) flow_window: Duration,
     /// `STRUCTURED_CONTENT_FROM`: the oldest protocol version given typed results (`None`: never).
     pub structured_content_from: Option<String>,
     /// `EXTRA_SECRETS` and the lines of `EXTRA_SECRETS_FILE`.
@@ -228,6 +231,7 @@ impl Settings {
             write_repos: self.write_allowed_repos.clone().map(std::sync::Arc::new),
             forge: aegis_core::policy::repos::ForgeHost::new(self.url.clone(), Vec::new()),
             confirm: self.confirm_irreversible,
+            flow: self.flow_guard,
         }
     }
 }

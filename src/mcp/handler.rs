@@ -18,6 +18,7 @@ use crate::call;
 use crate::config::TransportChoice;
 use crate::identity::Caller;
 use crate::metrics::{error_outcome, outcome};
+use crate::reads::Session;
 use crate::resources;
 use crate::server::Server;
 use aegis_core::error::{CallError, ErrorKind, Shown};
@@ -163,9 +164,11 @@ impl ServerHandler for McpHandler {
         })?;
         let mut trace = Trace::default();
         let traced = &mut trace;
+        let session = self.session_of(&asked, self.stateless(&asked));
+        let session = &session;
         let result = self
             .as_caller(&asked, |caller, narrowing| async move {
-                resources::read(server, caller, &narrowing, uri, traced).await
+                resources::read(server, caller, (&narrowing, session), uri, traced).await
             })
             .await;
         let result = audit.finish(&trace, result);
@@ -198,9 +201,7 @@ impl McpHandler {
         let _running = self.server.calls.token();
         let server = &self.server;
         let oversized = asked.oversized;
-        let stateless = self.server.settings.stateless
-            && asked.parts.is_some()
-            && self.server.settings.transport != TransportChoice::Sse;
+        let stateless = self.stateless(&asked);
         let may_ask = self.may_ask(&request.name);
         let person = super::person::Person::of(
             &asked,
@@ -210,10 +211,11 @@ impl McpHandler {
             (&server.confirmations, &server.confirmed),
             server.settings.confirm_timeout,
         );
+        let around = call::Around { asker: &person, session: self.session_of(&asked, stateless) };
         let mut request = request;
         let (name, arguments) = (&request.name, request.arguments.take());
         let result = call::recorded(server, self.origin(&asked), name, arguments, |arguments, mut trace| {
-            let (asked, person) = (&asked, &person);
+            let (asked, around) = (&asked, &around);
             async move {
                 if let Some(o) = oversized {
                     return (Err(server.guard.error(too_long(server, o))), trace);
@@ -221,7 +223,7 @@ impl McpHandler {
                 let traced = &mut trace;
                 let result = self
                     .as_caller(asked, |caller, narrowing| async move {
-                        call::run_asking(server, caller, &narrowing, name, arguments, person, traced).await
+                        call::run_asking(server, caller, &narrowing, name, arguments, around, traced).await
                     })
                     .await;
                 (result, trace)
@@ -239,11 +241,44 @@ impl McpHandler {
         to_rmcp(Outcome::from_result(result), self.typed(asked.client.protocol.as_ref())).map(Into::into)
     }
 
-    /// Whether a call of tool `name` may ask the person for a confirmation.
+    /// Whether a call of tool `name` may ask the person for a confirmation: one that cannot
+    /// be undone (`CONFIRM_IRREVERSIBLE=ask`), or one that may widen what its session read
+    /// (`FLOW_GUARD`, confirmed as `CONFIRM_IRREVERSIBLE` says unless that is `off`).
     pub(crate) fn may_ask(&self, name: &str) -> bool {
+        use aegis_core::policy::{confirm, flow};
         let server = &self.server;
-        server.settings.confirm_irreversible == aegis_core::policy::confirm::Mode::Ask
-            && server.catalog.get(name).is_some_and(|t| aegis_core::policy::confirm::offered_by(t))
+        let Some(tool) = server.catalog.get(name) else { return false };
+        let mode = server.settings.confirm_irreversible;
+        (mode == confirm::Mode::Ask && confirm::offered_by(tool))
+            || (server.policy.flow != flow::FlowGuard::Off
+                && mode != confirm::Mode::Argument
+                && flow::may_widen(tool))
+    }
+
+    /// Whether the request came over stateless HTTP (no MCP session).
+    fn stateless(&self, asked: &Asked<'_>) -> bool {
+        self.server.settings.stateless
+            && asked.parts.is_some()
+            && self.server.settings.transport != TransportChoice::Sse
+    }
+
+    /// Whose reads bound the request's writes (the flow guard): the process over stdio, the
+    /// MCP session over Streamable HTTP with sessions and legacy SSE, the caller's identity
+    /// over stateless HTTP (and for a request that names no session).
+    fn session_of(&self, asked: &Asked<'_>, stateless: bool) -> Session {
+        let Some(parts) = asked.parts else { return Session::Process };
+        let id = if stateless {
+            None
+        } else if self.server.settings.transport == TransportChoice::Sse {
+            parts.uri.query().and_then(|q| {
+                url::form_urlencoded::parse(q.as_bytes())
+                    .find(|(k, _)| k == "sessionId")
+                    .map(|(_, v)| v.into_owned())
+            })
+        } else {
+            parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned)
+        };
+        id.map_or(Session::Identity, Session::Id)
     }
 
     /// The transport a request came over, and the client as it named itself.

@@ -45,6 +45,8 @@ use crate::config::StateSettings;
 use crate::metrics::StateMetrics;
 use aegis_core::error::Shown;
 
+/// The member of an identity's flow set for content whose repository is unknown.
+pub(crate) const FLOW_UNKNOWN: &str = "*";
 /// The longest any round trip may take before the store counts as unavailable for it.
 pub(crate) const TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a connection attempt may take (in the background: no request waits on it longer
@@ -712,6 +714,61 @@ impl Store {
                 Err(Unavailable::Timeout)
             }
         }
+    }
+
+    /// Note, for every replica, that identity `who` read `members` (`flow_member`, or
+    /// `FLOW_UNKNOWN`) within the next `window`; at most `bound` are kept, past them `*`.
+    pub(crate) async fn flow_note(
+        &self,
+        who: &[u8],
+        members: &[String],
+        window: Duration,
+        bound: usize,
+    ) -> Result<(), Unavailable> {
+        let mut call = self.0.scripts.flow_note.prepare_invoke();
+        call.key(self.key("flow", who, "")).arg(window.as_millis() as u64).arg(bound);
+        for m in members {
+            call.arg(m);
+        }
+        let mut con = self.0.con();
+        self.run("flow_note", call.invoke_async::<i64>(&mut con)).await.map(drop)
+    }
+
+    /// What identity `who` read within its window, as every replica noted it (at most `bound`
+    /// members and `*`).
+    pub(crate) async fn flow_sources(&self, who: &[u8], bound: usize) -> Result<Vec<String>, Unavailable> {
+        let mut call = self.0.scripts.flow_sources.prepare_invoke();
+        call.key(self.key("flow", who, "")).arg(bound);
+        let mut con = self.0.con();
+        self.run("flow_sources", call.invoke_async::<Vec<String>>(&mut con)).await
+    }
+
+    /// The member that stands for repository `owner/repo` in an identity's flow set: keyed
+    /// hashes of its owner and of its name (in lower case, as the forges match them), so the
+    /// store never holds a private repository's name, and an owner can be compared.
+    pub(crate) fn flow_member(&self, owner: &str, repo: &str) -> String {
+        let owner = owner.to_lowercase();
+        format!(
+            "{}.{}",
+            self.mac("flow owner", owner.as_bytes()),
+            self.mac("flow repo", format!("{owner}/{}", repo.to_lowercase()).as_bytes())
+        )
+    }
+
+    /// Whether `member` (`flow_member`) is a repository of `owner`.
+    pub(crate) fn flow_member_of(&self, member: &str, owner: &str) -> bool {
+        member
+            .split_once('.')
+            .is_some_and(|(o, _)| o == self.mac("flow owner", owner.to_lowercase().as_bytes()))
+    }
+
+    /// A short keyed hash of `what`, as `kind`.
+    fn mac(&self, kind: &str, what: &[u8]) -> String {
+        let mut ctx = aws_lc_rs::hmac::Context::with_key(&self.0.key);
+        ctx.update(kind.as_bytes());
+        ctx.update(&[0]);
+        ctx.update(what);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&ctx.sign().as_ref()[..12])
     }
 
     /// Whether a replica found `token` refused by the forge within the last while

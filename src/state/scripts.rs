@@ -151,6 +151,34 @@ end
 return #KEYS
 ";
 
+/// What an identity read of private repositories over stateless HTTP (the flow guard), noted:
+/// KEYS[1] is the identity's sorted set (member: a keyed hash of a repository, or `*` for
+/// content of a repository it could not name; score: when it stops counting, in ms on the
+/// store's clock). ARGV: the window in ms, the most members kept, then the members read. Past
+/// the bound a new member is kept as `*`. Answers how many members the set holds.
+const FLOW_NOTE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window, bound = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+for i = 3, #ARGV do
+  local m = ARGV[i]
+  if not redis.call('ZSCORE', KEYS[1], m) and redis.call('ZCARD', KEYS[1]) >= bound then m = '*' end
+  redis.call('ZADD', KEYS[1], now + window, m)
+end
+redis.call('PEXPIRE', KEYS[1], window)
+return redis.call('ZCARD', KEYS[1])
+";
+
+/// What an identity read within its window (`FLOW_NOTE`): KEYS[1] its set; ARGV[1] the most
+/// members answered. Answers the members.
+const FLOW_SOURCES: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]))
+";
+
 /// The scripts, each sent by its hash (and loaded again when the store lost it).
 #[derive(Debug)]
 pub(super) struct Scripts {
@@ -159,6 +187,8 @@ pub(super) struct Scripts {
     pub(super) forget: Script,
     pub(super) renew: Script,
     pub(super) memory: Script,
+    pub(super) flow_note: Script,
+    pub(super) flow_sources: Script,
 }
 
 impl Scripts {
@@ -169,6 +199,8 @@ impl Scripts {
             forget: Script::new(FORGET),
             renew: Script::new(RENEW),
             memory: Script::new(MEMORY),
+            flow_note: Script::new(FLOW_NOTE),
+            flow_sources: Script::new(FLOW_SOURCES),
         }
     }
 }

@@ -674,7 +674,7 @@ fn has_userinfo(text: &str) -> bool {
 
 /// The member of `body` at a dotted `path`, each name matched in any letter case (the exact
 /// spelling first).
-fn member<'v>(body: Option<&'v Value>, path: &str) -> Option<&'v Value> {
+pub(super) fn member<'v>(body: Option<&'v Value>, path: &str) -> Option<&'v Value> {
     let mut at = body?;
     for name in path.split('.') {
         let map = at.as_object()?;
@@ -710,6 +710,9 @@ pub struct Clause {
     pub subject: Option<String>,
     /// What the server found goes with it (set once it looked), in words.
     pub found: Option<String>,
+    /// A write that widens what the session read (`FLOW_GUARD`), not one that destroys: asked
+    /// whatever `CONFIRM_IRREVERSIBLE` says.
+    pub flow: bool,
 }
 
 impl Confirmation {
@@ -740,7 +743,15 @@ fn clause_of(
         }
         _ => None,
     };
-    Clause { words: fill(row.words, route, body), look, with: row.with, only_if_lost, subject, found: None }
+    Clause {
+        words: fill(row.words, route, body),
+        look,
+        with: row.with,
+        only_if_lost,
+        subject,
+        found: None,
+        flow: false,
+    }
 }
 
 /// The confirmation `op` needs with these route values and arguments, if it needs one: an
@@ -789,6 +800,7 @@ pub(crate) fn needed(op: &Operation, values: &Values, args: &Map<String, Value>)
             only_if_lost: false,
             subject: None,
             found: None,
+            flow: false,
         }],
     })
 }
@@ -808,6 +820,7 @@ pub(crate) fn unknown_route(tool: &ToolDef, args: &Map<String, Value>) -> Option
             only_if_lost: false,
             subject: None,
             found: None,
+            flow: false,
         }],
     })
 }
@@ -874,7 +887,7 @@ fn fill(template: &str, route: &[(String, String)], body: Option<&Value>) -> Str
 
 /// Whether `c` is an invisible formatting character (Unicode's category Cf: bidirectional
 /// controls, zero-width characters, the byte-order mark).
-fn is_format(c: char) -> bool {
+pub(super) fn is_format(c: char) -> bool {
     matches!(c, '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
 }
 
@@ -919,15 +932,26 @@ impl Confirmation {
             Some(g) => format!(" The `confirm` sent, {:?}, is not the exact target.", shown(g)),
             None => String::new(),
         };
+        let what = if self.clauses.iter().all(|c| c.flow) {
+            "would write what this session read where more people see it, which cannot be undone, and it"
+        } else {
+            "cannot be undone and"
+        };
         Some(CallError::local(
             ErrorKind::NotConfirmed,
             format!(
-                "{} cannot be undone and was not sent.{wrong} {how} ask the person: \"{}\" Only if they agree, call again with the same arguments and \"confirm\": {}.",
+                "{} {what} was not sent.{wrong} {how} ask the person: \"{}\" Only if they agree, call again with the same arguments and \"confirm\": {}.{}",
                 self.operation,
                 self.question(),
-                Value::from(self.target.as_str())
+                Value::from(self.target.as_str()),
+                self.go_on()
             ),
         ))
+    }
+
+    /// What an agent may do besides asking, when the call widens what the session read.
+    fn go_on(&self) -> String {
+        if self.clauses.iter().any(|c| c.flow) { format!(" {}", super::flow::GO_ON) } else { String::new() }
     }
 
     /// The error when the person's answer could not be judged for now (`why`); the same
@@ -944,9 +968,10 @@ impl Confirmation {
         CallError::local(
             ErrorKind::NotConfirmed,
             format!(
-                "{} of {} was not sent: {answer}. Do not retry it unless the person asks for it again.",
+                "{} of {} was not sent: {answer}. Do not retry it unless the person asks for it again.{}",
                 self.operation,
-                shown(&self.target)
+                shown(&self.target),
+                self.go_on()
             ),
         )
     }

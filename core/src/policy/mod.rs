@@ -17,6 +17,7 @@
 //! changes what is listed.
 
 pub mod confirm;
+pub mod flow;
 pub(crate) mod reach;
 pub mod repos;
 
@@ -50,6 +51,8 @@ pub struct Policy {
     pub forge: ForgeHost,
     /// `CONFIRM_IRREVERSIBLE`: how a call that cannot be undone is confirmed.
     pub confirm: confirm::Mode,
+    /// `FLOW_GUARD`: what happens to a write that widens what the session read.
+    pub flow: flow::FlowGuard,
 }
 
 /// What one HTTP request asked for itself, on top of the server's policy. The default
@@ -235,6 +238,14 @@ impl Policy {
         let (op, route) = Route::of(call)?;
         repos::refusal(&fence, op, &route.values(), call.args().get("body"))
             .map(|why| Refusal { cause: Cause::Repos, why })
+    }
+
+    /// Whether `tool` takes the `confirm` argument: it may need a person because it cannot
+    /// be undone (unless `CONFIRM_IRREVERSIBLE=off`), or because it may widen what a session
+    /// read (unless `FLOW_GUARD=off`).
+    pub fn takes_confirm(&self, tool: &ToolDef) -> bool {
+        (self.confirm != confirm::Mode::Off && confirm::offered_by(tool))
+            || (self.flow != flow::FlowGuard::Off && flow::may_widen(tool))
     }
 
     /// What a person must confirm before `call` is sent, if anything (whatever

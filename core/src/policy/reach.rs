@@ -84,7 +84,7 @@ pub(crate) struct Moves {
 }
 
 /// Where a listing's items name their repository.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Item {
     /// The item is a repository (`full_name`, else `owner.login` and `name`).
     Repository,
@@ -103,7 +103,7 @@ pub(crate) enum Item {
 
 /// An answer whose route cannot be judged: where its list is (`""`: the data itself), how its
 /// items name their repository, and whether it is one item rather than a list.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Listing {
     pub(crate) at: &'static str,
     pub(crate) item: Item,

@@ -237,7 +237,7 @@ const OWNER_PARAMS: [&str; 3] = ["owner", "org", "template_owner"];
 
 /// What a route names.
 #[derive(Debug, PartialEq, Eq)]
-enum Named {
+pub(super) enum Named {
     Repo(String, String),
     Owner(String),
 }
@@ -245,7 +245,7 @@ enum Named {
 /// The repositories and owners `op`'s route names with these values. Only whole-segment
 /// parameters before any wildcard count (every owner and repository parameter is one); a
 /// value that is missing names nothing here — validation refuses the call before it is sent.
-fn named(op: &Operation, values: &Values) -> Vec<Named> {
+pub(super) fn named(op: &Operation, values: &Values) -> Vec<Named> {
     let mut out = Vec::new();
     let mut owner: Option<Option<String>> = None;
     for (index, pieces) in op.template.segments.iter().enumerate() {
@@ -271,7 +271,12 @@ fn named(op: &Operation, values: &Values) -> Vec<Named> {
 }
 
 /// The value of one source (`None`: this source gives none).
-fn from_source(source: Source, op: &Operation, values: &Values, body: Option<&Value>) -> Option<String> {
+pub(super) fn from_source(
+    source: Source,
+    op: &Operation,
+    values: &Values,
+    body: Option<&Value>,
+) -> Option<String> {
     match source {
         Source::Body(key) => {
             body.and_then(|b| b.get(key)).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
@@ -726,7 +731,7 @@ fn scp_like(text: &str) -> Option<Url> {
 }
 
 /// `owner/name` of a repository object (a full one, or the short form with `owner` a login).
-fn repo_name(repo: &Value) -> Option<String> {
+pub(super) fn repo_name(repo: &Value) -> Option<String> {
     if let Some(full) = repo.get("full_name").and_then(Value::as_str) {
         return Some(full.to_owned());
     }
@@ -735,7 +740,7 @@ fn repo_name(repo: &Value) -> Option<String> {
     Some(format!("{owner}/{}", repo.get("name")?.as_str()?))
 }
 
-fn item_repo(item: &Value, kind: Item) -> Option<String> {
+pub(super) fn item_repo(item: &Value, kind: Item) -> Option<String> {
     match kind {
         Item::Repository => repo_name(item),
         Item::Member(key) => repo_name(item.get(key)?),

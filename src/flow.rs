@@ -1,0 +1,279 @@
+//! The flow guard's memory and its look-ups: which private repositories a session has read,
+//! and how far a write's audience reaches. The core says what a call read and where a write
+//! goes (`aegis_core::policy::flow`); this module asks the forge what is private and keeps
+//! what each session read.
+//!
+//! A *session* is the process over stdio, the MCP session over Streamable HTTP with sessions
+//! and legacy SSE, and the caller's identity over `FLOW_WINDOW` over stateless HTTP (kept in
+//! the shared store when there is one, so that a read on one replica and a write on another
+//! are judged together). What a session read is bounded (`MAX_SOURCES`): past the bound it
+//! still counts as having read private content, of any owner. Memory is bounded too
+//! (`SESSIONS`); a session forgotten to make room for others starts again with nothing read,
+//! which is why the bound is far above the sessions one replica serves.
+//!
+//! Visibility is the forge's answer to `GET /repos/{owner}/{repo}` (`private`, `internal`,
+//! `owner.visibility`) or `GET /users/{login}` (`visibility`), cached per identity for
+//! `VISIBLE_FOR`. A look-up that fails makes a read count as private and a write's target
+//! as public: either way the person is asked rather than not.
+
+use serde_json::Value;
+
+use crate::audit::Trace;
+use crate::identity::{Credential, Principal};
+use crate::reads::{Key, MAX_SOURCES, Session, key_of};
+use crate::server::Server;
+use aegis_core::args::Prepared;
+use aegis_core::identity::Identity;
+use aegis_core::policy::flow::{self, Audience, FlowGuard, Read, Seen, Sources, Widening};
+
+/// Who a call runs as, for the flow guard: its session, and the identity its look-ups run as.
+pub(crate) struct Caller<'a> {
+    pub(crate) session: &'a Session,
+    pub(crate) global: bool,
+    pub(crate) identity: &'a Identity,
+    pub(crate) credential: &'a Credential,
+}
+
+impl Caller<'_> {
+    fn key(&self) -> Key {
+        key_of(self.session, self.global, self.identity)
+    }
+
+    /// The login whose look-ups these are: the sudo target's, else the caller's.
+    fn login(&self) -> Option<&str> {
+        self.identity.sudo.as_deref().or(self.identity.login.as_deref())
+    }
+}
+
+/// Whether `call` (a write) widens what its session read: the widening, if it does. Nothing
+/// is looked up for a session that has read nothing private, or a call that writes nowhere.
+pub(crate) async fn judge(
+    server: &Server,
+    caller: &Caller<'_>,
+    call: &Prepared<'_>,
+    trace: &mut Trace,
+) -> Option<Widening> {
+    if server.policy.flow == FlowGuard::Off {
+        if call.operation().is_some_and(|op| op.method != aegis_core::catalog::Method::Get) {
+            trace.flow = Some("off");
+        }
+        return None;
+    }
+    let key = caller.key();
+    let sources = server.flows.sources(&key);
+    let audiences = flow::audiences(call);
+    if audiences.is_empty() {
+        return None;
+    }
+    let (mut sources, elsewhere) = shared::merged(server, caller, sources).await;
+    if sources.is_empty() && elsewhere.is_empty() {
+        return None;
+    }
+    let mut seen = Vec::with_capacity(audiences.len());
+    for a in audiences {
+        let s = reach_of(server, caller, &a).await;
+        seen.push((a, s));
+    }
+    sources.elsewhere = shared::owners(server, &elsewhere, &seen);
+    let op = call.operation().map_or_else(|| call.tool().name().to_owned(), |op| op.id.clone());
+    let widening = flow::widening(&op, &sources, &seen);
+    trace.flow = Some(if widening.is_some() { "widening" } else { "kept" });
+    if widening.is_none() {
+        server.metrics.flow_write("kept");
+    }
+    widening
+}
+
+/// How far audience `a` reaches, as the caller sees it.
+async fn reach_of(server: &Server, caller: &Caller<'_>, a: &Audience) -> Seen {
+    let mine = || caller.login().unwrap_or("the caller").to_owned();
+    match a {
+        Audience::Repo { owner, repo } => {
+            repo_visibility(server, caller, owner, repo).await.unwrap_or(Seen::Public)
+        }
+        Audience::Account(login) => {
+            let login = login.clone().unwrap_or_else(mine);
+            account_visibility(server, caller, &login).await.unwrap_or(Seen::Public)
+        }
+        Audience::NewRepo { private: false, .. } => Seen::Public,
+        Audience::NewRepo { owner, private: true, .. } => {
+            Seen::Private { owner: owner.clone().unwrap_or_else(mine) }
+        }
+        Audience::Like { from, owner, .. } => match repo_visibility(server, caller, &from.0, &from.1).await {
+            Some(Seen::Private { .. }) => Seen::Private { owner: owner.clone().unwrap_or_else(mine) },
+            Some(other) => other,
+            None => Seen::Public,
+        },
+        Audience::Outside(_) => Seen::Outside,
+        Audience::Anyone(_) => Seen::Public,
+    }
+}
+
+/// After a successful call: what it read of private repositories joins its session's
+/// sources. `data` is the forge's answer (a listing's items say their repositories).
+pub(crate) async fn note(server: &Server, caller: &Caller<'_>, call: &Prepared<'_>, data: &Value) {
+    if server.policy.flow == FlowGuard::Off {
+        return;
+    }
+    let (repos, unknown) = match flow::read_of(call) {
+        Read::Nothing => return,
+        Read::Repos(repos) => (repos, false),
+        Read::Items(mut repos, items) => {
+            let (listed, more) = flow::items_read(items, data);
+            repos.extend(listed);
+            (repos, more)
+        }
+        Read::Unknown => (Vec::new(), true),
+    };
+    let mut private = Vec::new();
+    for (owner, repo) in repos {
+        match repo_visibility(server, caller, &owner, &repo).await {
+            Some(Seen::Public) => {}
+            _ => private.push((owner, repo)),
+        }
+    }
+    if private.is_empty() && !unknown {
+        return;
+    }
+    server.flows.add(&caller.key(), &private, unknown);
+    server.metrics.flow_sources(private.len(), unknown);
+    shared::noted(server, caller, &private, unknown).await;
+}
+
+/// The visibility of repository `owner/repo` to the caller (`None`: it could not be read).
+async fn repo_visibility(server: &Server, caller: &Caller<'_>, owner: &str, repo: &str) -> Option<Seen> {
+    let args = serde_json::json!({"owner": owner, "repo": repo});
+    looked_up(server, caller, ("repoGet", args), |v| {
+        let owner_vis = v.pointer("/owner/visibility").and_then(Value::as_str).unwrap_or("private");
+        let login = v.pointer("/owner/login").and_then(Value::as_str).unwrap_or(owner);
+        Some(if v.get("private").and_then(Value::as_bool)? {
+            Seen::Private { owner: login.to_owned() }
+        } else {
+            match owner_vis {
+                "public" if v.get("internal").and_then(Value::as_bool) != Some(true) => Seen::Public,
+                "public" | "limited" => Seen::Limited,
+                _ => Seen::Private { owner: login.to_owned() },
+            }
+        })
+    })
+    .await
+}
+
+/// The visibility of account `login`'s profile (a user's or an organisation's).
+async fn account_visibility(server: &Server, caller: &Caller<'_>, login: &str) -> Option<Seen> {
+    looked_up(server, caller, ("userGet", serde_json::json!({"username": login})), |v| {
+        Some(match v.get("visibility").and_then(Value::as_str)? {
+            "public" => Seen::Public,
+            "limited" => Seen::Limited,
+            _ => Seen::Private { owner: login.to_owned() },
+        })
+    })
+    .await
+}
+
+/// `read` of the forge's answer to operation `op` (a GET) with `args`, as the caller, cached
+/// per identity. The server's own read, not the agent's: no tool rule stops it.
+async fn looked_up(
+    server: &Server,
+    caller: &Caller<'_>,
+    (op, args): (&str, Value),
+    read: impl FnOnce(&Value) -> Option<Seen>,
+) -> Option<Seen> {
+    let what = format!("{op} {args}").to_lowercase();
+    let who = (Principal::of(caller.global, caller.identity), caller.identity.sudo.clone());
+    if let Some(seen) = server.flows.seen(&who, &what) {
+        server.metrics.flow_lookup(true);
+        return Some(seen);
+    }
+    server.metrics.flow_lookup(false);
+    let value = get(server, caller.credential, op, args).await?;
+    let seen = read(&value)?;
+    server.flows.remember(&who, &what, seen.clone());
+    Some(seen)
+}
+
+/// The forge's JSON answer to operation `op` with `args`, if it answered 200 with JSON.
+async fn get(server: &Server, credential: &Credential, op: &str, args: Value) -> Option<Value> {
+    let tool = server.catalog.get(op)?;
+    let Value::Object(args) = args else { return None };
+    let call = Prepared::new(&server.catalog, tool, args).ok()?;
+    let plan = call.plan(0).ok()?;
+    let got = server.forge.send(&plan, credential).await.ok()?;
+    (got.status == 200).then(|| serde_json::from_slice(&got.body).ok()).flatten()
+}
+
+/// The record of an identity over stateless HTTP, in the store the replicas share.
+mod shared {
+    use super::*;
+
+    /// `sources`, and what other replicas noted for the caller that this one did not (stateless
+    /// HTTP with a shared store: each a keyed hash of owner and repository); a store that cannot
+    /// say makes the session count as having read from anyone.
+    pub(super) async fn merged(
+        server: &Server,
+        caller: &Caller<'_>,
+        mut sources: Sources,
+    ) -> (Sources, Vec<String>) {
+        let (Some(store), Session::Identity) = (server.state.as_ref(), caller.session) else {
+            return (sources, Vec::new());
+        };
+        let mut elsewhere = Vec::new();
+        match store.flow_sources(&who(caller), MAX_SOURCES).await {
+            Ok(members) => {
+                for m in members {
+                    if m == crate::state::FLOW_UNKNOWN {
+                        sources.unknown = true;
+                    } else if !sources.repos.iter().any(|(o, r)| store.flow_member(o, r) == m) {
+                        elsewhere.push(m);
+                    }
+                }
+            }
+            Err(why) => {
+                store.warn("the flow guard counts the caller as having read private content", why);
+                sources.unknown = true;
+            }
+        }
+        (sources, elsewhere)
+    }
+
+    /// The owners of what other replicas noted, as far as they are the owner of a private
+    /// place the write goes to (`None`: another owner).
+    pub(super) fn owners(
+        server: &Server,
+        elsewhere: &[String],
+        seen: &[(Audience, Seen)],
+    ) -> Vec<Option<String>> {
+        let Some(store) = server.state.as_ref() else { return Vec::new() };
+        elsewhere
+            .iter()
+            .map(|m| {
+                seen.iter().find_map(|(_, s)| match s {
+                    Seen::Private { owner } if store.flow_member_of(m, owner) => Some(owner.clone()),
+                    _ => None,
+                })
+            })
+            .collect()
+    }
+
+    /// Tell every replica what the caller read (stateless HTTP with a shared store).
+    pub(super) async fn noted(
+        server: &Server,
+        caller: &Caller<'_>,
+        private: &[(String, String)],
+        unknown: bool,
+    ) {
+        let (Some(store), Session::Identity) = (server.state.as_ref(), caller.session) else { return };
+        let mut members: Vec<String> = private.iter().map(|(o, r)| store.flow_member(o, r)).collect();
+        if unknown {
+            members.push(crate::state::FLOW_UNKNOWN.to_owned());
+        }
+        if let Err(why) = store.flow_note(&who(caller), &members, server.flows.window(), MAX_SOURCES).await {
+            store.warn("a private read was kept on this replica only", why);
+        }
+    }
+
+    fn who(caller: &Caller<'_>) -> Vec<u8> {
+        let p = Principal::of(caller.global, caller.identity);
+        format!("{p:?}|{}", caller.identity.sudo.as_deref().unwrap_or("")).into_bytes()
+    }
+}
