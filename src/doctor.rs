@@ -183,6 +183,7 @@ pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
             Err(e) => r.fail(&format!("the spec does not generate tools: {e}")),
         }
     }
+    flow_checks(&mut r, &settings);
     if let Some(oauth) = &settings.oauth {
         oauth_checks(&mut r, &forge, oauth).await;
     }
@@ -254,5 +255,21 @@ async fn oauth_checks(r: &mut Report, forge: &Forge, oauth: &crate::config::OAut
         r.fail(&format!(
             "the forge's OAuth2 token endpoint answered {status} without an OAuth error: is OAuth2 enabled on the forge ([oauth2] ENABLED)?"
         ));
+    }
+}
+
+/// What the flow guard does with a write that widens what its session read.
+fn flow_checks(r: &mut Report, settings: &Settings) {
+    use aegis_core::policy::flow::FlowGuard;
+    let window = settings.flow_window.as_secs();
+    match settings.flow_guard {
+        FlowGuard::Off => r.warn(
+            "FLOW_GUARD=off: a session that read a private repository can publish it (a comment on a public issue, a webhook) without a person",
+        ),
+        guard => r.ok(&format!(
+            "FLOW_GUARD={}: a write that would carry private content read in its session where more people see it is {} (over stateless HTTP, the reads of the last {window} s count: FLOW_WINDOW)",
+            guard.as_str(),
+            if guard == FlowGuard::Ask { "asked of the person" } else { "refused" }
+        )),
     }
 }

@@ -26,6 +26,9 @@ use aegis_core::args::Prepared;
 use aegis_core::identity::Identity;
 use aegis_core::policy::flow::{self, Audience, FlowGuard, Read, Seen, Sources, Widening};
 
+/// Visibility look-ups one call makes at once (a write after many reads judges them all).
+const LOOKUPS_AT_ONCE: usize = 4;
+
 /// Who a call runs as, for the flow guard: its session, and the identity its look-ups run as.
 pub(crate) struct Caller<'a> {
     pub(crate) session: &'a Session,
@@ -59,12 +62,18 @@ pub(crate) async fn judge(
         }
         return None;
     }
-    let key = caller.key();
-    let sources = server.flows.sources(&key);
     let audiences = flow::audiences(call);
     if audiences.is_empty() {
         return None;
     }
+    let key = caller.key();
+    let (sources, unjudged) = server.flows.sources(&key);
+    let sources = if unjudged.is_empty() {
+        sources
+    } else {
+        judge_reads(server, caller, &key, unjudged).await;
+        server.flows.sources(&key).0
+    };
     let (mut sources, elsewhere) = shared::merged(server, caller, sources).await;
     if sources.is_empty() && elsewhere.is_empty() {
         return None;
@@ -115,6 +124,10 @@ pub(crate) async fn note(server: &Server, caller: &Caller<'_>, call: &Prepared<'
     if server.policy.flow == FlowGuard::Off {
         return;
     }
+    // A repository's own answer says how far it reaches: no look-up needed for it.
+    if let Some((owner, repo, seen)) = visibility_of(data) {
+        server.flows.remember(&who(caller), &repo_key(&owner, &repo), Some(seen));
+    }
     let (repos, unknown) = match flow::read_of(call) {
         Read::Nothing => return,
         Read::Repos(repos) => (repos, false),
@@ -125,43 +138,76 @@ pub(crate) async fn note(server: &Server, caller: &Caller<'_>, call: &Prepared<'
         }
         Read::Unknown => (Vec::new(), true),
     };
-    let mut private = Vec::new();
-    for (owner, repo) in repos {
-        match repo_visibility(server, caller, &owner, &repo).await {
-            Some(Seen::Public) => {}
-            _ => private.push((owner, repo)),
-        }
+    let key = caller.key();
+    server.flows.read(&key, &repos, unknown);
+    if unknown {
+        server.metrics.flow_sources(0, true);
     }
-    if private.is_empty() && !unknown {
-        return;
+    // Over stateless HTTP with a shared store, another replica may judge the next write: what
+    // was read is judged now, and what is private told to every replica.
+    if let (Some(_), Session::Identity) = (&server.state, caller.session) {
+        let private = judge_reads(server, caller, &key, repos).await;
+        shared::noted(server, caller, &private, unknown).await;
     }
-    server.flows.add(&caller.key(), &private, unknown);
-    server.metrics.flow_sources(private.len(), unknown);
-    shared::noted(server, caller, &private, unknown).await;
+}
+
+/// Look up how far each repository of `repos`, which the session of `key` read, reaches, and
+/// keep the private ones as its sources (a look-up that fails counts as private): the
+/// private ones.
+async fn judge_reads(
+    server: &Server,
+    caller: &Caller<'_>,
+    key: &Key,
+    repos: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    use futures::StreamExt;
+    let judged: Vec<((String, String), bool)> = futures::stream::iter(repos)
+        .map(|(owner, repo)| async move {
+            let private = !matches!(repo_visibility(server, caller, &owner, &repo).await, Some(Seen::Public));
+            ((owner, repo), private)
+        })
+        .buffered(LOOKUPS_AT_ONCE)
+        .collect()
+        .await;
+    server.flows.judged(key, &judged);
+    let private: Vec<(String, String)> = judged.into_iter().filter(|(_, p)| *p).map(|(r, _)| r).collect();
+    server.metrics.flow_sources(private.len(), false);
+    private
 }
 
 /// The visibility of repository `owner/repo` to the caller (`None`: it could not be read).
 async fn repo_visibility(server: &Server, caller: &Caller<'_>, owner: &str, repo: &str) -> Option<Seen> {
     let args = serde_json::json!({"owner": owner, "repo": repo});
-    looked_up(server, caller, ("repoGet", args), |v| {
-        let owner_vis = v.pointer("/owner/visibility").and_then(Value::as_str).unwrap_or("private");
-        let login = v.pointer("/owner/login").and_then(Value::as_str).unwrap_or(owner);
-        Some(if v.get("private").and_then(Value::as_bool)? {
-            Seen::Private { owner: login.to_owned() }
-        } else {
-            match owner_vis {
-                "public" if v.get("internal").and_then(Value::as_bool) != Some(true) => Seen::Public,
-                "public" | "limited" => Seen::Limited,
-                _ => Seen::Private { owner: login.to_owned() },
-            }
-        })
+    looked_up(server, caller, repo_key(owner, repo), ("repoGet", args), |v| {
+        visibility_of(v).map(|(_, _, s)| s)
     })
     .await
 }
 
+/// How a repository's visibility is remembered.
+fn repo_key(owner: &str, repo: &str) -> String {
+    format!("repo {owner}/{repo}").to_lowercase()
+}
+
+/// The owner, name and reach of a repository object (`private`, `internal`, `owner.visibility`),
+/// if `v` is one.
+fn visibility_of(v: &Value) -> Option<(String, String, Seen)> {
+    let private = v.get("private").and_then(Value::as_bool)?;
+    let login = v.pointer("/owner/login").and_then(Value::as_str)?.to_owned();
+    let name = v.get("name").and_then(Value::as_str)?.to_owned();
+    let seen = match v.pointer("/owner/visibility").and_then(Value::as_str) {
+        _ if private => Seen::Private { owner: login.clone() },
+        Some("public") if v.get("internal").and_then(Value::as_bool) != Some(true) => Seen::Public,
+        Some("public" | "limited") => Seen::Limited,
+        _ => Seen::Private { owner: login.clone() },
+    };
+    Some((login, name, seen))
+}
+
 /// The visibility of account `login`'s profile (a user's or an organisation's).
 async fn account_visibility(server: &Server, caller: &Caller<'_>, login: &str) -> Option<Seen> {
-    looked_up(server, caller, ("userGet", serde_json::json!({"username": login})), |v| {
+    let key = format!("account {login}").to_lowercase();
+    looked_up(server, caller, key, ("userGet", serde_json::json!({"username": login})), |v| {
         Some(match v.get("visibility").and_then(Value::as_str)? {
             "public" => Seen::Public,
             "limited" => Seen::Limited,
@@ -176,20 +222,25 @@ async fn account_visibility(server: &Server, caller: &Caller<'_>, login: &str) -
 async fn looked_up(
     server: &Server,
     caller: &Caller<'_>,
+    what: String,
     (op, args): (&str, Value),
     read: impl FnOnce(&Value) -> Option<Seen>,
 ) -> Option<Seen> {
-    let what = format!("{op} {args}").to_lowercase();
-    let who = (Principal::of(caller.global, caller.identity), caller.identity.sudo.clone());
+    let who = who(caller);
     if let Some(seen) = server.flows.seen(&who, &what) {
         server.metrics.flow_lookup(true);
-        return Some(seen);
+        return seen;
     }
     server.metrics.flow_lookup(false);
-    let value = get(server, caller.credential, op, args).await?;
-    let seen = read(&value)?;
+    // A failure is remembered too: a forge that cannot answer is not asked at every call.
+    let seen = get(server, caller.credential, op, args).await.and_then(|v| read(&v));
     server.flows.remember(&who, &what, seen.clone());
-    Some(seen)
+    seen
+}
+
+/// Whose look-ups these are: what the forge shows a caller depends on who it is.
+fn who(caller: &Caller<'_>) -> (Principal, Option<String>) {
+    (Principal::of(caller.global, caller.identity), caller.identity.sudo.clone())
 }
 
 /// The forge's JSON answer to operation `op` with `args`, if it answered 200 with JSON.

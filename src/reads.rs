@@ -40,36 +40,63 @@ pub(crate) enum Key {
     Identity(Principal, Option<String>),
 }
 
-/// What one session has read of private repositories.
+/// Repositories one session has read and whose visibility is not looked up yet, at most;
+/// past them it counts as having read from every owner.
+const MAX_UNJUDGED: usize = 256;
+
+/// A repository read: owner, name (as the call spelled them), and when last read.
+type Readout = (String, String, Instant);
+
+/// What one session has read.
 #[derive(Debug, Default)]
 struct Record {
-    /// Owner, name (as the call spelled them), and when last read.
-    repos: Vec<(String, String, Instant)>,
-    /// When it last read content whose repository it could not name, or read past the bound.
+    /// Repositories read whose visibility is not known yet: looked up at the session's next
+    /// write, so a session that only reads costs the forge nothing more.
+    unjudged: Vec<Readout>,
+    /// The private ones.
+    private: Vec<Readout>,
+    /// When it last read content whose repository it could not name, or read past a bound.
     unknown: Option<Instant>,
 }
 
+fn position(list: &[Readout], owner: &str, repo: &str) -> Option<usize> {
+    list.iter().position(|(o, n, _)| o.eq_ignore_ascii_case(owner) && n.eq_ignore_ascii_case(repo))
+}
+
 impl Record {
-    fn add(&mut self, owner: &str, repo: &str, now: Instant) {
-        if let Some(r) = self
-            .repos
-            .iter_mut()
-            .find(|(o, n, _)| o.eq_ignore_ascii_case(owner) && n.eq_ignore_ascii_case(repo))
-        {
-            r.2 = now;
-        } else if self.repos.len() < MAX_SOURCES {
-            self.repos.push((owner.to_owned(), repo.to_owned(), now));
+    fn read(&mut self, owner: &str, repo: &str, now: Instant) {
+        if let Some(i) = position(&self.private, owner, repo) {
+            self.private[i].2 = now;
+        } else if let Some(i) = position(&self.unjudged, owner, repo) {
+            self.unjudged[i].2 = now;
+        } else if self.unjudged.len() < MAX_UNJUDGED {
+            self.unjudged.push((owner.to_owned(), repo.to_owned(), now));
         } else {
             self.unknown = Some(now);
         }
     }
 
-    /// What was read since `since` (`None`: ever).
+    fn judged(&mut self, owner: &str, repo: &str, private: bool) {
+        let Some(i) = position(&self.unjudged, owner, repo) else { return };
+        let read = self.unjudged.swap_remove(i);
+        if !private {
+            return;
+        }
+        if let Some(j) = position(&self.private, owner, repo) {
+            self.private[j].2 = self.private[j].2.max(read.2);
+        } else if self.private.len() < MAX_SOURCES {
+            self.private.push(read);
+        } else {
+            self.unknown = Some(read.2);
+        }
+    }
+
+    /// What was read since `since` (`None`: ever) of private repositories.
     fn sources(&self, since: Option<Instant>) -> Sources {
         let recent = |t: &Instant| since.is_none_or(|s| *t >= s);
         Sources {
             repos: self
-                .repos
+                .private
                 .iter()
                 .filter(|(_, _, t)| recent(t))
                 .map(|(o, r, _)| (o.clone(), r.clone()))
@@ -84,7 +111,7 @@ impl Record {
 #[derive(Debug)]
 pub(crate) struct Flows {
     records: moka::sync::Cache<Key, Arc<Mutex<Record>>>,
-    visibility: moka::sync::Cache<(Principal, Option<String>, String), Seen>,
+    visibility: moka::sync::Cache<(Principal, Option<String>, String), Option<Seen>>,
     window: Duration,
 }
 
@@ -100,35 +127,57 @@ impl Flows {
         }
     }
 
-    /// What the session of `key` read (over stateless HTTP, within `FLOW_WINDOW`).
-    pub(crate) fn sources(&self, key: &Key) -> Sources {
-        let Some(record) = self.records.get(key) else { return Sources::default() };
-        let since =
-            matches!(key, Key::Identity(..)).then(|| Instant::now().checked_sub(self.window)).flatten();
-        let r = record.lock().expect("flow record lock");
-        r.sources(since)
+    /// Since when reads count for the session of `key` (`None`: its whole life).
+    fn since(&self, key: &Key) -> Option<Instant> {
+        matches!(key, Key::Identity(..)).then(|| Instant::now().checked_sub(self.window)).flatten()
     }
 
-    /// The session of `key` read `private` repositories, and (`unknown`) content of one it
-    /// could not name.
-    pub(crate) fn add(&self, key: &Key, private: &[(String, String)], unknown: bool) {
+    /// What the session of `key` read of private repositories (over stateless HTTP, within
+    /// `FLOW_WINDOW`), and the repositories it read whose visibility is not known yet.
+    pub(crate) fn sources(&self, key: &Key) -> (Sources, Vec<(String, String)>) {
+        let Some(record) = self.records.get(key) else { return Default::default() };
+        let since = self.since(key);
+        let r = record.lock().expect("flow record lock");
+        let unjudged = r
+            .unjudged
+            .iter()
+            .filter(|(_, _, t)| since.is_none_or(|s| *t >= s))
+            .map(|(o, n, _)| (o.clone(), n.clone()))
+            .collect();
+        (r.sources(since), unjudged)
+    }
+
+    /// The session of `key` read the content of `repos` (their visibility to be judged), and
+    /// (`unknown`) content of a repository it could not name.
+    pub(crate) fn read(&self, key: &Key, repos: &[(String, String)], unknown: bool) {
         let now = Instant::now();
         let record = self.records.get_with_by_ref(key, Default::default);
         let mut r = record.lock().expect("flow record lock");
-        for (o, n) in private {
-            r.add(o, n, now);
+        for (o, n) in repos {
+            r.read(o, n, now);
         }
         if unknown {
             r.unknown = Some(now);
         }
     }
 
-    /// How far what `who` looked up (`what`) reaches, if it was looked up lately.
-    pub(crate) fn seen(&self, who: &(Principal, Option<String>), what: &str) -> Option<Seen> {
+    /// What the visibility look-ups said of repositories the session of `key` read: each
+    /// private or not.
+    pub(crate) fn judged(&self, key: &Key, judged: &[((String, String), bool)]) {
+        let Some(record) = self.records.get(key) else { return };
+        let mut r = record.lock().expect("flow record lock");
+        for ((o, n), private) in judged {
+            r.judged(o, n, *private);
+        }
+    }
+
+    /// How far what `who` looked up (`what`) reaches, if it was looked up lately (`Some(None)`:
+    /// the look-up failed).
+    pub(crate) fn seen(&self, who: &(Principal, Option<String>), what: &str) -> Option<Option<Seen>> {
         self.visibility.get(&(who.0.clone(), who.1.clone(), what.to_owned()))
     }
 
-    pub(crate) fn remember(&self, who: &(Principal, Option<String>), what: &str, seen: Seen) {
+    pub(crate) fn remember(&self, who: &(Principal, Option<String>), what: &str, seen: Option<Seen>) {
         self.visibility.insert((who.0.clone(), who.1.clone(), what.to_owned()), seen);
     }
 

@@ -275,7 +275,7 @@ pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Cat
         .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
     // The same rule admission applies: the tools whose calls take `confirm` offer it.
     let offers = settings.policy();
-    catalog.offer_confirm(|t| offers.takes_confirm(t));
+    catalog.offer_confirm(|t| offers.offers_confirm(t));
     if settings.sudo_allowed_users.is_some() {
         for name in catalog.offer_sudo() {
             tracing::warn!(

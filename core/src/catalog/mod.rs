@@ -202,12 +202,14 @@ impl Catalog {
     }
 
     /// Offer the optional `confirm` argument on the tools `offers` names (an operation that
-    /// may need a person's confirmation, the raw tool, the call tool); done once, right after
-    /// `build`, before any schema is built.
-    pub fn offer_confirm(&mut self, offers: impl Fn(&ToolDef) -> bool) {
+    /// may need a person's confirmation, the raw tool, the call tool), in the listed schema
+    /// too where it says `Some(true)`; done once, right after `build`, before any schema is built.
+    pub fn offer_confirm(&mut self, offers: impl Fn(&ToolDef) -> Option<bool>) {
         for tool in self.tools.iter_mut().chain(self.builtins.iter_mut()) {
-            if offers(tool) {
-                Arc::get_mut(tool).expect("the catalog is not shared while it is built").offer_confirm();
+            if let Some(listed) = offers(tool) {
+                Arc::get_mut(tool)
+                    .expect("the catalog is not shared while it is built")
+                    .offer_confirm(listed);
             }
         }
     }

@@ -71,6 +71,8 @@ pub struct ToolDef {
     /// for a client that cannot ask its person); then in both schemas, and taken out before
     /// validation.
     pub(crate) offers_confirm: bool,
+    /// Whether the listed schema shows `confirm` too.
+    pub(crate) confirm_listed: bool,
     /// Where the schemas come from.
     source: Source,
     schemas: OnceLock<Schemas>,
@@ -116,6 +118,7 @@ impl ToolDef {
             core: super::toolsets::is_core(&op.id),
             offers_sudo: false,
             offers_confirm: false,
+            confirm_listed: false,
             target: Target::Operation(Box::new(op)),
             source: Source::Spec(spec.clone(), index),
             schemas: OnceLock::new(),
@@ -144,6 +147,7 @@ impl ToolDef {
             core: false,
             offers_sudo: false,
             offers_confirm: false,
+            confirm_listed: false,
             source: Source::Given(Arc::new(schema)),
             schemas: OnceLock::new(),
             validator: OnceLock::new(),
@@ -172,7 +176,9 @@ impl ToolDef {
             if self.offers_confirm {
                 let full = if self.operation().is_some() { CONFIRM_FULL } else { CONFIRM_REACHED_FULL };
                 offer_confirm_in(Arc::make_mut(&mut input), Some(full));
-                offer_confirm_in(Arc::make_mut(&mut listed), None);
+                if self.confirm_listed {
+                    offer_confirm_in(Arc::make_mut(&mut listed), None);
+                }
             }
             // Every tool that answers JSON takes them; `tools/list` shows them where reading
             // makes them worth their bytes: reads, the raw tool and the call tool.
@@ -226,10 +232,14 @@ impl ToolDef {
 
     /// Offer the optional `confirm` argument in both schemas (before they are built, as
     /// `offer_sudo`).
-    pub(crate) fn offer_confirm(&mut self) {
+    /// `listed`: in the listed schema too; else only in the full one (`gitea_get_operation_schema`),
+    /// for a write that needs it only after its session read private content, whose error
+    /// then says what to send: `tools/list` stays the size it was.
+    pub(crate) fn offer_confirm(&mut self, listed: bool) {
         debug_assert!(self.schemas.get().is_none(), "confirm is offered before the schemas are built");
         self.schemas = OnceLock::new();
         self.offers_confirm = true;
+        self.confirm_listed = listed;
     }
 
     pub fn name(&self) -> &str {

@@ -244,8 +244,20 @@ impl Policy {
     /// be undone (unless `CONFIRM_IRREVERSIBLE=off`), or because it may widen what a session
     /// read (unless `FLOW_GUARD=off`).
     pub fn takes_confirm(&self, tool: &ToolDef) -> bool {
-        (self.confirm != confirm::Mode::Off && confirm::offered_by(tool))
-            || (self.flow != flow::FlowGuard::Off && flow::may_widen(tool))
+        self.offers_confirm(tool).is_some()
+    }
+
+    /// Whether `tool` takes `confirm` (`takes_confirm`), and if so whether `tools/list` shows
+    /// it: only where the call itself may need it (what it destroys), not where only a private
+    /// read before it would (the error of such a call says what to send).
+    pub fn offers_confirm(&self, tool: &ToolDef) -> Option<bool> {
+        if self.confirm != confirm::Mode::Off && confirm::offered_by(tool) {
+            Some(true)
+        } else if self.flow != flow::FlowGuard::Off && flow::may_widen(tool) {
+            Some(false)
+        } else {
+            None
+        }
     }
 
     /// What a person must confirm before `call` is sent, if anything (whatever
