@@ -100,6 +100,74 @@ fn main() {
     if run("store") {
         rt.block_on(store_cost());
     }
+    if run("flow") {
+        rt.block_on(flow_cost());
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. The flow guard: what remembering a session's private reads, and judging its writes by
+//    them, costs a call.
+
+/// This process's CPU time so far (user + system, from /proc; clock ticks of 10 ms): the
+/// fake forge runs here too, the same for both settings.
+fn cpu_now() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+/// A private repository read and written by one session (`issueGetIssue`, then
+/// `issueCreateComment` on it: a write into the source itself, never asked), and a public
+/// one read, with `FLOW_GUARD=off` and `ask`: CPU and time per call, and the forge requests
+/// per call once the visibilities are cached.
+async fn flow_cost() {
+    const ROUNDS: usize = 3000;
+    println!(
+        "== 9. Flow guard: {ROUNDS} rounds of a private read and a write into it, and a public read, FLOW_GUARD=off against ask"
+    );
+    let forge = FakeForge::start(Options { flavor: FFlavor::Gitea, ..Options::default() }).await;
+    forge.seed_repo("alice", "demo");
+    forge.seed_issues("alice", "demo", 1);
+    let mut per_call = Vec::new();
+    for guard in ["off", "ask"] {
+        let flags = ["--flow-guard", guard];
+        let server =
+            Arc::new(Server::start(settings_with("gitea", &forge.base_url(), &flags)).await.unwrap());
+        let secret = format!("secret-{guard}");
+        let made = obj(json!({"body": {"name": secret, "private": true}}));
+        text_of(&server, "createCurrentUserRepo", made).await;
+        forge.seed_issues("alice", &secret, 1);
+        let read = obj(json!({"owner": "alice", "repo": secret, "index": 1}));
+        let write = obj(json!({"owner": "alice", "repo": secret, "index": 1, "body": {"body": "noted"}}));
+        let public = obj(json!({"owner": "alice", "repo": "demo", "index": 1}));
+        let round = async || {
+            text_of(&server, "issueGetIssue", read.clone()).await;
+            text_of(&server, "issueCreateComment", write.clone()).await;
+            text_of(&server, "issueGetIssue", public.clone()).await;
+        };
+        for _ in 0..CALL_WARMUP {
+            round().await;
+        }
+        forge.clear_requests();
+        let (cpu, t) = (cpu_now(), Instant::now());
+        for _ in 0..ROUNDS {
+            round().await;
+        }
+        let (cpu, took) = (cpu_now() - cpu, t.elapsed());
+        let calls = (ROUNDS * 3) as f64;
+        let requests = forge.requests().len() as f64 / calls;
+        let cpu_us = cpu.as_secs_f64() * 1e6 / calls;
+        per_call.push(cpu_us);
+        println!(
+            "  FLOW_GUARD={guard:<4} CPU {cpu_us:>6.1} us per call   time {:>6.1} us per call   forge requests per call {requests:.3}",
+            took.as_secs_f64() * 1e6 / calls
+        );
+    }
+    println!("  ask/off CPU per call: {:.3}x (goal <= 1.05x)", per_call[1] / per_call[0]);
+    println!();
+    forge.shutdown();
 }
 
 // ---------------------------------------------------------------------------------------

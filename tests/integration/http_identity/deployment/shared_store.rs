@@ -700,3 +700,72 @@ async fn a_yes_runs_its_call_once_on_every_replica() {
     })
     .await;
 }
+
+/// One identity's stateless requests through `base`: `tool` with `args`.
+async fn alice_at(base: &str, tool: &str, args: Value) -> super::super::support::Called {
+    let r =
+        stateless_call(&http_client(), base, tool, args, Some(&token(super::super::support::ALICE_TOKEN)))
+            .await
+            .unwrap();
+    tool_result(&r)
+}
+
+/// The flow guard over stateless HTTP: a private read on one replica bounds a write on
+/// another (the store holds what the identity read, as keyed hashes); another identity is not
+/// bound by it; a store that cannot answer counts as having read from anyone (asked), and
+/// once it answers again a write into the reader's own private repository is not asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_read_on_one_replica_bounds_a_write_on_another() {
+    bounded(async {
+        let redis = Redis::start().await;
+        let bob = "tok-bob-b0b0b0b0b0";
+        let forge = Forge::gitea().user(bob, "bob").issues("alice", "site", 1).start().await;
+        let store_env = redis.env();
+        let cluster = Cluster::start(&forge.base_url(), "http", &env_of(&store_env, &[]), free_port()).await;
+        let (r0, r1, r2) = (
+            cluster.replica(0).base.clone(),
+            cluster.replica(1).base.clone(),
+            cluster.replica(2).base.clone(),
+        );
+        let made =
+            alice_at(&r0, "createCurrentUserRepo", json!({"body": {"name": "secret", "private": true}}))
+                .await;
+        assert!(!made.is_error, "{}", made.text);
+        forge.seed_issues("alice", "secret", 1);
+        let read =
+            alice_at(&r0, "issueGetIssue", json!({"owner": "alice", "repo": "secret", "index": 1})).await;
+        assert!(!read.is_error, "{}", read.text);
+
+        let posts = || forge.requests().into_iter().filter(|r| r.method == "POST").count();
+        let before = posts();
+        let comment = json!({"owner": "alice", "repo": "site", "index": 1, "body": {"body": "the secret"}});
+        let c = alice_at(&r1, "issueCreateComment", comment.clone()).await;
+        assert_eq!(c.kind(), "not_confirmed", "{}", c.text);
+        assert!(
+            c.text.contains("read through another replica") && c.text.contains("alice/site"),
+            "{}",
+            c.text
+        );
+        assert_eq!(posts(), before, "nothing was sent");
+        // Bob read nothing private: his comment on the same issue is not asked.
+        let r = stateless_call(&http_client(), &r1, "issueCreateComment", comment.clone(), Some(&token(bob)))
+            .await;
+        let c = tool_result(&r.unwrap());
+        assert!(!c.is_error, "{}", c.text);
+
+        // A store that cannot answer: even a write into alice's own private repository is asked.
+        let own = json!({"owner": "alice", "repo": "secret", "index": 1, "body": {"body": "a note"}});
+        redis.stop();
+        let c = alice_at(&r2, "issueCreateComment", own.clone()).await;
+        redis.resume();
+        assert_eq!(c.kind(), "not_confirmed", "{}", c.text);
+        // Answering again, the store says she read only her own: not asked.
+        let c = wait_until("the store answers again", WAIT_LIMIT, async || {
+            let c = alice_at(&r2, "issueCreateComment", own.clone()).await;
+            (!c.is_error).then_some(c)
+        })
+        .await;
+        assert_eq!(c.json["status"], 201, "{}", c.text);
+    })
+    .await;
+}
