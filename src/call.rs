@@ -401,6 +401,7 @@ impl Fetched {
             truncated: None,
             hidden_content: None,
             filtered: None,
+            withheld: None,
         }
     }
 }
