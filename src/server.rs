@@ -52,6 +52,8 @@ pub struct Server {
     /// The confirmations a person's yes was given with, each used once: here, and with a
     /// shared store on every replica.
     pub(crate) confirmed: crate::oauth::used::UsedOnce,
+    /// What the forge said of repositories' authors, per identity (`CONTENT_TRUST`).
+    pub(crate) authors: crate::trust::AuthorCache,
 }
 
 /// Most confirmations remembered as used on one replica (each for its `CONFIRM_TIMEOUT`).
@@ -217,6 +219,7 @@ impl Server {
             confirmed: crate::oauth::used::UsedOnce::new(CONFIRMED_REMEMBERED).shared(state.clone()),
             state,
             confirmations: crate::oauth::seal::Sealer::new(&confirmation_key(&settings_keys)),
+            authors: Default::default(),
         })
     }
 

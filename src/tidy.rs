@@ -140,7 +140,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["config", "log", "metrics"],
             &["identity", "state"],
             &["executor", "limits", "audit"],
-            &["oauth"],
+            &["oauth", "trust"],
             &["server"],
             &["identify", "confirm"],
             &["call"],
