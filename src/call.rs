@@ -91,7 +91,8 @@ pub async fn run_asking(
     // 8. filter
     let filtered = filter(server, narrowing, &call, &mut fetched).map_err(|e| guard.error(e))?;
     // 9. trust
-    let withheld = trust(server, narrowing, call.operation(), &ask, &credential, &identity, &mut fetched).await;
+    let withheld =
+        trust(server, narrowing, call.operation(), &ask, &credential, &identity, &mut fetched).await;
     // 10. shape
     let (shape, link) = shape(server, &call, &ask, &mut guard, &mut fetched).map_err(|e| guard.error(e))?;
     // 11. guard: hygiene → exact redaction → pattern masking (or block) → bounds → the
@@ -270,7 +271,8 @@ async fn trust(
     let repos = trust::repositories(operation, &path, &mut fetched.data);
     let who = identity.sudo.as_deref().or(identity.login.as_deref()).unwrap_or_default();
     let known = server.authors.look_up(&server.forge, &server.catalog, credential, who, repos).await;
-    let withheld = trust::judge(operation, &path, &mut fetched.data, |r| known.get(r).map(AsRef::as_ref), how);
+    let withheld =
+        trust::judge(operation, &path, &mut fetched.data, |r| known.get(r).map(AsRef::as_ref), how);
     envelope::Withheld::of(withheld)
 }
 
@@ -562,7 +564,9 @@ pub(crate) async fn run_reads(
             guard.contents(defs, result_type, got.status, &mut got.data).map_err(|e| guard.error(e))?;
         }
         let (op, ask) = (call.operation(), Ask::default());
-        withheld += trust(server, narrowing, op, &ask, &credential, &identity, &mut got).await.map_or(0, |w| w.items());
+        withheld += trust(server, narrowing, op, &ask, &credential, &identity, &mut got)
+            .await
+            .map_or(0, |w| w.items());
         got.shape(server, result_type, shape, None).map_err(|e| guard.error(e))?;
         compact |= got.json && shape == Shape::Compact;
         datas.push(std::mem::take(&mut got.data));

@@ -115,7 +115,12 @@ impl AuthorCache {
 }
 
 /// The three reads of `repo` (`owner/name`), and what they say.
-async fn read(forge: &Forge, catalog: &Catalog, credential: &Credential, repo: &str) -> Result<Authors, String> {
+async fn read(
+    forge: &Forge,
+    catalog: &Catalog,
+    credential: &Credential,
+    repo: &str,
+) -> Result<Authors, String> {
     let (owner, name) = repo.split_once('/').ok_or("not owner/name")?;
     let get = |op: &'static str, page: Option<usize>| {
         let mut args = Map::new();
@@ -127,8 +132,11 @@ async fn read(forge: &Forge, catalog: &Catalog, credential: &Credential, repo: &
         }
         get(forge, catalog, credential, op, args)
     };
-    let (about, assignees, first) =
-        tokio::join!(get("repoGet", None), get("repoGetAssignees", None), get("repoListCollaborators", Some(1)));
+    let (about, assignees, first) = tokio::join!(
+        get("repoGet", None),
+        get("repoGetAssignees", None),
+        get("repoListCollaborators", Some(1))
+    );
     let (about, assignees) = (about?, assignees?);
     let mut pages = vec![first?];
     while pages.len() < COLLABORATOR_PAGES && items(pages.last().expect("one page")) >= PAGE {

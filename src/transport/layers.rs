@@ -562,7 +562,9 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
         None | Some("") => false,
         Some("withhold") => true,
         Some(_) => {
-            return Err("X-MCP-Content-Trust may only be withhold (a request turns withholding on, never off)".into());
+            return Err(
+                "X-MCP-Content-Trust may only be withhold (a request turns withholding on, never off)".into(),
+            );
         }
     };
     Ok(Narrowing { read_only, disabled, toolsets, repos, write_repos, withhold })
