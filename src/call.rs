@@ -91,8 +91,7 @@ pub async fn run_asking(
     // 8. filter
     let filtered = filter(server, narrowing, &call, &mut fetched).map_err(|e| guard.error(e))?;
     // 9. trust
-    let withheld =
-        trust(server, narrowing, call.operation(), &ask, &credential, &identity, &mut fetched).await;
+    let withheld = trust(server, narrowing, &call, &ask, &credential, &identity, &mut fetched).await;
     // 10. shape
     let (shape, link) = shape(server, &call, &ask, &mut guard, &mut fetched).map_err(|e| guard.error(e))?;
     // 11. guard: hygiene → exact redaction → pattern masking (or block) → bounds → the
@@ -253,13 +252,14 @@ fn filter(
 async fn trust(
     server: &Server,
     narrowing: &Narrowing,
-    operation: Option<&aegis_core::catalog::Operation>,
+    call: &Prepared<'_>,
     ask: &Ask,
     credential: &Credential,
     identity: &Identity,
     fetched: &mut Fetched,
 ) -> Option<envelope::Withheld> {
     use aegis_core::shape::trust::{self, ContentTrust, How};
+    let operation = call.operation();
     let mode = if narrowing.withhold { ContentTrust::Withhold } else { server.settings.content_trust };
     let shown = ask.shape.unwrap_or(server.settings.result_shape) == Shape::Compact
         || ask.fields.iter().flatten().any(|f| f == trust::RELATION);
@@ -563,10 +563,9 @@ pub(crate) async fn run_reads(
             let defs = server.catalog.definitions();
             guard.contents(defs, result_type, got.status, &mut got.data).map_err(|e| guard.error(e))?;
         }
-        let (op, ask) = (call.operation(), Ask::default());
-        withheld += trust(server, narrowing, op, &ask, &credential, &identity, &mut got)
-            .await
-            .map_or(0, |w| w.items());
+        let ask = Ask::default();
+        let trusted = trust(server, narrowing, &call, &ask, &credential, &identity, &mut got).await;
+        withheld += trusted.map_or(0, |w| w.items());
         got.shape(server, result_type, shape, None).map_err(|e| guard.error(e))?;
         compact |= got.json && shape == Shape::Compact;
         datas.push(std::mem::take(&mut got.data));
