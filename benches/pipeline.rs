@@ -599,6 +599,7 @@ fn guard_throughput() {
                         truncated: None,
                         hidden_content: None,
                         filtered: None,
+                        withheld: None,
                     };
                     let t = Instant::now();
                     let r = guard.success(std::hint::black_box(&mut s), false, &Elided::default());
@@ -1175,6 +1176,7 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
         truncated: None,
         hidden_content: None,
         filtered: None,
+        withheld: None,
     };
     let serialize = time(&mut || {
         std::hint::black_box(success.to_text());

@@ -109,14 +109,16 @@ pub(crate) async fn run_asking(
     note(server, &session, &call, &fetched).await;
     // 10. filter
     let filtered = filter(server, narrowing, &call, &mut fetched).map_err(|e| guard.error(e))?;
-    // 11. shape
+    // 11. trust
+    let withheld = trust(server, narrowing, &call, &ask, &credential, &identity, &mut fetched).await;
+    // 12. shape
     let (shape, link) = shape(server, &call, &ask, &mut guard, &mut fetched).map_err(|e| guard.error(e))?;
-    // 12. guard: hygiene → exact redaction → pattern masking (or block) → bounds → the
+    // 13. guard: hygiene → exact redaction → pattern masking (or block) → bounds → the
     //     envelope's text. A large body's permit lasts until its result has passed the guard.
     let elided = std::mem::take(&mut fetched.elided);
     let _large = fetched.large.take();
     let mut success = fetched.into_success(server, identity);
-    (success.filtered, success.shape, success.link) = (filtered, shape, link);
+    (success.filtered, success.shape, success.link, success.withheld) = (filtered, shape, link, withheld);
     guard.success(&mut success, credential_ops::issues_credentials(operation_id(&call)), &elided)
 }
 
@@ -296,7 +298,41 @@ fn filter(
     }
 }
 
-/// Stage 11, shape: what the agent needs of the data, and only the fields asked for. Known secrets
+/// Stage 11, trust: who wrote each issue, pull request, comment and review of a JSON result
+/// (`CONTENT_TRUST`, or the request's `X-MCP-Content-Trust: withhold`). What the forge says
+/// of their repositories' authors is asked as the caller (`trust.rs`, cached), and the core
+/// adds each item's `author_relation` where the result will show it (the compact shape, or
+/// `fields` naming it) and under `withhold` replaces the text of authors who may not write to a
+/// public repository; how many were, for the envelope. Before the shape: it reads `user` and
+/// `original_author` as the forge wrote them.
+async fn trust(
+    server: &Server,
+    narrowing: &Narrowing,
+    call: &Prepared<'_>,
+    ask: &Ask,
+    credential: &Credential,
+    identity: &Identity,
+    fetched: &mut Fetched,
+) -> Option<envelope::Withheld> {
+    use aegis_core::shape::trust::{self, ContentTrust, How};
+    let operation = call.operation();
+    let mode = if narrowing.withhold { ContentTrust::Withhold } else { server.settings.content_trust };
+    let shown = ask.shape.unwrap_or(server.settings.result_shape) == Shape::Compact
+        || ask.fields.iter().flatten().any(|f| f == trust::RELATION);
+    let how = How { relation: mode != ContentTrust::Off && shown, withhold: mode == ContentTrust::Withhold };
+    if !fetched.json || !(how.relation || how.withhold) || !trust::authored(operation) {
+        return None;
+    }
+    let path = fetched.plan.path().to_owned();
+    let repos = trust::repositories(operation, &path, &mut fetched.data);
+    let who = identity.sudo.as_deref().or(identity.login.as_deref()).unwrap_or_default();
+    let known = server.authors.look_up(&server.forge, &server.catalog, credential, who, repos).await;
+    let withheld =
+        trust::judge(operation, &path, &mut fetched.data, |r| known.get(r).map(AsRef::as_ref), how);
+    envelope::Withheld::of(withheld)
+}
+
+/// Stage 12, shape: what the agent needs of the data, and only the fields asked for. Known secrets
 /// in base64 file content are found on the forge's whole answer first: `fields` may keep a
 /// file's `content` without the `encoding` that says what it is. Binary content too large to
 /// inline, which a resource reads again, is left for the client to fetch: `data` says what
@@ -457,6 +493,7 @@ impl Fetched {
             truncated: None,
             hidden_content: None,
             filtered: None,
+            withheld: None,
         }
     }
 }
@@ -560,6 +597,7 @@ pub(crate) async fn run_reads(
     let mut first: Option<Fetched> = None;
     let shape = server.settings.result_shape;
     let mut compact = false;
+    let mut withheld = 0;
     let mut datas = Vec::with_capacity(calls.len());
     let mut elided = Elided::default();
     // Large bodies' permits last until the result has passed the guard.
@@ -577,12 +615,15 @@ pub(crate) async fn run_reads(
         note(server, &session, &call, &got).await;
         permits.extend(got.large.take());
         // Each read in the server's shape, typed by its own operation, its base64 content
-        // checked before (as a call's).
+        // checked before and its authors judged (as a call's).
         let result_type = call.operation().and_then(|op| op.result.as_ref());
         if got.json {
             let defs = server.catalog.definitions();
             guard.contents(defs, result_type, got.status, &mut got.data).map_err(|e| guard.error(e))?;
         }
+        let ask = Ask::default();
+        let trusted = trust(server, narrowing, &call, &ask, &credential, &identity, &mut got).await;
+        withheld += trusted.map_or(0, |w| w.items());
         got.shape(server, result_type, shape, None).map_err(|e| guard.error(e))?;
         compact |= got.json && shape == Shape::Compact;
         datas.push(std::mem::take(&mut got.data));
@@ -594,6 +635,7 @@ pub(crate) async fn run_reads(
     success.pagination = None;
     success.data = combine(datas);
     success.shape = compact.then_some(Shape::Compact.as_str());
+    success.withheld = envelope::Withheld::of(withheld);
     guard.success(&mut success, false, &elided)
 }
 

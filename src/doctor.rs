@@ -11,6 +11,7 @@ use crate::config::{FlavorChoice, Given, Settings};
 use crate::executor::{Forge, flavor};
 use crate::identity::{Credential, Mode};
 use aegis_core::catalog::{Catalog, Flavor, Version};
+use aegis_core::shape::trust::ContentTrust;
 
 struct Report {
     failed: bool,
@@ -68,6 +69,12 @@ pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
     if credential.mode() == Mode::Anonymous {
         r.warn(
             "no token (GITEA_TOKEN, --token or --token-file) and no login and password (GITEA_USERNAME, GITEA_PASSWORD): only public data is reachable",
+        );
+    }
+
+    if credential.mode() == Mode::Anonymous && settings.content_trust == ContentTrust::Withhold {
+        r.warn(
+            "CONTENT_TRUST=withhold without an identity: the forges show who may write to a repository only to a signed-in user, so calls as the server's own identity withhold the text of every author in public repositories",
         );
     }
 

@@ -32,3 +32,4 @@ pub(crate) mod state;
 #[cfg(test)]
 mod tidy;
 pub mod transport;
+pub(crate) mod trust;

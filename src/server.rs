@@ -54,6 +54,8 @@ pub struct Server {
     pub(crate) confirmed: crate::oauth::used::UsedOnce,
     /// What each session read of private repositories (`FLOW_GUARD`), and visibilities.
     pub(crate) flows: crate::reads::Flows,
+    /// What the forge said of repositories' authors, per identity (`CONTENT_TRUST`).
+    pub(crate) authors: crate::trust::AuthorCache,
 }
 
 /// Most confirmations remembered as used on one replica (each for its `CONFIRM_TIMEOUT`).
@@ -221,6 +223,7 @@ impl Server {
             flows,
             state,
             confirmations: crate::oauth::seal::Sealer::new(&confirmation_key(&settings_keys)),
+            authors: Default::default(),
         })
     }
 

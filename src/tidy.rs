@@ -140,7 +140,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["config", "log", "metrics"],
             &["identity", "state"],
             &["executor", "limits", "audit", "reads"],
-            &["oauth"],
+            &["oauth", "trust"],
             &["server"],
             &["identify", "confirm", "flow"],
             &["call"],

@@ -271,6 +271,13 @@ impl FakeForge {
         self.shared.model.lock().unwrap().seed_issues(owner, repo, n);
     }
 
+    /// Makes `login` a collaborator of `owner/repo` with `permission` (`read`, `write` or
+    /// `admin`), as `PUT /repos/{owner}/{repo}/collaborators/{login}` would. Creates the
+    /// repository first if needed.
+    pub fn seed_collaborator(&self, owner: &str, repo: &str, login: &str, permission: &str) {
+        self.shared.model.lock().unwrap().seed_collaborator(owner, repo, login, permission);
+    }
+
     /// What an OAuth2 access token issued by this fake stands for (user, application, scope),
     /// or `None` if it is not one, or no longer valid (expired, or its grant is gone). Gitea's
     /// access tokens carry only their grant; the scope is the grant's, as on the forge.

@@ -605,6 +605,7 @@ pub fn guard(data: &[u8]) {
                 truncated: None,
                 hidden_content: None,
                 filtered: None,
+                withheld: None,
             };
             match call.success(&mut s, issues_credentials, &elided) {
                 Ok(t) => t.into_string(),

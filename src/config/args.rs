@@ -384,6 +384,23 @@ pub struct CommonArgs {
         help_heading = RESULTS
     )]
     pub(crate) content_hygiene: ContentHygiene,
+    /// Who wrote an issue, pull request, comment or review: `mark` gives each its author's
+    /// relation to the repository (`author_relation`: owner, collaborator, member, none, or
+    /// unknown when the forge could not say); `withhold` also replaces, in public repositories,
+    /// the title and body of authors without write access with a note naming them; `off` neither.
+    ///
+    /// The relations are asked of the forge once per repository and identity (its assignees and
+    /// collaborators, cached for 5 minutes); a failed look-up withholds. Over HTTP a request's
+    /// `X-MCP-Content-Trust: withhold` turns withholding on for itself, never off.
+    #[arg(
+        long,
+        env = "CONTENT_TRUST",
+        value_enum,
+        default_value = "mark",
+        global = true,
+        help_heading = RESULTS
+    )]
+    pub(crate) content_trust: aegis_core::shape::trust::ContentTrust,
     /// More literal values to redact from every result and log line (comma-separated).
     #[arg(long, env = "EXTRA_SECRETS", hide_env_values = true, global = true, help_heading = RESULTS)]
     pub(crate) extra_secrets: Option<SecretString>,

@@ -236,6 +236,7 @@ impl Settings {
                 .map_err(|e| ConfigError(format!("SUDO_ALLOWED_USERS: {e}")))?
                 .flatten(),
             content_hygiene: args.content_hygiene,
+            content_trust: args.content_trust,
             audit_log,
             audit_key,
             audit_fail_open: args.audit_fail_open,

@@ -81,6 +81,8 @@ pub struct Settings {
     /// Who calls may act as with `sudo`; `None`: no tool takes the argument.
     pub(crate) sudo_allowed_users: Option<aegis_core::args::sudo::Allowed>,
     pub(crate) content_hygiene: ContentHygiene,
+    /// `CONTENT_TRUST`: authors' relations marked, their text withheld, or neither.
+    pub(crate) content_trust: aegis_core::shape::trust::ContentTrust,
     /// The audit trail's file; `None`: none.
     pub(crate) audit_log: Option<PathBuf>,
     /// The key of the audit trail (`AUDIT_KEY_FILE`); always given with `audit_log`.

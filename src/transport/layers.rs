@@ -516,8 +516,8 @@ pub(crate) async fn scope(State(server): State<Arc<Server>>, req: Request, next:
 }
 
 /// What the request narrows for itself (`X-MCP-Readonly`, `X-MCP-Toolsets`,
-/// `X-MCP-Allowed-Repos`, `X-MCP-Write-Allowed-Repos`, `X-MCP-Disabled-Tools`, each at most
-/// once), as a `Narrowing` in its extensions; the handler adds a read-only sign-in's hold on
+/// `X-MCP-Allowed-Repos`, `X-MCP-Write-Allowed-Repos`, `X-MCP-Disabled-Tools`,
+/// `X-MCP-Content-Trust`, each at most once), as a `Narrowing` in its extensions; the handler adds a read-only sign-in's hold on
 /// reads. 400 when a header cannot be understood: a request that meant to narrow must not run
 /// wider.
 pub(crate) async fn narrow(mut req: Request, next: Next) -> Response {
@@ -557,7 +557,17 @@ fn narrowing(headers: &axum::http::HeaderMap) -> Result<Narrowing, String> {
     };
     let repos = repo_list(headers, "X-MCP-Allowed-Repos")?;
     let write_repos = repo_list(headers, "X-MCP-Write-Allowed-Repos")?;
-    Ok(Narrowing { read_only, disabled, toolsets, repos, write_repos })
+    // Only ever on: a request may not turn off what CONTENT_TRUST=withhold holds it to.
+    let withhold = match one("x-mcp-content-trust")?.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("") => false,
+        Some("withhold") => true,
+        Some(_) => {
+            return Err(
+                "X-MCP-Content-Trust may only be withhold (a request turns withholding on, never off)".into(),
+            );
+        }
+    };
+    Ok(Narrowing { read_only, disabled, toolsets, repos, write_repos, withhold })
 }
 
 /// The value of header `name` (lower case), trimmed, when it is sent once. The error is the
@@ -839,6 +849,14 @@ mod tests {
         assert!(h(&[("x-mcp-readonly", "maybe")]).unwrap_err().contains("true or false"));
         assert!(h(&[("x-mcp-toolsets", "issues,nope")]).unwrap_err().contains("\"nope\""));
         assert!(h(&[("x-mcp-readonly", "true"), ("x-mcp-readonly", "false")]).unwrap_err().contains("once"));
+        // Withholding authors' text: on, never off.
+        assert!(h(&[("x-mcp-content-trust", "Withhold")]).unwrap().withhold);
+        assert!(!h(&[("x-mcp-content-trust", "")]).unwrap().withhold);
+        for off in ["mark", "off", "no"] {
+            let mut m = axum::http::HeaderMap::new();
+            m.insert("x-mcp-content-trust", HeaderValue::from_static(off));
+            assert!(narrowing(&m).unwrap_err().contains("never off"), "{off}");
+        }
         // A request names at most 256 tools to hide, counted before any is kept.
         let names = |n: usize| (0..n).map(|i| format!("t{i}")).collect::<Vec<_>>().join(",");
         let with = |v: String| {

@@ -8,6 +8,7 @@
 #[macro_use]
 mod support;
 
+mod author_trust;
 mod cli;
 mod confirm;
 mod conformance;

@@ -67,6 +67,10 @@ pub(crate) fn exact(data_schema: Value, defs: Map<String, Value>) -> Value {
             "filtered": closed(
                 "Present for a listing filtered to the repository allowlist.",
                 json!({"removed": count, "note": {"type": "string"}}),
+            ),
+            "withheld": closed(
+                "Present when the title and body of items by authors without write access were withheld (CONTENT_TRUST=withhold).",
+                json!({"items": count, "note": {"type": "string"}}),
             )
         },
         "required": REQUIRED,

@@ -565,6 +565,7 @@ mod tests {
             truncated: None,
             hidden_content: None,
             filtered: None,
+            withheld: None,
         }
     }
 

@@ -704,6 +704,7 @@ mod tests {
             truncated: None,
             hidden_content: None,
             filtered: None,
+            withheld: None,
         }
     }
 

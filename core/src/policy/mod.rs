@@ -67,6 +67,9 @@ pub struct Narrowing {
     pub repos: Option<Arc<RepoList>>,
     /// `X-MCP-Write-Allowed-Repos`: the same for writes.
     pub write_repos: Option<Arc<RepoList>>,
+    /// `X-MCP-Content-Trust: withhold`: authors' text is withheld as under
+    /// `CONTENT_TRUST=withhold`, whatever the setting (a request turns it on, never off).
+    pub withhold: bool,
 }
 
 impl Narrowing {

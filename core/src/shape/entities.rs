@@ -139,6 +139,12 @@ pub const DERIVABLE_URLS: &[&str] = &[
     "zipball_url",
 ];
 
+/// The definitions whose items have an author (`user`, and `original_author` when migrated):
+/// in the compact shape each carries `author_relation` (`trust`), and under
+/// `CONTENT_TRUST=withhold` their title and body may be withheld.
+pub(crate) const AUTHORED: &[&str] =
+    &["Comment", "Issue", "PullRequest", "PullReview", "PullReviewComment", "TimelineComment"];
+
 /// A member left out when the other is present: it repeats what the other holds
 /// (`assignee` is the first of `assignees`).
 pub(crate) const DUPLICATES: &[(&str, &str)] = &[("assignee", "assignees")];
@@ -175,6 +181,21 @@ mod tests {
                 for m in *members {
                     assert!(def.has(m), "{:?}: {name} has no member {m}", c.flavor);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn every_authored_definition_has_a_user_and_a_body_in_each_spec() {
+        for c in catalogs() {
+            for name in AUTHORED {
+                let def = c.definitions().get(name).unwrap_or_else(|| panic!("{:?}: no {name}", c.flavor));
+                assert!(def.has("user") && def.has("body"), "{:?}: {name}", c.flavor);
+                assert!(
+                    !def.has(crate::shape::trust::RELATION),
+                    "{:?}: {name} has its own relation",
+                    c.flavor
+                );
             }
         }
     }

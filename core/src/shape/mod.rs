@@ -19,6 +19,7 @@
 
 pub mod entities;
 pub(crate) mod schema;
+pub mod trust;
 
 use serde_json::{Map, Value};
 
@@ -181,7 +182,9 @@ pub fn check_fields(defs: &Definitions, result: Option<&Typed>, fields: &[String
         let mut def = Some(item);
         for (depth, segment) in path.split('.').enumerate() {
             let Some(d) = def else { break };
-            if !d.has(segment) {
+            // The relation the trust pass adds to authored items is a member of theirs.
+            let added = depth == 0 && segment == trust::RELATION && trust::authored_type(result);
+            if !d.has(segment) && !added {
                 let at = path.split('.').take(depth).collect::<Vec<_>>().join(".");
                 let names = listed(d.members.iter().map(|(n, _)| n.as_str()));
                 let within = if at.is_empty() { "each item has".to_owned() } else { format!("`{at}` has") };

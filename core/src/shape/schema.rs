@@ -112,6 +112,9 @@ impl Builder<'_> {
             {
                 m.remove("description");
             }
+            if self.shape == Shape::Compact && entities::AUTHORED.contains(&name.as_str()) {
+                relation_member(&mut converted);
+            }
             self.defs.insert(name, converted);
         }
     }
@@ -200,6 +203,19 @@ impl Builder<'_> {
     }
 }
 
+/// The member the trust pass adds to an authored item (`trust::RELATION`), among its
+/// properties.
+fn relation_member(schema: &mut Value) {
+    let relations: Vec<&str> = super::trust::Relation::ALL.iter().map(|r| r.as_str()).collect();
+    let member = json!({
+        "enum": relations,
+        "description": "The author's relation to the repository (CONTENT_TRUST): owner, collaborator, member (may write through a team), none, or unknown (it could not be looked up)."
+    });
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        props.insert(super::trust::RELATION.to_owned(), member);
+    }
+}
+
 /// Members the compact shape leaves out wherever they are (`html_url` it keeps on the
 /// top-level item: it is listed, as every member not left out is).
 fn left_out(name: &str) -> bool {
@@ -252,6 +268,10 @@ mod tests {
         assert_eq!(issue["milestone"]["properties"]["title"], json!({"type": "string"}));
         assert!(issue.get("url").is_none() && issue.get("assignee").is_none());
         assert!(issue.get("html_url").is_some());
+        assert_eq!(
+            issue["author_relation"]["enum"],
+            json!(["owner", "member", "collaborator", "none", "unknown"])
+        );
         // Nothing nested by identity needs its definition.
         assert!(!s.defs.contains_key("User") && !s.defs.contains_key("Label"), "{:?}", s.defs.keys());
     }

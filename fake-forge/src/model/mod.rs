@@ -1,13 +1,15 @@
 //! The in-memory forge behind the operations an end-to-end test exercises.
 //!
 //! Only what such a test needs is modelled: repositories, files per branch, branches, tags,
-//! releases, issues, comments, pull requests, issue attachments and a user's access tokens, plus
+//! releases, issues, comments, pull requests, issue attachments, collaborators and a user's
+//! access tokens, plus
 //! `/version`, `/user` and `/markdown/raw` (which, like the forges, renders its body as it
 //! arrived). Each handler answers with Gitea's status codes and JSON field names, so a client
 //! sees realistic successes *and*
 //! failures (404 for a missing repository, 409 for a duplicate, 422 for a bad SHA). Every other
 //! operation returns `None` here and goes to the spec-driven fallback.
 
+mod collaborators;
 mod contents;
 mod issues;
 mod json;
@@ -210,6 +212,8 @@ pub(crate) struct Model {
     repos: BTreeMap<String, Repo>,
     attachments: Vec<Attachment>,
     tokens: Vec<tokens::AccessToken>,
+    /// Each repository's collaborators, by its key.
+    collaborators: BTreeMap<String, collaborators::Collaborators>,
     last_id: i64,
 }
 
@@ -315,6 +319,13 @@ impl Model {
         }
     }
 
+    /// See [`crate::FakeForge::seed_collaborator`].
+    pub(crate) fn seed_collaborator(&mut self, owner: &str, name: &str, login: &str, permission: &str) {
+        self.seed_repo(owner, name);
+        self.user_id(login);
+        collaborators::seed(self, &repo_key(owner, name), login, permission);
+    }
+
     /// The repository of the request's `{owner}/{repo}`, if the caller may see it.
     fn repo(&self, cx: &Ctx) -> Result<&Repo, Reply> {
         let repo =
@@ -367,6 +378,11 @@ impl Model {
             "issueCreateIssueAttachment" => issues::create_attachment(self, cx),
             "issueListIssueAttachments" => issues::list_attachments(self, cx),
             "issueGetIssueAttachment" => issues::get_attachment(self, cx),
+            "repoAddCollaborator" => collaborators::add(self, cx),
+            "repoDeleteCollaborator" => collaborators::delete(self, cx),
+            "repoCheckCollaborator" => collaborators::check(self, cx),
+            "repoListCollaborators" => collaborators::list(self, cx),
+            "repoGetAssignees" => collaborators::assignees(self, cx),
             "userGetTokens" => tokens::list(self, cx),
             "userCreateToken" => tokens::create(self, cx),
             "userDeleteAccessToken" => tokens::delete(self, cx),

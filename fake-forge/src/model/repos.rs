@@ -65,6 +65,7 @@ pub(super) fn delete(m: &mut Model, cx: &Ctx) -> Reply {
     }
     let key = repo_key(&repo.owner, &repo.name);
     m.repos.remove(&key);
+    m.collaborators.remove(&key);
     m.attachments.retain(|a| a.repo_key != key);
     Reply::empty(204)
 }

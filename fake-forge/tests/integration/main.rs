@@ -4,6 +4,7 @@
 mod common;
 
 mod binary;
+mod collaborators;
 mod model;
 mod oauth;
 mod routing;

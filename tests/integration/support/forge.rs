@@ -1,7 +1,7 @@
 //! The fake forge a test starts, said in one place: `Forge::gitea()` (or `forgejo()`) is the
 //! forge with its one user alice ([`ALICE_TOKEN`](super::ALICE_TOKEN)) and nothing in it; each
-//! option adds what a test needs — users, site administrators, repositories, issues, the
-//! rest of [`Options`] — and `start` runs it. The HTTP server most tests put in front of it
+//! option adds what a test needs — users, site administrators, repositories, issues,
+//! collaborators, the rest of [`Options`] — and `start` runs it. The HTTP server most tests put in front of it
 //! (alice's token as its global token) starts with it: `serve_http` in this process,
 //! `spawn_http` as a process of its own. What a test then scripts, holds behind a gate or
 //! stops recording stays in the test: that is what it is about.
@@ -24,6 +24,8 @@ pub struct Forge {
 enum Seed {
     Repo(String, String),
     Issues(String, String, usize),
+    /// Owner, repository, collaborator, permission.
+    Collaborator(String, String, String, String),
 }
 
 /// The token of `userNN`, one of [`Forge::numbered_users`].
@@ -97,6 +99,14 @@ impl Forge {
         self
     }
 
+    /// `login` a collaborator of `owner/repo` with `permission` (`read`, `write` or `admin`),
+    /// the repository made with it if it is not yet.
+    pub fn collaborator(mut self, owner: &str, repo: &str, login: &str, permission: &str) -> Forge {
+        let s = |v: &str| v.to_owned();
+        self.seeds.push(Seed::Collaborator(s(owner), s(repo), s(login), s(permission)));
+        self
+    }
+
     /// Anything else of the forge's [`Options`] (its OAuth2 applications, who is signed in,
     /// its version).
     pub fn options(mut self, change: impl FnOnce(&mut Options)) -> Forge {
@@ -143,6 +153,9 @@ impl Forge {
                 match s {
                     Seed::Repo(owner, name) => forge.seed_repo(owner, name),
                     Seed::Issues(owner, repo, n) => forge.seed_issues(owner, repo, *n),
+                    Seed::Collaborator(owner, repo, login, permission) => {
+                        forge.seed_collaborator(owner, repo, login, permission)
+                    }
                 }
             }
         };
