@@ -1,20 +1,21 @@
-//! The flow guard's memory and its look-ups: which private repositories a session has read,
-//! and how far a write's audience reaches. The core says what a call read and where a write
-//! goes (`aegis_core::policy::flow`); this module asks the forge what is private and keeps
-//! what each session read.
+//! The flow guard at work: which repositories a call read, and how far a write's audience
+//! reaches. The core says what a call read and where a write goes
+//! (`aegis_core::policy::flow`); this module asks the forge what is private, and `reads.rs`
+//! keeps what each session read.
 //!
 //! A *session* is the process over stdio, the MCP session over Streamable HTTP with sessions
 //! and legacy SSE, and the caller's identity over `FLOW_WINDOW` over stateless HTTP (kept in
 //! the shared store when there is one, so that a read on one replica and a write on another
-//! are judged together). What a session read is bounded (`MAX_SOURCES`): past the bound it
-//! still counts as having read private content, of any owner. Memory is bounded too
-//! (`SESSIONS`); a session forgotten to make room for others starts again with nothing read,
-//! which is why the bound is far above the sessions one replica serves.
+//! are judged together).
 //!
-//! Visibility is the forge's answer to `GET /repos/{owner}/{repo}` (`private`, `internal`,
-//! `owner.visibility`) or `GET /users/{login}` (`visibility`), cached per identity for
-//! `VISIBLE_FOR`. A look-up that fails makes a read count as private and a write's target
-//! as public: either way the person is asked rather than not.
+//! A read is judged at the session's next write, not when it is made: an agent reads far
+//! more than it writes, and a session that only reads costs the forge nothing more. Then each
+//! repository it read is looked up once (`GET /repos/{owner}/{repo}`: `private`, `internal`,
+//! `owner.visibility`; a profile by `GET /users/{login}`), cached per identity. Over stateless
+//! HTTP with a shared store the read is judged at once instead, because the replica that
+//! judges the write may be another, and the store keeps keyed hashes, not names. A look-up
+//! that fails makes a read count as private and a write's target as public: either way the
+//! person is asked rather than not.
 
 use serde_json::Value;
 

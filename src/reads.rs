@@ -1,7 +1,12 @@
-//! What each session has read of private repositories, and how far repositories and
-//! profiles reach, as one replica remembers them: the flow guard's memory (`flow.rs` judges
-//! with it and says why it is kept so). Both are bounded, and expire: a session that calls
-//! nothing for `IDLE_FOR` is forgotten, a visibility is asked again after `VISIBLE_FOR`.
+//! What each session has read, and how far repositories and profiles reach, as one replica
+//! remembers them: the flow guard's memory (`flow.rs` judges with it).
+//!
+//! Everything is bounded, because a client chooses how much it reads: a session keeps 64
+//! private repositories by name and 256 read but not yet judged, and past either counts as
+//! having read from every owner (it may be asked more, never less). A replica remembers
+//! 100,000 sessions, each until it calls nothing for a day; one forgotten to make room starts
+//! again with nothing read, which is why the bound is far above the sessions a replica serves
+//! (`MCP_MAX_SESSIONS`). A visibility is asked again after five minutes.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
