@@ -104,6 +104,41 @@ impl Flavor {
     }
 }
 
+/// Who may see a user's profile (Gitea's `visibility`): everyone, signed-in users, or only
+/// the user and site admins. A public repository of a user others may not see is hidden from
+/// them too, as on the forges: it is a *limited* repository to the anonymous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Visibility {
+    /// Anyone, signed in or not (the default).
+    #[default]
+    Public,
+    /// Signed-in users only.
+    Limited,
+    /// The user and site admins only.
+    Private,
+}
+
+impl Visibility {
+    /// The forge's word for it, as `visibility` in a user's JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::Public => "public",
+            Visibility::Limited => "limited",
+            Visibility::Private => "private",
+        }
+    }
+
+    /// `public`, `limited` or `private` (any letter case).
+    pub fn parse(word: &str) -> Option<Visibility> {
+        match word.to_ascii_lowercase().as_str() {
+            "public" => Some(Visibility::Public),
+            "limited" => Some(Visibility::Limited),
+            "private" => Some(Visibility::Private),
+            _ => None,
+        }
+    }
+}
+
 /// How to start a [`FakeForge`].
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -263,6 +298,28 @@ impl FakeForge {
     /// Does nothing if it exists.
     pub fn seed_repo(&self, owner: &str, name: &str) {
         self.shared.model.lock().unwrap().seed_repo(owner, name);
+    }
+
+    /// Creates a private repository `owner/name` (as [`FakeForge::seed_repo`]), or makes an
+    /// existing one private. Only its owner, its collaborators and site admins see it; anyone
+    /// else is answered 404 on every route under `/repos/{owner}/{name}`, and it is left out
+    /// of their listings, as on the forges.
+    pub fn seed_private_repo(&self, owner: &str, name: &str) {
+        self.shared.model.lock().unwrap().seed_private_repo(owner, name);
+    }
+
+    /// Makes `login` a collaborator of `owner/repo` (created first if needed): it sees the
+    /// repository even when it is private, and the caller's own listing shows it.
+    pub fn seed_collaborator(&self, owner: &str, repo: &str, login: &str) {
+        self.shared.model.lock().unwrap().seed_collaborator(owner, repo, login);
+    }
+
+    /// Sets who may see `login`'s profile (registering the login if needed): it shows in
+    /// `GET /users/{login}`, `GET /user` and as `owner.visibility` of its repositories, and a
+    /// caller who may not see the user gets 404 for the profile and for the user's public
+    /// repositories alike.
+    pub fn set_visibility(&self, login: &str, visibility: Visibility) {
+        self.shared.model.lock().unwrap().set_visibility(login, visibility);
     }
 
     /// Creates `n` open issues titled `issue 1` .. `issue n` (numbered after any existing ones),

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 
-use fake_forge::{FakeForge, Flavor, Options};
+use fake_forge::{FakeForge, Flavor, Options, Visibility};
 
 use super::http::HttpServer;
 use super::{ALICE_TOKEN, ROOT_TOKEN};
@@ -23,6 +23,9 @@ pub struct Forge {
 
 enum Seed {
     Repo(String, String),
+    PrivateRepo(String, String),
+    Collaborator(String, String, String),
+    Visibility(String, Visibility),
     Issues(String, String, usize),
 }
 
@@ -91,6 +94,27 @@ impl Forge {
         self
     }
 
+    /// The private repository `owner/name`, made once the forge runs: anyone but its owner,
+    /// its [`collaborator`](Forge::collaborator)s and site administrators is answered 404
+    /// under it.
+    pub fn private_repo(mut self, owner: &str, name: &str) -> Forge {
+        self.seeds.push(Seed::PrivateRepo(owner.to_owned(), name.to_owned()));
+        self
+    }
+
+    /// `login` collaborates on `owner/repo` (which is made if it is not yet): it sees the
+    /// repository, private or not.
+    pub fn collaborator(mut self, owner: &str, repo: &str, login: &str) -> Forge {
+        self.seeds.push(Seed::Collaborator(owner.to_owned(), repo.to_owned(), login.to_owned()));
+        self
+    }
+
+    /// Who sees `login`'s profile and public repositories (public unless said).
+    pub fn visibility(mut self, login: &str, visibility: Visibility) -> Forge {
+        self.seeds.push(Seed::Visibility(login.to_owned(), visibility));
+        self
+    }
+
     /// `n` issues in `owner/repo` (the repository made with them if it is not yet).
     pub fn issues(mut self, owner: &str, repo: &str, n: usize) -> Forge {
         self.seeds.push(Seed::Issues(owner.to_owned(), repo.to_owned(), n));
@@ -142,6 +166,9 @@ impl Forge {
             for s in &seeds {
                 match s {
                     Seed::Repo(owner, name) => forge.seed_repo(owner, name),
+                    Seed::PrivateRepo(owner, name) => forge.seed_private_repo(owner, name),
+                    Seed::Collaborator(owner, repo, login) => forge.seed_collaborator(owner, repo, login),
+                    Seed::Visibility(login, v) => forge.set_visibility(login, *v),
                     Seed::Issues(owner, repo, n) => forge.seed_issues(owner, repo, *n),
                 }
             }
