@@ -322,6 +322,12 @@ impl FakeForge {
         self.shared.model.lock().unwrap().set_visibility(login, visibility);
     }
 
+    /// Puts the file `path` holding `content` on the default branch of `owner/repo` (created
+    /// first if needed), as of its head commit; an existing file of that path is replaced.
+    pub fn seed_file(&self, owner: &str, repo: &str, path: &str, content: &[u8]) {
+        self.shared.model.lock().unwrap().seed_file(owner, repo, path, content);
+    }
+
     /// Creates `n` open issues titled `issue 1` .. `issue n` (numbered after any existing ones),
     /// posted by the repository owner. Creates the repository first if needed.
     pub fn seed_issues(&self, owner: &str, repo: &str, n: usize) {

@@ -303,6 +303,20 @@ impl Model {
         self.create_repo(owner, name, "main", Some(branch));
     }
 
+    /// See [`crate::FakeForge::seed_file`].
+    pub(crate) fn seed_file(&mut self, owner: &str, name: &str, path: &str, content: &[u8]) {
+        self.seed_repo(owner, name);
+        let Some(repo) = self.repos.get_mut(&repo_key(owner, name)) else {
+            return;
+        };
+        let Some(branch) = repo.branches.get_mut(&repo.default_branch) else {
+            return;
+        };
+        let file =
+            File { sha: fake_sha(&content), content: content.to_vec(), last_commit: branch.head.sha.clone() };
+        branch.files.insert(path.trim_matches('/').to_string(), file);
+    }
+
     /// See [`crate::FakeForge::seed_issues`].
     pub(crate) fn seed_issues(&mut self, owner: &str, name: &str, n: usize) {
         self.seed_repo(owner, name);

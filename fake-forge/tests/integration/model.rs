@@ -448,6 +448,7 @@ async fn private_repositories_collaborators_and_user_visibility() {
     forge.seed_issues("alice", "secret", 1);
     forge.seed_repo("alice", "open");
     forge.seed_collaborator("alice", "secret", "bob");
+    forge.seed_file("alice", "secret", "/docs/notes.md", b"private words\n");
     forge.seed_repo("dave", "quiet");
     forge.set_visibility("dave", Visibility::Limited);
     forge.seed_repo("erin", "hidden");
@@ -476,6 +477,9 @@ async fn private_repositories_collaborators_and_user_visibility() {
         assert_eq!(carol(path).await.status, 404, "a stranger: {path}");
         assert_eq!(anon(path).await.status, 404, "the anonymous: {path}");
     }
+    let raw = alice("/api/v1/repos/alice/secret/raw/docs/notes.md").await;
+    assert_eq!((raw.status, raw.text()), (200, "private words\n".to_owned()));
+    assert_eq!(carol("/api/v1/repos/alice/secret/raw/docs/notes.md").await.status, 404);
     let hidden_write = send(
         a,
         "POST",

@@ -27,6 +27,7 @@ enum Seed {
     Collaborator(String, String, String),
     Visibility(String, Visibility),
     Issues(String, String, usize),
+    File(String, String, String, Vec<u8>),
 }
 
 /// The token of `userNN`, one of [`Forge::numbered_users`].
@@ -121,6 +122,18 @@ impl Forge {
         self
     }
 
+    /// The file `path` holding `text` on the default branch of `owner/repo` (the repository
+    /// made with it if it is not yet).
+    pub fn file(mut self, owner: &str, repo: &str, path: &str, text: &str) -> Forge {
+        self.seeds.push(Seed::File(
+            owner.to_owned(),
+            repo.to_owned(),
+            path.to_owned(),
+            text.as_bytes().to_vec(),
+        ));
+        self
+    }
+
     /// Anything else of the forge's [`Options`] (its OAuth2 applications, who is signed in,
     /// its version).
     pub fn options(mut self, change: impl FnOnce(&mut Options)) -> Forge {
@@ -170,6 +183,7 @@ impl Forge {
                     Seed::Collaborator(owner, repo, login) => forge.seed_collaborator(owner, repo, login),
                     Seed::Visibility(login, v) => forge.set_visibility(login, *v),
                     Seed::Issues(owner, repo, n) => forge.seed_issues(owner, repo, *n),
+                    Seed::File(owner, repo, path, content) => forge.seed_file(owner, repo, path, content),
                 }
             }
         };
