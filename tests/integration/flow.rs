@@ -5,7 +5,7 @@
 //! alice's private `alice/secret` (the source), then comments on issue 1 of her public
 //! `alice/open`, carrying what it read. With the default (`ask`) and a client that declared
 //! no elicitation the comment comes back `not_confirmed`, naming the source and the target
-//! and ending with the `confirm` to send; with `refuse` it is `denied`, naming the source;
+//! and ending with the `confirm` to send; with `refuse` it is `private_flow`, naming the source;
 //! with `off` it is sent. Whatever the answer, the fake forge's record says whether the
 //! comment reached it. What a session remembers is its own: another session of the same
 //! token, or over stateless HTTP another token, comments unasked; over stateless HTTP two
@@ -146,11 +146,12 @@ fn asked(t: &Tried, source: &str, target: &str, what: &str) {
     assert!(support::confirm_asked(c).is_some(), "{what}: the error ends with the `confirm` to send: {m}");
 }
 
-/// Refused outright: `denied`, naming the source; nothing sent.
-fn denied(t: &Tried, source: &str, what: &str) {
+/// Refused outright: `private_flow` (docs/SETTINGS.md, `FLOW_GUARD`), naming the source;
+/// nothing sent.
+fn refused(t: &Tried, source: &str, what: &str) {
     let c = &t.answer;
     assert!(
-        t.sent.is_empty() && c.kind() == "denied",
+        t.sent.is_empty() && c.kind() == "private_flow",
         "{what}: LEAKED — FLOW_GUARD=refuse let a write carrying what {source} holds through \
          (answer {:?}, the forge received {:?}): {}",
         if c.is_error { c.kind() } else { "success" },
@@ -170,7 +171,7 @@ fn sent(t: &Tried, path: &str, what: &str) {
 fn judged(mode: Mode, t: &Tried, what: &str) {
     match mode {
         Mode::Ask => asked(t, "alice/secret", "alice/open", what),
-        Mode::Refuse => denied(t, "alice/secret", what),
+        Mode::Refuse => refused(t, "alice/secret", what),
         Mode::Off => sent(t, COMMENT_PATH, what),
     }
 }
