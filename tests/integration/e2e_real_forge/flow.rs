@@ -541,7 +541,10 @@ enum Verdict {
     SentRefused,
     /// Held, but not for what was read: the error does not name the source (another
     /// confirmation: a push mirror is always asked).
-    HeldOtherwise,
+    HeldUnnamed,
+    /// Held naming the source, but the error names no `confirm` a client without elicitation
+    /// could send (cut short, say): no way through.
+    HeldNoConfirm,
     /// Refused by the server for another reason.
     Refused,
 }
@@ -563,8 +566,10 @@ fn verdict(name: &str, tool: &str, c: &Called, source: &str, shown: Option<Strin
         (Verdict::Leaked, format!("sent ({}) though nothing shows: {}", c.json["status"], c.text))
     } else if c.kind() == "not_confirmed" && message.contains(source) && support::confirm_asked(c).is_some() {
         (Verdict::Held, String::new())
+    } else if c.kind() == "not_confirmed" && message.contains(source) {
+        (Verdict::HeldNoConfirm, format!("({} characters) {message}", message.chars().count()))
     } else if c.kind() == "not_confirmed" {
-        (Verdict::HeldOtherwise, message)
+        (Verdict::HeldUnnamed, format!("({} characters) {message}", message.chars().count()))
     } else if !c.json["error"]["status"].is_null() {
         (Verdict::SentRefused, format!("{} {}: {message}", c.json["error"]["status"], c.kind()))
     } else {
@@ -581,20 +586,23 @@ fn report(title: &str, rows: &[Row], more: &[String]) {
             Verdict::Held => "held",
             Verdict::Leaked => "LEAKED",
             Verdict::SentRefused => "SENT (the forge refused)",
-            Verdict::HeldOtherwise => "held, not for the read",
+            Verdict::HeldUnnamed => "held, source unnamed",
+            Verdict::HeldNoConfirm => "held, no `confirm` named",
             Verdict::Refused => "refused otherwise",
         };
         table.push_str(&format!("  {word:<26} {} ({}) {}\n", r.name, r.tool, r.detail));
     }
     let count = |v: Verdict| rows.iter().filter(|r| r.verdict == v).count();
     table.push_str(&format!(
-        "  {} write paths: {} held, {} LEAKED, {} sent and refused by the forge, {} held by another \
-         confirmation (not naming the source), {} refused otherwise\n",
+        "  {} write paths: {} held, {} LEAKED, {} sent and refused by the forge, {} held without \
+         naming the source (another confirmation), {} held naming no `confirm` to send, {} refused \
+         otherwise\n",
         rows.len(),
         count(Verdict::Held),
         count(Verdict::Leaked),
         count(Verdict::SentRefused),
-        count(Verdict::HeldOtherwise),
+        count(Verdict::HeldUnnamed),
+        count(Verdict::HeldNoConfirm),
         count(Verdict::Refused)
     ));
     for m in more {
