@@ -104,6 +104,41 @@ impl Flavor {
     }
 }
 
+/// Who may see a user's profile (Gitea's `visibility`): everyone, signed-in users, or only
+/// the user and site admins. A public repository of a user others may not see is hidden from
+/// them too, as on the forges: it is a *limited* repository to the anonymous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Visibility {
+    /// Anyone, signed in or not (the default).
+    #[default]
+    Public,
+    /// Signed-in users only.
+    Limited,
+    /// The user and site admins only.
+    Private,
+}
+
+impl Visibility {
+    /// The forge's word for it, as `visibility` in a user's JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::Public => "public",
+            Visibility::Limited => "limited",
+            Visibility::Private => "private",
+        }
+    }
+
+    /// `public`, `limited` or `private` (any letter case).
+    pub fn parse(word: &str) -> Option<Visibility> {
+        match word.to_ascii_lowercase().as_str() {
+            "public" => Some(Visibility::Public),
+            "limited" => Some(Visibility::Limited),
+            "private" => Some(Visibility::Private),
+            _ => None,
+        }
+    }
+}
+
 /// How to start a [`FakeForge`].
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -265,6 +300,28 @@ impl FakeForge {
         self.shared.model.lock().unwrap().seed_repo(owner, name);
     }
 
+    /// Creates a private repository `owner/name` (as [`FakeForge::seed_repo`]), or makes an
+    /// existing one private. Only its owner, its collaborators and site admins see it; anyone
+    /// else is answered 404 on every route under `/repos/{owner}/{name}`, and it is left out
+    /// of their listings, as on the forges.
+    pub fn seed_private_repo(&self, owner: &str, name: &str) {
+        self.shared.model.lock().unwrap().seed_private_repo(owner, name);
+    }
+
+    /// Sets who may see `login`'s profile (registering the login if needed): it shows in
+    /// `GET /users/{login}`, `GET /user` and as `owner.visibility` of its repositories, and a
+    /// caller who may not see the user gets 404 for the profile and for the user's public
+    /// repositories alike.
+    pub fn set_visibility(&self, login: &str, visibility: Visibility) {
+        self.shared.model.lock().unwrap().set_visibility(login, visibility);
+    }
+
+    /// Puts the file `path` holding `content` on the default branch of `owner/repo` (created
+    /// first if needed), as of its head commit; an existing file of that path is replaced.
+    pub fn seed_file(&self, owner: &str, repo: &str, path: &str, content: &[u8]) {
+        self.shared.model.lock().unwrap().seed_file(owner, repo, path, content);
+    }
+
     /// Creates `n` open issues titled `issue 1` .. `issue n` (numbered after any existing ones),
     /// posted by the repository owner. Creates the repository first if needed.
     pub fn seed_issues(&self, owner: &str, repo: &str, n: usize) {
@@ -272,7 +329,8 @@ impl FakeForge {
     }
 
     /// Makes `login` a collaborator of `owner/repo` with `permission` (`read`, `write` or
-    /// `admin`), as `PUT /repos/{owner}/{repo}/collaborators/{login}` would. Creates the
+    /// `admin`), as `PUT /repos/{owner}/{repo}/collaborators/{login}` would: it sees the
+    /// repository even when it is private, and its own listing shows it. Creates the
     /// repository first if needed.
     pub fn seed_collaborator(&self, owner: &str, repo: &str, login: &str, permission: &str) {
         self.shared.model.lock().unwrap().seed_collaborator(owner, repo, login, permission);

@@ -3,12 +3,16 @@
 //! ```text
 //! fake-forge --flavor gitea|forgejo [--port N] [--user TOKEN=LOGIN]... [--password LOGIN=PW]...
 //!            [--root-url URL] [--version V] [--seed-repo owner/name]... [--seed-issues N]
-//!            [--admin LOGIN]... [--oauth-app CLIENT_ID:CLIENT_SECRET:REDIRECT_URI]...
+//!            [--seed-private-repo owner/name]... [--collaborator owner/name=LOGIN]...
+//!            [--visibility LOGIN=public|limited|private]... [--admin LOGIN]... [--oauth-app CLIENT_ID:CLIENT_SECRET:REDIRECT_URI]...
 //!            [--oauth-user LOGIN] [--oauth-ttl SECONDS] [--no-record]
 //! ```
 //!
 //! Prints exactly one line, `http://127.0.0.1:PORT`, once it is listening, then serves until
-//! killed. `--seed-issues N` adds N issues to every seeded repository. Without `--user`, the
+//! killed. `--seed-issues N` adds N issues to every seeded repository (private ones too);
+//! `--seed-private-repo` seeds a repository only its owner, its collaborators
+//! (`--collaborator`) and site admins see; `--visibility` sets who sees a user's profile and
+//! public repositories. Without `--user`, the
 //! default user (token `tok-alice-0123456789`, login `alice`) is configured; without
 //! `--password`, alice's default password (for HTTP Basic). Recorded requests
 //! are served as JSON at `GET /_fake/requests`; `--no-record` turns recording off so that long
@@ -27,10 +31,11 @@ use std::process::ExitCode;
 
 use std::time::Duration;
 
-use fake_forge::{FakeForge, Flavor, OAuthApp, Options};
+use fake_forge::{FakeForge, Flavor, OAuthApp, Options, Visibility};
 
 const USAGE: &str = "usage: fake-forge --flavor gitea|forgejo [--port N] [--user TOKEN=LOGIN]... \
 [--password LOGIN=PW]... [--root-url URL] [--version V] [--seed-repo owner/name]... [--seed-issues N] \
+[--seed-private-repo owner/name]... [--collaborator owner/name=LOGIN]... [--visibility LOGIN=public|limited|private]... \
 [--admin LOGIN]... [--oauth-app CLIENT_ID:CLIENT_SECRET:REDIRECT_URI]... [--oauth-user LOGIN] [--oauth-ttl SECONDS] \
 [--no-record]";
 
@@ -38,14 +43,25 @@ const USAGE: &str = "usage: fake-forge --flavor gitea|forgejo [--port N] [--user
 struct Args {
     opts: Options,
     port: u16,
-    seed_repos: Vec<(String, String)>,
+    /// `(owner, name, private)`, in the order given.
+    seed_repos: Vec<(String, String, bool)>,
     seed_issues: usize,
+    /// `(owner, name, login)`.
+    collaborators: Vec<(String, String, String)>,
+    visibility: Vec<(String, Visibility)>,
     record: bool,
 }
 
 fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut args =
-        Args { opts: Options::default(), port: 0, seed_repos: Vec::new(), seed_issues: 0, record: true };
+    let mut args = Args {
+        opts: Options::default(),
+        port: 0,
+        seed_repos: Vec::new(),
+        seed_issues: 0,
+        collaborators: Vec::new(),
+        visibility: Vec::new(),
+        record: true,
+    };
     let mut users = Vec::new();
     let mut passwords = Vec::new();
     while let Some(flag) = argv.next() {
@@ -87,11 +103,26 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--admin" => args.opts.admins.push(value),
             "--root-url" => args.opts.root_url = value,
             "--version" => args.opts.version = Some(value),
-            "--seed-repo" => {
-                let (owner, name) = value
-                    .split_once('/')
-                    .ok_or_else(|| format!("--seed-repo wants owner/name, got {value:?}"))?;
-                args.seed_repos.push((owner.to_string(), name.to_string()));
+            "--seed-repo" | "--seed-private-repo" => {
+                let (owner, name) =
+                    value.split_once('/').ok_or_else(|| format!("{flag} wants owner/name, got {value:?}"))?;
+                args.seed_repos.push((owner.to_string(), name.to_string(), flag == "--seed-private-repo"));
+            }
+            "--collaborator" => {
+                let parsed =
+                    value.split_once('=').and_then(|(repo, login)| Some((repo.split_once('/')?, login)));
+                let Some(((owner, name), login)) = parsed else {
+                    return Err(format!("--collaborator wants owner/name=LOGIN, got {value:?}"));
+                };
+                args.collaborators.push((owner.to_string(), name.to_string(), login.to_string()));
+            }
+            "--visibility" => {
+                let parsed =
+                    value.split_once('=').and_then(|(login, v)| Some((login, Visibility::parse(v)?)));
+                let Some((login, visibility)) = parsed else {
+                    return Err(format!("--visibility wants LOGIN=public|limited|private, got {value:?}"));
+                };
+                args.visibility.push((login.to_string(), visibility));
             }
             "--seed-issues" => {
                 args.seed_issues = value.parse().map_err(|_| format!("bad count {value:?}"))?
@@ -154,9 +185,19 @@ async fn main() -> ExitCode {
         }
     };
     forge.set_recording(args.record);
-    for (owner, name) in &args.seed_repos {
-        forge.seed_repo(owner, name);
+    for (login, visibility) in &args.visibility {
+        forge.set_visibility(login, *visibility);
+    }
+    for (owner, name, private) in &args.seed_repos {
+        if *private {
+            forge.seed_private_repo(owner, name);
+        } else {
+            forge.seed_repo(owner, name);
+        }
         forge.seed_issues(owner, name, args.seed_issues);
+    }
+    for (owner, name, login) in &args.collaborators {
+        forge.seed_collaborator(owner, name, login, "write");
     }
     let mut out = std::io::stdout().lock();
     if writeln!(out, "{}", forge.base_url()).and_then(|_| out.flush()).is_err() {
@@ -204,5 +245,27 @@ mod tests {
         let d = args(&[]).unwrap();
         assert_eq!(d.opts.oauth_access_ttl, Duration::from_secs(3600));
         assert!(d.opts.oauth_apps.is_empty());
+    }
+
+    #[test]
+    fn who_sees_what_flags() {
+        let a = args(&[
+            "--seed-private-repo",
+            "alice/secret",
+            "--seed-repo=alice/open",
+            "--collaborator",
+            "alice/secret=bob",
+            "--visibility",
+            "carol=LIMITED",
+        ])
+        .unwrap();
+        let repos: Vec<_> = a.seed_repos.iter().map(|(o, n, p)| (o.as_str(), n.as_str(), *p)).collect();
+        assert_eq!(repos, [("alice", "secret", true), ("alice", "open", false)]);
+        assert_eq!(a.collaborators, [("alice".into(), "secret".into(), "bob".into())]);
+        assert_eq!(a.visibility, [("carol".into(), Visibility::Limited)]);
+        assert!(args(&["--collaborator", "alice/secret"]).is_err());
+        assert!(args(&["--collaborator", "secret=bob"]).is_err());
+        assert!(args(&["--visibility", "carol=hidden"]).is_err());
+        assert!(args(&["--seed-private-repo", "secret"]).is_err());
     }
 }

@@ -160,7 +160,7 @@ async fn a_client_that_cannot_ask_sends_the_exact_target_the_error_names() {
         assert!(message.contains("declared no elicitation support"), "{message}");
         assert!(
             message.contains(
-                r#"ask the person: "Delete repository alice/demo with its 0 open issues, 0 open pull requests and 0 releases? This cannot be undone.""#
+                r#"The question: "Delete repository alice/demo with its 0 open issues, 0 open pull requests and 0 releases? This cannot be undone.""#
             ),
             "{message}"
         );

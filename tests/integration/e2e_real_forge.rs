@@ -39,6 +39,10 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 use support::{Called, Server};
 
+/// The flow guard on a real forge: what a session read of a private repository does not leave
+/// by any write where more people read.
+mod flow;
+
 /// Tool counts of the embedded specs with `TOOLSETS=all` (operations + the built-in tools).
 const GITEA_TOOLS: usize = 487;
 const FORGEJO_TOOLS: usize = 511;
@@ -124,13 +128,23 @@ struct E2e {
     t: Target,
     /// The repositories made and not yet deleted, `(owner, name)`.
     made: std::sync::Mutex<Vec<(String, String)>>,
+    /// What else to put back when the test ends, before those repositories are deleted: an
+    /// operation with its arguments, called as `target` (another user's repository, a
+    /// setting changed): `(target, operation, arguments)`.
+    undo: std::sync::Mutex<Vec<(Target, String, Value)>>,
 }
 
 impl E2e {
     fn new() -> E2e {
         let t = target();
         preflight(&t);
-        E2e { t, made: Default::default() }
+        E2e { t, made: Default::default(), undo: Default::default() }
+    }
+
+    /// `operation` with `args` is called as `t` when the test ends, however it ends (with
+    /// the binary's `call`, like the repositories' deletion).
+    fn undo(&self, t: &Target, operation: &str, args: Value) {
+        self.undo.lock().unwrap().push((t.clone(), operation.to_owned(), args));
     }
 
     /// The second user (`AEGIS_E2E_TOKEN_2`) on the same forge.
@@ -196,6 +210,22 @@ impl E2e {
 
 impl Drop for E2e {
     fn drop(&mut self) {
+        let undo = std::mem::take(&mut *self.undo.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for (t, operation, args) in undo.into_iter().rev() {
+            let out = command(&t)
+                .args(["call", &operation, "--args", &args.to_string(), "--url", &t.url, "--flavor", "auto"])
+                .output();
+            match out {
+                Ok(o) if o.status.success() => eprintln!("e2e cleanup: {operation} {args}"),
+                Ok(o) => eprintln!(
+                    "e2e cleanup: {operation} {args} failed ({:?}); undo it by hand: {}{}",
+                    o.status.code(),
+                    String::from_utf8_lossy(&o.stdout).trim(),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+                Err(e) => eprintln!("e2e cleanup: could not run {operation} {args} ({e}); undo it by hand"),
+            }
+        }
         let made = std::mem::take(&mut *self.made.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         for (owner, name) in made {
             let target = format!("{owner}/{name}");

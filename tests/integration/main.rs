@@ -14,6 +14,7 @@ mod confirm;
 mod conformance;
 mod e2e_real_forge;
 mod every_operation;
+mod flow;
 mod guard;
 mod http_app;
 mod http_identity;

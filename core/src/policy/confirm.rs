@@ -940,10 +940,10 @@ impl Confirmation {
         Some(CallError::local(
             ErrorKind::NotConfirmed,
             format!(
-                "{} {what} was not sent.{wrong} {how} ask the person: \"{}\" Only if they agree, call again with the same arguments and \"confirm\": {}.{}",
+                "{} {what} was not sent.{wrong} {how} ask the person the question below; only if they agree, call again with the same arguments and \"confirm\": {}. The question: \"{}\"{}",
                 self.operation,
-                self.question(),
                 Value::from(self.target.as_str()),
+                self.question(),
                 self.go_on()
             ),
         ))

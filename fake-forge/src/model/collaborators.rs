@@ -32,7 +32,7 @@ impl Collaborators {
         all.into_iter().map(|(_, login, permission)| (login.as_str(), permission.as_str())).collect()
     }
 
-    fn permission(&self, login: &str) -> Option<&str> {
+    pub(super) fn permission(&self, login: &str) -> Option<&str> {
         self.by_login.get(&login.to_lowercase()).map(|(_, _, p)| p.as_str())
     }
 }

@@ -211,13 +211,14 @@ pub(super) fn get_pull(m: &mut Model, cx: &Ctx) -> Reply {
 }
 
 /// `GET /repos/issues/search`: open issues (`state`, `q` as for one repository) of every
-/// repository, newest first, each with its `repository`.
+/// repository the caller may see, newest first, each with its `repository`.
 pub(super) fn search(m: &mut Model, cx: &Ctx) -> Reply {
     let state = cx.query("state").unwrap_or("open");
     let q = cx.query("q").map(str::to_lowercase);
     let mut found: Vec<(&super::Repo, &Issue)> = m
         .repos
         .values()
+        .filter(|r| m.sees(cx, r))
         .flat_map(|r| r.issues.iter().map(move |i| (r, i)))
         .filter(|(_, i)| state == "all" || i.state == state)
         .filter(|(_, i)| q.as_ref().is_none_or(|q| i.title.to_lowercase().contains(q)))

@@ -9,9 +9,15 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
 use super::{Attachment, Branch, Comment, Commit, File, Issue, Pull, Release, Repo, Tag};
+use crate::Visibility;
 
-/// A `User`.
+/// A `User` whose visibility is public (where the model does not say otherwise).
 pub(crate) fn user(root: &str, login: &str, id: i64, is_admin: bool) -> Value {
+    user_seen(root, login, id, is_admin, Visibility::Public)
+}
+
+/// A `User` with its `visibility`.
+pub(crate) fn user_seen(root: &str, login: &str, id: i64, is_admin: bool, visibility: Visibility) -> Value {
     json!({
         "id": id,
         "login": login,
@@ -31,7 +37,7 @@ pub(crate) fn user(root: &str, login: &str, id: i64, is_admin: bool) -> Value {
         "location": "",
         "website": "",
         "description": "",
-        "visibility": "public",
+        "visibility": visibility.as_str(),
         "followers_count": 0,
         "following_count": 0,
         "starred_repos_count": 0,
@@ -45,7 +51,7 @@ pub(crate) fn repo(root: &str, r: &Repo, admin: bool) -> Value {
     let open_issues = r.issues.iter().filter(|i| i.state == "open").count();
     json!({
         "id": r.id,
-        "owner": user(root, &r.owner, r.owner_id, false),
+        "owner": user_seen(root, &r.owner, r.owner_id, false, r.owner_visibility),
         "name": r.name,
         "full_name": full,
         "description": r.description,

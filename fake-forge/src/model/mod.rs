@@ -3,12 +3,15 @@
 //! Only what such a test needs is modelled: repositories, files per branch, branches, tags,
 //! releases, issues, comments, pull requests, issue attachments, collaborators and a user's
 //! access tokens, plus
-//! `/version`, `/user` and `/markdown/raw` (which, like the forges, renders its body as it
+//! `/version`, `/user`, `/users/{username}` and `/markdown/raw` (which, like the forges, renders its body as it
 //! arrived). Each handler answers with Gitea's status codes and JSON field names, so a client
 //! sees realistic successes *and*
 //! failures (404 for a missing repository, 409 for a duplicate, 422 for a bad SHA). Every other
-//! operation returns `None` here and goes to the spec-driven fallback.
+//! operation returns `None` here and goes to the spec-driven fallback — but not for a
+//! repository the caller may not see (`access`): a private one, or a public one of a user
+//! hidden from them, is answered 404 on every route under `/repos/{owner}/{repo}`.
 
+mod access;
 mod collaborators;
 mod contents;
 mod issues;
@@ -21,10 +24,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::Flavor;
 use crate::paging::RequestUri;
 use crate::reply::Reply;
 use crate::util::{fake_sha, now_rfc3339};
+use crate::{Flavor, Visibility};
 
 pub(crate) use issues::serve_attachment;
 pub(crate) use json::user as user_json;
@@ -189,6 +192,8 @@ pub(crate) struct Repo {
     pub name: String,
     pub description: String,
     pub private: bool,
+    /// The owner's [`Visibility`], as the repository's `owner.visibility` shows it.
+    pub owner_visibility: Visibility,
     pub default_branch: String,
     pub branches: BTreeMap<String, Branch>,
     pub tags: BTreeMap<String, Tag>,
@@ -214,6 +219,8 @@ pub(crate) struct Model {
     tokens: Vec<tokens::AccessToken>,
     /// Each repository's collaborators, by its key.
     collaborators: BTreeMap<String, collaborators::Collaborators>,
+    /// Users who are not public, by lower-case login (see [`Visibility`]).
+    visibility: BTreeMap<String, Visibility>,
     last_id: i64,
 }
 
@@ -275,6 +282,7 @@ impl Model {
             name: name.to_string(),
             description: String::new(),
             private: false,
+            owner_visibility: self.visibility_of(owner),
             default_branch: default_branch.to_string(),
             branches,
             tags: BTreeMap::new(),
@@ -294,6 +302,20 @@ impl Model {
         }
         let branch = Branch { head: Commit::new("Initial commit", owner), files: BTreeMap::new() };
         self.create_repo(owner, name, "main", Some(branch));
+    }
+
+    /// See [`crate::FakeForge::seed_file`].
+    pub(crate) fn seed_file(&mut self, owner: &str, name: &str, path: &str, content: &[u8]) {
+        self.seed_repo(owner, name);
+        let Some(repo) = self.repos.get_mut(&repo_key(owner, name)) else {
+            return;
+        };
+        let Some(branch) = repo.branches.get_mut(&repo.default_branch) else {
+            return;
+        };
+        let file =
+            File { sha: fake_sha(&content), content: content.to_vec(), last_commit: branch.head.sha.clone() };
+        branch.files.insert(path.trim_matches('/').to_string(), file);
     }
 
     /// See [`crate::FakeForge::seed_issues`].
@@ -330,9 +352,7 @@ impl Model {
     fn repo(&self, cx: &Ctx) -> Result<&Repo, Reply> {
         let repo =
             self.repos.get(&repo_key(cx.param("owner"), cx.param("repo"))).ok_or_else(|| cx.not_found())?;
-        let visible =
-            !repo.private || cx.caller.is_some_and(|c| c.eq_ignore_ascii_case(&repo.owner) || cx.is_admin(c));
-        if visible { Ok(repo) } else { Err(cx.not_found()) }
+        if self.sees(cx, repo) { Ok(repo) } else { Err(cx.not_found()) }
     }
 
     fn repo_mut(&mut self, cx: &Ctx) -> Result<&mut Repo, Reply> {
@@ -342,10 +362,14 @@ impl Model {
 
     /// Answers a modelled operation, or `None` to let the fallback answer.
     pub(crate) fn handle(&mut self, cx: &Ctx) -> Option<Reply> {
+        if let Some(hidden) = access::hidden_repo(self, cx) {
+            return Some(hidden);
+        }
         let reply = match cx.op_id {
             "getVersion" => Reply::json(200, &serde_json::json!({"version": cx.version})),
             "renderMarkdownRaw" => render_raw(cx.body),
             "userGetCurrent" => repos::current_user(self, cx),
+            "userGet" => access::get_user(self, cx),
             "createCurrentUserRepo" => repos::create(self, cx),
             "repoGet" => repos::get(self, cx),
             "repoDelete" => repos::delete(self, cx),

@@ -16,7 +16,7 @@ pub(super) fn current_user(m: &mut Model, cx: &Ctx) -> Reply {
         return cx.error(401, "token is required");
     };
     let id = m.known_user_id(login);
-    Reply::json(200, &json::user(cx.root_url, login, id, cx.is_admin(login)))
+    Reply::json(200, &json::user_seen(cx.root_url, login, id, cx.is_admin(login), m.visibility_of(login)))
 }
 
 /// `POST /user/repos`.
@@ -90,26 +90,27 @@ fn page_of(cx: &Ctx, repos: &[&Repo], wrap: bool) -> Reply {
     paginate(Reply::json(200, &body), cx.root_url, cx.uri, repos.len(), page, true)
 }
 
-/// `GET /repos/search`: every repository whose name holds `q` (any letter case).
+/// `GET /repos/search`: every repository the caller may see whose name holds `q` (any
+/// letter case).
 pub(super) fn search(m: &mut Model, cx: &Ctx) -> Reply {
     let q = cx.query("q").unwrap_or("").to_lowercase();
-    let repos = listed(m, |r| r.name.to_lowercase().contains(&q));
+    let repos = listed(m, |r| r.name.to_lowercase().contains(&q) && m.sees(cx, r));
     page_of(cx, &repos, true)
 }
 
-/// `GET /user/repos`: the caller's own repositories.
+/// `GET /user/repos`: the caller's own repositories and those it collaborates on.
 pub(super) fn list_mine(m: &mut Model, cx: &Ctx) -> Reply {
     let Some(login) = cx.caller else {
         return cx.error(401, "token is required");
     };
-    let repos = listed(m, |r| r.owner.eq_ignore_ascii_case(login));
+    let repos = listed(m, |r| r.owner.eq_ignore_ascii_case(login) || m.collaborates(r, login));
     page_of(cx, &repos, false)
 }
 
 /// `GET /repositories/{id}`.
 pub(super) fn get_by_id(m: &mut Model, cx: &Ctx) -> Reply {
     let id: i64 = cx.param("id").parse().unwrap_or(0);
-    match m.repos.values().find(|r| r.id == id) {
+    match m.repos.values().find(|r| r.id == id && m.sees(cx, r)) {
         Some(r) => Reply::json(200, &json::repo(cx.root_url, r, false)),
         None => cx.error(404, "repository does not exist [id: 0, uid: 0, owner_name: , name: ]"),
     }

@@ -53,6 +53,35 @@ async fn binary_serves_and_records() {
     assert_eq!(recorded, serde_json::json!([]));
 }
 
+#[tokio::test]
+async fn binary_seeds_private_repositories_collaborators_and_visibility() {
+    let (_running, addr) = spawn(&[
+        "--user",
+        "t1=bob",
+        "--user",
+        "t2=carol",
+        "--user",
+        "t3=dave",
+        "--seed-private-repo",
+        "bob/secret",
+        "--seed-issues",
+        "1",
+        "--collaborator",
+        "bob/secret=carol",
+        "--visibility",
+        "bob=limited",
+    ])
+    .await;
+    let status = |token: &'static str| async move {
+        let auth = format!("token {token}");
+        send(addr, "GET", "/api/v1/repos/bob/secret/issues/1", &[("Authorization", &auth)], b"").await.status
+    };
+    assert_eq!((status("t1").await, status("t2").await, status("t3").await), (200, 200, 404));
+    let bob = send(addr, "GET", "/api/v1/users/bob", &[("Authorization", "token t3")], b"").await;
+    assert_eq!(bob.json()["visibility"], "limited");
+    assert_eq!(send(addr, "GET", "/api/v1/users/bob", &[], b"").await.status, 404);
+}
+
 /// Starts the binary with `args` and returns it with the address it printed.
 async fn spawn(args: &[&str]) -> (Running, SocketAddr) {
     let child = Command::new(env!("CARGO_BIN_EXE_fake-forge"))

@@ -5,7 +5,7 @@ use crate::common;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::{TOKEN, get, json, send};
-use fake_forge::{FakeForge, Flavor, Options};
+use fake_forge::{FakeForge, Flavor, Options, Visibility};
 use serde_json::json;
 
 const ROOT: &str = "https://forge.example.invalid/";
@@ -425,4 +425,107 @@ async fn fallback_follows_the_spec() {
         (key.text(), key.header("content-type")),
         ("ok".to_string(), Some("text/plain; charset=utf-8"))
     );
+}
+
+/// Who sees what, as on the forges: a private repository (and every route under it, modelled
+/// or not) is 404 to anyone but its owner, its collaborators and site admins, and left out of
+/// their listings; a user's visibility shows on the profile, on `/user` and as
+/// `owner.visibility`, and a public repository of a user the caller may not see is hidden too.
+#[tokio::test]
+async fn private_repositories_collaborators_and_user_visibility() {
+    let forge = FakeForge::start(Options {
+        users: vec![
+            ("t-alice".into(), "alice".into()),
+            ("t-bob".into(), "bob".into()),
+            ("t-carol".into(), "carol".into()),
+            ("t-root".into(), "root".into()),
+        ],
+        admins: vec!["root".into()],
+        ..Options::default()
+    })
+    .await;
+    forge.seed_private_repo("alice", "secret");
+    forge.seed_issues("alice", "secret", 1);
+    forge.seed_repo("alice", "open");
+    forge.seed_collaborator("alice", "secret", "bob", "read");
+    forge.seed_file("alice", "secret", "/docs/notes.md", b"private words\n");
+    forge.seed_repo("dave", "quiet");
+    forge.set_visibility("dave", Visibility::Limited);
+    forge.seed_repo("erin", "hidden");
+    forge.set_visibility("erin", Visibility::Private);
+    let a = forge.addr();
+    let as_ = |token: &'static str| async move {
+        let auth = format!("token {token}");
+        move |path: &'static str| {
+            let auth = auth.clone();
+            async move { send(a, "GET", path, &[("Authorization", &auth)], b"").await }
+        }
+    };
+    let (alice, bob, carol, root) =
+        (as_("t-alice").await, as_("t-bob").await, as_("t-carol").await, as_("t-root").await);
+    let anon = |path: &'static str| async move { send(a, "GET", path, &[], b"").await };
+
+    // The private repository, a modelled route and one the fallback answers.
+    for path in [
+        "/api/v1/repos/alice/secret",
+        "/api/v1/repos/alice/secret/issues/1",
+        "/api/v1/repos/alice/secret/labels",
+    ] {
+        assert_eq!(alice(path).await.status, 200, "{path}");
+        assert_eq!(bob(path).await.status, 200, "the collaborator: {path}");
+        assert_eq!(root(path).await.status, 200, "the admin: {path}");
+        assert_eq!(carol(path).await.status, 404, "a stranger: {path}");
+        assert_eq!(anon(path).await.status, 404, "the anonymous: {path}");
+    }
+    let raw = alice("/api/v1/repos/alice/secret/raw/docs/notes.md").await;
+    assert_eq!((raw.status, raw.text()), (200, "private words\n".to_owned()));
+    assert_eq!(carol("/api/v1/repos/alice/secret/raw/docs/notes.md").await.status, 404);
+    let hidden_write = send(
+        a,
+        "POST",
+        "/api/v1/repos/alice/secret/issues/1/comments",
+        &[("Authorization", "token t-carol"), ("Content-Type", "application/json")],
+        br#"{"body":"hi"}"#,
+    )
+    .await;
+    assert_eq!(hidden_write.status, 404);
+    let repo = alice("/api/v1/repos/alice/secret").await.json();
+    assert_eq!((repo["private"].clone(), repo["internal"].clone()), (json!(true), json!(false)));
+    assert_eq!(repo["owner"]["visibility"], "public");
+    let id = repo["id"].as_i64().unwrap();
+    let by_id = |token: &'static str| async move {
+        let auth = format!("token {token}");
+        send(a, "GET", &format!("/api/v1/repositories/{id}"), &[("Authorization", &auth)], b"").await.status
+    };
+    assert_eq!((by_id("t-bob").await, by_id("t-carol").await), (200, 404));
+
+    // Listings show what the caller may see.
+    let names = |v: serde_json::Value| -> Vec<String> {
+        let list = v.get("data").cloned().unwrap_or(v);
+        list.as_array().unwrap().iter().map(|r| r["full_name"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(names(carol("/api/v1/repos/search").await.json()), ["alice/open", "dave/quiet"]);
+    assert_eq!(names(anon("/api/v1/repos/search").await.json()), ["alice/open"]);
+    assert_eq!(names(bob("/api/v1/repos/search").await.json()), ["alice/secret", "alice/open", "dave/quiet"]);
+    assert_eq!(names(bob("/api/v1/user/repos").await.json()), ["alice/secret"]);
+    assert_eq!(names(root("/api/v1/repos/search").await.json()).len(), 4);
+    assert_eq!(carol("/api/v1/repos/issues/search").await.json(), json!([]));
+    assert_eq!(bob("/api/v1/repos/issues/search").await.json().as_array().unwrap().len(), 1);
+
+    // Users: the profile, `/user` and `owner.visibility` say it; a limited user is seen by
+    // signed-in users, a private one by itself and admins, and so are their public repositories.
+    assert_eq!(carol("/api/v1/users/alice").await.json()["visibility"], "public");
+    assert_eq!(carol("/api/v1/users/dave").await.json()["visibility"], "limited");
+    assert_eq!(anon("/api/v1/users/dave").await.status, 404);
+    assert_eq!(anon("/api/v1/repos/dave/quiet").await.status, 404);
+    assert_eq!(carol("/api/v1/repos/dave/quiet").await.json()["owner"]["visibility"], "limited");
+    assert_eq!(carol("/api/v1/users/erin").await.status, 404);
+    assert_eq!(carol("/api/v1/repos/erin/hidden").await.status, 404);
+    assert_eq!(root("/api/v1/users/erin").await.json()["visibility"], "private");
+    assert_eq!(root("/api/v1/repos/erin/hidden").await.json()["owner"]["visibility"], "private");
+    assert_eq!(carol("/api/v1/users/nobody").await.status, 404);
+    forge.set_visibility("alice", Visibility::Private);
+    assert_eq!(alice("/api/v1/user").await.json()["visibility"], "private");
+    assert_eq!(alice("/api/v1/repos/alice/open").await.json()["owner"]["visibility"], "private");
+    assert_eq!(carol("/api/v1/repos/alice/open").await.status, 404);
 }

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 
-use fake_forge::{FakeForge, Flavor, Options};
+use fake_forge::{FakeForge, Flavor, Options, Visibility};
 
 use super::http::HttpServer;
 use super::{ALICE_TOKEN, ROOT_TOKEN};
@@ -23,9 +23,12 @@ pub struct Forge {
 
 enum Seed {
     Repo(String, String),
+    PrivateRepo(String, String),
+    Visibility(String, Visibility),
     Issues(String, String, usize),
     /// Owner, repository, collaborator, permission.
     Collaborator(String, String, String, String),
+    File(String, String, String, Vec<u8>),
 }
 
 /// The token of `userNN`, one of [`Forge::numbered_users`].
@@ -93,6 +96,20 @@ impl Forge {
         self
     }
 
+    /// The private repository `owner/name`, made once the forge runs: anyone but its owner,
+    /// its [`collaborator`](Forge::collaborator)s and site administrators is answered 404
+    /// under it.
+    pub fn private_repo(mut self, owner: &str, name: &str) -> Forge {
+        self.seeds.push(Seed::PrivateRepo(owner.to_owned(), name.to_owned()));
+        self
+    }
+
+    /// Who sees `login`'s profile and public repositories (public unless said).
+    pub fn visibility(mut self, login: &str, visibility: Visibility) -> Forge {
+        self.seeds.push(Seed::Visibility(login.to_owned(), visibility));
+        self
+    }
+
     /// `n` issues in `owner/repo` (the repository made with them if it is not yet).
     pub fn issues(mut self, owner: &str, repo: &str, n: usize) -> Forge {
         self.seeds.push(Seed::Issues(owner.to_owned(), repo.to_owned(), n));
@@ -100,10 +117,22 @@ impl Forge {
     }
 
     /// `login` a collaborator of `owner/repo` with `permission` (`read`, `write` or `admin`),
-    /// the repository made with it if it is not yet.
+    /// the repository made with it if it is not yet: it sees the repository, private or not.
     pub fn collaborator(mut self, owner: &str, repo: &str, login: &str, permission: &str) -> Forge {
         let s = |v: &str| v.to_owned();
         self.seeds.push(Seed::Collaborator(s(owner), s(repo), s(login), s(permission)));
+        self
+    }
+
+    /// The file `path` holding `text` on the default branch of `owner/repo` (the repository
+    /// made with it if it is not yet).
+    pub fn file(mut self, owner: &str, repo: &str, path: &str, text: &str) -> Forge {
+        self.seeds.push(Seed::File(
+            owner.to_owned(),
+            repo.to_owned(),
+            path.to_owned(),
+            text.as_bytes().to_vec(),
+        ));
         self
     }
 
@@ -152,10 +181,13 @@ impl Forge {
             for s in &seeds {
                 match s {
                     Seed::Repo(owner, name) => forge.seed_repo(owner, name),
+                    Seed::PrivateRepo(owner, name) => forge.seed_private_repo(owner, name),
+                    Seed::Visibility(login, v) => forge.set_visibility(login, *v),
                     Seed::Issues(owner, repo, n) => forge.seed_issues(owner, repo, *n),
                     Seed::Collaborator(owner, repo, login, permission) => {
                         forge.seed_collaborator(owner, repo, login, permission)
                     }
+                    Seed::File(owner, repo, path, content) => forge.seed_file(owner, repo, path, content),
                 }
             }
         };
