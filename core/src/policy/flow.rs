@@ -835,7 +835,8 @@ impl Widening {
             },
             Some(mut c) => {
                 c.target = format!("{} + {}", c.target, self.target);
-                c.clauses.push(self.clause());
+                // First in the question: what was read is what a long question must not lose.
+                c.clauses.insert(0, self.clause());
                 c
             }
         }
