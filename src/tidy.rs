@@ -366,6 +366,11 @@ const TIME_AS_STIMULUS: &[(&str, usize, &str)] = &[
     ),
     ("tests/integration/shutdown.rs", 1, "a call in flight outlives the MCP library's own drain of 2 s"),
     (
+        "tests/integration/e2e_real_forge/flow.rs",
+        1,
+        "an address outside the forge must hear nothing: absence is seen only once a delivery could have come",
+    ),
+    (
         "tests/python/mcp_driver_common.py",
         2,
         "a person who answers only after CONFIRM_TIMEOUT; the poll of the drivers' wait_until",

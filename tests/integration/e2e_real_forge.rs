@@ -1418,6 +1418,9 @@ async fn e2e_everyday_tasks_in_both_shapes() {
     // replays such a recording through the fake forge.
     let mut recorded = Vec::new();
     eprintln!("e2e: task | full B | compact B | compact/full");
+    // One session, in a private repository: its writes (an issue, a comment) come after reads
+    // of its private content and go back into it, so the flow guard (on, by default) asks
+    // nothing; a question would be a `not_confirmed` error here.
     for (task, calls, facts) in &tasks {
         let (mut full, mut compact, mut text) = (0, 0, String::new());
         for (tool, args) in calls {

@@ -311,3 +311,22 @@ async fn past_the_bound_of_remembered_sources_even_the_same_owners_private_repos
     );
     h.stop().await;
 }
+
+/// Not asking about what cannot be undone (`CONFIRM_IRREVERSIBLE=off`) does not stop the flow
+/// guard asking; the `confirm` its error names sends the comment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_irreversible_off_still_asks_and_the_named_confirm_sends_the_write() {
+    let setup = Setup { forge: Some(forge()), ..Setup::gitea() }.env("CONFIRM_IRREVERSIBLE", "off");
+    let h = Harness::start(setup).await;
+    let client = Client::Stdio(&h);
+    read_file(&client, "alice", "secret").await;
+    let t = comment(&client, &h.forge).await;
+    asked(&t, "alice/secret", "alice/open", "CONFIRM_IRREVERSIBLE=off");
+    let value = support::confirm_asked(&t.answer).expect("the error names the confirm to send");
+    assert_eq!(value, "publish:alice/open", "{}", t.answer.text);
+    let body = json!({"body": format!("As the person agreed: {MARKER}")});
+    let args = json!({"owner": "alice", "repo": "open", "index": 1, "body": body, "confirm": value});
+    let t = write(&client, &h.forge, "issueCreateComment", args).await;
+    sent(&t, COMMENT_PATH, "the comment with the person's confirm");
+    h.stop().await;
+}

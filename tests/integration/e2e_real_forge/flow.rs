@@ -674,7 +674,7 @@ async fn e2e_flow_a_private_read_holds_every_write_to_a_wider_audience() {
 
     let mut more = Vec::new();
     // Whatever the forge would send there has had the time of every later step; a little more.
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    support::let_time_pass(std::time::Duration::from_secs(2), "an address that must hear nothing").await;
     for heard in outside.heard() {
         more.push(format!("LEAKED to the address outside the forge: {heard}"));
     }
