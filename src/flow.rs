@@ -246,12 +246,9 @@ fn who(caller: &Caller<'_>) -> (Principal, Option<String>) {
 
 /// The forge's JSON answer to operation `op` with `args`, if it answered 200 with JSON.
 async fn get(server: &Server, credential: &Credential, op: &str, args: Value) -> Option<Value> {
-    let tool = server.catalog.get(op)?;
     let Value::Object(args) = args else { return None };
-    let call = Prepared::new(&server.catalog, tool, args).ok()?;
-    let plan = call.plan(0).ok()?;
-    let got = server.forge.send(&plan, credential).await.ok()?;
-    (got.status == 200).then(|| serde_json::from_slice(&got.body).ok()).flatten()
+    let body = crate::executor::own_read(&server.forge, &server.catalog, credential, op, args).await.ok()?;
+    serde_json::from_slice(&body).ok()
 }
 
 /// The record of an identity over stateless HTTP, in the store the replicas share.

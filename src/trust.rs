@@ -26,11 +26,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Map;
 
 use crate::executor::Forge;
 use crate::identity::Credential;
-use aegis_core::args::{CallPlan, Prepared};
 use aegis_core::catalog::Catalog;
 use aegis_core::shape::trust::Authors;
 
@@ -130,7 +129,7 @@ async fn read(
             args.insert("page".into(), page.into());
             args.insert("limit".into(), PAGE.into());
         }
-        get(forge, catalog, credential, op, args)
+        crate::executor::own_read(forge, catalog, credential, op, args)
     };
     let (about, assignees, first) = tokio::join!(
         get("repoGet", None),
@@ -149,27 +148,4 @@ async fn read(
 /// How many items a page of a listing holds (0 when it is not one).
 fn items(page: &[u8]) -> usize {
     serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(page).map_or(0, |v| v.len())
-}
-
-/// The body of a successful `GET` of operation `op` with `args`.
-async fn get(
-    forge: &Forge,
-    catalog: &Catalog,
-    credential: &Credential,
-    op: &str,
-    args: Map<String, Value>,
-) -> Result<Vec<u8>, String> {
-    let plan = plan(catalog, op, args)?;
-    let got = forge.send(&plan, credential).await.map_err(|e| format!("{op}: {e}"))?;
-    if got.status != 200 {
-        return Err(format!("{op}: the forge answered {}", got.status));
-    }
-    Ok(got.body)
-}
-
-/// The plan of operation `op` with `args`, validated as any call's.
-fn plan(catalog: &Catalog, op: &str, args: Map<String, Value>) -> Result<CallPlan, String> {
-    let tool = catalog.get(op).ok_or_else(|| format!("the spec has no {op}"))?;
-    let call = Prepared::new(catalog, tool, args).map_err(|e| format!("{op}: {e}"))?;
-    call.plan(0).map_err(|e| format!("{op}: {e}"))
 }

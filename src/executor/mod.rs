@@ -26,3 +26,24 @@ pub(crate) fn forge_error(got: &Received, kind: ErrorKind, redactor: &Redactor) 
     CallError::from_forge(status, kind, format!("the forge answered {status}: {said}{hint}"))
         .with_retry_after(retry_after)
 }
+
+/// The body of a successful GET of operation `op` with `args`, made by the server for itself
+/// (a look-up of what a call needs: who may write to a repository, how far it reaches): the
+/// arguments validated as any call's, sent as `credential`; not audited, and not judged by the
+/// tool-name rules, which are about what an agent may call. Why not, in words.
+pub(crate) async fn own_read(
+    forge: &Forge,
+    catalog: &aegis_core::catalog::Catalog,
+    credential: &crate::identity::Credential,
+    op: &str,
+    args: serde_json::Map<String, serde_json::Value>,
+) -> Result<Vec<u8>, aegis_core::error::Shown> {
+    let tool = catalog.get(op).ok_or_else(|| format!("the spec has no {op}"))?;
+    let call = aegis_core::args::Prepared::new(catalog, tool, args).map_err(|e| format!("{op}: {e}"))?;
+    let plan = call.plan(0).map_err(|e| format!("{op}: {e}"))?;
+    let got = forge.send(&plan, credential).await.map_err(|e| format!("{op}: {e}"))?;
+    if got.status != 200 {
+        return Err(format!("{op}: the forge answered {}", got.status));
+    }
+    Ok(got.body)
+}
