@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use secrecy::ExposeSecret;
 
-use crate::config::{FlavorChoice, Given, Settings};
+use crate::config::{FlavorChoice, Given, Profiles, Settings};
 use crate::executor::{Forge, flavor};
 use crate::identity::{Credential, Mode};
 use aegis_core::catalog::{Catalog, Flavor, Version};
@@ -39,10 +39,40 @@ impl Report {
     }
 }
 
+/// The profiles file, read and checked at start (a bad one stops every command, this one
+/// too): one line per profile, with what it is (never a value). Its forges are not asked yet.
+fn profiles_checked(r: &Report, profiles: &Profiles) {
+    let default = match &profiles.default {
+        Some(name) => format!("default {name}"),
+        None => "no default: a call matching no repositories pattern must name its forge".into(),
+    };
+    r.ok(&format!(
+        "profiles file {}: {} profile(s), {default}",
+        profiles.path.display(),
+        profiles.forges.len()
+    ));
+    for p in &profiles.forges {
+        let flavor = match p.flavor {
+            FlavorChoice::Auto => "auto",
+            FlavorChoice::Gitea => "gitea",
+            FlavorChoice::Forgejo => "forgejo",
+        };
+        let own = p.own_settings();
+        let own = if own.is_empty() { String::new() } else { format!("; its own {}", own.join(", ")) };
+        r.ok(&format!("profile {}: {} (flavor {flavor}), {}{own}", p.name, p.url, p.credential.describe()));
+    }
+    if profiles.default.is_none() {
+        r.warn("several profiles and no default: set default = \"<name>\" in the profiles file for calls that name no forge");
+    }
+}
+
 /// Run every check, after listing the settings `given`; exit 1 when one failed.
 pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
     let mut r = Report { failed: false };
     r.settings(given);
+    if let Some(profiles) = &settings.profiles {
+        profiles_checked(&r, profiles);
+    }
     let url = match settings.forge_url() {
         Ok(u) => u.clone(),
         Err(e) => {

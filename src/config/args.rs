@@ -216,6 +216,16 @@ pub struct CommonArgs {
     /// Seconds one forge request may take in total, body included.
     #[arg(long, env = "GITEA_TIMEOUT", default_value_t = 60.0, global = true, help_heading = FORGE)]
     pub(crate) timeout: f64,
+    /// A TOML file of forge profiles: several forges and accounts, each named, with its URL,
+    /// flavor, credential and its own allowlists, read-only, sudo users and tools.
+    ///
+    /// A credential is named, never written in the file (`token_env`, `token_file`, or
+    /// `username` with `password_env` / `password_file`), so the file itself holds no secret;
+    /// a token or password file that other users can read is refused. The file is checked at
+    /// start: every command refuses a bad one with an error naming the profile and the key,
+    /// never a value; `doctor` lists each profile (its URL, flavor and kind of credential).
+    #[arg(long, env = "GITEA_PROFILES", global = true, help_heading = FORGE)]
+    pub(crate) profiles: Option<PathBuf>,
 
     // Which tools are listed and which calls are allowed.
     /// Comma-separated toolsets whose operations tools/list shows: `core` (the everyday

@@ -14,12 +14,14 @@
 //! whether they are set.
 
 mod args;
+mod profiles;
 mod reference;
 mod resolve;
 mod settings;
 
 pub(crate) use args::{ALSO_READ, StateArgs};
 pub use args::{AuditCommand, Cli, Command, CommonArgs, FlavorChoice, StateFail, TransportChoice, command};
+pub use profiles::Profiles;
 pub use reference::Given;
 #[cfg(test)]
 pub(crate) use reference::{REFERENCE, settings};

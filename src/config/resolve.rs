@@ -9,8 +9,8 @@ use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
 use super::{
-    ALSO_READ, CommonArgs, ConfigError, EnvLookup, MetricsListen, OAuthSettings, Settings, StateArgs,
-    StateSettings, TransportChoice,
+    ALSO_READ, CommonArgs, ConfigError, EnvLookup, MetricsListen, OAuthSettings, Profiles, Settings,
+    StateArgs, StateSettings, TransportChoice,
 };
 
 /// Schemes never accepted for a redirect URI, whatever the operator lists: a browser runs,
@@ -156,6 +156,11 @@ impl Settings {
         let audit_log = args.audit_log.filter(|p| !p.as_os_str().is_empty());
         let audit_key = audit_key(audit_log.is_some(), args.audit_key_file.as_deref(), oauth.as_ref())?;
         let state = state_settings(&args.state, oauth.as_ref(), audit_key.as_ref())?;
+        let profiles = args
+            .profiles
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| Profiles::read(&p, env).map(std::sync::Arc::new))
+            .transpose()?;
         Ok(Settings {
             url,
             token,
@@ -247,6 +252,7 @@ impl Settings {
             metrics_listen: MetricsListen::parse(args.metrics_listen.as_deref())?,
             metrics_bearer_token,
             state,
+            profiles,
         })
     }
 }
@@ -599,7 +605,7 @@ fn read_token_file(path: &std::path::Path) -> Result<SecretString, ConfigError> 
 }
 
 /// A secret read from a file, surrounding white space removed; the file must hold one.
-fn read_secret_file(path: &std::path::Path, what: &str) -> Result<SecretString, ConfigError> {
+pub(super) fn read_secret_file(path: &std::path::Path, what: &str) -> Result<SecretString, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("cannot read the {what} {}: {}", path.display(), e.kind())))?;
     let secret = text.trim();

@@ -103,6 +103,9 @@ pub struct Settings {
     pub(crate) metrics_bearer_token: Option<SecretString>,
     /// The store the replicas share (`MCP_STATE_*`); `None`: none.
     pub(crate) state: Option<StateSettings>,
+    /// The profiles file (`GITEA_PROFILES`), read and checked; not yet used to serve, only
+    /// listed by `doctor` and its secrets redacted.
+    pub(crate) profiles: Option<std::sync::Arc<super::Profiles>>,
 }
 
 /// The shared store's settings, checked.
@@ -202,6 +205,9 @@ impl Settings {
             if let Some(username) = &self.username {
                 out.push(aegis_core::identity::basic_blob(username, password).expose_secret().to_owned());
             }
+        }
+        if let Some(profiles) = &self.profiles {
+            out.extend(profiles.secrets());
         }
         out
     }
