@@ -894,13 +894,21 @@ pub(super) fn is_format(c: char) -> bool {
 /// Longest target or words shown (a route value can be long; a person reads a line).
 const MAX_SHOWN_CHARS: usize = 300;
 
-fn shown(text: &str) -> String {
+/// `text` as a person reads it: no control or invisible formatting characters (which could
+/// make it say something else), at most `MAX_SHOWN_CHARS`.
+pub(super) fn shown(text: &str) -> String {
+    let clean = |c: char| if c.is_control() || is_format(c) { '\u{FFFD}' } else { c };
     if text.chars().count() <= MAX_SHOWN_CHARS {
-        return text.to_owned();
+        return text.chars().map(clean).collect();
     }
-    let cut: String = text.chars().take(MAX_SHOWN_CHARS).collect();
+    let cut: String = text.chars().take(MAX_SHOWN_CHARS).map(clean).collect();
     format!("{cut}…")
 }
+
+/// What an agent is told to do about a write that widens what its session read, besides
+/// asking the person (the question already says what was read).
+pub(super) const FRESH_SESSION: &str =
+    "For unrelated public work, start a fresh session (over stateless HTTP: after FLOW_WINDOW).";
 
 impl Confirmation {
     /// The question a person answers: each part of the action with what goes with it (what
@@ -951,7 +959,7 @@ impl Confirmation {
 
     /// What an agent may do besides asking, when the call widens what the session read.
     fn go_on(&self) -> String {
-        if self.clauses.iter().any(|c| c.flow) { format!(" {}", super::flow::GO_ON) } else { String::new() }
+        if self.clauses.iter().any(|c| c.flow) { format!(" {FRESH_SESSION}") } else { String::new() }
     }
 
     /// The error when the person's answer could not be judged for now (`why`); the same

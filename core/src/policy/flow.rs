@@ -27,7 +27,7 @@
 use serde_json::Value;
 
 use super::Route as Routed;
-use super::confirm::{Clause, Confirmation, With, member};
+use super::confirm::{Clause, Confirmation, FRESH_SESSION, With, member, shown};
 use super::reach::{self, Item, Listing, Reach, Source};
 use super::repos::{self, Named};
 use crate::args::Prepared;
@@ -640,7 +640,7 @@ pub fn audiences(call: &Prepared) -> Vec<Audience> {
                     _ if op.method == Method::Patch => vec![format!("the address {} keeps", op.id)],
                     _ => Vec::new(),
                 };
-                out.extend(addresses.into_iter().map(Audience::Outside));
+                out.extend(addresses.iter().map(|a| Audience::Outside(address(a))));
             }
             Stored(what) => out.push(Audience::Outside(what.to_owned())),
             Instance => out.push(Audience::Anyone(format!("what {} changes for the whole instance", op.id))),
@@ -648,6 +648,21 @@ pub fn audiences(call: &Prepared) -> Vec<Audience> {
         }
     }
     out
+}
+
+/// An address as a person is shown it, and as its target is confirmed: a URL without its user,
+/// password, query and fragment (where a webhook's token may be), anything else after its last
+/// `@` (an scp-like `user@host:path`).
+fn address(text: &str) -> String {
+    match url::Url::parse(text) {
+        Ok(mut url) if url.has_host() => {
+            let _ = (url.set_username(""), url.set_password(None));
+            url.set_query(None);
+            url.set_fragment(None);
+            url.to_string()
+        }
+        _ => text.rsplit('@').next().unwrap_or(text).to_owned(),
+    }
 }
 
 fn path_of<'a>(call: &'a Prepared) -> &'a str {
@@ -777,25 +792,6 @@ fn described(a: &Audience, s: &Seen) -> String {
     }
 }
 
-/// Longest target or words (an address or a name can be long; a person reads a line).
-const MAX_SHOWN_CHARS: usize = 300;
-
-/// `text` as a person reads it: no control or invisible formatting characters, bounded.
-fn shown(text: &str) -> String {
-    let clean: String = text
-        .chars()
-        .map(|c| if c.is_control() || super::confirm::is_format(c) { '\u{FFFD}' } else { c })
-        .collect();
-    if clean.chars().count() <= MAX_SHOWN_CHARS {
-        return clean;
-    }
-    let cut: String = clean.chars().take(MAX_SHOWN_CHARS).collect();
-    format!("{cut}…")
-}
-
-/// What an agent is told to do about a widening write, besides asking the person.
-pub const GO_ON: &str = "This session has read private content; for unrelated public work, start a fresh session (over stateless HTTP, the reads of the last FLOW_WINDOW count).";
-
 impl Widening {
     /// The clause a person confirms.
     pub fn clause(&self) -> Clause {
@@ -818,7 +814,7 @@ impl Widening {
         CallError::local(
             ErrorKind::PrivateFlow,
             format!(
-                "{} was not sent: it writes to {}, and this session read private content of {} (FLOW_GUARD=refuse: such a write is not asked, it is refused). {GO_ON}",
+                "{} was not sent: it writes to {}, and this session read private content of {} (FLOW_GUARD=refuse: such a write is not asked, it is refused). {FRESH_SESSION}",
                 self.operation, self.to, self.read
             ),
         )
@@ -969,6 +965,12 @@ mod tests {
         let hook = json!({"owner": "a", "repo": "b", "body": {"type": "gitea", "config": {"url": "https://evil.example/h", "content_type": "json"}}});
         assert_eq!(
             prepared("repoCreateHook", hook, audiences),
+            vec![Audience::Outside("https://evil.example/h".into())]
+        );
+        // Its user, password and query (a token) are neither shown nor part of the target.
+        let secret = json!({"owner": "a", "repo": "b", "body": {"type": "gitea", "config": {"url": "https://u:pw-9f3@evil.example/h?token=tk-77a", "content_type": "json"}}});
+        assert_eq!(
+            prepared("repoCreateHook", secret, audiences),
             vec![Audience::Outside("https://evil.example/h".into())]
         );
         let migrate = prepared(
