@@ -195,16 +195,18 @@ enum RawFlavor {
     Forgejo,
 }
 
+/// Longest profiles file read (a few forges take a few kilobytes).
+const MAX_PROFILES_BYTES: u64 = 1024 * 1024;
+
 impl Profiles {
     /// Read and check the profiles file at `path`, reading `token_env` / `password_env`
     /// through `env`. One error, the first problem found, naming the file or the profile and
     /// the key, never a value.
     pub(crate) fn read(path: &Path, env: EnvLookup<'_>) -> Result<Profiles, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = super::resolve::read_bounded(path, MAX_PROFILES_BYTES).map_err(|why| {
             ConfigError(format!(
-                "cannot read the profiles file {} (--profiles / GITEA_PROFILES): {}",
-                path.display(),
-                e.kind()
+                "cannot read the profiles file {} (--profiles / GITEA_PROFILES): {why}",
+                path.display()
             ))
         })?;
         Profiles::parse(path, &text, env)

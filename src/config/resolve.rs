@@ -605,9 +605,25 @@ fn read_token_file(path: &std::path::Path) -> Result<SecretString, ConfigError> 
 }
 
 /// A secret read from a file, surrounding white space removed; the file must hold one.
+/// Longest file a secret is read from (a token, a password, a key: a few hundred bytes).
+const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
+
+/// The text of the file at `path`, read only as far as `max` bytes: a setting that names a
+/// device or a huge file by mistake is refused, not read into memory. Why not, in words.
+pub(super) fn read_bounded(path: &std::path::Path, max: u64) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.kind().to_string())?;
+    let mut text = String::new();
+    file.take(max + 1).read_to_string(&mut text).map_err(|e| e.kind().to_string())?;
+    if text.len() as u64 > max {
+        return Err(format!("it is longer than {max} bytes"));
+    }
+    Ok(text)
+}
+
 pub(super) fn read_secret_file(path: &std::path::Path, what: &str) -> Result<SecretString, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("cannot read the {what} {}: {}", path.display(), e.kind())))?;
+    let text = read_bounded(path, MAX_SECRET_FILE_BYTES)
+        .map_err(|e| ConfigError(format!("cannot read the {what} {}: {e}", path.display())))?;
     let secret = text.trim();
     if secret.is_empty() {
         return Err(ConfigError(format!("the {what} {} is empty", path.display())));
@@ -625,6 +641,21 @@ mod tests {
         let mut v = vec!["aegis-gitea-mcp"];
         v.extend_from_slice(extra);
         Cli::try_parse_from(v).unwrap().common
+    }
+
+    #[test]
+    fn a_file_a_setting_names_is_read_only_as_far_as_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let (small, large) = (dir.path().join("small"), dir.path().join("large"));
+        std::fs::write(&small, "tok-0123456789\n").unwrap();
+        std::fs::write(&large, vec![b'a'; 70 * 1024]).unwrap();
+        assert_eq!(read_bounded(&small, 64).unwrap(), "tok-0123456789\n");
+        assert!(read_bounded(&small, 8).unwrap_err().contains("longer than 8 bytes"));
+        let e = read_secret_file(&large, "token file").unwrap_err().0;
+        assert!(e.contains("longer than 65536 bytes") && !e.contains("aaaa"), "{e}");
+        // A device that never ends is refused at the bound, not read into memory.
+        let e = read_bounded(std::path::Path::new("/dev/zero"), 1024).unwrap_err();
+        assert!(e.contains("longer than 1024 bytes"), "{e}");
     }
 
     #[test]
