@@ -610,7 +610,7 @@ const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
 /// The text of the file at `path`, read only as far as `max` bytes: a setting that names a
 /// device or a huge file by mistake is refused, not read into memory. Why not, in words.
-pub(super) fn read_bounded(path: &std::path::Path, max: u64) -> Result<String, String> {
+pub(super) fn read_bounded(path: &std::path::Path, max: u64) -> Result<String, aegis_core::error::Shown> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| e.kind().to_string())?;
     let mut text = String::new();
