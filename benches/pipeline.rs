@@ -622,6 +622,7 @@ fn guard_throughput() {
                 for run in 0..18 {
                     let mut s = Success {
                         identity: Identity { login: Some("alice".into()), mode: Mode::Token, sudo: None },
+                        forge: None,
                         request: RequestInfo { method: "GET", path: "/repos/alice/demo/issues".into() },
                         status: 200,
                         pagination: None,
@@ -760,7 +761,13 @@ async fn tools_list_sizes() {
             );
             let start = t.elapsed();
             let handler = McpHandler::new(server.clone());
-            let listed = tool_list::listed(&server.catalog, &server.policy, &Default::default(), false).len();
+            let listed = tool_list::listed(
+                &server.forges.primary().catalog,
+                &server.forges.primary().policy,
+                &Default::default(),
+                false,
+            )
+            .len();
             // As a client before STRUCTURED_CONTENT_FROM sees it, and one given typed results.
             for (typed, who) in [(false, "untyped"), (true, "typed")] {
                 let result_bytes = handler.tools_list_bytes(typed);
@@ -782,13 +789,19 @@ async fn tools_list_sizes() {
             let samples: Vec<Duration> = (0..1000)
                 .map(|_| {
                     let t = Instant::now();
-                    std::hint::black_box(server.catalog.search(query, 8, |_| true));
+                    std::hint::black_box(server.forges.primary().catalog.search(query, 8, |_| true));
                     t.elapsed()
                 })
                 .collect();
             let s = stats(&samples);
-            let top =
-                server.catalog.search(query, 1, |_| true).first().map(|t| t.name.clone()).unwrap_or_default();
+            let top = server
+                .forges
+                .primary()
+                .catalog
+                .search(query, 1, |_| true)
+                .first()
+                .map(|t| t.name.clone())
+                .unwrap_or_default();
             println!(
                 "  {name:<8} search {query:<24} median {:>6.1} us  p99 {:>6.1} us  (best: {top})",
                 s.median.as_secs_f64() * 1e6,
@@ -1061,13 +1074,13 @@ async fn guardrail_stages(server: &Server, case: &Case) {
         }
         us(stats(&v).median)
     };
-    let view = server.discovery(&narrowing);
+    let view = server.forges.primary().discovery(&narrowing);
     let prepared = match aegis_core::admission::admit(view, case.tool, case.args.clone()).outcome {
         Ok(aegis_core::admission::Admitted::Send(call, _)) => call,
         other => panic!("{} is not admitted: {other:?}", case.tool),
     };
     let policy = samples(&mut || {
-        assert!(server.policy.judge(&narrowing, std::hint::black_box(&prepared)).is_none());
+        assert!(server.forges.primary().policy.judge(&narrowing, std::hint::black_box(&prepared)).is_none());
     });
     let admission = samples(&mut || {
         let admitted = aegis_core::admission::admit(view, case.tool, std::hint::black_box(case.args.clone()));
@@ -1128,7 +1141,7 @@ async fn guardrail_stages(server: &Server, case: &Case) {
 /// Time the CPU-only stages of `call::run` separately on the real forge body, to see which
 /// one dominates the overhead.
 async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case) {
-    let tool = server.catalog.get(case.tool).expect("tool exists");
+    let tool = server.forges.primary().catalog.get(case.tool).expect("tool exists");
     let Target::Operation(op) = &tool.target else { unreachable!("spec tools only") };
     let resp = client.get(&case.url).header("Authorization", format!("token {TOKEN}")).send().await.unwrap();
     let header = |n: &str| resp.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
@@ -1197,12 +1210,13 @@ async fn stage_breakdown(server: &Server, client: &reqwest::Client, case: &Case)
     });
     let success = Success {
         identity: Identity { login: Some("alice".into()), mode: Mode::Token, sudo: None },
+        forge: None,
         request: RequestInfo { method: the_plan.method().as_str(), path: the_plan.path().to_owned() },
         status: 200,
         pagination: the_plan
             .page()
             .map(|r| pagination::paginate(r, total.as_deref(), link.as_deref(), &data)),
-        untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
+        untrusted_content: envelope::untrusted_notice(server.forges.primary().catalog.flavor),
         shape: None,
         data: data.clone(),
         link: None,

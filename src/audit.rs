@@ -104,6 +104,8 @@ pub struct Trace {
     pub(crate) status: Option<u16>,
     /// How a call that cannot be undone was confirmed (never what the person wrote).
     pub(crate) confirmed: Option<aegis_core::policy::confirm::Confirmed>,
+    /// The profile the call went to, with several forges (a name of the profiles file).
+    pub(crate) forge: Option<std::sync::Arc<str>>,
     /// What the flow guard made of a write of a session that had read private content: `kept`
     /// (within the sources' own owner), `widening` (asked, or refused: see `outcome`),
     /// `off` (FLOW_GUARD=off). Never which repositories: the line carries no content.
@@ -292,6 +294,9 @@ fn line_of(
         sudo: id.sudo.as_deref().map(|l| chosen.clean(l, MAX_NAME)),
     });
     line.insert("identity".into(), serde_json::to_value(&identity).unwrap_or(Value::Null));
+    if let Some(forge) = &trace.forge {
+        line.insert("forge".into(), json!(&**forge));
+    }
     line.insert("tool".into(), json!(facts.tool));
     line.insert("operation".into(), json!(trace.operation));
     line.insert("method".into(), json!(trace.method));

@@ -16,7 +16,7 @@ use crate::identify::{self, identify, sudo};
 use crate::identity::{Caller, Credential, Identity, Principal};
 use crate::limits::Key;
 use crate::reads::Session;
-use crate::server::Server;
+use crate::server::{At, Server};
 use aegis_core::admission::{self, Admitted};
 use aegis_core::args::sudo::Requested;
 use aegis_core::args::{CallPlan, Prepared};
@@ -72,84 +72,102 @@ pub(crate) async fn run_asking(
     around: &Around<'_>,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
-    server.note_caller(trace, &caller).await;
     // Every outcome leaves through a guard. Until the call is admitted, one that knows the
     // caller's token (a client may paste it anywhere); then the call's own.
     let secrets = caller.secrets();
     let early = || server.guard.for_call(secrets.clone());
-    // 1. admit
-    let (call, ask, asked_sudo) = match admit(server, narrowing, name, args, trace) {
+    // 1. route
+    let (at, args) = route(server, &caller, name, args, trace).await.map_err(|e| early().error(e))?;
+    // 2. admit
+    let (call, ask, asked_sudo) = match admit(at, narrowing, name, args, trace) {
         Ok((Admitted::Send(call, ask), sudo)) => (call, ask, sudo),
         Ok((Admitted::Answer(value), _)) => return early().answer(value),
         Err(e) => return Err(early().error(e)),
     };
-    // 2. identify
+    // 3. identify
     let (key, global) = (limit_key(&caller), matches!(caller, Caller::Global));
-    let (credential, identity) = identify(server, caller).await.map_err(|e| early().error(e))?;
+    let (credential, identity) = identify(at, caller).await.map_err(|e| early().error(e))?;
     trace.identity = Some(identity.clone());
-    // 3. limit: a refusal is this server's own words (which limit, when to retry), guarded
+    // 4. limit: a refusal is this server's own words (which limit, when to retry), guarded
     //    with the configured secrets: refusing costs a client's neighbours as little as possible.
     let _running = server.limits.admit(key(&identity)).await.map_err(|e| server.guard.error(e))?;
     let guard = server.guard.for_call(secrets);
-    // 4. authorize
-    let (credential, identity) = authorize(server, narrowing, &call, asked_sudo, credential, identity, trace)
+    // 5. authorize
+    let (credential, identity) = authorize(at, narrowing, &call, asked_sudo, credential, identity, trace)
         .await
         .map_err(|e| guard.error(e))?;
-    // 5. prepare
-    let mut guard = prepare(server, &call, &ask, guard)?;
-    // 6. flow
+    // 6. prepare
+    let mut guard = prepare(at, &call, &ask, guard)?;
+    // 7. flow
     let session =
         flow::Caller { session: &around.session, global, identity: &identity, credential: &credential };
-    let widening = flow(server, &session, &call, trace).await.map_err(|e| guard.error(e))?;
-    // 7. confirm
-    confirm(server, narrowing, &call, &ask, &credential, around.asker, widening, &guard, trace).await?;
-    // 8. send
-    let mut fetched = send(server, &call, &credential, &guard, trace).await.map_err(|e| guard.error(e))?;
-    // 9. note
-    note(server, &session, &call, &fetched).await;
-    // 10. filter
-    let filtered = filter(server, narrowing, &call, &mut fetched).map_err(|e| guard.error(e))?;
-    // 11. trust
-    let withheld = trust(server, narrowing, &call, &ask, &credential, &identity, &mut fetched).await;
-    // 12. shape
-    let (shape, link) = shape(server, &call, &ask, &mut guard, &mut fetched).map_err(|e| guard.error(e))?;
-    // 13. guard: hygiene → exact redaction → pattern masking (or block) → bounds → the
+    let widening = flow(at, &session, &call, trace).await.map_err(|e| guard.error(e))?;
+    // 8. confirm
+    confirm(at, narrowing, &call, &ask, &credential, around.asker, widening, &guard, trace).await?;
+    // 9. send
+    let mut fetched = send(at, &call, &credential, &guard, trace).await.map_err(|e| guard.error(e))?;
+    // 10. note
+    note(at, &session, &call, &fetched).await;
+    // 11. filter
+    let filtered = filter(at, narrowing, &call, &mut fetched).map_err(|e| guard.error(e))?;
+    // 12. trust
+    let withheld = trust(at, narrowing, &call, &ask, &credential, &identity, &mut fetched).await;
+    // 13. shape
+    let (shape, link) = shape(at, &call, &ask, &mut guard, &mut fetched).map_err(|e| guard.error(e))?;
+    // 14. guard: hygiene → exact redaction → pattern masking (or block) → bounds → the
     //     envelope's text. A large body's permit lasts until its result has passed the guard.
     let elided = std::mem::take(&mut fetched.elided);
     let _large = fetched.large.take();
-    let mut success = fetched.into_success(server, identity);
+    let mut success = fetched.into_success(at, identity);
     (success.filtered, success.shape, success.link, success.withheld) = (filtered, shape, link, withheld);
     guard.success(&mut success, credential_ops::issues_credentials(operation_id(&call)), &elided)
 }
 
-/// Stage 1, admit: which call, and may it run. Unknown names are a protocol error, refused
+/// Stage 1, route: which forge the call goes to (`forges.rs`): the `forge` it names, else the
+/// one whose `repositories` match the repository it names, else the default. Every later
+/// stage reads that forge's client, credential, catalog and policy only. The audit line
+/// learns who the caller is.
+async fn route<'s>(
+    server: &'s Server,
+    caller: &Caller,
+    name: &str,
+    args: Option<Map<String, Value>>,
+    trace: &mut Trace,
+) -> Result<(At<'s>, Map<String, Value>), CallError> {
+    let mut args = args.unwrap_or_default();
+    let at = server.at(server.forges.route(name, &mut args)?);
+    trace.forge = at.profile.name.clone();
+    at.note_caller(trace, caller).await;
+    Ok((at, args))
+}
+
+/// Stage 2, admit: which call, and may it run. Unknown names are a protocol error, refused
 /// ones a policy refusal; the arguments are normalised and validated once, and the policy
 /// judges what validation left; a discovery tool is answered here. Sudo (only with
 /// SUDO_ALLOWED_USERS) is a header, never a parameter: its argument leaves the arguments
 /// first (returned beside the admission) and is judged once the caller is known.
 fn admit<'s>(
-    server: &'s Server,
+    at: At<'s>,
     narrowing: &Narrowing,
     name: &str,
-    args: Option<Map<String, Value>>,
+    mut args: Map<String, Value>,
     trace: &mut Trace,
 ) -> Result<(Admitted<'s>, Requested), CallError> {
-    let mut args = args.unwrap_or_default();
-    let sudo = aegis_core::args::sudo::take(&server.catalog, name, &mut args);
-    let admission = admission::admit(server.discovery(narrowing), name, args);
+    let sudo = aegis_core::args::sudo::take(&at.profile.catalog, name, &mut args);
+    let admission = admission::admit(at.profile.discovery(narrowing), name, args);
     // The audit line names the operation reached, also when the call is refused.
     trace.operation = admission.operation.map(|op| op.id.clone());
     Ok((admission.outcome?, sudo))
 }
 
-/// Stage 4, authorize: what depends on who the caller is. Sudo allowed (the credential then
+/// Stage 5, authorize: what depends on who the caller is. Sudo allowed (the credential then
 /// carries the `Sudo` header) or refused; a new repository that goes to the caller (a fork,
 /// a migration, the caller's own new repository) judged by the repository allowlists; and a
 /// URL of the body (a migration's source, a push mirror's remote) that may name this forge
 /// by another of its names: under a repository allowlist the names are looked up, and the
 /// call judged again with what they resolve to.
 async fn authorize(
-    server: &Server,
+    at: At<'_>,
     narrowing: &Narrowing,
     call: &Prepared<'_>,
     asked_sudo: Requested,
@@ -157,15 +175,16 @@ async fn authorize(
     identity: Identity,
     trace: &mut Trace,
 ) -> Result<(Credential, Identity), CallError> {
-    let allowed = server.settings.sudo_allowed_users.as_ref();
-    let is_admin = async |c: &Credential| identify::is_admin(server, c).await;
+    let allowed = at.profile.sudo_allowed_users.as_ref();
+    let is_admin = async |c: &Credential| identify::is_admin(at, c).await;
     let (credential, identity) = sudo::authorize(allowed, asked_sudo, credential, identity, is_admin).await?;
     trace.identity = Some(identity.clone());
     let login = identity.sudo.as_deref().or(identity.login.as_deref());
-    if let Some(refusal) = server.policy.caller_refusal(narrowing, call, login) {
+    let policy = &at.profile.policy;
+    if let Some(refusal) = policy.caller_refusal(narrowing, call, login) {
         return Err(refusal.into());
     }
-    let hosts = server.policy.named_hosts(narrowing, call);
+    let hosts = policy.named_hosts(narrowing, call);
     if !hosts.is_empty() {
         let aliases = crate::server::look_up(&hosts).await.map_err(|host| {
             CallError::local(
@@ -175,57 +194,53 @@ async fn authorize(
                 ),
             )
         })?;
-        if let Some(refusal) = server.policy.alias_refusal(narrowing, call, &aliases) {
+        if let Some(refusal) = policy.alias_refusal(narrowing, call, &aliases) {
             return Err(refusal.into());
         }
     }
     Ok((credential, identity))
 }
 
-/// Stage 5, prepare: the call's guard learns the body's secrets (for the raw tool, those of the
+/// Stage 6, prepare: the call's guard learns the body's secrets (for the raw tool, those of the
 /// operation its route reaches: a raw call to a credential operation is treated like the
 /// operation's tool) and whether the result is file bytes (exact content: no hygiene, even
 /// when sent as text); fields the result type does not have are refused before anything is sent.
-fn prepare(
-    server: &Server,
-    call: &Prepared<'_>,
-    ask: &Ask,
-    guard: CallGuard,
-) -> Result<CallGuard, GuardedError> {
+fn prepare(at: At<'_>, call: &Prepared<'_>, ask: &Ask, guard: CallGuard) -> Result<CallGuard, GuardedError> {
     let operation = call.operation();
     let file_bytes = operation.is_some_and(|op| op.response == aegis_core::catalog::ResponseKind::Binary);
     let guard = guard
         .with(secrets::from_body(operation_id(call), call.args().get("body")))
         .for_file_bytes(file_bytes);
     if let Some(fields) = &ask.fields {
-        shape::check_asked(server.catalog.definitions(), operation, fields).map_err(|e| guard.error(e))?;
+        shape::check_asked(at.profile.catalog.definitions(), operation, fields)
+            .map_err(|e| guard.error(e))?;
     }
     Ok(guard)
 }
 
-/// Stage 6, flow: a write of a session that has read private content, judged by where it
+/// Stage 7, flow: a write of a session that has read private content, judged by where it
 /// goes (`flow.rs`): a widening write is one more clause of the confirmation, or refused
 /// (`FLOW_GUARD=refuse`). Nothing is looked up for a session that read nothing private.
 async fn flow(
-    server: &Server,
+    at: At<'_>,
     session: &flow::Caller<'_>,
     call: &Prepared<'_>,
     trace: &mut Trace,
 ) -> Result<Option<Widening>, CallError> {
-    let Some(w) = flow::judge(server, session, call, trace).await else { return Ok(None) };
-    if server.policy.flow == FlowGuard::Refuse {
-        server.metrics.flow_write("refused");
+    let Some(w) = flow::judge(at, session, call, trace).await else { return Ok(None) };
+    if at.profile.policy.flow == FlowGuard::Refuse {
+        at.server.metrics.flow_write("refused");
         return Err(w.refusal());
     }
-    server.metrics.flow_write("asked");
+    at.server.metrics.flow_write("asked");
     Ok(Some(w))
 }
 
-/// Stage 7, confirm: what cannot be undone, and a write that widens what the session read, is
+/// Stage 8, confirm: what cannot be undone, and a write that widens what the session read, is
 /// confirmed by a person (or their `confirm`) before it is sent: one question for both.
 #[allow(clippy::too_many_arguments)]
 async fn confirm(
-    server: &Server,
+    at: At<'_>,
     narrowing: &Narrowing,
     call: &Prepared<'_>,
     ask: &Ask,
@@ -235,8 +250,12 @@ async fn confirm(
     guard: &CallGuard,
     trace: &mut Trace,
 ) -> Result<(), GuardedError> {
-    let destroys = server.policy.confirmation(call);
-    let c = match (widening, server.settings.confirm_irreversible) {
+    let destroys = at.profile.policy.confirmation(call);
+    let destroys = match at.profile.name() {
+        Some(forge) => destroys.map(|c| c.on_forge(forge)),
+        None => destroys,
+    };
+    let c = match (widening, at.server.settings.confirm_irreversible) {
         // What it destroys is not asked (`CONFIRM_IRREVERSIBLE=off`), where it writes is.
         (Some(w), Mode::Off) => {
             trace.confirmed = destroys.map(|_| Confirmed::Off);
@@ -249,7 +268,7 @@ async fn confirm(
         return Ok(());
     };
     let redactor = guard.redactor();
-    let how = confirm::confirm(server, narrowing, credential, asker, redactor, &c, ask.confirm.as_deref())
+    let how = confirm::confirm(at, narrowing, credential, asker, redactor, &c, ask.confirm.as_deref())
         .await
         .map_err(|e| {
             trace.input_required = asker.is_asking();
@@ -259,37 +278,38 @@ async fn confirm(
     Ok(())
 }
 
-/// Stage 9, note: what a successful call read of a private repository's content makes that
+/// Stage 10, note: what a successful call read of a private repository's content makes that
 /// repository a source of its session (`flow.rs`), before anything is filtered out of it.
-async fn note(server: &Server, session: &flow::Caller<'_>, call: &Prepared<'_>, fetched: &Fetched) {
+async fn note(at: At<'_>, session: &flow::Caller<'_>, call: &Prepared<'_>, fetched: &Fetched) {
     if (200..300).contains(&fetched.status) {
-        flow::note(server, session, call, &fetched.data).await;
+        flow::note(at, session, call, &fetched.data).await;
     }
 }
 
-/// Stage 8, send: plan, send and decode (`fetch`). Binary content a resource reads again is not
+/// Stage 9, send: plan, send and decode (`fetch`). Binary content a resource reads again is not
 /// held past what a result can take: over MAX_BINARY_BYTES it is only counted, and linked.
 async fn send(
-    server: &Server,
+    at: At<'_>,
     call: &Prepared<'_>,
     credential: &Credential,
     guard: &CallGuard,
     trace: &mut Trace,
 ) -> Result<Fetched, CallError> {
     let linkable = envelope::link::uri_of(call.tool().name(), call.args()).is_some();
-    let binary = if linkable { Binary::Measure(server.settings.max_resource_bytes) } else { Binary::Refuse };
-    fetch(server, call, credential, guard, trace, binary).await
+    let binary =
+        if linkable { Binary::Measure(at.server.settings.max_resource_bytes) } else { Binary::Refuse };
+    fetch(at, call, credential, guard, trace, binary).await
 }
 
-/// Stage 10, filter: listings across repositories keep only what the repository allowlists allow
+/// Stage 11, filter: listings across repositories keep only what the repository allowlists allow
 /// (before shaping, reading the forge's own members); what was removed, for the envelope.
 fn filter(
-    server: &Server,
+    at: At<'_>,
     narrowing: &Narrowing,
     call: &Prepared<'_>,
     fetched: &mut Fetched,
 ) -> Result<Option<envelope::Filtered>, CallError> {
-    let fence = server.policy.fence(narrowing);
+    let fence = at.profile.policy.fence(narrowing);
     let paging = fetched.pagination.as_mut();
     match repos::filter(&fence, operation_id(call), &mut fetched.data, paging, &mut fetched.elided) {
         Filter::Untouched => Ok(None),
@@ -298,7 +318,7 @@ fn filter(
     }
 }
 
-/// Stage 11, trust: who wrote each issue, pull request, comment and review of a JSON result
+/// Stage 12, trust: who wrote each issue, pull request, comment and review of a JSON result
 /// (`CONTENT_TRUST`, or the request's `X-MCP-Content-Trust: withhold`). What the forge says
 /// of their repositories' authors is asked as the caller (`trust.rs`, cached), and the core
 /// adds each item's `author_relation` where the result will show it (the compact shape, or
@@ -306,7 +326,7 @@ fn filter(
 /// public repository; how many were, for the envelope. Before the shape: it reads `user` and
 /// `original_author` as the forge wrote them.
 async fn trust(
-    server: &Server,
+    at: At<'_>,
     narrowing: &Narrowing,
     call: &Prepared<'_>,
     ask: &Ask,
@@ -316,8 +336,8 @@ async fn trust(
 ) -> Option<envelope::Withheld> {
     use aegis_core::shape::trust::{self, ContentTrust, How};
     let operation = call.operation();
-    let mode = if narrowing.withhold { ContentTrust::Withhold } else { server.settings.content_trust };
-    let shown = ask.shape.unwrap_or(server.settings.result_shape) == Shape::Compact
+    let mode = if narrowing.withhold { ContentTrust::Withhold } else { at.server.settings.content_trust };
+    let shown = ask.shape.unwrap_or(at.server.settings.result_shape) == Shape::Compact
         || ask.fields.iter().flatten().any(|f| f == trust::RELATION);
     let how = How { relation: mode != ContentTrust::Off && shown, withhold: mode == ContentTrust::Withhold };
     if !fetched.json || !(how.relation || how.withhold) || !trust::authored(operation) {
@@ -326,19 +346,20 @@ async fn trust(
     let path = fetched.plan.path().to_owned();
     let repos = trust::repositories(operation, &path, &mut fetched.data);
     let who = identity.sudo.as_deref().or(identity.login.as_deref()).unwrap_or_default();
-    let known = server.authors.look_up(&server.forge, &server.catalog, credential, who, repos).await;
+    let p = at.profile;
+    let known = p.authors.look_up(&p.forge, &p.catalog, credential, who, repos).await;
     let withheld =
         trust::judge(operation, &path, &mut fetched.data, |r| known.get(r).map(AsRef::as_ref), how);
     envelope::Withheld::of(withheld)
 }
 
-/// Stage 12, shape: what the agent needs of the data, and only the fields asked for. Known secrets
+/// Stage 13, shape: what the agent needs of the data, and only the fields asked for. Known secrets
 /// in base64 file content are found on the forge's whole answer first: `fields` may keep a
 /// file's `content` without the `encoding` that says what it is. Binary content too large to
 /// inline, which a resource reads again, is left for the client to fetch: `data` says what
 /// it is, the link where. The shape the envelope names, and the link.
 fn shape(
-    server: &Server,
+    at: At<'_>,
     call: &Prepared<'_>,
     ask: &Ask,
     guard: &mut CallGuard,
@@ -346,15 +367,15 @@ fn shape(
 ) -> Result<(Option<&'static str>, Option<Link>), CallError> {
     let result_type = call.operation().and_then(|op| op.result.as_ref());
     if fetched.json {
-        guard.contents(server.catalog.definitions(), result_type, fetched.status, &mut fetched.data)?;
+        guard.contents(at.profile.catalog.definitions(), result_type, fetched.status, &mut fetched.data)?;
     }
-    let shape = ask.shape.unwrap_or(server.settings.result_shape);
+    let shape = ask.shape.unwrap_or(at.server.settings.result_shape);
     let compact = fetched.json && shape == Shape::Compact;
-    fetched.shape(server, result_type, shape, ask.fields.as_deref())?;
+    fetched.shape(at, result_type, shape, ask.fields.as_deref())?;
     let link = match (fetched.json, fetched.over) {
         (true, _) => None,
         (false, true) => over_link(call.tool(), call.args(), &fetched.data),
-        (false, false) => link(server, call.tool(), call.args(), &mut fetched.data),
+        (false, false) => link(at.server, call.tool(), call.args(), &mut fetched.data),
     };
     Ok((compact.then_some(Shape::Compact.as_str()), link))
 }
@@ -403,11 +424,12 @@ where
     Fut: std::future::Future<Output = (Result<Guarded, GuardedError>, Trace)>,
 {
     let started = std::time::Instant::now();
-    let mut outcome = None;
+    let (mut outcome, mut forge) = (None, None);
+    let catalog = server.forges.catalog_of(name);
     let result = match crate::audit::begin(
         server.audit.as_ref(),
         &server.guard,
-        &server.catalog,
+        catalog,
         origin,
         crate::audit::Subject::Tool(name),
         arguments.as_ref(),
@@ -417,12 +439,13 @@ where
             let (result, trace) = call(arguments, pending.trace()).await;
             let result = pending.finish(&trace, result);
             outcome = Some(trace.outcome(&result));
+            forge = trace.forge.clone();
             result
         }
     };
     // Labelled by the catalog's own tool, never by the client's text.
     let outcome = outcome.unwrap_or_else(|| crate::metrics::outcome(&result));
-    server.metrics.call(server.catalog.get(name), outcome, started.elapsed());
+    server.metrics.call(catalog.get(name), forge.as_ref(), outcome, started.elapsed());
     result
 }
 
@@ -439,9 +462,10 @@ pub(crate) fn refused_only_for_reads(
     name: &str,
     mut args: Map<String, Value>,
 ) -> bool {
-    aegis_core::args::sudo::take(&server.catalog, name, &mut args);
-    match admission::admit(server.discovery(narrowing), name, args).outcome {
-        Ok(Admitted::Send(call, _)) => server.policy.needs_writes(&call),
+    let Ok(profile) = server.forges.route(name, &mut args) else { return false };
+    aegis_core::args::sudo::take(&profile.catalog, name, &mut args);
+    match admission::admit(profile.discovery(narrowing), name, args).outcome {
+        Ok(Admitted::Send(call, _)) => profile.policy.needs_writes(&call),
         Ok(Admitted::Answer(_)) | Err(_) => false,
     }
 }
@@ -466,7 +490,7 @@ impl Fetched {
     /// members left out) are forgotten, so the `truncated` note names only what is there.
     fn shape(
         &mut self,
-        server: &Server,
+        at: At<'_>,
         result_type: Option<&aegis_core::catalog::results::Typed>,
         shape: Shape,
         fields: Option<&[String]>,
@@ -474,19 +498,20 @@ impl Fetched {
         if !self.json {
             return Ok(());
         }
-        shape::render(server.catalog.definitions(), result_type, shape, fields, &mut self.data)?;
+        shape::render(at.profile.catalog.definitions(), result_type, shape, fields, &mut self.data)?;
         let data = &self.data;
         self.elided.cuts.retain(|c| data.pointer(&c.pointer).is_some());
         Ok(())
     }
 
-    fn into_success(self, server: &Server, identity: Identity) -> Success {
+    fn into_success(self, at: At<'_>, identity: Identity) -> Success {
         Success {
             identity,
+            forge: at.profile.name().map(str::to_owned),
             request: RequestInfo { method: self.plan.method().as_str(), path: self.plan.path().to_owned() },
             status: self.status,
             pagination: self.pagination,
-            untrusted_content: envelope::untrusted_notice(server.catalog.flavor),
+            untrusted_content: envelope::untrusted_notice(at.profile.catalog.flavor),
             shape: None,
             data: self.data,
             link: None,
@@ -501,7 +526,7 @@ impl Fetched {
 /// Plan, send and decode one admitted call, reading binary content over `MAX_BINARY_BYTES`
 /// as `binary` says.
 async fn fetch(
-    server: &Server,
+    at: At<'_>,
     call: &Prepared<'_>,
     credential: &Credential,
     guard: &CallGuard,
@@ -509,6 +534,7 @@ async fn fetch(
     binary: Binary,
 ) -> Result<Fetched, CallError> {
     // Plan: encoded path, query, body or multipart.
+    let server = at.server;
     let plan = call.plan(server.settings.max_binary_bytes)?;
     trace.sent(&plan, guard.redactor());
     // A write is sent only once the audit line that says so is written.
@@ -518,7 +544,7 @@ async fn fetch(
         }
     }
     // Send, within timeouts and size limits.
-    let received = server.forge.send_reading(&plan, credential, binary).await?;
+    let received = at.profile.forge.send_reading(&plan, credential, binary).await?;
     trace.status = Some(received.status);
     // Binary content larger than a result holds, counted and not kept: what it is, for a link.
     if let (Some(size), true) = (received.over, (200..300).contains(&received.status)) {
@@ -567,15 +593,21 @@ pub(crate) async fn run_reads(
     combine: impl FnOnce(Vec<Value>) -> Value,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
-    server.note_caller(trace, &caller).await;
     // As in `run`: the read's own guard is built once it is admitted.
     let secrets = caller.secrets();
     let early_guard = || server.guard.for_call(secrets.clone());
+    // Every read of a resource goes to the forge its first read routes to.
+    let first_read = reads.first().map(|r| (r.operation, r.args.clone()));
+    let (first_op, first_args) = first_read.expect("a resource reads at least once");
+    let at = route(server, &caller, first_op, Some(first_args), trace)
+        .await
+        .map_err(|e| early_guard().error(e))?
+        .0;
     // Each read is admitted as a call of its operation would be, before anyone is asked.
     let mut calls = Vec::with_capacity(reads.len());
     for r in reads {
         trace.operation = Some(r.operation.to_owned());
-        let admitted = match admission::admit(server.discovery(narrowing), r.operation, r.args).outcome {
+        let admitted = match admission::admit(at.profile.discovery(narrowing), r.operation, r.args).outcome {
             Ok(Admitted::Send(call, _)) => Ok(call),
             Ok(Admitted::Answer(_)) => unreachable!("a resource reads operations, never a discovery tool"),
             Err(CallError::UnknownTool(_)) => Err(CallError::local(
@@ -587,7 +619,7 @@ pub(crate) async fn run_reads(
         calls.push((admitted.map_err(|e| early_guard().error(e))?, r.at));
     }
     let (key, global) = (limit_key(&caller), matches!(caller, Caller::Global));
-    let (credential, identity) = identify(server, caller).await.map_err(|e| early_guard().error(e))?;
+    let (credential, identity) = identify(at, caller).await.map_err(|e| early_guard().error(e))?;
     trace.identity = Some(identity.clone());
     let session = flow::Caller { session, global, identity: &identity, credential: &credential };
     // One resource read is one call for the limits, however many reads it makes; a refusal is
@@ -602,36 +634,36 @@ pub(crate) async fn run_reads(
     let mut elided = Elided::default();
     // Large bodies' permits last until the result has passed the guard.
     let mut permits = Vec::new();
-    for (call, at) in calls {
+    for (call, lands) in calls {
         // The audit line names the first read (as the envelope's `request` does), or the one that failed.
         let mut this = Trace::default();
         let binary = Binary::UpTo(server.settings.max_resource_bytes);
-        let fetched = fetch(server, &call, &credential, &guard, &mut this, binary).await;
+        let fetched = fetch(at, &call, &credential, &guard, &mut this, binary).await;
         if first.is_none() || fetched.is_err() {
             (trace.operation, trace.method, trace.path, trace.status) =
                 (this.operation, this.method, this.path, this.status);
         }
         let mut got = fetched.map_err(|e| guard.error(e))?;
-        note(server, &session, &call, &got).await;
+        note(at, &session, &call, &got).await;
         permits.extend(got.large.take());
         // Each read in the server's shape, typed by its own operation, its base64 content
         // checked before and its authors judged (as a call's).
         let result_type = call.operation().and_then(|op| op.result.as_ref());
         if got.json {
-            let defs = server.catalog.definitions();
+            let defs = at.profile.catalog.definitions();
             guard.contents(defs, result_type, got.status, &mut got.data).map_err(|e| guard.error(e))?;
         }
         let ask = Ask::default();
-        let trusted = trust(server, narrowing, &call, &ask, &credential, &identity, &mut got).await;
+        let trusted = trust(at, narrowing, &call, &ask, &credential, &identity, &mut got).await;
         withheld += trusted.map_or(0, |w| w.items());
-        got.shape(server, result_type, shape, None).map_err(|e| guard.error(e))?;
+        got.shape(at, result_type, shape, None).map_err(|e| guard.error(e))?;
         compact |= got.json && shape == Shape::Compact;
         datas.push(std::mem::take(&mut got.data));
-        elided.merge(std::mem::take(&mut got.elided).under(at));
+        elided.merge(std::mem::take(&mut got.elided).under(lands));
         first.get_or_insert(got);
     }
     let first = first.expect("a resource reads at least once");
-    let mut success = first.into_success(server, identity);
+    let mut success = first.into_success(at, identity);
     success.pagination = None;
     success.data = combine(datas);
     success.shape = compact.then_some(Shape::Compact.as_str());

@@ -18,7 +18,7 @@ use std::pin::Pin;
 use serde_json::{Map, Value};
 
 use crate::identity::Credential;
-use crate::server::Server;
+use crate::server::At;
 use aegis_core::error::CallError;
 use aegis_core::guard::Redactor;
 use aegis_core::policy::Narrowing;
@@ -88,7 +88,7 @@ impl Asker for Nobody {
 /// (nothing is sent then). What the person is shown passes the call's `redactor` first: the
 /// target is the caller's text, which may hold a pasted secret.
 pub(crate) async fn confirm(
-    server: &Server,
+    at: At<'_>,
     narrowing: &Narrowing,
     credential: &Credential,
     asker: &dyn Asker,
@@ -98,7 +98,7 @@ pub(crate) async fn confirm(
 ) -> Result<Option<Confirmed>, CallError> {
     // A write that widens what the session read is asked even when what cannot be undone is
     // not (`call::confirm` left only its clause then).
-    let mode = match server.settings.confirm_irreversible {
+    let mode = match at.server.settings.confirm_irreversible {
         Mode::Off if c.clauses.iter().any(|c| c.flow) => Mode::Ask,
         mode => mode,
     };
@@ -116,7 +116,7 @@ pub(crate) async fn confirm(
     if questioned || (!retry && c.may_lose_nothing()) {
         let mut kept = Vec::with_capacity(c.clauses.len());
         for mut clause in std::mem::take(&mut c.clauses) {
-            match look(server, narrowing, credential, &clause).await {
+            match look(at, narrowing, credential, &clause).await {
                 Lost::Nothing if clause.only_if_lost => continue,
                 Lost::Some(words) => clause.found = words,
                 Lost::Nothing | Lost::Unknown => {}
@@ -136,7 +136,7 @@ pub(crate) async fn confirm(
     let question = if retry { String::new() } else { redactor.redact_str(&c.question()) };
     // The target names the form's box; the state's binding covers the exact arguments anyway.
     let target = redactor.redact_str(&c.target);
-    let answer = tokio::time::timeout(server.settings.confirm_timeout, asker.ask(&question, &target))
+    let answer = tokio::time::timeout(at.server.settings.confirm_timeout, asker.ask(&question, &target))
         .await
         .unwrap_or(Answer::NoAnswer);
     tracing::debug!(operation = %c.operation, ?answer, "asked the person to confirm");
@@ -146,7 +146,7 @@ pub(crate) async fn confirm(
         Answer::Cancelled => Err(c.refused("the person cancelled the question")),
         Answer::NoAnswer => Err(c.refused(&format!(
             "the person did not answer within {}s (CONFIRM_TIMEOUT)",
-            server.settings.confirm_timeout.as_secs_f64()
+            at.server.settings.confirm_timeout.as_secs_f64()
         ))),
         Answer::Failed => Err(c.refused("the client could not ask the person")),
         Answer::Pending => Err(c.refused("the person is being asked; the client calls again with their answer")),
@@ -169,7 +169,7 @@ pub(crate) async fn confirm(
 /// What a clause loses, read as the caller through the raw tool's route (under the
 /// request's policy, as any read of theirs); `Unknown` when there is nothing to read or the
 /// read fails.
-async fn look(server: &Server, narrowing: &Narrowing, credential: &Credential, c: &Clause) -> Lost {
+async fn look(at: At<'_>, narrowing: &Narrowing, credential: &Credential, c: &Clause) -> Lost {
     let Some(look) = c.look.as_deref() else { return Lost::Unknown };
     let (path, query) = look.split_once('?').unwrap_or((look, ""));
     let query: Map<String, Value> = query
@@ -186,14 +186,16 @@ async fn look(server: &Server, narrowing: &Narrowing, credential: &Credential, c
     // The server's own read, not the agent's: the tool-name rules (`ENABLED_TOOLS`, a
     // disabled raw tool) do not stop it, the policy's judgement of the read does (the
     // repository fence, a disabled read operation).
-    let Some(raw) = server.catalog.get(aegis_core::catalog::raw_tool::NAME) else { return Lost::Unknown };
-    let Ok(call) = aegis_core::args::Prepared::new(&server.catalog, raw, args) else { return Lost::Unknown };
-    if let Some(refusal) = server.policy.judge(narrowing, &call) {
+    let Some(raw) = at.profile.catalog.get(aegis_core::catalog::raw_tool::NAME) else { return Lost::Unknown };
+    let Ok(call) = aegis_core::args::Prepared::new(&at.profile.catalog, raw, args) else {
+        return Lost::Unknown;
+    };
+    if let Some(refusal) = at.profile.policy.judge(narrowing, &call) {
         tracing::debug!(why = %refusal.why(), "the look-up of what a call destroys is not made");
         return Lost::Unknown;
     }
-    let Ok(plan) = call.plan(server.settings.max_binary_bytes) else { return Lost::Unknown };
-    let Ok(got) = server.forge.send(&plan, credential).await else { return Lost::Unknown };
+    let Ok(plan) = call.plan(at.server.settings.max_binary_bytes) else { return Lost::Unknown };
+    let Ok(got) = at.profile.forge.send(&plan, credential).await else { return Lost::Unknown };
     if got.status != 200 {
         return Lost::Unknown;
     }

@@ -88,7 +88,7 @@ pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let credential = match crate::server::global_credential(&settings) {
+    let credential = match crate::forges::global_credential(&settings) {
         Ok(c) => c,
         Err(e) => {
             r.fail(&e.to_string());

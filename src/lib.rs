@@ -12,6 +12,7 @@ pub mod confirm;
 pub mod doctor;
 pub mod executor;
 pub(crate) mod flow;
+pub mod forges;
 /// The entry points of the fuzz targets' bodies (`fuzz-bodies/`) into this crate's parsers;
 /// only with the `fuzzing` feature, which that crate turns on (so in this crate's test builds,
 /// never in `cargo build` or the release build).

@@ -93,13 +93,16 @@ async fn run(command: Command, settings: Settings, given: Vec<Given>) -> ExitCod
 
 /// `serve` or `call` on a started server.
 async fn serve_or_call(command: Command, server: &Arc<Server>) -> ExitCode {
-    tracing::info!(
-        flavor = server.catalog.flavor.as_str(),
-        version = %server.catalog.version.text,
-        tools = server.catalog.all_tools().count(),
-        catalog_ms = server.catalog_build.as_secs_f64() * 1000.0,
-        "catalog ready"
-    );
+    for p in server.forges.all() {
+        tracing::info!(
+            forge = p.name(),
+            flavor = p.catalog.flavor.as_str(),
+            version = %p.catalog.version.text,
+            tools = p.catalog.all_tools().count(),
+            catalog_ms = server.catalog_build.as_secs_f64() * 1000.0,
+            "catalog ready"
+        );
+    }
     match command {
         Command::Serve => match server.settings.transport {
             TransportChoice::Stdio => {
@@ -220,11 +223,19 @@ fn audit_command(action: &AuditCommand, common_key: Option<&std::path::Path>) ->
 /// `tools`: what `serve` would list, or the toolsets. With `--flavor gitea|forgejo` no forge
 /// is asked, so neither a URL nor a token is needed.
 async fn tools(settings: Settings, json: bool, list_toolsets: bool) -> ExitCode {
-    let built = match settings.flavor {
-        FlavorChoice::Auto => Server::start(settings.clone()).await.map(|s| s.catalog.clone()),
-        FlavorChoice::Gitea | FlavorChoice::Forgejo => catalog_for(&settings, None).map(Arc::new),
+    let typed = settings.structured_content_from.is_some();
+    let asks = settings.flavor == FlavorChoice::Auto;
+    let built = match asks {
+        true => Server::start(settings.clone()).await.map(|s| {
+            let catalogs = s.forges.all().map(|p| p.catalog.clone()).collect::<Vec<_>>();
+            (catalogs, tool_list::listed_on(&s.forges, &Default::default(), typed))
+        }),
+        false => catalog_for(&settings, None).map(|c| {
+            let listed = tool_list::listed(&c, &settings.policy(), &Default::default(), typed);
+            (vec![Arc::new(c)], listed)
+        }),
     };
-    let catalog = match built {
+    let (catalogs, listed) = match built {
         Ok(c) => c,
         Err(e) => {
             eprintln!("aegis-gitea-mcp: {e}");
@@ -232,17 +243,10 @@ async fn tools(settings: Settings, json: bool, list_toolsets: bool) -> ExitCode 
         }
     };
     if list_toolsets {
-        print!("{}", catalog::toolsets::table(&[&catalog]));
+        let catalogs: Vec<&catalog::Catalog> = catalogs.iter().map(|c| &**c).collect();
+        print!("{}", catalog::toolsets::table(&catalogs));
     } else {
-        print!(
-            "{}",
-            tool_list::printout(
-                &catalog,
-                &settings.policy(),
-                settings.structured_content_from.is_some(),
-                json
-            )
-        );
+        print!("{}", tool_list::printout(&listed, json));
     }
     ExitCode::SUCCESS
 }

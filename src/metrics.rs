@@ -199,8 +199,15 @@ impl Metrics {
 
     /// A finished tool call: `tool` is the catalog's tool of that name (`None`: no such
     /// tool), `outcome` `ok` or an error kind's wire name.
-    pub(crate) fn call(&self, tool: Option<&Arc<ToolDef>>, outcome: &'static str, took: Duration) {
-        self.calls.get_or_create(&CallLabels { tool: ToolLabel(tool.cloned()), outcome }).inc();
+    pub(crate) fn call(
+        &self,
+        tool: Option<&Arc<ToolDef>>,
+        forge: Option<&Arc<str>>,
+        outcome: &'static str,
+        took: Duration,
+    ) {
+        let labels = CallLabels { tool: ToolLabel(tool.cloned()), outcome, forge: forge.cloned() };
+        self.calls.get_or_create(&labels).inc();
         self.call_duration.observe(took.as_secs_f64());
     }
 
@@ -424,10 +431,26 @@ pub(crate) struct IdentityCacheCounts {
     pub(crate) busy: Counter,
 }
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// A call's labels: its tool and outcome, and with several forges the profile it went to (a
+/// name of the profiles file, never the client's text: a fixed set). With one forge there is
+/// no `forge` label at all, so the exposition is what it always was.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
 struct CallLabels {
     tool: ToolLabel,
     outcome: &'static str,
+    forge: Option<Arc<str>>,
+}
+
+impl EncodeLabelSet for CallLabels {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelSetEncoder) -> Result<(), fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        ("tool", self.tool.name()).encode(encoder.encode_label())?;
+        ("outcome", self.outcome).encode(encoder.encode_label())?;
+        if let Some(forge) = &self.forge {
+            ("forge", &**forge).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -516,7 +539,7 @@ mod tests {
     #[test]
     fn every_metric_is_rendered_with_its_prefix_and_type() {
         let m = Metrics::new();
-        m.call(None, "unknown_tool", Duration::from_millis(3));
+        m.call(None, None, "unknown_tool", Duration::from_millis(3));
         m.resource_read("ok");
         m.forge().request(Duration::from_millis(2), Some(404));
         m.guard().add(Action::Mask);
@@ -601,7 +624,12 @@ mod tests {
                 &mut crate::audit::Trace::default(),
             )
             .await;
-            server.metrics.call(server.catalog.get(tool), outcome(&result), started.elapsed());
+            server.metrics.call(
+                server.forges.primary().catalog.get(tool),
+                None,
+                outcome(&result),
+                started.elapsed(),
+            );
         }
         let text = server.metrics.render();
         for secret in [TOKEN, LOGIN, ARG] {

@@ -64,7 +64,6 @@ pub(crate) async fn read(
     uri: &str,
     trace: &mut crate::audit::Trace,
 ) -> Result<Guarded, GuardedError> {
-    server.note_caller(trace, &caller).await;
     let (reads, shape) = parse(uri).map_err(|e| server.guard.for_call(caller.secrets()).error(e))?;
     let combine = move |mut datas: Vec<Value>| match shape {
         Shape::One => datas.pop().unwrap_or(Value::Null),

@@ -5,24 +5,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::audit::Trace;
-use crate::config::{FlavorChoice, Settings};
-use crate::executor::{Forge, flavor};
-use crate::identity::{Caller, Credential, GlobalIdentity, Identity, Mode};
+use crate::config::Settings;
+use crate::forges::{ForgeProfile, Forges};
+use crate::identity::{Caller, Identity, Mode};
 use crate::metrics::Metrics;
-use aegis_core::catalog::{Catalog, Flavor, Version};
-use aegis_core::error::{CallError, ErrorKind, Shown};
+use aegis_core::error::Shown;
 use aegis_core::guard::Guard;
-use aegis_core::policy::{Narrowing, Policy};
 
 /// Everything a call needs besides its arguments.
 #[derive(Debug)]
 pub struct Server {
     pub settings: Settings,
-    pub catalog: Arc<Catalog>,
-    pub(crate) forge: Forge,
-    pub(crate) global: GlobalIdentity,
-    /// Which tools are listed and which calls are allowed.
-    pub policy: Policy,
+    /// The forges it serves: each profile's client, credential, catalog, policy and caches.
+    pub forges: Forges,
     /// Redaction, masking and bounds of every result.
     pub guard: Guard,
     /// Tool calls and resource reads running right now, each holding a token until it
@@ -31,8 +26,6 @@ pub struct Server {
     /// HTTP requests whose answers are still being written, each holding a token until its
     /// response body is done (graceful shutdown waits for them after the calls).
     pub answers: tokio_util::task::TaskTracker,
-    /// Logins of per-request tokens (HTTP), by a hash of the token.
-    pub logins: crate::identity::cache::LoginCache,
     /// Calls per minute and calls running, per identity (`RATE_LIMIT_*`).
     pub limits: crate::limits::Limits,
     /// Tokens not yet confirmed, per client address (`MCP_NEW_TOKENS_PER_MINUTE`).
@@ -54,8 +47,6 @@ pub struct Server {
     pub(crate) confirmed: crate::oauth::used::UsedOnce,
     /// What each session read of private repositories (`FLOW_GUARD`), and visibilities.
     pub(crate) flows: crate::reads::Flows,
-    /// What the forge said of repositories' authors, per identity (`CONTENT_TRUST`).
-    pub(crate) authors: crate::trust::AuthorCache,
 }
 
 /// Most confirmations remembered as used on one replica (each for its `CONFIRM_TIMEOUT`).
@@ -81,24 +72,6 @@ fn confirmation_key(keys: &[Option<Arc<secrecy::SecretBox<[u8; 32]>>>; 2]) -> se
         None => getrandom::fill(&mut out).expect("the system's random source works"),
     }
     secrecy::SecretBox::new(Box::new(out))
-}
-
-/// The forge as URLs in arguments may name it: its base URL and the addresses of its host,
-/// looked up once (within 2 s; none when the lookup fails, and the name still counts), so
-/// that a migration from this forge's own address is judged like one from its name.
-async fn forge_host(base: &url::Url) -> aegis_core::policy::repos::ForgeHost {
-    let addresses = match (base.host_str(), base.port_or_known_default()) {
-        (Some(host), Some(port)) => {
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let lookup = tokio::net::lookup_host((host, port));
-            match tokio::time::timeout(std::time::Duration::from_secs(2), lookup).await {
-                Ok(Ok(found)) => found.map(|a| a.ip()).collect(),
-                _ => Vec::new(),
-            }
-        }
-        _ => Vec::new(),
-    };
-    aegis_core::policy::repos::ForgeHost::new(Some(base.clone()), addresses)
 }
 
 /// How long looking up a host name that a URL of a call names may take.
@@ -139,10 +112,7 @@ async fn look_up_one(host: &str) -> Option<Vec<std::net::IpAddr>> {
     found.await.ok()?.ok()
 }
 
-/// Why the server could not start, in words a person can act on.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct StartError(pub String);
+pub use crate::forges::{StartError, catalog_for};
 
 impl Server {
     /// Build the server: HTTP client, credential (token or login and password), flavor
@@ -159,17 +129,8 @@ impl Server {
         if let Some(store) = state.clone() {
             tokio::spawn(async move { store.check().await });
         }
-        let forge = Forge::from_settings(&settings)
-            .map_err(StartError)?
-            .counted(metrics.forge())
-            .with_store(state.clone());
-        let credential = global_credential(&settings)?;
-        let detected = match settings.flavor {
-            FlavorChoice::Auto => Some(detect(&forge, &credential).await?),
-            FlavorChoice::Gitea | FlavorChoice::Forgejo => None,
-        };
         let started = Instant::now();
-        let catalog = catalog_for(&settings, detected)?;
+        let forges = Forges::start(&settings, &metrics, state.as_ref()).await?;
         let catalog_build = started.elapsed();
         if settings.extra_secrets.iter().any(|s| secrecy::ExposeSecret::expose_secret(s).chars().count() < 4)
         {
@@ -198,8 +159,6 @@ impl Server {
         };
         let limits = crate::limits::Limits::from_settings(&settings, metrics.rate_limits(), state.clone());
         let new_tokens = crate::limits::NewTokens::new(settings.new_tokens_per_minute, metrics.rate_limits());
-        let mut policy = settings.policy();
-        policy.forge = forge_host(forge.base()).await;
         let settings_keys =
             [settings.oauth.as_ref().map(|o| o.key.clone()), settings.state.as_ref().map(|s| s.key.clone())];
         let flows = crate::reads::Flows::new(settings.flow_window);
@@ -207,13 +166,9 @@ impl Server {
             audit,
             oauth,
             guard: settings.guard().counted(metrics.guard()),
-            global: GlobalIdentity::new(credential),
-            policy,
-            catalog: Arc::new(catalog),
-            forge,
+            forges,
             settings,
             catalog_build,
-            logins: crate::identity::cache::LoginCache::counted(metrics.identity_cache()),
             metrics,
             limits,
             new_tokens,
@@ -223,105 +178,41 @@ impl Server {
             flows,
             state,
             confirmations: crate::oauth::seal::Sealer::new(&confirmation_key(&settings_keys)),
-            authors: Default::default(),
         })
     }
 
+    /// Where a call of this server runs once routed to `profile`.
+    pub(crate) fn at<'s>(&'s self, profile: &'s ForgeProfile) -> At<'s> {
+        At { server: self, profile }
+    }
+}
+
+/// Where a call runs: the server (settings, guard, audit, metrics, sessions) and the forge
+/// profile it was routed to (client, credential, catalog, policy, caches). Every stage after
+/// routing reads the forge only through `profile`.
+#[derive(Clone, Copy)]
+pub(crate) struct At<'s> {
+    pub(crate) server: &'s Server,
+    pub(crate) profile: &'s ForgeProfile,
+}
+
+impl At<'_> {
     /// Into `trace`, for the audit line, the identity `caller` is known to have before the
     /// forge is asked (the login when the login cache has it: nothing is asked of the forge
     /// for the audit line), and its secrets. Without an audit log, nothing.
     pub(crate) async fn note_caller(&self, trace: &mut Trace, caller: &Caller) {
-        if self.audit.is_none() {
+        if self.server.audit.is_none() {
             return;
         }
+        let profile = self.profile;
         let (login, mode) = match caller {
-            Caller::Global => (self.global.cached_login().map(str::to_owned), self.global.credential.mode()),
-            Caller::Token(t) => (self.logins.get(t).await.map(|u| u.login), Mode::Token),
-            Caller::Granted(g) => (self.logins.get(&g.forge_token).await.map(|u| u.login), Mode::OAuth),
+            Caller::Global => {
+                (profile.global.cached_login().map(str::to_owned), profile.global.credential.mode())
+            }
+            Caller::Token(t) => (profile.logins.get(t).await.map(|u| u.login), Mode::Token),
+            Caller::Granted(g) => (profile.logins.get(&g.forge_token).await.map(|u| u.login), Mode::OAuth),
         };
         trace.caller(Identity { login, mode, sudo: None }, caller);
-    }
-
-    /// What the discovery tools see for a request that narrowed the policy so.
-    pub fn discovery<'n>(&self, narrowing: &'n Narrowing) -> aegis_core::discovery::Discovery<'_, 'n> {
-        aegis_core::discovery::Discovery { catalog: &self.catalog, policy: &self.policy, narrowing }
-    }
-}
-
-/// The server's own credential: the token, else the login and password (HTTP Basic), else
-/// none (anonymous). The settings never hold both (`config/resolve.rs` refuses that).
-pub(crate) fn global_credential(settings: &Settings) -> Result<Credential, StartError> {
-    match (&settings.token, &settings.username, &settings.password) {
-        (Some(t), _, _) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}"))),
-        (None, Some(username), Some(password)) => Ok(Credential::basic(username, password)),
-        _ => Ok(Credential::anonymous()),
-    }
-}
-
-/// The catalog the settings describe: the tools of the flavor they name, or of the forge's
-/// `detected` version (`--flavor auto`), from the embedded spec or `--spec`. No network
-/// access, so `tools --flavor gitea|forgejo` needs neither a URL nor a token.
-pub fn catalog_for(settings: &Settings, detected: Option<Version>) -> Result<Catalog, StartError> {
-    let flavor = match (settings.flavor, &detected) {
-        (_, Some(v)) => v.flavor(),
-        (FlavorChoice::Gitea, None) => Flavor::Gitea,
-        (FlavorChoice::Forgejo, None) => Flavor::Forgejo,
-        (FlavorChoice::Auto, None) => {
-            return Err(StartError(
-                "--flavor auto asks the forge which it is: pass --url (or set GITEA_URL), or pass --flavor gitea|forgejo".into(),
-            ));
-        }
-    };
-    let spec_bytes =
-        aegis_core::catalog::spec::bytes(settings.spec.as_deref(), flavor).map_err(StartError)?;
-    let mut catalog = Catalog::build(spec_bytes, flavor, detected)
-        .map_err(|e| StartError(format!("cannot generate tools from the spec: {e}")))?;
-    // The same rule admission applies: the tools whose calls take `confirm` offer it.
-    let offers = settings.policy();
-    catalog.offer_confirm(|t| offers.offers_confirm(t));
-    if settings.sudo_allowed_users.is_some() {
-        for name in catalog.offer_sudo() {
-            tracing::warn!(
-                "{name} has a parameter named sudo: its tool keeps it and takes no sudo; act as another user through gitea_call_operation's own sudo"
-            );
-        }
-    }
-    for (setting, names) in
-        [("DISABLED_TOOLS", &settings.disabled_tools), ("ENABLED_TOOLS", &settings.enabled_tools)]
-    {
-        let unknown: Vec<&String> = names.iter().filter(|n| catalog.get(n).is_none()).collect();
-        if !unknown.is_empty() {
-            tracing::warn!(
-                "{setting} names tools this {} spec does not have: {unknown:?}",
-                flavor.display_name()
-            );
-        }
-    }
-    Ok(catalog)
-}
-
-/// The forge's version for `--flavor auto`. A token the forge refuses stops the start with
-/// words that say so (the version is still asked without it, to name the forge): a server
-/// whose every call would answer 401 is better not started.
-async fn detect(forge: &Forge, credential: &Credential) -> Result<Version, StartError> {
-    match flavor::detect(forge, credential).await {
-        Ok(probe) if probe.token_refused && credential.mode() == Mode::Basic => Err(StartError(format!(
-            "the forge refused GITEA_USERNAME and GITEA_PASSWORD (401): {} {} answers at {}, but does not sign this login in with this password (a login with two-factor authentication cannot use a password here); fix them, or use a token (GITEA_TOKEN)",
-            probe.version.flavor().display_name(),
-            probe.version.text,
-            forge.base()
-        ))),
-        Ok(probe) if probe.token_refused => Err(StartError(format!(
-            "the forge refused GITEA_TOKEN (401): {} {} answers at {}, but not to this token; create a new access token and set GITEA_TOKEN (or unset it to run anonymously)",
-            probe.version.flavor().display_name(),
-            probe.version.text,
-            forge.base()
-        ))),
-        Ok(probe) => Ok(probe.version),
-        Err(CallError::Result(f)) if f.kind == ErrorKind::Unauthorized => Err(StartError(f.message)),
-        Err(e) => Err(StartError(format!(
-            "cannot detect the forge ({e}); fix the URL, or pass --flavor gitea|forgejo to start without asking"
-        ))),
     }
 }
 

@@ -141,6 +141,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["identity", "state"],
             &["executor", "limits", "audit", "reads"],
             &["oauth", "trust"],
+            &["forges"],
             &["server"],
             &["identify", "confirm", "flow"],
             &["call"],

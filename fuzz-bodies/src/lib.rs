@@ -595,6 +595,7 @@ pub fn guard(data: &[u8]) {
                     mode: Mode::Token,
                     sudo: None,
                 },
+                forge: None,
                 request: RequestInfo { method: "GET", path: format!("/repos/o/{}/issues", SECRETS[3]) },
                 status: 200,
                 pagination: None,

@@ -9,8 +9,8 @@ use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
 use super::{
-    ALSO_READ, CommonArgs, ConfigError, EnvLookup, MetricsListen, OAuthSettings, Profiles, Settings,
-    StateArgs, StateSettings, TransportChoice,
+    ALSO_READ, CommonArgs, ConfigError, EnvLookup, FlavorChoice, MetricsListen, OAuthSettings, Profiles,
+    Settings, StateArgs, StateSettings, TransportChoice,
 };
 
 /// Schemes never accepted for a redirect URI, whatever the operator lists: a browser runs,
@@ -161,6 +161,20 @@ impl Settings {
             .filter(|p| !p.as_os_str().is_empty())
             .map(|p| Profiles::read(&p, env).map(std::sync::Arc::new))
             .transpose()?;
+        if profiles.is_some() {
+            let given = [
+                ("GITEA_URL (--url)", url.is_some()),
+                ("GITEA_TOKEN (--token, --token-file)", token.is_some()),
+                ("GITEA_USERNAME and GITEA_PASSWORD", username.is_some() || password.is_some()),
+                ("GITEA_FLAVOR (--flavor)", args.flavor != FlavorChoice::Auto),
+                ("GITEA_SPEC (--spec)", args.spec.is_some()),
+            ];
+            if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
+                return Err(ConfigError(format!(
+                    "{name} is set beside a profiles file (GITEA_PROFILES): with profiles, each forge's URL, credential and flavor go in its profile; unset it"
+                )));
+            }
+        }
         Ok(Settings {
             url,
             token,

@@ -103,8 +103,8 @@ pub struct Settings {
     pub(crate) metrics_bearer_token: Option<SecretString>,
     /// The store the replicas share (`MCP_STATE_*`); `None`: none.
     pub(crate) state: Option<StateSettings>,
-    /// The profiles file (`GITEA_PROFILES`), read and checked; not yet used to serve, only
-    /// listed by `doctor` and its secrets redacted.
+    /// The profiles file (`GITEA_PROFILES`), read and checked: the forges the server serves,
+    /// in place of `url` and its credential.
     pub(crate) profiles: Option<std::sync::Arc<super::Profiles>>,
 }
 
@@ -245,6 +245,38 @@ impl Settings {
 }
 
 impl Settings {
+    /// The settings of one profile of the profiles file: the server-wide ones, with the forge,
+    /// its credential and each per-forge key the profile sets in place of the environment's.
+    /// Sign-in with the forge (`GITEA_OAUTH_*`) stays with the default profile (`default`).
+    pub(crate) fn for_profile(&self, profile: &super::profiles::Profile, default: bool) -> Settings {
+        use super::profiles::ProfileCredential;
+        let mut s = self.clone();
+        s.url = Some(profile.url.clone());
+        s.flavor = profile.flavor;
+        s.spec = None;
+        (s.token, s.username, s.password) = match &profile.credential {
+            ProfileCredential::None => (None, None, None),
+            ProfileCredential::TokenEnv { token, .. } | ProfileCredential::TokenFile { token, .. } => {
+                (Some(token.clone()), None, None)
+            }
+            ProfileCredential::Basic { username, password, .. } => {
+                (None, Some(username.clone()), Some(password.clone()))
+            }
+        };
+        if !default {
+            s.oauth = None;
+        }
+        s.allowed_repos = profile.allowed_repos.clone().or_else(|| self.allowed_repos.clone());
+        s.write_allowed_repos =
+            profile.write_allowed_repos.clone().or_else(|| self.write_allowed_repos.clone());
+        s.sudo_allowed_users = profile.sudo_allowed_users.clone().or_else(|| self.sudo_allowed_users.clone());
+        s.read_only = profile.read_only.unwrap_or(self.read_only);
+        s.toolsets = profile.toolsets.clone().unwrap_or_else(|| self.toolsets.clone());
+        s.enabled_tools = profile.enabled_tools.clone().unwrap_or_else(|| self.enabled_tools.clone());
+        s.disabled_tools = profile.disabled_tools.clone().unwrap_or_else(|| self.disabled_tools.clone());
+        s
+    }
+
     /// The forge's base URL, or the words to set one: every command needs it but `tools`
     /// with `--flavor gitea|forgejo`, which asks no forge.
     pub fn forge_url(&self) -> Result<&Url, ConfigError> {

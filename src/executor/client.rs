@@ -113,6 +113,8 @@ pub(crate) struct Forge {
     slots: Option<(Arc<Semaphore>, u32)>,
     /// The store that counts the slots of every replica, and what to do while it cannot.
     store: Option<Store>,
+    /// This forge's key for its slots in the store (one per profile).
+    slots_key: Arc<[u8]>,
     /// Whether the forge has answered any request yet (shared by every clone), for `/readyz`.
     answered: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -147,6 +149,7 @@ impl Forge {
             metrics: ForgeMetrics::default(),
             slots: None,
             store: None,
+            slots_key: FORGE_SLOTS.into(),
             answered: Arc::default(),
         })
     }
@@ -164,8 +167,13 @@ impl Forge {
     }
 
     /// The same forge, with `FORGE_MAX_CONCURRENT` counted for every replica sharing `store`.
-    pub(crate) fn with_store(mut self, store: Option<Store>) -> Forge {
+    /// The same forge with its slots counted in `store` too, under the key of the profile
+    /// `name` (the one forge of the environment settings has none).
+    pub(crate) fn with_store(mut self, store: Option<Store>, name: Option<&str>) -> Forge {
         self.store = store;
+        if let Some(name) = name {
+            self.slots_key = [FORGE_SLOTS, b"\0", name.as_bytes()].concat().into();
+        }
         self
     }
 
@@ -253,7 +261,7 @@ impl Forge {
         loop {
             // Never past the deadline, whatever the store does (a slot it may have taken for a
             // dropped answer is given back by the store module).
-            let asked = store.admit("forge_admit", FORGE_SLOTS, limit);
+            let asked = store.admit("forge_admit", &self.slots_key, limit);
             let answer = tokio::time::timeout_at(deadline, asked).await.unwrap_or(Ok(Admit::Busy(*max)));
             match answer {
                 Ok(Admit::Let(shared)) => return Ok(Some(Slot { _here: here, _shared: shared })),

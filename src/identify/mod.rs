@@ -18,7 +18,7 @@ use secrecy::{ExposeSecret, SecretString};
 use crate::executor::flavor::simple_get;
 use crate::executor::{Forge, Received, forge_error};
 use crate::identity::{Caller, Credential, ForgeUser, Identity, Mode};
-use crate::server::Server;
+use crate::server::At;
 use aegis_core::decode::status;
 use aegis_core::error::{CallError, ErrorKind};
 use aegis_core::guard::Redactor;
@@ -30,25 +30,47 @@ use aegis_core::guard::Redactor;
 /// credential, with `login: null`. A per-request token's login is resolved before the call
 /// (cached by a hash of the token for a short time); if that fails the call fails with
 /// `identity_failed` (or `unauthorized` for a refused token) and is not made at all.
-pub(crate) async fn identify(server: &Server, caller: Caller) -> Result<(Credential, Identity), CallError> {
+pub(crate) async fn identify(at: At<'_>, caller: Caller) -> Result<(Credential, Identity), CallError> {
+    if !matches!(caller, Caller::Global) {
+        no_credential_elsewhere(at)?;
+    }
     match caller {
         Caller::Global => {
-            let credential = server.global.credential.clone();
+            let credential = at.profile.global.credential.clone();
             let mode = credential.mode();
-            let login = if mode == Mode::Anonymous { None } else { global_login(server).await };
+            let login = if mode == Mode::Anonymous { None } else { global_login(at).await };
             Ok((credential, Identity { login, mode, sudo: None }))
         }
         Caller::Token(token) => {
             let credential = Credential::request_token(&token).map_err(unusable)?;
-            let login = per_request_login(server, &token, &credential).await?;
+            let login = per_request_login(at, &token, &credential).await?;
             Ok((credential.clone(), Identity { login: Some(login), mode: credential.mode(), sudo: None }))
         }
         Caller::Granted(grant) => {
             let credential = Credential::bearer(&grant.forge_token).map_err(unusable)?;
-            let login = per_request_login(server, &grant.forge_token, &credential).await?;
+            let login = per_request_login(at, &grant.forge_token, &credential).await?;
             Ok((credential, Identity { login: Some(login), mode: Mode::OAuth, sudo: None }))
         }
     }
+}
+
+/// A request's own credential (`Authorization`) is for the default forge: a call it routes to
+/// another forge is refused, never made with that forge's own credential or another's (the
+/// no-fallback rule, per forge).
+fn no_credential_elsewhere(at: At<'_>) -> Result<(), CallError> {
+    let forges = &at.server.forges;
+    if !forges.named() || std::ptr::eq(at.profile, forges.primary()) {
+        return Ok(());
+    }
+    let name = at.profile.name().unwrap_or_default();
+    Err(CallError::local(
+        ErrorKind::Unauthorized,
+        format!(
+            "this request carries no credential for the forge {name} ({}), so nothing was sent to it: a call is never made with another forge's credential or the server's own; the Authorization header's token is for the default forge {}",
+            at.profile.url(),
+            forges.primary().name().unwrap_or_default()
+        ),
+    ))
 }
 
 fn unusable(e: crate::identity::InvalidToken) -> CallError {
@@ -60,17 +82,17 @@ fn unusable(e: crate::identity::InvalidToken) -> CallError {
 /// shared store on any replica; one it has never confirmed is asked through the small pool of
 /// lookups of unknown tokens, not the forge slots of established callers (`identity/cache.rs`).
 async fn per_request_login(
-    server: &Server,
+    at: At<'_>,
     token: &SecretString,
     credential: &Credential,
 ) -> Result<String, CallError> {
-    let logins = &server.logins;
+    let (server, logins) = (at.server, &at.profile.logins);
     if logins.refused_recently(token) {
         return Err(refused_token());
     }
     let lookup = || async {
         if logins.knows(token) {
-            fetch_user(server, credential).await
+            fetch_user(at, credential).await
         } else {
             let Some(_slot) = logins.lookup_slot().await else {
                 return Err(CallError::rate_limited(
@@ -81,7 +103,7 @@ async fn per_request_login(
                     1,
                 ));
             };
-            fetch_user_with_lookup(&server.forge, credential).await
+            fetch_user_with_lookup(&at.profile.forge, credential).await
         }
     };
     let resolve = || async {
@@ -148,14 +170,15 @@ fn identity_error(e: CallError) -> CallError {
     }
 }
 
-async fn global_login(server: &Server) -> Option<String> {
-    if let Some(l) = server.global.cached_login() {
+async fn global_login(at: At<'_>) -> Option<String> {
+    let global = &at.profile.global;
+    if let Some(l) = global.cached_login() {
         return Some(l.to_owned());
     }
-    match fetch_user(server, &server.global.credential).await {
+    match fetch_user(at, &global.credential).await {
         Ok(user) => {
             let login = user.login.clone();
-            server.global.remember(user);
+            global.remember(user);
             Some(login)
         }
         Err(e) => {
@@ -166,8 +189,8 @@ async fn global_login(server: &Server) -> Option<String> {
 }
 
 /// `GET /api/v1/user` → `login` and `is_admin`.
-pub(crate) async fn fetch_user(server: &Server, credential: &Credential) -> Result<ForgeUser, CallError> {
-    fetch_user_with(&server.forge, credential).await
+pub(crate) async fn fetch_user(at: At<'_>, credential: &Credential) -> Result<ForgeUser, CallError> {
+    fetch_user_with(&at.profile.forge, credential).await
 }
 
 /// `GET /api/v1/user` → `login` and `is_admin`, with any forge client (`doctor` uses it
@@ -214,17 +237,18 @@ fn user_of(got: Received, credential: &Credential) -> Result<ForgeUser, CallErro
 
 /// Whether the user of `credential` is a site administrator: from the user cached with its
 /// login (the global identity's, or a per-request token's), else asked again.
-pub(crate) async fn is_admin(server: &Server, credential: &Credential) -> Result<bool, CallError> {
-    let cached = if credential.header() == server.global.credential.header() {
-        server.global.cached_user().cloned()
+pub(crate) async fn is_admin(at: At<'_>, credential: &Credential) -> Result<bool, CallError> {
+    let global = &at.profile.global;
+    let cached = if credential.header() == global.credential.header() {
+        global.cached_user().cloned()
     } else {
         match credential.secret() {
-            Some(token) => server.logins.get(token).await,
+            Some(token) => at.profile.logins.get(token).await,
             None => None,
         }
     };
     match cached {
         Some(user) => Ok(user.is_admin),
-        None => fetch_user(server, credential).await.map(|u| u.is_admin),
+        None => fetch_user(at, credential).await.map(|u| u.is_admin),
     }
 }

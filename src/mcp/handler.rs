@@ -56,13 +56,12 @@ impl McpHandler {
         if !narrowing.narrows_tools() {
             return self.listed(typed).clone();
         }
-        super::tool_list::listed(&self.server.catalog, &self.server.policy, narrowing, typed)
+        super::tool_list::listed_on(&self.server.forges, narrowing, typed)
     }
 
     fn listed(&self, typed: bool) -> &Vec<Tool> {
-        self.tools[usize::from(typed)].get_or_init(|| {
-            super::tool_list::listed(&self.server.catalog, &self.server.policy, &Narrowing::default(), typed)
-        })
+        self.tools[usize::from(typed)]
+            .get_or_init(|| super::tool_list::listed_on(&self.server.forges, &Narrowing::default(), typed))
     }
 
     /// The size in bytes of the whole `tools/list` result, as sent to a client without
@@ -106,7 +105,10 @@ impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
             .with_server_info(Implementation::new("aegis-gitea-mcp", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(match self.server.forges.instructions() {
+                Some(forges) => format!("{INSTRUCTIONS}{forges}"),
+                None => INSTRUCTIONS.to_owned(),
+            })
     }
 
     async fn list_tools(
@@ -122,7 +124,7 @@ impl ServerHandler for McpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.server.catalog.get(name).map(|t| super::tool_list::to_rmcp(t))
+        self.server.forges.catalog_of(name).get(name).map(|t| super::tool_list::to_rmcp(t))
     }
 
     async fn list_resource_templates(
@@ -156,7 +158,7 @@ impl ServerHandler for McpHandler {
         let audit = audit::begin(
             server.audit.as_ref(),
             &server.guard,
-            &server.catalog,
+            &server.forges.primary().catalog,
             self.origin(&asked),
             audit::Subject::ResourceRead,
             Some(&uri_arg),
@@ -250,10 +252,10 @@ impl McpHandler {
     pub(crate) fn may_ask(&self, name: &str) -> bool {
         use aegis_core::policy::{confirm, flow};
         let server = &self.server;
-        let Some(tool) = server.catalog.get(name) else { return false };
+        let Some(tool) = server.forges.catalog_of(name).get(name) else { return false };
         let mode = server.settings.confirm_irreversible;
         (mode == confirm::Mode::Ask && confirm::offered_by(tool))
-            || (server.policy.flow != flow::FlowGuard::Off
+            || (server.settings.flow_guard != flow::FlowGuard::Off
                 && mode != confirm::Mode::Argument
                 && flow::may_widen(tool))
     }

@@ -5,6 +5,9 @@ use rmcp::model::{Tool, ToolAnnotations};
 use aegis_core::catalog::{Catalog, Target, ToolDef};
 use aegis_core::envelope;
 use aegis_core::policy::{Narrowing, Policy};
+use serde_json::{Map, Value};
+
+use crate::forges::Forges;
 
 /// One tool definition as clients see it: the lean schema, the title only where the
 /// description does not begin with it (an operation's title is its summary's first sentence:
@@ -57,12 +60,87 @@ pub fn listed(catalog: &Catalog, policy: &Policy, narrowing: &Narrowing, typed: 
         .collect()
 }
 
+/// The tools of every forge the server serves, as one list: with one forge, `listed`. With
+/// profiles, the default profile's tools, each listed when any profile lists it, and each
+/// taking `forge` (a plain string: the names are said once, in the server's instructions, so
+/// that the list does not grow with them). A tool that another flavor's forge has with more
+/// arguments lists those too, without their descriptions, and requires only what every flavor
+/// requires: the call is checked against the schema of the forge it goes to.
+pub fn listed_on(forges: &Forges, narrowing: &Narrowing, typed: bool) -> Vec<Tool> {
+    let primary = forges.primary();
+    if !forges.named() {
+        return listed(&primary.catalog, &primary.policy, narrowing, typed);
+    }
+    let read_only = narrowing.read_only || forges.all().all(|p| p.policy.read_only);
+    let mut others: Vec<&Catalog> = Vec::new();
+    for p in forges.all() {
+        if p.catalog.flavor != primary.catalog.flavor && !others.iter().any(|c| c.flavor == p.catalog.flavor)
+        {
+            others.push(&p.catalog);
+        }
+    }
+    let lists = |t: &ToolDef| {
+        forges.all().any(|p| p.catalog.get(&t.name).is_some_and(|own| p.policy.lists(narrowing, own)))
+    };
+    let builtins = primary.catalog.all_tools().filter(|t| t.operation().is_none());
+    let operations = primary.catalog.all_tools().filter(|t| t.operation().is_some());
+    builtins
+        .chain(operations)
+        .filter(|t| lists(t))
+        .map(|t| {
+            let mut tool = match t.target {
+                Target::Raw | Target::CallOperation if read_only => {
+                    to_rmcp(t).with_annotations(ToolAnnotations::from_raw(None, Some(true), None, None, None))
+                }
+                _ => to_rmcp(t),
+            };
+            let mut schema = (*tool.input_schema).clone();
+            for other in others.iter().filter_map(|c| c.get(&t.name)) {
+                widen(&mut schema, other.listed_schema());
+            }
+            if let Some(Value::Object(props)) = schema.get_mut("properties") {
+                props.insert(
+                    aegis_core::policy::route::ARGUMENT.into(),
+                    serde_json::json!({"type": "string"}),
+                );
+            }
+            tool.input_schema = std::sync::Arc::new(schema);
+            tool
+        })
+        .map(|tool| if typed { tool.with_raw_output_schema(envelope::schema::listed()) } else { tool })
+        .collect()
+}
+
+/// `schema` with the properties `other` has and it lacks (without their descriptions), and
+/// requiring only what both require.
+fn widen(schema: &mut Map<String, Value>, other: &Map<String, Value>) {
+    if let (Some(Value::Object(props)), Some(Value::Object(more))) =
+        (schema.get_mut("properties"), other.get("properties"))
+    {
+        for (name, def) in more {
+            if props.contains_key(name) {
+                continue;
+            }
+            let mut def = def.clone();
+            if let Value::Object(d) = &mut def {
+                d.remove("description");
+            }
+            props.insert(name.clone(), def);
+        }
+    }
+    let theirs: Vec<&Value> =
+        other.get("required").and_then(Value::as_array).map(|r| r.iter().collect()).unwrap_or_default();
+    if let Some(Value::Array(required)) = schema.get_mut("required") {
+        required.retain(|r| theirs.contains(&r));
+        if required.is_empty() {
+            schema.remove("required");
+        }
+    }
+}
+
 /// What the `tools` command prints: the `tools` array of `tools/list` as pretty JSON, or one
-/// line per tool with its name and the first line of its description. Needs only the catalog
-/// and the policy, no server: with an explicit flavor it runs without a URL or a token. `typed`:
-/// as a client given typed results sees them.
-pub fn printout(catalog: &Catalog, policy: &Policy, typed: bool, json: bool) -> String {
-    let tools = listed(catalog, policy, &Narrowing::default(), typed);
+/// line per tool with its name and the first line of its description.
+pub fn printout(tools: &[Tool], json: bool) -> String {
     if json {
         return format!("{}\n", serde_json::to_string_pretty(&tools).expect("tools serialize"));
     }

@@ -531,7 +531,7 @@ fn warn_if_open(server: &Server, addr: SocketAddr, cfg: &LayerConfig) {
     if addr.ip().is_loopback() {
         return;
     }
-    if server.global.credential.header().is_some() && cfg.bearer.is_none() {
+    if server.forges.all().any(|p| p.global.credential.header().is_some()) && cfg.bearer.is_none() {
         tracing::warn!(
             "listening on {addr} (not loopback) with a global token or password and no MCP_BEARER_TOKEN: any client that can reach this address calls the forge as its owner; set MCP_BEARER_TOKEN or remove GITEA_TOKEN (GITEA_PASSWORD)"
         );

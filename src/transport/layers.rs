@@ -414,7 +414,7 @@ pub(crate) async fn authenticate(
 /// (`MCP_NEW_TOKENS_PER_MINUTE`, 429 above it), before anything else is done for its request
 /// — each would cost a lookup at the forge.
 fn new_token_refusal(cfg: &LayerConfig, req: &Request, token: &secrecy::SecretString) -> Option<Response> {
-    if !cfg.server.logins.first_sight(token) {
+    if !cfg.server.forges.primary().logins.first_sight(token) {
         return None;
     }
     let peer = req.extensions().get::<super::listener::Peer>()?;

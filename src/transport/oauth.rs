@@ -76,7 +76,10 @@ async fn register(State(ctx): State<Ctx>, req: Request) -> Response {
 async fn authorize(State(ctx): State<Ctx>, req: Request) -> Response {
     let query = req.uri().query().unwrap_or("").as_bytes();
     let cookie = sign_in_cookie(&ctx.oauth, &req);
-    browser(&ctx.oauth, ctx.oauth.authorize(&ctx.server.forge, query, cookie.as_deref()).await)
+    browser(
+        &ctx.oauth,
+        ctx.oauth.authorize(&ctx.server.forges.primary().forge, query, cookie.as_deref()).await,
+    )
 }
 
 /// The consent page's answer. A browser sends `Origin` with a form POST: it must be this
@@ -95,7 +98,7 @@ async fn approve(State(ctx): State<Ctx>, req: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    browser(&ctx.oauth, ctx.oauth.approve(&ctx.server.forge, &body, cookie.as_deref()))
+    browser(&ctx.oauth, ctx.oauth.approve(&ctx.server.forges.primary().forge, &body, cookie.as_deref()))
 }
 
 async fn callback(State(ctx): State<Ctx>, req: Request) -> Response {
@@ -134,7 +137,7 @@ async fn token(State(ctx): State<Ctx>, req: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    match ctx.oauth.token(&ctx.server.forge, &body).await {
+    match ctx.oauth.token(&ctx.server.forges.primary().forge, &body).await {
         Ok(tokens) => json(StatusCode::OK, &tokens),
         Err(e) => error(&e),
     }

@@ -45,7 +45,7 @@ impl Readiness {
         if self.draining.load(Ordering::SeqCst) {
             return Some("not ready: shutting down (in-flight calls are finishing)".to_owned());
         }
-        if !self.server.forge.has_answered() {
+        if !self.server.forges.any_answered() {
             // Not its address: /readyz answers anyone who can reach the server.
             return Some("not ready: the forge has not answered yet".to_owned());
         }
@@ -56,11 +56,11 @@ impl Readiness {
     /// whose forge answers at once is ready when its address is announced), then in the
     /// background until it has answered once (or `stop`).
     pub(crate) async fn watch_forge(self: &Arc<Self>, stop: CancellationToken) {
-        if self.server.forge.has_answered() {
+        if self.server.forges.any_answered() {
             return;
         }
         let _ = tokio::time::timeout(FIRST_PROBE, self.ask_forge()).await;
-        if self.server.forge.has_answered() {
+        if self.server.forges.any_answered() {
             return;
         }
         let this = self.clone();
@@ -73,10 +73,10 @@ impl Readiness {
                 }
                 // A client's call may have had its answer meanwhile: then the forge is not
                 // asked again.
-                if !this.server.forge.has_answered() {
+                if !this.server.forges.any_answered() {
                     this.ask_forge().await;
                 }
-                if this.server.forge.has_answered() {
+                if this.server.forges.any_answered() {
                     tracing::info!("the forge has answered: ready");
                     return;
                 }
@@ -85,10 +85,14 @@ impl Readiness {
         });
     }
 
+    /// Every forge asked at once: one that answers makes the replica ready.
     async fn ask_forge(&self) {
-        if let Err(e) = self.server.forge.send(&simple_get("/version"), &Credential::anonymous()).await {
-            tracing::debug!(error = %e, "the forge has not answered the readiness probe");
-        }
+        let asked = self.server.forges.all().map(|p| async move {
+            if let Err(e) = p.forge.send(&simple_get("/version"), &Credential::anonymous()).await {
+                tracing::debug!(error = %e, forge = p.name().unwrap_or_default(), "the forge has not answered the readiness probe");
+            }
+        });
+        futures::future::join_all(asked).await;
     }
 
     pub(crate) fn router(self: &Arc<Self>) -> Router {

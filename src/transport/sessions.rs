@@ -75,7 +75,11 @@ pub(crate) async fn establish(
     if let Caller::Global = identity {
         return Ok(Principal::Global);
     }
-    let resolved = tokio::time::timeout(limit, crate::identify::identify(server, identity.clone())).await;
+    let resolved = tokio::time::timeout(
+        limit,
+        crate::identify::identify(server.at(server.forges.primary()), identity.clone()),
+    )
+    .await;
     let e = match resolved {
         Ok(Ok((_, known))) => return Ok(Principal::of(false, &known)),
         Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => {

@@ -23,6 +23,7 @@ mod http_protocols;
 mod packaging;
 mod path_encoding;
 mod policy;
+mod profiles;
 mod python_sdk_http;
 mod python_sdk_stdio;
 mod reliability;

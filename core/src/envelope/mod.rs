@@ -64,6 +64,9 @@ pub struct RequestInfo {
 #[derive(Debug, Serialize)]
 pub struct Success {
     pub identity: Identity,
+    /// The forge the call went to: only when the server serves several (a profile's name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forge: Option<String>,
     pub request: RequestInfo,
     pub status: u16,
     pub pagination: Option<Pagination>,
@@ -201,6 +204,7 @@ mod tests {
     fn success_has_exactly_the_keys_in_order() {
         let s = Success {
             identity: Identity { login: Some("alice".into()), mode: Mode::Token, sudo: None },
+            forge: None,
             request: RequestInfo { method: "GET", path: "/repos/o/r".into() },
             status: 200,
             pagination: None,

@@ -40,6 +40,7 @@ pub(crate) fn exact(data_schema: Value, defs: Map<String, Value>) -> Value {
                 json!({"login": {"type": ["string", "null"]}, "mode": {"enum": ["token", "oauth", "basic", "anonymous"]},
                     "sudo": {"type": ["string", "null"]}}),
             ),
+            "forge": {"type": "string", "description": "The forge the call went to, when the server serves several."},
             "request": closed(
                 "The request as sent: its method and its path relative to /api/v1, without the query.",
                 json!({"method": {"type": "string"}, "path": {"type": "string"}}),

@@ -549,6 +549,7 @@ mod tests {
     fn success(data: Value, paged: bool) -> Success {
         Success {
             identity: Identity { login: Some("a".into()), mode: Mode::Token, sudo: None },
+            forge: None,
             request: RequestInfo { method: "GET", path: "/x".into() },
             status: 200,
             pagination: paged.then_some(Pagination {

@@ -694,6 +694,7 @@ mod tests {
     fn success(data: Value) -> Success {
         Success {
             identity: Identity { login: Some("alice".into()), mode: Mode::Token, sudo: None },
+            forge: None,
             request: RequestInfo { method: "GET", path: "/repos/o/r/issues".into() },
             status: 200,
             pagination: None,

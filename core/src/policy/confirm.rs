@@ -721,6 +721,16 @@ impl Confirmation {
         self.clauses.iter().map(|c| c.words.as_str()).collect::<Vec<_>>().join("; ")
     }
 
+    /// The same confirmation on the forge `forge` of several: the target is `forge:target`
+    /// (a yes on one forge confirms nothing on another) and each part says where.
+    pub fn on_forge(mut self, forge: &str) -> Confirmation {
+        self.target = format!("{forge}:{}", self.target);
+        for c in &mut self.clauses {
+            c.words = format!("{} on the forge {forge}", c.words);
+        }
+        self
+    }
+
     /// Whether the look-ups may show that nothing is lost, and nobody need be asked.
     pub fn may_lose_nothing(&self) -> bool {
         self.clauses.iter().any(|c| c.only_if_lost)

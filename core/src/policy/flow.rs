@@ -178,6 +178,41 @@ pub enum Seen {
     Outside,
 }
 
+/// An owner on the forge `forge`, when one server serves several: `forge:owner`. Owners
+/// hold no `:`, so the name is never ambiguous; two forges' owners of one name are two
+/// owners, and what is read on one forge and written to another is written elsewhere.
+pub fn on_forge(forge: &str, owner: &str) -> String {
+    format!("{forge}:{owner}")
+}
+
+impl Audience {
+    /// The same audience on the forge `forge` of several: each owner it names as `on_forge`.
+    pub fn on_forge(self, forge: &str) -> Audience {
+        let q = |o: String| on_forge(forge, &o);
+        match self {
+            Audience::Repo { owner, repo } => Audience::Repo { owner: q(owner), repo },
+            Audience::Account(login) => Audience::Account(login.map(q)),
+            Audience::NewRepo { owner, name, private } => {
+                Audience::NewRepo { owner: owner.map(q), name, private }
+            }
+            Audience::Like { from: (o, r), owner, name } => {
+                Audience::Like { from: (q(o), r), owner: owner.map(q), name }
+            }
+            other @ (Audience::Outside(_) | Audience::Anyone(_)) => other,
+        }
+    }
+}
+
+impl Seen {
+    /// The same reach on the forge `forge` of several: a private owner as `on_forge`.
+    pub fn on_forge(self, forge: &str) -> Seen {
+        match self {
+            Seen::Private { owner } => Seen::Private { owner: on_forge(forge, &owner) },
+            other => other,
+        }
+    }
+}
+
 /// One row of `AUDIENCES`: where an operation's write goes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum To {

@@ -20,6 +20,7 @@ pub mod confirm;
 pub mod flow;
 pub(crate) mod reach;
 pub mod repos;
+pub mod route;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

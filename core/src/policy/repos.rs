@@ -80,6 +80,17 @@ impl RepoList {
         Ok(list)
     }
 
+    /// The list as written (lower-case, sorted): `*`, `owner/*` and `owner/repo` entries.
+    pub fn entries(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.owners.iter().map(|o| format!("{o}/*")).collect();
+        out.extend(self.repos.iter().cloned());
+        out.sort();
+        if self.any {
+            out.insert(0, "*".into());
+        }
+        out
+    }
+
     /// A list a request sends in a header: at most `MAX_REQUEST_ENTRIES` entries, counted
     /// before any is parsed, so a large header costs no more than reading it.
     pub fn parse_request(text: &str) -> Result<RepoList, Shown> {
@@ -92,14 +103,14 @@ impl RepoList {
     }
 
     /// `owner` and `repo` lower-case.
-    fn allows_repo(&self, owner: &str, repo: &str) -> bool {
+    pub(super) fn allows_repo(&self, owner: &str, repo: &str) -> bool {
         self.any
             || self.owners.contains(owner)
             || (!self.repos.is_empty() && self.repos.contains(&format!("{owner}/{repo}")))
     }
 
     /// The whole owner (lower-case).
-    fn allows_owner(&self, owner: &str) -> bool {
+    pub(super) fn allows_owner(&self, owner: &str) -> bool {
         self.any || self.owners.contains(owner)
     }
 }

@@ -444,6 +444,11 @@ impl Server {
             env.push(("GITEA_TOKEN".into(), t));
         }
         let settings = settings_of(&["serve", "--url", url, "--flavor", flavor_arg], &env);
+        Server::of_settings(settings).await
+    }
+
+    /// A server of these settings in this process, as `in_process`.
+    pub async fn of_settings(settings: aegis_gitea_mcp::config::Settings) -> Server {
         let max_line = settings.max_body_bytes;
         let server = std::sync::Arc::new(
             aegis_gitea_mcp::server::Server::start(settings).await.expect("the server starts"),

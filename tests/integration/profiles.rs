@@ -1,0 +1,289 @@
+//! Several forges in one server (a profiles file): calls routed by `forge`, by `repositories`
+//! patterns and to the default; one tool list for all; and nothing of one forge ever sent to
+//! another. Two recording fake forges, one Gitea and one Forgejo, with the same login under
+//! different tokens, so that a call sent to the wrong forge, or with the wrong token, shows
+//! in what they received.
+
+use std::os::unix::fs::PermissionsExt;
+
+use fake_forge::FakeForge;
+use serde_json::{Value, json};
+
+use crate::support::{Called, DEFAULT_TOOL_COUNT, Forge, Server, call_on, settings_of};
+
+const WORK_TOKEN: &str = "tok-work-alice-5b1c";
+const HOME_TOKEN: &str = "tok-home-alice-9d2e";
+
+/// Two forges and a server serving both: `work` (Gitea, the default) and `home` (Forgejo,
+/// `repositories = ["oss/*"]`), alice on each with that forge's token.
+struct Two {
+    work: FakeForge,
+    home: FakeForge,
+    server: Server,
+    _dir: tempfile::TempDir,
+}
+
+/// The profiles file of `Two`, with `more` appended (another profile, say).
+fn profiles(work: &str, home: &str, more: &str) -> String {
+    format!(
+        r#"default = "work"
+
+[forges.work]
+url = "{work}"
+flavor = "gitea"
+token_env = "WORK_TOKEN"
+
+[forges.home]
+url = "{home}"
+flavor = "forgejo"
+token_env = "HOME_TOKEN"
+repositories = ["oss/*"]
+{more}"#
+    )
+}
+
+/// A profiles file written with mode 0600 in a new directory.
+fn write_profiles(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("forges.toml");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (dir, path.to_str().unwrap().to_owned())
+}
+
+impl Two {
+    async fn start(more: &str) -> Two {
+        let work = Forge::gitea().only_users(&[(WORK_TOKEN, "alice")]).repo("alice", "demo").start().await;
+        let home = Forge::forgejo()
+            .only_users(&[(HOME_TOKEN, "alice")])
+            .repo("alice", "demo")
+            .repo("oss", "lib")
+            .start()
+            .await;
+        let (dir, path) = write_profiles(&profiles(&work.base_url(), &home.base_url(), more));
+        let env = [("GITEA_PROFILES", path.as_str()), ("WORK_TOKEN", WORK_TOKEN), ("HOME_TOKEN", HOME_TOKEN)];
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        let server = Server::of_settings(settings_of(&["serve"], &env)).await;
+        Two { work, home, server, _dir: dir }
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> Called {
+        call_on(&self.server.client, tool, args).await.unwrap_or_else(|e| panic!("{tool}: {e}"))
+    }
+}
+
+/// The requests `forge` received for tools (not the server's own `/version` and `/user`).
+fn tool_requests(forge: &FakeForge) -> Vec<fake_forge::Recorded> {
+    forge
+        .requests()
+        .into_iter()
+        .filter(|r| r.raw_path != "/api/v1/version" && r.raw_path != "/api/v1/user")
+        .collect()
+}
+
+/// Every request `forge` received carries `token` and no other credential.
+fn only_with(forge: &FakeForge, token: &str, other: &str) {
+    for r in forge.requests() {
+        assert_eq!(r.header("authorization"), Some(format!("token {token}").as_str()), "{}", r.raw_path);
+        let all = format!("{:?} {:?} {}", r.headers, r.raw_query, String::from_utf8_lossy(&r.body));
+        assert!(!all.contains(other), "{} carries the other forge's token", r.raw_path);
+    }
+}
+
+#[tokio::test]
+async fn one_session_reads_and_writes_on_two_forges_by_name_by_pattern_and_by_default() {
+    let two = Two::start("").await;
+    // The default forge, unnamed.
+    let got = two.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
+    assert!(!got.is_error, "{}", got.text);
+    assert_eq!(got.json["forge"], "work");
+    assert_eq!(got.json["identity"]["login"], "alice");
+    // Named.
+    let got = two.call("repoGet", json!({"owner": "alice", "repo": "demo", "forge": "home"})).await;
+    assert!(!got.is_error, "{}", got.text);
+    assert_eq!(got.json["forge"], "home");
+    // By pattern: oss/* is home's.
+    let got = two.call("repoGet", json!({"owner": "oss", "repo": "lib"})).await;
+    assert!(!got.is_error, "{}", got.text);
+    assert_eq!(got.json["forge"], "home");
+    // The call tool and the raw tool route alike.
+    let called = json!({"operation_id": "repoGet", "arguments": {"owner": "oss", "repo": "lib"}});
+    assert_eq!(two.call("gitea_call_operation", called).await.json["forge"], "home");
+    let raw = json!({"method": "GET", "path": "/repos/alice/demo", "forge": "home"});
+    assert_eq!(two.call("gitea_api_request", raw).await.json["forge"], "home");
+    // A write to each, as that forge's own user.
+    for (forge, owner, repo) in [("work", "alice", "demo"), ("home", "oss", "lib")] {
+        let args =
+            json!({"owner": owner, "repo": repo, "body": {"title": format!("on {forge}")}, "forge": forge});
+        let got = two.call("issueCreateIssue", args).await;
+        assert!(!got.is_error, "{}", got.text);
+        assert_eq!(got.json["forge"], forge);
+    }
+    let paths = |f: &FakeForge| {
+        tool_requests(f).iter().map(|r| format!("{} {}", r.method, r.raw_path)).collect::<Vec<_>>()
+    };
+    assert_eq!(paths(&two.work), ["GET /api/v1/repos/alice/demo", "POST /api/v1/repos/alice/demo/issues"]);
+    assert_eq!(
+        paths(&two.home),
+        [
+            "GET /api/v1/repos/alice/demo",
+            "GET /api/v1/repos/oss/lib",
+            "GET /api/v1/repos/oss/lib",
+            "GET /api/v1/repos/alice/demo",
+            "POST /api/v1/repos/oss/lib/issues"
+        ]
+    );
+    only_with(&two.work, WORK_TOKEN, HOME_TOKEN);
+    only_with(&two.home, HOME_TOKEN, WORK_TOKEN);
+}
+
+#[tokio::test]
+async fn an_operation_only_forgejo_has_is_refused_on_the_gitea_forge_saying_where_it_exists() {
+    let two = Two::start("").await;
+    for (tool, args) in [
+        ("orgGetQuota", json!({"org": "oss", "forge": "work"})),
+        (
+            "gitea_call_operation",
+            json!({"operation_id": "orgGetQuota", "arguments": {"org": "oss"}, "forge": "work"}),
+        ),
+    ] {
+        let got = two.call(tool, args).await;
+        assert!(got.is_error, "{}", got.text);
+        assert_eq!(got.kind(), "invalid_arguments");
+        let message = got.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains("orgGetQuota is not an operation of the forge work (Gitea"), "{message}");
+        assert!(message.contains("it exists on home (Forgejo)"), "{message}");
+    }
+    assert!(tool_requests(&two.work).is_empty() && tool_requests(&two.home).is_empty());
+    // On the forge that has it, it is sent there.
+    two.call("orgGetQuota", json!({"org": "oss", "forge": "home"})).await;
+    assert_eq!(tool_requests(&two.home).last().unwrap().raw_path, "/api/v1/orgs/oss/quota");
+}
+
+#[tokio::test]
+async fn an_unknown_forge_and_two_matching_patterns_are_each_one_clear_error() {
+    let two = Two::start(
+        r#"
+[forges.mirror]
+url = "http://127.0.0.1:9/"
+flavor = "gitea"
+repositories = ["oss/lib"]
+"#,
+    )
+    .await;
+    let got = two.call("repoGet", json!({"owner": "alice", "repo": "demo", "forge": "hom"})).await;
+    assert_eq!(got.kind(), "invalid_arguments");
+    assert_eq!(got.json["error"]["path"], "/forge");
+    let message = got.json["error"]["message"].as_str().unwrap();
+    assert!(
+        message
+            .contains("\"hom\" is not a forge of this server; its forges are work (default), home, mirror"),
+        "{message}"
+    );
+    let got = two.call("repoGet", json!({"owner": "oss", "repo": "lib"})).await;
+    assert_eq!(got.kind(), "invalid_arguments");
+    let message = got.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("the forges home and mirror both match"), "{message}");
+    assert!(tool_requests(&two.work).is_empty() && tool_requests(&two.home).is_empty());
+}
+
+#[tokio::test]
+async fn a_forge_that_is_down_at_start_does_not_stop_the_others_and_its_calls_name_it() {
+    // Port 9 (discard) refuses connections here; `auto` must ask it.
+    let two = Two::start(
+        r#"
+[forges.down]
+url = "http://127.0.0.1:9/"
+"#,
+    )
+    .await;
+    let got = two.call("repoGet", json!({"owner": "alice", "repo": "demo", "forge": "down"})).await;
+    assert_eq!(got.kind(), "connection_failed", "{}", got.text);
+    let message = got.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("the forge down (http://127.0.0.1:9/) could not be served"), "{message}");
+    let got = two.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await;
+    assert!(!got.is_error, "{}", got.text);
+}
+
+#[tokio::test]
+async fn one_tool_list_for_three_forges_takes_forge_and_costs_at_most_five_percent_more() {
+    let three = Two::start(
+        r#"
+[forges.third]
+url = "http://127.0.0.1:9/"
+flavor = "gitea"
+"#,
+    )
+    .await;
+    let tools = three.server.client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), DEFAULT_TOOL_COUNT);
+    for t in &tools {
+        assert_eq!(t.input_schema["properties"]["forge"], json!({"type": "string"}), "{}", t.name);
+    }
+    let info = three.server.client.peer_info().unwrap();
+    let instructions = info.instructions.as_deref().unwrap();
+    assert!(instructions.contains("work (Gitea"), "{instructions}");
+    assert!(
+        instructions.contains("home (Forgejo") && instructions.contains("repositories oss/*"),
+        "{instructions}"
+    );
+    // Against one forge of the default's flavor.
+    let one = crate::support::Harness::start(crate::support::Setup::gitea()).await;
+    let bytes = |t: &[rmcp::model::Tool]| serde_json::to_vec(t).unwrap().len();
+    let (many, single) = (bytes(&tools), bytes(&one.tools().await));
+    let ratio = many as f64 / single as f64;
+    eprintln!("tools/list: {single} B with one forge, {many} B with three ({ratio:.3}×)");
+    assert!(ratio <= 1.05, "{many} B against {single} B: {ratio:.3}×");
+}
+
+/// Many calls at once, routed by name, by pattern and by default to two recording forges:
+/// every request reaches the forge the call was for, with that forge's token alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_to_two_forges_never_carry_one_forge_s_credential_to_the_other() {
+    let two = Two::start("").await;
+    for i in 0..20 {
+        two.work.seed_repo("alice", &format!("w{i}"));
+        two.home.seed_repo("alice", &format!("w{i}"));
+        two.home.seed_repo("oss", &format!("h{i}"));
+    }
+    let calls = (0..60).map(|i| {
+        let (args, forge) = match i % 3 {
+            0 => (json!({"owner": "alice", "repo": format!("w{}", i % 20)}), "work"),
+            1 => (json!({"owner": "alice", "repo": format!("w{}", i % 20), "forge": "home"}), "home"),
+            _ => (json!({"owner": "oss", "repo": format!("h{}", i % 20)}), "home"),
+        };
+        let two = &two;
+        async move { (two.call("repoGet", args).await, forge) }
+    });
+    for (got, forge) in futures::future::join_all(calls).await {
+        assert!(!got.is_error, "{}", got.text);
+        assert_eq!(got.json["forge"], forge);
+    }
+    assert_eq!(tool_requests(&two.work).len(), 20);
+    assert_eq!(tool_requests(&two.home).len(), 40);
+    assert!(tool_requests(&two.work).iter().all(|r| !r.raw_path.contains("/oss/")));
+    only_with(&two.work, WORK_TOKEN, HOME_TOKEN);
+    only_with(&two.home, HOME_TOKEN, WORK_TOKEN);
+}
+
+/// A session that read a private repository on one forge and writes to another forge is
+/// asked, even to a private repository of an owner of the same name there: it is another
+/// owner. The question names both with their forges. On the forge it read from, the same
+/// owner's private repository is kept, as with one forge.
+#[tokio::test]
+async fn a_private_read_on_one_forge_bounds_a_write_to_another_forge() {
+    let two = Two::start("").await;
+    two.home.seed_private_repo("alice", "secret");
+    two.home.seed_private_repo("alice", "diary");
+    two.work.seed_private_repo("alice", "notes");
+    let got = two.call("repoGet", json!({"owner": "alice", "repo": "secret", "forge": "home"})).await;
+    assert!(!got.is_error, "{}", got.text);
+    let issue = |forge: &str, repo: &str| json!({"owner": "alice", "repo": repo, "body": {"title": "t"}, "forge": forge});
+    let got = two.call("issueCreateIssue", issue("work", "notes")).await;
+    assert_eq!(got.kind(), "not_confirmed", "{}", got.text);
+    let message = got.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("work:alice/notes") && message.contains("home:alice/secret"), "{message}");
+    assert!(tool_requests(&two.work).iter().all(|r| r.method == "GET"));
+    let got = two.call("issueCreateIssue", issue("home", "diary")).await;
+    assert!(!got.is_error, "the same owner's private repository on the same forge: {}", got.text);
+}
