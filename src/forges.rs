@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use crate::config::{FlavorChoice, Settings};
 use crate::executor::{Forge, flavor};
-use crate::identity::{Credential, GlobalIdentity, Mode};
+use crate::identity::{Caller, Credential, GlobalIdentity, Mode};
 use crate::metrics::Metrics;
 
 /// Every forge of the server, in the profiles file's order.
@@ -309,6 +309,43 @@ impl Forges {
             " This server reaches several forges: {}. Every tool takes forge: NAME; without it a call goes to the forge whose repositories match its owner/repo, {fallback}. Results name their forge.",
             each.join(", ")
         ))
+    }
+
+    /// Whether `profile` is the default forge: the one `Authorization` carries a forge token
+    /// for (the default profile, else the first).
+    pub(crate) fn is_default(&self, profile: &ForgeProfile) -> bool {
+        std::ptr::eq(profile, self.primary())
+    }
+
+    /// The caller on `profile`, or the refusal of a call to a forge the request carries no
+    /// credential for: nothing is sent, and no other credential is used instead.
+    pub(crate) fn caller_on(&self, profile: &ForgeProfile, caller: &Caller) -> Result<Caller, CallError> {
+        caller.on(profile.name(), self.is_default(profile)).ok_or_else(|| {
+            let name = profile.name().unwrap_or_default();
+            CallError::local(
+                ErrorKind::Unauthorized,
+                format!(
+                    "this request carries no credential for the forge {name} ({}), so nothing was sent to it: a call is never made with another forge's credential or the server's own. Send X-MCP-Forge-Authorization-{name}: token <an access token of {name}> with every request (a header of this server in your MCP client){}",
+                    profile.url(),
+                    if self.is_default(profile) { ", or Authorization: token <token>" } else { "" }
+                ),
+            )
+        })
+    }
+
+    /// The forge a request's identity is established on (who owns its session): the default
+    /// forge when it carries a credential for it, else the first that it carries one for.
+    pub(crate) fn first_for(&self, caller: &Caller) -> &ForgeProfile {
+        let primary = self.primary();
+        std::iter::once(primary)
+            .chain(self.profiles.iter())
+            .find(|p| caller.on(p.name(), self.is_default(p)).is_some())
+            .unwrap_or(primary)
+    }
+
+    /// The names of every profile (none with one unnamed forge).
+    pub(crate) fn names_all(&self) -> impl Iterator<Item = &str> {
+        self.profiles.iter().filter_map(|p| p.name()).chain(self.down.iter().map(|d| &*d.name))
     }
 
     /// Whether any forge has answered a request (readiness).

@@ -205,12 +205,16 @@ impl At<'_> {
             return;
         }
         let profile = self.profile;
-        let (login, mode) = match caller {
-            Caller::Global => {
+        let (login, mode) = match self.server.forges.caller_on(profile, caller) {
+            Ok(Caller::Global) => {
                 (profile.global.cached_login().map(str::to_owned), profile.global.credential.mode())
             }
-            Caller::Token(t) => (profile.logins.get(t).await.map(|u| u.login), Mode::Token),
-            Caller::Granted(g) => (profile.logins.get(&g.forge_token).await.map(|u| u.login), Mode::OAuth),
+            Ok(Caller::Token(t)) => (profile.logins.get(&t).await.map(|u| u.login), Mode::Token),
+            Ok(Caller::Granted(g)) => {
+                (profile.logins.get(&g.forge_token).await.map(|u| u.login), Mode::OAuth)
+            }
+            // No credential for this forge: the call is refused before anyone is asked.
+            Ok(Caller::Forges(_)) | Err(_) => (None, Mode::Anonymous),
         };
         trace.caller(Identity { login, mode, sudo: None }, caller);
     }

@@ -31,10 +31,7 @@ use aegis_core::guard::Redactor;
 /// (cached by a hash of the token for a short time); if that fails the call fails with
 /// `identity_failed` (or `unauthorized` for a refused token) and is not made at all.
 pub(crate) async fn identify(at: At<'_>, caller: Caller) -> Result<(Credential, Identity), CallError> {
-    if !matches!(caller, Caller::Global) {
-        no_credential_elsewhere(at)?;
-    }
-    match caller {
+    match at.server.forges.caller_on(at.profile, &caller)? {
         Caller::Global => {
             let credential = at.profile.global.credential.clone();
             let mode = credential.mode();
@@ -51,26 +48,12 @@ pub(crate) async fn identify(at: At<'_>, caller: Caller) -> Result<(Credential, 
             let login = per_request_login(at, &grant.forge_token, &credential).await?;
             Ok((credential, Identity { login: Some(login), mode: Mode::OAuth, sudo: None }))
         }
+        // `caller_on` gives one forge's credential, never a set of them.
+        Caller::Forges(_) => Err(CallError::local(
+            ErrorKind::IdentityFailed,
+            "the request's credentials could not be told apart by forge; nothing was sent",
+        )),
     }
-}
-
-/// A request's own credential (`Authorization`) is for the default forge: a call it routes to
-/// another forge is refused, never made with that forge's own credential or another's (the
-/// no-fallback rule, per forge).
-fn no_credential_elsewhere(at: At<'_>) -> Result<(), CallError> {
-    let forges = &at.server.forges;
-    if !forges.named() || std::ptr::eq(at.profile, forges.primary()) {
-        return Ok(());
-    }
-    let name = at.profile.name().unwrap_or_default();
-    Err(CallError::local(
-        ErrorKind::Unauthorized,
-        format!(
-            "this request carries no credential for the forge {name} ({}), so nothing was sent to it: a call is never made with another forge's credential or the server's own; the Authorization header's token is for the default forge {}",
-            at.profile.url(),
-            forges.primary().name().unwrap_or_default()
-        ),
-    ))
 }
 
 fn unusable(e: crate::identity::InvalidToken) -> CallError {

@@ -152,8 +152,17 @@ impl Principal {
     /// The principal of a caller whose identity is now known: `global` when the caller is
     /// the server's own identity (`Caller::Global`), else the login it resolved to.
     pub(crate) fn of(global: bool, identity: &Identity) -> Principal {
-        match &identity.login {
-            Some(login) if !global => Principal::login(login),
+        Principal::of_on(None, global, identity)
+    }
+
+    /// `of` on the forge `forge` of several: a login there is `forge:login`, since one login
+    /// on two forges may be two people.
+    pub(crate) fn of_on(forge: Option<&str>, global: bool, identity: &Identity) -> Principal {
+        match (&identity.login, forge) {
+            (Some(login), None) if !global => Principal::login(login),
+            (Some(login), Some(forge)) if !global => {
+                Principal::Login(format!("{forge}:{}", login.to_lowercase()))
+            }
             _ => Principal::Global,
         }
     }
@@ -173,6 +182,19 @@ pub enum Caller {
     /// A token this server issued after the person signed in on the forge (`oauth/`): the
     /// forge grant it carries, and what it allows.
     Granted(Grant),
+    /// With several forges (a profiles file), the credentials a request carries for each:
+    /// `X-MCP-Forge-Authorization-<profile>` headers, and `Authorization` for the default forge.
+    /// A forge it carries none for gets none: never another forge's, never the server's own.
+    Forges(Arc<ForgeCredentials>),
+}
+
+/// What one request carries for several forges.
+#[derive(Clone)]
+pub struct ForgeCredentials {
+    /// What `Authorization` carried (a forge token or a sign-in): the default forge's.
+    pub(crate) default: Option<Caller>,
+    /// A forge token per profile name, from its own header.
+    pub(crate) named: Vec<(String, SecretString)>,
 }
 
 /// What a token issued by this server carries, once opened.
@@ -189,7 +211,7 @@ pub struct Grant {
 
 impl Caller {
     /// The caller's own secrets, for exact redaction of its results (none for the global
-    /// identity, whose token the guard always knows).
+    /// identity, whose token the guard always knows): every forge's it carries.
     pub(crate) fn secrets(&self) -> Vec<String> {
         match self {
             Caller::Global => Vec::new(),
@@ -197,6 +219,37 @@ impl Caller {
             Caller::Granted(g) => {
                 vec![g.forge_token.expose_secret().to_owned(), g.presented.expose_secret().to_owned()]
             }
+            Caller::Forges(f) => {
+                let mut out = f.default.as_ref().map(Caller::secrets).unwrap_or_default();
+                out.extend(f.named.iter().map(|(_, t)| t.expose_secret().to_owned()));
+                out
+            }
+        }
+    }
+
+    /// The caller on one forge: on the forge `profile` (a profile's name; `None`: the one
+    /// forge of the environment settings), which is the default forge or not. The server's own
+    /// identity is the same everywhere; a request's own credential is only its forge's
+    /// (`Authorization` the default forge's). `None`: the request carries none for it.
+    pub(crate) fn on(&self, profile: Option<&str>, default: bool) -> Option<Caller> {
+        match self {
+            Caller::Global => Some(Caller::Global),
+            Caller::Token(_) | Caller::Granted(_) => default.then(|| self.clone()),
+            Caller::Forges(f) => match f.named.iter().find(|(n, _)| Some(n.as_str()) == profile) {
+                Some((_, token)) => Some(Caller::Token(token.clone())),
+                None if default => f.default.clone(),
+                None => None,
+            },
+        }
+    }
+
+    /// Whether the request signed in with the `read` scope only: every call it makes, on
+    /// every forge, is held to reads.
+    pub(crate) fn read_only(&self) -> bool {
+        match self {
+            Caller::Granted(g) => g.read_only,
+            Caller::Forges(f) => f.default.as_ref().is_some_and(Caller::read_only),
+            Caller::Global | Caller::Token(_) => false,
         }
     }
 }
@@ -207,6 +260,7 @@ impl std::fmt::Debug for Caller {
             Caller::Global => "Caller::Global",
             Caller::Token(_) => "Caller::Token(..)",
             Caller::Granted(_) => "Caller::Granted(..)",
+            Caller::Forges(_) => "Caller::Forges(..)",
         })
     }
 }

@@ -366,8 +366,8 @@ fn narrowing_of(parts: Option<&http::request::Parts>) -> Result<Narrowing, Shown
         "the request did not pass the server's X-MCP-* header layer; it was not run".to_owned()
     })?;
     // A read-only sign-in holds every call to reads, as X-MCP-Readonly does.
-    if let Some(Caller::Granted(grant)) = parts.extensions.get::<Caller>() {
-        narrowing.read_only |= grant.read_only;
+    if parts.extensions.get::<Caller>().is_some_and(Caller::read_only) {
+        narrowing.read_only = true;
     }
     Ok(narrowing)
 }

@@ -124,7 +124,7 @@ impl<'s> Person<'s> {
 }
 
 /// The tool, its exact arguments and the request's credentials (the `Authorization` header
-/// over HTTP), hashed.
+/// over HTTP, and each forge's own), hashed.
 fn call_hash(parts: Option<&http::request::Parts>, request: &CallToolRequestParams) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(request.name.as_bytes());
@@ -135,6 +135,20 @@ fn call_hash(parts: Option<&http::request::Parts>, request: &CallToolRequestPara
     if let Some(parts) = parts {
         for v in parts.headers.get_all(http::header::AUTHORIZATION) {
             h.update(v.as_bytes());
+            h.update([0]);
+        }
+        // Each forge's credential too (several forges): a yes binds every identity of the call.
+        let mut forges: Vec<(&str, &[u8])> = parts
+            .headers
+            .iter()
+            .filter(|(n, _)| n.as_str().starts_with("x-mcp-forge-authorization-"))
+            .map(|(n, v)| (n.as_str(), v.as_bytes()))
+            .collect();
+        forges.sort();
+        for (name, value) in forges {
+            h.update(name.as_bytes());
+            h.update([0]);
+            h.update(value);
             h.update([0]);
         }
     }

@@ -345,6 +345,20 @@ pub(crate) async fn authenticate(
         return refuse(StatusCode::BAD_REQUEST, -32600, "send exactly one Authorization header");
     }
     let parsed = auth_header::parse(req.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes));
+    let named = match forge_tokens(&cfg, req.headers()) {
+        Ok(named) => named,
+        Err(refused) => return *refused,
+    };
+    if !named.is_empty() {
+        return match with_forge_tokens(&cfg, &req, parsed, named) {
+            Ok(identity) => {
+                req.extensions_mut().insert(identity);
+                req.extensions_mut().insert(Deadline(tokio::time::Instant::now() + cfg.request_timeout));
+                next.run(req).await
+            }
+            Err(refused) => *refused,
+        };
+    }
     let identity = match parsed {
         AuthHeader::Token(t) => match &cfg.bearer {
             Some(b)
@@ -409,12 +423,137 @@ pub(crate) async fn authenticate(
     next.run(req).await
 }
 
+/// The headers that carry a token per forge: `X-MCP-Forge-Authorization-<profile>`.
+const FORGE_HEADER: &str = "x-mcp-forge-authorization-";
+
+/// The forge tokens a request carries in `X-MCP-Forge-Authorization-<profile>` headers, each
+/// for a profile of the server, once, as `token <T>` or `Bearer <T>`; or the answer that says
+/// what is wrong with one. A header that names its forge is never dropped silently (as an
+/// unusable `Authorization` is): a typo must not leave a forge without its credential, and
+/// none of these answers is a 401, so that no client starts a sign-in because of them.
+fn forge_tokens(
+    cfg: &LayerConfig,
+    headers: &axum::http::HeaderMap,
+) -> Result<Vec<(String, secrecy::SecretString)>, Box<Response>> {
+    let bad = |message: String| Box::new(refuse(StatusCode::BAD_REQUEST, -32600, &message));
+    let mut out: Vec<(String, secrecy::SecretString)> = Vec::new();
+    for name in headers.keys() {
+        let Some(profile) = name.as_str().strip_prefix(FORGE_HEADER) else { continue };
+        let shown = format!("X-MCP-Forge-Authorization-{profile}");
+        let forges = &cfg.server.forges;
+        if !forges.names_all().any(|n| n == profile) {
+            let names: Vec<&str> = forges.names_all().collect();
+            return Err(bad(match names.is_empty() {
+                true => format!(
+                    "{shown}: this server serves one forge; send its token as Authorization: token <token>"
+                ),
+                false => {
+                    format!("{shown} names no forge of this server; its forges are {}", names.join(", "))
+                }
+            }));
+        }
+        if headers.get_all(name).iter().count() > 1 {
+            return Err(bad(format!("send the {shown} header once")));
+        }
+        let value = headers.get(name).map(HeaderValue::as_bytes);
+        match auth_header::parse(value) {
+            AuthHeader::Token(t) if crate::oauth::looks_issued(t.expose_secret()) => {
+                return Err(bad(format!(
+                    "{shown} carries a token this server issued; send it as Authorization: Bearer <token>"
+                )));
+            }
+            AuthHeader::Token(t) => out.push((profile.to_owned(), t)),
+            AuthHeader::TooLong => {
+                return Err(Box::new(refuse(
+                    StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                    -32600,
+                    &format!("{shown}'s token is longer than {} bytes", auth_header::MAX_TOKEN_BYTES),
+                )));
+            }
+            AuthHeader::None | AuthHeader::NotText => {
+                return Err(bad(format!(
+                    "{shown} must be \"token <token>\" or \"Bearer <token>\": an access token of that forge, as text"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The identity of a request that carries forge tokens by profile, beside what
+/// `Authorization` carries for the default forge (a forge token, a sign-in, or nothing): one
+/// credential per forge, never two, and never `MCP_BEARER_TOKEN` beside them (it stands for
+/// the server's own identity on every forge). Each new token counts against its address's
+/// budget of new tokens, as a token in `Authorization` does.
+fn with_forge_tokens(
+    cfg: &LayerConfig,
+    req: &Request,
+    parsed: AuthHeader,
+    named: Vec<(String, secrecy::SecretString)>,
+) -> Result<Caller, Box<Response>> {
+    let bad = |message: &str| Box::new(refuse(StatusCode::BAD_REQUEST, -32600, message));
+    let default = match parsed {
+        AuthHeader::None => None,
+        AuthHeader::NotText | AuthHeader::TooLong => {
+            return Err(bad("the Authorization header's token is unusable (not text, or too long)"));
+        }
+        AuthHeader::Token(t) => match &cfg.bearer {
+            Some(b)
+                if auth_header::constant_time_eq(
+                    t.expose_secret().as_bytes(),
+                    b.expose_secret().as_bytes(),
+                ) =>
+            {
+                return Err(bad(
+                    "Authorization carries MCP_BEARER_TOKEN (the server's own identity on every forge); do not send X-MCP-Forge-Authorization-* with it",
+                ));
+            }
+            _ => match cfg.oauth.as_ref().map(|o| o.verify(&t)) {
+                Some(Presented::Valid(grant)) => Some(Caller::Granted(grant)),
+                Some(Presented::Invalid(why)) => return Err(Box::new(unauthorized(cfg, why))),
+                None | Some(Presented::NotOurs) => Some(Caller::Token(t)),
+            },
+        },
+    };
+    let forges = &cfg.server.forges;
+    let primary = forges.primary();
+    if let (Some(_), Some(name)) = (&default, primary.name()) {
+        if named.iter().any(|(n, _)| n == name) {
+            return Err(bad(&format!(
+                "two credentials for the forge {name}: Authorization (which stands for the default forge {name}) and X-MCP-Forge-Authorization-{name}; send one"
+            )));
+        }
+    }
+    if let Some(Caller::Token(token)) = &default {
+        if let Some(refused) = new_token_refusal(cfg, req, token) {
+            return Err(Box::new(refused));
+        }
+    }
+    for (name, token) in &named {
+        let Some(profile) = forges.all().find(|p| p.name() == Some(name.as_str())) else { continue };
+        if let Some(refused) = new_token_refusal_on(cfg, req, profile, token) {
+            return Err(Box::new(refused));
+        }
+    }
+    Ok(Caller::Forges(Arc::new(crate::identity::ForgeCredentials { default, named })))
+}
+
 /// What a forge token costs that the server has not seen in the last minute nor had
 /// confirmed: it counts against its address's budget of new tokens
 /// (`MCP_NEW_TOKENS_PER_MINUTE`, 429 above it), before anything else is done for its request
 /// — each would cost a lookup at the forge.
 fn new_token_refusal(cfg: &LayerConfig, req: &Request, token: &secrecy::SecretString) -> Option<Response> {
-    if !cfg.server.forges.primary().logins.first_sight(token) {
+    new_token_refusal_on(cfg, req, cfg.server.forges.primary(), token)
+}
+
+/// `new_token_refusal` for a token of the forge `profile`.
+fn new_token_refusal_on(
+    cfg: &LayerConfig,
+    req: &Request,
+    profile: &crate::forges::ForgeProfile,
+    token: &secrecy::SecretString,
+) -> Option<Response> {
+    if !profile.logins.first_sight(token) {
         return None;
     }
     let peer = req.extensions().get::<super::listener::Peer>()?;
@@ -456,7 +595,7 @@ fn sign_in_needed(cfg: &LayerConfig, message: &str) -> Response {
 /// could make is answered 403 `insufficient_scope` (the client may ask the person to sign in
 /// with more); the call itself would be refused by the policy anyway.
 pub(crate) async fn scope(State(server): State<Arc<Server>>, req: Request, next: Next) -> Response {
-    let read_only = matches!(req.extensions().get::<Caller>(), Some(Caller::Granted(g)) if g.read_only);
+    let read_only = req.extensions().get::<Caller>().is_some_and(Caller::read_only);
     let (Some(oauth), true) = (&server.oauth, read_only) else { return next.run(req).await };
     // What the headers narrow (the sign-in's own read-only part is added by the handler):
     // the call is judged with and without reads-only.

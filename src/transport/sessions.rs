@@ -59,6 +59,20 @@ pub(crate) fn fingerprint(identity: &Caller) -> Fingerprint {
         Caller::Global => [0; 32],
         Caller::Token(t) => token_hash(t),
         Caller::Granted(g) => token_hash(&g.presented),
+        Caller::Forges(f) => {
+            use sha2::{Digest, Sha256};
+            let mut h = Sha256::new();
+            h.update(f.default.as_ref().map_or([0; 32], fingerprint));
+            let mut named: Vec<(&str, [u8; 32])> =
+                f.named.iter().map(|(n, t)| (n.as_str(), token_hash(t))).collect();
+            named.sort();
+            for (name, hash) in named {
+                h.update(name.as_bytes());
+                h.update([0]);
+                h.update(hash);
+            }
+            h.finalize().into()
+        }
     }
 }
 
@@ -75,13 +89,12 @@ pub(crate) async fn establish(
     if let Caller::Global = identity {
         return Ok(Principal::Global);
     }
-    let resolved = tokio::time::timeout(
-        limit,
-        crate::identify::identify(server.at(server.forges.primary()), identity.clone()),
-    )
-    .await;
+    // Owned by who it is on the first forge it carries a credential for (the default first).
+    let forge = server.forges.first_for(identity);
+    let resolved =
+        tokio::time::timeout(limit, crate::identify::identify(server.at(forge), identity.clone())).await;
     let e = match resolved {
-        Ok(Ok((_, known))) => return Ok(Principal::of(false, &known)),
+        Ok(Ok((_, known))) => return Ok(Principal::of_on(forge.name(), false, &known)),
         Ok(Err(e)) if e.kind() == Some(ErrorKind::Unauthorized) => {
             return Err(Box::new(unauthorized_for(
                 server.oauth.as_deref(),

@@ -287,3 +287,209 @@ async fn a_private_read_on_one_forge_bounds_a_write_to_another_forge() {
     let got = two.call("issueCreateIssue", issue("home", "diary")).await;
     assert!(!got.is_error, "the same owner's private repository on the same forge: {}", got.text);
 }
+
+/// Over HTTP each forge's credential comes from its own header (`Authorization` for the
+/// default forge): many callers at once, each with tokens for one forge, the other or both,
+/// or none (the forges' own credentials). Every request reaches the forge its call was for
+/// with the caller's token for that forge; a call to a forge the request carries no token for
+/// is refused, naming the forge and the header, and sends nothing anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_http_callers_of_two_forges_never_have_a_call_made_with_another_forge_s_credential() {
+    const USERS: usize = 12;
+    let token = |forge: char, i: usize| format!("tok-{forge}-{i:02}-7f3a");
+    let mut a_users: Vec<(String, String)> =
+        (0..USERS).map(|i| (token('a', i), format!("user{i:02}"))).collect();
+    let mut b_users =
+        a_users.iter().enumerate().map(|(i, (_, l))| (token('b', i), l.clone())).collect::<Vec<_>>();
+    a_users.push(("tok-a-global-7f3a".into(), "svc-a".into()));
+    b_users.push(("tok-b-global-7f3a".into(), "svc-b".into()));
+    let pairs = |u: &[(String, String)]| {
+        u.iter().map(|(t, l)| (t.as_str().to_owned(), l.clone())).collect::<Vec<_>>()
+    };
+    let a = Forge::gitea().options(|o| o.users = pairs(&a_users)).start().await;
+    let b = Forge::forgejo().options(|o| o.users = pairs(&b_users)).start().await;
+    for i in 0..USERS {
+        for f in [&a, &b] {
+            f.seed_repo(&format!("user{i:02}"), "r");
+        }
+        b.seed_repo("bee", &format!("r{i:02}"));
+        a.seed_repo("bee", &format!("r{i:02}"));
+    }
+    let file = format!(
+        "default = \"a\"\n[forges.a]\nurl = \"{}\"\nflavor = \"gitea\"\ntoken_env = \"A_TOKEN\"\n[forges.b]\nurl = \"{}\"\nflavor = \"forgejo\"\ntoken_env = \"B_TOKEN\"\nrepositories = [\"bee/*\"]\n",
+        a.base_url(),
+        b.base_url()
+    );
+    let (_dir, path) = write_profiles(&file);
+    let env: Vec<(String, String)> = [
+        ("GITEA_PROFILES", path.as_str()),
+        ("A_TOKEN", "tok-a-global-7f3a"),
+        ("B_TOKEN", "tok-b-global-7f3a"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).into(), (*v).into()))
+    .collect();
+    let settings = settings_of(&["serve", "--transport", "http", "--listen", "127.0.0.1:0"], &env);
+    let server =
+        crate::support::http::HttpServer::of_settings(settings, "http", "127.0.0.1:0").await.ready().await;
+    let http = crate::support::http::http_client();
+    let url = server.url("/mcp");
+
+    // Who: user i sends tokens for a (Authorization), for b (its header), both, or neither.
+    #[derive(Clone, Copy, Debug)]
+    enum Carries {
+        A,
+        B,
+        Both,
+        Neither,
+    }
+    let carries = |i: usize| [Carries::Both, Carries::A, Carries::B, Carries::Neither][i % 4];
+    // What: each call's forge, and how it gets there.
+    let mut plan = Vec::new();
+    for i in 0..USERS {
+        let user = format!("user{i:02}");
+        plan.push((i, 'a', json!({"owner": user, "repo": "r"})));
+        plan.push((i, 'b', json!({"owner": user, "repo": "r", "forge": "b"})));
+        plan.push((i, 'b', json!({"owner": "bee", "repo": format!("r{i:02}")})));
+    }
+    let calls = plan.iter().map(|(i, forge, args)| {
+        let (http, url, carries) = (&http, &url, carries(*i));
+        let mut req = http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", crate::support::http::ACCEPT_BOTH)
+            .header("mcp-protocol-version", crate::support::http::STATELESS_VERSION)
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "repoGet");
+        if matches!(carries, Carries::A | Carries::Both) {
+            req = req.header("authorization", format!("token {}", token('a', *i)));
+        }
+        if matches!(carries, Carries::B | Carries::Both) {
+            req = req.header("x-mcp-forge-authorization-b", format!("token {}", token('b', *i)));
+        }
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": crate::support::http::STATELESS_VERSION,
+                          "io.modelcontextprotocol/clientCapabilities": {}});
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": "repoGet", "arguments": args, "_meta": meta}});
+        let req = req.body(body.to_string());
+        async move {
+            let reply: Value =
+                serde_json::from_str(&req.send().await.unwrap().text().await.unwrap()).unwrap();
+            let text = reply["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+            (
+                *i,
+                *forge,
+                carries,
+                reply["result"]["isError"] == json!(true),
+                serde_json::from_str::<Value>(&text).unwrap(),
+            )
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    let (mut to_a, mut to_b) = (0, 0);
+    for (i, forge, carries, is_error, got) in results {
+        let has = matches!(
+            (forge, carries),
+            (_, Carries::Neither | Carries::Both) | ('a', Carries::A) | ('b', Carries::B)
+        );
+        if has {
+            assert!(!is_error, "user{i:02} to {forge} ({carries:?}): {got}");
+            assert_eq!(got["forge"], forge.to_string());
+            let login = if matches!(carries, Carries::Neither) {
+                format!("svc-{forge}")
+            } else {
+                format!("user{i:02}")
+            };
+            assert_eq!(got["identity"]["login"], login, "user{i:02} to {forge} ({carries:?})");
+            if forge == 'a' { to_a += 1 } else { to_b += 1 }
+        } else {
+            assert_eq!(got["error"]["kind"], "unauthorized", "user{i:02} to {forge} ({carries:?}): {got}");
+            let message = got["error"]["message"].as_str().unwrap();
+            assert!(message.contains(&format!("no credential for the forge {forge}")), "{message}");
+            assert!(message.contains(&format!("X-MCP-Forge-Authorization-{forge}")), "{message}");
+        }
+    }
+    // What each forge received: its own planned calls (and look-ups of who a token is), each
+    // with a token of that forge, and no byte of the other forge's tokens.
+    let a_tokens: Vec<&str> = a_users.iter().map(|(t, _)| t.as_str()).collect();
+    let b_tokens: Vec<&str> = b_users.iter().map(|(t, _)| t.as_str()).collect();
+    for (forge, received, own, other, planned) in
+        [("a", &a, &a_tokens, &b_tokens, to_a), ("b", &b, &b_tokens, &a_tokens, to_b)]
+    {
+        let requests = received.requests();
+        let calls: Vec<_> = requests.iter().filter(|r| r.raw_path.starts_with("/api/v1/repos/")).collect();
+        assert_eq!(calls.len(), planned, "calls received by {forge}");
+        for r in requests.iter().filter(|r| r.raw_path != "/api/v1/version") {
+            let sent = r.header("authorization").and_then(|h| h.strip_prefix("token ")).unwrap_or_default();
+            assert!(own.contains(&sent), "{forge} got {} with a token not its own", r.raw_path);
+            let all = format!("{:?} {:?} {}", r.headers, r.raw_query, String::from_utf8_lossy(&r.body));
+            assert!(
+                !other.iter().any(|t| all.contains(t)),
+                "{forge} got another forge's token at {}",
+                r.raw_path
+            );
+        }
+        // A call goes to the forge it is for: the repositories only the other routes to never come here.
+        if forge == "a" {
+            assert!(
+                calls.iter().all(|r| !r.raw_path.starts_with("/api/v1/repos/bee/")),
+                "b's calls reached a"
+            );
+        }
+    }
+}
+
+/// A forge header that names no forge, comes twice, holds no usable token, holds a token this
+/// server issued, or doubles `Authorization` for the default forge, is answered 400 with what
+/// to fix (never 401: no client starts a sign-in because of it), and nothing is sent.
+#[tokio::test]
+async fn a_wrong_forge_header_is_a_clear_400_and_nothing_is_sent() {
+    let work = Forge::gitea().only_users(&[(WORK_TOKEN, "alice")]).repo("alice", "demo").start().await;
+    let home = Forge::forgejo().only_users(&[(HOME_TOKEN, "alice")]).start().await;
+    let (_dir, path) = write_profiles(&profiles(&work.base_url(), &home.base_url(), ""));
+    let env: Vec<(String, String)> =
+        [("GITEA_PROFILES", path.as_str()), ("WORK_TOKEN", WORK_TOKEN), ("HOME_TOKEN", HOME_TOKEN)]
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
+    let settings = settings_of(&["serve", "--transport", "http", "--listen", "127.0.0.1:0"], &env);
+    let server =
+        crate::support::http::HttpServer::of_settings(settings, "http", "127.0.0.1:0").await.ready().await;
+    let before = (work.requests().len(), home.requests().len());
+    let http = crate::support::http::http_client();
+    let cases: [(&[(&str, &str)], &str); 5] = [
+        (
+            &[("x-mcp-forge-authorization-hom", "token x")],
+            "names no forge of this server; its forges are work, home",
+        ),
+        (
+            &[("x-mcp-forge-authorization-home", "token x"), ("x-mcp-forge-authorization-home", "token y")],
+            "send the X-MCP-Forge-Authorization-home header once",
+        ),
+        (
+            &[("x-mcp-forge-authorization-home", "x")],
+            "must be \\\"token <token>\\\" or \\\"Bearer <token>\\\"",
+        ),
+        (&[("x-mcp-forge-authorization-home", "Bearer aegis-at.abc")], "carries a token this server issued"),
+        (
+            &[("authorization", "token t1"), ("x-mcp-forge-authorization-work", "token t2")],
+            "two credentials for the forge work",
+        ),
+    ];
+    for (headers, says) in cases {
+        let mut req = http
+            .post(server.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", crate::support::http::ACCEPT_BOTH)
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string());
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let body = resp.text().await.unwrap();
+        assert_eq!(status, 400, "{headers:?}: {body}");
+        assert!(body.contains(says), "{headers:?}: {body}");
+    }
+    assert_eq!((work.requests().len(), home.requests().len()), before);
+}

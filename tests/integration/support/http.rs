@@ -259,7 +259,7 @@ impl HttpServer {
     /// servers are ready when they print where they listen; on a busy machine the first probe
     /// may take longer than the start waits for it, and the next is asked in the background:
     /// a test that looks at what the forge received, or at the log, starts after it.
-    async fn ready(self) -> HttpServer {
+    pub async fn ready(self) -> HttpServer {
         let http = http_client();
         let url = self.url("/readyz");
         super::wait_for(&format!("the server at {} is ready", self.base), super::WAIT_LIMIT, async || {
@@ -314,7 +314,16 @@ impl HttpServer {
             .filter(|(k, _)| *k != "GITEA_FLAVOR" && *k != "MCP_LISTEN")
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let settings = super::settings_of(&args, &env);
+        HttpServer::of_settings(super::settings_of(&args, &env), transport, listen).await
+    }
+
+    /// The application of `settings` served in this process on `listen`, as `in_process`
+    /// (not waiting for the forge to answer).
+    pub async fn of_settings(
+        settings: aegis_gitea_mcp::config::Settings,
+        transport: &str,
+        listen: &str,
+    ) -> HttpServer {
         let (choice, limits) = (settings.transport, aegis_gitea_mcp::transport::http::conn_limits(&settings));
         let server = std::sync::Arc::new(
             aegis_gitea_mcp::server::Server::start(settings).await.expect("the server starts"),
