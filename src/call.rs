@@ -295,7 +295,7 @@ async fn send(
     guard: &CallGuard,
     trace: &mut Trace,
 ) -> Result<Fetched, CallError> {
-    let linkable = envelope::link::uri_of(call.tool().name(), call.args()).is_some();
+    let linkable = envelope::link::uri_of(None, call.tool().name(), call.args()).is_some();
     let binary =
         if linkable { Binary::Measure(at.server.settings.max_resource_bytes) } else { Binary::Refuse };
     fetch(at, call, credential, guard, trace, binary).await
@@ -374,8 +374,8 @@ fn shape(
     fetched.shape(at, result_type, shape, ask.fields.as_deref())?;
     let link = match (fetched.json, fetched.over) {
         (true, _) => None,
-        (false, true) => over_link(call.tool(), call.args(), &fetched.data),
-        (false, false) => link(at.server, call.tool(), call.args(), &mut fetched.data),
+        (false, true) => over_link(at, call.tool(), call.args(), &fetched.data),
+        (false, false) => link(at, call.tool(), call.args(), &mut fetched.data),
     };
     Ok((compact.then_some(Shape::Compact.as_str()), link))
 }
@@ -386,13 +386,13 @@ fn operation_id<'c>(call: &Prepared<'c>) -> Option<&'c str> {
 
 /// The link for binary `data` (`{content_base64, content_type, size}`) over
 /// `MAX_INLINE_BINARY_BYTES` that a resource reads: `data` keeps its type and size only.
-fn link(server: &Server, tool: &ToolDef, args: &Map<String, Value>, data: &mut Value) -> Option<Link> {
+fn link(at: At<'_>, tool: &ToolDef, args: &Map<String, Value>, data: &mut Value) -> Option<Link> {
     let size = data.get("size")?.as_u64()?;
     data.get("content_base64")?.as_str()?;
-    if size <= server.settings.max_inline_binary_bytes {
+    if size <= at.server.settings.max_inline_binary_bytes {
         return None;
     }
-    let uri = envelope::link::uri_of(tool.name(), args)?;
+    let uri = envelope::link::uri_of(at.profile.name(), tool.name(), args)?;
     let mime_type =
         data.get("content_type").and_then(Value::as_str).unwrap_or("application/octet-stream").to_owned();
     *data = json!({"content_type": mime_type, "size": size});
@@ -401,8 +401,8 @@ fn link(server: &Server, tool: &ToolDef, args: &Map<String, Value>, data: &mut V
 
 /// The link for binary content over `MAX_BINARY_BYTES` that was counted, not kept (`data`
 /// is already `{content_type, size}`).
-fn over_link(tool: &ToolDef, args: &Map<String, Value>, data: &Value) -> Option<Link> {
-    let uri = envelope::link::uri_of(tool.name(), args)?;
+fn over_link(at: At<'_>, tool: &ToolDef, args: &Map<String, Value>, data: &Value) -> Option<Link> {
+    let uri = envelope::link::uri_of(at.profile.name(), tool.name(), args)?;
     let size = data.get("size")?.as_u64()?;
     let mime_type = data.get("content_type")?.as_str()?.to_owned();
     Some(Link { uri, mime_type, size })
@@ -589,7 +589,7 @@ pub(crate) async fn run_reads(
     server: &Server,
     caller: Caller,
     (narrowing, session): (&Narrowing, &Session),
-    reads: Vec<Read>,
+    (forge, reads): (Option<String>, Vec<Read>),
     combine: impl FnOnce(Vec<Value>) -> Value,
     trace: &mut Trace,
 ) -> Result<Guarded, GuardedError> {
@@ -597,8 +597,12 @@ pub(crate) async fn run_reads(
     let secrets = caller.secrets();
     let early_guard = || server.guard.for_call(secrets.clone());
     // Every read of a resource goes to the forge its first read routes to.
+    // ... or to the forge its URI names.
     let first_read = reads.first().map(|r| (r.operation, r.args.clone()));
-    let (first_op, first_args) = first_read.expect("a resource reads at least once");
+    let (first_op, mut first_args) = first_read.expect("a resource reads at least once");
+    if let Some(forge) = forge {
+        first_args.insert(aegis_core::policy::route::ARGUMENT.into(), forge.into());
+    }
     let at = route(server, &caller, first_op, Some(first_args), trace)
         .await
         .map_err(|e| early_guard().error(e))?

@@ -306,7 +306,7 @@ impl Forges {
             None => "else it must name one".into(),
         };
         Some(format!(
-            " This server reaches several forges: {}. Every tool takes forge: NAME; without it a call goes to the forge whose repositories match its owner/repo, {fallback}. Results name their forge.",
+            " This server reaches several forges: {}. Every tool takes forge: NAME; without it a call goes to the forge whose repositories match its owner/repo, {fallback}. Results name their forge; resource URIs name it first: gitea://NAME/repos/….",
             each.join(", ")
         ))
     }

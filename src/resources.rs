@@ -64,7 +64,14 @@ pub(crate) async fn read(
     uri: &str,
     trace: &mut crate::audit::Trace,
 ) -> Result<Guarded, GuardedError> {
-    let (reads, shape) = parse(uri).map_err(|e| server.guard.for_call(caller.secrets()).error(e))?;
+    let refused = |e| server.guard.for_call(caller.secrets()).error(e);
+    let (forge, reads, shape) = parse(uri).map_err(refused)?;
+    if forge.is_some() && !server.forges.named() {
+        return Err(refused(CallError::local(
+            ErrorKind::InvalidArguments,
+            "this server serves one forge: its resource URIs name none (gitea://repos/…, gitea://attachments/…)",
+        )));
+    }
     let combine = move |mut datas: Vec<Value>| match shape {
         Shape::One => datas.pop().unwrap_or(Value::Null),
         Shape::IssueWithComments => {
@@ -73,7 +80,7 @@ pub(crate) async fn read(
             json!({"issue": issue, "comments": comments})
         }
     };
-    call::run_reads(server, caller, (narrowing, session), reads, combine, trace).await
+    call::run_reads(server, caller, (narrowing, session), (forge, reads), combine, trace).await
 }
 
 /// How the data of a resource's reads become one.
@@ -86,11 +93,28 @@ enum Shape {
 /// The reads a concrete URI stands for, for the fuzz target.
 #[cfg(feature = "fuzzing")]
 pub(crate) fn reads_of(uri: &str) -> Result<Vec<Read>, CallError> {
-    parse(uri).map(|(reads, _)| reads)
+    parse(uri).map(|(_, reads, _)| reads)
 }
 
-/// A concrete URI → the reads it stands for.
-fn parse(uri: &str) -> Result<(Vec<Read>, Shape), CallError> {
+/// The first part of a URI that names a resource, not a forge.
+const KINDS: [&str; 2] = ["repos", "attachments"];
+
+/// A concrete URI → the forge it names (`gitea://{forge}/…`, with several forges) and the
+/// reads it stands for.
+fn parse(uri: &str) -> Result<(Option<String>, Vec<Read>, Shape), CallError> {
+    let rest = uri.strip_prefix(SCHEME).unwrap_or_default();
+    let first = rest.split(['/', '?']).next().unwrap_or_default();
+    let named = !first.is_empty() && !KINDS.contains(&first) && rest[first.len()..].starts_with('/');
+    let (forge, uri) = match named {
+        true => (Some(first.to_owned()), format!("{SCHEME}{}", &rest[first.len() + 1..])),
+        false => (None, uri.to_owned()),
+    };
+    let (reads, shape) = parse_on_one_forge(&uri)?;
+    Ok((forge, reads, shape))
+}
+
+/// A URI without a forge → the reads it stands for.
+fn parse_on_one_forge(uri: &str) -> Result<(Vec<Read>, Shape), CallError> {
     let bad = |why: &str| {
         CallError::local(
             ErrorKind::InvalidArguments,
@@ -190,7 +214,7 @@ mod tests {
     use aegis_core::envelope::link::uri_of;
 
     fn args_of(uri: &str) -> Vec<(&'static str, Value)> {
-        let (reads, _) = parse(uri).unwrap();
+        let (_, reads, _) = parse(uri).unwrap();
         reads.into_iter().map(|r| (r.operation, Value::Object(r.args))).collect()
     }
 
@@ -217,7 +241,7 @@ mod tests {
         let Value::Object(args) = json!({"owner": "o", "repo": "r", "filepath": "a//b"}) else {
             unreachable!()
         };
-        assert_eq!(uri_of("repoGetRawFile", &args), None);
+        assert_eq!(uri_of(None, "repoGetRawFile", &args), None);
     }
 
     #[test]
@@ -231,18 +255,37 @@ mod tests {
             (attachment_tool::NAME, json!({"uuid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"})),
         ] {
             let Value::Object(args) = args else { unreachable!() };
-            let uri = uri_of(tool, &args).unwrap();
-            let (reads, _) = parse(&uri).unwrap();
+            let uri = uri_of(None, tool, &args).unwrap();
+            let (_, reads, _) = parse(&uri).unwrap();
             assert_eq!((reads[0].operation, &reads[0].args), (tool, &args), "{uri}");
         }
         let Value::Object(args) = json!({"owner": "alice", "repo": "demo", "filepath": "a b#1.png"}) else {
             unreachable!()
         };
         assert_eq!(
-            uri_of("repoGetRawFile", &args).unwrap(),
+            uri_of(None, "repoGetRawFile", &args).unwrap(),
             "gitea://repos/alice/demo/contents/a%20b%231.png"
         );
-        assert_eq!(uri_of("repoGetContents", &args), None);
+        assert_eq!(uri_of(None, "repoGetContents", &args), None);
+    }
+
+    /// With several forges a URI names its forge first; its link names the forge of the call,
+    /// and reads the same again there.
+    #[test]
+    fn a_uri_may_name_its_forge_and_a_link_names_the_call_s() {
+        let (forge, reads, _) = parse("gitea://home/repos/o/r/issues/7").unwrap();
+        assert_eq!(forge.as_deref(), Some("home"));
+        assert_eq!(reads[0].args, parse("gitea://repos/o/r/issues/7").unwrap().1[0].args);
+        assert_eq!(parse("gitea://repos/o/r/issues/7").unwrap().0, None);
+        let Value::Object(args) = json!({"owner": "o", "repo": "r", "filepath": "a.png", "ref": "v1"}) else {
+            unreachable!()
+        };
+        let uri = uri_of(Some("home"), "repoGetRawFile", &args).unwrap();
+        assert_eq!(uri, "gitea://home/repos/o/r/contents/a.png?ref=v1");
+        let (forge, reads, _) = parse(&uri).unwrap();
+        assert_eq!((forge.as_deref(), &reads[0].args), (Some("home"), &args));
+        let (forge, reads, _) = parse("gitea://work/attachments/0f1e").unwrap();
+        assert_eq!((forge.as_deref(), reads[0].args["uuid"].as_str()), (Some("work"), Some("0f1e")));
     }
 
     #[test]
@@ -294,7 +337,7 @@ mod tests {
         for flavor in [Flavor::Gitea, Flavor::Forgejo] {
             let c = Catalog::build(flavor.embedded_spec(), flavor, None).unwrap();
             for uri in samples {
-                for read in parse(uri).unwrap().0 {
+                for read in parse(uri).unwrap().1 {
                     let tool = c
                         .get(read.operation)
                         .unwrap_or_else(|| panic!("{flavor:?} lacks {}", read.operation));

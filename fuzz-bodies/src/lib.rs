@@ -1027,7 +1027,7 @@ pub fn resource_uri(data: &[u8]) {
     for read in &reads {
         let tool = catalog.get(read.operation).unwrap_or_else(|| panic!("{uri:?}: {}", read.operation));
         let _ = aegis_core::args::validate::validate(tool, &mut read.args.clone());
-        if let Some(again) = aegis_core::envelope::link::uri_of(read.operation, &read.args) {
+        if let Some(again) = aegis_core::envelope::link::uri_of(None, read.operation, &read.args) {
             let back = entry::reads_of(&again).unwrap_or_else(|e| panic!("{uri:?} → {again:?}: {e}"));
             assert_eq!(
                 (back[0].operation, &back[0].args),

@@ -256,6 +256,11 @@ fn check_name(name: &str) -> Result<(), ConfigError> {
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-');
+    if ["repos", "attachments"].contains(&name) {
+        return Err(ConfigError(format!(
+            "profile {name}: this name is the first part of a resource URI (gitea://{name}/…); choose another"
+        )));
+    }
     if label {
         Ok(())
     } else {

@@ -132,10 +132,16 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        // With several forges, every URI names its forge first.
+        let named = self.server.forges.named();
         let templates = resources::TEMPLATES
             .iter()
             .map(|t| {
-                ResourceTemplate::new(t.uri_template, t.name)
+                let uri = match named {
+                    true => t.uri_template.replacen("gitea://", "gitea://{forge}/", 1),
+                    false => t.uri_template.to_owned(),
+                };
+                ResourceTemplate::new(uri, t.name)
                     .with_title(t.title)
                     .with_description(t.description)
                     .with_mime_type("application/json")

@@ -493,3 +493,42 @@ async fn a_wrong_forge_header_is_a_clear_400_and_nothing_is_sent() {
     }
     assert_eq!((work.requests().len(), home.requests().len()), before);
 }
+
+/// A resource URI names its forge (`gitea://{forge}/…`, as the templates say) and is read
+/// there alone; one without a forge goes where a call would; a forge no profile has is an
+/// error that names the forges, and reads nothing.
+#[tokio::test]
+async fn resources_are_read_on_the_forge_their_uri_names() {
+    use rmcp::model::{ReadResourceRequestParams, ResourceContents};
+    let two = Two::start("").await;
+    two.work.seed_file("alice", "demo", "README.md", b"work's readme");
+    two.home.seed_file("alice", "demo", "README.md", b"home's readme");
+    let templates = two.server.client.list_all_resource_templates().await.unwrap();
+    assert!(templates.iter().all(|t| t.uri_template.starts_with("gitea://{forge}/")), "{templates:?}");
+    let read = async |uri: &str| {
+        let r = two.server.client.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap();
+        let ResourceContents::TextResourceContents { text, .. } = &r.contents[0] else { panic!("text") };
+        serde_json::from_str::<Value>(text).unwrap()
+    };
+    let home = read("gitea://home/repos/alice/demo/contents/README.md").await;
+    assert_eq!(
+        (home["forge"].as_str(), home["data"].as_str()),
+        (Some("home"), Some("home's readme")),
+        "{home}"
+    );
+    let work = read("gitea://repos/alice/demo/contents/README.md").await;
+    assert_eq!(
+        (work["forge"].as_str(), work["data"].as_str()),
+        (Some("work"), Some("work's readme")),
+        "{work}"
+    );
+    let (w, h) = (tool_requests(&two.work).len(), tool_requests(&two.home).len());
+    let unknown = two
+        .server
+        .client
+        .read_resource(ReadResourceRequestParams::new("gitea://hom/repos/alice/demo/issues/1"))
+        .await;
+    let message = format!("{unknown:?}");
+    assert!(message.contains("not a forge of this server"), "{message}");
+    assert_eq!((tool_requests(&two.work).len(), tool_requests(&two.home).len()), (w, h));
+}

@@ -21,8 +21,17 @@ pub struct Link {
 }
 
 /// The resource that reads again what a call of `tool` with `args` answered, when one does:
-/// a raw file (the file resource), or an attachment.
-pub fn uri_of(tool: &str, args: &Map<String, Value>) -> Option<String> {
+/// a raw file (the file resource), or an attachment. With several forges, the URI names the
+/// call's (`gitea://{forge}/…`), so that it is read again there and nowhere else.
+pub fn uri_of(forge: Option<&str>, tool: &str, args: &Map<String, Value>) -> Option<String> {
+    let uri = uri_on_one_forge(tool, args)?;
+    Some(match forge {
+        Some(forge) => format!("{SCHEME}{forge}/{}", &uri[SCHEME.len()..]),
+        None => uri,
+    })
+}
+
+fn uri_on_one_forge(tool: &str, args: &Map<String, Value>) -> Option<String> {
     let arg = |k: &str| args.get(k).and_then(Value::as_str).filter(|v| !v.is_empty());
     match tool {
         "repoGetRawFile" => {
