@@ -125,8 +125,8 @@ pub(crate) async fn run_asking(
 
 /// Stage 1, route: which forge the call goes to (`forges.rs`): the `forge` it names, else the
 /// one whose `repositories` match the repository it names, else the default. Every later
-/// stage reads that forge's client, credential, catalog and policy only. The audit line
-/// learns who the caller is.
+/// stage reads that forge's client, credential, catalog and policy only; arguments that hold
+/// another forge's credential are refused. The audit line learns who the caller is.
 async fn route<'s>(
     server: &'s Server,
     caller: &Caller,
@@ -136,6 +136,7 @@ async fn route<'s>(
 ) -> Result<(At<'s>, Map<String, Value>), CallError> {
     let mut args = args.unwrap_or_default();
     let at = server.at(server.forges.route(name, &mut args)?);
+    server.forges.foreign_credential(at.profile, caller, &args)?;
     trace.forge = at.profile.name.clone();
     at.note_caller(trace, caller).await;
     Ok((at, args))

@@ -22,6 +22,8 @@ use aegis_core::policy::repos::RepoList;
 use aegis_core::policy::route::{self, Matched};
 use serde_json::{Map, Value};
 
+use secrecy::ExposeSecret;
+
 use crate::config::{FlavorChoice, Settings};
 use crate::executor::{Forge, flavor};
 use crate::identity::{Caller, Credential, GlobalIdentity, Mode};
@@ -57,6 +59,9 @@ pub struct ForgeProfile {
     pub logins: crate::identity::cache::LoginCache,
     /// What this forge said of repositories' authors, per identity.
     pub(crate) authors: crate::trust::AuthorCache,
+    /// This profile's own credential (its token, or password and Basic value), to be found in
+    /// calls to the other forges, where it must never go.
+    secrets: aegis_core::guard::Redactor,
 }
 
 /// A profile that could not start: its forge did not tell its flavor, or refused its credential.
@@ -163,6 +168,38 @@ impl Forges {
         };
         self.has_tool(picked, name, args)?;
         Ok(picked)
+    }
+
+    /// Whether the arguments of a call to `picked` hold a credential of another forge: one of
+    /// its profile, or one the request carries for it (in any spelling the guard knows). Such
+    /// a call is refused, nothing sent: a forge's credential never reaches another forge, not
+    /// in a migration's address, a mirror's password or a webhook's header.
+    pub(crate) fn foreign_credential(
+        &self,
+        picked: &ForgeProfile,
+        caller: &Caller,
+        args: &Map<String, Value>,
+    ) -> Result<(), CallError> {
+        if !self.named {
+            return Ok(());
+        }
+        let bytes = serde_json::to_vec(args).unwrap_or_default();
+        let holds = |p: &ForgeProfile| {
+            let requests = caller.on(p.name(), self.is_default(p)).map(|c| c.secrets()).unwrap_or_default();
+            p.secrets.occurs_in(&bytes)
+                || (!requests.is_empty() && aegis_core::guard::Redactor::once(requests).occurs_in(&bytes))
+        };
+        match self.profiles.iter().filter(|p| !std::ptr::eq(*p, picked)).find(|p| holds(p)) {
+            None => Ok(()),
+            Some(other) => Err(CallError::local(
+                ErrorKind::Denied,
+                format!(
+                    "this call's arguments hold a credential of the forge {}, and it goes to the forge {}: a forge's credential is never sent to another forge; nothing was sent",
+                    other.name().unwrap_or_default(),
+                    picked.name().unwrap_or_default()
+                ),
+            )),
+        }
     }
 
     /// The profile `forge` names, or why there is none.
@@ -387,7 +424,14 @@ impl ForgeProfile {
         let catalog = catalog_for(&settings, detected)?;
         let mut policy = settings.policy();
         policy.forge = forge_host(forge.base()).await;
+        let own =
+            [&settings.token, &settings.password].into_iter().flatten().map(|s| s.expose_secret().to_owned());
+        let mut own: Vec<String> = own.collect();
+        if let (Some(user), Some(password)) = (&settings.username, &settings.password) {
+            own.push(aegis_core::identity::basic_blob(user, password).expose_secret().to_owned());
+        }
         Ok(ForgeProfile {
+            secrets: aegis_core::guard::Redactor::new(own),
             name,
             catalog: Arc::new(catalog),
             forge,

@@ -532,3 +532,24 @@ async fn resources_are_read_on_the_forge_their_uri_names() {
     assert!(message.contains("not a forge of this server"), "{message}");
     assert_eq!((tool_requests(&two.work).len(), tool_requests(&two.home).len()), (w, h));
 }
+
+/// A call to one forge whose arguments hold another forge's credential (its profile's token,
+/// or the token the request carries for it) is refused before anything is sent: a migration
+/// from the other forge with its token, a push mirror's password.
+#[tokio::test]
+async fn a_call_holding_another_forge_s_credential_is_refused_and_sends_nothing() {
+    let two = Two::start("").await;
+    let before = (two.work.requests().len(), two.home.requests().len());
+    let migrate = json!({"body": {"clone_addr": format!("{}alice/demo.git", two.home.base_url()),
+        "repo_name": "copy", "auth_token": HOME_TOKEN}});
+    let got = two.call("repoMigrate", migrate).await;
+    assert_eq!(got.kind(), "denied", "{}", got.text);
+    let message = got.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("a credential of the forge home, and it goes to the forge work"), "{message}");
+    assert!(!got.text.contains(HOME_TOKEN));
+    let mirror = json!({"owner": "oss", "repo": "lib", "body": {"remote_address": "https://example.com/x.git",
+        "remote_username": "alice", "remote_password": WORK_TOKEN, "interval": "8h"}});
+    let got = two.call("repoAddPushMirror", mirror).await;
+    assert_eq!(got.kind(), "denied", "{}", got.text);
+    assert_eq!((two.work.requests().len(), two.home.requests().len()), before);
+}

@@ -246,7 +246,7 @@ impl Redactor {
 
     /// Whether any known secret, in any spelling, occurs in `bytes`: binary content, which
     /// cannot be redacted, or a result's JSON text, which is walked only when one does.
-    pub(crate) fn occurs_in(&self, bytes: &[u8]) -> bool {
+    pub fn occurs_in(&self, bytes: &[u8]) -> bool {
         self.is_match(bytes) || (percent::has_escape(bytes) && self.is_match(&percent::read(bytes)))
     }
 
