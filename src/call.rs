@@ -155,7 +155,10 @@ fn admit<'s>(
     trace: &mut Trace,
 ) -> Result<(Admitted<'s>, Requested), CallError> {
     let sudo = aegis_core::args::sudo::take(&at.profile.catalog, name, &mut args);
-    let admission = admission::admit(at.profile.discovery(narrowing), name, args);
+    // The discovery tools see every forge: search finds what any has, and says where.
+    let forges = at.server.forges.views();
+    let view = aegis_core::discovery::Discovery { forges: &forges, ..at.profile.discovery(narrowing) };
+    let admission = admission::admit(view, name, args);
     // The audit line names the operation reached, also when the call is refused.
     trace.operation = admission.operation.map(|op| op.id.clone());
     Ok((admission.outcome?, sudo))

@@ -281,12 +281,12 @@ impl Forges {
         args: &Map<String, Value>,
     ) -> Result<(), CallError> {
         let id = match picked.catalog.get(name).map(|t| &t.target) {
-            Some(aegis_core::catalog::Target::CallOperation) => {
-                match args.get("operation_id").and_then(Value::as_str) {
-                    Some(id) => id,
-                    None => return Ok(()),
-                }
-            }
+            Some(
+                aegis_core::catalog::Target::CallOperation | aegis_core::catalog::Target::OperationSchema,
+            ) => match args.get("operation_id").and_then(Value::as_str) {
+                Some(id) => id,
+                None => return Ok(()),
+            },
             Some(_) => return Ok(()),
             None => name,
         };
@@ -385,6 +385,14 @@ impl Forges {
         self.profiles.iter().filter_map(|p| p.name()).chain(self.down.iter().map(|d| &*d.name))
     }
 
+    /// Every forge as the discovery tools see it (none with one forge).
+    pub(crate) fn views(&self) -> Vec<aegis_core::discovery::Forge<'_>> {
+        let named = self.profiles.iter().filter_map(|p| Some((p.name()?, p)));
+        named
+            .map(|(name, p)| aegis_core::discovery::Forge { name, catalog: &p.catalog, policy: &p.policy })
+            .collect()
+    }
+
     /// Whether any forge has answered a request (readiness).
     pub(crate) fn any_answered(&self) -> bool {
         self.profiles.iter().any(|p| p.forge.has_answered())
@@ -459,7 +467,12 @@ impl ForgeProfile {
         &self,
         narrowing: &'n aegis_core::policy::Narrowing,
     ) -> aegis_core::discovery::Discovery<'_, 'n> {
-        aegis_core::discovery::Discovery { catalog: &self.catalog, policy: &self.policy, narrowing }
+        aegis_core::discovery::Discovery {
+            catalog: &self.catalog,
+            policy: &self.policy,
+            narrowing,
+            forges: &[],
+        }
     }
 }
 

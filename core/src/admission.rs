@@ -50,7 +50,7 @@ fn stages<'c>(
     mut args: Map<String, Value>,
     operation: &mut Option<&'c Operation>,
 ) -> Result<Admitted<'c>, CallError> {
-    let Discovery { catalog, policy, narrowing } = view;
+    let Discovery { catalog, policy, narrowing, .. } = view;
     let tool = catalog.get(name).ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
     *operation = tool.operation();
     if let Some(refusal) = policy.tool_refusal(narrowing, tool) {
@@ -128,7 +128,7 @@ mod tests {
     }
 
     fn admit_in<'c>(c: &'c Catalog, p: &'c Policy, n: &Narrowing, name: &str, args: Value) -> Admission<'c> {
-        let view = Discovery { catalog: c, policy: p, narrowing: n };
+        let view = Discovery { catalog: c, policy: p, narrowing: n, forges: &[] };
         admit(view, name, args.as_object().unwrap().clone())
     }
 
@@ -214,7 +214,7 @@ mod tests {
         assert!(sent("gitea_api_request", json!({"method": "POST", "path": "/repos/o/r/issues"})));
         assert!(!sent("gitea_api_request", json!({"method": "GET", "path": "/repos/o/r"})));
         let forgejo = crate::catalog::embedded(Flavor::Forgejo);
-        let view = Discovery { catalog: forgejo, policy: &p, narrowing: &n };
+        let view = Discovery { catalog: forgejo, policy: &p, narrowing: &n, forges: &[] };
         let token = json!({"method": "GET", "path": "/repos/o/r/actions/runners/registration-token"});
         match admit(view, "gitea_api_request", token.as_object().unwrap().clone()).outcome {
             Ok(Admitted::Send(call, _)) => assert!(p.needs_writes(&call), "a credential is a write"),

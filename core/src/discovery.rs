@@ -17,12 +17,23 @@ use crate::shape::Shape;
 use crate::shape::schema::data_schema;
 
 /// What the discovery tools see: the catalog, and what the policy, narrowed by the request,
-/// lets the caller find.
+/// lets the caller find; with several forges, every forge's (`forges`, the call's own among
+/// them), so that search finds what any of them has and says where.
 #[derive(Debug, Clone, Copy)]
 pub struct Discovery<'c, 'n> {
     pub catalog: &'c Catalog,
     pub policy: &'c Policy,
     pub narrowing: &'n Narrowing,
+    /// Every forge of a server that serves several; empty with one.
+    pub forges: &'n [Forge<'n>],
+}
+
+/// A forge of a server that serves several, as the discovery tools see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Forge<'a> {
+    pub name: &'a str,
+    pub catalog: &'a Catalog,
+    pub policy: &'a Policy,
 }
 
 impl<'c> Discovery<'c, '_> {
@@ -91,19 +102,23 @@ impl<'c> Discovery<'c, '_> {
             .unwrap_or(8)
             .clamp(1, discovery_tools::MAX_RESULTS);
         // Operations the policy refuses are not found: read-only hides every write.
-        let hits = self.catalog.search(query, limit as usize, |t| self.refusal(t).is_none());
+        let hits = self.hits(query, limit as usize);
         let results: Vec<Value> = hits
             .into_iter()
             .map(|t| {
                 let op = t.operation().expect("search finds operations");
-                json!({
+                let mut hit = json!({
                     "operation_id": t.name,
                     "method": op.method.as_str(),
                     "path": op.path,
                     "summary": t.title,
                     "toolset": t.toolset,
                     "listed": self.lists(t),
-                })
+                });
+                if !self.forges.is_empty() {
+                    hit["forges"] = self.where_allowed(&t.name).into();
+                }
+                hit
             })
             .collect();
         let hint = if results.is_empty() {
@@ -112,6 +127,46 @@ impl<'c> Discovery<'c, '_> {
             "Run one with gitea_call_operation {operation_id, arguments}, or directly when listed is true; its arguments are in gitea_get_operation_schema."
         };
         json!({"results": results, "hint": hint})
+    }
+
+    /// The operations `query` finds, at most `limit`: in this catalog, and with several forges
+    /// in every flavor's (each searched alone, its scores its own; the best of each taken in
+    /// turn), each once.
+    fn hits(&self, query: &str, limit: usize) -> Vec<&Arc<ToolDef>> {
+        let own = self.catalog.search(query, limit, |t| self.refusal(t).is_none());
+        if self.forges.is_empty() {
+            return own;
+        }
+        let mut lists: Vec<Vec<&Arc<ToolDef>>> = vec![own];
+        let mut searched = vec![self.catalog.flavor];
+        for f in self.forges {
+            if searched.contains(&f.catalog.flavor) {
+                continue;
+            }
+            searched.push(f.catalog.flavor);
+            let allowed = |t: &ToolDef| f.policy.refusal(self.narrowing, t).is_none();
+            lists.push(f.catalog.search(query, limit, allowed));
+        }
+        let mut out: Vec<&Arc<ToolDef>> = Vec::with_capacity(limit);
+        for rank in 0..limit {
+            for list in &lists {
+                if let Some(t) = list.get(rank) {
+                    if out.len() < limit && !out.iter().any(|o| o.name == t.name) {
+                        out.push(t);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The forges that have operation `id` and allow it to this request.
+    fn where_allowed(&self, id: &str) -> Vec<&str> {
+        self.forges
+            .iter()
+            .filter(|f| f.catalog.get(id).is_some_and(|t| f.policy.refusal(self.narrowing, t).is_none()))
+            .map(|f| f.name)
+            .collect()
     }
 
     /// An operation's schemas: its arguments, and when asked (`output`) the envelope of its
@@ -131,6 +186,9 @@ impl<'c> Discovery<'c, '_> {
             "annotations": {"readOnlyHint": a.read_only, "destructiveHint": a.destructive, "idempotentHint": a.idempotent},
             "input_schema": Value::Object((**t.input_schema()).clone()),
         });
+        if !self.forges.is_empty() {
+            answer["forges"] = self.where_allowed(&t.name).into();
+        }
         // Whether a call asks the person first (CONFIRM_IRREVERSIBLE), and for a delete that
         // does not, why it loses nothing.
         if self.policy.confirm != crate::policy::confirm::Mode::Off {

@@ -553,3 +553,26 @@ async fn a_call_holding_another_forge_s_credential_is_refused_and_sends_nothing(
     assert_eq!(got.kind(), "denied", "{}", got.text);
     assert_eq!((two.work.requests().len(), two.home.requests().len()), before);
 }
+
+/// The discovery tools see every forge: search finds an operation only the Forgejo forge has
+/// and says where each one is; its schema is shown from there, and asked of the Gitea forge
+/// it says where it exists.
+#[tokio::test]
+async fn search_finds_operations_of_every_forge_and_says_where_each_is() {
+    let two = Two::start("").await;
+    let got = two.call("gitea_search_operations", json!({"query": "organization quota", "limit": 10})).await;
+    assert!(!got.is_error, "{}", got.text);
+    let results = got.json["results"].as_array().unwrap_or_else(|| panic!("{}", got.text));
+    let quota =
+        results.iter().find(|r| r["operation_id"] == "orgGetQuota").unwrap_or_else(|| panic!("{}", got.text));
+    assert_eq!(quota["forges"], json!(["home"]));
+    let shared = results.iter().find(|r| r["forges"].as_array().is_some_and(|f| f.len() == 2));
+    assert!(shared.is_some(), "an operation both forges have: {}", got.text);
+    let got =
+        two.call("gitea_get_operation_schema", json!({"operation_id": "orgGetQuota", "forge": "home"})).await;
+    assert!(!got.is_error, "{}", got.text);
+    assert_eq!(got.json["forges"], json!(["home"]));
+    let got = two.call("gitea_get_operation_schema", json!({"operation_id": "orgGetQuota"})).await;
+    assert_eq!(got.kind(), "invalid_arguments");
+    assert!(got.text.contains("it exists on home (Forgejo)"), "{}", got.text);
+}

@@ -1314,7 +1314,7 @@ mod tests {
         let c = crate::catalog::embedded(flavor);
         let p = Policy { confirm: mode, ..Policy::default() };
         let n = Narrowing::default();
-        let view = Discovery { catalog: c, policy: &p, narrowing: &n };
+        let view = Discovery { catalog: c, policy: &p, narrowing: &n, forges: &[] };
         match admit(view, tool, args.as_object().unwrap().clone()).outcome {
             Ok(Admitted::Send(call, ask)) => p.confirmation(&call).map(|c| (c, ask.confirm)),
             other => panic!("{tool}: {other:?}"),
@@ -1577,7 +1577,7 @@ mod tests {
         assert!(admitted("repoDelete", json!({"owner": "a", "repo": "b"}), Mode::Off).is_some());
         let c = crate::catalog::embedded(Flavor::Gitea);
         let (p, n) = (Policy { confirm: Mode::Off, ..Policy::default() }, Narrowing::default());
-        let view = Discovery { catalog: c, policy: &p, narrowing: &n };
+        let view = Discovery { catalog: c, policy: &p, narrowing: &n, forges: &[] };
         let args = json!({"owner": "a", "repo": "b", "confirm": "a/b"});
         assert!(admit(view, "repoDelete", args.as_object().unwrap().clone()).outcome.is_err());
     }
@@ -1587,13 +1587,13 @@ mod tests {
         let c = crate::catalog::embedded(Flavor::Gitea);
         let p = Policy::default();
         let n = Narrowing::default();
-        let view = Discovery { catalog: c, policy: &p, narrowing: &n };
+        let view = Discovery { catalog: c, policy: &p, narrowing: &n, forges: &[] };
         // A tool that never needs one refuses it as any unknown argument.
         let args = json!({"owner": "a", "repo": "b", "confirm": "a/b"});
         let e = admit(view, "repoGet", args.as_object().unwrap().clone()).outcome.unwrap_err();
         assert_eq!(e.kind(), Some(ErrorKind::InvalidArguments), "{e}");
         let args = json!({"owner": "a", "repo": "b", "confirm": 7});
-        let view = Discovery { catalog: c, policy: &p, narrowing: &n };
+        let view = Discovery { catalog: c, policy: &p, narrowing: &n, forges: &[] };
         let e = admit(view, "repoDelete", args.as_object().unwrap().clone()).outcome.unwrap_err();
         let CallError::Result(f) = e else { panic!("an argument error") };
         assert_eq!((f.kind, f.path.as_deref()), (ErrorKind::InvalidArguments, Some("/confirm")));
@@ -1628,7 +1628,7 @@ mod tests {
         let c = Catalog::build(spec.as_bytes(), Flavor::Gitea, None).unwrap();
         let p = Policy::default();
         let n = Narrowing::default();
-        let view = Discovery { catalog: &c, policy: &p, narrowing: &n };
+        let view = Discovery { catalog: &c, policy: &p, narrowing: &n, forges: &[] };
         let Ok(Admitted::Send(call, _)) =
             admit(view, "thingDelete", json!({"id": "x"}).as_object().unwrap().clone()).outcome
         else {

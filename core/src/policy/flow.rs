@@ -891,7 +891,7 @@ mod tests {
     fn prepared<T>(name: &str, args: Value, f: impl FnOnce(&Prepared) -> T) -> T {
         let c = crate::catalog::embedded(Flavor::Gitea);
         let (p, n) = (Policy { unknown_routes: true, ..Policy::default() }, Narrowing::default());
-        let view = Discovery { catalog: c, policy: &p, narrowing: &n };
+        let view = Discovery { catalog: c, policy: &p, narrowing: &n, forges: &[] };
         match admit(view, name, args.as_object().unwrap().clone()).outcome {
             Ok(Admitted::Send(call, _)) => f(&call),
             other => panic!("{name} {args} is not admitted: {other:?}"),
