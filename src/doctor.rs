@@ -2,46 +2,142 @@
 //! words. It first lists the settings given (from the table of settings, `config::Given`:
 //! a secret only as set); then each check prints one line: `ok`, `warn` or `FAIL`, and what
 //! to do.
+//!
+//! With a profiles file, the checks of one forge (`forge_checks`) run once per profile, with
+//! that profile's settings, all at once: a forge that is down, or that refuses its profile's
+//! token, is reported as such and holds up none of the others, as `serve` keeps serving the
+//! others. The last line says which profiles are ready.
 
 use std::process::ExitCode;
 
 use secrecy::ExposeSecret;
 
-use crate::config::{FlavorChoice, Given, Profiles, Settings};
+use crate::config::{FlavorChoice, Given, Profile, ProfileCredential, Profiles, Settings};
 use crate::executor::{Forge, flavor};
 use crate::identity::{Credential, Mode};
 use aegis_core::catalog::{Catalog, Flavor, Version};
 use aegis_core::shape::trust::ContentTrust;
 
+/// The lines of the checks, printed as they come; or held, for a profile checked beside the
+/// others and printed with them in the file's order.
 struct Report {
     failed: bool,
+    /// The first failure, for the last line's "not ready: NAME (why)".
+    first_failure: Option<String>,
+    held: Option<Vec<String>>,
 }
 
 impl Report {
-    fn ok(&self, what: &str) {
-        println!("ok    {what}");
+    fn printing() -> Report {
+        Report { failed: false, first_failure: None, held: None }
     }
-    fn warn(&self, what: &str) {
-        println!("warn  {what}");
+    fn holding() -> Report {
+        Report { held: Some(Vec::new()), ..Report::printing() }
+    }
+    fn line(&mut self, status: &str, what: &str) {
+        let line = format!("{status:<6}{what}");
+        match &mut self.held {
+            Some(lines) => lines.push(line),
+            None => println!("{line}"),
+        }
+    }
+    fn ok(&mut self, what: &str) {
+        self.line("ok", what);
+    }
+    fn warn(&mut self, what: &str) {
+        self.line("warn", what);
     }
     fn fail(&mut self, what: &str) {
         self.failed = true;
-        println!("FAIL  {what}");
+        self.first_failure.get_or_insert_with(|| what.to_owned());
+        self.line("FAIL", what);
     }
     /// The settings given, one a line under the status column; the rest are at their defaults.
-    fn settings(&self, given: &[Given]) {
-        println!(
-            "      settings given (a secret only as set; the others are at their defaults, see --help):"
-        );
+    fn settings(&mut self, given: &[Given]) {
+        self.line("", "settings given (a secret only as set; the others are at their defaults, see --help):");
         for g in given {
-            println!("      {g}");
+            self.line("", &g.to_string());
+        }
+    }
+}
+
+/// What the forge checks are about: the one forge of the environment settings, or a profile
+/// of the profiles file. Their words name the settings a person would change: `GITEA_TOKEN`
+/// for the one, the profile's own keys for the other.
+#[derive(Clone, Copy)]
+enum Checked<'p> {
+    Environment,
+    Profile(&'p Profile),
+}
+
+impl Checked<'_> {
+    fn no_credential(self) -> &'static str {
+        match self {
+            Checked::Environment => {
+                "no token (GITEA_TOKEN, --token or --token-file) and no login and password (GITEA_USERNAME, GITEA_PASSWORD): only public data is reachable"
+            }
+            Checked::Profile(_) => {
+                "no credential (token_env, token_file, or username with password_env or password_file): only public data is reachable"
+            }
+        }
+    }
+    /// The words for a flavor chosen (`chosen`) that the forge is not (`is`).
+    fn flavor_mismatch(self, chosen: &str, is: Flavor) -> String {
+        let (is_name, is) = (is.display_name(), is.as_str());
+        match self {
+            Checked::Environment => {
+                format!("--flavor {chosen}, but the forge is {is_name}: use --flavor {is} or auto")
+            }
+            Checked::Profile(p) => format!(
+                "flavor = \"{chosen}\", but the forge is {is_name}: set flavor = \"{is}\" or \"auto\" in the profile {}",
+                p.name
+            ),
+        }
+    }
+    /// The setting that gives the sudo users.
+    fn sudo_setting(self) -> &'static str {
+        match self {
+            Checked::Profile(p) if p.sudo_allowed_users.is_some() => "sudo_allowed_users",
+            _ => "SUDO_ALLOWED_USERS",
+        }
+    }
+    /// Where a login and password come from.
+    fn basic(self) -> String {
+        match self {
+            Checked::Environment => "GITEA_USERNAME and GITEA_PASSWORD".into(),
+            Checked::Profile(p) => match &p.credential {
+                ProfileCredential::Basic { from, .. } => {
+                    format!("its username and password (username and {from} of the profile {})", p.name)
+                }
+                _ => format!("the username and password of the profile {}", p.name),
+            },
+        }
+    }
+    /// What to do with a token the forge refused.
+    fn new_token(self) -> String {
+        match self {
+            Checked::Environment => "create a new access token and set GITEA_TOKEN".into(),
+            Checked::Profile(p) => match &p.credential {
+                ProfileCredential::TokenEnv { variable, .. } => {
+                    format!(
+                        "create a new access token and set {variable} (token_env of the profile {})",
+                        p.name
+                    )
+                }
+                ProfileCredential::TokenFile { path, .. } => format!(
+                    "create a new access token and write it to {} (token_file of the profile {})",
+                    path.display(),
+                    p.name
+                ),
+                _ => format!("give the profile {} a new access token", p.name),
+            },
         }
     }
 }
 
 /// The profiles file, read and checked at start (a bad one stops every command, this one
-/// too): one line per profile, with what it is (never a value). Its forges are not asked yet.
-fn profiles_checked(r: &Report, profiles: &Profiles) {
+/// too): one line per profile, with what it is (never a value).
+fn profiles_checked(r: &mut Report, profiles: &Profiles) {
     let default = match &profiles.default {
         Some(name) => format!("default {name}"),
         None => "no default: a call matching no repositories pattern must name its forge".into(),
@@ -66,29 +162,91 @@ fn profiles_checked(r: &Report, profiles: &Profiles) {
     }
 }
 
-/// Run every check, after listing the settings `given`; exit 1 when one failed.
+/// Run every check, after listing the settings `given`; exit 1 when one failed. With a
+/// profiles file, the server-wide checks once, then each profile's forge (see `profiled`).
 pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
-    let mut r = Report { failed: false };
+    let mut r = Report::printing();
     r.settings(given);
-    if let Some(profiles) = &settings.profiles {
-        profiles_checked(&r, profiles);
+    if let Some(profiles) = settings.profiles.clone() {
+        return profiled(r, &settings, &profiles).await;
     }
+    let Some(forge) = forge_checks(&mut r, &settings, Checked::Environment).await else {
+        return ExitCode::FAILURE;
+    };
+    flow_checks(&mut r, &settings);
+    if let Some(oauth) = &settings.oauth {
+        oauth_checks(&mut r, &forge, oauth).await;
+    }
+    server_checks(&mut r, &settings).await;
+    if r.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// With a profiles file: the profiles as read, the server-wide checks, then each profile's
+/// forge checked with its own settings (`Settings::for_profile`). The profiles are checked at
+/// once, each bounded by the forge timeouts (`GITEA_CONNECT_TIMEOUT`, `GITEA_TIMEOUT`), so a
+/// forge that is down delays none of the others; their lines are printed in the file's order,
+/// each under its name. The last line names the profiles that are ready and those that are
+/// not, with the first reason; exit 1 when one is not (as `serve` would refuse its calls).
+async fn profiled(mut r: Report, settings: &Settings, profiles: &Profiles) -> ExitCode {
+    profiles_checked(&mut r, profiles);
+    flow_checks(&mut r, settings);
+    server_checks(&mut r, settings).await;
+    let default = profiles.default.as_deref();
+    let checks = profiles.forges.iter().map(|p| async move {
+        let own = settings.for_profile(p, default == Some(p.name.as_str()));
+        let mut held = Report::holding();
+        if let Some(forge) = forge_checks(&mut held, &own, Checked::Profile(p)).await {
+            // Sign-in with the forge stays with the default profile: only its settings hold it.
+            if let Some(oauth) = &own.oauth {
+                oauth_checks(&mut held, &forge, oauth).await;
+            }
+        }
+        held
+    });
+    let checked = futures::future::join_all(checks).await;
+    let (mut ready, mut not_ready) = (Vec::new(), Vec::new());
+    for (p, held) in profiles.forges.iter().zip(checked) {
+        r.line("", &format!("profile {}:", p.name));
+        held.held.iter().flatten().for_each(|line| println!("{line}"));
+        match held.first_failure {
+            None => ready.push(p.name.as_str()),
+            // What failed first, without its advice, which its section above gives.
+            Some(why) => not_ready.push(format!("{} ({})", p.name, why.split("; ").next().unwrap_or(&why))),
+        }
+    }
+    match (not_ready.is_empty(), ready.is_empty()) {
+        (true, _) => r.ok(&format!("ready: {}", ready.join(", "))),
+        (false, true) => r.fail(&format!("not ready: {}", not_ready.join(", "))),
+        (false, false) => {
+            r.fail(&format!("not ready: {}; ready: {}", not_ready.join(", "), ready.join(", ")))
+        }
+    }
+    if r.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// The checks of one forge with `settings` (the environment's, or a profile's): its URL,
+/// flavor and version, credential and login, sudo, and the tools of its spec. The forge's
+/// client, for the checks that follow; `None` when there is none to ask.
+async fn forge_checks(r: &mut Report, settings: &Settings, checked: Checked<'_>) -> Option<Forge> {
     let url = match settings.forge_url() {
         Ok(u) => u.clone(),
         Err(e) => {
             r.fail(&e.to_string());
-            return ExitCode::FAILURE;
+            return None;
         }
     };
     r.ok(&format!("forge URL {url}"));
-    let forge = match Forge::from_settings(&settings) {
-        Ok(f) => f,
+    let forge = match Forge::from_settings(settings) {
+        Ok(f) => match checked {
+            Checked::Environment => f,
+            Checked::Profile(p) => f.with_store(None, Some(&p.name)),
+        },
         Err(e) => {
             r.fail(&e);
-            return ExitCode::FAILURE;
+            return None;
         }
     };
-    let credential = match crate::forges::global_credential(&settings) {
+    let credential = match crate::forges::global_credential(settings) {
         Ok(c) => c,
         Err(e) => {
             r.fail(&e.to_string());
@@ -97,9 +255,7 @@ pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
     };
     let basic = credential.mode() == Mode::Basic;
     if credential.mode() == Mode::Anonymous {
-        r.warn(
-            "no token (GITEA_TOKEN, --token or --token-file) and no login and password (GITEA_USERNAME, GITEA_PASSWORD): only public data is reachable",
-        );
+        r.warn(checked.no_credential());
     }
 
     if credential.mode() == Mode::Anonymous && settings.content_trust == ContentTrust::Withhold {
@@ -127,11 +283,11 @@ pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
     };
     let flavor = match (settings.flavor, &detected) {
         (FlavorChoice::Gitea, Some(v)) if v.flavor() != Flavor::Gitea => {
-            r.fail("--flavor gitea, but the forge is Forgejo: use --flavor forgejo or auto");
+            r.fail(&checked.flavor_mismatch("gitea", v.flavor()));
             Flavor::Gitea
         }
         (FlavorChoice::Forgejo, Some(v)) if v.flavor() != Flavor::Forgejo => {
-            r.fail("--flavor forgejo, but the forge is Gitea: use --flavor gitea or auto");
+            r.fail(&checked.flavor_mismatch("forgejo", v.flavor()));
             Flavor::Forgejo
         }
         (FlavorChoice::Gitea, _) => Flavor::Gitea,
@@ -141,24 +297,27 @@ pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
     };
 
     let sudo = settings.sudo_allowed_users.is_some();
+    let sudo_setting = checked.sudo_setting();
     if sudo && credential.mode() == Mode::Anonymous {
-        r.warn("SUDO_ALLOWED_USERS is set but the server has no identity of its own: sudo is refused to anonymous calls");
+        r.warn(&format!(
+            "{sudo_setting} is set but the server has no identity of its own: sudo is refused to anonymous calls"
+        ));
     }
     if credential.mode() != Mode::Anonymous {
         match crate::identify::fetch_user_with(&forge, &credential).await {
             Ok(user) => {
                 let login = &user.login;
                 if basic {
-                    r.ok(&format!("signed in as {login} with GITEA_USERNAME and GITEA_PASSWORD"));
+                    r.ok(&format!("signed in as {login} with {}", checked.basic()));
                 } else {
                     r.ok(&format!("the token belongs to {login}"));
                 }
                 match (sudo, user.is_admin) {
                     (true, true) => r.ok(&format!(
-                        "{login} is a site administrator: calls may act as the users SUDO_ALLOWED_USERS lists"
+                        "{login} is a site administrator: calls may act as the users {sudo_setting} lists"
                     )),
                     (true, false) => r.warn(&format!(
-                        "SUDO_ALLOWED_USERS is set but {login} is not a site administrator: every sudo of the server's own identity is refused"
+                        "{sudo_setting} is set but {login} is not a site administrator: every sudo of the server's own identity is refused"
                     )),
                     (false, _) => {}
                 }
@@ -167,17 +326,22 @@ pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
                 Some(aegis_core::error::ErrorKind::Forbidden) if !basic => r.warn(
                     "GET /api/v1/user is forbidden: the token lacks the read:user scope; calls work, results report login null",
                 ),
-                Some(aegis_core::error::ErrorKind::Unauthorized) if basic => r.fail(
-                    "the forge refused GITEA_USERNAME and GITEA_PASSWORD (401): check them (a login with two-factor authentication cannot use a password here), or use a token",
-                ),
+                Some(aegis_core::error::ErrorKind::Unauthorized) if basic => r.fail(&format!(
+                    "the forge refused {} (401): check them (a login with two-factor authentication cannot use a password here), or use a token",
+                    checked.basic()
+                )),
                 Some(aegis_core::error::ErrorKind::Unauthorized) => {
-                    r.fail("the forge refused the token (401): create a new access token and set GITEA_TOKEN")
+                    r.fail(&format!("the forge refused the token (401): {}", checked.new_token()))
                 }
                 _ => r.fail(&format!("GET /api/v1/user: {e}")),
             },
         }
     }
 
+    // A profile whose flavor is neither set nor told is not served (`forges.rs`): no tools to count.
+    if matches!(checked, Checked::Profile(_)) && settings.flavor == FlavorChoice::Auto && detected.is_none() {
+        return Some(forge);
+    }
     let spec: &'static [u8] = match aegis_core::catalog::spec::bytes(settings.spec.as_deref(), flavor) {
         Ok(b) => b,
         Err(why) => {
@@ -220,10 +384,12 @@ pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
             Err(e) => r.fail(&format!("the spec does not generate tools: {e}")),
         }
     }
-    flow_checks(&mut r, &settings);
-    if let Some(oauth) = &settings.oauth {
-        oauth_checks(&mut r, &forge, oauth).await;
-    }
+    Some(forge)
+}
+
+/// The checks that belong to the server, not to a forge: the shared store and the bearer
+/// token of HTTP.
+async fn server_checks(r: &mut Report, settings: &Settings) {
     if let Some(state) = &settings.state {
         match crate::state::Store::connect(state, Default::default()) {
             Err(e) => r.fail(&e),
@@ -239,7 +405,6 @@ pub async fn run(settings: Settings, given: &[Given]) -> ExitCode {
     if settings.mcp_bearer_token.as_ref().is_some_and(|t| t.expose_secret().len() < 16) {
         r.warn("MCP_BEARER_TOKEN is shorter than 16 characters: use a long random value");
     }
-    if r.failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
 
 /// Sign-in with the forge: ask the forge's token endpoint to exchange a code that does not

@@ -50,9 +50,11 @@ fn main() -> ExitCode {
         }
     };
     let command = cli.command.unwrap_or(Command::Serve);
-    // Every command talks to the forge but `tools` with an explicit flavor.
+    // Every command talks to the forge but `tools` with an explicit flavor; with a profiles
+    // file, each profile names its own.
     let offline = matches!(command, Command::Tools { .. }) && settings.flavor != FlavorChoice::Auto;
-    if let (false, Err(e)) = (offline, settings.forge_url()) {
+    let profiled = settings.has_profiles();
+    if let (false, false, Err(e)) = (offline, profiled, settings.forge_url()) {
         eprintln!("aegis-gitea-mcp: {e}");
         return ExitCode::from(2);
     }

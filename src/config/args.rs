@@ -223,7 +223,8 @@ pub struct CommonArgs {
     /// `username` with `password_env` / `password_file`), so the file itself holds no secret;
     /// a token or password file that other users can read is refused. The file is checked at
     /// start: every command refuses a bad one with an error naming the profile and the key,
-    /// never a value; `doctor` lists each profile (its URL, flavor and kind of credential).
+    /// never a value. `doctor` lists each profile (its URL, flavor and kind of credential),
+    /// checks each profile's forge and says which profiles are ready (`docs/OPERATING.md`).
     #[arg(long, env = "GITEA_PROFILES", global = true, help_heading = FORGE)]
     pub(crate) profiles: Option<PathBuf>,
 

@@ -22,6 +22,7 @@ mod settings;
 pub(crate) use args::{ALSO_READ, StateArgs};
 pub use args::{AuditCommand, Cli, Command, CommonArgs, FlavorChoice, StateFail, TransportChoice, command};
 pub use profiles::Profiles;
+pub(crate) use profiles::{Profile, ProfileCredential};
 pub use reference::Given;
 #[cfg(test)]
 pub(crate) use reference::{REFERENCE, settings};

@@ -277,6 +277,11 @@ impl Settings {
         s
     }
 
+    /// Whether a profiles file names the forges, each profile with its own URL.
+    pub fn has_profiles(&self) -> bool {
+        self.profiles.is_some()
+    }
+
     /// The forge's base URL, or the words to set one: every command needs it but `tools`
     /// with `--flavor gitea|forgejo`, which asks no forge.
     pub fn forge_url(&self) -> Result<&Url, ConfigError> {

@@ -117,6 +117,8 @@ pub(crate) struct Forge {
     slots_key: Arc<[u8]>,
     /// Whether the forge has answered any request yet (shared by every clone), for `/readyz`.
     answered: Arc<std::sync::atomic::AtomicBool>,
+    /// Where its URL is set, for the words of a failed connection: `GITEA_URL`, or a profile's.
+    url_setting: Arc<str>,
 }
 
 impl Forge {
@@ -151,6 +153,7 @@ impl Forge {
             store: None,
             slots_key: FORGE_SLOTS.into(),
             answered: Arc::default(),
+            url_setting: Arc::from("GITEA_URL"),
         })
     }
 
@@ -168,11 +171,12 @@ impl Forge {
 
     /// The same forge, with `FORGE_MAX_CONCURRENT` counted for every replica sharing `store`.
     /// The same forge with its slots counted in `store` too, under the key of the profile
-    /// `name` (the one forge of the environment settings has none).
+    /// `name` (the one forge of the environment settings has none), whose URL its words name.
     pub(crate) fn with_store(mut self, store: Option<Store>, name: Option<&str>) -> Forge {
         self.store = store;
         if let Some(name) = name {
             self.slots_key = [FORGE_SLOTS, b"\0", name.as_bytes()].concat().into();
+            self.url_setting = Arc::from(format!("the url of the profile {name}"));
         }
         self
     }
@@ -503,7 +507,10 @@ impl Forge {
         let what = if e.is_connect() { "could not connect to" } else { "lost the connection to" };
         CallError::local(
             ErrorKind::ConnectionFailed,
-            format!("{what} {} ({cause}); check GITEA_URL and that the forge is running", self.base),
+            format!(
+                "{what} {} ({cause}); check {} and that the forge is running",
+                self.base, self.url_setting
+            ),
         )
     }
 }

@@ -7,7 +7,8 @@ use serde_json::Value;
 use std::process::Output;
 use support::{ALICE_PASSWORD, ALICE_TOKEN, Forge, ROOT_TOKEN, bin};
 
-async fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+/// The binary with `args` and the environment `env` alone.
+pub(crate) async fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = tokio::process::Command::new(bin());
     cmd.args(args).env_clear().env("PATH", support::test_path());
     for (k, v) in env {
@@ -16,7 +17,7 @@ async fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().await.unwrap()
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 

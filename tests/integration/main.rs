@@ -10,6 +10,7 @@ mod support;
 
 mod author_trust;
 mod cli;
+mod cli_profiles;
 mod confirm;
 mod conformance;
 mod e2e_real_forge;

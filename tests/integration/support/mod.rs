@@ -392,6 +392,20 @@ impl Server {
         env: Vec<(String, String)>,
         shell: Option<&str>,
     ) -> Server {
+        let mut env = env;
+        if let Some(t) = token {
+            env.insert(0, ("GITEA_TOKEN".into(), t));
+        }
+        Server::spawn_line(&["serve", "--url", url, "--flavor", flavor_arg], env, shell).await
+    }
+
+    /// The binary serving over stdio with the command line `line` (`serve` and its flags: a
+    /// profiles file, say) and the environment `env` alone.
+    pub async fn spawn_args(line: &[&str], env: Vec<(String, String)>) -> Server {
+        Server::spawn_line(line, env, None).await
+    }
+
+    async fn spawn_line(line: &[&str], env: Vec<(String, String)>, shell: Option<&str>) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let stderr_path = dir.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
@@ -403,14 +417,11 @@ impl Server {
                 c
             }
         };
-        cmd.args(["serve", "--url", url, "--flavor", flavor_arg]);
+        cmd.args(line);
         cmd.env_clear();
         // The tests of the envelope's `data` as the forge's own JSON; the compact shape has its own.
         cmd.env("RESULT_SHAPE", "full");
         cmd.env("PATH", test_path());
-        if let Some(t) = token {
-            cmd.env("GITEA_TOKEN", t);
-        }
         for (k, v) in env {
             cmd.env(k, v);
         }
