@@ -78,9 +78,14 @@ fn required(key: &str) -> String {
     })
 }
 
-/// The forge to test against, from the environment.
-fn target() -> Target {
-    Target { url: required("AEGIS_E2E_URL"), token: required("AEGIS_E2E_TOKEN") }
+/// The forge to test against, from the environment: `AEGIS_E2E_URL{suffix}` and
+/// `AEGIS_E2E_TOKEN{suffix}` (`""`, or `_B` for the other forge of a pair: `scripts/real-gitea`'s
+/// `AEGIS_E2E_AS`).
+fn target(suffix: &str) -> Target {
+    Target {
+        url: required(&format!("AEGIS_E2E_URL{suffix}")),
+        token: required(&format!("AEGIS_E2E_TOKEN{suffix}")),
+    }
 }
 
 /// Environment for the server: only `GITEA_SPEC` when `AEGIS_E2E_SPEC` is set.
@@ -123,9 +128,12 @@ async fn spawn_with(t: &Target, env: &[(&str, &str)]) -> Server {
 /// that deletes one as a step says so (`remove`, or `gone` when something else deleted it);
 /// any other — a step failed, or the test leaves the deleting to the end — is deleted when
 /// the fixture is dropped, synchronously with the binary's `call repoDelete`, so a failing
-/// (panicking) test still cleans up.
-struct E2e {
+/// (panicking) test still cleans up. The two-forge tests (`e2e_two_forges`) hold one for each
+/// forge ([`E2e::of`]).
+pub(crate) struct E2e {
     t: Target,
+    /// What the names of its variables end in (see [`target`]).
+    suffix: String,
     /// The repositories made and not yet deleted, `(owner, name)`.
     made: std::sync::Mutex<Vec<(String, String)>>,
     /// What else to put back when the test ends, before those repositories are deleted: an
@@ -136,9 +144,14 @@ struct E2e {
 
 impl E2e {
     fn new() -> E2e {
-        let t = target();
+        E2e::of("")
+    }
+
+    /// The forge of the variables whose names end in `suffix` (see [`target`]).
+    pub(crate) fn of(suffix: &str) -> E2e {
+        let t = target(suffix);
         preflight(&t);
-        E2e { t, made: Default::default(), undo: Default::default() }
+        E2e { t, suffix: suffix.to_owned(), made: Default::default(), undo: Default::default() }
     }
 
     /// `operation` with `args` is called as `t` when the test ends, however it ends (with
@@ -149,7 +162,7 @@ impl E2e {
 
     /// The second user (`AEGIS_E2E_TOKEN_2`) on the same forge.
     fn second(&self) -> Target {
-        Target { url: self.t.url.clone(), token: required("AEGIS_E2E_TOKEN_2") }
+        Target { url: self.t.url.clone(), token: required(&format!("AEGIS_E2E_TOKEN_2{}", self.suffix)) }
     }
 
     /// The server with every tool listed (the scenarios call tools by name either way).
@@ -184,7 +197,7 @@ impl E2e {
     }
 
     /// `owner/name`, made by the test itself, is deleted when the test ends.
-    fn made(&self, owner: &str, name: &str) {
+    pub(crate) fn made(&self, owner: &str, name: &str) {
         self.made.lock().unwrap().push((owner.to_owned(), name.to_owned()));
     }
 
@@ -196,7 +209,7 @@ impl E2e {
     }
 
     /// `owner/name` is deleted already.
-    fn gone(&self, owner: &str, name: &str) {
+    pub(crate) fn gone(&self, owner: &str, name: &str) {
         self.made.lock().unwrap().retain(|(o, n)| !(o == owner && n == name));
     }
 
@@ -280,7 +293,7 @@ async fn whoami(s: &Server) -> String {
 }
 
 /// A name no one else uses: time, process id and std's random hasher keys.
-fn suffix() -> String {
+pub(crate) fn suffix() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     let nanos = std::time::SystemTime::now()
@@ -297,7 +310,7 @@ fn suffix() -> String {
 // ---------------------------------------------------------------------------------------
 
 /// A success result with this status and the envelope's keys; returns `data`.
-fn ok(c: &Called, status: u64) -> &Value {
+pub(crate) fn ok(c: &Called, status: u64) -> &Value {
     assert!(!c.is_error, "expected success ({status}), got {}", c.text);
     assert_eq!(c.json["status"], status, "status: {}", c.text);
     for key in ["identity", "request", "pagination", "untrusted_content", "data"] {
@@ -307,7 +320,7 @@ fn ok(c: &Called, status: u64) -> &Value {
 }
 
 /// An error result of this kind and status (`None`: the forge was not reached).
-fn fails(c: &Called, kind: &str, status: Option<u64>) {
+pub(crate) fn fails(c: &Called, kind: &str, status: Option<u64>) {
     assert!(c.is_error, "expected a {kind} error, got {}", c.text);
     assert_eq!(c.kind(), kind, "error.kind: {}", c.text);
     assert_eq!(c.json["error"]["status"], json!(status), "error.status: {}", c.text);

@@ -3,7 +3,8 @@
 //! (the fake forge harness, the HTTP client, the Python drivers) compiled once.
 //!
 //! `cargo test --test integration MODULE::` runs one area; the end-to-end tests against a
-//! real forge are `e2e_real_forge::`, ignored unless asked for (`-- --ignored`).
+//! real forge are `e2e_real_forge::`, and against two at once (one server, a profiles file)
+//! `e2e_two_forges::`, ignored unless asked for (`-- --ignored`).
 
 #[macro_use]
 mod support;
@@ -14,6 +15,7 @@ mod cli_profiles;
 mod confirm;
 mod conformance;
 mod e2e_real_forge;
+mod e2e_two_forges;
 mod every_operation;
 mod flow;
 mod guard;
