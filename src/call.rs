@@ -10,7 +10,7 @@ use crate::audit::{Origin, Trace};
 use crate::confirm::{self, Asker, Nobody};
 use crate::executor::Received;
 use crate::executor::client::{Binary, LARGE_BODY};
-use crate::executor::forge_error;
+use crate::executor::forge_error_of;
 use crate::flow;
 use crate::identify::{self, identify, sudo};
 use crate::identity::{Caller, Credential, Identity, Principal};
@@ -573,7 +573,8 @@ async fn fetch(
     };
     let mut received = received;
     let large = received._large.take();
-    let (status, data, pagination, elided, json) = decode(server, &plan, received, guard, max_binary).await?;
+    let (status, data, pagination, elided, json) =
+        decode((server, at.profile.name()), &plan, received, guard, max_binary).await?;
     Ok(Fetched { plan, status, data, pagination, elided, json, over: false, large })
 }
 
@@ -689,7 +690,7 @@ fn limit_key(caller: &Caller) -> impl FnOnce(&Identity) -> Key + use<> {
 type Decoded = (u16, Value, Option<pagination::Pagination>, Elided, bool);
 
 async fn decode(
-    server: &Server,
+    (server, forge): (&Server, Option<&str>),
     plan: &CallPlan,
     mut got: Received,
     guard: &CallGuard,
@@ -697,7 +698,7 @@ async fn decode(
 ) -> Result<Decoded, CallError> {
     let st = got.status;
     if let Some(kind) = status::kind_for(st) {
-        return Err(forge_error(&got, kind, guard.redactor()));
+        return Err(forge_error_of(forge, &got, kind, guard.redactor()));
     }
     if (300..400).contains(&st) {
         // Not followed: the target is the result (a signed download URL, "see the public members").

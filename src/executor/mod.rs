@@ -14,6 +14,16 @@ use aegis_core::guard::Redactor;
 /// the wait it asked for with `Retry-After` (also passed on as `retry_after_seconds`), else
 /// the hint of its kind or words.
 pub(crate) fn forge_error(got: &Received, kind: ErrorKind, redactor: &Redactor) -> CallError {
+    forge_error_of(None, got, kind, redactor)
+}
+
+/// `forge_error` of the forge `forge` of several, which its words name.
+pub(crate) fn forge_error_of(
+    forge: Option<&str>,
+    got: &Received,
+    kind: ErrorKind,
+    redactor: &Redactor,
+) -> CallError {
     let status = got.status;
     let message = status::forge_message(&got.body);
     let retry_after = status::retry_after(got.header("retry-after"), std::time::SystemTime::now());
@@ -23,7 +33,8 @@ pub(crate) fn forge_error(got: &Received, kind: ErrorKind, redactor: &Redactor) 
     };
     let said = redactor.sanitize_message(&message);
     let said = if said.is_empty() { "(no message)".to_owned() } else { said };
-    CallError::from_forge(status, kind, format!("the forge answered {status}: {said}{hint}"))
+    let who = forge.map_or_else(|| "the forge".to_owned(), |f| format!("the forge {f}"));
+    CallError::from_forge(status, kind, format!("{who} answered {status}: {said}{hint}"))
         .with_retry_after(retry_after)
 }
 

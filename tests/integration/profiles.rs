@@ -576,3 +576,16 @@ async fn search_finds_operations_of_every_forge_and_says_where_each_is() {
     assert_eq!(got.kind(), "invalid_arguments");
     assert!(got.text.contains("it exists on home (Forgejo)"), "{}", got.text);
 }
+
+/// An error a forge answers says which forge answered.
+#[tokio::test]
+async fn a_forge_s_error_names_the_forge() {
+    let two = Two::start("").await;
+    let got = two.call("repoGet", json!({"owner": "nobody", "repo": "none", "forge": "home"})).await;
+    assert_eq!(got.kind(), "not_found", "{}", got.text);
+    assert!(
+        got.json["error"]["message"].as_str().unwrap().starts_with("the forge home answered 404"),
+        "{}",
+        got.text
+    );
+}
