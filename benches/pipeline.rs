@@ -810,6 +810,49 @@ async fn tools_list_sizes() {
         }
         forge.shutdown();
     }
+    several_forges_list_size().await;
+}
+
+/// The default list of a server of three profiles (Gitea the default, Forgejo, Gitea) against
+/// one Gitea forge's: every tool takes `forge`, and a Forgejo argument a Gitea tool lacks is
+/// listed too (the goal: at most 1.05×).
+async fn several_forges_list_size() {
+    let gitea = FakeForge::start(Options { flavor: FFlavor::Gitea, ..Options::default() }).await;
+    let forgejo = FakeForge::start(Options { flavor: FFlavor::Forgejo, ..Options::default() }).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("forges.toml");
+    let profile = |name: &str, url: &str, flavor: &str| {
+        format!("[forges.{name}]\nurl = \"{url}\"\nflavor = \"{flavor}\"\ntoken_env = \"BENCH_TOKEN\"\n")
+    };
+    let file = format!(
+        "default = \"work\"\n{}{}{}",
+        profile("work", &gitea.base_url(), "gitea"),
+        profile("home", &forgejo.base_url(), "forgejo"),
+        profile("third", &gitea.base_url(), "gitea")
+    );
+    std::fs::write(&path, file).expect("the profiles file is written");
+    let cli = Cli::try_parse_from(["aegis-gitea-mcp", "--profiles", path.to_str().expect("a UTF-8 path")])
+        .expect("cli parses");
+    let lookup = |k: &str| (k == "BENCH_TOKEN").then(|| TOKEN.to_owned());
+    let three = Arc::new(
+        Server::start(Settings::resolve(cli.common, &lookup).expect("settings resolve"))
+            .await
+            .expect("server starts"),
+    );
+    let one = Arc::new(Server::start(settings("gitea", &gitea.base_url())).await.expect("server starts"));
+    for (typed, who) in [(false, "untyped"), (true, "typed")] {
+        let (many, single) = (
+            McpHandler::new(three.clone()).tools_list_bytes(typed),
+            McpHandler::new(one.clone()).tools_list_bytes(typed),
+        );
+        println!(
+            "  three forges (Gitea default, Forgejo, Gitea) {who:<7} {many:>7} B against one Gitea {single:>7} B = {:.3}×  (goal ≤ 1.05×: {})",
+            many as f64 / single as f64,
+            if many as f64 <= single as f64 * 1.05 { "met" } else { "NOT met" }
+        );
+    }
+    gitea.shutdown();
+    forgejo.shutdown();
     println!();
 }
 

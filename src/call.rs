@@ -85,7 +85,7 @@ pub(crate) async fn run_asking(
         Err(e) => return Err(early().error(e)),
     };
     // 3. identify
-    let (key, global) = (limit_key(&caller), matches!(caller, Caller::Global));
+    let (key, global) = (limit_key(at, &caller), matches!(caller, Caller::Global));
     let (credential, identity) = identify(at, caller).await.map_err(|e| early().error(e))?;
     trace.identity = Some(identity.clone());
     // 4. limit: a refusal is this server's own words (which limit, when to retry), guarded
@@ -627,7 +627,7 @@ pub(crate) async fn run_reads(
         };
         calls.push((admitted.map_err(|e| early_guard().error(e))?, r.at));
     }
-    let (key, global) = (limit_key(&caller), matches!(caller, Caller::Global));
+    let (key, global) = (limit_key(at, &caller), matches!(caller, Caller::Global));
     let (credential, identity) = identify(at, caller).await.map_err(|e| early_guard().error(e))?;
     trace.identity = Some(identity.clone());
     let session = flow::Caller { session, global, identity: &identity, credential: &credential };
@@ -680,10 +680,12 @@ pub(crate) async fn run_reads(
     guard.success(&mut success, false, &elided)
 }
 
-/// Whose limits a call of `caller` counts against, once its identity is known.
-fn limit_key(caller: &Caller) -> impl FnOnce(&Identity) -> Key + use<> {
+/// Whose limits a call of `caller` counts against, once its identity is known: a login is
+/// counted per forge (with several, one login on two forges may be two people).
+fn limit_key(at: At<'_>, caller: &Caller) -> impl FnOnce(&Identity) -> Key + use<> {
     let global = matches!(caller, Caller::Global);
-    move |identity| Key::Caller(Principal::of(global, identity))
+    let forge = at.profile.name.clone();
+    move |identity| Key::Caller(Principal::of_on(forge.as_deref(), global, identity))
 }
 
 /// Status, data, pagination, what the parser left out, and whether the body was JSON.
