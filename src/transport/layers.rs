@@ -361,14 +361,7 @@ pub(crate) async fn authenticate(
     }
     let identity = match parsed {
         AuthHeader::Token(t) => match &cfg.bearer {
-            Some(b)
-                if auth_header::constant_time_eq(
-                    t.expose_secret().as_bytes(),
-                    b.expose_secret().as_bytes(),
-                ) =>
-            {
-                Caller::Global
-            }
+            Some(b) if is_bearer(&t, b) => Caller::Global,
             _ => match cfg.oauth.as_ref().map(|o| o.verify(&t)) {
                 None | Some(Presented::NotOurs) if !crate::oauth::looks_issued(t.expose_secret()) => {
                     Caller::Token(t)
@@ -421,6 +414,11 @@ pub(crate) async fn authenticate(
     req.extensions_mut().insert(identity);
     req.extensions_mut().insert(Deadline(tokio::time::Instant::now() + cfg.request_timeout));
     next.run(req).await
+}
+
+/// Whether `token` is `MCP_BEARER_TOKEN` (`bearer`), compared in constant time.
+fn is_bearer(token: &secrecy::SecretString, bearer: &secrecy::SecretString) -> bool {
+    auth_header::constant_time_eq(token.expose_secret().as_bytes(), bearer.expose_secret().as_bytes())
 }
 
 /// The headers that carry a token per forge: `X-MCP-Forge-Authorization-<profile>`.
@@ -498,12 +496,7 @@ fn with_forge_tokens(
             return Err(bad("the Authorization header's token is unusable (not text, or too long)"));
         }
         AuthHeader::Token(t) => match &cfg.bearer {
-            Some(b)
-                if auth_header::constant_time_eq(
-                    t.expose_secret().as_bytes(),
-                    b.expose_secret().as_bytes(),
-                ) =>
-            {
+            Some(b) if is_bearer(&t, b) => {
                 return Err(bad(
                     "Authorization carries MCP_BEARER_TOKEN (the server's own identity on every forge); do not send X-MCP-Forge-Authorization-* with it",
                 ));

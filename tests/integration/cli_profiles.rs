@@ -9,21 +9,12 @@ use std::os::unix::fs::PermissionsExt;
 use serde_json::json;
 
 use crate::cli::{run, stdout};
-use crate::support::{ALICE_PASSWORD, DEFAULT_TOOL_COUNT, Forge, Server};
+use crate::support::{ALICE_PASSWORD, DEFAULT_TOOL_COUNT, Forge, Server, write_profiles};
 
 const WORK_TOKEN: &str = "tok-work-alice-7f3a";
 const HOME_TOKEN: &str = "tok-home-alice-2c9b";
 /// A value no message may show: the token of a file, or a value written in the profiles file.
 const SECRET: &str = "sekrit-profile-value-4711";
-
-/// `text` written as a profiles file (mode 0600) in a new directory.
-fn write_profiles(text: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("forges.toml");
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    (dir, path.to_str().unwrap().to_owned())
-}
 
 fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

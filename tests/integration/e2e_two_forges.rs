@@ -23,8 +23,6 @@
 // Tests read their own variables (AEGIS_E2E_*), not the server's settings.
 #![allow(clippy::disallowed_methods)]
 
-use std::os::unix::fs::PermissionsExt;
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
@@ -123,8 +121,6 @@ impl Pair {
         let forgejo = Direct { url: forgejo_admin.url.clone(), token: required("AEGIS_E2E_TOKEN_2") };
         let (work_login, home_login) = (gitea.login().await, forgejo.login().await);
 
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("forges.toml");
         let text = format!(
             r#"default = "work"
 
@@ -142,10 +138,9 @@ repositories = ["{home_login}/*"]
             gitea = gitea.url,
             forgejo = forgejo.url,
         );
-        std::fs::write(&path, text).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (dir, path) = crate::support::write_profiles(&text);
         let env = [
-            ("GITEA_PROFILES", path.to_str().unwrap()),
+            ("GITEA_PROFILES", path.as_str()),
             (WORK_TOKEN, gitea.token.as_str()),
             (HOME_TOKEN, forgejo.token.as_str()),
             ("TOOLSETS", "all"),

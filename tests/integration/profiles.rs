@@ -4,12 +4,10 @@
 //! different tokens, so that a call sent to the wrong forge, or with the wrong token, shows
 //! in what they received.
 
-use std::os::unix::fs::PermissionsExt;
-
 use fake_forge::FakeForge;
 use serde_json::{Value, json};
 
-use crate::support::{Called, DEFAULT_TOOL_COUNT, Forge, Server, call_on, settings_of};
+use crate::support::{Called, DEFAULT_TOOL_COUNT, Forge, Server, call_on, settings_of, write_profiles};
 
 const WORK_TOKEN: &str = "tok-work-alice-5b1c";
 const HOME_TOKEN: &str = "tok-home-alice-9d2e";
@@ -40,15 +38,6 @@ token_env = "HOME_TOKEN"
 repositories = ["oss/*"]
 {more}"#
     )
-}
-
-/// A profiles file written with mode 0600 in a new directory.
-fn write_profiles(text: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("forges.toml");
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    (dir, path.to_str().unwrap().to_owned())
 }
 
 impl Two {

@@ -63,6 +63,17 @@ pub fn basic_blob(login: &str, password: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(format!("{login}:{password}"))
 }
 
+/// `text` written as a profiles file (`GITEA_PROFILES`) of mode 0600 in a new directory: the
+/// directory (removed when dropped) and the file's path.
+pub fn write_profiles(text: &str) -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("forges.toml");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (dir, path.to_str().unwrap().to_owned())
+}
+
 /// The audit key the tests write with: 64 hex characters, as `openssl rand -hex 32` makes one.
 pub const AUDIT_KEY_HEX: &str = "3f0c9a5e1b7d2468ace013579bdf02468ace13579bdf0246813579bdf0246ace";
 
