@@ -100,10 +100,15 @@ impl Forges {
                 })
             }
         });
-        let (mut up, mut down) = (Vec::new(), Vec::new());
+        let (mut up, mut down): (Vec<ForgeProfile>, Vec<Down>) = (Vec::new(), Vec::new());
         for started in futures::future::join_all(starting).await {
             match started {
-                Ok(p) => up.push(p),
+                Ok(mut p) => {
+                    if let Some(first) = up.first() {
+                        p.forge = p.forge.sharing_large_bodies_with(&first.forge);
+                    }
+                    up.push(p);
+                }
                 Err(d) => {
                     tracing::error!(forge = %d.name, "the forge {} cannot be served until the server restarts: {}", d.name, d.why);
                     down.push(d);

@@ -163,6 +163,13 @@ impl Forge {
         self
     }
 
+    /// The same forge, its large bodies counted with those of `other` (every forge of one
+    /// server shares the `LARGE_CALLS` permits: the memory bound is the server's, not a forge's).
+    pub(crate) fn sharing_large_bodies_with(mut self, other: &Forge) -> Forge {
+        self.large = other.large.clone();
+        self
+    }
+
     /// The same forge with at most `max` requests in flight at once (`None`: no limit).
     pub(crate) fn with_max_concurrent(mut self, max: Option<std::num::NonZeroU32>) -> Forge {
         self.slots = max.map(|n| (Arc::new(Semaphore::new(n.get() as usize)), n.get()));

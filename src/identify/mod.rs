@@ -70,6 +70,13 @@ async fn per_request_login(
     credential: &Credential,
 ) -> Result<String, CallError> {
     let (server, logins) = (at.server, &at.profile.logins);
+    // What the replicas remember a refused token by: with several forges, the forge's name
+    // too (a token one forge refused may be another's).
+    let refused_key: Vec<u8> = match at.profile.name() {
+        Some(forge) => [forge.as_bytes(), b"\0", token.expose_secret().as_bytes()].concat(),
+        None => token.expose_secret().as_bytes().to_vec(),
+    };
+    let refused_key = &refused_key;
     if logins.refused_recently(token) {
         return Err(refused_token());
     }
@@ -94,7 +101,7 @@ async fn per_request_login(
         // (a round trip to the store is cheaper than a lookup at the forge).
         let shared = server.state.as_ref();
         if let Some(store) = shared {
-            if store.refused(token.expose_secret().as_bytes()).await {
+            if store.refused(&refused_key).await {
                 logins.put_refused(token);
                 return Err(refused_token());
             }
@@ -110,7 +117,7 @@ async fn per_request_login(
             logins.put_refused(token);
             if let Some(store) = shared {
                 let keep = crate::identity::cache::REFUSED_FOR;
-                store.remember_refused(token.expose_secret().as_bytes(), keep).await;
+                store.remember_refused(&refused_key, keep).await;
             }
         }
         got
