@@ -101,7 +101,7 @@ async fn per_request_login(
         // (a round trip to the store is cheaper than a lookup at the forge).
         let shared = server.state.as_ref();
         if let Some(store) = shared {
-            if store.refused(&refused_key).await {
+            if store.refused(refused_key).await {
                 logins.put_refused(token);
                 return Err(refused_token());
             }
@@ -117,7 +117,7 @@ async fn per_request_login(
             logins.put_refused(token);
             if let Some(store) = shared {
                 let keep = crate::identity::cache::REFUSED_FOR;
-                store.remember_refused(&refused_key, keep).await;
+                store.remember_refused(refused_key, keep).await;
             }
         }
         got
