@@ -224,7 +224,10 @@ impl Forges {
 
     /// The profile whose patterns match the call's route, else the default.
     fn by_patterns(&self, name: &str, args: &Map<String, Value>) -> Result<&ForgeProfile, CallError> {
-        let catalog = self.catalog_of(name);
+        // Every flavor's catalog, the default's first: an operation only one has still names
+        // its route.
+        let catalogs: Vec<&Catalog> =
+            std::iter::once(self.primary()).chain(&self.profiles).map(|p| &*p.catalog).collect();
         let mut lists: Vec<Option<&RepoList>> =
             self.profiles.iter().map(|p| p.repositories.as_ref()).collect();
         lists.extend(self.down.iter().map(|d| d.repositories.as_ref()));
@@ -236,7 +239,7 @@ impl Forges {
                 &self.down[i - up].name
             }
         };
-        match route::matching(catalog, name, args, &lists) {
+        match route::matching(&catalogs, name, args, &lists) {
             Matched::One(i) if i < up => Ok(&self.profiles[i]),
             Matched::One(i) => Err(self.down[i - up].refusal()),
             Matched::Several(found) => {

@@ -144,9 +144,12 @@ async fn an_operation_only_forgejo_has_is_refused_on_the_gitea_forge_saying_wher
         assert!(message.contains("it exists on home (Forgejo)"), "{message}");
     }
     assert!(tool_requests(&two.work).is_empty() && tool_requests(&two.home).is_empty());
-    // On the forge that has it, it is sent there.
+    // On the forge that has it, it is sent there: named, or by the pattern its route matches.
     two.call("orgGetQuota", json!({"org": "oss", "forge": "home"})).await;
     assert_eq!(tool_requests(&two.home).last().unwrap().raw_path, "/api/v1/orgs/oss/quota");
+    let called = json!({"operation_id": "orgGetQuota", "arguments": {"org": "oss"}});
+    assert_eq!(two.call("gitea_call_operation", called).await.json["forge"], "home");
+    assert_eq!(tool_requests(&two.home).len(), 2);
 }
 
 #[tokio::test]

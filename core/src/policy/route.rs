@@ -56,16 +56,18 @@ pub enum Matched {
 }
 
 /// Which of `lists` (each profile's `repositories`, in the profiles' order) match what the
-/// call of tool `name` with raw `args` names in its route, as `catalog` knows the tool.
+/// call of tool `name` with raw `args` names in its route, as the first of `catalogs` that
+/// knows the tool (and the operation it runs) says.
 /// A repository matches `owner/repo` and `owner/*`; an owner alone only `owner/*`.
 pub fn matching(
-    catalog: &Catalog,
+    catalogs: &[&Catalog],
     name: &str,
     args: &Map<String, Value>,
     lists: &[Option<&RepoList>],
 ) -> Matched {
+    let named = catalogs.iter().map(|c| route_names(c, name, args)).find(|n| !n.is_empty());
     let mut found: Vec<usize> = Vec::new();
-    for what in route_names(catalog, name, args) {
+    for what in named.unwrap_or_default() {
         for (i, list) in lists.iter().enumerate() {
             let Some(list) = list else { continue };
             let hit = match &what {
@@ -130,7 +132,7 @@ mod tests {
         let acme = RepoList::parse("acme/*").unwrap();
         let app = RepoList::parse("bob/app").unwrap();
         let lists = [None, Some(&acme), Some(&app)];
-        let m = |name: &str, a: Value| matching(&c, name, &args(a), &lists);
+        let m = |name: &str, a: Value| matching(&[&c], name, &args(a), &lists);
         assert_eq!(m("repoGet", json!({"owner": "ACME", "repo": "x"})), Matched::One(1));
         assert_eq!(m("repoGet", json!({"owner": "bob", "repo": "App"})), Matched::One(2));
         assert_eq!(m("repoGet", json!({"owner": "bob", "repo": "other"})), Matched::None);
@@ -145,7 +147,7 @@ mod tests {
         let c = catalog();
         let acme = RepoList::parse("acme/*").unwrap();
         let lists = [Some(&acme)];
-        let m = |name: &str, a: Value| matching(&c, name, &args(a), &lists);
+        let m = |name: &str, a: Value| matching(&[&c], name, &args(a), &lists);
         let called = json!({"operation_id": "repoGet", "arguments": {"owner": "acme", "repo": "x"}});
         assert_eq!(m("gitea_call_operation", called), Matched::One(0));
         assert_eq!(
@@ -160,7 +162,7 @@ mod tests {
         let c = catalog();
         let (all, one) = (RepoList::parse("acme/*").unwrap(), RepoList::parse("acme/app").unwrap());
         let lists = [Some(&all), Some(&one)];
-        let got = matching(&c, "repoGet", &args(json!({"owner": "acme", "repo": "app"})), &lists);
+        let got = matching(&[&c], "repoGet", &args(json!({"owner": "acme", "repo": "app"})), &lists);
         assert_eq!(got, Matched::Several(vec![0, 1]));
     }
 
