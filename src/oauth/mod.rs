@@ -2147,6 +2147,57 @@ mod tests {
         assert!(matches!(back, Browser::Redirect(_)), "{back:?}");
     }
 
+    #[test]
+    fn a_sign_in_on_three_forges_fits_a_header_and_tokens_too_long_together_are_refused() {
+        let mut s = settings("http://127.0.0.1:8080");
+        s.apps = ["work", "home", "oss"]
+            .map(|p| crate::config::SignInApp {
+                profile: Some(p.into()),
+                client_id: format!("{p}-app"),
+                client_secret: SecretString::from(format!("{p}-secret")),
+            })
+            .to_vec();
+        let o = OAuth::new(&s, "/mcp");
+        // Gitea's access and refresh tokens are RS256 JWTs of some 600 characters.
+        let got = |p: &str, n: usize| Got {
+            p: p.into(),
+            a: format!("eyJ{}", "a".repeat(n - 3)),
+            r: Some(format!("eyJ{}", "r".repeat(n - 3))),
+            x: 0,
+        };
+        let three = |n: usize| vec![got("work", n), got("home", n), got("oss", n)];
+        let out = o.issue_many("c", "read", "read", &o.resource, three(600)).unwrap();
+        let (access, refresh) =
+            (out["access_token"].as_str().unwrap(), out["refresh_token"].as_str().unwrap());
+        eprintln!("three forges: access token {} bytes, refresh token {} bytes", access.len(), refresh.len());
+        assert!(access.len() <= aegis_core::identity::MAX_TOKEN_BYTES);
+        assert!(refresh.len() <= seal::MAX_SEALED_BYTES);
+        // Every forge's token, each its own, the whole token held to reads.
+        let Presented::Forges(grants) = o.verify(&SecretString::from(access.to_owned())) else { panic!() };
+        let names: Vec<&str> = grants.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["work", "home", "oss"]);
+        assert!(grants.iter().all(|(_, g)| g.read_only && g.forge_token.expose_secret().len() == 600));
+        // Three forges at the longest token a forge may answer do not fit: a clear error.
+        let e = o
+            .issue_many(
+                "c",
+                "read",
+                "read",
+                &o.resource,
+                three(crate::executor::oauth::MAX_FORGE_TOKEN_BYTES),
+            )
+            .unwrap_err();
+        assert_eq!((e.status, e.code), (500, "server_error"));
+        assert!(e.description.contains("sign in to fewer forges"), "{e:?}");
+        // A forge without a refresh token: no refresh token at all (a refresh must reach every
+        // forge).
+        let mut grants = three(600);
+        grants[1].r = None;
+        assert!(
+            o.issue_many("c", "read", "read", &o.resource, grants).unwrap().get("refresh_token").is_none()
+        );
+    }
+
     /// A sign-in of client `c` for `redirect`, approving browser `b`, expiring at `e`.
     fn sign_in(o: &OAuth, redirect: &str, b: &str, id: &str, e: u64) -> Pending {
         Pending {
