@@ -91,6 +91,11 @@ impl Two {
     /// The consent page, allowed: its text, the browser's cookie, and where the answer sends
     /// the browser (the first forge).
     async fn consent(&self, client: &str) -> (String, String, String) {
+        self.consent_with(client, "read write").await
+    }
+
+    /// `consent`, asking for `scope`.
+    async fn consent_with(&self, client: &str, scope: &str) -> (String, String, String) {
         let ch = challenge(VERIFIER);
         let mut url = url::Url::parse(&self.url("/authorize")).unwrap();
         url.query_pairs_mut().extend_pairs([
@@ -100,6 +105,7 @@ impl Two {
             ("state", "client-state-2"),
             ("code_challenge", &ch),
             ("code_challenge_method", "S256"),
+            ("scope", scope),
         ]);
         let resp = browser().get(url.as_str()).send().await.unwrap();
         assert_eq!(resp.status().as_u16(), 200);
@@ -142,8 +148,13 @@ impl Two {
 
     /// A whole sign-in on both forges: the client id and the token answer.
     async fn sign_in(&self) -> (String, Value) {
+        self.sign_in_with("read write").await
+    }
+
+    /// `sign_in`, asking for `scope`.
+    async fn sign_in_with(&self, scope: &str) -> (String, Value) {
         let client = self.register().await;
-        let (_, cookie, to_work) = self.consent(&client).await;
+        let (_, cookie, to_work) = self.consent_with(&client, scope).await;
         let at_work = self.visit(&to_work, "").await;
         let back_work = location(&at_work);
         let to_home = location(&self.visit(&back_work, &cookie).await);
@@ -399,4 +410,50 @@ async fn a_forge_declined_drops_out_named_and_none_left_is_access_denied() {
 
 fn urlencode(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_sign_in_is_read_only_on_every_forge_and_a_forge_takes_one_credential() {
+    let two = Two::start().await;
+    let (_, tokens) = two.sign_in_with("read").await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(tokens["scope"], "read");
+    for forge in ["work", "home"] {
+        let args = json!({"owner": "bob", "repo": "notes", "forge": forge});
+        assert!(!two.call(&access, "repoGet", args).await.is_error, "{forge}");
+        two.work.clear_requests();
+        two.home.clear_requests();
+        let write = json!({"owner": "bob", "repo": "notes", "forge": forge, "body": {"title": "no"}});
+        let refused = stateless_call(
+            &browser(),
+            &two.public,
+            "issueCreateIssue",
+            write,
+            Some(&format!("Bearer {access}")),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(refused.0, 403, "{forge}: {refused:?}");
+        assert!(refused.1.contains("read-only"), "{forge}: {refused:?}");
+        assert!(two.work.requests().is_empty() && two.home.requests().is_empty(), "{forge}");
+    }
+    // A forge token for a forge the sign-in covers, beside it: two credentials, refused.
+    let resp = browser()
+        .post(two.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {access}"))
+        .header("x-mcp-forge-authorization-home", "token tok-bob-own")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let text = resp.text().await.unwrap();
+    assert!(text.contains("two credentials for the forge home"), "{text}");
 }
