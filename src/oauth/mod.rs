@@ -889,7 +889,10 @@ impl OAuth {
     /// back to the client with a code that seals every grant — or `access_denied` when no
     /// forge granted anything. `dropped` is a forge this hop left out: the person is told, on
     /// a page that links on.
-    /// The hop's store generation is the sign-in's (from `/authorize`), or the one the last
+    ///
+    /// The first hop is the approved sign-in itself (its id, verifier and lifetime, as with one
+    /// forge: approving the page twice still comes back once); each later hop is fresh. A
+    /// hop's store generation is the sign-in's (from `/authorize`), or the one the last
     /// callback's use was taken under.
     fn advance(&self, forges: &impl ForgeOf, mut pending: Pending, dropped: Option<String>) -> Browser {
         let mut dropped: Vec<String> = dropped.into_iter().collect();
@@ -901,10 +904,12 @@ impl OAuth {
                 dropped.push(words);
                 continue;
             };
+            if !pending.p.is_empty() {
+                pending.id = self.sealer.random_text(16);
+                pending.fv = self.sealer.random_text(48);
+                pending.e = self.clock.now() + PENDING_LIFETIME.as_secs();
+            }
             pending.p = next;
-            pending.id = self.sealer.random_text(16);
-            pending.fv = self.sealer.random_text(48);
-            pending.e = self.clock.now() + PENDING_LIFETIME.as_secs();
             let approved = self.sealer.seal(Kind::Approved, &pending);
             if approved.len() > seal::MAX_SEALED_BYTES {
                 return Browser::Page {
@@ -2196,6 +2201,65 @@ mod tests {
         assert!(
             o.issue_many("c", "read", "read", &o.resource, grants).unwrap().get("refresh_token").is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn a_sign_in_on_several_forges_comes_back_once_per_hop_and_only_at_its_forges_callback() {
+        let mut s = settings("http://127.0.0.1:8080");
+        s.apps = ["work", "home"]
+            .map(|p| crate::config::SignInApp {
+                profile: Some(p.into()),
+                client_id: format!("{p}-app"),
+                client_secret: SecretString::from(format!("{p}-secret")),
+            })
+            .to_vec();
+        let o = OAuth::new(&s, "/mcp");
+        let f = forge();
+        let client = registered(&o);
+        let Browser::Consent(c) = o.authorize(&f, &enc(&authorize_params(&client)), None).await else {
+            panic!()
+        };
+        assert_eq!(c.forges, ["work (http://127.0.0.1:9/)", "home (http://127.0.0.1:9/)"]);
+        // Allow, twice: two answers, one sign-in.
+        let allow = form(&[("pending", &c.pending), ("granted", "true")]);
+        let states: Vec<String> = (0..2)
+            .map(|_| {
+                let Browser::Redirect(url) = o.approve(&f, &allow, Some(&c.browser)) else { panic!() };
+                assert_eq!(query(&url, "client_id"), "work-app");
+                assert_eq!(query(&url, "redirect_uri"), "http://127.0.0.1:8080/oauth/callback/work");
+                query(&url, "state")
+            })
+            .collect();
+        // At home's callback, or the one-forge callback: refused, nothing used up.
+        for at in [Some("home"), None] {
+            let got =
+                o.callback_at(&f, at, &form(&[("code", "F"), ("state", &states[0])]), Some(&c.browser)).await;
+            let Browser::Page { message, .. } = got else { panic!("{got:?}") };
+            assert!(message.starts_with("this sign-in was sent to work but came back at"), "{message}");
+        }
+        // Declined at work: on to home, after a page naming work.
+        let declined = form(&[("error", "access_denied"), ("state", &states[0])]);
+        let got = o.callback_at(&f, Some("work"), &declined, Some(&c.browser)).await;
+        let Browser::Notice { message, next } = got else { panic!("{got:?}") };
+        assert!(message.contains("work (declined on its consent page)"), "{message}");
+        assert_eq!(query(&next, "client_id"), "home-app");
+        // The second answer's state is the same sign-in: it has come back already.
+        let got = o.callback_at(&f, Some("work"), &declined, Some(&c.browser)).await;
+        assert!(matches!(got, Browser::Page { .. }), "{got:?}");
+        let again = form(&[("error", "access_denied"), ("state", &states[1])]);
+        let got = o.callback_at(&f, Some("work"), &again, Some(&c.browser)).await;
+        let Browser::Page { message, .. } = got else { panic!("{got:?}") };
+        assert!(message.contains("already come back once"), "{message}");
+        // home's code cannot be exchanged (nothing listens): home drops out too, and with no
+        // forge left the client hears access_denied naming both.
+        let home = query(&next, "state");
+        let got = o
+            .callback_at(&f, Some("home"), &form(&[("code", "H"), ("state", &home)]), Some(&c.browser))
+            .await;
+        let Browser::Redirect(url) = got else { panic!("{got:?}") };
+        assert_eq!(query(&url, "error"), "access_denied");
+        let words = query(&url, "error_description");
+        assert!(words.contains("work (declined") && words.contains("home (it could not be asked"), "{words}");
     }
 
     /// A sign-in of client `c` for `redirect`, approving browser `b`, expiring at `e`.
