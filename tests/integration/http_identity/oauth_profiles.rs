@@ -7,7 +7,7 @@ use fake_forge::{FakeForge, OAuthApp, Recorded};
 use serde_json::{Value, json};
 
 use super::oauth::{CLIENT_REDIRECT, KEY, VERIFIER, browser, challenge, location, param, query};
-use super::support::http::{HttpServer, free_port, stateless_call, tool_result};
+use super::support::http::{HttpServer, StreamableClient, free_port, stateless_call, tool_result};
 use super::support::{Called, Forge};
 
 const WORK_APP: &str = "work-app-71c2";
@@ -286,6 +286,17 @@ async fn one_sign_in_grants_both_forges_and_each_forge_receives_only_its_own_gra
     for t in &at_home {
         assert_eq!(two.home.oauth_access(t).map(|a| a.client_id), Some(HOME_APP.to_owned()));
         assert!(!everything(&two.work).contains(t.as_str()), "home's token reached work");
+    }
+    // A Streamable HTTP session works the same, on both forges.
+    let auth = format!("Bearer {access}");
+    let session = StreamableClient::connect(&two.public, Some(&auth)).await.unwrap();
+    for forge in ["work", "home"] {
+        let args = json!({"forge": forge});
+        let r = tool_result(&session.call("userGetCurrent", args, Some(&auth)).await.unwrap());
+        assert_eq!(
+            (r.json["forge"].as_str(), r.json["identity"]["login"].as_str()),
+            (Some(forge), Some("bob"))
+        );
     }
     // Neither forge ever saw our tokens.
     for forge in [&two.work, &two.home] {
