@@ -875,7 +875,7 @@ impl OAuth {
 
     /// Whether the server signs in on the forges of profiles (a profiles file), one after the
     /// other, rather than on the one forge of the environment settings.
-    fn several(&self) -> bool {
+    pub(crate) fn several(&self) -> bool {
         self.apps.iter().any(|a| a.profile.is_some())
     }
 

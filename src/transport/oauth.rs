@@ -30,8 +30,9 @@ struct Ctx {
 
 /// The authorization server's routes, for a server with sign-in configured.
 pub(crate) fn routes(server: Arc<Server>, oauth: Arc<OAuth>) -> Router {
+    let several = oauth.several();
     let ctx = Ctx { server, oauth };
-    Router::new()
+    let router = Router::new()
         .route("/.well-known/oauth-protected-resource", get(resource_metadata))
         .route("/.well-known/oauth-protected-resource/{*rest}", get(resource_metadata))
         .route("/.well-known/oauth-authorization-server", get(server_metadata))
@@ -39,9 +40,13 @@ pub(crate) fn routes(server: Arc<Server>, oauth: Arc<OAuth>) -> Router {
         .route("/register", post(register).options(preflight))
         .route("/authorize", get(authorize).post(approve))
         .route(crate::oauth::CALLBACK_PATH, get(callback))
-        .route(&format!("{}/{{profile}}", crate::oauth::CALLBACK_PATH), get(profile_callback))
-        .route("/token", post(token).options(preflight))
-        .with_state(ctx)
+        .route("/token", post(token).options(preflight));
+    // Each forge of several has its own callback; the one forge keeps `/oauth/callback` alone.
+    let router = match several {
+        true => router.route(&format!("{}/{{profile}}", crate::oauth::CALLBACK_PATH), get(profile_callback)),
+        false => router,
+    };
+    router.with_state(ctx)
 }
 
 async fn resource_metadata(State(ctx): State<Ctx>) -> Response {
