@@ -191,12 +191,11 @@ async fn profiled(mut r: Report, settings: &Settings, profiles: &Profiles) -> Ex
     profiles_checked(&mut r, profiles);
     flow_checks(&mut r, settings);
     server_checks(&mut r, settings).await;
-    let default = profiles.default.as_deref();
     let checks = profiles.forges.iter().map(|p| async move {
-        let own = settings.for_profile(p, default == Some(p.name.as_str()));
+        let own = settings.for_profile(p);
         let mut held = Report::holding();
         if let Some(forge) = forge_checks(&mut held, &own, Checked::Profile(p)).await {
-            // Sign-in with the forge stays with the default profile: only its settings hold it.
+            // Sign-in with this forge: its own application, checked at its own callback.
             if let Some(oauth) = &own.oauth {
                 oauth_checks(&mut held, &forge, oauth).await;
             }
@@ -411,7 +410,6 @@ async fn server_checks(r: &mut Report, settings: &Settings) {
 /// exist, with this server's client id, secret and callback. The forge checks them in that
 /// order before the code, so its answer says which one is wrong — or that all three are right.
 async fn oauth_checks(r: &mut Report, forge: &Forge, oauth: &crate::config::OAuthSettings) {
-    let callback = format!("{}{}", oauth.public_url, crate::oauth::CALLBACK_PATH);
     let public_is_local = url::Url::parse(&oauth.public_url)
         .is_ok_and(|u| matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "[::1]")));
     if oauth.public_url.starts_with("http://") && !public_is_local {
@@ -420,12 +418,20 @@ async fn oauth_checks(r: &mut Report, forge: &Forge, oauth: &crate::config::OAut
             oauth.public_url
         ));
     }
+    for app in &oauth.apps {
+        app_checks(r, forge, &oauth.public_url, app).await;
+    }
+}
+
+/// One forge's OAuth2 application, at its own callback.
+async fn app_checks(r: &mut Report, forge: &Forge, public_url: &str, app: &crate::config::SignInApp) {
+    let callback = format!("{public_url}{}", crate::oauth::callback_path(app.profile.as_deref()));
     let form = [
         ("grant_type", "authorization_code"),
         ("code", "aegis-doctor-probe"),
         ("redirect_uri", callback.as_str()),
-        ("client_id", oauth.client_id.as_str()),
-        ("client_secret", oauth.client_secret.expose_secret()),
+        ("client_id", app.client_id.as_str()),
+        ("client_secret", app.client_secret.expose_secret()),
     ];
     let (status, body) = match forge.oauth_token_endpoint(&form).await {
         Ok(answer) => answer,
@@ -439,11 +445,12 @@ async fn oauth_checks(r: &mut Report, forge: &Forge, oauth: &crate::config::OAut
     let description = answer["error_description"].as_str().unwrap_or("").to_ascii_lowercase();
     if error == "invalid_client" || description.contains("cannot load client") {
         r.fail(&format!(
-            "the forge has no OAuth2 application with GITEA_OAUTH_CLIENT_ID {}: create one (Settings → Applications) with the redirect URI {callback}",
-            oauth.client_id
+            "the forge has no OAuth2 application with {} {}: create one (Settings → Applications) with the redirect URI {callback}",
+            app.id_setting(),
+            app.client_id
         ));
     } else if description.contains("client secret") {
-        r.fail("the forge refused GITEA_OAUTH_CLIENT_SECRET for this application: copy the secret again (or regenerate it) on the forge");
+        r.fail(&format!("the forge refused {} for this application: copy the secret again (or regenerate it) on the forge", app.secret_setting()));
     } else if description.contains("redirect uri") {
         r.fail(&format!(
             "the forge's OAuth2 application does not allow the redirect URI {callback}: add it to the application on the forge (it must match MCP_PUBLIC_URL)"
@@ -451,7 +458,7 @@ async fn oauth_checks(r: &mut Report, forge: &Forge, oauth: &crate::config::OAut
     } else if (400..500).contains(&status) && !error.is_empty() {
         r.ok(&format!(
             "sign-in with the forge: the OAuth2 application {} accepts this server's secret and redirect URI {callback}",
-            oauth.client_id
+            app.client_id
         ));
     } else {
         r.fail(&format!(

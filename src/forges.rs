@@ -73,6 +73,16 @@ struct Down {
     why: String,
 }
 
+/// The authorization server asks each profile's forge (`None`: the default one).
+impl crate::oauth::ForgeOf for Forges {
+    fn forge_of(&self, profile: Option<&str>) -> Option<&Forge> {
+        match profile {
+            None => Some(&self.primary().forge),
+            Some(p) => self.by_name(p).map(|f| &f.forge),
+        }
+    }
+}
+
 /// Why the server could not start, in words a person can act on.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -91,7 +101,7 @@ impl Forges {
         };
         let default = profiles.default.as_deref();
         let starting = profiles.forges.iter().map(|p| {
-            let own = settings.for_profile(p, default == Some(p.name.as_str()));
+            let own = settings.for_profile(p);
             let name: Arc<str> = Arc::from(p.name.as_str());
             async move {
                 let patterns = p.repositories.clone();

@@ -279,8 +279,11 @@ pub fn oauth_server(
     key: [u8; 32],
 ) -> crate::oauth::OAuth {
     let settings = crate::config::OAuthSettings {
-        client_id: client_id.into(),
-        client_secret: SecretString::from(client_secret.to_owned()),
+        apps: vec![crate::config::SignInApp {
+            profile: None,
+            client_id: client_id.into(),
+            client_secret: SecretString::from(client_secret.to_owned()),
+        }],
         public_url: public_url.into(),
         key: std::sync::Arc::new(secrecy::SecretBox::new(Box::new(key))),
         redirect_schemes: Vec::new(),

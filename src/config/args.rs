@@ -225,6 +225,9 @@ pub struct CommonArgs {
     /// start: every command refuses a bad one with an error naming the profile and the key,
     /// never a value. `doctor` lists each profile (its URL, flavor and kind of credential),
     /// checks each profile's forge and says which profiles are ready (`docs/OPERATING.md`).
+    /// A profile takes sign-in with its forge with `oauth_client_id` and
+    /// `oauth_client_secret_env` or `oauth_client_secret_file` (at most 3 profiles;
+    /// docs/SIGN-IN.md, "Several forges").
     #[arg(long, env = "GITEA_PROFILES", global = true, help_heading = FORGE)]
     pub(crate) profiles: Option<PathBuf>,
 
@@ -422,7 +425,8 @@ pub struct CommonArgs {
     // Sign-in with the forge.
     /// Client id of the OAuth2 application registered on the forge (OAuth mode).
     ///
-    /// docs/SIGN-IN.md says how to register it.
+    /// docs/SIGN-IN.md says how to register it. Refused beside a profiles file: each forge's
+    /// application goes in its profile (`oauth_client_id`).
     #[arg(long, env = "GITEA_OAUTH_CLIENT_ID", global = true, help_heading = SIGN_IN)]
     pub(crate) oauth_client_id: Option<String>,
     /// Client secret of that OAuth2 application; redacted from every result.
@@ -439,7 +443,8 @@ pub struct CommonArgs {
     /// the forge. It may differ from --listen behind a reverse proxy.
     ///
     /// Sign-in needs all four: GITEA_OAUTH_CLIENT_ID, GITEA_OAUTH_CLIENT_SECRET,
-    /// MCP_PUBLIC_URL and MCP_OAUTH_KEY_FILE.
+    /// MCP_PUBLIC_URL and MCP_OAUTH_KEY_FILE (with a profiles file: MCP_PUBLIC_URL,
+    /// MCP_OAUTH_KEY_FILE and a profile's oauth_client_id).
     #[arg(long, env = "MCP_PUBLIC_URL", global = true, help_heading = SIGN_IN)]
     pub(crate) public_url: Option<String>,
     /// A file holding the key (64 hex characters) that seals the tokens this server issues;

@@ -29,7 +29,7 @@ pub(crate) use reference::{REFERENCE, settings};
 pub(crate) use resolve::NEVER_REDIRECT_SCHEMES;
 pub use resolve::read_audit_key;
 pub use settings::Settings;
-pub(crate) use settings::{MetricsListen, OAuthSettings, StateSettings};
+pub(crate) use settings::{MetricsListen, OAuthSettings, SignInApp, StateSettings};
 
 /// A setting that cannot be used, with the words to fix it.
 #[derive(Debug, thiserror::Error)]

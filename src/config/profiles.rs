@@ -36,7 +36,13 @@ const LITERAL_SECRETS: &[(&str, &str)] = &[
     ("password", "password_env or password_file"),
     ("access_token", "token_env or token_file"),
     ("secret", "token_env or token_file"),
+    ("oauth_client_secret", "oauth_client_secret_env or oauth_client_secret_file"),
 ];
+
+/// Most profiles that may take sign-in with the forge (`oauth_client_id`): a token this server
+/// issues carries every one's forge tokens, sealed, and must fit an `Authorization` header
+/// (`MAX_TOKEN_BYTES`).
+pub(crate) const MAX_SIGN_IN_PROFILES: usize = 3;
 
 /// The profiles of a profiles file, in file order; names are unique.
 #[derive(Debug)]
@@ -68,6 +74,16 @@ pub(crate) struct Profile {
     pub(crate) toolsets: Option<Selection>,
     pub(crate) enabled_tools: Option<BTreeSet<String>>,
     pub(crate) disabled_tools: Option<BTreeSet<String>>,
+    /// Sign-in with this forge: the OAuth2 application registered on it for this server.
+    pub(crate) oauth: Option<ProfileApp>,
+}
+
+/// A profile's OAuth2 application: `oauth_client_id`, and the secret from
+/// `oauth_client_secret_env` or `oauth_client_secret_file` (`Debug` shows none).
+#[derive(Debug, Clone)]
+pub(crate) struct ProfileApp {
+    pub(crate) client_id: String,
+    pub(crate) client_secret: SecretString,
 }
 
 /// Where a profile's credential comes from, with the secret read (`Debug` shows none).
@@ -184,6 +200,9 @@ struct RawProfile {
     toolsets: Option<Vec<String>>,
     enabled_tools: Option<Vec<String>>,
     disabled_tools: Option<Vec<String>>,
+    oauth_client_id: Option<String>,
+    oauth_client_secret_env: Option<String>,
+    oauth_client_secret_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -240,12 +259,24 @@ impl Profiles {
             None if forges.len() == 1 => Some(forges[0].name.clone()),
             None => None,
         };
+        let signing_in: Vec<&str> =
+            forges.iter().filter(|p| p.oauth.is_some()).map(|p| p.name.as_str()).collect();
+        if signing_in.len() > MAX_SIGN_IN_PROFILES {
+            return Err(ConfigError(format!(
+                "profiles file {file}: {} profiles set oauth_client_id ({}); at most {MAX_SIGN_IN_PROFILES} may, since one sign-in carries every one's forge tokens in a token that must fit an HTTP header",
+                signing_in.len(),
+                signing_in.join(", ")
+            )));
+        }
         Ok(Profiles { path: path.to_owned(), default, forges })
     }
 
     /// Every secret the profiles hold (for redaction).
     pub(crate) fn secrets(&self) -> Vec<String> {
-        self.forges.iter().flat_map(|p| p.credential.secrets()).collect()
+        let apps = self.forges.iter().filter_map(|p| p.oauth.as_ref());
+        let mut out: Vec<String> = self.forges.iter().flat_map(|p| p.credential.secrets()).collect();
+        out.extend(apps.map(|a| a.client_secret.expose_secret().to_owned()));
+        out
     }
 }
 
@@ -284,6 +315,7 @@ fn profile(name: &str, raw: RawProfile, env: EnvLookup<'_>) -> Result<Profile, C
         RawFlavor::Forgejo => FlavorChoice::Forgejo,
     };
     let credential = credential(name, &raw, env)?;
+    let oauth = app(name, &raw, env)?;
     let repos = |key: &str, list: &Option<Vec<String>>| -> Result<Option<RepoList>, ConfigError> {
         let Some(list) = list else { return Ok(None) };
         if list.iter().any(|e| e.contains(',')) {
@@ -326,7 +358,46 @@ fn profile(name: &str, raw: RawProfile, env: EnvLookup<'_>) -> Result<Profile, C
         toolsets,
         enabled_tools: names(raw.enabled_tools),
         disabled_tools: names(raw.disabled_tools),
+        oauth,
     })
+}
+
+/// The profile's OAuth2 application: `oauth_client_id` with its secret by reference, both or
+/// neither.
+fn app(name: &str, raw: &RawProfile, env: EnvLookup<'_>) -> Result<Option<ProfileApp>, ConfigError> {
+    let wrong = |why: &str| Err(ConfigError(format!("profile {name}: {why}")));
+    let client_id = raw.oauth_client_id.as_deref().map(str::trim);
+    let secret = match (&raw.oauth_client_secret_env, &raw.oauth_client_secret_file) {
+        (Some(_), Some(_)) => {
+            return wrong("oauth_client_secret_env and oauth_client_secret_file are both set: choose one");
+        }
+        (Some(variable), None) => Some(from_env(name, "oauth_client_secret_env", variable, env)?),
+        (None, Some(path)) => Some(from_file(name, "oauth_client_secret_file", path)?),
+        (None, None) => None,
+    };
+    match (client_id, secret) {
+        (None, None) => Ok(None),
+        (Some(""), _) => {
+            wrong("oauth_client_id is empty: give the client id of the forge's OAuth2 application")
+        }
+        (Some(id), _) if id.len() > 256 || id.chars().any(char::is_control) => {
+            wrong("oauth_client_id is not a client id (at most 256 characters, no control characters)")
+        }
+        (Some(_), None) => wrong(
+            "oauth_client_id is set with no secret: add oauth_client_secret_env or oauth_client_secret_file",
+        ),
+        (None, Some(_)) => {
+            wrong("the OAuth2 application's secret is set without oauth_client_id: sign-in needs both")
+        }
+        (Some(id), Some(client_secret)) => {
+            if client_secret.expose_secret().len() > aegis_core::identity::MAX_TOKEN_BYTES {
+                return wrong(
+                    "the OAuth2 application's secret is too long; check that it holds only the secret",
+                );
+            }
+            Ok(Some(ProfileApp { client_id: id.to_owned(), client_secret }))
+        }
+    }
 }
 
 /// The profile's credential: at most one kind; the secret read from where it is referenced.
@@ -797,6 +868,76 @@ password_env = "WORK_PASSWORD"
         has(&e, &["profile work: username is set with no password"]);
         let e = d.error("[forges.work]\nurl = \"https://g.example\"\npassword_env = \"WORK_PASSWORD\"\n");
         has(&e, &["profile work: password_env or password_file is set without username"]);
+    }
+
+    #[test]
+    fn a_profile_takes_an_oauth_app_by_reference_and_every_bad_one_gets_one_clear_message() {
+        let d = Dir::new();
+        let good = d.file("app-secret", &format!("{SECRET}\n"), 0o600);
+        let p = d
+            .read(&format!(
+                "[forges.work]\nurl = \"https://g.example\"\noauth_client_id = \"app-1\"\noauth_client_secret_env = \"WORK_TOKEN\"\n[forges.home]\nurl = \"https://h.example\"\noauth_client_id = \" app-2 \"\noauth_client_secret_file = \"{}\"\n[forges.plain]\nurl = \"https://p.example\"\n",
+                good.display()
+            ))
+            .unwrap();
+        let apps: Vec<_> = p.forges.iter().map(|f| f.oauth.as_ref().map(|a| a.client_id.as_str())).collect();
+        assert_eq!(apps, [Some("app-1"), Some("app-2"), None]);
+        // Both secrets are known for redaction; no Debug shows one.
+        assert_eq!(p.secrets().iter().filter(|s| *s == SECRET).count(), 2);
+        assert!(!format!("{p:?}").contains(SECRET));
+        let base = "[forges.work]\nurl = \"https://g.example\"\n";
+        let cases: Vec<(String, &str)> = vec![
+            (
+                format!("{base}oauth_client_secret = \"{SECRET}\"\n"),
+                "a oauth_client_secret is written in the profiles file, which is refused: use oauth_client_secret_env or oauth_client_secret_file",
+            ),
+            (
+                format!("{base}oauth_client_id = \"app\"\n"),
+                "profile work: oauth_client_id is set with no secret",
+            ),
+            (
+                format!("{base}oauth_client_secret_env = \"WORK_TOKEN\"\n"),
+                "profile work: the OAuth2 application's secret is set without oauth_client_id",
+            ),
+            (
+                format!("{base}oauth_client_id = \"\"\noauth_client_secret_env = \"WORK_TOKEN\"\n"),
+                "profile work: oauth_client_id is empty",
+            ),
+            (
+                format!(
+                    "{base}oauth_client_id = \"a\"\noauth_client_secret_env = \"WORK_TOKEN\"\noauth_client_secret_file = \"/x\"\n"
+                ),
+                "profile work: oauth_client_secret_env and oauth_client_secret_file are both set",
+            ),
+            (
+                format!("{base}oauth_client_id = \"a\"\noauth_client_secret_env = \"UNSET_APP_SECRET\"\n"),
+                "profile work: oauth_client_secret_env UNSET_APP_SECRET is not set",
+            ),
+            (
+                format!("{base}oauth_client_id = \"a\"\noauth_client_secret_env = \"{SECRET}\"\n"),
+                "profile work: oauth_client_secret_env must name an environment variable",
+            ),
+            (
+                format!("{base}oauth_client_id = \"a\"\noauth_client_secret_file = \"/nonexistent/s\"\n"),
+                "profile work: cannot read the oauth_client_secret_file /nonexistent/s",
+            ),
+        ];
+        for (text, words) in &cases {
+            has(&d.error(text), &[words]);
+        }
+        let open = d.file("open-secret", SECRET, 0o644);
+        let e = d.error(&format!(
+            "{base}oauth_client_id = \"a\"\noauth_client_secret_file = \"{}\"\n",
+            open.display()
+        ));
+        has(&e, &["profile work: oauth_client_secret_file", "can be read by other users", "chmod 600"]);
+        // At most MAX_SIGN_IN_PROFILES profiles take sign-in.
+        let many: String = (0..=MAX_SIGN_IN_PROFILES)
+            .map(|i| {
+                format!("[forges.f{i}]\nurl = \"https://f{i}.example\"\noauth_client_id = \"a\"\noauth_client_secret_env = \"WORK_TOKEN\"\n")
+            })
+            .collect();
+        has(&d.error(&many), &["4 profiles set oauth_client_id (f0, f1, f2, f3); at most 3 may"]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use url::Url;
 
 use super::{
     ALSO_READ, CommonArgs, ConfigError, EnvLookup, FlavorChoice, MetricsListen, OAuthSettings, Profiles,
-    Settings, StateArgs, StateSettings, TransportChoice,
+    Settings, SignInApp, StateArgs, StateSettings, TransportChoice,
 };
 
 /// Schemes never accepted for a redirect URI, whatever the operator lists: a browser runs,
@@ -146,16 +146,6 @@ impl Settings {
         }
         let oauth_client_id = args.oauth_client_id.filter(|s| !s.trim().is_empty());
         let oauth_client_secret = args.oauth_client_secret.filter(|t| !t.expose_secret().trim().is_empty());
-        let oauth = oauth_settings(
-            oauth_client_id.as_deref(),
-            oauth_client_secret.as_ref(),
-            args.public_url.as_deref().filter(|u| !u.trim().is_empty()),
-            args.oauth_key_file.as_deref(),
-            args.oauth_redirect_schemes.as_deref(),
-        )?;
-        let audit_log = args.audit_log.filter(|p| !p.as_os_str().is_empty());
-        let audit_key = audit_key(audit_log.is_some(), args.audit_key_file.as_deref(), oauth.as_ref())?;
-        let state = state_settings(&args.state, oauth.as_ref(), audit_key.as_ref())?;
         let profiles = args
             .profiles
             .filter(|p| !p.as_os_str().is_empty())
@@ -174,7 +164,37 @@ impl Settings {
                     "{name} is set beside a profiles file (GITEA_PROFILES): with profiles, each forge's URL, credential and flavor go in its profile; unset it"
                 )));
             }
+            // Each forge has its own application: one set in the environment would be a
+            // guess at which forge it belongs to.
+            let given = [
+                ("GITEA_OAUTH_CLIENT_ID (--oauth-client-id)", oauth_client_id.is_some()),
+                ("GITEA_OAUTH_CLIENT_SECRET (--oauth-client-secret)", oauth_client_secret.is_some()),
+            ];
+            if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
+                return Err(ConfigError(format!(
+                    "{name} is set beside a profiles file (GITEA_PROFILES): with profiles, each forge's OAuth2 application goes in its profile (oauth_client_id, with oauth_client_secret_env or oauth_client_secret_file); unset it"
+                )));
+            }
         }
+        let public_url = args.public_url.as_deref().filter(|u| !u.trim().is_empty());
+        let oauth = match &profiles {
+            None => oauth_settings(
+                oauth_client_id.as_deref(),
+                oauth_client_secret.as_ref(),
+                public_url,
+                args.oauth_key_file.as_deref(),
+                args.oauth_redirect_schemes.as_deref(),
+            )?,
+            Some(profiles) => profiles_oauth_settings(
+                profiles,
+                public_url,
+                args.oauth_key_file.as_deref(),
+                args.oauth_redirect_schemes.as_deref(),
+            )?,
+        };
+        let audit_log = args.audit_log.filter(|p| !p.as_os_str().is_empty());
+        let audit_key = audit_key(audit_log.is_some(), args.audit_key_file.as_deref(), oauth.as_ref())?;
+        let state = state_settings(&args.state, oauth.as_ref(), audit_key.as_ref())?;
         Ok(Settings {
             url,
             token,
@@ -361,12 +381,64 @@ fn oauth_settings(
         unreachable!("every part was checked above");
     };
     Ok(Some(OAuthSettings {
-        client_id: client_id.trim().to_owned(),
-        client_secret: client_secret.clone(),
+        apps: vec![SignInApp {
+            profile: None,
+            client_id: client_id.trim().to_owned(),
+            client_secret: client_secret.clone(),
+        }],
         public_url: parse_public_url(public_url)?,
         key: read_key_file(key_file, "MCP_OAUTH_KEY_FILE")?,
         redirect_schemes: redirect_schemes.map(parse_redirect_schemes).transpose()?.unwrap_or_default(),
     }))
+}
+
+/// Sign-in with a profiles file: on when a profile has an OAuth2 application
+/// (`oauth_client_id`); it then needs `MCP_PUBLIC_URL` and `MCP_OAUTH_KEY_FILE`, which stay
+/// server-wide (one authorization server for every forge). Those two without any profile's
+/// application are an error too: the operator meant sign-in somewhere.
+fn profiles_oauth_settings(
+    profiles: &Profiles,
+    public_url: Option<&str>,
+    key_file: Option<&std::path::Path>,
+    redirect_schemes: Option<&str>,
+) -> Result<Option<OAuthSettings>, ConfigError> {
+    let apps: Vec<SignInApp> = profiles
+        .forges
+        .iter()
+        .filter_map(|p| {
+            p.oauth.as_ref().map(|a| SignInApp {
+                profile: Some(p.name.clone()),
+                client_id: a.client_id.clone(),
+                client_secret: a.client_secret.clone(),
+            })
+        })
+        .collect();
+    match (apps.is_empty(), public_url, key_file) {
+        (true, None, None) => Ok(None),
+        (true, _, _) => Err(ConfigError(
+            "MCP_PUBLIC_URL or MCP_OAUTH_KEY_FILE is set, but no profile of the profiles file has an OAuth2 application: add oauth_client_id (with oauth_client_secret_env or oauth_client_secret_file) to each profile that takes sign-in, or unset them".into(),
+        )),
+        (false, Some(public_url), Some(key_file)) => Ok(Some(OAuthSettings {
+            apps,
+            public_url: parse_public_url(public_url)?,
+            key: read_key_file(key_file, "MCP_OAUTH_KEY_FILE")?,
+            redirect_schemes: redirect_schemes.map(parse_redirect_schemes).transpose()?.unwrap_or_default(),
+        })),
+        (false, _, _) => {
+            let missing: Vec<&str> =
+                [("MCP_PUBLIC_URL", public_url.is_none()), ("MCP_OAUTH_KEY_FILE", key_file.is_none())]
+                    .into_iter()
+                    .filter(|(_, gone)| *gone)
+                    .map(|(n, _)| n)
+                    .collect();
+            let with: Vec<&str> = apps.iter().filter_map(|a| a.profile.as_deref()).collect();
+            Err(ConfigError(format!(
+                "sign-in with the forge (oauth_client_id of profile {}) needs MCP_PUBLIC_URL and MCP_OAUTH_KEY_FILE; missing: {}",
+                with.join(", "),
+                missing.join(", ")
+            )))
+        }
+    }
 }
 
 /// `STRUCTURED_CONTENT_FROM`: `never`, or a protocol version as the protocol writes them

@@ -151,12 +151,14 @@ impl MetricsListen {
     }
 }
 
-/// What sign-in with the forge needs: the OAuth2 application registered on the forge, where
-/// clients reach this server, and the key that seals the tokens it issues.
+/// What sign-in with the forge needs: the OAuth2 application registered on each forge that
+/// takes sign-in, where clients reach this server, and the key that seals the tokens it
+/// issues. One authorization server, whatever the number of forges.
 #[derive(Clone)]
 pub(crate) struct OAuthSettings {
-    pub(crate) client_id: String,
-    pub(crate) client_secret: SecretString,
+    /// One application per forge: the environment's one (`GITEA_OAUTH_CLIENT_ID`), or those of
+    /// the profiles that set `oauth_client_id`, in the profiles file's order.
+    pub(crate) apps: Vec<SignInApp>,
     /// Scheme, host and port, without a path or trailing `/`.
     pub(crate) public_url: String,
     /// The sealing key (32 bytes, read from 64 hex characters).
@@ -168,9 +170,45 @@ pub(crate) struct OAuthSettings {
 impl std::fmt::Debug for OAuthSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OAuthSettings")
-            .field("client_id", &self.client_id)
+            .field("apps", &self.apps)
             .field("public_url", &self.public_url)
             .finish_non_exhaustive()
+    }
+}
+
+/// The OAuth2 application this server uses on one forge.
+#[derive(Clone)]
+pub(crate) struct SignInApp {
+    /// The profile of the forge (`None`: the one forge of the environment settings).
+    pub(crate) profile: Option<String>,
+    pub(crate) client_id: String,
+    pub(crate) client_secret: SecretString,
+}
+
+impl std::fmt::Debug for SignInApp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignInApp")
+            .field("profile", &self.profile)
+            .field("client_id", &self.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SignInApp {
+    /// Where the client id is set, for messages.
+    pub(crate) fn id_setting(&self) -> String {
+        match &self.profile {
+            None => "GITEA_OAUTH_CLIENT_ID".into(),
+            Some(p) => format!("oauth_client_id of profile {p}"),
+        }
+    }
+
+    /// Where the secret is set, for messages.
+    pub(crate) fn secret_setting(&self) -> String {
+        match &self.profile {
+            None => "GITEA_OAUTH_CLIENT_SECRET".into(),
+            Some(p) => format!("the oauth_client_secret_env or oauth_client_secret_file of profile {p}"),
+        }
     }
 }
 
@@ -247,8 +285,8 @@ impl Settings {
 impl Settings {
     /// The settings of one profile of the profiles file: the server-wide ones, with the forge,
     /// its credential and each per-forge key the profile sets in place of the environment's.
-    /// Sign-in with the forge (`GITEA_OAUTH_*`) stays with the default profile (`default`).
-    pub(crate) fn for_profile(&self, profile: &super::profiles::Profile, default: bool) -> Settings {
+    /// Sign-in keeps the profile's own application only (none: no sign-in on this forge).
+    pub(crate) fn for_profile(&self, profile: &super::profiles::Profile) -> Settings {
         use super::profiles::ProfileCredential;
         let mut s = self.clone();
         s.url = Some(profile.url.clone());
@@ -263,9 +301,15 @@ impl Settings {
                 (None, Some(username.clone()), Some(password.clone()))
             }
         };
-        if !default {
-            s.oauth = None;
-        }
+        s.oauth = self.oauth.as_ref().and_then(|o| {
+            let apps: Vec<SignInApp> = o
+                .apps
+                .iter()
+                .filter(|a| a.profile.as_deref() == Some(profile.name.as_str()))
+                .cloned()
+                .collect();
+            (!apps.is_empty()).then(|| OAuthSettings { apps, ..o.clone() })
+        });
         s.allowed_repos = profile.allowed_repos.clone().or_else(|| self.allowed_repos.clone());
         s.write_allowed_repos =
             profile.write_allowed_repos.clone().or_else(|| self.write_allowed_repos.clone());

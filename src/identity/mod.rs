@@ -183,7 +183,8 @@ pub enum Caller {
     /// forge grant it carries, and what it allows.
     Granted(Grant),
     /// With several forges (a profiles file), the credentials a request carries for each:
-    /// `X-MCP-Forge-Authorization-<profile>` headers, and `Authorization` for the default forge.
+    /// `X-MCP-Forge-Authorization-<profile>` headers, and `Authorization` for the default forge
+    /// — or, for a sign-in on several forges, a grant for each of them.
     /// A forge it carries none for gets none: never another forge's, never the server's own.
     Forges(Arc<ForgeCredentials>),
 }
@@ -193,8 +194,9 @@ pub enum Caller {
 pub struct ForgeCredentials {
     /// What `Authorization` carried (a forge token or a sign-in): the default forge's.
     pub(crate) default: Option<Caller>,
-    /// A forge token per profile name, from its own header.
-    pub(crate) named: Vec<(String, SecretString)>,
+    /// The credential of each other forge, by profile name: a forge token from its own header
+    /// (`Caller::Token`), or its grant of a sign-in on several forges (`Caller::Granted`).
+    pub(crate) named: Vec<(String, Caller)>,
 }
 
 /// What a token issued by this server carries, once opened.
@@ -221,7 +223,7 @@ impl Caller {
             }
             Caller::Forges(f) => {
                 let mut out = f.default.as_ref().map(Caller::secrets).unwrap_or_default();
-                out.extend(f.named.iter().map(|(_, t)| t.expose_secret().to_owned()));
+                out.extend(f.named.iter().flat_map(|(_, c)| c.secrets()));
                 out
             }
         }
@@ -236,7 +238,7 @@ impl Caller {
             Caller::Global => Some(Caller::Global),
             Caller::Token(_) | Caller::Granted(_) => default.then(|| self.clone()),
             Caller::Forges(f) => match f.named.iter().find(|(n, _)| Some(n.as_str()) == profile) {
-                Some((_, token)) => Some(Caller::Token(token.clone())),
+                Some((_, caller)) => Some(caller.clone()),
                 None if default => f.default.clone(),
                 None => None,
             },
@@ -248,7 +250,10 @@ impl Caller {
     pub(crate) fn read_only(&self) -> bool {
         match self {
             Caller::Granted(g) => g.read_only,
-            Caller::Forges(f) => f.default.as_ref().is_some_and(Caller::read_only),
+            Caller::Forges(f) => {
+                f.default.as_ref().is_some_and(Caller::read_only)
+                    || f.named.iter().any(|(_, c)| c.read_only())
+            }
             Caller::Global | Caller::Token(_) => false,
         }
     }

@@ -75,6 +75,48 @@ const MAX_FORGE_CODE_CHARS: usize = 512;
 /// The path of the callback on this server that the forge's application must allow.
 pub(crate) const CALLBACK_PATH: &str = "/oauth/callback";
 
+/// The callback of the forge of `profile`: `/oauth/callback/<profile>`, each forge's own, so
+/// that the path says which forge a code comes from; `/oauth/callback` for the one forge of
+/// the environment settings.
+pub(crate) fn callback_path(profile: Option<&str>) -> String {
+    match profile {
+        None => CALLBACK_PATH.to_owned(),
+        Some(p) => format!("{CALLBACK_PATH}/{p}"),
+    }
+}
+
+/// The forge client of a profile (`None`: the default forge), for the authorization server:
+/// the server's forges, or in a test one forge for every profile.
+pub(crate) trait ForgeOf {
+    fn forge_of(&self, profile: Option<&str>) -> Option<&Forge>;
+}
+
+impl ForgeOf for Forge {
+    fn forge_of(&self, _: Option<&str>) -> Option<&Forge> {
+        Some(self)
+    }
+}
+
+/// No forge at all: the one-forge callback, which asks none.
+#[cfg(test)]
+struct NoForge;
+
+#[cfg(test)]
+impl ForgeOf for NoForge {
+    fn forge_of(&self, _: Option<&str>) -> Option<&Forge> {
+        None
+    }
+}
+
+/// The OAuth2 application this server uses on one forge.
+#[derive(Debug)]
+struct App {
+    /// Its profile (`None`: the one forge of the environment settings).
+    profile: Option<String>,
+    client_id: String,
+    secret: SecretString,
+}
+
 /// Where `/authorize` and the callback send the browser, or the page they show instead.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Browser {
@@ -82,6 +124,9 @@ pub(crate) enum Browser {
     Redirect(String),
     /// A page for the person: the request cannot be sent back to any client safely.
     Page { status: u16, message: String },
+    /// A page that tells the person something (a forge left out of the sign-in) and links
+    /// on to `next`, where the sign-in goes on.
+    Notice { message: String, next: String },
     /// This server's own consent page: which client asks, where the answer goes, what it may
     /// do. The browser gets the sign-in's `browser` id as a cookie; only the browser that
     /// holds it can approve the request and finish the sign-in.
@@ -101,6 +146,9 @@ pub(crate) struct Consent {
     pub(crate) pending: String,
     /// The browser binding, for the cookie.
     pub(crate) browser: String,
+    /// With several forges, the ones the person signs in on next, one after the other
+    /// (`name (URL)`); none with the one forge.
+    pub(crate) forges: Vec<String>,
 }
 
 /// The cookie that binds a sign-in to the browser that approved it (over https its name
@@ -113,6 +161,8 @@ pub(crate) enum Presented {
     NotOurs,
     /// Ours and valid.
     Valid(Grant),
+    /// Ours and valid, signed in on several forges: each forge's grant, by profile.
+    Forges(Vec<(String, Grant)>),
     /// Ours, but unusable; the words say why.
     Invalid(&'static str),
 }
@@ -126,8 +176,8 @@ pub struct OAuth {
     resource: String,
     /// Every spelling of this server accepted as an audience.
     audiences: Vec<String>,
-    forge_client_id: String,
-    forge_client_secret: SecretString,
+    /// One application per forge that takes sign-in.
+    apps: Vec<App>,
     sealer: Sealer,
     used: UsedOnce,
     /// Client ID metadata documents may be fetched over plain HTTP only when the server
@@ -190,6 +240,32 @@ struct Pending {
     /// The generation of the shared store's memory it was issued under (0: none known).
     #[serde(default, skip_serializing_if = "is_zero")]
     g: u64,
+    /// With several forges: the profile this hop was sent to (its callback must be that
+    /// profile's), the profiles still to visit, the grants got so far (sealed here, never in
+    /// clear to another forge), and the forges left out, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    p: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    n: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    gs: Vec<Got>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    dr: Vec<String>,
+}
+
+/// What one forge granted during a sign-in on several forges.
+#[derive(Serialize, Deserialize, Clone)]
+struct Got {
+    /// The profile.
+    p: String,
+    /// The forge's access token.
+    a: String,
+    /// Its refresh token, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    r: Option<String>,
+    /// When the access token expires (Unix seconds; 0: not said).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    x: u64,
 }
 
 /// An authorization code: the pending sign-in plus the forge's code.
@@ -209,6 +285,9 @@ struct Code {
     /// The generation of the shared store's memory it was issued under (0: none known).
     #[serde(default, skip_serializing_if = "is_zero")]
     g: u64,
+    /// With several forges: every forge's grant, got at its callback (`f` and `fv` empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    gs: Vec<Got>,
 }
 
 /// An access token.
@@ -220,6 +299,9 @@ struct Access {
     /// The forge's access token.
     f: String,
     e: u64,
+    /// With several forges: each forge's access token, by profile (`f` empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    fs: Vec<(String, String)>,
 }
 
 /// A refresh token.
@@ -235,6 +317,9 @@ struct Refresh {
     /// The generation of the shared store's memory it was issued under (0: none known).
     #[serde(default, skip_serializing_if = "is_zero")]
     g: u64,
+    /// With several forges: each forge's refresh token, by profile (`f` empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    fs: Vec<(String, String)>,
 }
 
 /// What a client redeems at the token endpoint: a code or a refresh token.
@@ -428,6 +513,26 @@ fn is_loopback(url: &Url) -> bool {
     }
 }
 
+/// `callback_path` of a profile named in a path.
+fn callback_path_of(profile: &str) -> String {
+    callback_path(Some(profile))
+}
+
+/// Go on to `next`: at once, or, when forges were left out just now, after a page that names
+/// them (`then` says where the link leads).
+fn notice(dropped: &[String], then: &str, next: String) -> Browser {
+    if dropped.is_empty() {
+        return Browser::Redirect(next);
+    }
+    Browser::Notice {
+        message: format!(
+            "Left out of this sign-in: {}. Continue to sign in without it: {then}.",
+            dropped.join("; ")
+        ),
+        next,
+    }
+}
+
 /// `url` with `pairs` added to its query.
 fn with_query(url: &str, pairs: &[(&str, &str)]) -> String {
     match Url::parse(url) {
@@ -450,8 +555,15 @@ impl OAuth {
             issuer,
             resource,
             audiences,
-            forge_client_id: settings.client_id.clone(),
-            forge_client_secret: settings.client_secret.clone(),
+            apps: settings
+                .apps
+                .iter()
+                .map(|a| App {
+                    profile: a.profile.clone(),
+                    client_id: a.client_id.clone(),
+                    secret: a.client_secret.clone(),
+                })
+                .collect(),
             sealer: Sealer::new(&settings.key),
             used: UsedOnce::new(100_000),
             http_documents,
@@ -642,8 +754,16 @@ impl OAuth {
     /// `GET /authorize`: check the client and its redirect URI (problems there are shown to
     /// the person: a code must never go to an unchecked address), then everything else
     /// (problems there go back to the client), then send the person to the forge.
-    pub(crate) async fn authorize(&self, forge: &Forge, query: &[u8], browser: Option<&str>) -> Browser {
+    pub(crate) async fn authorize(
+        &self,
+        forges: &impl ForgeOf,
+        query: &[u8],
+        browser: Option<&str>,
+    ) -> Browser {
         let page = |status: u16, message: String| Browser::Page { status, message };
+        let Some(forge) = forges.forge_of(None) else {
+            return page(503, "the forge cannot be reached; try again later".into());
+        };
         let q: AuthorizeQuery = match form::parse(query) {
             Ok(q) => q,
             Err(e) => return page(e.status, format!("{} ({})", e.description, e.code)),
@@ -684,6 +804,14 @@ impl OAuth {
                     read_only: pending.sc == "read",
                     pending: self.sealer.seal(Kind::Pending, &pending),
                     browser: pending.b,
+                    forges: pending
+                        .n
+                        .iter()
+                        .map(|p| match forges.forge_of(Some(p)) {
+                            Some(f) => format!("{p} ({})", f.base()),
+                            None => format!("{p} (cannot be reached now)"),
+                        })
+                        .collect(),
                 })
             }
             Err(e) => page(e.status, format!("{} ({})", e.description, e.code)),
@@ -692,7 +820,7 @@ impl OAuth {
 
     /// `POST /authorize`: the person's answer on the consent page. Only the browser the
     /// page was shown to (its cookie) may answer; an answer from anywhere else is refused.
-    pub(crate) fn approve(&self, forge: &Forge, body: &[u8], browser: Option<&str>) -> Browser {
+    pub(crate) fn approve(&self, forges: &impl ForgeOf, body: &[u8], browser: Option<&str>) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
         let answer: ApproveForm = match form::parse_for_page(body, "the answer") {
             Ok(a) => a,
@@ -721,11 +849,21 @@ impl OAuth {
             ];
             return Browser::Redirect(with_query(&pending.r, &pairs));
         }
+        if self.several() {
+            // The first forge of the chain; each callback goes on to the next.
+            return self.advance(forges, pending, None);
+        }
         // The forge gets the sign-in sealed anew as approved: the pending one on the consent
         // page was shown before anyone approved, and the callback opens only approved ones.
         let approved = self.sealer.seal(Kind::Approved, &pending);
+        let Some(forge) = forges.forge_of(None) else {
+            return Browser::Page {
+                status: 503,
+                message: "the forge cannot be reached; try again later".into(),
+            };
+        };
         Browser::Redirect(forge.oauth_authorize_url(&[
-            ("client_id", &self.forge_client_id),
+            ("client_id", &self.apps[0].client_id),
             ("redirect_uri", &format!("{}{CALLBACK_PATH}", self.issuer)),
             ("response_type", "code"),
             ("state", &approved),
@@ -733,6 +871,100 @@ impl OAuth {
             ("code_challenge", &s256(&pending.fv)),
             ("code_challenge_method", "S256"),
         ]))
+    }
+
+    /// Whether the server signs in on the forges of profiles (a profiles file), one after the
+    /// other, rather than on the one forge of the environment settings.
+    pub(crate) fn several(&self) -> bool {
+        self.apps.iter().any(|a| a.profile.is_some())
+    }
+
+    /// The application of the forge of `profile`.
+    fn app(&self, profile: Option<&str>) -> Option<&App> {
+        self.apps.iter().find(|a| a.profile.as_deref() == profile)
+    }
+
+    /// The sign-in on several forges goes on: to the next forge that can be asked (a fresh
+    /// hop: its own id, PKCE verifier and lifetime, sealed as approved), or, with none left,
+    /// back to the client with a code that seals every grant — or `access_denied` when no
+    /// forge granted anything. `dropped` is a forge this hop left out: the person is told, on
+    /// a page that links on.
+    ///
+    /// The first hop is the approved sign-in itself (its id, verifier and lifetime, as with one
+    /// forge: approving the page twice still comes back once); each later hop is fresh. A
+    /// hop's store generation is the sign-in's (from `/authorize`), or the one the last
+    /// callback's use was taken under.
+    fn advance(&self, forges: &impl ForgeOf, mut pending: Pending, dropped: Option<String>) -> Browser {
+        let mut dropped: Vec<String> = dropped.into_iter().collect();
+        while !pending.n.is_empty() {
+            let next = pending.n.remove(0);
+            let (Some(forge), Some(app)) = (forges.forge_of(Some(&next)), self.app(Some(&next))) else {
+                let words = format!("{next} (it could not start, so it cannot be asked)");
+                pending.dr.push(words.clone());
+                dropped.push(words);
+                continue;
+            };
+            if !pending.p.is_empty() {
+                pending.id = self.sealer.random_text(16);
+                pending.fv = self.sealer.random_text(48);
+                pending.e = self.clock.now() + PENDING_LIFETIME.as_secs();
+            }
+            pending.p = next;
+            let approved = self.sealer.seal(Kind::Approved, &pending);
+            if approved.len() > seal::MAX_SEALED_BYTES {
+                return Browser::Page {
+                    status: 500,
+                    message: "the forges' tokens are too long to carry on to the next forge; sign in to fewer forges (ask the operator)".into(),
+                };
+            }
+            let url = forge.oauth_authorize_url(&[
+                ("client_id", &app.client_id),
+                ("redirect_uri", &format!("{}{}", self.issuer, callback_path(Some(&pending.p)))),
+                ("response_type", "code"),
+                ("state", &approved),
+                ("scope", forge_scope(pending.sc == "read")),
+                ("code_challenge", &s256(&pending.fv)),
+                ("code_challenge_method", "S256"),
+            ]);
+            return notice(&dropped, &format!("you sign in on the forge {} next", pending.p), url);
+        }
+        let back = |pairs: &[(&str, &str)]| {
+            let mut all = pairs.to_vec();
+            all.push(("state", &pending.s));
+            all.push(("iss", &self.issuer));
+            with_query(&pending.r, &all)
+        };
+        if pending.gs.is_empty() {
+            let description = format!("no forge signed you in: {}", pending.dr.join(", "));
+            return Browser::Redirect(back(&[
+                ("error", "access_denied"),
+                ("error_description", &description),
+            ]));
+        }
+        let code = Code {
+            c: pending.c.clone(),
+            r: pending.r.clone(),
+            ch: pending.ch.clone(),
+            sc: pending.sc.clone(),
+            res: pending.res.clone(),
+            fv: String::new(),
+            f: String::new(),
+            e: self.clock.now() + CODE_LIFETIME.as_secs(),
+            id: self.sealer.random_text(16),
+            g: self.used.generation(),
+            gs: pending.gs.clone(),
+        };
+        let sealed = self.sealer.seal(Kind::Code, &code);
+        if sealed.len() > seal::MAX_SEALED_BYTES {
+            return Browser::Redirect(back(&[
+                ("error", "server_error"),
+                (
+                    "error_description",
+                    "the forges' tokens together are too long for one sign-in; sign in to fewer forges",
+                ),
+            ]));
+        }
+        notice(&dropped, "you go back to your MCP client next", back(&[("code", &sealed)]))
     }
 
     /// The checks of `/authorize` after the client and redirect URI.
@@ -783,6 +1015,10 @@ impl OAuth {
             id: self.sealer.random_text(16),
             e: self.clock.now() + PENDING_LIFETIME.as_secs(),
             g: 0,
+            p: String::new(),
+            n: self.apps.iter().filter_map(|a| a.profile.clone()).collect(),
+            gs: Vec::new(),
+            dr: Vec::new(),
         })
     }
 
@@ -804,7 +1040,23 @@ impl OAuth {
     /// for the first time: every other answer is a page for the person (a client's redirect
     /// URI is never a place a stranger can send a browser to). Then the forge's refusal goes
     /// back to the client, or a code does.
+    #[cfg(test)]
     pub(crate) async fn callback(&self, query: &[u8], browser: Option<&str>) -> Browser {
+        self.callback_at(&NoForge, None, query, browser).await
+    }
+
+    /// `GET /oauth/callback/<profile>` (`profile`), or `/oauth/callback` (`None`): as
+    /// `callback`, for the forge the path names. A sign-in comes back only at the callback of
+    /// the forge it was sent to: a code of one forge is never taken for another's (the forges
+    /// send no `iss`, so the path is what tells them apart). With several forges the code is
+    /// exchanged at once, at that forge only, and the sign-in goes on to the next forge.
+    pub(crate) async fn callback_at(
+        &self,
+        forges: &impl ForgeOf,
+        profile: Option<&str>,
+        query: &[u8],
+        browser: Option<&str>,
+    ) -> Browser {
         let page = |message: &str| Browser::Page { status: 400, message: message.to_owned() };
         let q: CallbackQuery = match form::parse_for_page(query, "the forge's answer") {
             Ok(q) => q,
@@ -813,11 +1065,18 @@ impl OAuth {
         let Some(state) = q.state.get() else {
             return page("the sign-in came back without its state; start again from your MCP client");
         };
-        let Ok(pending) = self.sealer.open::<Pending>(Kind::Approved, state) else {
+        let Ok(mut pending) = self.sealer.open::<Pending>(Kind::Approved, state) else {
             return page(
                 "this sign-in was not started and approved on this server; start again from your MCP client",
             );
         };
+        if pending.p.as_str() != profile.unwrap_or("") {
+            let sent = if pending.p.is_empty() { "the forge" } else { pending.p.as_str() };
+            let at = profile.map_or_else(|| CALLBACK_PATH.to_owned(), callback_path_of);
+            return page(&format!(
+                "this sign-in was sent to {sent} but came back at {at}, another forge's callback: a code is taken only from the forge it was asked of, so nothing was exchanged; start again from your MCP client"
+            ));
+        }
         // The browser that approved the sign-in must be the one coming back, once: a code is
         // never handed to a browser that did not approve it.
         if !browser.is_some_and(|b| header::constant_time_eq(b.as_bytes(), pending.b.as_bytes())) {
@@ -846,6 +1105,34 @@ impl OAuth {
                     message: "the shared store (MCP_STATE_URL) could not be reached to check that this sign-in comes back only once; reload this page shortly".into(),
                 };
             }
+        }
+        if !pending.p.is_empty() {
+            // The hop's use was just taken under the store's generation, which the next
+            // hop keeps.
+            pending.g = self.used.generation();
+            let p = pending.p.clone();
+            let dropped = if let Some(error) = q.error.get() {
+                Some(if error == "access_denied" {
+                    format!("{p} (declined on its consent page)")
+                } else {
+                    format!("{p} (it refused the sign-in)")
+                })
+            } else {
+                match q.code.get() {
+                    Some(c) if c.len() <= MAX_FORGE_CODE_CHARS => {
+                        match self.exchange_at(forges, &p, c, &pending.fv).await {
+                            Ok(got) => {
+                                pending.gs.push(got);
+                                None
+                            }
+                            Err(words) => Some(words),
+                        }
+                    }
+                    _ => Some(format!("{p} (it sent no usable code)")),
+                }
+            };
+            pending.dr.extend(dropped.clone());
+            return self.advance(forges, pending, dropped);
         }
         let back = |pairs: &[(&str, &str)]| {
             let mut all = pairs.to_vec();
@@ -882,19 +1169,56 @@ impl OAuth {
             id: self.sealer.random_text(16),
             // The sign-in's use just asked the store, which said its generation.
             g: self.used.generation(),
+            gs: Vec::new(),
         };
         let sealed = self.sealer.seal(Kind::Code, &code);
         back(&[("code", &sealed)])
     }
 
+    /// The forge of `profile` exchanges its `code` (with the hop's PKCE `verifier`), at once:
+    /// its grant, or words that say why it is left out of the sign-in.
+    async fn exchange_at(
+        &self,
+        forges: &impl ForgeOf,
+        profile: &str,
+        code: &str,
+        verifier: &str,
+    ) -> Result<Got, String> {
+        let (Some(forge), Some(app)) = (forges.forge_of(Some(profile)), self.app(Some(profile))) else {
+            return Err(format!("{profile} (it cannot be asked now)"));
+        };
+        let callback = format!("{}{}", self.issuer, callback_path(Some(profile)));
+        let form = [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", &callback),
+            ("code_verifier", verifier),
+            ("client_id", &app.client_id),
+            ("client_secret", app.secret.expose_secret()),
+        ];
+        match forge.oauth_token(&form).await {
+            Ok(grant) => Ok(Got {
+                p: profile.to_owned(),
+                a: grant.access_token.expose_secret().to_owned(),
+                r: grant.refresh_token.map(|r| r.expose_secret().to_owned()),
+                x: grant.expires_in.map_or(0, |s| self.clock.now().saturating_add(s)),
+            }),
+            Err(ForgeRefusal::Refused) => Err(format!("{profile} (it refused its own code)")),
+            Err(ForgeRefusal::Misconfigured) => Err(format!(
+                "{profile} (it refused this server's OAuth2 application: the operator should run the doctor command)"
+            )),
+            Err(ForgeRefusal::Unavailable(why)) => Err(format!("{profile} (it could not be asked: {why})")),
+        }
+    }
+
     /// `POST /token`: the authorization code and refresh grants.
     /// The body is read twice: for its grant type, then for that grant's own fields (a
     /// parameter the grant does not use is ignored, repeated or not).
-    pub(crate) async fn token(&self, forge: &Forge, body: &[u8]) -> Result<Value, OAuthError> {
+    pub(crate) async fn token(&self, forges: &impl ForgeOf, body: &[u8]) -> Result<Value, OAuthError> {
         let grant: TokenGrant = form::parse(body)?;
         match grant.grant_type.required("grant_type")? {
-            "authorization_code" => self.exchange_code(forge, &form::parse(body)?).await,
-            "refresh_token" => self.refresh(forge, &form::parse(body)?).await,
+            "authorization_code" => self.exchange_code(forges, &form::parse(body)?).await,
+            "refresh_token" => self.refresh(forges, &form::parse(body)?).await,
             other => Err(OAuthError::new(
                 400,
                 "unsupported_grant_type",
@@ -903,7 +1227,7 @@ impl OAuth {
         }
     }
 
-    async fn exchange_code(&self, forge: &Forge, grant: &CodeGrant) -> Result<Value, OAuthError> {
+    async fn exchange_code(&self, forges: &impl ForgeOf, grant: &CodeGrant) -> Result<Value, OAuthError> {
         let code: Code = self.redeem(&grant.client_id, &grant.code, "codes live 60 seconds")?;
         if grant.redirect_uri.get() != Some(code.r.as_str()) {
             return Err(OAuthError::grant("redirect_uri differs from the one of the authorization request"));
@@ -918,6 +1242,12 @@ impl OAuth {
         self.check_resource(&grant.resource)?;
         let once = (code.id.as_str(), code.e, CODE_LIFETIME, code.g);
         let taken = self.take("code", once, "the code has already been used; sign in again").await?;
+        if !code.gs.is_empty() {
+            // Several forges: each exchanged its code at its callback; the code seals the grants.
+            taken.settle();
+            return self.issue_many(&code.c, &code.sc, &code.sc, &code.res, code.gs);
+        }
+        let forge = forges.forge_of(None).ok_or_else(unreachable_forge)?;
         let callback = format!("{}{CALLBACK_PATH}", self.issuer);
         let form = [
             ("grant_type", "authorization_code"),
@@ -930,7 +1260,7 @@ impl OAuth {
         Ok(self.issue(&code.c, &code.sc, &code.sc, &code.res, grant))
     }
 
-    async fn refresh(&self, forge: &Forge, grant: &RefreshGrant) -> Result<Value, OAuthError> {
+    async fn refresh(&self, forges: &impl ForgeOf, grant: &RefreshGrant) -> Result<Value, OAuthError> {
         let old: Refresh =
             self.redeem(&grant.client_id, &grant.refresh_token, "refresh tokens live 30 days")?;
         let scope = match grant.scope.get() {
@@ -951,6 +1281,11 @@ impl OAuth {
         let once = (old.id.as_str(), old.e, REFRESH_LIFETIME, old.g);
         let used = "the refresh token has already been used (refresh tokens rotate); use the newest one, or sign in again";
         let taken = self.take("refresh token", once, used).await?;
+        if !old.fs.is_empty() {
+            let grants = self.refresh_every(forges, &old.fs, taken).await?;
+            return self.issue_many(&old.c, &scope, &old.sc, &old.res, grants);
+        }
+        let forge = forges.forge_of(None).ok_or_else(unreachable_forge)?;
         let form = [("grant_type", "refresh_token"), ("refresh_token", old.f.as_str())];
         let refused = "the forge refused the refresh (it may have been used already, or the person revoked the application); sign in again";
         let grant = self.ask_forge(forge, &form, taken, refused).await?;
@@ -1005,8 +1340,8 @@ impl OAuth {
         refused: &str,
     ) -> Result<ForgeGrant, OAuthError> {
         let mut full = form.to_vec();
-        full.push(("client_id", &self.forge_client_id));
-        full.push(("client_secret", self.forge_client_secret.expose_secret()));
+        full.push(("client_id", &self.apps[0].client_id));
+        full.push(("client_secret", self.apps[0].secret.expose_secret()));
         let answer = forge.oauth_token(&full).await;
         // Dropped unsettled, the use is taken back (the client may try again).
         if !matches!(answer, Err(ForgeRefusal::Unavailable(_))) {
@@ -1032,6 +1367,7 @@ impl OAuth {
             res: resource.to_owned(),
             f: grant.access_token.expose_secret().to_owned(),
             e: self.clock.now() + lifetime,
+            fs: Vec::new(),
         };
         let mut out = json!({
             "access_token": self.sealer.seal(Kind::Access, &access),
@@ -1049,10 +1385,142 @@ impl OAuth {
                 id: self.sealer.random_text(16),
                 // The code's or old token's use just asked the store, which said its generation.
                 g: self.used.generation(),
+                fs: Vec::new(),
             };
             out["refresh_token"] = json!(self.sealer.seal(Kind::Refresh, &refresh));
         }
         out
+    }
+
+    /// Every forge of a sign-in on several refreshes its grant (`fs`: each one's refresh
+    /// token), one after the other, all or nothing: a forge that refuses is named, and the
+    /// client signs in again whole (a token that silently lost a forge would be worse). The
+    /// refresh token `taken` stays used once a forge has answered (its token rotated there),
+    /// and is given back only when the first forge could not be reached.
+    async fn refresh_every(
+        &self,
+        forges: &impl ForgeOf,
+        fs: &[(String, String)],
+        taken: Use,
+    ) -> Result<Vec<Got>, OAuthError> {
+        let mut taken = Some(taken);
+        let mut got = Vec::with_capacity(fs.len());
+        for (profile, refresh_token) in fs {
+            let (Some(forge), Some(app)) = (forges.forge_of(Some(profile)), self.app(Some(profile))) else {
+                if let Some(t) = taken.take() {
+                    t.settle();
+                }
+                return Err(OAuthError::grant(format!(
+                    "the forge {profile} of this sign-in is not served now; sign in again"
+                )));
+            };
+            let form = [
+                ("grant_type", "refresh_token"),
+                ("refresh_token", refresh_token.as_str()),
+                ("client_id", app.client_id.as_str()),
+                ("client_secret", app.secret.expose_secret()),
+            ];
+            match forge.oauth_token(&form).await {
+                Ok(grant) => {
+                    if let Some(t) = taken.take() {
+                        t.settle();
+                    }
+                    got.push(Got {
+                        p: profile.clone(),
+                        a: grant.access_token.expose_secret().to_owned(),
+                        r: grant.refresh_token.map(|r| r.expose_secret().to_owned()),
+                        x: grant.expires_in.map_or(0, |s| self.clock.now().saturating_add(s)),
+                    });
+                }
+                Err(ForgeRefusal::Unavailable(why)) if got.is_empty() => {
+                    return Err(OAuthError::new(
+                        503,
+                        "temporarily_unavailable",
+                        format!(
+                            "the forge {profile} could not refresh the sign-in ({why}); nothing was used up — try again shortly"
+                        ),
+                    ));
+                }
+                Err(refusal) => {
+                    if let Some(t) = taken.take() {
+                        t.settle();
+                    }
+                    let why = match refusal {
+                        ForgeRefusal::Refused => "refused the refresh (it may have been used already, or the person revoked the application there)".to_owned(),
+                        ForgeRefusal::Misconfigured => "refused this server's OAuth2 application (the operator should run the doctor command)".to_owned(),
+                        ForgeRefusal::Unavailable(why) => format!("could not be reached ({why}) after another forge of this sign-in had refreshed"),
+                    };
+                    return Err(OAuthError::grant(format!("the forge {profile} {why}; sign in again")));
+                }
+            }
+        }
+        Ok(got)
+    }
+
+    /// Our tokens for a sign-in on several forges: the access token seals each forge's access
+    /// token and lives as long as the shortest of them (at most `ACCESS_LIFETIME`); the
+    /// refresh token each one's refresh token, when every forge gave one.
+    fn issue_many(
+        &self,
+        client: &str,
+        scope: &str,
+        refresh_scope: &str,
+        resource: &str,
+        grants: Vec<Got>,
+    ) -> Result<Value, OAuthError> {
+        let now = self.clock.now();
+        let lifetime = grants
+            .iter()
+            .map(|g| if g.x == 0 { ACCESS_LIFETIME.as_secs() } else { g.x.saturating_sub(now) })
+            .min()
+            .unwrap_or(0)
+            .min(ACCESS_LIFETIME.as_secs())
+            .max(1);
+        let access = Access {
+            c: client.to_owned(),
+            sc: scope.to_owned(),
+            res: resource.to_owned(),
+            f: String::new(),
+            e: now + lifetime,
+            fs: grants.iter().map(|g| (g.p.clone(), g.a.clone())).collect(),
+        };
+        let access = self.sealer.seal(Kind::Access, &access);
+        let too_long = || {
+            OAuthError::new(
+                500,
+                "server_error",
+                "the forges' tokens together are too long for one token of this server; sign in to fewer forges",
+            )
+        };
+        if access.len() > aegis_core::identity::MAX_TOKEN_BYTES {
+            return Err(too_long());
+        }
+        let mut out = json!({
+            "access_token": access,
+            "token_type": "Bearer",
+            "expires_in": lifetime,
+            "scope": scope,
+        });
+        let refresh: Option<Vec<(String, String)>> =
+            grants.iter().map(|g| g.r.clone().map(|r| (g.p.clone(), r))).collect();
+        if let Some(fs) = refresh {
+            let refresh = Refresh {
+                c: client.to_owned(),
+                sc: refresh_scope.to_owned(),
+                res: resource.to_owned(),
+                f: String::new(),
+                e: now + REFRESH_LIFETIME.as_secs(),
+                id: self.sealer.random_text(16),
+                g: self.used.generation(),
+                fs,
+            };
+            let sealed = self.sealer.seal(Kind::Refresh, &refresh);
+            if sealed.len() > seal::MAX_SEALED_BYTES {
+                return Err(too_long());
+            }
+            out["refresh_token"] = json!(sealed);
+        }
+        Ok(out)
     }
 
     /// What a presented token is: ours (valid or why not) or not ours at all.
@@ -1079,10 +1547,22 @@ impl OAuth {
                 "the access token was issued for another resource, not this server; sign in to this server",
             );
         }
+        let read_only = access.sc == "read";
+        if !access.fs.is_empty() {
+            return Presented::Forges(
+                access
+                    .fs
+                    .into_iter()
+                    .map(|(p, f)| {
+                        (p, Grant { forge_token: SecretString::from(f), presented: token.clone(), read_only })
+                    })
+                    .collect(),
+            );
+        }
         Presented::Valid(Grant {
             forge_token: SecretString::from(access.f),
             presented: token.clone(),
-            read_only: access.sc == "read",
+            read_only,
         })
     }
 
@@ -1101,6 +1581,11 @@ fn forge_scope(read_only: bool) -> &'static str {
     } else {
         ""
     }
+}
+
+/// The forge is not served (it did not start).
+fn unreachable_forge() -> OAuthError {
+    OAuthError::new(503, "temporarily_unavailable", "the forge cannot be reached; try again later")
 }
 
 /// A forge token endpoint's refusal in OAuth terms: its `invalid_grant` stays one (the
@@ -1169,8 +1654,11 @@ mod tests {
 
     fn settings(public: &str) -> OAuthSettings {
         OAuthSettings {
-            client_id: "forge-app".into(),
-            client_secret: SecretString::from("forge-app-secret".to_owned()),
+            apps: vec![crate::config::SignInApp {
+                profile: None,
+                client_id: "forge-app".into(),
+                client_secret: SecretString::from("forge-app-secret".to_owned()),
+            }],
             public_url: public.into(),
             key: std::sync::Arc::new(secrecy::SecretBox::new(Box::new([9u8; 32]))),
             redirect_schemes: Vec::new(),
@@ -1441,6 +1929,7 @@ mod tests {
                 e: now() - 1,
                 id: "old".into(),
                 g: 0,
+                gs: Vec::new(),
             },
         );
         let e = o.token(&f, &enc(&token(VERIFIER, &client, &expired))).await.unwrap_err();
@@ -1564,6 +2053,7 @@ mod tests {
             res: res.into(),
             f: "forge-tok".into(),
             e,
+            fs: Vec::new(),
         };
         let good = o.sealer.seal(Kind::Access, &access(now() + 60, "http://127.0.0.1:8080/mcp"));
         let Presented::Valid(g) = o.verify(&SecretString::from(good.clone())) else { panic!() };
@@ -1662,6 +2152,116 @@ mod tests {
         assert!(matches!(back, Browser::Redirect(_)), "{back:?}");
     }
 
+    #[test]
+    fn a_sign_in_on_three_forges_fits_a_header_and_tokens_too_long_together_are_refused() {
+        let mut s = settings("http://127.0.0.1:8080");
+        s.apps = ["work", "home", "oss"]
+            .map(|p| crate::config::SignInApp {
+                profile: Some(p.into()),
+                client_id: format!("{p}-app"),
+                client_secret: SecretString::from(format!("{p}-secret")),
+            })
+            .to_vec();
+        let o = OAuth::new(&s, "/mcp");
+        // Gitea's access and refresh tokens are RS256 JWTs of some 600 characters.
+        let got = |p: &str, n: usize| Got {
+            p: p.into(),
+            a: format!("eyJ{}", "a".repeat(n - 3)),
+            r: Some(format!("eyJ{}", "r".repeat(n - 3))),
+            x: 0,
+        };
+        let three = |n: usize| vec![got("work", n), got("home", n), got("oss", n)];
+        let out = o.issue_many("c", "read", "read", &o.resource, three(600)).unwrap();
+        let (access, refresh) =
+            (out["access_token"].as_str().unwrap(), out["refresh_token"].as_str().unwrap());
+        eprintln!("three forges: access token {} bytes, refresh token {} bytes", access.len(), refresh.len());
+        assert!(access.len() <= aegis_core::identity::MAX_TOKEN_BYTES);
+        assert!(refresh.len() <= seal::MAX_SEALED_BYTES);
+        // Every forge's token, each its own, the whole token held to reads.
+        let Presented::Forges(grants) = o.verify(&SecretString::from(access.to_owned())) else { panic!() };
+        let names: Vec<&str> = grants.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["work", "home", "oss"]);
+        assert!(grants.iter().all(|(_, g)| g.read_only && g.forge_token.expose_secret().len() == 600));
+        // Three forges at the longest token a forge may answer do not fit: a clear error.
+        let e = o
+            .issue_many(
+                "c",
+                "read",
+                "read",
+                &o.resource,
+                three(crate::executor::oauth::MAX_FORGE_TOKEN_BYTES),
+            )
+            .unwrap_err();
+        assert_eq!((e.status, e.code), (500, "server_error"));
+        assert!(e.description.contains("sign in to fewer forges"), "{e:?}");
+        // A forge without a refresh token: no refresh token at all (a refresh must reach every
+        // forge).
+        let mut grants = three(600);
+        grants[1].r = None;
+        assert!(
+            o.issue_many("c", "read", "read", &o.resource, grants).unwrap().get("refresh_token").is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sign_in_on_several_forges_comes_back_once_per_hop_and_only_at_its_forges_callback() {
+        let mut s = settings("http://127.0.0.1:8080");
+        s.apps = ["work", "home"]
+            .map(|p| crate::config::SignInApp {
+                profile: Some(p.into()),
+                client_id: format!("{p}-app"),
+                client_secret: SecretString::from(format!("{p}-secret")),
+            })
+            .to_vec();
+        let o = OAuth::new(&s, "/mcp");
+        let f = forge();
+        let client = registered(&o);
+        let Browser::Consent(c) = o.authorize(&f, &enc(&authorize_params(&client)), None).await else {
+            panic!()
+        };
+        assert_eq!(c.forges, ["work (http://127.0.0.1:9/)", "home (http://127.0.0.1:9/)"]);
+        // Allow, twice: two answers, one sign-in.
+        let allow = form(&[("pending", &c.pending), ("granted", "true")]);
+        let states: Vec<String> = (0..2)
+            .map(|_| {
+                let Browser::Redirect(url) = o.approve(&f, &allow, Some(&c.browser)) else { panic!() };
+                assert_eq!(query(&url, "client_id"), "work-app");
+                assert_eq!(query(&url, "redirect_uri"), "http://127.0.0.1:8080/oauth/callback/work");
+                query(&url, "state")
+            })
+            .collect();
+        // At home's callback, or the one-forge callback: refused, nothing used up.
+        for at in [Some("home"), None] {
+            let got =
+                o.callback_at(&f, at, &form(&[("code", "F"), ("state", &states[0])]), Some(&c.browser)).await;
+            let Browser::Page { message, .. } = got else { panic!("{got:?}") };
+            assert!(message.starts_with("this sign-in was sent to work but came back at"), "{message}");
+        }
+        // Declined at work: on to home, after a page naming work.
+        let declined = form(&[("error", "access_denied"), ("state", &states[0])]);
+        let got = o.callback_at(&f, Some("work"), &declined, Some(&c.browser)).await;
+        let Browser::Notice { message, next } = got else { panic!("{got:?}") };
+        assert!(message.contains("work (declined on its consent page)"), "{message}");
+        assert_eq!(query(&next, "client_id"), "home-app");
+        // The second answer's state is the same sign-in: it has come back already.
+        let got = o.callback_at(&f, Some("work"), &declined, Some(&c.browser)).await;
+        assert!(matches!(got, Browser::Page { .. }), "{got:?}");
+        let again = form(&[("error", "access_denied"), ("state", &states[1])]);
+        let got = o.callback_at(&f, Some("work"), &again, Some(&c.browser)).await;
+        let Browser::Page { message, .. } = got else { panic!("{got:?}") };
+        assert!(message.contains("already come back once"), "{message}");
+        // home's code cannot be exchanged (nothing listens): home drops out too, and with no
+        // forge left the client hears access_denied naming both.
+        let home = query(&next, "state");
+        let got = o
+            .callback_at(&f, Some("home"), &form(&[("code", "H"), ("state", &home)]), Some(&c.browser))
+            .await;
+        let Browser::Redirect(url) = got else { panic!("{got:?}") };
+        assert_eq!(query(&url, "error"), "access_denied");
+        let words = query(&url, "error_description");
+        assert!(words.contains("work (declined") && words.contains("home (it could not be asked"), "{words}");
+    }
+
     /// A sign-in of client `c` for `redirect`, approving browser `b`, expiring at `e`.
     fn sign_in(o: &OAuth, redirect: &str, b: &str, id: &str, e: u64) -> Pending {
         Pending {
@@ -1676,6 +2276,10 @@ mod tests {
             id: id.into(),
             e,
             g: 0,
+            p: String::new(),
+            n: Vec::new(),
+            gs: Vec::new(),
+            dr: Vec::new(),
         }
     }
 }

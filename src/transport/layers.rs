@@ -373,6 +373,10 @@ pub(crate) async fn authenticate(
                     );
                 }
                 Some(Presented::Valid(grant)) => Caller::Granted(grant),
+                Some(Presented::Forges(grants)) => {
+                    let (default, named) = signed_in(&cfg, grants);
+                    Caller::Forges(Arc::new(crate::identity::ForgeCredentials { default, named }))
+                }
                 Some(Presented::Invalid(why)) => return unauthorized(&cfg, why),
             },
         },
@@ -490,6 +494,8 @@ fn with_forge_tokens(
     named: Vec<(String, secrecy::SecretString)>,
 ) -> Result<Caller, Box<Response>> {
     let bad = |message: &str| Box::new(refuse(StatusCode::BAD_REQUEST, -32600, message));
+    // The grants of a sign-in on several forges, beside the default forge's.
+    let mut signed: Vec<(String, Caller)> = Vec::new();
     let default = match parsed {
         AuthHeader::None => None,
         AuthHeader::NotText | AuthHeader::TooLong => {
@@ -503,6 +509,11 @@ fn with_forge_tokens(
             }
             _ => match cfg.oauth.as_ref().map(|o| o.verify(&t)) {
                 Some(Presented::Valid(grant)) => Some(Caller::Granted(grant)),
+                Some(Presented::Forges(grants)) => {
+                    let (default, others) = signed_in(cfg, grants);
+                    signed = others;
+                    default
+                }
                 Some(Presented::Invalid(why)) => return Err(Box::new(unauthorized(cfg, why))),
                 None | Some(Presented::NotOurs) => Some(Caller::Token(t)),
             },
@@ -517,6 +528,11 @@ fn with_forge_tokens(
             )));
         }
     }
+    if let Some((name, _)) = named.iter().find(|(n, _)| signed.iter().any(|(s, _)| s == n)) {
+        return Err(bad(&format!(
+            "two credentials for the forge {name}: the sign-in in Authorization holds one, and X-MCP-Forge-Authorization-{name} another; send one"
+        )));
+    }
     if let Some(Caller::Token(token)) = &default {
         if let Some(refused) = new_token_refusal(cfg, req, token) {
             return Err(Box::new(refused));
@@ -528,7 +544,27 @@ fn with_forge_tokens(
             return Err(Box::new(refused));
         }
     }
+    let named = named.into_iter().map(|(n, t)| (n, Caller::Token(t))).chain(signed).collect();
     Ok(Caller::Forges(Arc::new(crate::identity::ForgeCredentials { default, named })))
+}
+
+/// A sign-in on several forges as credentials by forge: the default forge's grant, and the
+/// others' by profile name. Each grant is its own forge's only.
+fn signed_in(
+    cfg: &LayerConfig,
+    grants: Vec<(String, crate::identity::Grant)>,
+) -> (Option<Caller>, Vec<(String, Caller)>) {
+    let default_name = cfg.server.forges.primary().name().map(str::to_owned);
+    let mut default = None;
+    let mut named = Vec::with_capacity(grants.len());
+    for (profile, grant) in grants {
+        if default_name.as_deref() == Some(profile.as_str()) {
+            default = Some(Caller::Granted(grant));
+        } else {
+            named.push((profile, Caller::Granted(grant)));
+        }
+    }
+    (default, named)
 }
 
 /// What a forge token costs that the server has not seen in the last minute nor had

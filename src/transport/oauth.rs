@@ -30,8 +30,9 @@ struct Ctx {
 
 /// The authorization server's routes, for a server with sign-in configured.
 pub(crate) fn routes(server: Arc<Server>, oauth: Arc<OAuth>) -> Router {
+    let several = oauth.several();
     let ctx = Ctx { server, oauth };
-    Router::new()
+    let router = Router::new()
         .route("/.well-known/oauth-protected-resource", get(resource_metadata))
         .route("/.well-known/oauth-protected-resource/{*rest}", get(resource_metadata))
         .route("/.well-known/oauth-authorization-server", get(server_metadata))
@@ -39,8 +40,13 @@ pub(crate) fn routes(server: Arc<Server>, oauth: Arc<OAuth>) -> Router {
         .route("/register", post(register).options(preflight))
         .route("/authorize", get(authorize).post(approve))
         .route(crate::oauth::CALLBACK_PATH, get(callback))
-        .route("/token", post(token).options(preflight))
-        .with_state(ctx)
+        .route("/token", post(token).options(preflight));
+    // Each forge of several has its own callback; the one forge keeps `/oauth/callback` alone.
+    let router = match several {
+        true => router.route(&format!("{}/{{profile}}", crate::oauth::CALLBACK_PATH), get(profile_callback)),
+        false => router,
+    };
+    router.with_state(ctx)
 }
 
 async fn resource_metadata(State(ctx): State<Ctx>) -> Response {
@@ -76,10 +82,7 @@ async fn register(State(ctx): State<Ctx>, req: Request) -> Response {
 async fn authorize(State(ctx): State<Ctx>, req: Request) -> Response {
     let query = req.uri().query().unwrap_or("").as_bytes();
     let cookie = sign_in_cookie(&ctx.oauth, &req);
-    browser(
-        &ctx.oauth,
-        ctx.oauth.authorize(&ctx.server.forges.primary().forge, query, cookie.as_deref()).await,
-    )
+    browser(&ctx.oauth, ctx.oauth.authorize(&ctx.server.forges, query, cookie.as_deref()).await)
 }
 
 /// The consent page's answer. A browser sends `Origin` with a form POST: it must be this
@@ -98,13 +101,25 @@ async fn approve(State(ctx): State<Ctx>, req: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    browser(&ctx.oauth, ctx.oauth.approve(&ctx.server.forges.primary().forge, &body, cookie.as_deref()))
+    browser(&ctx.oauth, ctx.oauth.approve(&ctx.server.forges, &body, cookie.as_deref()))
 }
 
 async fn callback(State(ctx): State<Ctx>, req: Request) -> Response {
     let query = req.uri().query().unwrap_or("").as_bytes();
     let cookie = sign_in_cookie(&ctx.oauth, &req);
-    browser(&ctx.oauth, ctx.oauth.callback(query, cookie.as_deref()).await)
+    browser(&ctx.oauth, ctx.oauth.callback_at(&ctx.server.forges, None, query, cookie.as_deref()).await)
+}
+
+/// The callback of one forge of several: `/oauth/callback/<profile>`.
+async fn profile_callback(
+    State(ctx): State<Ctx>,
+    axum::extract::Path(profile): axum::extract::Path<String>,
+    req: Request,
+) -> Response {
+    let query = req.uri().query().unwrap_or("").as_bytes();
+    let cookie = sign_in_cookie(&ctx.oauth, &req);
+    let signed = ctx.oauth.callback_at(&ctx.server.forges, Some(&profile), query, cookie.as_deref()).await;
+    browser(&ctx.oauth, signed)
 }
 
 /// The sign-in cookie's value, if the browser sent it.
@@ -137,7 +152,7 @@ async fn token(State(ctx): State<Ctx>, req: Request) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
-    match ctx.oauth.token(&ctx.server.forges.primary().forge, &body).await {
+    match ctx.oauth.token(&ctx.server.forges, &body).await {
         Ok(tokens) => json(StatusCode::OK, &tokens),
         Err(e) => error(&e),
     }
@@ -175,7 +190,18 @@ fn browser(oauth: &OAuth, b: Browser) -> Response {
         Browser::Page { status, message } => {
             page(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), &message)
         }
+        Browser::Notice { message, next } => notice_page(&message, &next),
     }
+}
+
+/// A page that tells the person something and links on to where the sign-in goes next.
+fn notice_page(message: &str, next: &str) -> Response {
+    let html = format!(
+        "<!doctype html><meta charset=\"utf-8\"><title>Sign-in goes on</title><h1>Sign-in goes on</h1><p>{}</p><p><a id=\"next\" href=\"{}\">Continue</a></p>",
+        escape(message),
+        escape(next)
+    );
+    html_response(StatusCode::OK, html)
 }
 
 /// Text for HTML: nothing a client or the request chose can become markup.
@@ -211,7 +237,7 @@ fn consent_page(oauth: &OAuth, c: &crate::oauth::Consent) -> Response {
          <h1>Allow access?</h1>\
          <p><strong>{client}</strong> (a name the client chose; this server has not verified it) asks to \
          {access} as you, through this MCP server.</p>\
-         <p>If you allow it, you sign in on the forge next, and the answer goes to <code>{to}</code>.</p>\
+         {forges}<p>If you allow it, you sign in on the forge next, and the answer goes to <code>{to}</code>.</p>\
          <p>Allow only if you started this from your own MCP client just now.</p>\
          <form method=\"post\" action=\"/authorize\">\
          <input type=\"hidden\" name=\"pending\" value=\"{pending}\">\
@@ -221,6 +247,7 @@ fn consent_page(oauth: &OAuth, c: &crate::oauth::Consent) -> Response {
         client = escape(&c.client),
         to = escape(&c.redirect_to),
         pending = escape(&c.pending),
+        forges = forges_list(&c.forges),
     );
     let mut r = html_response(StatusCode::OK, html);
     let (name, secure) = oauth.cookie();
@@ -233,6 +260,17 @@ fn consent_page(oauth: &OAuth, c: &crate::oauth::Consent) -> Response {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     r
+}
+
+/// With several forges, the ones the person signs in on, in order (nothing with one).
+fn forges_list(forges: &[String]) -> String {
+    if forges.is_empty() {
+        return String::new();
+    }
+    let items: String = forges.iter().map(|f| format!("<li>{}</li>", escape(f))).collect();
+    format!(
+        "<p>You sign in on each of these forges in turn (a forge where you decline is left out):</p><ol>{items}</ol>"
+    )
 }
 
 fn html_response(status: StatusCode, html: String) -> Response {

@@ -64,7 +64,7 @@ pub(crate) fn fingerprint(identity: &Caller) -> Fingerprint {
             let mut h = Sha256::new();
             h.update(f.default.as_ref().map_or([0; 32], fingerprint));
             let mut named: Vec<(&str, [u8; 32])> =
-                f.named.iter().map(|(n, t)| (n.as_str(), token_hash(t))).collect();
+                f.named.iter().map(|(n, c)| (n.as_str(), fingerprint(c))).collect();
             named.sort();
             for (name, hash) in named {
                 h.update(name.as_bytes());

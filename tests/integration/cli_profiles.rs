@@ -280,3 +280,108 @@ password_env = "ALICE_PW"
     let text = stdout(&run(&["doctor"], &env).await);
     assert!(text.lines().last().unwrap().ends_with("; ready: work, home, basic"), "{text}");
 }
+
+#[tokio::test]
+async fn sign_in_settings_beside_a_profiles_file_say_where_each_forges_application_goes() {
+    let (_dir, path) = write_profiles("[forges.work]\nurl = \"https://git.example.com\"\n");
+    for (name, value) in [("GITEA_OAUTH_CLIENT_ID", "app-1"), ("GITEA_OAUTH_CLIENT_SECRET", SECRET)] {
+        refused(
+            &path,
+            &[(name, value)],
+            &[
+                &format!("{name} (--"),
+                "beside a profiles file",
+                "each forge's OAuth2 application goes in its profile (oauth_client_id",
+            ],
+        )
+        .await;
+    }
+    let key_dir = tempfile::tempdir().unwrap();
+    let key = key_dir.path().join("key");
+    std::fs::write(&key, format!("{}\n", "ab".repeat(32))).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key = key.to_str().unwrap();
+    // The server-wide sign-in settings without any profile's application.
+    refused(
+        &path,
+        &[("MCP_PUBLIC_URL", "https://mcp.example.com"), ("MCP_OAUTH_KEY_FILE", key)],
+        &["no profile of the profiles file has an OAuth2 application: add oauth_client_id"],
+    )
+    .await;
+    // A profile's application without the server-wide settings.
+    let (_dir, path) = write_profiles(
+        "[forges.work]\nurl = \"https://git.example.com\"\noauth_client_id = \"app-1\"\noauth_client_secret_env = \"WORK_APP_SECRET\"\n",
+    );
+    refused(
+        &path,
+        &[("WORK_APP_SECRET", SECRET), ("MCP_OAUTH_KEY_FILE", key)],
+        &["sign-in with the forge (oauth_client_id of profile work) needs MCP_PUBLIC_URL and MCP_OAUTH_KEY_FILE; missing: MCP_PUBLIC_URL"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn doctor_checks_each_profiles_application_at_its_own_callback() {
+    let public = "http://127.0.0.1:8975";
+    let app = |id: &str, secret: &str, profile: &str| {
+        fake_forge::OAuthApp::confidential(id, secret, &format!("{public}/oauth/callback/{profile}"))
+    };
+    let (work_app, home_app) =
+        (app("work-app", "work-app-secret", "work"), app("home-app", "home-app-secret", "home"));
+    let work = Forge::gitea()
+        .only_users(&[(WORK_TOKEN, "alice")])
+        .options(move |o| o.oauth_apps = vec![work_app.clone()])
+        .start()
+        .await;
+    let home = Forge::forgejo()
+        .only_users(&[(HOME_TOKEN, "alice")])
+        .options(move |o| o.oauth_apps = vec![home_app.clone()])
+        .start()
+        .await;
+    let (dir, path) = write_profiles(&format!(
+        "default = \"work\"\n[forges.work]\nurl = \"{}\"\ntoken_env = \"WORK_TOKEN\"\noauth_client_id = \"work-app\"\noauth_client_secret_env = \"WORK_APP_SECRET\"\n[forges.home]\nurl = \"{}\"\ntoken_env = \"HOME_TOKEN\"\noauth_client_id = \"home-app\"\noauth_client_secret_env = \"HOME_APP_SECRET\"\n",
+        work.base_url(),
+        home.base_url()
+    ));
+    let key = std::path::Path::new(&path).with_file_name("key");
+    std::fs::write(&key, format!("{}\n", "cd".repeat(32))).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let env = |home_secret: &'static str| {
+        vec![
+            ("GITEA_PROFILES", path.clone()),
+            ("WORK_TOKEN", WORK_TOKEN.to_owned()),
+            ("HOME_TOKEN", HOME_TOKEN.to_owned()),
+            ("WORK_APP_SECRET", "work-app-secret".to_owned()),
+            ("HOME_APP_SECRET", home_secret.to_owned()),
+            ("MCP_PUBLIC_URL", public.to_owned()),
+            ("MCP_OAUTH_KEY_FILE", key.to_str().unwrap().to_owned()),
+        ]
+    };
+    let run_with = async |home_secret: &'static str| {
+        let env = env(home_secret);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        run(&["doctor"], &env).await
+    };
+    let o = run_with("home-app-secret").await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}{}", stderr(&o));
+    for (id, profile) in [("work-app", "work"), ("home-app", "home")] {
+        let line = format!(
+            "ok    sign-in with the forge: the OAuth2 application {id} accepts this server's secret and redirect URI {public}/oauth/callback/{profile}"
+        );
+        assert!(text.contains(&line), "{line:?} not in:\n{text}");
+    }
+    // home's secret wrong: home is not ready, named with where its secret is set.
+    let o = run_with("not-the-secret").await;
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}{}", stderr(&o));
+    assert!(
+        text.contains(
+            "the forge refused the oauth_client_secret_env or oauth_client_secret_file of profile home"
+        ),
+        "{text}"
+    );
+    assert!(text.lines().last().unwrap().contains("not ready: home"), "{text}");
+    assert!(!text.contains("not-the-secret") && !text.contains("work-app-secret"), "{text}");
+    drop(dir);
+}

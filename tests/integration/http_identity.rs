@@ -14,6 +14,9 @@ use crate::support;
 #[path = "http_identity/oauth.rs"]
 mod oauth;
 
+#[path = "http_identity/oauth_profiles.rs"]
+mod oauth_profiles;
+
 #[path = "http_identity/deployment.rs"]
 mod deployment;
 

@@ -274,6 +274,100 @@ async fn the_python_sdk_oauth_client_signs_in_with_the_forge_and_calls_as_the_pe
     assert_eq!(refreshes, 1, "one refresh reached the forge");
 }
 
+/// The same SDK client against a server with two forges, each with its application: its one
+/// sign-in walks through both forges' consent and callbacks, its calls reach each forge as bob
+/// with that forge's own token, and its refresh refreshes both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_oauth_client_signs_in_on_two_forges_at_once() {
+    let port = support::http::free_port();
+    let public = format!("http://127.0.0.1:{port}");
+    let forge = |builder: Forge, profile: &'static str| {
+        let callback = format!("{public}/oauth/callback/{profile}");
+        builder
+            .user(BOB_TOKEN, "bob")
+            .options(move |o| {
+                let (id, secret) = (format!("{profile}-app"), format!("gto_{profile}-app-secret"));
+                o.oauth_apps = vec![fake_forge::OAuthApp::confidential(&id, &secret, &callback)];
+                o.oauth_user = Some("bob".into());
+            })
+            .repo("bob", "notes")
+            .start()
+    };
+    let (work, home) = (forge(Forge::gitea(), "work").await, forge(Forge::forgejo(), "home").await);
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    std::fs::write(&key, "0e".repeat(32)).unwrap();
+    let profiles = dir.path().join("forges.toml");
+    let profile = |name: &str, url: &str, flavor: &str| {
+        format!(
+            "[forges.{name}]\nurl = \"{url}\"\nflavor = \"{flavor}\"\noauth_client_id = \"{name}-app\"\noauth_client_secret_env = \"{}_APP_SECRET\"\n",
+            name.to_uppercase()
+        )
+    };
+    let text = format!(
+        "default = \"work\"\n{}{}",
+        profile("work", &work.base_url(), "gitea"),
+        profile("home", &home.base_url(), "forgejo")
+    );
+    std::fs::write(&profiles, text).unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let env: Vec<(String, String)> = [
+        ("GITEA_PROFILES", profiles.to_str().unwrap()),
+        ("WORK_APP_SECRET", "gto_work-app-secret"),
+        ("HOME_APP_SECRET", "gto_home-app-secret"),
+        ("MCP_PUBLIC_URL", public.as_str()),
+        ("MCP_OAUTH_KEY_FILE", key.to_str().unwrap()),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).into(), (*v).into()))
+    .collect();
+    let args = ["serve", "--transport", "http", "--listen", &listen];
+    let server = HttpServer::of_settings(support::settings_of(&args, &env), "http", &listen).await;
+    let mut cmd = support::oauth_client(
+        &server.endpoint,
+        &[
+            r#"repoGet={"owner":"bob","repo":"notes"}"#,
+            r#"repoGet={"owner":"bob","repo":"notes","forge":"home"}"#,
+        ],
+    );
+    let run = support::run_with_timeout(&mut cmd, TIMEOUT).await;
+    let report = || format!("{}\n{}", run.stdout, run.stderr);
+    assert!(run.status.is_some_and(|s| s.success()), "oauth_client.py failed: {}", report());
+    let lines: Vec<Value> = run.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let steps = lines.iter().find_map(|l| l.get("authorization")).unwrap()["steps"].to_string();
+    assert!(steps.contains("/oauth/callback/work") && steps.contains("/oauth/callback/home"), "{}", report());
+    let tools: Vec<&Value> = lines.iter().filter(|l| l.get("tool").is_some()).collect();
+    assert_eq!(tools.len(), 2, "{}", report());
+    for (t, name) in tools.iter().zip(["work", "home"]) {
+        assert_eq!(t["is_error"], false, "{}", report());
+        let envelope: Value = serde_json::from_str(t["text"].as_str().unwrap()).unwrap();
+        assert_eq!(envelope["forge"], name, "{}", report());
+        assert_eq!(envelope["identity"]["login"], "bob", "{}", report());
+    }
+    // Each forge saw only tokens it issued to its own application, and refreshed once.
+    for (f, app) in [(&work, "work-app"), (&home, "home-app")] {
+        let api: Vec<Recorded> = f
+            .requests()
+            .into_iter()
+            .filter(|r| r.raw_path.starts_with("/api/v1/") && r.raw_path != "/api/v1/version")
+            .collect();
+        assert!(!api.is_empty(), "{app}");
+        for r in &api {
+            let t = r.header("authorization").and_then(|a| a.strip_prefix("Bearer ")).unwrap_or_default();
+            assert_eq!(f.oauth_access(t).map(|a| a.client_id), Some(app.to_owned()), "{}", describe(&api));
+        }
+        let refreshes = f
+            .requests()
+            .into_iter()
+            .filter(|r| {
+                r.raw_path == "/login/oauth/access_token"
+                    && String::from_utf8_lossy(&r.body).contains("grant_type=refresh_token")
+            })
+            .count();
+        assert_eq!(refreshes, 1, "{app}: one refresh");
+    }
+}
+
 /// A session whose identity lookup hangs at the forge: the SDK is told, as a JSON-RPC error to
 /// its `initialize`, that the forge did not answer in time — well before it would give up on
 /// its own (30 s), and never by a dropped connection.
