@@ -76,6 +76,11 @@ pub(crate) struct Profile {
     pub(crate) disabled_tools: Option<BTreeSet<String>>,
     /// Sign-in with this forge: the OAuth2 application registered on it for this server.
     pub(crate) oauth: Option<ProfileApp>,
+    /// This forge's client: as `GITEA_CONNECT_TIMEOUT`, `GITEA_TIMEOUT` and
+    /// `FORGE_MAX_CONCURRENT` (0: no limit).
+    pub(crate) connect_timeout: Option<std::time::Duration>,
+    pub(crate) timeout: Option<std::time::Duration>,
+    pub(crate) forge_max_concurrent: Option<u32>,
 }
 
 /// A profile's OAuth2 application: `oauth_client_id`, and the secret from
@@ -139,6 +144,9 @@ impl Profile {
             ("toolsets", self.toolsets.is_some()),
             ("enabled_tools", self.enabled_tools.is_some()),
             ("disabled_tools", self.disabled_tools.is_some()),
+            ("connect_timeout", self.connect_timeout.is_some()),
+            ("timeout", self.timeout.is_some()),
+            ("forge_max_concurrent", self.forge_max_concurrent.is_some()),
         ]
         .into_iter()
         .filter(|(_, set)| *set)
@@ -203,6 +211,9 @@ struct RawProfile {
     oauth_client_id: Option<String>,
     oauth_client_secret_env: Option<String>,
     oauth_client_secret_file: Option<PathBuf>,
+    connect_timeout: Option<f64>,
+    timeout: Option<f64>,
+    forge_max_concurrent: Option<u32>,
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -345,7 +356,17 @@ fn profile(name: &str, raw: RawProfile, env: EnvLookup<'_>) -> Result<Profile, C
     let names = |list: Option<Vec<String>>| {
         list.map(|l| l.into_iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
     };
+    let seconds = |key: &str, v: Option<f64>| match v {
+        None => Ok(None),
+        Some(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => {
+            Ok(Some(std::time::Duration::from_secs_f64(v)))
+        }
+        Some(_) => Err(wrong(key, "must be a number of seconds above 0 and at most 86400".into())),
+    };
     Ok(Profile {
+        connect_timeout: seconds("connect_timeout", raw.connect_timeout)?,
+        timeout: seconds("timeout", raw.timeout)?,
+        forge_max_concurrent: raw.forge_max_concurrent,
         name: name.to_owned(),
         url,
         flavor,
@@ -780,6 +801,15 @@ password_env = "WORK_PASSWORD"
         has(&e, &["profiles.toml, line 4", "not valid TOML"]);
         let e = d.error(&format!("[forges.work]\nurl = {SECRET}\n"));
         has(&e, &["line 2", "not valid TOML"]);
+    }
+
+    #[test]
+    fn a_profile_sets_its_own_timeouts_and_forge_slots_within_bounds() {
+        let d = Dir::new();
+        let e = d.error("[forges.work]\nurl = \"https://g.example\"\ntimeout = -1\n");
+        has(&e, &["profile work: timeout must be a number of seconds above 0"]);
+        let e = d.error("[forges.work]\nurl = \"https://g.example\"\nforge_max_concurrent = \"many\"\n");
+        has(&e, &["profile work", "forge_max_concurrent"]);
     }
 
     #[test]

@@ -318,6 +318,11 @@ impl Settings {
         s.toolsets = profile.toolsets.clone().unwrap_or_else(|| self.toolsets.clone());
         s.enabled_tools = profile.enabled_tools.clone().unwrap_or_else(|| self.enabled_tools.clone());
         s.disabled_tools = profile.disabled_tools.clone().unwrap_or_else(|| self.disabled_tools.clone());
+        s.connect_timeout = profile.connect_timeout.unwrap_or(self.connect_timeout);
+        s.timeout = profile.timeout.unwrap_or(self.timeout);
+        if let Some(max) = profile.forge_max_concurrent {
+            s.forge_max_concurrent = NonZeroU32::new(max);
+        }
         s
     }
 

@@ -94,6 +94,13 @@ pub fn listed_on(forges: &Forges, narrowing: &Narrowing, typed: bool) -> Vec<Too
                 }
                 _ => to_rmcp(t),
             };
+            // An operation some forges lack says where it is.
+            let on: Vec<&str> =
+                forges.all().filter(|p| p.catalog.get(&t.name).is_some()).filter_map(|p| p.name()).collect();
+            if on.len() < forges.all().count() {
+                let said = tool.description.as_deref().unwrap_or_default();
+                tool.description = Some(format!("Only on {}. {said}", on.join(", ")).into());
+            }
             let mut schema = (*tool.input_schema).clone();
             for other in others.iter().filter_map(|c| c.get(&t.name)) {
                 widen(&mut schema, other.listed_schema());
