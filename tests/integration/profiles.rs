@@ -585,7 +585,10 @@ async fn a_forge_s_error_names_the_forge() {
 /// A listed operation that some forges lack begins its description with the forges that have it.
 #[tokio::test]
 async fn a_listed_operation_some_forges_lack_says_where_it_is() {
-    let three = Two::start("\n[forges.third]\nurl = \"http://127.0.0.1:9/\"\nflavor = \"gitea\"\ntoolsets = [\"all\"]\n").await;
+    let three = Two::start(
+        "\n[forges.third]\nurl = \"http://127.0.0.1:9/\"\nflavor = \"gitea\"\ntoolsets = [\"all\"]\n",
+    )
+    .await;
     let tools = three.server.client.list_all_tools().await.unwrap();
     let blocks = tools.iter().find(|t| t.name == "userListBlocks").expect("a Gitea-only operation is listed");
     let said = blocks.description.as_deref().unwrap_or_default();
