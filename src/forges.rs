@@ -516,7 +516,10 @@ async fn forge_host(base: &url::Url) -> aegis_core::policy::repos::ForgeHost {
 /// none (anonymous). The settings never hold both (`config/resolve.rs` refuses that).
 pub(crate) fn global_credential(settings: &Settings) -> Result<Credential, StartError> {
     match (&settings.token, &settings.username, &settings.password) {
-        (Some(t), _, _) => Credential::token(t).map_err(|e| StartError(format!("GITEA_TOKEN: {e}"))),
+        (Some(t), _, _) => Credential::token(t).map_err(|e| {
+            let which = if settings.has_profiles() { "the profile's token" } else { "GITEA_TOKEN" };
+            StartError(format!("{which}: {e}"))
+        }),
         (None, Some(username), Some(password)) => Ok(Credential::basic(username, password)),
         _ => Ok(Credential::anonymous()),
     }
@@ -594,6 +597,9 @@ async fn detect(forge: &Forge, credential: &Credential, profiled: bool) -> Resul
         ))),
         Ok(probe) => Ok(probe.version),
         Err(CallError::Result(f)) if f.kind == ErrorKind::Unauthorized => Err(StartError(f.message)),
+        Err(e) if profiled => Err(StartError(format!(
+            "cannot detect the forge ({e}); fix the profile's url, or give it flavor = \"gitea\" or \"forgejo\" to start without asking"
+        ))),
         Err(e) => Err(StartError(format!(
             "cannot detect the forge ({e}); fix the URL, or pass --flavor gitea|forgejo to start without asking"
         ))),

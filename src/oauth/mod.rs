@@ -2152,16 +2152,20 @@ mod tests {
         assert!(matches!(back, Browser::Redirect(_)), "{back:?}");
     }
 
+    /// A sign-in application for each of `profiles`, named after it.
+    fn apps(profiles: &[&str]) -> Vec<crate::config::SignInApp> {
+        let app = |p: &&str| crate::config::SignInApp {
+            profile: Some((*p).into()),
+            client_id: format!("{p}-app"),
+            client_secret: SecretString::from(format!("{p}-secret")),
+        };
+        profiles.iter().map(app).collect()
+    }
+
     #[test]
     fn a_sign_in_on_three_forges_fits_a_header_and_tokens_too_long_together_are_refused() {
         let mut s = settings("http://127.0.0.1:8080");
-        s.apps = ["work", "home", "oss"]
-            .map(|p| crate::config::SignInApp {
-                profile: Some(p.into()),
-                client_id: format!("{p}-app"),
-                client_secret: SecretString::from(format!("{p}-secret")),
-            })
-            .to_vec();
+        s.apps = apps(&["work", "home", "oss"]);
         let o = OAuth::new(&s, "/mcp");
         // Gitea's access and refresh tokens are RS256 JWTs of some 600 characters.
         let got = |p: &str, n: usize| Got {
@@ -2206,13 +2210,7 @@ mod tests {
     #[tokio::test]
     async fn a_sign_in_on_several_forges_comes_back_once_per_hop_and_only_at_its_forges_callback() {
         let mut s = settings("http://127.0.0.1:8080");
-        s.apps = ["work", "home"]
-            .map(|p| crate::config::SignInApp {
-                profile: Some(p.into()),
-                client_id: format!("{p}-app"),
-                client_secret: SecretString::from(format!("{p}-secret")),
-            })
-            .to_vec();
+        s.apps = apps(&["work", "home"]);
         let o = OAuth::new(&s, "/mcp");
         let f = forge();
         let client = registered(&o);

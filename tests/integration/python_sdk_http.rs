@@ -263,15 +263,7 @@ async fn the_python_sdk_oauth_client_signs_in_with_the_forge_and_calls_as_the_pe
             .unwrap_or_else(|| panic!("not a forge OAuth token: {}", describe(&api)));
         assert_eq!(forge.oauth_access(t).map(|a| a.login), Some("bob".to_owned()), "{}", describe(&api));
     }
-    let refreshes = forge
-        .requests()
-        .into_iter()
-        .filter(|r| {
-            r.raw_path == "/login/oauth/access_token"
-                && String::from_utf8_lossy(&r.body).contains("grant_type=refresh_token")
-        })
-        .count();
-    assert_eq!(refreshes, 1, "one refresh reached the forge");
+    assert_eq!(refreshes(&forge), 1, "one refresh reached the forge");
 }
 
 /// The same SDK client against a server with two forges, each with its application: its one
@@ -356,15 +348,7 @@ async fn the_python_sdk_oauth_client_signs_in_on_two_forges_at_once() {
             let t = r.header("authorization").and_then(|a| a.strip_prefix("Bearer ")).unwrap_or_default();
             assert_eq!(f.oauth_access(t).map(|a| a.client_id), Some(app.to_owned()), "{}", describe(&api));
         }
-        let refreshes = f
-            .requests()
-            .into_iter()
-            .filter(|r| {
-                r.raw_path == "/login/oauth/access_token"
-                    && String::from_utf8_lossy(&r.body).contains("grant_type=refresh_token")
-            })
-            .count();
-        assert_eq!(refreshes, 1, "{app}: one refresh");
+        assert_eq!(refreshes(f), 1, "{app}: one refresh");
     }
 }
 
@@ -423,4 +407,13 @@ async fn python_sdk_checks_typed_results_over_streamable_http_with_sessions_and_
             }
         }
     }
+}
+
+/// How many refreshes of a token reached `forge`'s token endpoint.
+fn refreshes(forge: &fake_forge::FakeForge) -> usize {
+    let refresh = |r: &fake_forge::Recorded| {
+        r.raw_path == "/login/oauth/access_token"
+            && String::from_utf8_lossy(&r.body).contains("grant_type=refresh_token")
+    };
+    forge.requests().iter().filter(|r| refresh(r)).count()
 }
