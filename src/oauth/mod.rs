@@ -290,6 +290,27 @@ struct Code {
     gs: Vec<Got>,
 }
 
+impl OAuth {
+    /// The code of an approved sign-in: the client's request as `pending` kept it, the forge's
+    /// code and verifier (`fv`, `f`; empty with several forges) or every forge's grant (`gs`),
+    /// unique, single use, short-lived.
+    fn code_of(&self, pending: &Pending, (fv, f): (String, String), gs: Vec<Got>) -> Code {
+        Code {
+            c: pending.c.clone(),
+            r: pending.r.clone(),
+            ch: pending.ch.clone(),
+            sc: pending.sc.clone(),
+            res: pending.res.clone(),
+            fv,
+            f,
+            e: self.clock.now() + CODE_LIFETIME.as_secs(),
+            id: self.sealer.random_text(16),
+            g: self.used.generation(),
+            gs,
+        }
+    }
+}
+
 /// An access token.
 #[derive(Serialize, Deserialize)]
 struct Access {
@@ -941,19 +962,7 @@ impl OAuth {
                 ("error_description", &description),
             ]));
         }
-        let code = Code {
-            c: pending.c.clone(),
-            r: pending.r.clone(),
-            ch: pending.ch.clone(),
-            sc: pending.sc.clone(),
-            res: pending.res.clone(),
-            fv: String::new(),
-            f: String::new(),
-            e: self.clock.now() + CODE_LIFETIME.as_secs(),
-            id: self.sealer.random_text(16),
-            g: self.used.generation(),
-            gs: pending.gs.clone(),
-        };
+        let code = self.code_of(&pending, (String::new(), String::new()), pending.gs.clone());
         let sealed = self.sealer.seal(Kind::Code, &code);
         if sealed.len() > seal::MAX_SEALED_BYTES {
             return Browser::Redirect(back(&[
@@ -1157,20 +1166,8 @@ impl OAuth {
                 ]);
             }
         };
-        let code = Code {
-            c: pending.c.clone(),
-            r: pending.r.clone(),
-            ch: pending.ch.clone(),
-            sc: pending.sc.clone(),
-            res: pending.res.clone(),
-            fv: pending.fv.clone(),
-            f: forge_code.to_owned(),
-            e: self.clock.now() + CODE_LIFETIME.as_secs(),
-            id: self.sealer.random_text(16),
-            // The sign-in's use just asked the store, which said its generation.
-            g: self.used.generation(),
-            gs: Vec::new(),
-        };
+        // The sign-in's use just asked the store, which said its generation.
+        let code = self.code_of(&pending, (pending.fv.clone(), forge_code.to_owned()), Vec::new());
         let sealed = self.sealer.seal(Kind::Code, &code);
         back(&[("code", &sealed)])
     }
