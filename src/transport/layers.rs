@@ -441,7 +441,9 @@ fn forge_tokens(
     let mut out: Vec<(String, secrecy::SecretString)> = Vec::new();
     for name in headers.keys() {
         let Some(profile) = name.as_str().strip_prefix(FORGE_HEADER) else { continue };
-        let shown = format!("X-MCP-Forge-Authorization-{profile}");
+        // The client's header name, echoed no longer than a profile's name may be.
+        let clipped: String = profile.chars().take(63).collect();
+        let shown = format!("X-MCP-Forge-Authorization-{clipped}");
         let forges = &cfg.server.forges;
         if !forges.names_all().any(|n| n == profile) {
             let names: Vec<&str> = forges.names_all().collect();
