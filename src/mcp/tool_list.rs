@@ -1,6 +1,6 @@
 //! Catalog → rmcp `Tool` definitions, filtered per request.
 
-use rmcp::model::{Tool, ToolAnnotations};
+use rmcp::model::{MetaObject, Tool, ToolAnnotations};
 
 use aegis_core::catalog::{Catalog, Target, ToolDef};
 use aegis_core::envelope;
@@ -29,7 +29,18 @@ pub(crate) fn to_rmcp(t: &ToolDef) -> Tool {
     if !t.description.starts_with(t.title.as_str()) {
         tool.title = Some(t.title.clone());
     }
+    if matches!(t.target, Target::SearchOperations | Target::OperationSchema | Target::CallOperation) {
+        tool = tool.with_meta(always_load());
+    }
     tool
+}
+
+/// The `_meta` of the discovery tools: Claude Code defers a server's tools behind its own
+/// search once they fill a tenth of the context, and keeps one loaded when its `_meta` says
+/// so. Deferred, the three tools that reach every other operation would have to be found
+/// before they could find anything.
+fn always_load() -> MetaObject {
+    MetaObject(Map::from_iter([("anthropic/alwaysLoad".to_owned(), Value::Bool(true))]))
 }
 
 /// Whether a client gets typed results: its protocol version is `from` (`STRUCTURED_CONTENT_FROM`)

@@ -39,6 +39,16 @@ async fn tools_list_offers_one_tool_per_operation_plus_the_raw_tool() {
         let create = tools.iter().find(|t| t.name == "repoCreateBranch").unwrap();
         assert_eq!(create.annotations.as_ref().unwrap().destructive_hint, Some(false));
         assert!(get.description.as_deref().unwrap().contains("GET /repos/{owner}/{repo}"));
+        // The discovery tools, and only they, ask Claude Code to keep them loaded.
+        let kept: Vec<&str> = tools
+            .iter()
+            .filter(|t| {
+                t.meta.as_ref().is_some_and(|m| m.0.get("anthropic/alwaysLoad") == Some(&true.into()))
+            })
+            .map(|t| t.name.as_ref())
+            .collect();
+        assert_eq!(kept, ["gitea_search_operations", "gitea_get_operation_schema", "gitea_call_operation"]);
+        assert_eq!(tools.iter().filter(|t| t.meta.is_some()).count(), 3);
         h.stop().await;
     }
 }
