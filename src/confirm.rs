@@ -6,7 +6,9 @@
 //! accept. The `confirm` argument an agent sends is ignored then: an instruction hidden in
 //! forge content could make an agent send it, never make a person accept. A client that
 //! cannot ask (and every client under `argument`) must send `confirm` equal to the exact
-//! target, which the error of a call without it tells the agent to ask the person for.
+//! target, which the error of a call without it tells the agent to ask the person for. A
+//! client that declared it can ask but answers the question with "Method not found" is one
+//! that cannot: otherwise no call that needs a yes could ever run there.
 //!
 //! Before asking, the server reads what goes with the target (a repository's issues, pull
 //! requests and releases; a branch's last commit) under the caller's identity and policy,
@@ -22,7 +24,7 @@ use crate::server::At;
 use aegis_core::error::CallError;
 use aegis_core::guard::Redactor;
 use aegis_core::policy::Narrowing;
-use aegis_core::policy::confirm::{Clause, Confirmation, Confirmed, Lost, Mode, lost};
+use aegis_core::policy::confirm::{ByArgument, Clause, Confirmation, Confirmed, Lost, Mode, lost};
 
 /// What the person did with a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +36,9 @@ pub enum Answer {
     NoAnswer,
     /// The client could not be asked after all (the request failed, the session ended).
     Failed,
+    /// The client declared it can ask but answered the question with "Method not found"
+    /// (clients with no way to show a form do): it is a client that cannot ask.
+    Unsupported,
     /// The question goes back to the client as the call's answer (protocol 2026-07-28); the
     /// client calls again with the person's answer.
     Pending,
@@ -130,8 +135,8 @@ pub(crate) async fn confirm(
         c.clauses = kept;
     }
     if !asking {
-        let asked = mode == Mode::Ask;
-        return c.argument_refusal(given, asked).map_or(Ok(Some(Confirmed::Argument)), Err);
+        let why = if mode == Mode::Ask { ByArgument::Undeclared } else { ByArgument::Setting };
+        return c.argument_refusal(given, why).map_or(Ok(Some(Confirmed::Argument)), Err);
     }
     let question = if retry { String::new() } else { redactor.redact_str(&c.question()) };
     // The target names the form's box; the state's binding covers the exact arguments anyway.
@@ -149,6 +154,10 @@ pub(crate) async fn confirm(
             at.server.settings.confirm_timeout.as_secs_f64()
         ))),
         Answer::Failed => Err(c.refused("the client could not ask the person")),
+        // A client that cannot ask after all is one that never could: its `confirm` counts.
+        Answer::Unsupported => c
+            .argument_refusal(given, ByArgument::Unanswerable)
+            .map_or(Ok(Some(Confirmed::Argument)), Err),
         Answer::Pending => Err(c.refused("the person is being asked; the client calls again with their answer")),
         Answer::Stale => Err(c.refused(
             "the confirmation sent was given for another call (another target, other arguments or another caller)",

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rmcp::model::{
     CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, InputRequest, InputRequests, InputRequiredResult, ProtocolVersion,
+    ElicitationSchema, ErrorCode, InputRequest, InputRequests, InputRequiredResult, ProtocolVersion,
 };
 use rmcp::service::ServiceError;
 use rmcp::{Peer, RoleServer};
@@ -226,6 +226,9 @@ impl Asker for Person<'_> {
                 {
                     Ok(r) => answer_of(&r),
                     Err(ServiceError::Timeout { .. }) => Answer::NoAnswer,
+                    Err(ServiceError::McpError(e)) if e.code == ErrorCode::METHOD_NOT_FOUND => {
+                        Answer::Unsupported
+                    }
                     Err(e) => {
                         tracing::debug!(error = %e, "the elicitation failed");
                         Answer::Failed

@@ -178,6 +178,41 @@ async fn a_client_that_cannot_ask_sends_the_exact_target_the_error_names() {
 }
 
 #[tokio::test]
+async fn a_client_that_answers_the_question_with_method_not_found_confirms_by_the_argument() {
+    // It declared elicitation, yet has no way to show a form: without `confirm` the error
+    // tells the agent what to ask in its own words; with the exact target the call runs.
+    let f = forge().start().await;
+    let calls = json!([
+        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}},
+        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/other"}},
+        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/demo"}},
+    ]);
+    let run = stdio(&f, "legacy", Some("notfound"), &calls, &[]).await;
+    for nth in [0, 1] {
+        let (failed, envelope) = result(&run, nth);
+        assert!(failed && envelope["error"]["kind"] == "not_confirmed", "{envelope}");
+        let message = envelope["error"]["message"].as_str().unwrap();
+        assert!(message.contains(r#"answered the server's question with "Method not found""#), "{message}");
+        assert!(
+            message.contains(r#"The question: "Delete repository alice/demo with its 0 open"#),
+            "{message}"
+        );
+        assert!(message.contains(r#""confirm": "alice/demo""#), "{message}");
+    }
+    let (failed, envelope) = result(&run, 2);
+    assert!(!failed, "{envelope}\n{}", run.context);
+    assert_eq!(run.doc["elicitations"].as_array().map(Vec::len), Some(3), "each call tried to ask first");
+    assert_eq!(writes(&f).len(), 1, "only the confirmed call was sent: {:?}", writes(&f));
+    // A client that declines every question by itself is set to take the argument instead.
+    let f = forge().start().await;
+    let calls = json!([{"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/demo"}}]);
+    let run = stdio(&f, "legacy", Some("decline"), &calls, &[("CONFIRM_IRREVERSIBLE", "argument")]).await;
+    assert!(!result(&run, 0).0, "{}", run.context);
+    assert_eq!(run.doc["elicitations"], json!([]));
+    assert_eq!(writes(&f).len(), 1);
+}
+
+#[tokio::test]
 async fn with_argument_mode_even_a_client_that_can_ask_sends_confirm_and_with_off_nobody_is_asked() {
     let f = forge().start().await;
     let run =

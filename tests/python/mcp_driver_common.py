@@ -15,7 +15,9 @@ With `--elicit ANSWER` the client declares elicitation support and answers every
 elicitation the server sends with ANSWER: `accept` (the form with each boolean member true),
 `uncheck` (accepted with each boolean false), `decline`, `cancel`, or `ignore` (answers too late:
 the callback sleeps `IGNORE_SECONDS`, longer than the tests' CONFIRM_TIMEOUT, then declines; a
-callback that never returned would leave the SDK's readers busy when the client closes). The report then has
+callback that never returned would leave the SDK's readers busy when the client closes), or
+`notfound` (answers with the JSON-RPC error -32601 "Method not found", as clients do that declare
+the capability but have no way to show a form). The report then has
 `"elicitations": [{"message": ..., "requested_schema": {...}}]`, one per question, in order.
 Without `--elicit` the client declares no elicitation support.
 
@@ -50,7 +52,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--elicit",
-        choices=["accept", "uncheck", "decline", "cancel", "ignore"],
+        choices=["accept", "uncheck", "decline", "cancel", "ignore", "notfound"],
         help="declare elicitation support and answer every elicitation so",
     )
 
@@ -79,6 +81,8 @@ class Elicitations:
             finally:
                 self.running -= 1
             return types.ElicitResult(action="decline")
+        if self.answer == "notfound":
+            return types.ErrorData(code=types.METHOD_NOT_FOUND, message="Method not found")
         if self.answer in ("decline", "cancel"):
             return types.ElicitResult(action=self.answer)
         props = (schema or {}).get("properties", {})

@@ -79,6 +79,20 @@ impl Confirmed {
     }
 }
 
+/// Why a call's `confirm` argument is what confirms it, rather than the person's answer to a
+/// question: the error of a call without it says which, so that whoever reads it knows what
+/// to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByArgument {
+    /// `CONFIRM_IRREVERSIBLE=argument`: nobody is asked.
+    Setting,
+    /// The client declared no elicitation support (or the request has no way back to it).
+    Undeclared,
+    /// The client declared it but answered the question with "Method not found", as some do
+    /// that have no way to show a form.
+    Unanswerable,
+}
+
 /// What the server looks up before asking, to say what goes with the target — or, for a
 /// clause asked only when something is lost, whether anything is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -937,14 +951,20 @@ impl Confirmation {
     }
 
     /// A `confirm` argument, judged: it must be the exact target. `None` when it is.
-    pub fn argument_refusal(&self, given: Option<&str>, asked: bool) -> Option<CallError> {
+    pub fn argument_refusal(&self, given: Option<&str>, why: ByArgument) -> Option<CallError> {
         if given == Some(self.target.as_str()) {
             return None;
         }
-        let how = if asked {
-            "This client cannot ask the person (it declared no elicitation support), so"
-        } else {
-            "This server takes confirmations as an argument (CONFIRM_IRREVERSIBLE=argument), so"
+        let how = match why {
+            ByArgument::Undeclared => {
+                "This client cannot ask the person (it declared no elicitation support), so"
+            }
+            ByArgument::Unanswerable => {
+                "This client cannot ask the person (it answered the server's question with \"Method not found\"), so"
+            }
+            ByArgument::Setting => {
+                "This server takes confirmations as an argument (CONFIRM_IRREVERSIBLE=argument), so"
+            }
         };
         let wrong = match given {
             Some(g) => format!(" The `confirm` sent, {:?}, is not the exact target.", shown(g)),
@@ -1351,7 +1371,7 @@ mod tests {
         let (c, confirm) = admitted("repoDeleteBranch", args, Mode::Argument).unwrap();
         assert_eq!(c.target, "alice/webapp#branch/feat/x");
         assert_eq!(confirm.as_deref(), Some("alice/webapp#branch/feat/x"));
-        assert!(c.argument_refusal(confirm.as_deref(), false).is_none());
+        assert!(c.argument_refusal(confirm.as_deref(), ByArgument::Setting).is_none());
         // The look-up is a raw route: literal, as its wildcard takes a branch with a slash.
         assert_eq!(c.clauses[0].look.as_deref(), Some("/repos/alice/webapp/branches/feat/x"));
         let head = json!({"commit": {"id": "0123456789abcdef0123456789abcdef01234567"}});
@@ -1608,15 +1628,18 @@ mod tests {
         let (c, _) =
             admitted("repoDelete", json!({"owner": "alice", "repo": "webapp"}), Mode::Argument).unwrap();
         for given in [None, Some("alice/webap"), Some("ALICE/WEBAPP")] {
-            let e = c.argument_refusal(given, false).expect("refused");
+            let e = c.argument_refusal(given, ByArgument::Setting).expect("refused");
             assert_eq!(e.kind(), Some(ErrorKind::NotConfirmed));
             let text = e.to_string();
             assert!(text.contains("Delete repository alice/webapp? This cannot be undone."), "{text}");
             assert!(text.contains(r#""confirm": "alice/webapp""#), "{text}");
             assert!(text.contains("CONFIRM_IRREVERSIBLE=argument"), "{text}");
         }
-        let text = c.argument_refusal(None, true).unwrap().to_string();
+        let text = c.argument_refusal(None, ByArgument::Undeclared).unwrap().to_string();
         assert!(text.contains("declared no elicitation support"), "{text}");
+        let text = c.argument_refusal(None, ByArgument::Unanswerable).unwrap().to_string();
+        assert!(text.contains(r#"answered the server's question with "Method not found""#), "{text}");
+        assert!(text.contains(r#""confirm": "alice/webapp""#), "{text}");
         let text = c.refused("the person declined").to_string();
         assert!(text.contains("was not sent: the person declined"), "{text}");
     }

@@ -880,6 +880,7 @@ mod tests {
     use crate::admission::{Admitted, admit};
     use crate::catalog::{Catalog, Flavor};
     use crate::discovery::Discovery;
+    use crate::policy::confirm::ByArgument;
     use crate::policy::{Narrowing, Policy};
     use serde_json::json;
 
@@ -1092,11 +1093,13 @@ mod tests {
         let both = w.joined(Some(destroys));
         assert_eq!(both.target, "bob/site#name + publish:bob/site");
         assert!(
-            both.argument_refusal(Some("publish:bob/site"), false).is_some(),
+            both.argument_refusal(Some("publish:bob/site"), ByArgument::Setting).is_some(),
             "only the whole target confirms"
         );
-        assert!(both.argument_refusal(Some("bob/site#name + publish:bob/site"), false).is_none());
-        let e = alone.argument_refusal(None, true).unwrap().to_string();
+        assert!(
+            both.argument_refusal(Some("bob/site#name + publish:bob/site"), ByArgument::Setting).is_none()
+        );
+        let e = alone.argument_refusal(None, ByArgument::Undeclared).unwrap().to_string();
         assert!(e.contains("alice/a") && e.contains("fresh session"), "{e}");
         let e = w.refusal();
         assert_eq!(e.kind(), Some(ErrorKind::PrivateFlow));
