@@ -69,7 +69,13 @@ fn main() -> ExitCode {
         tokio::runtime::Builder::new_current_thread().enable_all().build()
     }
     .expect("tokio runtime");
-    runtime.block_on(run(command, settings, given))
+    let code = runtime.block_on(run(command, settings, given));
+    // Everything the run owed was done before it returned (the answers written, the audit
+    // chain's head logged). What may still run is a read of stdin blocked in the runtime's
+    // pool, which a client that stops its server with a signal keeps open: dropping the
+    // runtime would wait for that read until the client gave up and killed the process.
+    runtime.shutdown_background();
+    code
 }
 
 async fn run(command: Command, settings: Settings, given: Vec<Given>) -> ExitCode {

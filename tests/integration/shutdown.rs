@@ -1,4 +1,4 @@
-//! SIGTERM over HTTP: no new work is accepted, the call in flight finishes and is answered,
+//! A signal to stop (SIGTERM, SIGINT), over HTTP and stdio: no new work is accepted, the call in flight finishes and is answered,
 //! then the process exits cleanly, logging the head of its audit chain last.
 
 use crate::support;
@@ -148,4 +148,38 @@ async fn the_shutdown_delay_ends_by_itself() {
     let stopped = log.find("no new requests").unwrap_or_else(|| panic!("{log}"));
     assert!(delayed < stopped, "{log}");
     assert!(took >= Duration::from_secs(1), "it stopped accepting before its delay was over: {took:?}");
+}
+
+/// A client that stops its stdio server with a signal while keeping its end of stdin open
+/// (Claude Code does, on a socket as Node gives its children) sees it exit at once: the read
+/// of stdin still blocked in the runtime's pool does not hold the process until it is killed.
+#[tokio::test]
+async fn sigint_over_stdio_exits_while_the_client_keeps_stdin_open() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let forge = Forge::gitea().start().await;
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let mut child = std::process::Command::new(support::bin())
+        .args(["serve", "--url", &forge.base_url(), "--flavor", "gitea"])
+        .env("GITEA_TOKEN", ALICE_TOKEN)
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(ours, "{initialize}").unwrap();
+    let mut answer = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut answer).unwrap();
+    assert!(answer.contains("\"serverInfo\""), "{answer}");
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let exited =
+        support::wait_for("the server exited on SIGINT, stdin still open", support::WAIT_LIMIT, async || {
+            child.try_wait().unwrap().is_some()
+        });
+    exited.await;
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    drop(ours);
 }
