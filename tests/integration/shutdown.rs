@@ -1,5 +1,6 @@
-//! A signal to stop (SIGTERM, SIGINT), over HTTP and stdio: no new work is accepted, the call in flight finishes and is answered,
-//! then the process exits cleanly, logging the head of its audit chain last.
+//! A signal to stop (SIGTERM, SIGINT), over HTTP and stdio: no new work is accepted, the call
+//! in flight finishes and is answered, then the process exits cleanly, logging the head of its
+//! audit chain last.
 
 use crate::support;
 
