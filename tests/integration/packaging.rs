@@ -2,7 +2,8 @@
 //! real MCP session (the official Python SDK over stdio) against the recording fake forge: the
 //! wheel into a fresh venv and through `uvx`, the npm tarballs into an empty folder, the MCP
 //! Bundle unpacked and configured by the official MCPB library as Claude Desktop does. And the
-//! registry entry checked against the registry's JSON Schema.
+//! registry entry checked against the registry's JSON Schema. Real clients (Claude Code, the
+//! MCP Inspector) run them in `clients`.
 //!
 //! The install tests are `#[ignore]`d: they need `target/dist/` (or `AEGIS_DIST`), which
 //! `scripts/package` builds in minutes. `scripts/test` builds it and runs them with
@@ -12,6 +13,9 @@
 #![allow(clippy::disallowed_methods)]
 
 use crate::support;
+
+#[path = "packaging/clients.rs"]
+mod clients;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
