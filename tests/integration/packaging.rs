@@ -2,7 +2,8 @@
 //! real MCP session (the official Python SDK over stdio) against the recording fake forge: the
 //! wheel into a fresh venv and through `uvx`, the npm tarballs into an empty folder, the MCP
 //! Bundle unpacked and configured by the official MCPB library as Claude Desktop does. And the
-//! registry entry checked against the registry's JSON Schema.
+//! registry entry checked against the registry's JSON Schema. Real clients (Claude Code, the
+//! MCP Inspector) run them in `clients`.
 //!
 //! The install tests are `#[ignore]`d: they need `target/dist/` (or `AEGIS_DIST`), which
 //! `scripts/package` builds in minutes. `scripts/test` builds it and runs them with
@@ -12,6 +13,9 @@
 #![allow(clippy::disallowed_methods)]
 
 use crate::support;
+
+#[path = "packaging/clients.rs"]
+mod clients;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -186,11 +190,16 @@ fn every_package_file_names_the_crate_version_and_repository() {
     );
 }
 
-/// The fenced blocks of `lang` in the part of `text` from the heading `from` to the next `## `.
-fn blocks<'a>(text: &'a str, from: &str, lang: &str) -> Vec<&'a str> {
+/// The part of `text` from the heading `from` to the next `## `.
+fn section<'a>(text: &'a str, from: &str) -> &'a str {
     let start = text.find(from).unwrap_or_else(|| panic!("no heading {from:?}"));
     let section = &text[start + from.len()..];
-    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    &section[..section.find("\n## ").unwrap_or(section.len())]
+}
+
+/// The fenced blocks of `lang` in the part of `text` from the heading `from` to the next `## `.
+fn blocks<'a>(text: &'a str, from: &str, lang: &str) -> Vec<&'a str> {
+    let section = section(text, from);
     let fence = format!("```{lang}\n");
     section.split(fence.as_str()).skip(1).map(|b| &b[..b.find("```").unwrap()]).collect()
 }
@@ -348,32 +357,37 @@ async fn the_wheel_installs_into_a_fresh_venv_and_serves_a_session() {
         .await;
 }
 
-#[tokio::test]
-#[ignore = "needs target/dist from scripts/package (scripts/test builds it)"]
-async fn uvx_runs_the_wheel_as_a_person_would() {
+/// What the README's `uvx aegis-gitea-mcp` runs, with the wheel in place of PyPI: the command
+/// and the environment it needs, which keeps uv offline and its cache and tools in `tmp`.
+fn uvx_of_the_wheel(tmp: &Path) -> (Vec<OsString>, Vec<(&'static str, String)>) {
     let wheel = dist_file("aegis_gitea_mcp-", ".whl");
     let uvx = repo_root().join(".tools/package-venv/bin/uvx");
     assert!(uvx.is_file(), "{} is missing: run scripts/setup-package-env", uvx.display());
-    let tmp = tempfile::tempdir().unwrap();
-    let (cache, tools) = (tmp.path().join("cache"), tmp.path().join("tools"));
-    let uv_env = [
-        ("UV_CACHE_DIR", cache.to_str().unwrap()),
-        ("UV_TOOL_DIR", tools.to_str().unwrap()),
-        ("UV_PYTHON_DOWNLOADS", "never"),
-        ("UV_OFFLINE", "1"),
+    let path = |name: &str| tmp.join(name).into_os_string().into_string().unwrap();
+    let env = vec![
+        ("UV_CACHE_DIR", path("uv-cache")),
+        ("UV_TOOL_DIR", path("uv-tools")),
+        ("UV_PYTHON_DOWNLOADS", "never".to_owned()),
+        ("UV_OFFLINE", "1".to_owned()),
     ];
-    let forge = Forge::gitea().repo("alice", "demo").start().await;
-    let mut env = borrowed(&user_env(&forge)).into_iter().map(|(k, v)| (k, v.to_owned())).collect::<Vec<_>>();
-    env.extend(uv_env.iter().map(|(k, v)| (*k, (*v).to_owned())));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    // What the README's `uvx aegis-gitea-mcp` runs, with the wheel in place of PyPI.
-    let command: Vec<OsString> = vec![uvx.into(), "--from".into(), wheel.into(), "aegis-gitea-mcp".into()];
-    session(&forge, &command, &env, "uvx aegis-gitea-mcp").await;
+    (vec![uvx.into(), "--from".into(), wheel.into(), "aegis-gitea-mcp".into()], env)
 }
 
 #[tokio::test]
 #[ignore = "needs target/dist from scripts/package (scripts/test builds it)"]
-async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
+async fn uvx_runs_the_wheel_as_a_person_would() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (command, uv_env) = uvx_of_the_wheel(tmp.path());
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
+    let mut env = user_env(&forge).to_vec();
+    env.extend(uv_env);
+    session(&forge, &command, &borrowed(&env), "uvx aegis-gitea-mcp").await;
+}
+
+/// The npm tarballs installed into an empty folder as a person's `npm install` does (offline:
+/// the platform package from its file, not the registry); the folder, and the name of the
+/// platform package, which holds the binary.
+async fn npm_installed() -> (tempfile::TempDir, String) {
     let main = dist().join(format!("aegis-gitea-mcp-{VERSION}.tgz"));
     let platform = dist_file("aegis-gitea-mcp-linux-", ".tgz");
     let folder = tempfile::tempdir().unwrap();
@@ -385,11 +399,31 @@ async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
         .arg(&platform)
         .arg(&main);
     run_ok(&mut install, "npm install").await;
+    let platform_dir =
+        platform.file_name().unwrap().to_string_lossy().replace(&format!("-{VERSION}.tgz"), "");
+    (folder, platform_dir)
+}
+
+/// What the README's `npx -y aegis-gitea-mcp` runs, with `folder` (see [`npm_installed`]) in
+/// place of the registry.
+fn npx_of_the_folder(folder: &Path) -> Vec<OsString> {
+    vec![
+        "npx".into(),
+        "--offline".into(),
+        "--prefix".into(),
+        folder.into(),
+        "-y".into(),
+        "aegis-gitea-mcp".into(),
+    ]
+}
+
+#[tokio::test]
+#[ignore = "needs target/dist from scripts/package (scripts/test builds it)"]
+async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
+    let (folder, platform_dir) = npm_installed().await;
     // The main package holds no binary: the platform package does.
     let installed = folder.path().join("node_modules");
     assert!(!installed.join("aegis-gitea-mcp/bin/aegis-gitea-mcp").exists());
-    let platform_dir =
-        platform.file_name().unwrap().to_string_lossy().replace(&format!("-{VERSION}.tgz"), "");
     assert!(installed.join(&platform_dir).join("bin/aegis-gitea-mcp").is_file());
     for licence in ["LICENSE-MIT", "LICENSE-APACHE"] {
         for pkg in ["aegis-gitea-mcp", platform_dir.as_str()] {
@@ -415,16 +449,7 @@ async fn the_npm_tarballs_install_into_an_empty_folder_and_serve_a_session() {
     let env = user_env(&forge);
     let binary = installed.join(&platform_dir).join("bin/aegis-gitea-mcp");
     a_signal_to_the_launcher_stops_the_binary(&bin, &binary, &env).await;
-    // What the README's `npx -y aegis-gitea-mcp` runs, with the folder in place of the registry.
-    let command: Vec<OsString> = vec![
-        "npx".into(),
-        "--offline".into(),
-        "--prefix".into(),
-        folder.path().into(),
-        "-y".into(),
-        "aegis-gitea-mcp".into(),
-    ];
-    session(&forge, &command, &borrowed(&env), "npx -y aegis-gitea-mcp").await;
+    session(&forge, &npx_of_the_folder(folder.path()), &borrowed(&env), "npx -y aegis-gitea-mcp").await;
 }
 
 /// Starts `program serve` with stdin kept open, waits for it to be ready, sends it SIGTERM and

@@ -145,6 +145,17 @@ impl HttpServer {
         HttpServer::spawn_with_files(forge_url, transport, env, None).await
     }
 
+    /// Like `spawn`, with `program` in place of the binary under test (one a release file
+    /// installed).
+    pub async fn spawn_program(
+        program: &std::path::Path,
+        forge_url: &str,
+        transport: &str,
+        env: &[(&str, &str)],
+    ) -> HttpServer {
+        HttpServer::start(program, forge_url, transport, env, None).await.ready().await
+    }
+
     /// Like `spawn`, listening on `listen` (an address whose URL must be known before the
     /// server starts, such as `MCP_PUBLIC_URL`'s; see [`free_port`]).
     pub async fn spawn_listening(
@@ -166,16 +177,17 @@ impl HttpServer {
         env: &[(&str, &str)],
         nofile: Option<u64>,
     ) -> HttpServer {
-        HttpServer::start(forge_url, transport, env, nofile).await.ready().await
+        HttpServer::start(&bin(), forge_url, transport, env, nofile).await.ready().await
     }
 
     /// Like `spawn`, without waiting for the forge to answer (a test of `/readyz` itself).
     pub async fn spawn_before_ready(forge_url: &str, transport: &str, env: &[(&str, &str)]) -> HttpServer {
-        HttpServer::start(forge_url, transport, env, None).await
+        HttpServer::start(&bin(), forge_url, transport, env, None).await
     }
 
-    /// The process started, once it has printed where it listens.
+    /// The process of `program` started, once it has printed where it listens.
     async fn start(
+        program: &std::path::Path,
         forge_url: &str,
         transport: &str,
         env: &[(&str, &str)],
@@ -184,10 +196,10 @@ impl HttpServer {
         let dir = tempfile::tempdir().unwrap();
         let stderr_path = dir.path().join("stderr.log");
         let mut cmd = match nofile {
-            None => tokio::process::Command::new(bin()),
+            None => tokio::process::Command::new(program),
             Some(n) => {
                 let mut c = tokio::process::Command::new("sh");
-                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")]).arg(bin());
+                c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\"")]).arg(program);
                 c
             }
         };
