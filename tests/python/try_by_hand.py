@@ -1,0 +1,124 @@
+"""What a person does with `scripts/try` by hand, done by a program: start it as a terminal
+would (its own process group, Ctrl-C not ignored), wait for the lines it prints, add the server
+to Claude Code with the exact line it printed, check that `claude mcp list` shows it connected,
+make one call through the official SDK over HTTP (it must show in the server's log as it
+comes), then press Ctrl-C and check that everything stopped and Gitea's data is gone.
+
+    python tests/python/try_by_hand.py CLAUDE
+
+CLAUDE is the pinned Claude Code (`.tools/claude/node_modules/.bin/claude`). The environment
+is passed on to `scripts/try` (AEGIS_TRY_BINARY, AEGIS_TRY_GITEA). Exits 1 saying what went
+wrong, with what `scripts/try` printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMIT = 300.0  # seconds for each wait: the forge's start and seeding on a busy machine
+
+
+def fail(why: str, output: str) -> None:
+    sys.exit(f"try by hand: {why}\n--- what scripts/try printed ---\n{output}")
+
+
+def wait_for(what: str, condition, output) -> None:
+    deadline = time.monotonic() + LIMIT
+    while not condition():
+        if time.monotonic() > deadline:
+            fail(f"waited {LIMIT:.0f} s for {what}", output())
+        time.sleep(0.2)
+
+
+async def one_call(url: str) -> None:
+    from mcp import Client
+
+    async with Client(url) as c:
+        result = await c.call_tool("repoGet", {"owner": "acme", "repo": "webapp"})
+        if result.is_error:
+            raise RuntimeError(f"repoGet failed: {result.content}")
+
+
+def main() -> None:
+    claude = sys.argv[1]
+    log = tempfile.NamedTemporaryFile("w+", prefix="try-by-hand.", suffix=".log", delete=False)
+    # A terminal's foreground job: a process group of its own, SIGINT at its default.
+    try_ = subprocess.Popen(
+        [str(ROOT / "scripts/try")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        process_group=0,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+    def output() -> str:
+        return Path(log.name).read_text(encoding="utf-8", errors="replace")
+
+    try:
+        served = lambda: "each call as it comes" in output() or try_.poll() is not None
+        wait_for("the lines that connect the clients", served, output)
+        if try_.poll() is not None:
+            fail(f"scripts/try ended with {try_.returncode} before it served", output())
+        line = next((l.strip() for l in output().splitlines() if l.strip().startswith("Claude Code")), "")
+        words = shlex.split(line.removeprefix("Claude Code").strip())
+        if words[:3] != ["claude", "mcp", "add"]:
+            fail(f"no `claude mcp add` line for Claude Code: {line!r}", output())
+        url = words[-1]
+        with tempfile.TemporaryDirectory() as home:
+            env = {
+                "PATH": os.environ["PATH"],
+                "HOME": home,
+                "CLAUDE_CONFIG_DIR": f"{home}/config",
+                "DISABLE_AUTOUPDATER": "1",
+                "DISABLE_TELEMETRY": "1",
+                "DISABLE_ERROR_REPORTING": "1",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "MCP_TIMEOUT": "60000",
+            }
+            def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+                return subprocess.run([claude, *args], cwd=home, env=env, capture_output=True, text=True, timeout=LIMIT)
+
+            added = run(words[1:])
+            if added.returncode != 0:
+                fail(f"{line} failed: {added.stdout}{added.stderr}", output())
+            listed = run(["mcp", "list"])
+            name = words[words.index("http") + 1]
+            shown = [l for l in listed.stdout.splitlines() if l.startswith(f"{name}: ")]
+            if len(shown) != 1 or not shown[0].endswith("- \u2714 Connected"):
+                fail(f"claude mcp list does not show {name} connected:\n{listed.stdout}{listed.stderr}", output())
+            print(f"try by hand: {shown[0]}")
+        asyncio.run(one_call(url))
+        wait_for("the call in the server's log", lambda: "tools/call tool=repoGet" in output(), output)
+        gitea = re.search(r"^Gitea:\s+(\S+)", output(), re.M)
+        if not gitea:
+            fail("no Gitea URL printed", output())
+        os.killpg(try_.pid, signal.SIGINT)
+        try:
+            code = try_.wait(timeout=LIMIT)
+        except subprocess.TimeoutExpired:
+            fail("scripts/try did not end after Ctrl-C", output())
+        if code != 0 or "try: Gitea stopped; its data is removed" not in output():
+            fail(f"scripts/try ended with {code} after Ctrl-C", output())
+        for served in (gitea.group(1), url):
+            probe = subprocess.run(["curl", "-s", "-o", "/dev/null", "--max-time", "5", served])
+            if probe.returncode != 7:  # 7: could not connect
+                fail(f"{served} still answers after Ctrl-C", output())
+        print("try by hand: connected, one call shown in the log; Ctrl-C stopped the server and Gitea")
+    finally:
+        if try_.poll() is None:
+            os.killpg(try_.pid, signal.SIGKILL)
+        os.unlink(log.name)
+
+
+if __name__ == "__main__":
+    main()
