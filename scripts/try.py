@@ -157,10 +157,11 @@ async def run_session(seeded: dict[str, int], binary: str) -> None:
             print(f"     ✓ {doc['status']} {doc['request']['method']} {doc['request']['path']}")
         return doc
 
-    # The whole environment: the SDK passes only a few variables on by default.
-    env = dict(os.environ)
-    env.update({"GITEA_URL": os.environ["AEGIS_E2E_URL"], "GITEA_TOKEN": os.environ["AEGIS_E2E_TOKEN"],
-                "FLOW_GUARD": "refuse", "LOG_LEVEL": "warn"})
+    # Only these settings: a GITEA_TOKEN, READ_ONLY or profiles file of your own must not reach
+    # this server.
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/"),
+           "GITEA_URL": os.environ["AEGIS_E2E_URL"], "GITEA_TOKEN": os.environ["AEGIS_E2E_TOKEN"],
+           "FLOW_GUARD": "refuse", "LOG_LEVEL": "warn"}
     server = StdioServerParameters(command=binary, args=["serve"], env=env)
     stranger = seeded["stranger"]
     async with Client(server, elicitation_callback=person) as c:

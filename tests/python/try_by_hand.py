@@ -2,7 +2,8 @@
 would (its own process group, Ctrl-C not ignored), wait for the lines it prints, add the server
 to Claude Code with the exact line it printed, check that `claude mcp list` shows it connected,
 make one call through the official SDK over HTTP (it must show in the server's log as it
-comes), then press Ctrl-C and check that everything stopped and Gitea's data is gone.
+comes), then press Ctrl-C and check that everything stopped and that nothing is left in the
+TMPDIR it was given (Gitea's data, the run's token file).
 
     python tests/python/try_by_hand.py CLAUDE
 
@@ -51,12 +52,17 @@ async def one_call(url: str) -> None:
 
 def main() -> None:
     claude = sys.argv[1]
+    # Stopped from outside (the test run ending), it still stops what it started (`finally`).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("try by hand: stopped by SIGTERM"))
     log = tempfile.NamedTemporaryFile("w+", prefix="try-by-hand.", suffix=".log", delete=False)
+    # Everything scripts/try and the forge keep goes in here, which must be empty at the end.
+    scratch = Path(tempfile.mkdtemp(prefix="try-by-hand."))
     # A terminal's foreground job: a process group of its own, SIGINT at its default.
     try_ = subprocess.Popen(
         [str(ROOT / "scripts/try")],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env={**os.environ, "TMPDIR": str(scratch)},
         process_group=0,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -109,15 +115,24 @@ def main() -> None:
             fail("scripts/try did not end after Ctrl-C", output())
         if code != 0 or "try: Gitea stopped; its data is removed" not in output():
             fail(f"scripts/try ended with {code} after Ctrl-C", output())
+        left = sorted(p.name for p in scratch.iterdir())
+        if left:
+            fail(f"left behind in TMPDIR after Ctrl-C: {left}", output())
         for served in (gitea.group(1), url):
             probe = subprocess.run(["curl", "-s", "-o", "/dev/null", "--max-time", "5", served])
             if probe.returncode != 7:  # 7: could not connect
                 fail(f"{served} still answers after Ctrl-C", output())
         print("try by hand: connected, one call shown in the log; Ctrl-C stopped the server and Gitea")
     finally:
+        # Ctrl-C first, so that its clean-up runs; a kill only if that does not end it.
         if try_.poll() is None:
-            os.killpg(try_.pid, signal.SIGKILL)
+            os.killpg(try_.pid, signal.SIGINT)
+            try:
+                try_.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(try_.pid, signal.SIGKILL)
         os.unlink(log.name)
+        subprocess.run(["rm", "-rf", str(scratch)])
 
 
 if __name__ == "__main__":
