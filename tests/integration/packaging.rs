@@ -404,6 +404,59 @@ async fn npm_installed() -> (tempfile::TempDir, String) {
     (folder, platform_dir)
 }
 
+/// The README's "from a checkout, today" line of the install table's row starting `row`: the
+/// first code of its last column.
+fn readme_checkout_line(row: &str) -> String {
+    let text = read_text("README.md");
+    let line = section(&text, "## Install")
+        .lines()
+        .find(|l| l.starts_with(row))
+        .unwrap_or_else(|| panic!("README.md, Install: no row {row:?}"));
+    let last = line.trim_end_matches('|').rsplit('|').next().unwrap();
+    last.split('`').nth(1).unwrap_or_else(|| panic!("README.md: no code in {last:?}")).to_owned()
+}
+
+/// The README's lines for the files `scripts/package` made, run as written by a shell in a
+/// checkout's folder (the globs too), with nothing from a registry (offline): the wheel through
+/// `uvx`, both npm tarballs installed globally (here into a prefix of the test's own).
+#[tokio::test]
+#[ignore = "needs target/dist from scripts/package (scripts/test builds it)"]
+async fn the_readme_lines_for_a_checkout_run_the_release_files_as_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("target")).unwrap();
+    std::os::unix::fs::symlink(dist(), tmp.path().join("target/dist")).unwrap();
+    let shell = |line: &str| {
+        let mut cmd = Command::new("bash");
+        cmd.current_dir(tmp.path()).args(["-c", line]);
+        cmd
+    };
+
+    let uv = readme_checkout_line("| [uv]");
+    assert!(uv.starts_with("uvx "), "{uv}");
+    let (_, uv_env) = uvx_of_the_wheel(tmp.path());
+    let tools = repo_root().join(".tools/package-venv/bin");
+    let path = format!("{}:{}", tools.display(), support::test_path());
+    let said = run_ok(shell(&format!("{uv} --version")).env("PATH", &path).envs(uv_env), &uv).await;
+    assert_eq!(said.trim(), format!("aegis-gitea-mcp {VERSION}"), "{uv}");
+
+    let npm = readme_checkout_line("| Node");
+    assert!(npm.starts_with("npm install -g "), "{npm}");
+    let prefix = tmp.path().join("global");
+    run_ok(
+        shell(&npm)
+            .env("npm_config_prefix", &prefix)
+            .env("npm_config_offline", "true")
+            .env("npm_config_audit", "false")
+            .env("npm_config_fund", "false"),
+        &npm,
+    )
+    .await;
+    let said =
+        run_ok(&mut Command::new(prefix.join("bin/aegis-gitea-mcp")).arg("--version"), "the npm command")
+            .await;
+    assert_eq!(said.trim(), format!("aegis-gitea-mcp {VERSION}"), "{npm}");
+}
+
 /// What the README's `npx -y aegis-gitea-mcp` runs, with `folder` (see [`npm_installed`]) in
 /// place of the registry.
 fn npx_of_the_folder(folder: &Path) -> Vec<OsString> {
