@@ -452,8 +452,7 @@ async fn the_readme_lines_for_a_checkout_run_the_release_files_as_written() {
     )
     .await;
     let said =
-        run_ok(&mut Command::new(prefix.join("bin/aegis-gitea-mcp")).arg("--version"), "the npm command")
-            .await;
+        run_ok(Command::new(prefix.join("bin/aegis-gitea-mcp")).arg("--version"), "the npm command").await;
     assert_eq!(said.trim(), format!("aegis-gitea-mcp {VERSION}"), "{npm}");
 }
 

@@ -22,8 +22,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from mcp_driver_common import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 300.0  # seconds for each wait: the forge's start and seeding on a busy machine
@@ -34,11 +35,10 @@ def fail(why: str, output: str) -> None:
 
 
 def wait_for(what: str, condition, output) -> None:
-    deadline = time.monotonic() + LIMIT
-    while not condition():
-        if time.monotonic() > deadline:
-            fail(f"waited {LIMIT:.0f} s for {what}", output())
-        time.sleep(0.2)
+    try:
+        asyncio.run(wait_until(what, condition, LIMIT))
+    except TimeoutError as e:
+        fail(str(e), output())
 
 
 async def one_call(url: str) -> None:
