@@ -51,7 +51,8 @@ async def one_call(url: str) -> None:
 
 
 def main() -> None:
-    claude = sys.argv[1]
+    # Absolute: Claude runs in a folder of its own.
+    claude = str(Path(sys.argv[1]).resolve())
     # Stopped from outside (the test run ending), it still stops what it started (`finally`).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("try by hand: stopped by SIGTERM"))
     log = tempfile.NamedTemporaryFile("w+", prefix="try-by-hand.", suffix=".log", delete=False)
