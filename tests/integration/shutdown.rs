@@ -156,31 +156,37 @@ async fn the_shutdown_delay_ends_by_itself() {
 /// of stdin still blocked in the runtime's pool does not hold the process until it is killed.
 #[tokio::test]
 async fn sigint_over_stdio_exits_while_the_client_keeps_stdin_open() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     use std::os::unix::net::UnixStream;
+    use tokio::io::AsyncBufReadExt;
     let forge = Forge::gitea().start().await;
     let (mut ours, theirs) = UnixStream::pair().unwrap();
-    let mut child = std::process::Command::new(support::bin())
+    // Killed if the test fails: a server that does not exit is what it looks for.
+    let mut child = tokio::process::Command::new(support::bin())
         .args(["serve", "--url", &forge.base_url(), "--flavor", "gitea"])
         .env("GITEA_TOKEN", ALICE_TOKEN)
         .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     writeln!(ours, "{initialize}").unwrap();
     let mut answer = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut answer).unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    tokio::time::timeout(support::WAIT_LIMIT, stdout.read_line(&mut answer))
+        .await
+        .expect("the server answered initialize")
+        .unwrap();
     assert!(answer.contains("\"serverInfo\""), "{answer}");
-    let pid = child.id().to_string();
+    let pid = child.id().unwrap().to_string();
     assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
-    let exited =
-        support::wait_for("the server exited on SIGINT, stdin still open", support::WAIT_LIMIT, async || {
-            child.try_wait().unwrap().is_some()
-        });
-    exited.await;
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let exited = tokio::time::timeout(support::WAIT_LIMIT, child.wait())
+        .await
+        .expect("the server exited on SIGINT, stdin still open")
+        .unwrap();
+    assert_eq!(exited.code(), Some(0));
     drop(ours);
 }
