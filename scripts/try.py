@@ -164,7 +164,8 @@ async def run_session(seeded: dict[str, int], binary: str) -> None:
            "FLOW_GUARD": "refuse", "LOG_LEVEL": "warn"}
     server = StdioServerParameters(command=binary, args=["serve"], env=env)
     stranger = seeded["stranger"]
-    async with Client(server, elicitation_callback=person) as c:
+    # Each request bounded: a server that never answers fails the session, it does not hang it.
+    async with Client(server, elicitation_callback=person, read_timeout_seconds=120) as c:
         tools = [t.name for t in (await c.list_tools()).tools]
         print(f"try: 1. tools/list: {len(tools)} tools ({', '.join(tools[:3])}, …)")
         check("gitea_search_operations" in tools and len(tools) > 5, f"the tools listed: {tools}")

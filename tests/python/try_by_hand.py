@@ -44,7 +44,7 @@ def wait_for(what: str, condition, output) -> None:
 async def one_call(url: str) -> None:
     from mcp import Client
 
-    async with Client(url) as c:
+    async with Client(url, read_timeout_seconds=LIMIT) as c:
         result = await c.call_tool("repoGet", {"owner": "acme", "repo": "webapp"})
         if result.is_error:
             raise RuntimeError(f"repoGet failed: {result.content}")
@@ -104,7 +104,7 @@ def main() -> None:
             if len(shown) != 1 or not shown[0].endswith("- \u2714 Connected"):
                 fail(f"claude mcp list does not show {name} connected:\n{listed.stdout}{listed.stderr}", output())
             print(f"try by hand: {shown[0]}")
-        asyncio.run(one_call(url))
+        asyncio.run(asyncio.wait_for(one_call(url), LIMIT))
         wait_for("the call in the server's log", lambda: "tools/call tool=repoGet" in output(), output)
         gitea = re.search(r"^Gitea:\s+(\S+)", output(), re.M)
         if not gitea:
