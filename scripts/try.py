@@ -149,10 +149,13 @@ async def run_session(seeded: dict[str, int], binary: str) -> None:
 
     def envelope(result: Any) -> dict[str, Any]:
         text = next((c.text for c in result.content if getattr(c, "type", None) == "text"), "")
-        doc = json.loads(text)
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            raise Failed(f"an answer that is not the server's envelope: {text[:300]!r}") from None
         if result.is_error:
-            e = doc["error"]
-            print(f"     ✗ {e['kind']}: {e['message']}")
+            e = doc.get("error") or {}
+            print(f"     ✗ {e.get('kind')}: {e.get('message')}")
         else:
             print(f"     ✓ {doc['status']} {doc['request']['method']} {doc['request']['path']}")
         return doc
@@ -227,6 +230,8 @@ def session(seeded_path: str, binary: str) -> None:
         asyncio.run(run_session(seeded, binary))
     except Failed as e:
         sys.exit(f"try: the session went wrong: {e}")
+    except (KeyError, TypeError, IndexError) as e:
+        sys.exit(f"try: the session went wrong: an answer without what it should hold ({e!r})")
     print("try: session ok: the tools listed, three everyday calls answered, the private file not published, "
           "the branch not deleted")
 
