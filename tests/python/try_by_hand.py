@@ -1,9 +1,10 @@
 """What a person does with `scripts/try` by hand, done by a program: start it as a terminal
 would (its own process group, Ctrl-C not ignored), wait for the lines it prints, add the server
 to Claude Code with the exact line it printed, check that `claude mcp list` shows it connected,
-make one call through the official SDK over HTTP (it must show in the server's log as it
-comes), then press Ctrl-C and check that everything stopped and that nothing is left in the
-TMPDIR it was given (Gitea's data, the run's token file).
+check that a request without the token it printed is refused, make one call with it through
+the official SDK over HTTP (it must show in the server's log as it comes), then press Ctrl-C
+and check that everything stopped and that nothing is left in the TMPDIR it was given
+(Gitea's data, the run's token file).
 
     python tests/python/try_by_hand.py CLAUDE
 
@@ -15,6 +16,7 @@ wrong, with what `scripts/try` printed.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shlex
@@ -22,6 +24,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from mcp_driver_common import wait_until
@@ -41,13 +45,29 @@ def wait_for(what: str, condition, output) -> None:
         fail(str(e), output())
 
 
-async def one_call(url: str) -> None:
+async def one_call(url: str, headers: dict[str, str]) -> None:
+    import httpx2
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
-    async with Client(url, read_timeout_seconds=LIMIT) as c:
-        result = await c.call_tool("repoGet", {"owner": "acme", "repo": "webapp"})
-        if result.is_error:
-            raise RuntimeError(f"repoGet failed: {result.content}")
+    async with httpx2.AsyncClient(headers=headers, timeout=LIMIT) as http:
+        async with Client(streamable_http_client(url, http_client=http), read_timeout_seconds=LIMIT) as c:
+            result = await c.call_tool("repoGet", {"owner": "acme", "repo": "webapp"})
+            if result.is_error:
+                raise RuntimeError(f"repoGet failed: {result.content}")
+
+
+def unauthenticated_status(url: str) -> int:
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "someone-else", "version": "0"}}}
+    request = urllib.request.Request(url, data=json.dumps(hello).encode(), method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    try:
+        with urllib.request.urlopen(request, timeout=LIMIT) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
 
 
 def main() -> None:
@@ -64,7 +84,7 @@ def main() -> None:
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, "TMPDIR": str(scratch)},
-        process_group=0,
+        start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
@@ -80,7 +100,10 @@ def main() -> None:
         words = shlex.split(line.removeprefix("Claude Code").strip())
         if words[:3] != ["claude", "mcp", "add"]:
             fail(f"no `claude mcp add` line for Claude Code: {line!r}", output())
-        url = words[-1]
+        name, url = words[words.index("http") + 1:words.index("http") + 3]
+        header = words[words.index("--header") + 1] if "--header" in words else ""
+        if not header.startswith("Authorization: Bearer "):
+            fail(f"the Claude Code line carries no bearer token: {line!r}", output())
         with tempfile.TemporaryDirectory() as home:
             env = {
                 "PATH": os.environ["PATH"],
@@ -99,12 +122,16 @@ def main() -> None:
             if added.returncode != 0:
                 fail(f"{line} failed: {added.stdout}{added.stderr}", output())
             listed = run(["mcp", "list"])
-            name = words[words.index("http") + 1]
             shown = [l for l in listed.stdout.splitlines() if l.startswith(f"{name}: ")]
             if len(shown) != 1 or not shown[0].endswith("- \u2714 Connected"):
                 fail(f"claude mcp list does not show {name} connected:\n{listed.stdout}{listed.stderr}", output())
             print(f"try by hand: {shown[0]}")
-        asyncio.run(asyncio.wait_for(one_call(url), LIMIT))
+        # Only for a client with the printed token: no one else on the machine acts as alice.
+        status = unauthenticated_status(url)
+        if status != 401:
+            fail(f"a request without the printed token was answered {status}, not 401", output())
+        key, _, value = header.partition(": ")
+        asyncio.run(asyncio.wait_for(one_call(url, {key: value}), LIMIT))
         wait_for("the call in the server's log", lambda: "tools/call tool=repoGet" in output(), output)
         gitea = re.search(r"^Gitea:\s+(\S+)", output(), re.M)
         if not gitea:
