@@ -29,7 +29,7 @@ pub(crate) fn to_rmcp(t: &ToolDef) -> Tool {
     if !t.description.starts_with(t.title.as_str()) {
         tool.title = Some(t.title.clone());
     }
-    if matches!(t.target, Target::SearchOperations | Target::OperationSchema | Target::CallOperation) {
+    if t.is_discovery() {
         tool = tool.with_meta(always_load());
     }
     tool

@@ -248,7 +248,7 @@ impl ToolDef {
 
     /// Whether it is one of the discovery tools (search, schema, call), which answer from the
     /// catalog or name the operation to run rather than reaching the forge themselves.
-    pub(crate) fn is_discovery(&self) -> bool {
+    pub fn is_discovery(&self) -> bool {
         matches!(self.target, Target::SearchOperations | Target::OperationSchema | Target::CallOperation)
     }
 
