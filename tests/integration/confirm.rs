@@ -144,20 +144,23 @@ async fn a_person_who_does_not_answer_in_time_stops_the_call() {
     refused(&run, &f, "did not answer within 1s (CONFIRM_TIMEOUT)");
 }
 
-#[tokio::test]
-async fn a_client_that_cannot_ask_sends_the_exact_target_the_error_names() {
+/// Three deletes by a client that cannot ask the person (`elicit`: how it answers the question,
+/// when it declared it could): without `confirm`, and with one that is not the target, each is
+/// refused with the question, the exact target to send and `why` the agent must ask itself;
+/// with the exact target the call runs, and only it reaches the forge.
+async fn only_the_exact_target_confirms(elicit: Option<&str>, why: &str) -> DriverRun {
     let f = forge().start().await;
     let calls = json!([
         {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}},
         {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/other"}},
         {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/demo"}},
     ]);
-    let run = stdio(&f, "legacy", None, &calls, &[]).await;
+    let run = stdio(&f, "legacy", elicit, &calls, &[]).await;
     for nth in [0, 1] {
         let (failed, envelope) = result(&run, nth);
         assert!(failed && envelope["error"]["kind"] == "not_confirmed", "{envelope}");
         let message = envelope["error"]["message"].as_str().unwrap();
-        assert!(message.contains("declared no elicitation support"), "{message}");
+        assert!(message.contains(why), "{message}");
         assert!(
             message.contains(
                 r#"The question: "Delete repository alice/demo with its 0 open issues, 0 open pull requests and 0 releases? This cannot be undone.""#
@@ -173,36 +176,26 @@ async fn a_client_that_cannot_ask_sends_the_exact_target_the_error_names() {
             .contains("\"alice/other\", is not the exact target")
     );
     let (failed, envelope) = result(&run, 2);
-    assert!(!failed, "{envelope}");
+    assert!(!failed, "{envelope}\n{}", run.context);
     assert_eq!(writes(&f).len(), 1, "only the confirmed call was sent: {:?}", writes(&f));
+    run
+}
+
+#[tokio::test]
+async fn a_client_that_cannot_ask_sends_the_exact_target_the_error_names() {
+    only_the_exact_target_confirms(None, "declared no elicitation support").await;
 }
 
 #[tokio::test]
 async fn a_client_that_answers_the_question_with_method_not_found_confirms_by_the_argument() {
-    // It declared elicitation, yet has no way to show a form: without `confirm` the error
-    // tells the agent what to ask in its own words; with the exact target the call runs.
-    let f = forge().start().await;
-    let calls = json!([
-        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo"}},
-        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/other"}},
-        {"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/demo"}},
-    ]);
-    let run = stdio(&f, "legacy", Some("notfound"), &calls, &[]).await;
-    for nth in [0, 1] {
-        let (failed, envelope) = result(&run, nth);
-        assert!(failed && envelope["error"]["kind"] == "not_confirmed", "{envelope}");
-        let message = envelope["error"]["message"].as_str().unwrap();
-        assert!(message.contains(r#"answered the server's question with "Method not found""#), "{message}");
-        assert!(
-            message.contains(r#"The question: "Delete repository alice/demo with its 0 open"#),
-            "{message}"
-        );
-        assert!(message.contains(r#""confirm": "alice/demo""#), "{message}");
-    }
-    let (failed, envelope) = result(&run, 2);
-    assert!(!failed, "{envelope}\n{}", run.context);
+    // It declared elicitation, yet has no way to show a form: it is asked each time, and its
+    // answer makes it a client that cannot ask.
+    let run = only_the_exact_target_confirms(
+        Some("notfound"),
+        r#"answered the server's question with "Method not found""#,
+    )
+    .await;
     assert_eq!(run.doc["elicitations"].as_array().map(Vec::len), Some(3), "each call tried to ask first");
-    assert_eq!(writes(&f).len(), 1, "only the confirmed call was sent: {:?}", writes(&f));
     // A client that declines every question by itself is set to take the argument instead.
     let f = forge().start().await;
     let calls = json!([{"tool": "repoDelete", "arguments": {"owner": "alice", "repo": "demo", "confirm": "alice/demo"}}]);
