@@ -172,36 +172,34 @@ impl Claude {
     }
 }
 
-/// Whether the forge received a request carrying alice's token: the server reached it with the
-/// settings of the line that added it.
-fn asked_as_alice(forge: &FakeForge) -> bool {
+/// Claude Code (`claude`) adds the server with the README's stdio line running `command`, and
+/// connects: the line `claude mcp list` shows. The server reached the forge with the settings
+/// of that line, alice's token.
+async fn connected_by_the_stdio_line(claude: Claude, command: &[OsString]) -> String {
+    let forge = Forge::gitea().repo("alice", "demo").start().await;
+    claude.add(&stdio_line(&forge, command)).await;
+    let line = claude.connected().await;
     let header = format!("token {ALICE_TOKEN}");
-    forge.requests().iter().any(|r| r.header("authorization") == Some(header.as_str()))
+    let asked = forge.requests().iter().any(|r| r.header("authorization") == Some(header.as_str()));
+    assert!(asked, "the forge never saw alice's token: {:#?}", forge.requests());
+    line
 }
 
 #[tokio::test]
 #[ignore = "needs target/dist from scripts/package (scripts/test builds it)"]
 async fn claude_code_connects_to_the_wheel_added_with_the_readme_line() {
-    let forge = Forge::gitea().repo("alice", "demo").start().await;
     let tmp = tempfile::tempdir().unwrap();
     let (uvx, uv_env) = uvx_of_the_wheel(tmp.path());
-    let claude = Claude::new(uv_env);
-    claude.add(&stdio_line(&forge, &uvx)).await;
-    let line = claude.connected().await;
+    let line = connected_by_the_stdio_line(Claude::new(uv_env), &uvx).await;
     assert!(line.contains(" --from ") && line.contains(".whl aegis-gitea-mcp"), "{line}");
-    assert!(asked_as_alice(&forge), "the forge never saw alice's token: {:#?}", forge.requests());
 }
 
 #[tokio::test]
 #[ignore = "needs target/dist from scripts/package (scripts/test builds it)"]
 async fn claude_code_connects_to_the_npm_package_added_with_the_readme_line() {
-    let forge = Forge::gitea().repo("alice", "demo").start().await;
     let (folder, _) = npm_installed().await;
-    let claude = Claude::new(Vec::new());
-    claude.add(&stdio_line(&forge, &npx_of_the_folder(folder.path()))).await;
-    let line = claude.connected().await;
+    let line = connected_by_the_stdio_line(Claude::new(Vec::new()), &npx_of_the_folder(folder.path())).await;
     assert!(line.contains(" -y aegis-gitea-mcp"), "{line}");
-    assert!(asked_as_alice(&forge), "the forge never saw alice's token: {:#?}", forge.requests());
 }
 
 #[tokio::test]
