@@ -540,7 +540,7 @@ async fn stopped_by_sigterm(
     let started_what = format!("{} said `catalog ready`", program.display());
     support::wait_for(&started_what, TIMEOUT, async || stderr().contains("catalog ready")).await;
     let spawned = children();
-    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    support::signal(pid, "TERM");
     let status = tokio::time::timeout(Duration::from_secs(20), started.wait())
         .await
         .unwrap_or_else(|_| panic!("{} did not end after SIGTERM: {}", program.display(), stderr()))

@@ -64,8 +64,8 @@ async fn sigterm_drains_the_call_in_flight_and_exits() {
         forge.requests().iter().any(|r| r.raw_path == "/api/v1/repos/alice/slow")
     })
     .await;
-    let pid = server.pid().expect("the server is running").to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let pid = server.pid().expect("the server is running");
+    support::signal(pid, "TERM");
     server.log_lines("shutting down", 1).await;
     held.open();
 
@@ -100,14 +100,14 @@ async fn sigterm_over_stdio_finishes_the_call_and_logs_the_chain_head() {
         ScriptedResponse::json(200, &json!({"name": "slow"})).held_until(&held),
     ));
     assert!(!h.call("repoGet", json!({"owner": "alice", "repo": "demo"})).await.is_error);
-    let pid = h.pid().to_string();
+    let pid = h.pid();
     let slow = h.call("repoGet", json!({"owner": "alice", "repo": "slow"}));
     let kill = async {
         support::wait_for("the slow call reached the forge", support::WAIT_LIMIT, async || {
             h.forge.requests().iter().any(|r| r.raw_path == "/api/v1/repos/alice/slow")
         })
         .await;
-        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        support::signal(pid, "TERM");
         support::wait_for("the server took the signal", support::WAIT_LIMIT, async || {
             h.stderr().contains("shutting down on a signal")
         })
@@ -138,9 +138,9 @@ async fn sigterm_over_stdio_finishes_the_call_and_logs_the_chain_head() {
 #[tokio::test]
 async fn the_shutdown_delay_ends_by_itself() {
     let (_forge, mut server) = Forge::gitea().spawn_http("http", &[("MCP_SHUTDOWN_DELAY", "1")]).await;
-    let pid = server.pid().expect("the server is running").to_string();
+    let pid = server.pid().expect("the server is running");
     let signalled = std::time::Instant::now();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    support::signal(pid, "TERM");
     let status = tokio::time::timeout(support::WAIT_LIMIT, server.wait()).await.expect("the server exited");
     let took = signalled.elapsed();
     assert!(status.success(), "{status:?}");
@@ -181,8 +181,8 @@ async fn sigint_over_stdio_exits_while_the_client_keeps_stdin_open() {
         .expect("the server answered initialize")
         .unwrap();
     assert!(answer.contains("\"serverInfo\""), "{answer}");
-    let pid = child.id().unwrap().to_string();
-    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let pid = child.id().unwrap();
+    support::signal(pid, "INT");
     let exited = tokio::time::timeout(support::WAIT_LIMIT, child.wait())
         .await
         .expect("the server exited on SIGINT, stdin still open")

@@ -188,9 +188,7 @@ impl Cluster {
     }
 
     fn signal(&self, i: usize, signal: &str) {
-        let pid = self.replica(i).pid().expect("a running replica").to_string();
-        let ok = std::process::Command::new("kill").args(["-s", signal, &pid]).status().unwrap().success();
-        assert!(ok, "kill -s {signal} {pid}");
+        crate::support::signal(self.replica(i).pid().expect("a running replica"), signal);
     }
 
     /// SIGKILL replica `i` and wait until it is gone.

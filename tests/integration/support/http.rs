@@ -369,8 +369,7 @@ impl HttpServer {
     /// wrote to stderr: a check that a line is absent then reads everything the process ever
     /// logged, not what it had logged by some moment.
     pub async fn stop_and_log(&mut self) -> String {
-        let pid = self.pid().expect("the server is running").to_string();
-        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        super::signal(self.pid().expect("the server is running"), "TERM");
         let status = tokio::time::timeout(super::WAIT_LIMIT, self.wait())
             .await
             .unwrap_or_else(|_| panic!("the server did not exit within {:?} of SIGTERM", super::WAIT_LIMIT));

@@ -94,6 +94,13 @@ pub fn audit_verify(key: &std::path::Path, files: &[&std::path::Path]) -> (bool,
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Sends the signal `name` (as `kill -s` takes it: TERM, INT, STOP, …) to the process `pid`,
+/// which must receive it.
+pub fn signal(pid: u32, name: &str) {
+    let sent = std::process::Command::new("kill").args(["-s", name, &pid.to_string()]).status().unwrap();
+    assert!(sent.success(), "kill -s {name} {pid}: {sent}");
+}
+
 /// The server binary under test.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_aegis-gitea-mcp"))

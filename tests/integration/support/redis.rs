@@ -164,8 +164,7 @@ impl Redis {
     }
 
     fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().and_then(|c| c.id()).expect("a running store").to_string();
-        assert!(std::process::Command::new("kill").args(["-s", signal, &pid]).status().unwrap().success());
+        super::signal(self.child.as_ref().and_then(|c| c.id()).expect("a running store"), signal);
     }
 
     /// Hung: it takes connections (the kernel answers) but answers nothing, as a store out of
